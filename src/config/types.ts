@@ -1,0 +1,97 @@
+// The validated, defaults-applied configuration. Every module receives the slice it needs;
+// nothing reads the YAML or the environment after startup.
+
+export type AuthMode = 'required' | 'optional' | 'none'
+export type SameSite = 'lax' | 'strict' | 'none'
+export type SessionStoreKind = 'cookie' | 'memory' | 'redis'
+export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post'
+
+export interface ServerConfig {
+  host: string
+  port: number
+  /** External origin, without a trailing slash, e.g. https://app.example.com */
+  publicUrl: string
+  /** CIDRs (or single addresses) whose X-Forwarded-* headers are believed. */
+  trustedProxies: string[]
+  managementPort: number
+}
+
+export interface ProviderConfig {
+  issuer: string
+  clientId: string
+  clientSecret: string
+  clientAuthMethod: ClientAuthMethod
+  scopes: string[]
+  /** Accepted `aud` values of Bearer JWTs; defaults to [clientId]. */
+  audiences: string[]
+  timeoutMs: number
+  postLogoutRedirectUri?: string
+  /** Seconds of clock skew tolerated on `exp`/`iat`/`nbf`. */
+  clockToleranceSeconds: number
+  /** Plain-http issuer allowed (development and tests only). */
+  allowInsecureHttp: boolean
+}
+
+export interface CookiesConfig {
+  /** Base name of every gateway cookie; prefixed with __Host- / __Secure- when secure. */
+  name: string
+  /** Each at least 32 bytes; the first seals, all open. */
+  secrets: string[]
+  secure: boolean
+  sameSite: SameSite
+  /** Optional Domain attribute (disables the __Host- prefix). */
+  domain?: string
+}
+
+export interface SessionConfig {
+  store: SessionStoreKind
+  redisUrl?: string
+  /** Absolute lifetime of a sign-in, in seconds. */
+  maxAgeSeconds: number
+}
+
+export interface RedirectsConfig {
+  allowedHosts: string[]
+}
+
+export interface AllowRules {
+  emails?: string[]
+  emailDomains?: string[]
+  groups?: string[]
+  claims?: Record<string, Array<string | number | boolean>>
+}
+
+export interface IdentityHeaderNames {
+  user: string
+  email: string
+  groups: string
+  preferredUsername: string
+}
+
+export interface UpstreamConfig {
+  name: string
+  match: { pathPrefix: string; hosts?: string[] }
+  target: string
+  auth: AuthMode
+  publicPaths: string[]
+  allow: AllowRules
+  forwardAccessToken: boolean
+  allowPreflight: boolean
+  websocket: boolean
+  timeoutMs: number
+  identityHeaders: IdentityHeaderNames
+}
+
+export interface LogConfig {
+  level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+}
+
+export interface GatewayConfig {
+  server: ServerConfig
+  provider: ProviderConfig
+  cookies: CookiesConfig
+  session: SessionConfig
+  redirects: RedirectsConfig
+  upstreams: UpstreamConfig[]
+  log: LogConfig
+}

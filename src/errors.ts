@@ -1,0 +1,88 @@
+// Every error the gateway answers with itself is an RFC 9457 problem with a stable `code`.
+// Modules throw these; the error handler in app.ts is the only place that renders them.
+
+export type ProblemCode =
+  | 'bad_request'
+  | 'code_missing'
+  | 'state_mismatch'
+  | 'code_invalid'
+  | 'id_token_invalid'
+  | 'refresh_token_missing'
+  | 'refresh_token_invalid'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'rate_limited'
+  | 'session_too_large'
+  | 'provider_unavailable'
+  | 'upstream_unavailable'
+  | 'not_ready'
+  | 'session_store_unavailable'
+  | 'upstream_timeout'
+
+const TITLES: Record<ProblemCode, [status: number, title: string]> = {
+  bad_request: [400, 'Bad request'],
+  code_missing: [400, 'Authorization code missing'],
+  state_mismatch: [403, 'Sign-in state mismatch'],
+  code_invalid: [403, 'Authorization code rejected'],
+  id_token_invalid: [403, 'ID token invalid'],
+  refresh_token_missing: [400, 'No refresh token'],
+  refresh_token_invalid: [409, 'Refresh token rejected'],
+  unauthenticated: [401, 'Not signed in'],
+  forbidden: [403, 'Forbidden'],
+  not_found: [404, 'Not found'],
+  method_not_allowed: [405, 'Method not allowed'],
+  rate_limited: [429, 'Too many requests'],
+  session_too_large: [502, 'Session too large for cookies'],
+  provider_unavailable: [502, 'OpenID provider unavailable'],
+  upstream_unavailable: [502, 'Upstream unavailable'],
+  not_ready: [503, 'Not ready'],
+  session_store_unavailable: [503, 'Session store unavailable'],
+  upstream_timeout: [504, 'Upstream timeout'],
+}
+
+export interface Problem {
+  type: string
+  title: string
+  status: number
+  detail: string
+  code: ProblemCode
+  [extension: string]: unknown
+}
+
+export class GatewayError extends Error {
+  readonly code: ProblemCode
+  readonly status: number
+  readonly title: string
+  /** Extra members of the problem body (RFC 9457 extensions), e.g. `signInUrl`. */
+  readonly extensions: Record<string, unknown>
+  /** Response headers that belong to this error, e.g. `Allow` or `WWW-Authenticate`. */
+  readonly headers: Record<string, string>
+
+  constructor(
+    code: ProblemCode,
+    detail: string,
+    options: { cause?: unknown; extensions?: Record<string, unknown>; headers?: Record<string, string> } = {},
+  ) {
+    super(detail, { cause: options.cause })
+    const [status, title] = TITLES[code]
+    this.name = 'GatewayError'
+    this.code = code
+    this.status = status
+    this.title = title
+    this.extensions = options.extensions ?? {}
+    this.headers = options.headers ?? {}
+  }
+
+  toProblem(): Problem {
+    return {
+      ...this.extensions,
+      type: `urn:openid-gateway:problem:${this.code}`,
+      title: this.title,
+      status: this.status,
+      detail: this.message,
+      code: this.code,
+    }
+  }
+}
