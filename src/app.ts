@@ -1,13 +1,157 @@
-import Fastify, { type FastifyInstance } from 'fastify'
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import cookie from '@fastify/cookie'
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
 import type { GatewayConfig } from './config/types.js'
+import { GatewayError } from './errors.js'
+import { BearerVerifier } from './oidc/bearer.js'
+import { OidcClient } from './oidc/client.js'
+import { loggerOptions, redactUrl } from './ops/logging.js'
+import { normalizePath } from './proxy/path.js'
+import { proxyPlugin } from './proxy/plugin.js'
+import { createRedirectAfterValidator } from './routes/redirect-after.js'
+import { reservedRoutes } from './routes/reserved.js'
+import { signInRoutes } from './routes/sign-in.js'
+import { CookieCipher } from './session/cipher.js'
+import { GatewayCookies } from './session/cookies.js'
+import { CookieSessionStore } from './session/cookie-store.js'
+import { SessionLifecycle } from './session/lifecycle.js'
+import { MemorySessionStore } from './session/memory-store.js'
+import type { SessionStore } from './session/types.js'
 
 export interface BuildOptions {
-  /** pino options or `false`; defaults to JSON logs at `config.log.level`. */
+  /** pino options, or `false` for no logs; defaults to JSON logs at `config.log.level`. */
   logger?: boolean | object
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Resolves once the provider's metadata is loaded (discovery is retried until then). */
+    providerReady: Promise<void>
+  }
+}
+
+/** Marks a raw request whose path was refused by the normalizer (answered 400 in onRequest). */
+const kBadPath = Symbol('openid-gateway.badPath')
+
+/** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
+const MAX_HEADER_BYTES = 32 * 1024
+
+function createStore(config: GatewayConfig, cookies: GatewayCookies): SessionStore {
+  switch (config.session.store) {
+    case 'cookie':
+      return new CookieSessionStore(cookies, config.session.maxAgeSeconds)
+    case 'memory':
+      return new MemorySessionStore(cookies, config.session.maxAgeSeconds)
+    case 'redis':
+      throw new TypeError('session.store: redis is not available in this version; use cookie or memory')
+  }
 }
 
 /** Builds the gateway from a validated configuration. Does not listen. */
 export async function buildApp(config: GatewayConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
-  void config
-  return Fastify({ logger: options.logger ?? false })
+  const app = Fastify({
+    logger: options.logger ?? loggerOptions(config.log),
+    disableRequestLogging: true,
+    genReqId: () => randomUUID(),
+    trustProxy: config.server.trustedProxies.length === 0 ? false : config.server.trustedProxies,
+    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    // Every decision (routing, public paths, the path the upstream sees) uses one normalized
+    // path, so `/public/../admin` or `/%61dmin` cannot reach a protected route unchecked.
+    rewriteUrl(raw: IncomingMessage) {
+      const url = raw.url ?? '/'
+      const normalized = normalizePath(url)
+      if (normalized === null) {
+        ;(raw as IncomingMessage & { [kBadPath]?: true })[kBadPath] = true
+        return '/'
+      }
+      return normalized.path + normalized.search
+    },
+  })
+
+  app.setErrorHandler((err: FastifyError | GatewayError, req, reply) => {
+    let problem: GatewayError
+    if (err instanceof GatewayError) {
+      problem = err
+    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      problem = new GatewayError('bad_request', 'the request is malformed')
+    } else {
+      req.log.error({ err: { name: err.name, message: err.message, code: err.code } }, 'unexpected error')
+      problem = new GatewayError('internal_error', 'the gateway failed unexpectedly; the log has details')
+    }
+    if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
+    const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
+    reply.headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
+  })
+  app.setNotFoundHandler(() => {
+    throw new GatewayError('not_found', 'no upstream serves this path')
+  })
+
+  app.addHook('onRequest', async (req) => {
+    if ((req.raw as IncomingMessage & { [kBadPath]?: true })[kBadPath]) {
+      throw new GatewayError('bad_request', 'the request path is malformed')
+    }
+  })
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info(
+      {
+        method: req.method,
+        url: redactUrl(req.url),
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        ip: req.ip,
+        sub: req.identity?.claims.sub,
+      },
+      'request',
+    )
+  })
+
+  await app.register(cookie)
+  const cipher = new CookieCipher(config.cookies.secrets)
+  const cookies = new GatewayCookies(config.cookies, cipher)
+  const store = createStore(config, cookies)
+  const client = new OidcClient(config.provider, config.server.publicUrl, app.log)
+  const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
+  const lifecycle = new SessionLifecycle(client, store, allowClaims, config.session.maxAgeSeconds)
+  const bearer = new BearerVerifier({
+    issuer: config.provider.issuer,
+    audiences: config.provider.audiences,
+    clockToleranceSeconds: config.provider.clockToleranceSeconds,
+    timeoutMs: config.provider.timeoutMs,
+    jwksUri: () => client.metadata?.jwks_uri,
+  })
+
+  app.decorate('providerReady', client.start())
+  app.addHook('onClose', async () => {
+    client.stop()
+    await store.close()
+  })
+
+  await app.register(reservedRoutes)
+  await app.register(signInRoutes, {
+    prefix: '/api/v1/openid',
+    client,
+    cookies,
+    store,
+    lifecycle,
+    validateRedirectAfter: createRedirectAfterValidator({
+      publicUrl: config.server.publicUrl,
+      allowedHosts: config.redirects.allowedHosts,
+    }),
+  })
+  await app.register(proxyPlugin, {
+    upstreams: config.upstreams,
+    trustedProxies: config.server.trustedProxies,
+    isGatewayCookie: cookies.isGatewayCookie,
+    store,
+    lifecycle,
+    bearer,
+    publicUrl: config.server.publicUrl,
+  })
+  return app
+}
+
+function causeOf(err: Error): string | undefined {
+  const cause = err.cause
+  return cause instanceof Error ? `${cause.name}: ${cause.message}` : undefined
 }

@@ -1,1 +1,80 @@
-export {}
+#!/usr/bin/env node
+import { parseArgs } from 'node:util'
+import { buildApp } from './app.js'
+import { ConfigError, loadConfig } from './config/load.js'
+import { formatEffectiveConfig } from './config/mask.js'
+import type { GatewayConfig } from './config/types.js'
+
+// openid-gateway [run] --config PATH   runs the gateway; SIGTERM/SIGINT drain and exit 0
+// openid-gateway check --config PATH   validates and prints the effective config, secrets masked
+
+const USAGE = 'usage: openid-gateway [run|check] [--config PATH]'
+const EXIT_CONFIG = 2
+
+function load(path: string): GatewayConfig {
+  try {
+    return loadConfig(path)
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`)
+      process.exit(EXIT_CONFIG)
+    }
+    throw err
+  }
+}
+
+async function run(config: GatewayConfig): Promise<void> {
+  const app = await buildApp(config)
+  let stopping = false
+  const stop = (signal: string): void => {
+    if (stopping) return
+    stopping = true
+    app.log.info({ signal }, 'draining in-flight requests')
+    // close() stops accepting connections and waits for in-flight requests to finish.
+    app.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        app.log.error({ err }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+  await app.listen({ host: config.server.host, port: config.server.port })
+}
+
+async function main(argv: string[]): Promise<void> {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: { config: { type: 'string', short: 'c', default: 'config/gateway.yaml' }, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: true,
+    })
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`)
+    process.exit(EXIT_CONFIG)
+  }
+  const { values, positionals } = parsed
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`)
+    return
+  }
+  const command = positionals[0] ?? 'run'
+  if (positionals.length > 1 || (command !== 'run' && command !== 'check')) {
+    process.stderr.write(`${USAGE}\n`)
+    process.exit(EXIT_CONFIG)
+  }
+  const config = load(values.config)
+  if (command === 'check') {
+    process.stdout.write(formatEffectiveConfig(config))
+    return
+  }
+  await run(config)
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(`openid-gateway: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

@@ -20,6 +20,7 @@ export type ProblemCode =
   | 'not_ready'
   | 'session_store_unavailable'
   | 'upstream_timeout'
+  | 'internal_error'
 
 const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   bad_request: [400, 'Bad request'],
@@ -40,6 +41,7 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   not_ready: [503, 'Not ready'],
   session_store_unavailable: [503, 'Session store unavailable'],
   upstream_timeout: [504, 'Upstream timeout'],
+  internal_error: [500, 'Internal error'],
 }
 
 export interface Problem {

@@ -1,0 +1,42 @@
+import type { FastifyServerOptions } from 'fastify'
+import type { LogConfig } from '../config/types.js'
+
+// Logs are pino JSON, one line per request. Tokens travel in headers and, on the callback, in
+// the query string, so both are redacted before anything reaches a log line.
+
+/** Query parameters whose values are secrets or one-time credentials. */
+const SECRET_PARAMS = /^(code|state|session_state|id_token|id_token_hint|access_token|refresh_token|token|logout_token|client_secret|nonce)$/i
+
+export const REDACTED_PATHS = [
+  'req.headers.cookie',
+  'req.headers.authorization',
+  'req.headers["proxy-authorization"]',
+  'res.headers["set-cookie"]',
+  'headers.cookie',
+  'headers.authorization',
+]
+
+/** The request target with the values of secret query parameters replaced. */
+export function redactUrl(url: string): string {
+  const q = url.indexOf('?')
+  if (q === -1) return url
+  const params = new URLSearchParams(url.slice(q + 1))
+  let changed = false
+  for (const name of new Set(params.keys())) {
+    if (SECRET_PARAMS.test(name)) {
+      params.set(name, '[redacted]')
+      changed = true
+    }
+  }
+  return changed ? `${url.slice(0, q)}?${params.toString()}` : url
+}
+
+export function loggerOptions(config: LogConfig): NonNullable<FastifyServerOptions['logger']> {
+  return {
+    level: config.level,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    serializers: {
+      req: (req: { method: string; url: string; id: string }) => ({ method: req.method, url: redactUrl(req.url), id: req.id }),
+    },
+  }
+}

@@ -1,0 +1,149 @@
+import * as oidc from 'openid-client'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+import type { OidcClient } from '../oidc/client.js'
+import type { GatewayCookies } from '../session/cookies.js'
+import type { SessionLifecycle } from '../session/lifecycle.js'
+import type { SessionStore } from '../session/types.js'
+import { parseFlag, queryOf, single } from './params.js'
+
+// The four sign-in endpoints of the contract, mounted under /api/v1/openid.
+
+/** A sign-in transaction lives at most this long (the contract's 10 minutes). */
+const TRANSACTION_SECONDS = 600
+/** The provider's error text echoed back to the client is cut to this length. */
+const ECHO_CHARS = 256
+
+export interface SignInOptions {
+  client: OidcClient
+  cookies: GatewayCookies
+  store: SessionStore
+  lifecycle: SessionLifecycle
+  /** Returns the safe redirect target or `null` to refuse (see redirect-after.ts). */
+  validateRedirectAfter: (value: string) => string | null
+}
+
+interface Transaction {
+  n: string
+  v: string
+  r?: string
+}
+
+function isTransaction(v: unknown): v is Transaction {
+  if (typeof v !== 'object' || v === null) return false
+  const t = v as Partial<Transaction>
+  return typeof t.n === 'string' && typeof t.v === 'string' && (t.r === undefined || typeof t.r === 'string')
+}
+
+/** The sign-in URL that brings the user back to `target` (a validated path or URL). */
+export function signInPath(target: string): string {
+  return `/api/v1/openid/redirect?redirectAfter=${encodeURIComponent(target)}`
+}
+
+export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
+  const { client, cookies, store, lifecycle } = options
+
+  function redirectAfterOf(params: URLSearchParams): string | undefined {
+    const raw = single(params, 'redirectAfter')
+    if (raw === undefined) return undefined
+    const target = options.validateRedirectAfter(raw)
+    if (target === null) {
+      throw new GatewayError('bad_request', 'redirectAfter must be a path on this site or a URL on an allowed host')
+    }
+    return target
+  }
+
+  function noStore(reply: FastifyReply): void {
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache')
+  }
+
+  app.get('/redirect', async (req, reply) => {
+    const params = queryOf(req)
+    const redirectAfter = redirectAfterOf(params)
+    const performRedirect = parseFlag('performRedirect', single(params, 'performRedirect'), true)
+    const state = oidc.randomState()
+    const nonce = oidc.randomNonce()
+    const codeVerifier = oidc.randomPKCECodeVerifier()
+    const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
+    const location = client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge })
+    const transaction: Transaction = { n: nonce, v: codeVerifier }
+    if (redirectAfter !== undefined) transaction.r = redirectAfter
+    cookies.writeTransaction(reply, state, transaction, TRANSACTION_SECONDS)
+    noStore(reply)
+    if (performRedirect) return reply.redirect(location, 302)
+    return { value: location }
+  })
+
+  app.get('/callback', async (req, reply) => {
+    const params = queryOf(req)
+    const code = single(params, 'code')
+    if (code === undefined || code === '') {
+      const extensions: Record<string, string> = {}
+      for (const name of ['error', 'error_description']) {
+        const value = params.get(name)
+        if (value !== null) extensions[name] = value.slice(0, ECHO_CHARS)
+      }
+      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions })
+    }
+    const state = single(params, 'state')
+    const transaction = state === undefined || state === '' ? undefined : cookies.readTransaction(req, state)
+    if (state === undefined || !isTransaction(transaction)) {
+      throw new GatewayError('state_mismatch', 'the sign-in state is missing, expired or was started in another browser')
+    }
+    const search = req.url.slice(req.url.indexOf('?'))
+    let session
+    try {
+      const tokens = await client.exchangeCode(new URL(client.redirectUri + search), {
+        state,
+        nonce: transaction.n,
+        codeVerifier: transaction.v,
+      })
+      session = lifecycle.create(tokens)
+    } catch (err) {
+      // A refused code or token ends this transaction; a provider outage leaves it for a retry.
+      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state)
+      throw err
+    }
+    // Whatever session this browser had is replaced, never extended (no session fixation).
+    await store.destroy(req, reply)
+    await store.save(req, reply, session)
+    cookies.clearTransaction(reply, state)
+    noStore(reply)
+    if (transaction.r !== undefined) return reply.redirect(transaction.r, 302)
+    return { value: session.accessToken }
+  })
+
+  app.get('/refresh', async (req, reply) => {
+    // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
+    // a redirect: back to the page when the refresh worked, through sign-in when it cannot.
+    const redirectAfter = redirectAfterOf(queryOf(req))
+    const session = await store.load(req)
+    if (session?.refreshToken === undefined) {
+      if (redirectAfter !== undefined) return reply.redirect(signInPath(redirectAfter), 302)
+      throw new GatewayError('refresh_token_missing', 'there is no refresh token in this session')
+    }
+    let updated
+    try {
+      updated = await lifecycle.refresh(req, reply, session)
+    } catch (err) {
+      if (redirectAfter !== undefined && err instanceof GatewayError && err.code === 'refresh_token_invalid') {
+        return reply.redirect(signInPath(redirectAfter), 302)
+      }
+      throw err
+    }
+    noStore(reply)
+    if (redirectAfter !== undefined) return reply.redirect(redirectAfter, 302)
+    return { value: updated.accessToken }
+  })
+
+  app.delete('/logout', async (req: FastifyRequest, reply) => {
+    const session = await store.load(req)
+    if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
+    await store.destroy(req, reply)
+    // Offline refresh tokens outlive the provider's browser session, so they are revoked
+    // explicitly; a failure is logged and does not fail the logout.
+    if (session.refreshToken !== undefined) await client.revoke(session.refreshToken)
+    noStore(reply)
+    return { value: client.endSessionUrl(session.idToken) }
+  })
+}

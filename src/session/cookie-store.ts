@@ -1,0 +1,83 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { GatewayCookies } from './cookies.js'
+import type { Session, SessionClaims, SessionStore } from './types.js'
+
+// The whole session lives in the browser, sealed. It is split in two cookies so that the
+// long-lived credentials (refresh token, ID token) never travel on proxied paths: the
+// `credentials` cookie is scoped to /api/v1/openid.
+
+interface SealedSession {
+  i: string
+  c: SessionClaims
+  a: string
+  x: number
+  t: number
+}
+
+interface SealedCredentials {
+  i: string
+  r?: string
+  d?: string
+}
+
+function isSealedSession(v: unknown): v is SealedSession {
+  if (typeof v !== 'object' || v === null) return false
+  const s = v as Partial<SealedSession>
+  return (
+    typeof s.i === 'string' &&
+    typeof s.a === 'string' &&
+    typeof s.x === 'number' &&
+    typeof s.t === 'number' &&
+    typeof s.c === 'object' &&
+    s.c !== null &&
+    typeof s.c.sub === 'string'
+  )
+}
+
+function isSealedCredentials(v: unknown): v is SealedCredentials {
+  return typeof v === 'object' && v !== null && typeof (v as SealedCredentials).i === 'string'
+}
+
+export class CookieSessionStore implements SessionStore {
+  readonly #cookies: GatewayCookies
+  readonly #maxAgeSeconds: number
+
+  constructor(cookies: GatewayCookies, maxAgeSeconds: number) {
+    this.#cookies = cookies
+    this.#maxAgeSeconds = maxAgeSeconds
+  }
+
+  async load(req: FastifyRequest): Promise<Session | undefined> {
+    const sealed = this.#cookies.read(req, 'session')
+    if (!isSealedSession(sealed)) return undefined
+    const session: Session = { id: sealed.i, claims: sealed.c, accessToken: sealed.a, expiresAt: sealed.x, createdAt: sealed.t }
+    const credentials = this.#cookies.read(req, 'credentials')
+    // Credentials of another sign-in (e.g. a stale cookie) are never combined with this one.
+    if (isSealedCredentials(credentials) && credentials.i === session.id) {
+      if (credentials.r !== undefined) session.refreshToken = credentials.r
+      if (credentials.d !== undefined) session.idToken = credentials.d
+    }
+    return session
+  }
+
+  async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+    const endsAt = session.createdAt + this.#maxAgeSeconds
+    const main: SealedSession = { i: session.id, c: session.claims, a: session.accessToken, x: session.expiresAt, t: session.createdAt }
+    this.#cookies.write(req, reply, 'session', main, endsAt)
+    if (session.refreshToken === undefined && session.idToken === undefined) {
+      this.#cookies.clear(reply, 'credentials')
+      return
+    }
+    const credentials: SealedCredentials = { i: session.id }
+    if (session.refreshToken !== undefined) credentials.r = session.refreshToken
+    if (session.idToken !== undefined) credentials.d = session.idToken
+    this.#cookies.write(req, reply, 'credentials', credentials, endsAt)
+  }
+
+  async destroy(_req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    this.#cookies.clear(reply, 'session')
+    this.#cookies.clear(reply, 'credentials')
+  }
+
+  async close(): Promise<void> {}
+}

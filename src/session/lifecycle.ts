@@ -1,0 +1,84 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+import type { OidcClient, Tokens } from '../oidc/client.js'
+import { SingleFlight } from './single-flight.js'
+import type { Session, SessionClaims, SessionStore } from './types.js'
+
+/** Claims every session keeps: identity headers and the standard `allow` rules read them. */
+export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid'] as const
+
+/**
+ * Creates sessions from token responses and refreshes them. Refreshes run once per session at a
+ * time: concurrent requests of one session share the provider call.
+ */
+export class SessionLifecycle {
+  readonly #client: OidcClient
+  readonly #store: SessionStore
+  readonly #claimNames: readonly string[]
+  readonly #maxAgeSeconds: number
+  readonly #flights = new SingleFlight<Tokens>()
+
+  constructor(client: OidcClient, store: SessionStore, extraClaims: Iterable<string>, maxAgeSeconds: number) {
+    this.#client = client
+    this.#store = store
+    this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...extraClaims])]
+    this.#maxAgeSeconds = maxAgeSeconds
+  }
+
+  /** A new session for a completed sign-in: always a fresh id, so an old session is never reused. */
+  create(tokens: Tokens): Session {
+    if (tokens.claims === undefined) throw new GatewayError('id_token_invalid', 'the token response carried no ID token')
+    const now = Math.floor(Date.now() / 1000)
+    const session: Session = {
+      id: randomUUID(),
+      claims: this.#pick(tokens.claims),
+      accessToken: tokens.accessToken,
+      expiresAt: this.#expiry(tokens, now),
+      createdAt: now,
+    }
+    if (tokens.refreshToken !== undefined) session.refreshToken = tokens.refreshToken
+    if (tokens.idToken !== undefined) session.idToken = tokens.idToken
+    return session
+  }
+
+  /**
+   * Redeems the session's refresh token and stores the result. A refused refresh token ends the
+   * session (its cookies are cleared) before the error propagates; a provider fault keeps it.
+   */
+  async refresh(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Session> {
+    const refreshToken = session.refreshToken
+    if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
+    let tokens: Tokens
+    try {
+      tokens = await this.#flights.run(session.id, () => this.#client.refresh(refreshToken))
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
+      throw err
+    }
+    const updated: Session = {
+      ...session,
+      accessToken: tokens.accessToken,
+      expiresAt: this.#expiry(tokens, Math.floor(Date.now() / 1000)),
+    }
+    // Providers that rotate refresh tokens send a new one; the others keep the old one valid.
+    if (tokens.refreshToken !== undefined) updated.refreshToken = tokens.refreshToken
+    if (tokens.idToken !== undefined) updated.idToken = tokens.idToken
+    // openid-client has validated the refreshed ID token, `sub` included (Core 12.2).
+    if (tokens.claims !== undefined) updated.claims = this.#pick(tokens.claims)
+    await this.#store.save(req, reply, updated)
+    return updated
+  }
+
+  #expiry(tokens: Tokens, now: number): number {
+    // Without expires_in the access token is taken to live as long as the session may.
+    const sessionEnd = now + this.#maxAgeSeconds
+    return tokens.expiresAt === undefined ? sessionEnd : Math.min(tokens.expiresAt, sessionEnd)
+  }
+
+  #pick(claims: Record<string, unknown>): SessionClaims {
+    const picked: Record<string, unknown> = {}
+    for (const name of this.#claimNames) if (claims[name] !== undefined) picked[name] = claims[name]
+    return picked as SessionClaims
+  }
+}

@@ -1,0 +1,96 @@
+import t from 'tap'
+import fc from 'fast-check'
+import { CookieCipher } from '../../src/session/cipher.js'
+
+const A = 'a'.repeat(32)
+const B = 'b'.repeat(40)
+const future = () => Date.now() / 1000 + 600
+
+t.test('seal then open returns the data', async (t) => {
+  const c = new CookieCipher([A])
+  const sealed = c.seal('session', { sub: 'alice', n: 1 }, future())
+  t.same(c.open('session', sealed), { sub: 'alice', n: 1 })
+  t.match(sealed, /^[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]+$/, 'cookie-safe characters only')
+})
+
+t.test('the plaintext is not readable in the sealed value', async (t) => {
+  const c = new CookieCipher([A])
+  const sealed = c.seal('session', { token: 'very-secret-token' }, future())
+  t.notMatch(Buffer.from(sealed.slice(9), 'base64url').toString('latin1'), /very-secret-token/)
+})
+
+t.test('each seal uses a fresh nonce', async (t) => {
+  const c = new CookieCipher([A])
+  t.not(c.seal('p', 1, future()), c.seal('p', 1, future()))
+})
+
+t.test('a value sealed for one purpose does not open as another', async (t) => {
+  const c = new CookieCipher([A])
+  t.equal(c.open('credentials', c.seal('session', { a: 1 }, future())), undefined)
+})
+
+t.test('expired envelopes do not open', async (t) => {
+  const c = new CookieCipher([A])
+  const sealed = c.seal('p', 'x', Date.now() / 1000 + 10)
+  t.equal(c.open('p', sealed, Date.now() / 1000 + 11), undefined)
+  t.equal(c.open('p', sealed, Date.now() / 1000 + 9), 'x')
+})
+
+t.test('key rotation: the first secret seals, every secret opens', async (t) => {
+  const old = new CookieCipher([A])
+  const rotated = new CookieCipher([B, A])
+  const oldValue = old.seal('p', 'from-old', future())
+  t.equal(rotated.open('p', oldValue), 'from-old', 'old cookies still open after rotation')
+  const newValue = rotated.seal('p', 'from-new', future())
+  t.equal(old.open('p', newValue), undefined, 'new cookies are sealed with the new secret')
+  t.equal(new CookieCipher([B]).open('p', newValue), 'from-new')
+  t.equal(new CookieCipher([B]).open('p', oldValue), undefined, 'a dropped secret no longer opens')
+})
+
+t.test('tampering with any character makes the value unopenable', async (t) => {
+  const c = new CookieCipher([A])
+  const sealed = c.seal('p', { sub: 'alice' }, future())
+  for (let i = 0; i < sealed.length; i++) {
+    const ch = sealed[i] === 'A' ? 'B' : 'A'
+    const tampered = sealed.slice(0, i) + ch + sealed.slice(i + 1)
+    if (c.open('p', tampered) !== undefined) t.fail(`tampered at ${i} still opens`)
+  }
+  t.equal(c.open('p', sealed.slice(0, -1)), undefined, 'truncated')
+  t.equal(c.open('p', sealed + 'A'), undefined, 'extended')
+  t.equal(c.open('p', ''), undefined, 'empty')
+})
+
+t.test('a foreign secret does not open, even with a forged key id', async (t) => {
+  const mine = new CookieCipher([A])
+  const theirs = new CookieCipher([B])
+  const forged = mine.seal('p', 'x', future()).slice(0, 9) + theirs.seal('p', 'x', future()).slice(9)
+  t.equal(mine.open('p', forged), undefined)
+})
+
+t.test('secrets shorter than 32 bytes are refused', async (t) => {
+  t.throws(() => new CookieCipher(['short']), TypeError)
+  t.throws(() => new CookieCipher([]), TypeError)
+  t.doesNotThrow(() => new CookieCipher(['é'.repeat(16)]), '32 bytes of UTF-8 suffice')
+})
+
+t.test('property: any input opens to nothing or to exactly what was sealed, never throws', async (t) => {
+  const c = new CookieCipher([A])
+  const valid = c.seal('p', { ok: true }, future())
+  fc.assert(
+    fc.property(fc.string({ maxLength: 600 }), fc.nat({ max: valid.length }), (junk, cut) => {
+      if (c.open('p', junk) !== undefined) return false
+      const opened = c.open('p', valid.slice(0, cut) + junk + valid.slice(cut))
+      // Integrity: whatever the splice, the only thing that can come out is the sealed value.
+      return opened === undefined || JSON.stringify(opened) === '{"ok":true}'
+    }),
+    { numRuns: 500 },
+  )
+  t.pass('500 random splices')
+})
+
+t.test('characters outside the base64url alphabet are refused', async (t) => {
+  const c = new CookieCipher([A])
+  const sealed = c.seal('p', 'x', future())
+  t.equal(c.open('p', `${sealed.slice(0, 12)} ${sealed.slice(12)}`), undefined)
+  t.equal(c.open('p', `${sealed.slice(0, 12)}+${sealed.slice(12)}`), undefined)
+})
