@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
 import type { GatewayConfig } from './config/types.js'
 import { GatewayError } from './errors.js'
 import { BearerVerifier } from './oidc/bearer.js'
@@ -52,7 +52,8 @@ function createStore(config: GatewayConfig, cookies: GatewayCookies): SessionSto
 export async function buildApp(config: GatewayConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logger ?? loggerOptions(config.log),
-    disableRequestLogging: true,
+    // One line per request, written in onResponse with the gateway's own fields.
+    logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
     trustProxy: config.server.trustedProxies.length === 0 ? false : config.server.trustedProxies,
     http: { maxHeaderSize: MAX_HEADER_BYTES },

@@ -1,0 +1,98 @@
+import t from 'tap'
+import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+
+interface Problem {
+  code: string
+  status: number
+}
+
+t.test('DELETE /api/v1/openid/logout', async (t) => {
+  const stack = await startStack(t)
+  const logout = `${stack.gw}/api/v1/openid/logout`
+
+  t.test('401 unauthenticated without a session', async (t) => {
+    const res = await fetch(logout, { method: 'DELETE' })
+    t.equal(res.status, 401)
+    t.match(res.headers.get('content-type'), /^application\/problem\+json/)
+    t.equal(((await res.json()) as Problem).code, 'unauthenticated')
+    const forged = await fetch(logout, { method: 'DELETE', headers: { cookie: 'ogw=forged.value' } })
+    t.equal(forged.status, 401, 'a forged cookie is no session')
+  })
+
+  t.test('200: every gateway cookie deleted, refresh token revoked, end-session URL returned', async (t) => {
+    const browser = await stack.signedIn('alice')
+    const oldCookies = browser.cookieHeader(`${stack.gw}/api/v1/openid/refresh`)
+    const res = await browser.fetch(logout, { method: 'DELETE' })
+    t.equal(res.status, 200)
+    t.match(res.headers.get('content-type'), /^application\/json/)
+    const { value } = (await res.json()) as { value: string }
+    const url = new URL(value)
+    t.equal(`${url.origin}${url.pathname}`, `${stack.provider?.issuer}/session/end`)
+    t.ok(url.searchParams.get('id_token_hint'), 'id_token_hint')
+    t.equal(url.searchParams.get('post_logout_redirect_uri'), `${stack.gw}/`)
+    t.equal(url.searchParams.get('client_id'), CLIENT_ID)
+
+    const setCookies = res.headers.getSetCookie()
+    for (const [name, path] of [
+      ['ogw', '/'],
+      ['ogw_cred', '/api/v1/openid'],
+    ] as const) {
+      const cleared = setCookies.find((c) => c.startsWith(`${name}=;`))
+      t.ok(cleared, `${name} is cleared`)
+      t.match(cleared, /Max-Age=0/)
+      t.match(cleared, new RegExp(`Path=${path.replaceAll('/', '\\/')}(;|$)`))
+    }
+    t.same(
+      browser.cookies().filter((c) => c.name.startsWith('ogw')),
+      [],
+      'the browser holds no gateway cookie',
+    )
+
+    // The session is gone ...
+    const page = await browser.fetch(`${stack.gw}/x`, { headers: { accept: 'application/json' } })
+    t.equal(page.status, 401)
+    // ... and the refresh token was revoked at the provider: replaying the old cookies fails there.
+    const replay = await fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: { cookie: oldCookies } })
+    t.equal(replay.status, 409)
+    t.equal(((await replay.json()) as Problem).code, 'refresh_token_invalid')
+
+    // The end-session URL works at the provider (RP-initiated logout) and comes back to us.
+    const done = await browser.confirmProviderLogout(value)
+    t.ok(done.visited.some((u) => u.startsWith(`${stack.gw}/`)), 'redirected to post_logout_redirect_uri')
+  })
+
+  t.test('405 method_not_allowed with Allow on the wrong method', async (t) => {
+    for (const method of ['GET', 'POST', 'PUT']) {
+      const res = await fetch(logout, { method })
+      t.equal(res.status, 405, method)
+      t.equal(res.headers.get('allow'), 'DELETE')
+      t.equal(((await res.json()) as Problem).code, 'method_not_allowed')
+    }
+    for (const path of ['redirect', 'callback', 'refresh']) {
+      const res = await fetch(`${stack.gw}/api/v1/openid/${path}`, { method: 'DELETE' })
+      t.equal(res.status, 405, path)
+      t.equal(res.headers.get('allow'), 'GET, HEAD')
+    }
+  })
+
+  t.test('404 not_found for unknown paths under /api/v1/openid, never proxied', async (t) => {
+    const before = stack.upstream.requests.length
+    for (const path of ['/api/v1/openid', '/api/v1/openid/', '/api/v1/openid/nope', '/api/v1/openid/redirect/x']) {
+      const res = await fetch(stack.gw + path)
+      t.equal(res.status, 404, path)
+      t.equal(((await res.json()) as Problem).code, 'not_found')
+    }
+    t.equal(stack.upstream.requests.length, before)
+  })
+})
+
+t.test('a failing provider does not fail the logout', async (t) => {
+  const stack = await startStack(t)
+  const browser = await stack.signedIn('alice')
+  await stack.provider?.close()
+  const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
+  t.equal(res.status, 200)
+  const { value } = (await res.json()) as { value: string }
+  t.match(value, /\/session\/end\?/)
+  t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw=;')))
+})
