@@ -1,0 +1,286 @@
+// A development OpenID provider (oidc-provider 9) for `npm run demo` and the integration tests.
+// It behaves like a strict real-world IdP: PKCE required, refresh tokens only through
+// offline_access + consent, revocation and RP-initiated logout enabled. Never use it in production:
+// accounts are invented from whatever username is typed, and all state lives in memory.
+
+import { randomBytes, randomUUID } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import * as jose from 'jose'
+import type Provider from 'oidc-provider'
+import type { Account, ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider'
+
+export interface DevClient {
+  clientId: string
+  clientSecret: string
+  redirectUris: string[]
+  postLogoutRedirectUris?: string[]
+  /** Default `client_secret_basic`. oidc-provider accepts basic and post interchangeably anyway. */
+  tokenEndpointAuthMethod?: 'client_secret_basic' | 'client_secret_post'
+  /** OpenID Connect Back-Channel Logout: the provider POSTs a logout token here on end-session. */
+  backchannelLogoutUri?: string
+}
+
+export interface DevProviderOptions {
+  host?: string
+  /** 0 (default) picks an ephemeral port. */
+  port?: number
+  clients: DevClient[]
+  /** Default 3600. */
+  accessTokenTtlSeconds?: number
+  /** Default 14 days. */
+  refreshTokenTtlSeconds?: number
+  /** ID token lifetime; defaults to the access token's. */
+  idTokenTtlSeconds?: number
+  /**
+   * `true`: rotate on every use; `false`: never; unset: oidc-provider's default, which rotates
+   * a confidential client's refresh token only after 70% of its lifetime has passed.
+   */
+  rotateRefreshTokens?: boolean
+  /**
+   * `offline_access` (default, like most real IdPs): a refresh token is issued only when the
+   * request asks for `offline_access` with `prompt=consent`. `always`: whenever the client may use
+   * the refresh_token grant; such tokens then end with the provider session.
+   */
+  refreshTokenPolicy?: 'offline_access' | 'always'
+  /** Hide oidc-provider's console notices (dev keys, in-memory adapter, Node version). Default true. */
+  quiet?: boolean
+}
+
+export interface SignJwtOptions {
+  /** A number is seconds from now (negative for an expired token); a string is a jose timespan such as `'5m'` or `'-1h'`. */
+  expiresIn?: string | number
+  /** Overrides the `kid` header (e.g. an unknown kid). */
+  kid?: string
+  /**
+   * RS256 (default). RS384, RS512, PS256, PS384, PS512 also sign with the provider's RSA key, but
+   * the served JWK says `alg: RS256`, so verifiers that honour it refuse those tokens. `none` produces an unsecured JWT; HS256/HS384/HS512 are keyed with the provider's public key in
+   * SPKI PEM form (the classic algorithm-confusion attack). Both must be refused by verifiers.
+   */
+  alg?: string
+  /** `typ` header, e.g. `logout+jwt` or `at+jwt`. */
+  typ?: string
+}
+
+export interface DevProvider {
+  /** `http://HOST:PORT`, no trailing slash. */
+  issuer: string
+  port: number
+  /** The oidc-provider instance, for tests that need its events or models. */
+  provider: Provider
+  /** The private JWKS the provider signs with. */
+  jwks: { keys: jose.JWK[] }
+  /**
+   * Signs `claims` with the provider's own signing key (so it verifies against the served JWKS).
+   * Defaults `iss` to the issuer, `iat` to now and `exp` to five minutes from now; a claim given
+   * as `undefined` is left out of the token.
+   */
+  signJwt(claims: Record<string, unknown>, options?: SignJwtOptions): Promise<string>
+  close(): Promise<void>
+}
+
+const KNOWN_GROUPS: Record<string, string[]> = {
+  alice: ['admins', 'staff'],
+  bob: ['staff'],
+}
+
+/** The invented account behind any username: alice and bob have groups, everybody else none. */
+export function devAccountClaims(username: string): { sub: string; [claim: string]: unknown } {
+  return {
+    sub: username,
+    email: `${username}@example.com`,
+    email_verified: true,
+    name: username.charAt(0).toUpperCase() + username.slice(1),
+    preferred_username: username,
+    groups: KNOWN_GROUPS[username] ?? [],
+  }
+}
+
+const RSA_ALGS = new Set(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'])
+const HMAC_ALGS = new Set(['HS256', 'HS384', 'HS512'])
+
+let consoleFiltered = false
+
+// oidc-provider talks through console.warn/console.info with an "oidc-provider " prefix (possibly
+// wrapped in ANSI colour codes). Only those lines are dropped; everything else passes through.
+function filterProviderNotices(): void {
+  if (consoleFiltered) return
+  consoleFiltered = true
+  const isNotice = (args: unknown[]): boolean =>
+    typeof args[0] === 'string' && args[0].replace(/\x1b\[[0-9;]*m/g, '').startsWith('oidc-provider ')
+  const { warn, info } = console
+  console.warn = (...args: unknown[]) => {
+    if (!isNotice(args)) warn.apply(console, args)
+  }
+  console.info = (...args: unknown[]) => {
+    if (!isNotice(args)) info.apply(console, args)
+  }
+}
+
+function listen(server: Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve((server.address() as AddressInfo).port)
+    })
+  })
+}
+
+function formatHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host
+}
+
+export async function startDevProvider(options: DevProviderOptions): Promise<DevProvider> {
+  const host = options.host ?? '127.0.0.1'
+  const quiet = options.quiet ?? true
+  const accessTtl = options.accessTokenTtlSeconds ?? 3600
+  const refreshTtl = options.refreshTokenTtlSeconds ?? 14 * 24 * 3600
+  const idTokenTtl = options.idTokenTtlSeconds ?? accessTtl
+
+  if (quiet) filterProviderNotices()
+  // Imported lazily so the filter above is in place before the module prints its runtime warning.
+  const { default: ProviderClass } = await import('oidc-provider')
+
+  const kid = `dev-${randomUUID().slice(0, 8)}`
+  const { privateKey, publicKey } = await jose.generateKeyPair('RS256', { extractable: true })
+  const privateJwk: jose.JWK = { ...(await jose.exportJWK(privateKey)), kid, alg: 'RS256', use: 'sig' }
+  const publicPem = await jose.exportSPKI(publicKey)
+
+  // The issuer must carry the real port, so the socket is bound before the Provider exists.
+  const server = createServer()
+  const port = await listen(server, options.port ?? 0, host)
+  const issuer = `http://${formatHost(host)}:${port}`
+
+  const clients: ClientMetadata[] = options.clients.map((c) => ({
+    client_id: c.clientId,
+    client_secret: c.clientSecret,
+    redirect_uris: c.redirectUris,
+    post_logout_redirect_uris: c.postLogoutRedirectUris ?? [],
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    token_endpoint_auth_method: c.tokenEndpointAuthMethod ?? 'client_secret_basic',
+    ...(c.backchannelLogoutUri === undefined
+      ? {}
+      : { backchannel_logout_uri: c.backchannelLogoutUri, backchannel_logout_session_required: true }),
+  }))
+
+  const configuration: Configuration = {
+    clients,
+    // oidc-provider mutates the keys it is given; hand it a copy.
+    jwks: { keys: [structuredClone(privateJwk)] },
+    cookies: { keys: [randomBytes(32).toString('base64url')] },
+    claims: {
+      openid: ['sub'],
+      email: ['email', 'email_verified'],
+      profile: ['name', 'preferred_username'],
+      groups: ['groups'],
+    },
+    scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
+    // The gateway takes identity from the ID token, so scope-requested claims must appear there.
+    conformIdTokenClaims: false,
+    findAccount: (_ctx: KoaContextWithOIDC, sub: string): Account => ({
+      accountId: sub,
+      claims: () => devAccountClaims(sub),
+    }),
+    pkce: { required: () => true },
+    features: {
+      devInteractions: { enabled: true },
+      revocation: { enabled: true },
+      rpInitiatedLogout: { enabled: true },
+      backchannelLogout: { enabled: true },
+    },
+    ...(options.rotateRefreshTokens === undefined ? {} : { rotateRefreshToken: options.rotateRefreshTokens }),
+    ...(options.refreshTokenPolicy === 'always'
+      ? { issueRefreshToken: (_ctx: KoaContextWithOIDC, client: { grantTypeAllowed(type: string): boolean }) => client.grantTypeAllowed('refresh_token') }
+      : {}),
+    // Every ttl is spelled out: the defaults print a notice each the first time they are used.
+    ttl: {
+      AccessToken: accessTtl,
+      AuthorizationCode: 60,
+      IdToken: idTokenTtl,
+      RefreshToken: refreshTtl,
+      Interaction: 3600,
+      Session: Math.max(refreshTtl, 14 * 24 * 3600),
+      Grant: Math.max(refreshTtl, 14 * 24 * 3600),
+      ClientCredentials: 600,
+      DeviceCode: 600,
+      BackchannelAuthenticationRequest: 600,
+      PreAuthorizedCode: 600,
+    },
+    // The default fetch refuses loopback addresses (SSRF protection), but back-channel logout
+    // tokens go to a gateway on 127.0.0.1 here.
+    fetch: (input, init) => {
+      const plain: RequestInit & { dispatcher?: unknown } = { ...init }
+      delete plain.dispatcher
+      return globalThis.fetch(input, plain)
+    },
+  }
+
+  let provider: Provider
+  try {
+    provider = new ProviderClass(issuer, configuration)
+  } catch (err) {
+    server.close()
+    throw err
+  }
+  server.on('request', provider.callback())
+
+  const rsaKeys = new Map<string, jose.CryptoKey | Uint8Array>([['RS256', privateKey]])
+  async function rsaKey(alg: string): Promise<jose.CryptoKey | Uint8Array> {
+    let key = rsaKeys.get(alg)
+    if (key === undefined) {
+      const { alg: _ignored, ...jwk } = privateJwk
+      key = await jose.importJWK(jwk, alg)
+      rsaKeys.set(alg, key)
+    }
+    return key
+  }
+
+  async function signJwt(claims: Record<string, unknown>, signOptions: SignJwtOptions = {}): Promise<string> {
+    const alg = signOptions.alg ?? 'RS256'
+    const now = Math.floor(Date.now() / 1000)
+    const payload: jose.JWTPayload = { iss: issuer, iat: now, exp: now + 300, ...claims }
+    if (typeof signOptions.expiresIn === 'number') payload.exp = now + signOptions.expiresIn
+    for (const [name, value] of Object.entries(payload)) {
+      if (value === undefined) delete payload[name]
+    }
+
+    if (alg === 'none') {
+      const jwt = new jose.UnsecuredJWT(payload)
+      if (typeof signOptions.expiresIn === 'string') jwt.setExpirationTime(signOptions.expiresIn)
+      return jwt.encode()
+    }
+
+    let key: jose.CryptoKey | Uint8Array
+    if (RSA_ALGS.has(alg)) key = await rsaKey(alg)
+    else if (HMAC_ALGS.has(alg)) key = new TextEncoder().encode(publicPem)
+    else throw new TypeError(`signJwt: unsupported alg ${alg}`)
+
+    const jwt = new jose.SignJWT(payload).setProtectedHeader({
+      alg,
+      kid: signOptions.kid ?? kid,
+      ...(signOptions.typ === undefined ? {} : { typ: signOptions.typ }),
+    })
+    if (typeof signOptions.expiresIn === 'string') jwt.setExpirationTime(signOptions.expiresIn)
+    return jwt.sign(key)
+  }
+
+  let closing: Promise<void> | undefined
+  function close(): Promise<void> {
+    closing ??= new Promise<void>((resolve) => {
+      server.close(() => resolve())
+      server.closeAllConnections()
+    })
+    return closing
+  }
+
+  return {
+    issuer,
+    port,
+    provider,
+    jwks: { keys: [structuredClone(privateJwk)] },
+    signJwt,
+    close,
+  }
+}

@@ -1,0 +1,205 @@
+// The demo upstream: an application that knows nothing of OpenID and shows what the gateway told
+// it. Every header value shown is attacker-controlled (a client can send anything the gateway
+// fails to strip), so all of it is HTML-escaped.
+
+import { createHash } from 'node:crypto'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+export interface DemoUpstreamOptions {
+  host?: string
+  /** 0 (default) picks an ephemeral port. */
+  port?: number
+}
+
+export interface DemoUpstream {
+  url: string
+  port: number
+  close(): Promise<void>
+}
+
+const IDENTITY_HEADERS = [
+  'x-forwarded-user',
+  'x-forwarded-email',
+  'x-forwarded-groups',
+  'x-forwarded-preferred-username',
+]
+const FORWARDING_HEADERS = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']
+
+// No user data is ever interpolated into this script; it is static so its hash can pin it in the CSP.
+const SCRIPT = `
+const out = document.getElementById('result')
+document.getElementById('refresh').addEventListener('click', async () => {
+  out.textContent = 'Refreshing...'
+  try {
+    const res = await fetch('/api/v1/openid/refresh', { credentials: 'same-origin' })
+    out.textContent = res.ok
+      ? 'Refresh: ' + res.status + ' ' + res.statusText + ', a new access token was issued (not shown).'
+      : 'Refresh: ' + res.status + ' ' + res.statusText
+  } catch (err) {
+    out.textContent = 'Refresh failed: ' + err
+  }
+})
+document.getElementById('logout').addEventListener('click', async () => {
+  out.textContent = 'Signing out...'
+  try {
+    const res = await fetch('/api/v1/openid/logout', { method: 'DELETE', credentials: 'same-origin' })
+    let next = ''
+    if (res.ok) {
+      const body = await res.json()
+      if (typeof body.value === 'string') next = body.value
+    }
+    if (/^https?:\\/\\//i.test(next)) location.href = next
+    else location.reload()
+  } catch (err) {
+    out.textContent = 'Sign-out failed: ' + err
+  }
+})
+`
+const SCRIPT_HASH = createHash('sha256').update(SCRIPT).digest('base64')
+const CSP = [
+  "default-src 'none'",
+  "style-src 'unsafe-inline'",
+  `script-src 'sha256-${SCRIPT_HASH}'`,
+  "connect-src 'self'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ')
+
+const STYLE = `
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 52rem; color: #222 }
+table { border-collapse: collapse; width: 100% }
+th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #ddd; vertical-align: top }
+th { width: 18rem; font-weight: 600 }
+td { font-family: ui-monospace, monospace; word-break: break-all }
+.absent { color: #999; font-style: italic; font-family: system-ui, sans-serif }
+button { font-size: 1rem; padding: .4rem 1rem; margin-right: .5rem }
+#result { margin-top: 1rem; min-height: 1.5rem }
+`
+
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`)
+}
+
+function headerValue(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name]
+  if (value === undefined) return undefined
+  return Array.isArray(value) ? value.join(', ') : value
+}
+
+function cookieNames(req: IncomingMessage): string[] {
+  const header = req.headers.cookie
+  if (header === undefined) return []
+  return header
+    .split(';')
+    .map((pair) => pair.split('=', 1)[0]?.trim() ?? '')
+    .filter((name) => name !== '')
+}
+
+function row(name: string, value: string | undefined): string {
+  const cell = value === undefined ? '<span class="absent">not received</span>' : escapeHtml(value)
+  return `<tr><th>${escapeHtml(name)}</th><td>${cell}</td></tr>`
+}
+
+function headerTable(req: IncomingMessage): string {
+  const rows = [
+    ...IDENTITY_HEADERS.map((name) => row(name, headerValue(req, name))),
+    // Only whether it came, never the token itself: this page is for looking at, not for leaking.
+    row('authorization', req.headers.authorization === undefined ? undefined : 'present (value hidden)'),
+    ...FORWARDING_HEADERS.map((name) => row(name, headerValue(req, name))),
+    row('cookie names', req.headers.cookie === undefined ? undefined : cookieNames(req).join(', ')),
+  ]
+  return `<table>${rows.join('\n')}</table>`
+}
+
+function page(title: string, body: string, withScript: boolean): string {
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+${body}
+${withScript ? `<script>${SCRIPT}</script>` : ''}
+</body>
+</html>
+`
+}
+
+function appPage(req: IncomingMessage): string {
+  const user = headerValue(req, 'x-forwarded-user')
+  return page('openid-gateway demo upstream', `
+<h1>openid-gateway demo upstream</h1>
+<p>${user === undefined ? 'No identity headers arrived.' : `Signed in as <strong>${escapeHtml(user)}</strong>.`}
+This application knows nothing of OpenID Connect: it only sees what the gateway forwards.</p>
+<p>Request: <code>${escapeHtml(req.method ?? 'GET')} ${escapeHtml(req.url ?? '/')}</code></p>
+<h2>Headers received from the gateway</h2>
+${headerTable(req)}
+<p>
+<button id="refresh" type="button">Refresh token</button>
+<button id="logout" type="button">Log out</button>
+</p>
+<div id="result" role="status"></div>
+<p><a href="/public/">A public page</a> (no sign-in needed).</p>
+`, true)
+}
+
+function publicPage(req: IncomingMessage): string {
+  return page('openid-gateway demo upstream: public page', `
+<h1>Public page, no sign-in needed</h1>
+<p>The gateway forwards this path without asking anyone to sign in. Identity headers appear only
+if you happen to be signed in.</p>
+<h2>Headers received from the gateway</h2>
+${headerTable(req)}
+<p><a href="/">Back to the protected page</a></p>
+`, false)
+}
+
+function wantsJson(req: IncomingMessage): boolean {
+  const accept = req.headers.accept ?? ''
+  return /\bapplication\/json\b/i.test(accept) && !/\btext\/html\b/i.test(accept)
+}
+
+function handle(req: IncomingMessage, res: ServerResponse): void {
+  const path = new URL(req.url ?? '/', 'http://upstream.invalid').pathname
+  res.setHeader('cache-control', 'no-store')
+  res.setHeader('x-content-type-options', 'nosniff')
+  if (path === '/echo' || wantsJson(req)) {
+    res.setHeader('content-type', 'application/json; charset=utf-8')
+    res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers }))
+    return
+  }
+  res.setHeader('content-type', 'text/html; charset=utf-8')
+  res.setHeader('content-security-policy', CSP)
+  res.setHeader('referrer-policy', 'no-referrer')
+  res.end(req.method === 'HEAD' ? undefined : path.startsWith('/public/') || path === '/public' ? publicPage(req) : appPage(req))
+}
+
+export async function startDemoUpstream(options: DemoUpstreamOptions = {}): Promise<DemoUpstream> {
+  const host = options.host ?? '127.0.0.1'
+  const server: Server = createServer(handle)
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const { port } = server.address() as AddressInfo
+  let closing: Promise<void> | undefined
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    port,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
+      return closing
+    },
+  }
+}

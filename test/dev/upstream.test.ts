@@ -1,0 +1,151 @@
+import t from 'tap'
+import WebSocket from 'ws'
+import { escapeHtml, startDemoUpstream } from '../../src/dev/upstream.js'
+import { startEchoUpstream } from '../fixtures/upstream.js'
+
+t.test('demo upstream: JSON echo for Accept: application/json and /echo', async (t) => {
+  const upstream = await startDemoUpstream()
+  t.teardown(() => upstream.close())
+  t.match(upstream.url, /^http:\/\/127\.0\.0\.1:\d+$/)
+
+  const res = await fetch(`${upstream.url}/some/path?q=1`, {
+    headers: { accept: 'application/json', 'x-forwarded-user': 'alice' },
+  })
+  t.equal(res.status, 200)
+  t.match(res.headers.get('content-type'), /^application\/json/)
+  const body = (await res.json()) as { method: string; url: string; headers: Record<string, string> }
+  t.equal(body.method, 'GET')
+  t.equal(body.url, '/some/path?q=1')
+  t.equal(body.headers['x-forwarded-user'], 'alice')
+
+  const echo = await fetch(`${upstream.url}/echo`, { method: 'POST', headers: { accept: 'text/html' } })
+  t.match(echo.headers.get('content-type'), /^application\/json/, '/echo is JSON whatever the Accept')
+  t.equal(((await echo.json()) as { method: string }).method, 'POST')
+})
+
+t.test('demo upstream: HTML page shows identity headers, escaped, never token values', async (t) => {
+  const upstream = await startDemoUpstream()
+  t.teardown(() => upstream.close())
+  const evil = '<script>alert(1)</script>"\'&'
+  const res = await fetch(`${upstream.url}/app`, {
+    headers: {
+      accept: 'text/html',
+      'x-forwarded-user': evil,
+      'x-forwarded-email': 'alice@example.com',
+      'x-forwarded-groups': 'admins,staff',
+      'x-forwarded-preferred-username': 'alice',
+      'x-forwarded-for': '10.0.0.1',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'app.example.com',
+      authorization: 'Bearer secret-access-token',
+      cookie: 'app_pref=dark-and-secret; other=secret-value',
+    },
+  })
+  t.equal(res.status, 200)
+  t.match(res.headers.get('content-type'), /^text\/html/)
+  t.match(res.headers.get('content-security-policy'), /script-src 'sha256-/)
+  const html = await res.text()
+  t.match(html, /<title>openid-gateway demo upstream<\/title>/)
+  t.notMatch(html, '<script>alert(1)</script>', 'header value not injected as markup')
+  t.match(html, '&#60;script&#62;alert(1)&#60;/script&#62;&#34;&#39;&#38;', 'header value escaped')
+  for (const value of ['alice@example.com', 'admins,staff', '10.0.0.1', 'https', 'app.example.com']) {
+    t.match(html, value, `shows ${value}`)
+  }
+  t.match(html, 'present (value hidden)')
+  t.notMatch(html, 'secret-access-token', 'authorization value never shown')
+  t.match(html, 'app_pref, other', 'cookie names shown')
+  t.notMatch(html, 'secret-value', 'cookie values never shown')
+  t.notMatch(html, 'dark-and-secret')
+  t.match(html, 'id="refresh"')
+  t.match(html, 'id="logout"')
+  t.match(html, "fetch('/api/v1/openid/refresh'")
+  t.match(html, "method: 'DELETE'")
+
+  const bare = await (await fetch(`${upstream.url}/`, { headers: { accept: 'text/html' } })).text()
+  t.match(bare, 'No identity headers arrived.')
+  t.match(bare, 'not received')
+})
+
+t.test('demo upstream: public page', async (t) => {
+  const upstream = await startDemoUpstream()
+  t.teardown(() => upstream.close())
+  const html = await (await fetch(`${upstream.url}/public/anything`, { headers: { accept: 'text/html' } })).text()
+  t.match(html, /public page, no sign-in needed/i)
+  t.notMatch(html, 'id="logout"', 'no script on the public page')
+})
+
+t.test('escapeHtml', async (t) => {
+  t.equal(escapeHtml('a<b>&"\'`'), 'a&#60;b&#62;&#38;&#34;&#39;&#96;')
+  t.equal(escapeHtml('plain'), 'plain')
+})
+
+t.test('echo upstream records requests and bodies', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+
+  const res = await fetch(`${upstream.url}/a/b?c=d`, {
+    method: 'POST',
+    headers: { 'x-test': '1', 'content-type': 'text/plain' },
+    body: 'hello',
+  })
+  t.equal(res.status, 200)
+  const echoed = (await res.json()) as { method: string; url: string; headers: Record<string, string>; body: string }
+  t.same({ method: echoed.method, url: echoed.url, body: echoed.body }, { method: 'POST', url: '/a/b?c=d', body: 'hello' })
+  t.equal(echoed.headers['x-test'], '1')
+  t.equal(upstream.requests.length, 1)
+  t.equal(upstream.requests[0]?.headers['x-test'], '1')
+  t.equal(upstream.requests[0]?.body, 'hello')
+
+  const teapot = await fetch(`${upstream.url}/status/418`)
+  t.equal(teapot.status, 418)
+  t.equal(((await teapot.json()) as { url: string }).url, '/status/418')
+  const empty = await fetch(`${upstream.url}/status/204`)
+  t.equal(empty.status, 204)
+  t.equal(await empty.text(), '')
+
+  const started = Date.now()
+  const slow = await fetch(`${upstream.url}/slow?ms=150`)
+  t.equal(slow.status, 200)
+  t.ok(Date.now() - started >= 140, '/slow waits')
+
+  // A client giving up on /slow must not leave the upstream stuck.
+  await t.rejects(fetch(`${upstream.url}/slow?ms=5000`, { signal: AbortSignal.timeout(50) }))
+  t.equal(upstream.requests.length, 5)
+})
+
+t.test('echo upstream: websocket echo records the upgrade headers', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+
+  const ws = new WebSocket(`ws://127.0.0.1:${upstream.port}/socket?x=1`, ['chat', 'other'], {
+    headers: { cookie: 'a=b', 'x-forwarded-user': 'alice' },
+  })
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve())
+    ws.once('error', reject)
+  })
+  t.equal(ws.protocol, 'chat', 'first subprotocol accepted')
+  const reply = new Promise<string>((resolve) => ws.once('message', (data: Buffer) => resolve(data.toString())))
+  ws.send('ping 1')
+  t.equal(await reply, 'ping 1')
+
+  const binary = new Promise<{ data: Buffer; isBinary: boolean }>((resolve) =>
+    ws.once('message', (data: Buffer, isBinary: boolean) => resolve({ data, isBinary })),
+  )
+  ws.send(Buffer.from([1, 2, 3]))
+  const got = await binary
+  t.ok(got.isBinary, 'binary stays binary')
+  t.same([...got.data], [1, 2, 3])
+
+  t.equal(upstream.upgrades.length, 1)
+  t.equal(upstream.upgrades[0]?.url, '/socket?x=1')
+  t.equal(upstream.upgrades[0]?.headers.cookie, 'a=b')
+  t.equal(upstream.upgrades[0]?.headers['x-forwarded-user'], 'alice')
+  t.equal(upstream.requests.length, 0, 'upgrades are not counted as HTTP requests')
+
+  // close() must not hang on an open socket.
+  const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()))
+  await upstream.close()
+  await closed
+  t.pass('closed with a live websocket')
+})
