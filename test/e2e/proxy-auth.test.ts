@@ -1,0 +1,199 @@
+import t from 'tap'
+import { CookieCipher } from '../../src/session/cipher.js'
+import { rawRequest } from '../fixtures/http.js'
+import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+
+const JSON_ACCEPT = { accept: 'application/json' }
+
+interface Problem {
+  code: string
+  status: number
+  signInUrl?: string
+}
+
+t.test('auth: required', async (t) => {
+  const stack = await startStack(t, { upstreams: [{ name: 'app', publicPaths: ['/public/**', '/assets/*.css'] }] })
+
+  t.test('a browser navigation without a session is sent to sign in with redirectAfter', async (t) => {
+    for (const headers of [{ accept: 'text/html,application/xhtml+xml' }, { accept: '*/*', 'sec-fetch-mode': 'navigate' }]) {
+      const res = await rawRequest(stack.gw, '/app/page?a=1&b=2', { headers })
+      t.equal(res.status, 302)
+      t.equal(res.headers.location, '/api/v1/openid/redirect?redirectAfter=%2Fapp%2Fpage%3Fa%3D1%26b%3D2')
+    }
+    const head = await rawRequest(stack.gw, '/x', { method: 'HEAD', headers: { accept: 'text/html' } })
+    t.equal(head.status, 302, 'HEAD navigations too')
+    t.equal(stack.upstream.requests.length, 0, 'nothing reached the upstream')
+  })
+
+  t.test('anything else gets 401 problem+json with WWW-Authenticate and signInUrl', async (t) => {
+    for (const [method, headers] of [
+      ['GET', JSON_ACCEPT],
+      ['GET', {}],
+      ['POST', { accept: 'text/html' }],
+      ['DELETE', { 'sec-fetch-mode': 'navigate' }],
+    ] as const) {
+      const res = await rawRequest(stack.gw, '/api/items?x=1', { method, headers })
+      t.equal(res.status, 401, `${method} ${JSON.stringify(headers)}`)
+      t.equal(res.headers['www-authenticate'], 'Bearer')
+      t.match(res.headers['content-type'], /^application\/problem\+json/)
+      const body = res.json<Problem>()
+      t.equal(body.code, 'unauthenticated')
+      t.equal(body.signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fapi%2Fitems%3Fx%3D1`)
+    }
+    t.equal(stack.upstream.requests.length, 0)
+  })
+
+  t.test('a signed-in request is proxied, with the path and query as sent', async (t) => {
+    const browser = await stack.signedIn('alice')
+    const res = await browser.fetch(`${stack.gw}/app/page?a=1&b=%20x`, { headers: JSON_ACCEPT })
+    t.equal(res.status, 200)
+    const last = stack.upstream.requests.at(-1)
+    t.equal(last?.url, '/app/page?a=1&b=%20x')
+    t.equal(last?.headers['x-forwarded-user'], 'alice')
+  })
+
+  t.test('publicPaths need no session', async (t) => {
+    for (const path of ['/public/', '/public/a/b.js', '/assets/site.css']) {
+      const res = await rawRequest(stack.gw, path, { headers: JSON_ACCEPT })
+      t.equal(res.status, 200, path)
+    }
+    for (const path of ['/assets/deep/site.css', '/publicity', '/assets/site.js']) {
+      const res = await rawRequest(stack.gw, path, { headers: JSON_ACCEPT })
+      t.equal(res.status, 401, path)
+    }
+  })
+
+  t.test('path tricks never reach a protected path without a session', async (t) => {
+    const before = stack.upstream.requests.length
+    const tricks = [
+      '/public/../admin',
+      '/public/./../admin',
+      '/public/%2e%2e/admin',
+      '/public/%2E%2E/admin',
+      '/public/.%2e/admin',
+      '/public/..%2fadmin',
+      '/public%2f..%2fadmin',
+      '/public/..%5cadmin',
+      '/public/..\\admin',
+      '//public/../admin',
+      '/public//../admin',
+      '/public/%252e%252e/admin',
+      '/public/%c0%ae%c0%ae/admin',
+      '/public;x=y/../admin',
+      '/public/..;/admin',
+      '/public/%00/../admin',
+      '/public/../admin#',
+    ]
+    for (const target of tricks) {
+      const res = await rawRequest(stack.gw, target, { headers: JSON_ACCEPT })
+      t.ok(res.status === 400 || res.status === 401, `${target} -> ${res.status}`)
+      t.not(res.status, 500)
+    }
+    t.equal(stack.upstream.requests.length, before, 'the upstream saw none of them')
+  })
+
+  t.test('the upstream sees the normalized path it was authorized for', async (t) => {
+    const res = await rawRequest(stack.gw, '/public/x/../y//z/./%61?q=%2F', { headers: JSON_ACCEPT })
+    t.equal(res.status, 200)
+    t.equal(stack.upstream.requests.at(-1)?.url, '/public/y/z/a?q=%2F')
+  })
+
+  t.test('a tampered, truncated or foreign session cookie is no session, never a 500', async (t) => {
+    const browser = await stack.signedIn('alice')
+    const value = browser.cookie('ogw')?.value ?? ''
+    const foreign = new CookieCipher(['another-gateway-secret-0123456789abcdef']).seal('session', { i: 'x', c: { sub: 'mallory' }, a: 't', x: 9e9, t: 1 }, 9e9)
+    const flip = (s: string, i: number) => s.slice(0, i) + (s[i] === 'A' ? 'B' : 'A') + s.slice(i + 1)
+    for (const cookie of [flip(value, 20), flip(value, value.length - 3), value.slice(0, -10), value.slice(0, 9), foreign, '', '%%%', 'a.b.c']) {
+      const res = await rawRequest(stack.gw, '/private', { headers: { ...JSON_ACCEPT, cookie: `ogw=${cookie}` } })
+      t.equal(res.status, 401, cookie.slice(0, 20))
+    }
+  })
+})
+
+t.test('auth: optional passes anonymous requests, with identity when signed in', async (t) => {
+  const stack = await startStack(t, { upstreams: [{ name: 'app', auth: 'optional' }] })
+  const anon = await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, 'x-forwarded-user': 'mallory' } })
+  t.equal(anon.status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], undefined, 'spoofed identity removed')
+  const browser = await stack.signedIn('bob')
+  t.equal((await browser.fetch(`${stack.gw}/x`, { headers: JSON_ACCEPT })).status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], 'bob')
+})
+
+t.test('auth: none proxies everything without identity', async (t) => {
+  const stack = await startStack(t, { upstreams: [{ name: 'app', auth: 'none' }] })
+  const res = await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, 'X-Forwarded-Email': 'ceo@example.com' } })
+  t.equal(res.status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-email'], undefined)
+})
+
+t.test('allow rules: signed in but not allowed is 403 forbidden', async (t) => {
+  const stack = await startStack(t, {
+    upstreams: [
+      { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } },
+      { name: 'mail', match: { pathPrefix: '/mail' }, allow: { emails: ['bob@example.com'] } },
+      { name: 'domain', match: { pathPrefix: '/corp' }, allow: { emailDomains: ['example.org'] } },
+      { name: 'claims', match: { pathPrefix: '/claims' }, allow: { claims: { preferred_username: ['alice'] } } },
+      { name: 'both', match: { pathPrefix: '/both' }, allow: { groups: ['staff'], emails: ['alice@example.com'] } },
+      { name: 'app' },
+    ],
+  })
+  const alice = await stack.signedIn('alice')
+  const bob = await stack.signedIn('bob')
+  const status = async (b: typeof alice, path: string) => (await b.fetch(stack.gw + path, { headers: JSON_ACCEPT })).status
+  t.equal(await status(alice, '/admin/x'), 200)
+  t.equal(await status(bob, '/admin/x'), 403)
+  t.equal(await status(bob, '/mail'), 200)
+  t.equal(await status(alice, '/mail'), 403)
+  t.equal(await status(alice, '/corp'), 403, 'example.com is not example.org')
+  t.equal(await status(alice, '/claims/1'), 200)
+  t.equal(await status(bob, '/claims/1'), 403)
+  t.equal(await status(alice, '/both'), 200)
+  t.equal(await status(bob, '/both'), 403, 'every kind of rule must pass')
+  const res = await bob.fetch(`${stack.gw}/admin`, { headers: JSON_ACCEPT })
+  t.match(res.headers.get('content-type'), /^application\/problem\+json/)
+  t.equal(((await res.json()) as Problem).code, 'forbidden')
+  const nav = await bob.fetch(`${stack.gw}/admin`, { navigate: true })
+  t.equal(nav.status, 403, 'a forbidden navigation is not sent to sign in again')
+})
+
+t.test('CORS preflights are refused unless allowPreflight', async (t) => {
+  const stack = await startStack(t, {
+    upstreams: [
+      { name: 'open', match: { pathPrefix: '/open' }, allowPreflight: true },
+      { name: 'app' },
+    ],
+  })
+  const preflight = { origin: 'https://spa.example.com', 'access-control-request-method': 'POST' }
+  t.equal((await rawRequest(stack.gw, '/api', { method: 'OPTIONS', headers: preflight })).status, 401)
+  t.equal((await rawRequest(stack.gw, '/open/api', { method: 'OPTIONS', headers: preflight })).status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.method, 'OPTIONS')
+  t.equal((await rawRequest(stack.gw, '/open/api', { method: 'OPTIONS' })).status, 401, 'a plain OPTIONS is not a preflight')
+})
+
+t.test('Bearer JWT access tokens', async (t) => {
+  const stack = await startStack(t)
+  const provider = stack.provider!
+  const call = (token: string) => rawRequest(stack.gw, '/api', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${token}` } })
+  const good = await provider.signJwt({ sub: 'service-a', aud: CLIENT_ID, email: 'svc@example.com' })
+  const ok = await call(good)
+  t.equal(ok.status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], 'service-a')
+  t.equal((await call(good)).status, 200, 'cached verification')
+
+  const bad: Array<[string, string]> = [
+    ['tampered', good.slice(0, -4) + (good.endsWith('AAAA') ? 'BBBB' : 'AAAA')],
+    ['expired', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { expiresIn: -600 })],
+    ['wrong audience', await provider.signJwt({ sub: 's', aud: 'someone-else' })],
+    ['wrong issuer', await provider.signJwt({ sub: 's', aud: CLIENT_ID, iss: 'https://evil.example.com' })],
+    ['alg none', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { alg: 'none' })],
+    ['HS256 keyed with the public key', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { alg: 'HS256' })],
+    ['unknown kid', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { kid: 'unknown' })],
+    ['not a JWT', 'opaque-token-value'],
+  ]
+  for (const [name, token] of bad) {
+    const res = await call(token)
+    t.equal(res.status, 401, name)
+    t.equal(res.json<Problem>().code, 'unauthenticated')
+  }
+})
