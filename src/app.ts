@@ -20,8 +20,8 @@ import { MemorySessionStore } from './session/memory-store.js'
 import type { SessionStore } from './session/types.js'
 
 export interface BuildOptions {
-  /** pino options, or `false` for no logs; defaults to JSON logs at `config.log.level`. */
-  logger?: boolean | object
+  /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
+  logStream?: { write(line: string): void }
 }
 
 declare module 'fastify' {
@@ -51,7 +51,7 @@ function createStore(config: GatewayConfig, cookies: GatewayCookies): SessionSto
 /** Builds the gateway from a validated configuration. Does not listen. */
 export async function buildApp(config: GatewayConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? loggerOptions(config.log),
+    logger: { ...loggerOptions(config.log), ...(options.logStream === undefined ? {} : { stream: options.logStream }) },
     // One line per request, written in onResponse with the gateway's own fields.
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),

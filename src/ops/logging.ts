@@ -1,4 +1,5 @@
-import type { FastifyServerOptions } from 'fastify'
+import type { FastifyLoggerOptions } from 'fastify'
+import type { LoggerOptions } from 'pino'
 import type { LogConfig } from '../config/types.js'
 
 // Logs are pino JSON, one line per request. Tokens travel in headers and, on the callback, in
@@ -31,7 +32,7 @@ export function redactUrl(url: string): string {
   return changed ? `${url.slice(0, q)}?${params.toString()}` : url
 }
 
-export function loggerOptions(config: LogConfig): NonNullable<FastifyServerOptions['logger']> {
+export function loggerOptions(config: LogConfig): FastifyLoggerOptions & LoggerOptions {
   return {
     level: config.level,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },

@@ -1,0 +1,58 @@
+import t from 'tap'
+import { redactUrl } from '../../src/ops/logging.js'
+import { rawRequest } from '../fixtures/http.js'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.js'
+
+t.test('no token, code, cookie or secret in any log line, even at trace level', async (t) => {
+  const lines: string[] = []
+  const stack = await startStack(t, {
+    config: { log: { level: 'trace' } },
+    logStream: { write: (line: string) => void lines.push(line) },
+    upstreams: [{ name: 'app', forwardAccessToken: true }],
+  })
+  const browser = stack.browser()
+  const signIn = await browser.signIn(`${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fx`, 'alice')
+  t.equal(signIn.status, 302)
+  const callbackUrl = new URL(browser.history.find((u) => u.includes('/callback?')) ?? '')
+  const refreshed = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
+  const accessToken = ((await refreshed.json()) as { value: string }).value
+  const jwt = await stack.provider!.signJwt({ sub: 'svc', aud: CLIENT_ID })
+  await rawRequest(stack.gw, '/api', { headers: { accept: 'application/json', authorization: `Bearer ${jwt}` } })
+  await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })
+  const cookies = browser.cookies().filter((c) => c.name.startsWith('ogw')).map((c) => c.value)
+  await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
+  await rawRequest(stack.gw, `/api/v1/openid/callback?code=leaked-code-value&state=leaked-state-value`)
+
+  t.ok(lines.length > 5, 'logs were captured')
+  const all = lines.join('')
+  const secrets: Record<string, string> = {
+    'authorization code': callbackUrl.searchParams.get('code') ?? 'missing',
+    state: callbackUrl.searchParams.get('state') ?? 'missing',
+    'a code from a bad callback': 'leaked-code-value',
+    'a state from a bad callback': 'leaked-state-value',
+    'access token': accessToken,
+    'bearer JWT': jwt,
+    'client secret': CLIENT_SECRET,
+    'cookie secret': COOKIE_SECRET,
+  }
+  cookies.forEach((value, i) => (secrets[`cookie ${i}`] = value.slice(0, 40)))
+  for (const [name, secret] of Object.entries(secrets)) {
+    t.ok(secret.length >= 8, `${name} is known to the test`)
+    t.notOk(all.includes(secret), `no ${name} in the logs`)
+  }
+
+  const requests = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request')
+  t.ok(requests.length >= 6, 'one line per request')
+  for (const line of requests) {
+    t.type(line.reqId, 'string', 'with a request id')
+    t.type(line.status, 'number')
+  }
+  t.ok(requests.some((l) => l.sub === 'alice'), 'signed-in requests name the subject')
+})
+
+t.test('redactUrl hides the values of secret query parameters only', async (t) => {
+  t.equal(redactUrl('/cb?code=abc&state=def&x=1'), '/cb?code=%5Bredacted%5D&state=%5Bredacted%5D&x=1')
+  t.equal(redactUrl('/page?q=1'), '/page?q=1')
+  t.equal(redactUrl('/p'), '/p')
+  t.equal(redactUrl('/p?ID_TOKEN_HINT=x'), '/p?ID_TOKEN_HINT=%5Bredacted%5D')
+})
