@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
+import { ConfigError } from './config/load.js'
 import type { GatewayConfig } from './config/types.js'
 import { GatewayError } from './errors.js'
 import { BearerVerifier } from './oidc/bearer.js'
@@ -44,7 +45,8 @@ function createStore(config: GatewayConfig, cookies: GatewayCookies): SessionSto
     case 'memory':
       return new MemorySessionStore(cookies, config.session.maxAgeSeconds)
     case 'redis':
-      throw new TypeError('session.store: redis is not available in this version; use cookie or memory')
+      // Part of the configuration contract, not built yet: a configuration error (exit 2).
+      throw new ConfigError(['session.store: redis is not available in this version; use cookie or memory'])
   }
 }
 

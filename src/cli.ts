@@ -11,9 +11,10 @@ import type { GatewayConfig } from './config/types.js'
 const USAGE = 'usage: openid-gateway [run|check] [--config PATH]'
 const EXIT_CONFIG = 2
 
-function load(path: string): GatewayConfig {
+/** Runs `step`; a configuration error ends the process with exit code 2 and its message. */
+async function configured<T>(step: () => T | Promise<T>): Promise<T> {
   try {
-    return loadConfig(path)
+    return await step()
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`)
@@ -24,7 +25,7 @@ function load(path: string): GatewayConfig {
 }
 
 async function run(config: GatewayConfig): Promise<void> {
-  const app = await buildApp(config)
+  const app = await configured(() => buildApp(config))
   let stopping = false
   const stop = (signal: string): void => {
     if (stopping) return
@@ -66,7 +67,7 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(`${USAGE}\n`)
     process.exit(EXIT_CONFIG)
   }
-  const config = load(values.config)
+  const config = await configured(() => loadConfig(values.config))
   if (command === 'check') {
     process.stdout.write(formatEffectiveConfig(config))
     return

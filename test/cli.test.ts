@@ -102,3 +102,11 @@ t.test('run serves, and SIGTERM drains in-flight requests and exits 0', async (t
   t.equal(run.code, 0, run.stderr)
   await t.rejects(rawRequest(origin, '/status/204'), 'no longer listening')
 })
+
+t.test('session.store: redis is refused as a configuration error until it exists', async (t) => {
+  const config = valid(8080, 'http://127.0.0.1:3000')
+  const path = configFile({ ...config, session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379' } })
+  const run = await cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE }).done
+  t.equal(run.code, 2)
+  t.match(run.stderr, /session\.store: redis is not available/)
+})

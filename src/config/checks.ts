@@ -1,0 +1,166 @@
+// Rules that relate two keys, which the schema cannot say (or cannot say readably). A rule runs
+// whenever the keys it reads are themselves free of problems, whatever is wrong elsewhere, so
+// one run reports as much as possible without building on a broken value.
+
+import { canonicalHeaderName } from './formats.js'
+import { normalizeHosts, normalizePathPrefix } from './normalize.js'
+import { formatPath, type Issue, type Path, startsWith } from './path.js'
+import type { IdentityHeaderNames } from './types.js'
+
+/** Reads the value at `path` when it has the expected type and no known issue touches it. */
+type Read = <T>(path: Path, is: (value: unknown) => value is T) => T | undefined
+
+/** `known`: the issues found so far (environment and schema); defaults are already applied. */
+export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
+  const read: Read = (path, is) => {
+    if (known.some((issue) => startsWith(issue.path, path) || startsWith(path, issue.path))) return undefined
+    const value = valueAt(data, path)
+    return is(value) ? value : undefined
+  }
+  return [
+    ...checkPorts(read),
+    ...checkIssuer(read),
+    ...checkSameSite(read),
+    ...checkSecureOverHttp(read),
+    ...checkRedis(read, data),
+    ...checkUpstreams(read, valueAt(data, ['upstreams'])),
+  ]
+}
+
+function checkPorts(read: Read): Issue[] {
+  const port = read(['server', 'port'], isNumber)
+  const managementPort = read(['server', 'managementPort'], isNumber)
+  // Port 0 asks the OS for a free port, so two zeros do not collide.
+  if (port === undefined || port === 0 || port !== managementPort) return []
+  return [{ path: ['server', 'managementPort'], message: 'must differ from server.port' }]
+}
+
+function checkIssuer(read: Read): Issue[] {
+  const issuer = read(['provider', 'issuer'], isString)
+  const allowInsecureHttp = read(['provider', 'allowInsecureHttp'], isBoolean)
+  if (issuer === undefined || allowInsecureHttp !== false || !/^http:/i.test(issuer)) return []
+  return [{ path: ['provider', 'issuer'], message: 'must be an https URL (http only with provider.allowInsecureHttp: true)' }]
+}
+
+function checkSameSite(read: Read): Issue[] {
+  if (read(['cookies', 'sameSite'], isString) !== 'none' || read(['cookies', 'secure'], isBoolean) !== false) return []
+  return [{ path: ['cookies', 'sameSite'], message: 'none requires cookies.secure: true' }]
+}
+
+// Browsers drop Secure cookies set over plain http (localhost excepted): every sign-in would end
+// in a loop back to the provider.
+function checkSecureOverHttp(read: Read): Issue[] {
+  const publicUrl = read(['server', 'publicUrl'], isString)
+  if (read(['cookies', 'secure'], isBoolean) !== true || publicUrl === undefined || !isPlainHttpRemote(publicUrl)) return []
+  const message = 'must be false when server.publicUrl is plain http (browsers drop Secure cookies there)'
+  return [{ path: ['cookies', 'secure'], message }]
+}
+
+function isPlainHttpRemote(publicUrl: string): boolean {
+  const url = new URL(publicUrl)
+  if (url.protocol !== 'http:') return false
+  const host = url.hostname
+  return !(host === 'localhost' || host.endsWith('.localhost') || host.startsWith('127.') || host === '[::1]')
+}
+
+function checkRedis(read: Read, data: unknown): Issue[] {
+  if (read(['session', 'store'], isString) !== 'redis' || valueAt(data, ['session', 'redisUrl']) !== undefined) return []
+  return [{ path: ['session', 'redisUrl'], message: 'is required when session.store is redis' }]
+}
+
+interface Match {
+  pathPrefix: string
+  hosts?: string[]
+}
+
+function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
+  const indexes = Array.isArray(upstreams) ? upstreams.map((_, index) => index) : []
+  const keyed = (key: (index: number) => string | undefined): Keyed[] =>
+    indexes.flatMap((index): Keyed[] => {
+      const value = key(index)
+      return value === undefined ? [] : [[index, value]]
+    })
+  const names = duplicates(keyed((i) => read(['upstreams', i, 'name'], isString)?.toLowerCase()))
+  const matches = duplicates(keyed((i) => matchKey(read(['upstreams', i, 'match'], isMatch))))
+  return [
+    ...names.map(([index, first]): Issue => ({
+      path: ['upstreams', index, 'name'],
+      message: `duplicate of ${formatPath(['upstreams', first, 'name'])}`,
+    })),
+    ...matches.map(([index, first]): Issue => ({
+      path: ['upstreams', index, 'match'],
+      message: `same hosts and pathPrefix as ${formatPath(['upstreams', first])}`,
+    })),
+    ...indexes.flatMap((index) => checkIdentityHeaders(index, read(['upstreams', index, 'identityHeaders'], isIdentityHeaders))),
+  ]
+}
+
+function matchKey(match: Match | undefined): string | undefined {
+  if (match === undefined) return undefined
+  const hosts = match.hosts === undefined ? [] : normalizeHosts(match.hosts).sort()
+  return JSON.stringify([hosts, normalizePathPrefix(match.pathPrefix)])
+}
+
+// In the documented order, whatever order the file (and the defaults after it) gave the keys.
+const IDENTITY_KEYS: ReadonlyArray<keyof IdentityHeaderNames> = ['user', 'email', 'groups', 'preferredUsername']
+
+function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | undefined): Issue[] {
+  if (headers === undefined) return []
+  const names = IDENTITY_KEYS.map((key, position): Keyed => [position, canonicalHeaderName(headers[key])])
+  return duplicates(names).map(([position, first]) => ({
+    path: ['upstreams', index, 'identityHeaders', IDENTITY_KEYS[position] ?? ''],
+    message: `same header as identityHeaders.${IDENTITY_KEYS[first] ?? ''}`,
+  }))
+}
+
+type Keyed = readonly [index: number, key: string]
+
+/** Each item whose key an earlier item already has, with the index of that earlier item. */
+function duplicates(items: readonly Keyed[]): Array<[index: number, first: number]> {
+  const seen = new Map<string, number>()
+  return items.flatMap(([index, key]): Array<[number, number]> => {
+    const first = seen.get(key)
+    if (first !== undefined) return [[index, first]]
+    seen.set(key, index)
+    return []
+  })
+}
+
+function valueAt(data: unknown, path: Path): unknown {
+  let node = data
+  for (const segment of path) {
+    if (Array.isArray(node) && typeof segment === 'number') node = node[segment]
+    else if (isRecord(node) && typeof segment === 'string' && Object.hasOwn(node, segment)) node = node[segment]
+    else return undefined
+  }
+  return node
+}
+
+// The type guards only give the values a type: a key without issues already passed the schema.
+function isString(value: unknown): value is string {
+  return typeof value === 'string'
+}
+
+function isNumber(value: unknown): value is number {
+  return typeof value === 'number'
+}
+
+function isBoolean(value: unknown): value is boolean {
+  return typeof value === 'boolean'
+}
+
+function isStringArray(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every(isString)
+}
+
+function isMatch(value: unknown): value is Match {
+  return isRecord(value) && isString(value.pathPrefix) && (value.hosts === undefined || isStringArray(value.hosts))
+}
+
+function isIdentityHeaders(value: unknown): value is IdentityHeaderNames {
+  return isRecord(value) && IDENTITY_KEYS.every((key) => isString(value[key]))
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

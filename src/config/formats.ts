@@ -1,0 +1,201 @@
+// The custom `format`s of the schema. Each check returns why a value is wrong, or undefined when
+// it is fine: ajv only needs the verdict, the error message needs the reason. No message ever
+// repeats the value, since some of these values are secrets.
+
+import { BlockList, isIP } from 'node:net'
+import picomatch from 'picomatch'
+
+export type FormatCheck = (value: string) => string | undefined
+
+// The WHATWG URL parser silently drops tabs and newlines and reads `\` as `/` in http URLs;
+// refusing them up front keeps what the user wrote and what the gateway uses the same thing.
+const INVISIBLE = /[\s\x00-\x1f\x7f]/
+const HOST_LABEL = /^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$/
+const PORT = /^\d{1,5}$/
+const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+
+// Headers that HTTP, the proxy or the gateway itself own: an identity header with one of these
+// names would let a claim overwrite them. Compared with `_` as `-`, because CGI-style upstreams
+// read X_Forwarded_For as X-Forwarded-For.
+const RESERVED_HEADERS = new Set([
+  'authorization', 'connection', 'content-length', 'content-type', 'cookie', 'forwarded', 'host',
+  'keep-alive', 'proxy-authorization', 'proxy-connection', 'set-cookie', 'te', 'trailer',
+  'transfer-encoding', 'upgrade', 'x-forwarded-access-token', 'x-forwarded-for', 'x-forwarded-host',
+  'x-forwarded-method', 'x-forwarded-port', 'x-forwarded-proto', 'x-forwarded-uri', 'x-original-url',
+  'x-real-ip',
+])
+const RESERVED_HEADER_PREFIX = 'x-auth-request-'
+
+// The same options as src/proxy/public-paths.ts, plus strictBrackets so that an unbalanced
+// bracket is reported instead of silently becoming a literal character.
+const GLOB_OPTIONS = { dot: true, nobrace: true, noextglob: true, nonegate: true, windows: false, strictBrackets: true }
+
+const MIN_SECRET_BYTES = 32
+
+const NOT_HTTP_URL = 'must be an http(s) URL'
+
+function isHostname(value: string): boolean {
+  return value.length <= 253 && value.split('.').every((label) => HOST_LABEL.test(label)) && isCanonicalHost(value)
+}
+
+// What a URL parser would rewrite (`0x7f.1` is 127.0.0.1, `1.2.3` is 1.2.0.3) is refused: the
+// entry would match another host than the one written.
+function isCanonicalHost(value: string): boolean {
+  return URL.canParse(`http://${value}/`) && new URL(`http://${value}/`).hostname === value.toLowerCase()
+}
+
+/** Lowercases A-Z only: Unicode lowercasing maps look-alikes such as KELVIN SIGN onto ASCII. */
+export function asciiLower(value: string): string {
+  return value.replace(/[A-Z]/g, (c) => String.fromCharCode(c.charCodeAt(0) | 0x20))
+}
+
+/** Header names as upstreams may read them: case-insensitive, `_` the same as `-`. */
+export function canonicalHeaderName(name: string): string {
+  return asciiLower(name).replaceAll('_', '-')
+}
+
+function isPort(value: string): boolean {
+  return PORT.test(value) && Number(value) >= 1 && Number(value) <= 65535
+}
+
+/** `host`, `host:port`, `1.2.3.4:port` or `[::1]:port`, as in a Host header. */
+function isHostWithPort(value: string): boolean {
+  const bracketed = /^\[([^\]]+)\](?::([^:]*))?$/.exec(value)
+  if (bracketed) return isIP(bracketed[1] ?? '') === 6 && (bracketed[2] === undefined || isPort(bracketed[2]))
+  const [host = '', port, ...rest] = value.split(':')
+  if (rest.length > 0 || (port !== undefined && !isPort(port))) return false
+  return isIP(host) === 4 || isHostname(host)
+}
+
+function parseHttpUrl(value: string): URL | undefined {
+  if (INVISIBLE.test(value) || value.includes('\\') || !/^https?:\/\/[^/?#]/i.test(value)) return undefined
+  return URL.canParse(value) ? new URL(value) : undefined
+}
+
+/** Shared rules of every URL in the file; `extra` adds the rules of one kind. */
+function httpUrl(extra: (url: URL, value: string) => string | undefined): FormatCheck {
+  return (value) => {
+    const url = parseHttpUrl(value)
+    if (!url) return NOT_HTTP_URL
+    if (url.username !== '' || url.password !== '') return 'must not contain credentials'
+    if (value.includes('#')) return 'must not have a fragment'
+    return extra(url, value)
+  }
+}
+
+const noQuery = (_url: URL, value: string): string | undefined =>
+  value.includes('?') ? 'must not have a query' : undefined
+
+function checkOrigin(url: URL, value: string): string | undefined {
+  const isOrigin = !value.includes('?') && url.pathname === '/'
+  return isOrigin ? undefined : 'must be an origin (scheme, host and optional port) without a path or query'
+}
+
+function checkIpOrCidr(value: string): string | undefined {
+  const message = 'must be an IP address or a CIDR such as 10.0.0.0/8'
+  const [address = '', prefix, ...rest] = value.split('/')
+  const family = isIP(address)
+  if (family === 0 || rest.length > 0) return message
+  if (prefix === undefined) return undefined
+  if (!/^\d{1,3}$/.test(prefix)) return message
+  try {
+    new BlockList().addSubnet(address, Number(prefix), family === 4 ? 'ipv4' : 'ipv6')
+    return undefined
+  } catch {
+    return message
+  }
+}
+
+function checkHost(value: string): string | undefined {
+  if (value.includes('://')) return 'must be a host name, not a URL'
+  if (value.includes('/')) return 'must be a host name without a path'
+  if (value.includes('*')) return 'must not contain wildcards'
+  return isHostWithPort(value) ? undefined : 'must be a host name, optionally with :port'
+}
+
+function checkAllowedHost(value: string): string | undefined {
+  if (value.includes('*')) return 'must not contain wildcards; write .example.com to allow example.com and its subdomains'
+  const message = checkHost(value.startsWith('.') ? value.slice(1) : value)
+  return message && value.startsWith('.') ? 'must be a host name or a .example.com entry, optionally with :port' : message
+}
+
+function checkPathPrefix(value: string): string | undefined {
+  if (!value.startsWith('/')) return 'must start with /'
+  if (INVISIBLE.test(value)) return 'must not contain whitespace or control characters'
+  if (/[?#\\]/.test(value)) return 'must not contain ?, # or \\'
+  if (value.includes('//')) return 'must not contain //'
+  if (value.includes('..') || value.split('/').includes('.')) return 'must not contain . or .. segments'
+  if (/%(2e|2f|5c)/i.test(value)) return 'must not contain percent-encoded dots, slashes or backslashes'
+  return undefined
+}
+
+function checkGlob(value: string): string | undefined {
+  if (!value.startsWith('/')) return 'must start with /'
+  if (INVISIBLE.test(value)) return 'must not contain whitespace or control characters'
+  if (value.includes('#')) return 'must not contain #'
+  try {
+    // picomatch answers a pattern it cannot compile with a regex that matches nothing.
+    return picomatch.makeRe(value, GLOB_OPTIONS).source === '$^' ? 'is not a valid glob' : undefined
+  } catch (error) {
+    return `is not a valid glob: ${error instanceof Error ? error.message : String(error)}`
+  }
+}
+
+function checkHeaderName(value: string): string | undefined {
+  if (!HEADER_TOKEN.test(value)) return 'must be a valid HTTP header name'
+  const canonical = canonicalHeaderName(value)
+  if (RESERVED_HEADERS.has(canonical) || canonical.startsWith(RESERVED_HEADER_PREFIX)) {
+    return 'must not be a header that HTTP or the gateway itself manages'
+  }
+  return undefined
+}
+
+function checkSecret(value: string): string | undefined {
+  return Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES ? `must be at least ${MIN_SECRET_BYTES} bytes` : undefined
+}
+
+function checkRedisUrl(value: string): string | undefined {
+  const message = 'must be a redis:// or rediss:// URL'
+  if (INVISIBLE.test(value) || !/^rediss?:\/\/./i.test(value) || !URL.canParse(value)) return message
+  return new URL(value).hostname === '' ? message : undefined
+}
+
+function checkEmail(value: string): string | undefined {
+  const [local = '', domain, ...rest] = value.split('@')
+  const valid = rest.length === 0 && domain !== undefined && local !== '' && !INVISIBLE.test(local) && isHostname(domain)
+  return valid ? undefined : 'must be an email address'
+}
+
+// `.example.com` stands for the subdomains of example.com (src/proxy/allow.ts).
+function checkEmailDomain(value: string): string | undefined {
+  if (value.includes('@')) return 'must be a domain without @'
+  if (value.includes('*')) return 'must not contain wildcards; write .example.com for the subdomains of example.com'
+  return isHostname(value.replace(/^\./, '')) ? undefined : 'must be a domain name'
+}
+
+function checkCookieDomain(value: string): string | undefined {
+  return isHostname(value.replace(/^\./, '')) ? undefined : 'must be a domain name (no scheme, port or path)'
+}
+
+function checkListenHost(value: string): string | undefined {
+  return isIP(value) !== 0 || isHostname(value) ? undefined : 'must be an IP address or a host name'
+}
+
+export const FORMATS: Readonly<Record<string, FormatCheck>> = {
+  'http-url': httpUrl(() => undefined),
+  'base-url': httpUrl(noQuery),
+  'issuer-url': httpUrl(noQuery),
+  'http-origin': httpUrl(checkOrigin),
+  'ip-or-cidr': checkIpOrCidr,
+  host: checkHost,
+  'allowed-host': checkAllowedHost,
+  'path-prefix': checkPathPrefix,
+  'path-glob': checkGlob,
+  'identity-header': checkHeaderName,
+  'cookie-secret': checkSecret,
+  'cookie-domain': checkCookieDomain,
+  'redis-url': checkRedisUrl,
+  'email-address': checkEmail,
+  'email-domain': checkEmailDomain,
+  'listen-host': checkListenHost,
+}

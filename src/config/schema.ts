@@ -1,0 +1,275 @@
+// The JSON Schema of the configuration file, kept as a TypeScript value so that it ships inside
+// the build (tsconfig.build.json compiles only src/) and needs no file lookup at run time.
+// config/gateway.schema.json is a generated copy for editors; a test keeps the two identical.
+//
+// The schema is the single source of the defaults (ajv applies them) and of every per-value
+// rule. Rules that relate two keys live in checks.ts. Custom `format` names are implemented in
+// formats.ts; editors that do not know them simply skip them.
+// Only `properties`, `additionalProperties` and `items` nest here (no $ref, no combinators):
+// env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
+
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
+export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
+
+// A type alias, not an interface, so that it is assignable to ajv's indexed SchemaObject.
+export type JsonSchema = {
+  $schema?: string
+  title?: string
+  description?: string
+  type?: JsonType | JsonType[]
+  properties?: Record<string, JsonSchema>
+  required?: string[]
+  additionalProperties?: boolean | JsonSchema
+  propertyNames?: JsonSchema
+  minProperties?: number
+  items?: JsonSchema
+  minItems?: number
+  uniqueItems?: boolean
+  contains?: JsonSchema
+  enum?: JsonValue[]
+  const?: JsonValue
+  minimum?: number
+  maximum?: number
+  minLength?: number
+  maxLength?: number
+  pattern?: string
+  format?: string
+  default?: JsonValue
+}
+
+// JSON Schema has no place for a human message, so each pattern carries its own here.
+const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
+const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
+const UPSTREAM_NAME = {
+  pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
+  message: 'must start with a letter or digit and contain only letters, digits, _ and -',
+}
+
+/** Messages for `pattern` failures, keyed by the pattern itself. */
+export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
+  [SCOPE_TOKEN, COOKIE_NAME, UPSTREAM_NAME].map(({ pattern, message }) => [pattern, message]),
+)
+
+// Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
+const MAX_TIMER_MS = 2147483647
+
+function object(description: string, properties: Record<string, JsonSchema>, extra: JsonSchema = {}): JsonSchema {
+  return { type: 'object', description, additionalProperties: false, properties, ...extra }
+}
+
+function string(description: string, extra: JsonSchema = {}): JsonSchema {
+  return { type: 'string', description, ...extra }
+}
+
+function integer(description: string, minimum: number, maximum: number, defaultValue?: number): JsonSchema {
+  return { type: 'integer', description, minimum, maximum, ...(defaultValue === undefined ? {} : { default: defaultValue }) }
+}
+
+function boolean(description: string, defaultValue: boolean): JsonSchema {
+  return { type: 'boolean', description, default: defaultValue }
+}
+
+function list(description: string, items: JsonSchema, extra: JsonSchema = {}): JsonSchema {
+  return { type: 'array', description, items, ...extra }
+}
+
+const port = (description: string, defaultValue: number): JsonSchema => integer(description, 0, 65535, defaultValue)
+
+const server = object(
+  'Listeners and the public address of the gateway.',
+  {
+    host: string('Address the gateway listens on.', { minLength: 1, format: 'listen-host', default: '0.0.0.0' }),
+    port: port('Port of the gateway listener (0 picks a free port).', 8080),
+    publicUrl: string(
+      'External origin of the gateway as browsers see it (scheme, host, optional port; no path). The redirect_uri is this plus /api/v1/openid/callback.',
+      { format: 'http-origin' },
+    ),
+    trustedProxies: list(
+      'IP addresses or CIDRs of reverse proxies whose X-Forwarded-* headers are believed. Empty: none.',
+      string('IP address or CIDR', { format: 'ip-or-cidr' }),
+      { default: [] },
+    ),
+    managementPort: port('Port of the management listener (/healthz, /readyz, /metrics); 0 picks a free port.', 9091),
+  },
+  { required: ['publicUrl'] },
+)
+
+const provider = object(
+  'The OpenID Connect provider and this gateway\'s client registration there.',
+  {
+    issuer: string(
+      'Issuer identifier; discovery is read from <issuer>/.well-known/openid-configuration. Must be https unless allowInsecureHttp is true.',
+      { format: 'issuer-url' },
+    ),
+    clientId: string('Client identifier registered at the provider.', { minLength: 1 }),
+    clientSecret: string('Client secret; supply it through the environment, e.g. ${OIDC_CLIENT_SECRET}.', { minLength: 1 }),
+    clientAuthMethod: string('How the client authenticates at the token endpoint.', {
+      enum: ['client_secret_basic', 'client_secret_post'],
+      default: 'client_secret_basic',
+    }),
+    scopes: list('Scopes requested at sign-in; must include openid.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
+      uniqueItems: true,
+      contains: { const: 'openid' },
+      default: ['openid', 'profile', 'email', 'offline_access'],
+    }),
+    audiences: list('Accepted `aud` values of Bearer JWT access tokens. Empty: [clientId].', string('audience', { minLength: 1 }), {
+      uniqueItems: true,
+      default: [],
+    }),
+    timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
+    postLogoutRedirectUri: string('Where the provider sends the browser after logout (post_logout_redirect_uri). Optional.', {
+      format: 'http-url',
+    }),
+    clockToleranceSeconds: integer('Clock skew tolerated on exp/iat/nbf, in seconds.', 0, 300, 30),
+    allowInsecureHttp: boolean('Allow a plain-http issuer. For local development and tests only.', false),
+  },
+  { required: ['issuer', 'clientId', 'clientSecret'] },
+)
+
+const cookies = object(
+  'The gateway\'s cookies (every one of them encrypted and HttpOnly).',
+  {
+    name: string('Base name of the cookies; prefixed with __Host- or __Secure- when secure.', {
+      pattern: COOKIE_NAME.pattern,
+      default: 'ogw',
+    }),
+    secrets: list(
+      'Encryption secrets, each at least 32 bytes. The first encrypts, all decrypt (prepend a new one to rotate).',
+      string('secret', { format: 'cookie-secret' }),
+      { minItems: 1 },
+    ),
+    secure: boolean('Set the Secure attribute (and the __Host-/__Secure- prefix). Only false for plain-http development.', true),
+    sameSite: string('SameSite attribute of the session cookies; none requires secure: true.', {
+      enum: ['lax', 'strict', 'none'],
+      default: 'lax',
+    }),
+    domain: string('Domain attribute, to share the sign-in with subdomains. Optional; disables the __Host- prefix.', {
+      format: 'cookie-domain',
+    }),
+  },
+  { required: ['secrets'] },
+)
+
+const session = object(
+  'Where sign-ins are kept.',
+  {
+    store: string('cookie: encrypted in the browser; memory: this process only; redis: shared by replicas.', {
+      enum: ['cookie', 'memory', 'redis'],
+      default: 'cookie',
+    }),
+    redisUrl: string('redis:// or rediss:// URL. Required for store: redis; with store: cookie it holds the shared logout revocation list.', {
+      format: 'redis-url',
+    }),
+    maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
+  },
+  { default: {} },
+)
+
+const redirects = object(
+  'Where the gateway may send a browser after sign-in (redirectAfter), besides its own origin.',
+  {
+    allowedHosts: list(
+      'Exact hosts (app.example.com, app.example.com:8443) or .example.com entries (example.com and every subdomain). No scheme, path or *.',
+      string('host', { format: 'allowed-host' }),
+      { default: [] },
+    ),
+  },
+  { default: {} },
+)
+
+const stringList = (description: string, item: JsonSchema): JsonSchema => list(description, item, { minItems: 1 })
+
+const allow = object(
+  'Who may use the upstream once signed in. Every kind given must pass; omit a kind to not restrict by it.',
+  {
+    emails: stringList('Accepted email addresses (ASCII case-insensitive).', string('email', { format: 'email-address' })),
+    emailDomains: stringList(
+      'Accepted domains of the email claim (the part after @); .example.com accepts the subdomains of example.com.',
+      string('domain', { format: 'email-domain' }),
+    ),
+    groups: stringList('Accepted groups; any one in the groups claim passes.', string('group', { minLength: 1 })),
+    claims: {
+      type: 'object',
+      description: 'Claim name to accepted values; the claim (or one of its values if it is a list) must be one of them.',
+      minProperties: 1,
+      propertyNames: { minLength: 1 },
+      additionalProperties: stringList('accepted values', { type: ['string', 'number', 'boolean'] }),
+    },
+  },
+  { default: {} },
+)
+
+const headerName = (description: string, defaultValue: string): JsonSchema =>
+  string(description, { format: 'identity-header', default: defaultValue })
+
+const identityHeaders = object(
+  'Names of the headers carrying the signed-in identity to the upstream.',
+  {
+    user: headerName('Carries the sub claim.', 'X-Forwarded-User'),
+    email: headerName('Carries the email claim.', 'X-Forwarded-Email'),
+    groups: headerName('Carries the groups claim, comma-separated.', 'X-Forwarded-Groups'),
+    preferredUsername: headerName('Carries the preferred_username claim.', 'X-Forwarded-Preferred-Username'),
+  },
+  { default: {} },
+)
+
+const upstream = object(
+  'An application behind the gateway.',
+  {
+    name: string('Unique name, used in logs and metrics.', {
+      pattern: UPSTREAM_NAME.pattern,
+      maxLength: 63,
+    }),
+    match: object(
+      'Which requests go to this upstream: optional hosts, then the longest matching path prefix.',
+      {
+        pathPrefix: string('Path prefix: the path itself and everything below it (a trailing slash is ignored).', { format: 'path-prefix', default: '/' }),
+        hosts: stringList('Host names (optionally with :port) this upstream serves. Omit to serve any host.', string('host', { format: 'host' })),
+      },
+      { default: {} },
+    ),
+    target: string('URL of the upstream (http or https, no query or fragment).', { format: 'base-url' }),
+    auth: string('required: sign-in needed; optional: identity forwarded when present; none: no check.', {
+      enum: ['required', 'optional', 'none'],
+      default: 'required',
+    }),
+    publicPaths: list(
+      'Path globs that need no sign-in, e.g. /public/** (*, **, ? and [...]; braces, extglobs and a leading ! are literal).',
+      string('glob', { format: 'path-glob' }),
+      { default: [] },
+    ),
+    allow,
+    forwardAccessToken: boolean('Send Authorization: Bearer <access token> to the upstream.', false),
+    allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
+    websocket: boolean('Proxy WebSocket upgrades (checked like any request).', false),
+    timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
+    identityHeaders,
+  },
+  { required: ['name', 'target'] },
+)
+
+const log = object(
+  'Logging.',
+  {
+    level: string('Log level.', {
+      enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+      default: 'info',
+    }),
+  },
+  { default: {} },
+)
+
+export const gatewaySchema: JsonSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'openid-gateway configuration',
+  ...object(
+    'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
+    { server, provider, cookies, session, redirects, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), log },
+    { required: ['server', 'provider', 'cookies', 'upstreams'] },
+  ),
+}
+
+/** The text of config/gateway.schema.json. */
+export function schemaJson(): string {
+  return `${JSON.stringify(gatewaySchema, null, 2)}\n`
+}

@@ -1,0 +1,101 @@
+import t from 'tap'
+import type { GatewayConfig } from '../../src/config/types.js'
+import { CLIENT_SECRET, COOKIE_SECRET, minimal, resolve } from '../fixtures/config/base.js'
+import { resolveConfig } from '../../src/config/load.js'
+
+const EXPECTED: GatewayConfig = {
+  server: {
+    host: '0.0.0.0',
+    port: 8080,
+    publicUrl: 'https://app.example.com',
+    trustedProxies: [],
+    managementPort: 9091,
+  },
+  provider: {
+    issuer: 'https://idp.example.com/realms/main',
+    clientId: 'gateway',
+    clientSecret: CLIENT_SECRET,
+    clientAuthMethod: 'client_secret_basic',
+    scopes: ['openid', 'profile', 'email', 'offline_access'],
+    audiences: ['gateway'],
+    timeoutMs: 10000,
+    clockToleranceSeconds: 30,
+    allowInsecureHttp: false,
+  },
+  cookies: { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax' },
+  session: { store: 'cookie', maxAgeSeconds: 28800 },
+  redirects: { allowedHosts: [] },
+  upstreams: [
+    {
+      name: 'app',
+      match: { pathPrefix: '/' },
+      target: 'http://127.0.0.1:3000',
+      auth: 'required',
+      publicPaths: [],
+      allow: {},
+      forwardAccessToken: false,
+      allowPreflight: false,
+      websocket: false,
+      timeoutMs: 30000,
+      identityHeaders: {
+        user: 'X-Forwarded-User',
+        email: 'X-Forwarded-Email',
+        groups: 'X-Forwarded-Groups',
+        preferredUsername: 'X-Forwarded-Preferred-Username',
+      },
+    },
+  ],
+  log: { level: 'info' },
+}
+
+t.test('a minimal configuration gets every default', async (t) => {
+  t.strictSame(resolve(), EXPECTED)
+})
+
+t.test('optional keys without a default stay absent', async (t) => {
+  const config = resolve()
+  t.notOk('postLogoutRedirectUri' in config.provider)
+  t.notOk('domain' in config.cookies)
+  t.notOk('redisUrl' in config.session)
+  t.notOk('hosts' in (config.upstreams[0]?.match ?? {}))
+})
+
+t.test('audiences default to [clientId] when absent or empty, and are kept when given', async (t) => {
+  t.same(resolve({ provider: { clientId: 'my-client' } }).provider.audiences, ['my-client'])
+  t.same(resolve({ provider: { clientId: 'my-client', audiences: [] } }).provider.audiences, ['my-client'])
+  t.same(resolve({ provider: { audiences: ['api', 'other'] } }).provider.audiences, ['api', 'other'])
+})
+
+t.test('a key given as null (empty in YAML) takes its default', async (t) => {
+  const config = resolve({ server: { port: null }, session: null, log: null, provider: { postLogoutRedirectUri: null } })
+  t.equal(config.server.port, 8080)
+  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800 })
+  t.same(config.log, { level: 'info' })
+  t.notOk('postLogoutRedirectUri' in config.provider)
+})
+
+t.test('partial identityHeaders keep the other defaults', async (t) => {
+  const config = resolve({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', identityHeaders: { user: 'X-User' } }] })
+  t.same(config.upstreams[0]?.identityHeaders, {
+    user: 'X-User',
+    email: 'X-Forwarded-Email',
+    groups: 'X-Forwarded-Groups',
+    preferredUsername: 'X-Forwarded-Preferred-Username',
+  })
+})
+
+t.test('defaults are fresh values: two loads share no arrays or objects', async (t) => {
+  const a = resolve()
+  const b = resolve()
+  a.server.trustedProxies.push('10.0.0.0/8')
+  a.upstreams[0]?.publicPaths.push('/x')
+  t.same(b.server.trustedProxies, [])
+  t.same(b.upstreams[0]?.publicPaths, [])
+})
+
+t.test('the input object is not modified', async (t) => {
+  const input = minimal()
+  const before = JSON.stringify(input)
+  resolveConfig(input, {})
+  t.equal(JSON.stringify(input), before)
+})
