@@ -3,6 +3,8 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { grantProblem } from './errors.js'
+import { providerFetch } from './fetch.js'
+import { idTokenViolation } from './id-token-rules.js'
 
 export interface Tokens {
   accessToken: string
@@ -62,9 +64,11 @@ export class OidcClient {
     const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: this.#config.clockToleranceSeconds }
     const configuration = await oidc.discovery(new URL(issuer), clientId, metadata, auth, {
       timeout: timeoutMs / 1000,
+      [oidc.customFetch]: providerFetch,
       ...(allowInsecureHttp ? { execute: [oidc.allowInsecureRequests] } : {}),
     })
     configuration.timeout = timeoutMs / 1000
+    configuration[oidc.customFetch] = providerFetch
     // OpenID Connect Core 3.1.3.7 step 6 lets a client skip the ID token signature when it came
     // over TLS; a gateway that other services trust does not take that shortcut.
     oidc.enableNonRepudiationChecks(configuration)
@@ -120,7 +124,7 @@ export class OidcClient {
         expectedNonce: checks.nonce,
         idTokenExpected: true,
       })
-      return toTokens(response)
+      return this.#checked(response, 'id_token_invalid')
     } catch (err) {
       if (err instanceof oidc.AuthorizationResponseError) {
         // The provider answered the authorization request with an error instead of a code.
@@ -130,9 +134,11 @@ export class OidcClient {
     }
   }
 
-  async refresh(refreshToken: string): Promise<Tokens> {
+  /** Refresh grant; a refreshed ID token must be about `subject`, the session's user. */
+  async refresh(refreshToken: string, subject: string): Promise<Tokens> {
     try {
-      return toTokens(await oidc.refreshTokenGrant(this.#require(), refreshToken))
+      // A provider that breaks ID token rules on refresh is broken, not the user's grant: 502.
+      return this.#checked(await oidc.refreshTokenGrant(this.#require(), refreshToken), 'provider_unavailable', subject)
     } catch (err) {
       throw grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh')
     }
@@ -159,6 +165,24 @@ export class OidcClient {
     if (idToken !== undefined) params.id_token_hint = idToken
     if (this.#config.postLogoutRedirectUri !== undefined) params.post_logout_redirect_uri = this.#config.postLogoutRedirectUri
     return oidc.buildEndSessionUrl(configuration, params).href
+  }
+
+  #checked(
+    response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
+    code: 'id_token_invalid' | 'provider_unavailable',
+    subject?: string,
+  ): Tokens {
+    const tokens = toTokens(response)
+    if (tokens.idToken !== undefined && tokens.claims !== undefined) {
+      const violation = idTokenViolation(tokens.idToken, tokens.claims, {
+        clientId: this.#config.clientId,
+        accessToken: tokens.accessToken,
+        clockToleranceSeconds: this.#config.clockToleranceSeconds,
+        ...(subject === undefined ? {} : { subject }),
+      })
+      if (violation !== undefined) throw new GatewayError(code, `the ID token is invalid: ${violation}`)
+    }
+    return tokens
   }
 
   #require(): oidc.Configuration {

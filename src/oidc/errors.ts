@@ -1,33 +1,29 @@
 import * as oidc from 'openid-client'
 import { GatewayError, type ProblemCode } from '../errors.js'
+import { ProviderFaultError } from './fetch.js'
 
-// openid-client throws three families of errors; the contract needs to tell apart "the user's
-// grant is bad" (403/409: nothing to retry) from "the provider is broken" (502: the user did
-// nothing wrong). Everything that is neither an HTTP error answer nor a transport failure is a
-// response that failed validation.
+// openid-client throws several families of errors; the contract needs to tell apart "the
+// user's grant is bad" (403/409: nothing to retry) from "the provider is broken" (502: the user
+// did nothing wrong). providerFetch has already turned every redirect, server error and non-JSON
+// success into a ProviderFaultError, so what remains is: a 4xx refusal, a transport failure, or
+// a response (in practice: an ID token) that failed validation.
 
 /** Status of the provider's HTTP answer when an error carries one. */
 function providerStatus(err: unknown): number | undefined {
-  if (err instanceof oidc.ResponseBodyError) return err.status
+  if (err instanceof oidc.ResponseBodyError || err instanceof oidc.WWWAuthenticateChallengeError) return err.status
   if (err instanceof oidc.ClientError && err.cause instanceof Response) return err.cause.status
   return undefined
 }
 
-/** True when the provider could not be reached, timed out, or answered with a server error. */
+/** True when the provider could not be reached, timed out, or did not answer like a provider. */
 export function isProviderFault(err: unknown): boolean {
   const status = providerStatus(err)
-  if (status !== undefined) return status >= 500
-  if (!(err instanceof oidc.ClientError)) return true
-  switch (err.code) {
-    case 'OAUTH_TIMEOUT':
-    case 'OAUTH_ABORT':
-    case 'OAUTH_RESPONSE_IS_NOT_JSON':
-    case 'OAUTH_PARSE_ERROR':
-    case undefined: // "something went wrong": a network error from fetch
-      return true
-    default:
-      return false
-  }
+  if (status !== undefined) return !(status >= 400 && status < 500)
+  // fetch failures surface as TypeError ("fetch failed"), rethrown as they are by openid-client.
+  if (err instanceof TypeError) return true
+  if (!(err instanceof oidc.ClientError)) return false
+  if (err.cause instanceof ProviderFaultError) return true
+  return err.code === 'OAUTH_TIMEOUT' || err.code === 'OAUTH_ABORT' || err.code === undefined
 }
 
 /** Maps an error of a grant to the contract's problem, given what a refusal means for this grant. */

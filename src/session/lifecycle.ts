@@ -51,7 +51,7 @@ export class SessionLifecycle {
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
     let tokens: Tokens
     try {
-      tokens = await this.#flights.run(session.id, () => this.#client.refresh(refreshToken))
+      tokens = await this.#flights.run(session.id, () => this.#client.refresh(refreshToken, session.claims.sub))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err
@@ -64,7 +64,7 @@ export class SessionLifecycle {
     // Providers that rotate refresh tokens send a new one; the others keep the old one valid.
     if (tokens.refreshToken !== undefined) updated.refreshToken = tokens.refreshToken
     if (tokens.idToken !== undefined) updated.idToken = tokens.idToken
-    // openid-client has validated the refreshed ID token, `sub` included (Core 12.2).
+    // The client has validated the refreshed ID token, its unchanged `sub` included (Core 12.2).
     if (tokens.claims !== undefined) updated.claims = this.#pick(tokens.claims)
     await this.#store.save(req, reply, updated)
     return updated

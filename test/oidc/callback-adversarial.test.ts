@@ -1,0 +1,206 @@
+import t from 'tap'
+import {
+  cookiesCleared,
+  sessionCookiesSet,
+  startAdversarialStack,
+  SUBJECT,
+  type AdversarialProvider,
+  type Behaviour,
+  type Problem,
+} from '../fixtures/adversarial-provider.js'
+import type { Browser } from '../fixtures/browser.js'
+import { CLIENT_ID, type Stack } from '../fixtures/stack.js'
+
+// The callback against a provider that lies, breaks or stalls. Every refusal must leave the
+// browser without a session; every provider fault must be a 502 (the user did nothing wrong),
+// answered within provider.timeoutMs.
+
+/** A subtest's `t` (the last overload of t.test takes only the callback). */
+type Test = Parameters<Parameters<typeof t.test>[0]>[0]
+
+const now = (): number => Math.floor(Date.now() / 1000)
+
+interface Outcome {
+  res: Response
+  browser: Browser
+  ms: number
+}
+
+/** A complete sign-in: /redirect, the provider's /authorize (no form: it redirects at once), the callback. */
+async function signIn(stack: Stack): Promise<Outcome> {
+  const browser = stack.browser()
+  const started = Date.now()
+  const res = await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')
+  return { res, browser, ms: Date.now() - started }
+}
+
+async function assertRefused(t: Test, { res, browser }: Outcome, status: number, code: string): Promise<void> {
+  t.equal(res.status, status, 'status')
+  t.match(res.headers.get('content-type'), /^application\/problem\+json/, 'problem+json')
+  const text = await res.text()
+  const body = JSON.parse(text) as Problem
+  t.equal(body.code, code, 'problem code')
+  t.equal(body.status, status, 'problem status')
+  const callback = browser.history.find((u) => u.includes('/api/v1/openid/callback?'))
+  const authorizationCode = callback === undefined ? null : new URL(callback).searchParams.get('code')
+  if (authorizationCode !== null) t.notOk(text.includes(authorizationCode), 'the authorization code is not echoed')
+  t.same(sessionCookiesSet(res), [], 'no session cookie is set')
+  t.notOk(
+    browser.cookies().some((c) => c.name === 'ogw' || c.name.startsWith('ogw_cred') || /^ogw_\d+$/.test(c.name)),
+    'the browser holds no session cookie',
+  )
+}
+
+/** A refused code or ID token ends the transaction (sign-in.ts): the cookie is expired. */
+function assertTransactionCleared(t: Test, { res, browser }: Outcome): void {
+  t.equal(cookiesCleared(res, 'ogw_tx_').length, 1, 'the transaction cookie is expired')
+  t.notOk(browser.cookies().some((c) => c.name.startsWith('ogw_tx_')), 'no transaction cookie left')
+}
+
+/** A provider fault leaves the transaction for a retry (sign-in.ts): the cookie is untouched. */
+function assertTransactionKept(t: Test, { res, browser }: Outcome): void {
+  t.same(cookiesCleared(res, 'ogw_tx_'), [], 'the transaction cookie is not expired')
+  t.ok(browser.cookies().some((c) => c.name.startsWith('ogw_tx_')), 'the transaction cookie is kept')
+}
+
+async function assertSignedIn(t: Test, stack: Stack, provider: AdversarialProvider, outcome: Outcome): Promise<void> {
+  t.equal(outcome.res.status, 200, 'status')
+  const body = (await outcome.res.json()) as { value: string }
+  t.equal(body.value, provider.lastAccessToken, 'the access token')
+  t.ok(sessionCookiesSet(outcome.res).includes('ogw'), 'session cookie set')
+  const page = await outcome.browser.fetch(`${stack.gw}/whoami`, { headers: { accept: 'application/json' } })
+  t.equal(page.status, 200, 'a proxied request is signed in')
+  t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], SUBJECT)
+}
+
+t.test('bad ID tokens: 403 id_token_invalid, no session', async (t) => {
+  const { stack, provider } = await startAdversarialStack(t)
+  t.beforeEach(() => provider.reset())
+
+  t.test('control: a valid ID token signs in', async (t) => {
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+  })
+
+  t.test('control: aud with another audience is accepted when azp is this client', async (t) => {
+    provider.set({ idTokenClaims: { aud: [CLIENT_ID, 'another-client'], azp: CLIENT_ID } })
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+  })
+
+  t.test('no kid in the header and a single published key: accepted', async (t) => {
+    provider.set({ idToken: 'no-kid' })
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+  })
+
+  const cases: Array<[string, () => Partial<Behaviour>]> = [
+    ['iss of another issuer', () => ({ idTokenClaims: { iss: 'http://127.0.0.1:1/evil' } })],
+    ['iss missing', () => ({ idTokenClaims: { iss: undefined } })],
+    ['aud not containing the client', () => ({ idTokenClaims: { aud: 'another-client' } })],
+    ['aud array with the client and another, no azp', () => ({ idTokenClaims: { aud: [CLIENT_ID, 'another-client'] } })],
+    [
+      'aud array with the client and another, azp another client',
+      () => ({ idTokenClaims: { aud: [CLIENT_ID, 'another-client'], azp: 'another-client' } }),
+    ],
+    // Core 3.1.3.7 step 5: when azp is present it must be this client, whatever aud holds.
+    ['azp of another client with aud = the client', () => ({ idTokenClaims: { azp: 'another-client' } })],
+    ['exp an hour ago', () => ({ idTokenClaims: { iat: now() - 7200, exp: now() - 3600 } })],
+    ['iat an hour in the future', () => ({ idTokenClaims: { iat: now() + 3600, exp: now() + 7200 } })],
+    ['nonce of another transaction', () => ({ idTokenClaims: { nonce: 'another-nonce' } })],
+    ['nonce missing', () => ({ idTokenClaims: { nonce: undefined } })],
+    ['sub missing', () => ({ idTokenClaims: { sub: undefined } })],
+    ['at_hash of another access token', () => ({ idTokenClaims: { at_hash: 'AAAAAAAAAAAAAAAAAAAAAA' } })],
+    ['alg none, unsigned', () => ({ idToken: 'alg-none' })],
+    ['HS256 with the public key as HMAC secret', () => ({ idToken: 'hs256-public-key' })],
+    ['signed by an unpublished key with an unknown kid', () => ({ idToken: 'unknown-key' })],
+    ["signed by an unpublished key claiming the published key's kid", () => ({ idToken: 'unknown-key-same-kid' })],
+    ['no id_token in the token response', () => ({ idToken: 'omit' })],
+    ['id_token that is not a JWT', () => ({ idToken: 'garbage' })],
+    ['id_token whose segments are not JSON', () => ({ idToken: 'garbage-segments' })],
+  ]
+  for (const [name, behaviour] of cases) {
+    t.test(name, async (t) => {
+      provider.set(behaviour())
+      const before = provider.tokenRequests
+      const outcome = await signIn(stack)
+      t.equal(provider.tokenRequests, before + 1, 'the code was redeemed')
+      await assertRefused(t, outcome, 403, 'id_token_invalid')
+      assertTransactionCleared(t, outcome)
+    })
+  }
+})
+
+t.test('no kid in the header with two published keys: 403 id_token_invalid', async (t) => {
+  // Which key signed is ambiguous: the token must not be accepted by trying keys until one fits.
+  const { stack, provider } = await startAdversarialStack(t, { provider: { behaviour: { publishSecondKey: true } } })
+  await assertSignedIn(t, stack, provider, await signIn(stack))
+  provider.set({ idToken: 'no-kid' })
+  const outcome = await signIn(stack)
+  await assertRefused(t, outcome, 403, 'id_token_invalid')
+  assertTransactionCleared(t, outcome)
+})
+
+t.test('authorization response from another issuer (RFC 9207 mix-up): 403, the code is never redeemed', async (t) => {
+  const { stack, provider } = await startAdversarialStack(t)
+  t.beforeEach(() => provider.reset())
+  for (const iss of ['http://127.0.0.1:1/evil', '']) {
+    t.test(iss === '' ? 'iss empty' : 'iss of another issuer', async (t) => {
+      provider.set({ authorizationIss: iss })
+      const before = provider.tokenRequests
+      const outcome = await signIn(stack)
+      t.equal(provider.tokenRequests, before, 'the code is not sent to the token endpoint')
+      t.equal(outcome.res.status, 403)
+      t.same(sessionCookiesSet(outcome.res), [], 'no session cookie is set')
+      // The contract has no code for an authorization response that fails validation; the
+      // gateway reports it as id_token_invalid (oidc/errors.ts: "a response that failed
+      // validation"). Pinned so that a change of mind is a visible, deliberate one.
+      t.equal(((await outcome.res.json()) as Problem).code, 'id_token_invalid')
+      assertTransactionCleared(t, outcome)
+    })
+  }
+})
+
+t.test('token endpoint refusals and faults', async (t) => {
+  const timeoutMs = 500
+  const bound = timeoutMs + 1500
+  const { stack, provider } = await startAdversarialStack(t, { config: { provider: { timeoutMs } } })
+  t.beforeEach(() => provider.reset())
+
+  t.test('control: the provider answers within the timeout', async (t) => {
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+  })
+
+  for (const fault of ['invalid_grant', 'invalid_client', 'invalid_client_challenge'] as const) {
+    t.test(`${fault}: 403 code_invalid`, async (t) => {
+      provider.set({ tokenFault: fault })
+      const outcome = await signIn(stack)
+      await assertRefused(t, outcome, 403, 'code_invalid')
+      assertTransactionCleared(t, outcome)
+    })
+  }
+
+  for (const fault of ['server_error', 'html_503', 'redirect', 'html_200', 'wrong_content_type', 'hang', 'enormous'] as const) {
+    t.test(`${fault}: 502 provider_unavailable within ${bound} ms`, async (t) => {
+      provider.set({ tokenFault: fault })
+      const outcome = await signIn(stack)
+      t.ok(outcome.ms < bound, `answered in ${outcome.ms} ms`)
+      await assertRefused(t, outcome, 502, 'provider_unavailable')
+      assertTransactionKept(t, outcome)
+    })
+  }
+})
+
+t.test('token endpoint unreachable (closed port): 502 provider_unavailable', async (t) => {
+  const timeoutMs = 500
+  const { stack, provider } = await startAdversarialStack(t, { config: { provider: { timeoutMs } } })
+  const browser = stack.browser()
+  const toProvider = await browser.fetch(`${stack.gw}/api/v1/openid/redirect`)
+  t.equal(toProvider.status, 302)
+  const toCallback = await browser.fetch(toProvider.headers.get('location') ?? '')
+  t.equal(toCallback.status, 302)
+  await provider.close()
+  const started = Date.now()
+  const res = await browser.fetch(toCallback.headers.get('location') ?? '', { navigate: true })
+  const outcome = { res, browser, ms: Date.now() - started }
+  t.ok(outcome.ms < timeoutMs + 1500, `answered in ${outcome.ms} ms`)
+  await assertRefused(t, outcome, 502, 'provider_unavailable')
+  assertTransactionKept(t, outcome)
+})
