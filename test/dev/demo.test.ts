@@ -1,0 +1,43 @@
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { Browser } from '../fixtures/browser.js'
+import { freePort } from '../fixtures/stack.js'
+
+// `npm run demo` as a new user runs it: one process, a printed URL, sign in, see the identity.
+const DEMO = new URL('../../src/dev/demo.ts', import.meta.url).pathname
+
+t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exit 0', async (t) => {
+  const port = await freePort()
+  const child = spawn(process.execPath, [...process.execArgv, DEMO], {
+    env: { ...process.env, DEMO_GATEWAY_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()))
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()))
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
+  t.teardown(() => child.kill('SIGKILL'))
+
+  const url = `http://127.0.0.1:${port}/`
+  for (let i = 0; i < 200 && !output.includes('Ctrl-C'); i++) await new Promise((r) => setTimeout(r, 100))
+  t.match(output, `Open            ${url}`, 'the URL to open')
+  t.match(output, /any username/, 'how to sign in')
+
+  const browser = new Browser()
+  const back = await browser.signIn(url, 'alice')
+  t.equal(back.status, 302, 'the callback returns to the page')
+  const page = await browser.follow(url)
+  const html = await page.response.text()
+  t.match(html, /Signed in as <strong>alice<\/strong>/)
+  t.match(html, /admins,staff/)
+  const refresh = await browser.fetch(`${url}api/v1/openid/refresh`)
+  t.equal(refresh.status, 200)
+  const logout = await browser.fetch(`${url}api/v1/openid/logout`, { method: 'DELETE' })
+  t.equal(logout.status, 200)
+  const { value } = (await logout.json()) as { value: string }
+  const done = await browser.confirmProviderLogout(value)
+  t.ok(done.visited.includes(url), 'the provider sends the user back to the demo')
+
+  child.kill('SIGINT')
+  t.equal(await exited, 0)
+})
