@@ -126,6 +126,9 @@ function checkPathPrefix(value: string): string | undefined {
   if (value.includes('//')) return 'must not contain //'
   if (value.includes('..') || value.split('/').includes('.')) return 'must not contain . or .. segments'
   if (/%(2e|2f|5c)/i.test(value)) return 'must not contain percent-encoded dots, slashes or backslashes'
+  // The sign-in endpoints own this path and everything below it; an upstream there would never
+  // receive a request.
+  if (/^\/api\/v1\/openid(\/|$)/i.test(value)) return 'must not be /api/v1/openid or below it (the gateway serves that path)'
   return undefined
 }
 

@@ -288,6 +288,8 @@ t.test('upstreams: match', async (t) => {
     'backslash': prefix('/a\\b', 'must not contain ?, # or \\'),
     'encoded dots': prefix('/%2e%2e/admin', 'must not contain percent-encoded dots, slashes or backslashes'),
     'encoded slash': prefix('/a%2Fb', 'must not contain percent-encoded dots, slashes or backslashes'),
+    'the gateway path': prefix('/api/v1/openid', 'must not be /api/v1/openid or below it (the gateway serves that path)'),
+    'below the gateway path': prefix('/API/v1/openid/x', 'must not be /api/v1/openid or below it (the gateway serves that path)'),
     'space': prefix('/a b', 'must not contain whitespace or control characters'),
     'empty hosts': upstreamCase({ match: { hosts: [] } }, ['upstreams[0].match.hosts: must not be empty']),
     'host as a URL': upstreamCase({ match: { hosts: ['https://a.example.com'] } }, ['upstreams[0].match.hosts[0]: must be a host name, not a URL']),
