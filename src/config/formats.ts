@@ -3,6 +3,8 @@
 // repeats the value, since some of these values are secrets.
 
 import { BlockList, isIP } from 'node:net'
+import { globProblem } from '../proxy/public-paths.js'
+import { createRedirectAfterValidator } from '../routes/redirect-after.js'
 import picomatch from 'picomatch'
 
 export type FormatCheck = (value: string) => string | undefined
@@ -116,7 +118,14 @@ function checkHost(value: string): string | undefined {
 function checkAllowedHost(value: string): string | undefined {
   if (value.includes('*')) return 'must not contain wildcards; write .example.com to allow example.com and its subdomains'
   const message = checkHost(value.startsWith('.') ? value.slice(1) : value)
-  return message && value.startsWith('.') ? 'must be a host name or a .example.com entry, optionally with :port' : message
+  if (message !== undefined) return value.startsWith('.') ? 'must be a host name or a .example.com entry, optionally with :port' : message
+  try {
+    // The validator that will use the entry is the judge of its form (canonical host, port).
+    createRedirectAfterValidator({ publicUrl: 'https://gateway.invalid', allowedHosts: [value] })
+    return undefined
+  } catch {
+    return 'must be a canonical host name or a .example.com entry, optionally with :port'
+  }
 }
 
 function checkPathPrefix(value: string): string | undefined {
@@ -138,7 +147,9 @@ function checkGlob(value: string): string | undefined {
   if (value.includes('#')) return 'must not contain #'
   try {
     // picomatch answers a pattern it cannot compile with a regex that matches nothing.
-    return picomatch.makeRe(value, GLOB_OPTIONS).source === '$^' ? 'is not a valid glob' : undefined
+    if (picomatch.makeRe(value, GLOB_OPTIONS).source === '$^') return 'is not a valid glob'
+    // The proxy's matcher accepts a safe subset (linear-time matching); refuse the rest here, at load.
+    return globProblem(value)
   } catch (error) {
     return `is not a valid glob: ${error instanceof Error ? error.message : String(error)}`
   }

@@ -316,6 +316,14 @@ t.test('upstreams: publicPaths', async (t) => {
     ),
     'inverted range': upstreamCase({ publicPaths: ['/[z-a]'] }, ['upstreams[0].publicPaths[0]: is not a valid glob']),
     'whitespace': upstreamCase({ publicPaths: ['/a b'] }, ['upstreams[0].publicPaths[0]: must not contain whitespace or control characters']),
+    'two stars in a segment (super-linear matching)': upstreamCase(
+      { publicPaths: ['/a/*x*'] },
+      ['upstreams[0].publicPaths[0]: at most one "*" per segment (use "**" for several segments)'],
+    ),
+    'regex syntax in a wildcard segment': upstreamCase(
+      { publicPaths: ['/(a|aa)+*'] },
+      ["upstreams[0].publicPaths[0]: a segment with wildcards may only use letters, digits, -._~%:=,$&', *, ?, [...] and \\-escapes"],
+    ),
   })
 })
 

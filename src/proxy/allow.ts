@@ -1,0 +1,145 @@
+// An upstream's `allow` rules: which signed-in users may reach it.
+//
+// All given kinds must pass (AND across kinds), any entry of a kind suffices (OR within a kind).
+// Decisions:
+// - Empty rules (`{}`), and kinds given as empty lists or an empty `claims` object, do not
+//   restrict: a config loader filling in `emails: []` must not lock everyone out. A named claim
+//   with an empty list of accepted values (`claims: {role: []}`) can never pass: the operator
+//   asked for that claim, and no value satisfies it.
+// - Only the `email` claim is used for `emails` and `emailDomains`. When `email_verified` is
+//   false (the boolean, or the string "false" as AWS Cognito sends it) the email never matches:
+//   at many providers anyone can sign up with any address, and an unverified `ceo@corp.com` is
+//   attacker-chosen (the "nOAuth" class of account takeover). An absent `email_verified` is
+//   accepted, because several providers (Azure AD / Entra) never send it.
+// - Case-insensitivity is ASCII-only (A-Z): Unicode lowercasing maps look-alikes onto ASCII
+//   (`'\u212Aate'.toLowerCase()` is `'kate'`, KELVIN SIGN), which would let a different mailbox
+//   satisfy an `emails` entry.
+// - `emails`: the whole address, exactly, ASCII case-insensitive.
+// - `emailDomains`: the part after the only `@` (zero or several `@`, or an empty local part or
+//   domain, never match). `example.com` matches exactly that domain. `.example.com` (or
+//   `*.example.com`) matches subdomains at any depth and NOT the bare `example.com`, as
+//   oauth2-proxy's `--email-domain` does; list both to allow both. No `*` wildcard: it would
+//   mean "any email", which `allow: {}` already says more plainly.
+// - `groups`: exact, case-sensitive (group names are identifiers, e.g. Keycloak's `/admins`),
+//   from the `groups` claim as an array of strings or a single string.
+// - `claims`: the claim's value, or any element of it when it is an array (one level), compared
+//   as strings: strings as is, finite numbers and booleans through String(), so a YAML `42` or
+//   `true` matches a token's `"42"` or `"true"` and the reverse. Objects, null and nested arrays
+//   never match. Only the claims object's own properties are read, so a rule on `constructor` or
+//   `__proto__` cannot be satisfied by Object.prototype.
+
+import type { AllowRules } from '../config/types.js'
+
+export type AllowPolicy = (claims: Record<string, unknown>) => boolean
+
+const ALLOW_ALL: AllowPolicy = () => true
+const UPPER_ASCII = /[A-Z]/
+const UPPER_ASCII_ALL = /[A-Z]/g
+
+function asciiLower(s: string): string {
+  return UPPER_ASCII.test(s) ? s.replace(UPPER_ASCII_ALL, (c) => String.fromCharCode(c.charCodeAt(0) | 0x20)) : s
+}
+
+function own(claims: Record<string, unknown>, name: string): unknown {
+  return Object.hasOwn(claims, name) ? claims[name] : undefined
+}
+
+function claimString(v: unknown): string | null {
+  if (typeof v === 'string') return v
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : null
+  if (typeof v === 'boolean') return String(v)
+  return null
+}
+
+function verifiedEmail(claims: Record<string, unknown>): string | null {
+  const email = own(claims, 'email')
+  if (typeof email !== 'string' || email === '') return null
+  const verified = own(claims, 'email_verified')
+  if (verified === false || verified === 'false') return null
+  return asciiLower(email)
+}
+
+interface DomainRules {
+  exact: Set<string>
+  /** `.example.com` forms, for the dot-boundary suffix check. */
+  suffixes: string[]
+}
+
+function parseDomains(entries: readonly string[]): DomainRules {
+  const exact = new Set<string>()
+  const suffixes: string[] = []
+  for (const entry of entries) {
+    let domain = asciiLower(entry)
+    const wildcard = domain.startsWith('*.')
+    if (wildcard) domain = domain.slice(1)
+    if (domain === '' || domain === '.' || domain.includes('@') || /\s/.test(domain)) {
+      throw new TypeError(`allow.emailDomains: ${JSON.stringify(entry)} is not a domain`)
+    }
+    if (domain.startsWith('.')) suffixes.push(domain)
+    else exact.add(domain)
+  }
+  return { exact, suffixes }
+}
+
+function domainAllowed(email: string, rules: DomainRules): boolean {
+  const at = email.indexOf('@')
+  if (at <= 0 || at !== email.lastIndexOf('@') || at === email.length - 1) return false
+  const domain = email.slice(at + 1)
+  if (rules.exact.has(domain)) return true
+  for (const suffix of rules.suffixes) {
+    if (domain.length > suffix.length && domain.endsWith(suffix)) return true
+  }
+  return false
+}
+
+function anyGroup(value: unknown, accepted: Set<string>): boolean {
+  if (typeof value === 'string') return accepted.has(value)
+  if (!Array.isArray(value)) return false
+  for (const g of value) {
+    if (typeof g === 'string' && accepted.has(g)) return true
+  }
+  return false
+}
+
+function claimMatches(value: unknown, accepted: Set<string>): boolean {
+  if (Array.isArray(value)) {
+    for (const v of value) {
+      const s = claimString(v)
+      if (s !== null && accepted.has(s)) return true
+    }
+    return false
+  }
+  const s = claimString(value)
+  return s !== null && accepted.has(s)
+}
+
+export function createAllowPolicy(rules: AllowRules): AllowPolicy {
+  const emails = rules.emails !== undefined && rules.emails.length > 0 ? new Set(rules.emails.map(asciiLower)) : null
+  const domains =
+    rules.emailDomains !== undefined && rules.emailDomains.length > 0 ? parseDomains(rules.emailDomains) : null
+  const groups = rules.groups !== undefined && rules.groups.length > 0 ? new Set(rules.groups) : null
+  const claimRules: Array<{ name: string; accepted: Set<string> }> = []
+  for (const [name, values] of Object.entries(rules.claims ?? {})) {
+    const accepted = new Set<string>()
+    for (const v of values) {
+      const s = claimString(v)
+      if (s !== null) accepted.add(s)
+    }
+    claimRules.push({ name, accepted })
+  }
+  if (emails === null && domains === null && groups === null && claimRules.length === 0) return ALLOW_ALL
+
+  return (claims) => {
+    if (emails !== null || domains !== null) {
+      const email = verifiedEmail(claims)
+      if (email === null) return false
+      if (emails !== null && !emails.has(email)) return false
+      if (domains !== null && !domainAllowed(email, domains)) return false
+    }
+    if (groups !== null && !anyGroup(own(claims, 'groups'), groups)) return false
+    for (const rule of claimRules) {
+      if (!claimMatches(own(claims, rule.name), rule.accepted)) return false
+    }
+    return true
+  }
+}

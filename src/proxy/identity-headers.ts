@@ -1,0 +1,198 @@
+// The header policy towards upstreams: what a client may not send, what the gateway asserts, and
+// which cookies stay behind.
+
+import type { IdentityHeaderNames } from '../config/types.js'
+
+export type HeaderBag = Record<string, string | string[] | undefined>
+export type HeaderScrubber = (headers: HeaderBag) => void
+
+/**
+ * Headers that only the gateway may set, beyond the configured identity header names. The
+ * X-Forwarded-* values of a trusted peer must be read before scrubbing (the proxy extends them);
+ * from anyone else they are forged. X-Forwarded-Uri/-Method/X-Original-Url are what forward-auth
+ * setups use to decide the path (oauth2-proxy GHSA-7x63-xv5r-3p2x: a spoofed X-Forwarded-Uri made
+ * skip-auth rules apply to the wrong path).
+ */
+export const GATEWAY_ONLY_HEADERS: readonly string[] = [
+  'x-forwarded-access-token',
+  'x-auth-request-*',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-forwarded-uri',
+  'x-forwarded-method',
+  'x-original-url',
+  'x-real-ip',
+  'forwarded',
+]
+
+// Node accepts `_` in header names, and CGI (RFC 3875 4.1.18) and everything built on its
+// conventions (PHP, Rack, WSGI) expose headers as HTTP_* variables with `-` turned into `_`, so a
+// client's `X_Forwarded_User` reaches them as HTTP_X_FORWARDED_USER: the gateway's own header.
+function canonicalHeaderName(name: string): string {
+  const lower = name.toLowerCase()
+  return lower.includes('_') ? lower.replaceAll('_', '-') : lower
+}
+
+/**
+ * Builds an in-place scrubber for the given header names (case-insensitive, `_` equal to `-`).
+ * An entry ending in `*` removes every header starting with the part before it.
+ */
+export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
+  const exact = new Set<string>()
+  const prefixes: string[] = []
+  for (const name of names) {
+    const canonical = canonicalHeaderName(name)
+    if (canonical.endsWith('*')) {
+      const prefix = canonical.slice(0, -1)
+      // `*` alone would strip every header, Host and Content-Length included.
+      if (prefix === '') throw new TypeError(`header scrub entry ${JSON.stringify(name)} matches every header`)
+      prefixes.push(prefix)
+    } else if (canonical !== '') {
+      exact.add(canonical)
+    }
+  }
+  return (headers) => {
+    for (const key of Object.keys(headers)) {
+      const canonical = canonicalHeaderName(key)
+      if (exact.has(canonical)) {
+        delete headers[key]
+        continue
+      }
+      for (const prefix of prefixes) {
+        if (canonical.startsWith(prefix)) {
+          delete headers[key]
+          break
+        }
+      }
+    }
+  }
+}
+
+const lowerNamesCache = new WeakMap<IdentityHeaderNames, IdentityHeaderNames>()
+
+function lowerNames(names: IdentityHeaderNames): IdentityHeaderNames {
+  let lower = lowerNamesCache.get(names)
+  if (lower === undefined) {
+    lower = {
+      user: names.user.toLowerCase(),
+      email: names.email.toLowerCase(),
+      groups: names.groups.toLowerCase(),
+      preferredUsername: names.preferredUsername.toLowerCase(),
+    }
+    lowerNamesCache.set(names, lower)
+  }
+  return lower
+}
+
+/**
+ * The value as it goes on the wire, or null to omit it. Refused: empty strings, any control
+ * character (C0 incl. TAB/CR/LF/NUL, DEL, C1 incl. NEL U+0085) and U+2028/U+2029 (header injection
+ * and log forging), leading or trailing spaces (HTTP strips them, RFC 9110 5.5, so `" admin"`
+ * would arrive as `admin`), lone surrogates, and for group names a `,` (it would split one group
+ * into two at the upstream).
+ *
+ * Node writes header strings as latin1 and throws on code points above U+00FF, so non-ASCII values
+ * are returned as their UTF-8 bytes, one latin1 character per byte: the upstream receives UTF-8,
+ * byte for byte what oauth2-proxy sends.
+ */
+function headerValue(v: unknown, isGroup: boolean): string | null {
+  if (typeof v !== 'string' || v === '') return null
+  const len = v.length
+  if (v.charCodeAt(0) === 0x20 || v.charCodeAt(len - 1) === 0x20) return null
+  let ascii = true
+  for (let i = 0; i < len; i++) {
+    const c = v.charCodeAt(i)
+    if (c < 0x20 || c === 0x7f) return null
+    if (isGroup && c === 0x2c) return null
+    if (c < 0x80) continue
+    ascii = false
+    if (c <= 0x9f || c === 0x2028 || c === 0x2029) return null
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const next = v.charCodeAt(i + 1)
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return null
+      i++
+    } else if (c >= 0xdc00 && c <= 0xdfff) {
+      return null
+    }
+  }
+  return ascii ? v : Buffer.from(v, 'utf8').toString('latin1')
+}
+
+/**
+ * The identity headers for the verified claims, keyed by the lowercased configured names:
+ * user = `sub`, email = `email`, groups = `groups` joined with `,`, preferredUsername =
+ * `preferred_username`. Absent, non-string or unsafe values are omitted (see headerValue).
+ */
+export function identityHeaderValues(
+  claims: Record<string, unknown>,
+  names: IdentityHeaderNames,
+): Record<string, string> {
+  const lower = lowerNames(names)
+  const out: Record<string, string> = {}
+  const get = (name: string): unknown => (Object.hasOwn(claims, name) ? claims[name] : undefined)
+  const sub = headerValue(get('sub'), false)
+  if (sub !== null) out[lower.user] = sub
+  const email = headerValue(get('email'), false)
+  if (email !== null) out[lower.email] = email
+  const rawGroups = get('groups')
+  const list = Array.isArray(rawGroups) ? rawGroups : typeof rawGroups === 'string' ? [rawGroups] : []
+  let groups = ''
+  for (const g of list) {
+    const value = headerValue(g, true)
+    if (value !== null) groups = groups === '' ? value : `${groups},${value}`
+  }
+  if (groups !== '') out[lower.groups] = groups
+  const preferred = headerValue(get('preferred_username'), false)
+  if (preferred !== null) out[lower.preferredUsername] = preferred
+  return out
+}
+
+function isOws(c: number): boolean {
+  return c === 0x20 || c === 0x09
+}
+
+/**
+ * Removes the gateway's cookies from a Cookie header (RFC 6265 5.4 `name=value; name=value`).
+ * A pair is the gateway's when isGatewayCookie accepts its name with SP/HTAB trimmed, the way
+ * the `cookie` parser behind @fastify/cookie reads it; every occurrence is removed. Pairs without
+ * `=` are not cookies to that parser and are kept. Returns the header unchanged when nothing was
+ * removed, the remaining pairs byte for byte (only the SP/HTAB around each pair dropped) joined
+ * with `; ` otherwise, and undefined when nothing remains.
+ */
+export function stripCookies(
+  cookieHeader: string,
+  isGatewayCookie: (name: string) => boolean,
+): string | undefined {
+  const len = cookieHeader.length
+  // [from, to) of each kept pair; sliced only when something was removed.
+  const kept: number[] = []
+  let removed = false
+  let start = 0
+  while (start <= len) {
+    let end = cookieHeader.indexOf(';', start)
+    if (end === -1) end = len
+    let from = start
+    let to = end
+    while (from < to && isOws(cookieHeader.charCodeAt(from))) from++
+    while (to > from && isOws(cookieHeader.charCodeAt(to - 1))) to--
+    if (from < to) {
+      const eq = cookieHeader.indexOf('=', from)
+      let gateway = false
+      if (eq !== -1 && eq < to) {
+        let nameTo = eq
+        while (nameTo > from && isOws(cookieHeader.charCodeAt(nameTo - 1))) nameTo--
+        gateway = isGatewayCookie(cookieHeader.slice(from, nameTo))
+      }
+      if (gateway) removed = true
+      else kept.push(from, to)
+    }
+    start = end + 1
+  }
+  if (kept.length === 0) return undefined
+  if (!removed) return cookieHeader
+  let out = cookieHeader.slice(kept[0], kept[1])
+  for (let i = 2; i < kept.length; i += 2) out += '; ' + cookieHeader.slice(kept[i], kept[i + 1])
+  return out
+}

@@ -1,0 +1,230 @@
+// Request-target normalization. Every auth decision (upstream match, public paths) and the request
+// forwarded to the upstream use the same normalized path, so the gateway and the upstream can never
+// disagree about which resource was asked for (the parser-differential class behind most path-based
+// auth bypasses: `/public/../admin`, `/admin;x=y`, `/%2e%2e/`, `//admin`, `/a%2Fb`).
+//
+// What is refused (null, the caller answers 400) rather than rewritten:
+// - anything that is not origin-form (RFC 9112 3.2.1): `*`, absolute-form `http://h/p` (the gateway
+//   is not a forward proxy; an absolute-form host could disagree with the Host header);
+// - `#` anywhere: RFC 9112 3.2 has no fragment in a request-target;
+// - raw bytes outside printable ASCII (controls, space, DEL, and 0x80-0xFF, which Node exposes as
+//   latin1 characters): RFC 3986 2.1 requires them percent-encoded, and upstreams decode raw octets
+//   differently (latin1, UTF-8, overlong forms);
+// - raw `\` and `%5C`: Windows/IIS and some frameworks treat it as a separator;
+// - `%2F`: an encoded slash is one segment to us but two to an upstream that decodes before routing;
+// - `;` and `%3B`: Tomcat/Spring/Jetty strip path parameters, so `/admin;x=y` is `/admin` to them
+//   (and Spring Security's StrictHttpFirewall refuses both forms for the same reason);
+// - encoded control characters (C0, DEL, and C1 U+0080-U+009F when UTF-8 encoded);
+// - `%25` directly followed by a hex digit: a second decoding pass upstream would turn `%252e` into
+//   `%2e` and then into `.`; a lone `%25` (as in `/100%25`) is kept;
+// - malformed percent-encoding and invalid UTF-8 (RFC 3629: overlong forms such as `%C0%AE`,
+//   surrogates, code points above U+10FFFF): lenient decoders turn `%C0%AE` into `.`.
+//
+// What is rewritten:
+// - percent-encoded unreserved characters (RFC 3986 2.3) are decoded (RFC 3986 6.2.2.2), so
+//   `/%61dmin` is `/admin` and `%2e%2e` becomes a dot segment that is then resolved;
+// - every other percent-encoding keeps its bytes with uppercase hex (RFC 3986 6.2.2.1);
+// - runs of `/` collapse into one (as nginx merge_slashes), before dot segments are resolved;
+// - `.` and `..` segments are removed per RFC 3986 5.2.4; `..` above the root stays at the root.
+//
+// A segment with a trailing dot (`/admin.`) is a different path and is kept as is: the matchers are
+// default-deny with public exceptions, so an upstream that strips the dot (Windows) only sees a
+// request the gateway already treated as the unknown, protected path `/admin.`.
+
+export interface NormalizedPath {
+  /** The normalized path, always starting with `/`. */
+  path: string
+  /** The query exactly as received, with its leading `?`, or ''. */
+  search: string
+}
+
+const HEX_DIGITS = '0123456789ABCDEF'
+
+// -1 for a non-hex character, else its value; indexed by char code < 128.
+const HEX_VALUE = new Int8Array(128).fill(-1)
+for (let c = 0; c < 10; c++) HEX_VALUE[0x30 + c] = c
+for (let c = 0; c < 6; c++) {
+  HEX_VALUE[0x41 + c] = 10 + c
+  HEX_VALUE[0x61 + c] = 10 + c
+}
+
+// RFC 3986 2.3 unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"
+const UNRESERVED = new Uint8Array(128)
+for (let c = 0x30; c <= 0x39; c++) UNRESERVED[c] = 1
+for (let c = 0x41; c <= 0x5a; c++) UNRESERVED[c] = 1
+for (let c = 0x61; c <= 0x7a; c++) UNRESERVED[c] = 1
+UNRESERVED[0x2d] = 1
+UNRESERVED[0x2e] = 1
+UNRESERVED[0x5f] = 1
+UNRESERVED[0x7e] = 1
+
+const SLASH = 0x2f
+const DOT = 0x2e
+const PERCENT = 0x25
+const QUESTION = 0x3f
+const HASH = 0x23
+const BACKSLASH = 0x5c
+const SEMICOLON = 0x3b
+
+function hexValue(s: string, i: number): number {
+  const c = s.charCodeAt(i)
+  return c < 128 ? (HEX_VALUE[c] ?? -1) : -1
+}
+
+/** The byte of the `%XX` at i, or -1 when malformed. */
+function pctByte(s: string, i: number): number {
+  if (i + 2 >= s.length) return -1
+  const hi = hexValue(s, i + 1)
+  const lo = hexValue(s, i + 2)
+  return hi < 0 || lo < 0 ? -1 : (hi << 4) | lo
+}
+
+/**
+ * Validates the UTF-8 sequence whose percent-encoded lead byte sits at i (RFC 3629 section 4
+ * table; every byte of the sequence must itself be percent-encoded). Returns the number of
+ * characters of input it spans, or -1 when invalid or a C1 control character.
+ */
+function utf8SequenceSpan(s: string, i: number, lead: number): number {
+  let count: number
+  let lo = 0x80
+  let hi = 0xbf
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    count = 1
+    // U+0080-U+009F are the C1 control characters (NEL U+0085 among them).
+    if (lead === 0xc2) lo = 0xa0
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    count = 2
+    if (lead === 0xe0) lo = 0xa0 // overlong
+    else if (lead === 0xed) hi = 0x9f // UTF-16 surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    count = 3
+    if (lead === 0xf0) lo = 0x90 // overlong
+    else if (lead === 0xf4) hi = 0x8f // above U+10FFFF
+  } else {
+    // 0x80-0xC1 (continuation byte or overlong 2-byte lead) and 0xF5-0xFF never start a sequence.
+    return -1
+  }
+  let j = i + 3
+  for (let k = 0; k < count; k++, j += 3) {
+    if (s.charCodeAt(j) !== PERCENT) return -1
+    const b = pctByte(s, j)
+    if (b < lo || b > hi) return -1
+    lo = 0x80
+    hi = 0xbf
+  }
+  return j - i
+}
+
+function upperPct(s: string, i: number, span: number): string {
+  let out = ''
+  for (let j = i; j < i + span; j += 3) {
+    const b = pctByte(s, j)
+    out += '%' + HEX_DIGITS.charAt(b >> 4) + HEX_DIGITS.charAt(b & 15)
+  }
+  return out
+}
+
+/**
+ * True when the character at i, raw or once decoded, is a hex digit: after `%25` that spells a
+ * second escape (`%252e`, and `%25%32%65`, which becomes `%252e` once `%32` and `%65` are decoded
+ * as unreserved characters).
+ */
+function hexDigitAt(s: string, i: number): boolean {
+  if (s.charCodeAt(i) !== PERCENT) return hexValue(s, i) >= 0
+  const b = pctByte(s, i)
+  return b >= 0 && b < 0x80 && (HEX_VALUE[b] ?? -1) >= 0
+}
+
+/** Decodes, collapses and resolves a path already scanned for forbidden raw characters. */
+function normalizeSlow(p: string): string | null {
+  const segments: string[] = []
+  let trailingSlash = false
+  const len = p.length
+  let i = 1 // p[0] is '/'
+  for (;;) {
+    let segment = ''
+    let runStart = i
+    let j = i
+    while (j < len) {
+      const c = p.charCodeAt(j)
+      if (c === SLASH) break
+      if (c !== PERCENT) {
+        j++
+        continue
+      }
+      const b = pctByte(p, j)
+      if (b < 0) return null
+      segment += p.slice(runStart, j)
+      if (b < 0x80) {
+        if (b < 0x20 || b === 0x7f || b === SLASH || b === BACKSLASH || b === SEMICOLON) return null
+        if (UNRESERVED[b] === 1) {
+          segment += String.fromCharCode(b)
+        } else {
+          if (b === PERCENT && hexDigitAt(p, j + 3)) return null
+          segment += upperPct(p, j, 3)
+        }
+        j += 3
+      } else {
+        const span = utf8SequenceSpan(p, j, b)
+        if (span < 0) return null
+        segment += upperPct(p, j, span)
+        j += span
+      }
+      runStart = j
+    }
+    segment += p.slice(runStart, j)
+    const last = j >= len
+    if (segment === '' || segment === '.') {
+      // Empty segments are the runs of '/' we collapse; a final one is a trailing slash.
+      if (last) trailingSlash = true
+    } else if (segment === '..') {
+      segments.pop()
+      if (last) trailingSlash = true
+    } else {
+      segments.push(segment)
+    }
+    if (last) break
+    i = j + 1
+  }
+  if (segments.length === 0) return '/'
+  return '/' + segments.join('/') + (trailingSlash ? '/' : '')
+}
+
+/**
+ * Normalizes an origin-form request-target. Returns the path every auth decision uses and the
+ * upstream receives, plus the untouched query; null when the target must be refused with 400.
+ */
+export function normalizePath(rawUrl: string): NormalizedPath | null {
+  const len = rawUrl.length
+  if (len === 0 || rawUrl.charCodeAt(0) !== SLASH) return null
+  let query = -1
+  let slow = false
+  for (let i = 0; i < len; i++) {
+    const c = rawUrl.charCodeAt(i)
+    if (c === QUESTION) {
+      query = i
+      break
+    }
+    if (c <= 0x20 || c >= 0x7f || c === HASH || c === BACKSLASH || c === SEMICOLON) return null
+    if (c === PERCENT) {
+      slow = true
+    } else if (c === SLASH) {
+      const next = rawUrl.charCodeAt(i + 1)
+      if (next === SLASH || next === DOT) slow = true
+    }
+  }
+  let search = ''
+  if (query !== -1) {
+    // The query is the upstream's business and is forwarded as is, but it may not smuggle a
+    // fragment or raw control characters (RFC 3986 3.4).
+    for (let i = query + 1; i < len; i++) {
+      const c = rawUrl.charCodeAt(i)
+      if (c <= 0x20 || c === 0x7f || c === HASH) return null
+    }
+    search = rawUrl.slice(query)
+  }
+  const rawPath = query === -1 ? rawUrl : rawUrl.slice(0, query)
+  if (!slow) return { path: rawPath, search }
+  const path = normalizeSlow(rawPath)
+  return path === null ? null : { path, search }
+}

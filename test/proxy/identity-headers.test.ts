@@ -1,0 +1,247 @@
+import t from 'tap'
+import fc from 'fast-check'
+import { validateHeaderValue } from 'node:http'
+import {
+  createHeaderScrubber,
+  GATEWAY_ONLY_HEADERS,
+  identityHeaderValues,
+  stripCookies,
+  type HeaderBag,
+} from '../../src/proxy/identity-headers.js'
+import type { IdentityHeaderNames } from '../../src/config/types.js'
+
+const NUM_RUNS = 2000
+
+const NAMES: IdentityHeaderNames = {
+  user: 'X-Forwarded-User',
+  email: 'X-Forwarded-Email',
+  groups: 'X-Forwarded-Groups',
+  preferredUsername: 'X-Forwarded-Preferred-Username',
+}
+
+function show(s: string): string {
+  return JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+t.test('scrubber: case and underscore variants are all removed, in place', async (t) => {
+  const scrub = createHeaderScrubber([NAMES.user, NAMES.email, ...GATEWAY_ONLY_HEADERS])
+  const headers: HeaderBag = {
+    'x-forwarded-user': 'a',
+    'X-FORWARDED-USER': 'b',
+    X_Forwarded_User: 'c',
+    'x_forwarded-user': 'd',
+    'X-Forwarded_Email': 'e',
+    'x-auth-request-user': 'f',
+    X_Auth_Request_Access_Token: 'g',
+    'x-forwarded-access-token': 'h',
+    'x-forwarded-for': '1.2.3.4',
+    'x-forwarded-proto': 'http',
+    'x-forwarded-host': 'evil',
+    'x-forwarded-port': '1',
+    'x-forwarded-uri': '/public',
+    'x-forwarded-method': 'GET',
+    'x-original-url': '/public',
+    'x-real-ip': '1.2.3.4',
+    forwarded: 'for=1.2.3.4',
+    Forwarded: 'for=1.2.3.4',
+    host: 'app.example.com',
+    'x-auth-requests': 'kept: not the x-auth-request- prefix',
+    'x-forwarded-user-agent': 'kept: a different name',
+    'x-forwarded-groups': 'kept: not in this scrubber\'s list',
+    cookie: 'a=1',
+    'set-cookie': ['x'],
+    'x-empty': undefined,
+  }
+  const same = headers
+  scrub(headers)
+  t.equal(headers, same)
+  t.same(Object.keys(headers).sort(), [
+    'cookie', 'host', 'set-cookie', 'x-auth-requests', 'x-empty', 'x-forwarded-groups', 'x-forwarded-user-agent',
+  ])
+})
+
+t.test('scrubber: every gateway-only header goes (GHSA-7x63-xv5r-3p2x: forged X-Forwarded-Uri)', async (t) => {
+  const scrub = createHeaderScrubber(GATEWAY_ONLY_HEADERS)
+  for (const name of GATEWAY_ONLY_HEADERS) {
+    const concrete = name.endsWith('*') ? `${name.slice(0, -1)}email` : name
+    for (const variant of [concrete, concrete.toUpperCase(), concrete.replaceAll('-', '_')]) {
+      const h: HeaderBag = { [variant]: 'x', keep: 'y' }
+      scrub(h)
+      t.same(h, { keep: 'y' }, variant)
+    }
+  }
+})
+
+t.test('scrubber: configured names are matched the same way', async (t) => {
+  const scrub = createHeaderScrubber(['Remote_User', 'X-Custom-*'])
+  const h: HeaderBag = { 'remote-user': 'a', REMOTE_USER: 'b', 'x-custom-a': 'c', X_CUSTOM_B: 'd', 'x-customer': 'e' }
+  scrub(h)
+  t.same(h, { 'x-customer': 'e' })
+  t.throws(() => createHeaderScrubber(['*']), TypeError, 'a bare * would strip every header')
+  const none = createHeaderScrubber([])
+  const h2: HeaderBag = { a: '1' }
+  none(h2)
+  t.same(h2, { a: '1' })
+})
+
+t.test('property: any case/underscore spelling of a scrubbed name is removed', async (t) => {
+  const scrub = createHeaderScrubber(['x-forwarded-user', 'x-auth-request-*'])
+  const flags = fc.array(fc.boolean(), { minLength: 30, maxLength: 30 })
+  const spelling = fc
+    .tuple(fc.constantFrom('x-forwarded-user', 'x-auth-request-user', 'x-auth-request-'), flags, flags)
+    .map(([name, upper, underscore]) =>
+      [...name].map((c, i) => (c === '-' && underscore[i] ? '_' : upper[i] ? c.toUpperCase() : c)).join(''),
+    )
+  fc.assert(
+    fc.property(spelling, (name) => {
+      const h: HeaderBag = { [name]: 'forged', other: 'kept' }
+      scrub(h)
+      return !(name in h) && h.other === 'kept'
+    }),
+    { numRuns: NUM_RUNS },
+  )
+  t.pass('removed')
+})
+
+t.test('identityHeaderValues: lowercased names, absent values omitted', async (t) => {
+  t.same(
+    identityHeaderValues(
+      { sub: 'u-1', email: 'a@example.com', groups: ['admins', 'ops'], preferred_username: 'alice' },
+      NAMES,
+    ),
+    {
+      'x-forwarded-user': 'u-1',
+      'x-forwarded-email': 'a@example.com',
+      'x-forwarded-groups': 'admins,ops',
+      'x-forwarded-preferred-username': 'alice',
+    },
+  )
+  t.same(identityHeaderValues({ sub: 'u-1' }, NAMES), { 'x-forwarded-user': 'u-1' })
+  t.same(identityHeaderValues({}, NAMES), {})
+  t.same(identityHeaderValues({ sub: 'u', groups: 'admins' }, NAMES), { 'x-forwarded-user': 'u', 'x-forwarded-groups': 'admins' }, 'single string group')
+  t.same(identityHeaderValues({ sub: 42, email: ['a@b'], preferred_username: null, groups: { a: 1 } }, NAMES), {}, 'non-strings omitted')
+  t.same(identityHeaderValues({ groups: [] }, NAMES), {}, 'no groups, no header')
+  t.same(identityHeaderValues({ groups: ['a', 1, null, 'b', ''] }, NAMES), { 'x-forwarded-groups': 'a,b' }, 'non-string and empty groups skipped')
+  const custom = { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups', preferredUsername: 'Remote-Name' }
+  t.same(identityHeaderValues({ sub: 's', preferred_username: 'n' }, custom), { 'remote-user': 's', 'remote-name': 'n' })
+  t.same(identityHeaderValues(Object.create({ sub: 'inherited' }) as Record<string, unknown>, NAMES), {}, 'own claims only')
+})
+
+t.test('identityHeaderValues: refuses header injection and spoofing shapes', async (t) => {
+  const bad = [
+    'admin\r\nX-Forwarded-User: root',
+    'admin\nx',
+    'admin\rx',
+    'admin\u0000',
+    'admin\tx',
+    '\tadmin',
+    'admin\u007f',
+    'admin\u0085',
+    'admin\u2028x',
+    'admin\u2029x',
+    ' admin',
+    'admin ',
+    'admin\ud800',
+    '\udc00admin',
+    '',
+  ]
+  for (const value of bad) {
+    t.same(identityHeaderValues({ sub: value, email: value, preferred_username: value, groups: [value] }, NAMES), {}, show(value))
+  }
+  t.same(
+    identityHeaderValues({ groups: ['ops', 'admins,root', 'dev', ' admins', 'x\ny'] }, NAMES),
+    { 'x-forwarded-groups': 'ops,dev' },
+    'a comma would split one group into two; padded or broken names dropped',
+  )
+  t.same(identityHeaderValues({ sub: 'Alice Smith', preferred_username: 'a,b' }, NAMES), {
+    'x-forwarded-user': 'Alice Smith',
+    'x-forwarded-preferred-username': 'a,b',
+  }, 'inner spaces, and commas outside groups, are fine')
+})
+
+t.test('identityHeaderValues: non-ASCII goes out as UTF-8 bytes', async (t) => {
+  const out = identityHeaderValues({ sub: 'José', preferred_username: 'Пётр', email: 'a@ex\u00e4mple.com', groups: ['😀'] }, NAMES)
+  const utf8 = (s: string): string => Buffer.from(s, 'utf8').toString('latin1')
+  t.same(out, {
+    'x-forwarded-user': utf8('José'),
+    'x-forwarded-preferred-username': utf8('Пётр'),
+    'x-forwarded-email': utf8('a@ex\u00e4mple.com'),
+    'x-forwarded-groups': utf8('😀'),
+  })
+  t.equal(Buffer.from(out['x-forwarded-preferred-username'] ?? '', 'latin1').toString('utf8'), 'Пётр', 'upstream decodes UTF-8')
+  t.throws(() => validateHeaderValue('x', 'Пётр'), 'Node refuses the raw string')
+  t.doesNotThrow(() => validateHeaderValue('x', out['x-forwarded-preferred-username'] ?? ''))
+})
+
+t.test('property: every produced value is a valid header value Node accepts', async (t) => {
+  const text = fc.string({ unit: 'binary', maxLength: 20 })
+  fc.assert(
+    fc.property(text, text, fc.array(text, { maxLength: 4 }), text, (sub, email, groups, name) => {
+      const out = identityHeaderValues({ sub, email, groups, preferred_username: name }, NAMES)
+      for (const [key, value] of Object.entries(out)) {
+        validateHeaderValue(key, value)
+        if (/[\u0000-\u001f\u007f]/.test(value) || value.startsWith(' ') || value.endsWith(' ')) return false
+        const original: Record<string, string> = {
+          'x-forwarded-user': sub,
+          'x-forwarded-email': email,
+          'x-forwarded-preferred-username': name,
+        }
+        // UTF-8 on the wire decodes back to exactly the claim
+        if (key !== 'x-forwarded-groups' && Buffer.from(value, 'latin1').toString('utf8') !== original[key]) return false
+      }
+      const g = out['x-forwarded-groups']
+      if (g !== undefined) {
+        const decoded = Buffer.from(g, 'latin1').toString('utf8').split(',')
+        if (!decoded.every((x) => groups.includes(x))) return false
+      }
+      return true
+    }),
+    { numRuns: NUM_RUNS },
+  )
+  t.pass('valid')
+})
+
+const gateway = (name: string): boolean => name === '__Host-gw' || name.startsWith('__Host-gw.')
+
+t.test('stripCookies', async (t) => {
+  t.equal(stripCookies('a=1; __Host-gw=x; b=2', gateway), 'a=1; b=2')
+  t.equal(stripCookies('__Host-gw=x', gateway), undefined, 'nothing left')
+  t.equal(stripCookies('__Host-gw=x; __Host-gw.1=y', gateway), undefined, 'chunked session cookies')
+  t.equal(stripCookies('', gateway), undefined, 'empty header')
+  t.equal(stripCookies(' ;; ', gateway), undefined, 'only separators')
+  const untouched = 'a=1;b=2 ;  c="q v"'
+  t.equal(stripCookies(untouched, gateway), untouched, 'nothing removed: byte for byte')
+  t.equal(stripCookies('a=1;__Host-gw=x;b=2', gateway), 'a=1; b=2')
+  t.equal(stripCookies('a=1 ;\t__Host-gw=x ;  b=2', gateway), 'a=1; b=2', 'only the OWS around pairs is dropped')
+  t.equal(stripCookies('q="a; b"; __Host-gw=x', gateway), 'q="a; b"', 'split on ; like the cookie parser, even inside quotes')
+  t.equal(stripCookies('a=b=c; __Host-gw=x; d==', gateway), 'a=b=c; d==', 'values with =')
+  t.equal(stripCookies(' __Host-gw =x; a=1', gateway), 'a=1', 'name padding trimmed as @fastify/cookie does')
+  t.equal(stripCookies('\t__Host-gw\t=x; a=1', gateway), 'a=1', 'tab padding')
+  t.equal(stripCookies('__Host-gw=1; a=1; __Host-gw=2', gateway), 'a=1', 'every occurrence')
+  t.equal(stripCookies('__Host-gw; a=1', gateway), '__Host-gw; a=1', 'no = is not a cookie to the parser, kept')
+  t.equal(stripCookies('__Host-gw.0; a=1', gateway), '__Host-gw.0; a=1', 'the name never reaches past its own pair')
+  t.equal(stripCookies('__Host-gw.0; a=1; __Host-gw=x', gateway), '__Host-gw.0; a=1')
+  t.equal(stripCookies('__host-gw=x; a=1', gateway), '__host-gw=x; a=1', 'names are case-sensitive')
+  t.equal(stripCookies('x__Host-gw=1; __Host-gwx=2; a=1', gateway), 'x__Host-gw=1; __Host-gwx=2; a=1')
+  t.equal(stripCookies('a=%E2%82%AC; __Host-gw=x; b=\u00e9', gateway), 'a=%E2%82%AC; b=\u00e9', 'values kept byte for byte')
+  t.equal(stripCookies('=v; __Host-gw=x', gateway), '=v', 'nameless pair kept')
+})
+
+t.test('property: stripCookies keeps exactly the foreign pairs', async (t) => {
+  const nameArb = fc.constantFrom('a', 'b', '__Host-gw', '__Host-gw.0', 'session', '__Host-gwx', '')
+  const valueArb = fc.constantFrom('1', 'x=y', '"q"', '%20', '')
+  const padArb = fc.constantFrom('', ' ', '\t', '  ')
+  const pairArb = fc.tuple(padArb, nameArb, padArb, valueArb, padArb).map(([p1, n, p2, v, p3]) => ({ n, text: `${p1}${n}${p2}=${v}${p3}` }))
+  fc.assert(
+    fc.property(fc.array(pairArb, { maxLength: 6 }), (pairs) => {
+      const header = pairs.map((p) => p.text).join(';')
+      const out = stripCookies(header, gateway)
+      const kept = pairs.filter((p) => !gateway(p.n)).map((p) => p.text.replace(/^[ \t]+|[ \t]+$/g, '')).filter((s) => s !== '')
+      const removedAny = pairs.some((p) => gateway(p.n))
+      if (kept.length === 0) return out === undefined
+      return removedAny ? out === kept.join('; ') : out === header
+    }),
+    { numRuns: NUM_RUNS },
+  )
+  t.pass('exact')
+})
