@@ -4,9 +4,9 @@
 // accounts are invented from whatever username is typed, and all state lives in memory.
 
 import { randomBytes, randomUUID } from 'node:crypto'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer } from 'node:http'
 import * as jose from 'jose'
+import { listen } from './listen.js'
 import type Provider from 'oidc-provider'
 import type { Account, ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider'
 
@@ -115,16 +115,6 @@ function filterProviderNotices(): void {
   console.info = (...args: unknown[]) => {
     if (!isNotice(args)) info.apply(console, args)
   }
-}
-
-function listen(server: Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(port, host, () => {
-      server.off('error', reject)
-      resolve((server.address() as AddressInfo).port)
-    })
-  })
 }
 
 function formatHost(host: string): string {

@@ -4,7 +4,7 @@
 
 import { createHash } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { listen } from './listen.js'
 
 export interface DemoUpstreamOptions {
   host?: string
@@ -182,14 +182,7 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
 export async function startDemoUpstream(options: DemoUpstreamOptions = {}): Promise<DemoUpstream> {
   const host = options.host ?? '127.0.0.1'
   const server: Server = createServer(handle)
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
-  const { port } = server.address() as AddressInfo
+  const port = await listen(server, options.port ?? 0, host)
   let closing: Promise<void> | undefined
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,

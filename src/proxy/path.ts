@@ -31,6 +31,8 @@
 // default-deny with public exceptions, so an upstream that strips the dot (Windows) only sees a
 // request the gateway already treated as the unknown, protected path `/admin.`.
 
+import { BACKSLASH, DOT, HASH, HEX_VALUE, PERCENT, QUESTION, SEMICOLON, SLASH, hexValue } from './chars.js'
+
 export interface NormalizedPath {
   /** The normalized path, always starting with `/`. */
   path: string
@@ -39,14 +41,6 @@ export interface NormalizedPath {
 }
 
 const HEX_DIGITS = '0123456789ABCDEF'
-
-// -1 for a non-hex character, else its value; indexed by char code < 128.
-const HEX_VALUE = new Int8Array(128).fill(-1)
-for (let c = 0; c < 10; c++) HEX_VALUE[0x30 + c] = c
-for (let c = 0; c < 6; c++) {
-  HEX_VALUE[0x41 + c] = 10 + c
-  HEX_VALUE[0x61 + c] = 10 + c
-}
 
 // RFC 3986 2.3 unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"
 const UNRESERVED = new Uint8Array(128)
@@ -57,19 +51,6 @@ UNRESERVED[0x2d] = 1
 UNRESERVED[0x2e] = 1
 UNRESERVED[0x5f] = 1
 UNRESERVED[0x7e] = 1
-
-const SLASH = 0x2f
-const DOT = 0x2e
-const PERCENT = 0x25
-const QUESTION = 0x3f
-const HASH = 0x23
-const BACKSLASH = 0x5c
-const SEMICOLON = 0x3b
-
-function hexValue(s: string, i: number): number {
-  const c = s.charCodeAt(i)
-  return c < 128 ? (HEX_VALUE[c] ?? -1) : -1
-}
 
 /** The byte of the `%XX` at i, or -1 when malformed. */
 function pctByte(s: string, i: number): number {

@@ -4,7 +4,7 @@ import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { createGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues } from './forwarded.js'
-import { createHeaderScrubber, identityHeaderValues, stripCookies } from './identity-headers.js'
+import { GATEWAY_ONLY_HEADERS, createHeaderScrubber, identityHeaderValues, stripCookies } from './identity-headers.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -19,21 +19,6 @@ export interface ProxyOptions extends GuardDeps {
 
 type Headers = Record<string, string | string[] | undefined>
 
-/** Headers a client may never send upstream itself: the gateway alone sets them. */
-const RESERVED_HEADERS = [
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-forwarded-uri',
-  'x-forwarded-method',
-  'x-forwarded-access-token',
-  'x-original-url',
-  'x-real-ip',
-  'forwarded',
-  'x-auth-request-*',
-]
-
 function hostConstraint(hosts: string[]): RegExp {
   const names = hosts.map((h) => h.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')
   return new RegExp(`^(?:${names})(?::\\d+)?$`, 'i')
@@ -45,7 +30,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders
-    const scrub = createHeaderScrubber([names.user, names.email, names.groups, names.preferredUsername, ...RESERVED_HEADERS])
+    const scrub = createHeaderScrubber([names.user, names.email, names.groups, names.preferredUsername, ...GATEWAY_ONLY_HEADERS])
 
     /** The header policy, shared by HTTP requests and WebSocket upgrades. */
     const rewrite = (req: FastifyRequest, headers: Headers): Headers => {

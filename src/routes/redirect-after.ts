@@ -42,6 +42,8 @@
 // An entry that is not a canonical host[:port] throws at construction: an entry written as a URL
 // (`https://app.example.com`) would otherwise silently never match.
 
+import { BACKSLASH, HASH, PERCENT, QUESTION, SLASH, hexValue } from '../proxy/chars.js'
+
 export interface RedirectAfterOptions {
   /** The gateway's external origin, e.g. https://app.example.com */
   publicUrl: string
@@ -65,19 +67,6 @@ interface HostRule {
 const ABSOLUTE_PREFIX = /^https?:\/\//i
 const HOST_RULE = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::([0-9]{1,5}))?$/
 
-const SLASH = 0x2f
-const PERCENT = 0x25
-const QUESTION = 0x3f
-const HASH = 0x23
-const BACKSLASH = 0x5c
-
-function hexValue(s: string, i: number): number {
-  const c = s.charCodeAt(i)
-  if (c >= 0x30 && c <= 0x39) return c - 0x30
-  const l = c | 0x20
-  if (l >= 0x61 && l <= 0x66) return l - 0x61 + 10
-  return -1
-}
 
 /** True when the character at i, raw or percent-encoded (`%25%32%46` is `%252F`), is a hex digit. */
 function hexDigitAt(value: string, i: number): boolean {
