@@ -74,6 +74,8 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostConstraint(upstream.match.hosts) } }),
       preHandler: createGuard(upstream, options),
       websocket: upstream.websocket,
+      // The gateway logs one line per request itself (onResponse in app.ts).
+      disableRequestLogging: true,
       wsClientOptions: wsClientOptions as object,
       undici: {
         connections: 128,

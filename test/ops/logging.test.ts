@@ -48,6 +48,10 @@ t.test('no token, code, cookie or secret in any log line, even at trace level', 
     t.type(line.status, 'number')
   }
   t.ok(requests.some((l) => l.sub === 'alice'), 'signed-in requests name the subject')
+  const perRequest = lines
+    .map((l) => JSON.parse(l) as { level: number; msg: string; reqId?: string })
+    .filter((l) => l.level >= 30 && l.reqId !== undefined)
+  t.same(new Set(perRequest.map((l) => l.msg)), new Set(['request']), 'at info level, exactly one line per request')
 })
 
 t.test('redactUrl hides the values of secret query parameters only', async (t) => {
