@@ -8,6 +8,7 @@ import { GatewayError } from './errors.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { loggerOptions, redactUrl } from './ops/logging.js'
+import { createAuthenticator } from './proxy/authenticate.js'
 import { normalizePath } from './proxy/path.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
@@ -146,9 +147,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
-    store,
-    lifecycle,
-    bearer,
+    authenticate: createAuthenticator({ store, lifecycle, bearer }),
     publicUrl: config.server.publicUrl,
   })
   return app

@@ -1,21 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import type { BearerVerifier } from '../oidc/bearer.js'
 import { signInPath } from '../routes/sign-in.js'
-import type { SessionLifecycle } from '../session/lifecycle.js'
-import type { Session, SessionClaims, SessionStore } from '../session/types.js'
 import { createAllowPolicy } from './allow.js'
+import type { Authenticator, Identity } from './authenticate.js'
 import { createPublicPathMatcher } from './public-paths.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is
 // signed in, may pass, and with which identity. Runs on every proxied request (and on WebSocket
 // upgrades), so it opens the session cookie once and calls the provider only to refresh.
-
-export interface Identity {
-  claims: SessionClaims
-  accessToken: string
-}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -25,13 +18,9 @@ declare module 'fastify' {
 }
 
 export interface GuardDeps {
-  store: SessionStore
-  lifecycle: SessionLifecycle
-  bearer: BearerVerifier
+  authenticate: Authenticator
   publicUrl: string
 }
-
-const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 
 /** A top-level browser navigation, which is sent to sign in rather than answered with 401. */
 function isNavigation(req: FastifyRequest): boolean {
@@ -49,31 +38,7 @@ function pathOf(url: string): string {
 export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
   const isPublic = createPublicPathMatcher(upstream.publicPaths)
   const isAllowed = createAllowPolicy(upstream.allow)
-  const { store, lifecycle, bearer } = deps
-
-  /** The identity of a session whose access token has not expired, refreshing it when possible. */
-  async function sessionIdentity(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Identity | 'expired'> {
-    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken }
-    if (session.refreshToken === undefined) return 'expired'
-    try {
-      const updated = await lifecycle.refresh(req, reply, session)
-      return { claims: updated.claims, accessToken: updated.accessToken }
-    } catch (err) {
-      if (err instanceof GatewayError && err.code === 'refresh_token_invalid') return 'expired'
-      throw err
-    }
-  }
-
-  async function identify(req: FastifyRequest, reply: FastifyReply): Promise<Identity | 'expired' | undefined> {
-    const session = await store.load(req)
-    if (session !== undefined) return sessionIdentity(req, reply, session)
-    const authorization = req.headers.authorization
-    if (authorization === undefined) return undefined
-    const token = BEARER.exec(authorization)?.[1]
-    if (token === undefined) return undefined
-    const claims = await bearer.verify(token)
-    return claims === undefined ? undefined : { claims, accessToken: token }
-  }
+  const { authenticate } = deps
 
   function refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean): FastifyReply {
     const target = req.url
@@ -95,7 +60,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
     if (upstream.allowPreflight && req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
       return undefined
     }
-    const identity = await identify(req, reply)
+    const identity = await authenticate(req, reply)
     if (identity === undefined || identity === 'expired') {
       return upstream.auth === 'optional' ? undefined : refuse(req, reply, identity === 'expired')
     }

@@ -1,0 +1,54 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+import type { BearerVerifier } from '../oidc/bearer.js'
+import type { SessionLifecycle } from '../session/lifecycle.js'
+import type { Session, SessionClaims, SessionStore } from '../session/types.js'
+
+// Who is making this request? A gateway session whose access token is still valid (refreshed
+// when the store holds the refresh token), else an Authorization: Bearer token that verifies.
+// Shared by the proxy guard and the forward-auth endpoint, so both decide the same way.
+
+export interface Identity {
+  claims: SessionClaims
+  accessToken: string
+}
+
+/** `expired`: a session exists but its access token has expired and could not be refreshed here. */
+export type Authentication = Identity | 'expired' | undefined
+
+export interface AuthenticateDeps {
+  store: SessionStore
+  lifecycle: SessionLifecycle
+  bearer: BearerVerifier
+}
+
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
+
+export function createAuthenticator(deps: AuthenticateDeps) {
+  const { store, lifecycle, bearer } = deps
+
+  async function fromSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Identity | 'expired'> {
+    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken }
+    if (session.refreshToken === undefined) return 'expired'
+    try {
+      const updated = await lifecycle.refresh(req, reply, session)
+      return { claims: updated.claims, accessToken: updated.accessToken }
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'refresh_token_invalid') return 'expired'
+      throw err
+    }
+  }
+
+  return async function authenticate(req: FastifyRequest, reply: FastifyReply): Promise<Authentication> {
+    const session = await store.load(req)
+    if (session !== undefined) return fromSession(req, reply, session)
+    const authorization = req.headers.authorization
+    if (authorization === undefined) return undefined
+    const token = BEARER.exec(authorization)?.[1]
+    if (token === undefined) return undefined
+    const claims = await bearer.verify(token)
+    return claims === undefined ? undefined : { claims, accessToken: token }
+  }
+}
+
+export type Authenticator = ReturnType<typeof createAuthenticator>
