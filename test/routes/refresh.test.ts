@@ -85,3 +85,18 @@ t.test('502 provider_unavailable when the provider is down; the session is kept'
   const page = await browser.fetch(`${stack.gw}/still-signed-in`, { headers: JSON_ACCEPT })
   t.equal(page.status, 200, 'the session still works')
 })
+
+t.test("one sign-in's credentials cookie is never combined with another's session", async (t) => {
+  const stack = await startStack(t)
+  const alice = await stack.signedIn('alice')
+  const bob = await stack.signedIn('bob')
+  const mixed = `ogw=${alice.cookie('ogw')?.value}; ogw_cred=${bob.cookie('ogw_cred')?.value}`
+  const res = await fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: { cookie: mixed } })
+  t.equal(res.status, 400, "alice's session has no refresh token of its own here")
+  t.equal(((await res.json()) as Problem).code, 'refresh_token_missing')
+  const logout = await fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE', headers: { cookie: mixed } })
+  t.equal(logout.status, 200)
+  const { value } = (await logout.json()) as { value: string }
+  t.equal(new URL(value).searchParams.get('id_token_hint'), null, "bob's ID token is not used as alice's hint")
+  t.equal((await bob.fetch(`${stack.gw}/api/v1/openid/refresh`)).status, 200, "bob's refresh token was not revoked by alice's logout")
+})
