@@ -177,6 +177,9 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     features: {
       devInteractions: { enabled: true },
       revocation: { enabled: true },
+      // RFC 7662, for the gateway's provider.bearer.introspection. A client may introspect only
+      // tokens issued to itself (the default would let any confidential client see every token).
+      introspection: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       rpInitiatedLogout: { enabled: true },
       backchannelLogout: { enabled: true },
     },

@@ -1,10 +1,13 @@
 import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
+import * as jose from 'jose'
 import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { grantProblem } from './errors.js'
+import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlg, type AsymmetricAlgorithm } from './algorithms.js'
+import { describe, grantProblem } from './errors.js'
 import { providerFetch } from './fetch.js'
 import { idTokenViolation } from './id-token-rules.js'
+import { ProviderKeys } from './keys.js'
 
 export interface Tokens {
   accessToken: string
@@ -25,16 +28,31 @@ export interface AuthorizationChecks {
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
 
+/** The provider's metadata rules out working with it; discovery is retried, the log says why. */
+export class ProviderMetadataError extends Error {
+  override readonly name = 'ProviderMetadataError'
+}
+
+interface Discovered {
+  server: oidc.ServerMetadata
+  /** Authorization URL, revocation, end-session, introspection. Grants get their own (#forGrant). */
+  configuration: oidc.Configuration
+  idTokenAlg: AsymmetricAlgorithm
+  tokenEndpoint: string
+}
+
 /**
  * One OpenID provider, as seen by the gateway: discovery (retried in the background until it
- * succeeds), authorization URL, code and refresh grants, revocation and end-session URL.
- * An instance per provider, passed to whoever needs it.
+ * succeeds), its signing keys, authorization URL, code and refresh grants, introspection,
+ * revocation and end-session URL. An instance per provider, passed to whoever needs it.
  */
 export class OidcClient {
+  /** The provider's signing keys, shared with the Bearer verifier. */
+  readonly keys: ProviderKeys
   readonly #config: ProviderConfig
   readonly #redirectUri: string
   readonly #log: FastifyBaseLogger
-  #configuration: oidc.Configuration | undefined
+  #discovered: Discovered | undefined
   #stopped = false
   #retryTimer: NodeJS.Timeout | undefined
 
@@ -42,6 +60,7 @@ export class OidcClient {
     this.#config = config
     this.#redirectUri = `${publicUrl}/api/v1/openid/callback`
     this.#log = log
+    this.keys = new ProviderKeys({ timeoutMs: config.timeoutMs, log })
   }
 
   get redirectUri(): string {
@@ -49,30 +68,105 @@ export class OidcClient {
   }
 
   get ready(): boolean {
-    return this.#configuration !== undefined
+    return this.#discovered !== undefined
   }
 
-  /** Server metadata after discovery, e.g. for the Bearer verifier's JWKS URI. */
+  /** Server metadata after discovery. */
   get metadata(): oidc.ServerMetadata | undefined {
-    return this.#configuration?.serverMetadata()
+    return this.#discovered?.configuration.serverMetadata()
   }
 
-  /** Discovers the provider once; throws when it cannot. */
+  /** Discovers the provider and loads its keys once; throws when it cannot. */
   async discover(): Promise<void> {
-    const { issuer, clientId, clientSecret, clientAuthMethod, timeoutMs, allowInsecureHttp } = this.#config
-    const auth = clientAuthMethod === 'client_secret_post' ? oidc.ClientSecretPost(clientSecret) : oidc.ClientSecretBasic(clientSecret)
-    const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: this.#config.clockToleranceSeconds }
-    const configuration = await oidc.discovery(new URL(issuer), clientId, metadata, auth, {
+    const { issuer, clientId, timeoutMs, allowInsecureHttp } = this.#config
+    const discovered = await oidc.discovery(new URL(issuer), clientId, undefined, undefined, {
       timeout: timeoutMs / 1000,
       [oidc.customFetch]: providerFetch,
       ...(allowInsecureHttp ? { execute: [oidc.allowInsecureRequests] } : {}),
     })
+    const server = discovered.serverMetadata()
+    const advertised = server.id_token_signing_alg_values_supported
+    const idTokenAlg = idTokenSigningAlg(advertised)
+    if (idTokenAlg === undefined) {
+      throw new ProviderMetadataError(
+        `the provider signs ID tokens only with algorithms the gateway refuses (id_token_signing_alg_values_supported: ${JSON.stringify(advertised)}); it needs one of ${ASYMMETRIC_ALGORITHMS.join(', ')}`,
+      )
+    }
+    if (server.jwks_uri === undefined) throw new ProviderMetadataError('the provider metadata has no jwks_uri')
+    const jwksUri = new URL(server.jwks_uri)
+    if (jwksUri.protocol !== 'https:' && !(allowInsecureHttp && jwksUri.protocol === 'http:')) {
+      throw new ProviderMetadataError(`the provider's jwks_uri must be https (http only with provider.allowInsecureHttp: true)`)
+    }
+    if (server.token_endpoint === undefined) throw new ProviderMetadataError('the provider metadata has no token_endpoint')
+    await this.keys.load(jwksUri)
+    if (this.#config.bearer.introspection && server.introspection_endpoint === undefined) {
+      this.#log.warn(
+        { issuer },
+        'provider.bearer.introspection is on, but the provider advertises no introspection_endpoint: opaque Bearer tokens are refused',
+      )
+    }
+    this.#discovered = {
+      server,
+      configuration: this.#configure(server, idTokenAlg, providerFetch),
+      idTokenAlg,
+      tokenEndpoint: new URL(server.token_endpoint).href,
+    }
+  }
+
+  /**
+   * An openid-client Configuration for `server`. Rebuilt from the server metadata because client
+   * metadata is fixed at construction, and the ID token algorithm is only known after discovery.
+   */
+  #configure(server: oidc.ServerMetadata, idTokenAlg: AsymmetricAlgorithm, fetch: oidc.CustomFetch): oidc.Configuration {
+    const { clientId, clientSecret, clientAuthMethod, timeoutMs, allowInsecureHttp, clockToleranceSeconds } = this.#config
+    const auth = clientAuthMethod === 'client_secret_post' ? oidc.ClientSecretPost(clientSecret) : oidc.ClientSecretBasic(clientSecret)
+    const metadata: Partial<oidc.ClientMetadata> = {
+      [oidc.clockTolerance]: clockToleranceSeconds,
+      // OpenID Connect Registration 2: the one alg ID tokens are signed with. openid-client
+      // refuses every other alg, so a provider key of another type (or a forged header) cannot
+      // pick the algorithm (RFC 8725 3.1).
+      id_token_signed_response_alg: idTokenAlg,
+    }
+    const configuration = new oidc.Configuration(server, clientId, metadata, auth)
     configuration.timeout = timeoutMs / 1000
-    configuration[oidc.customFetch] = providerFetch
+    configuration[oidc.customFetch] = fetch
+    if (allowInsecureHttp) oidc.allowInsecureRequests(configuration)
     // OpenID Connect Core 3.1.3.7 step 6 lets a client skip the ID token signature when it came
     // over TLS; a gateway that other services trust does not take that shortcut.
     oidc.enableNonRepudiationChecks(configuration)
-    this.#configuration = configuration
+    return configuration
+  }
+
+  /**
+   * A Configuration for one grant, whose ID token openid-client checks against the gateway's
+   * key set (ProviderKeys) instead of a copy of its own: when the token response arrives, the key
+   * its ID token names is looked up first (refetching the JWKS once for a new kid, rate-limited),
+   * then the set is handed to this Configuration, which has not fetched keys yet and so takes it.
+   */
+  #forGrant(): oidc.Configuration {
+    const { server, idTokenAlg, tokenEndpoint } = this.#require()
+    const configuration = this.#configure(server, idTokenAlg, async (url, options) => {
+      const res = await providerFetch(url, options)
+      if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlg, res)
+      return res
+    })
+    return configuration
+  }
+
+  async #prepareKeys(configuration: oidc.Configuration, idTokenAlg: AsymmetricAlgorithm, res: Response): Promise<void> {
+    let header: jose.ProtectedHeaderParameters | undefined
+    try {
+      const body: unknown = await res.clone().json()
+      const idToken = typeof body === 'object' && body !== null && 'id_token' in body ? body.id_token : undefined
+      if (typeof idToken === 'string') header = jose.decodeProtectedHeader(idToken)
+    } catch {
+      // Not an ID token openid-client can use either: it refuses the response itself.
+    }
+    if (header === undefined) return
+    // A token in any other alg is refused by openid-client before it looks for a key.
+    if (header.alg === idTokenAlg) await this.keys.prepare(header)
+    const keys = this.keys.exported()
+    if (keys !== undefined) oidc.setJwksCache(configuration, keys)
   }
 
   /** Keeps discovering with capped exponential backoff until it succeeds or `stop()` is called. */
@@ -112,13 +206,13 @@ export class OidcClient {
     }
     // OpenID Connect Core 11: a request for offline_access must carry prompt=consent.
     if (this.#config.scopes.includes('offline_access')) params.prompt = 'consent'
-    return oidc.buildAuthorizationUrl(this.#require(), params).href
+    return oidc.buildAuthorizationUrl(this.#require().configuration, params).href
   }
 
   /** Authorization code grant; `callbackUrl` must carry the public origin, never the Host header. */
   async exchangeCode(callbackUrl: URL, checks: AuthorizationChecks): Promise<Tokens> {
     try {
-      const response = await oidc.authorizationCodeGrant(this.#require(), callbackUrl, {
+      const response = await oidc.authorizationCodeGrant(this.#forGrant(), callbackUrl, {
         pkceCodeVerifier: checks.codeVerifier,
         expectedState: checks.state,
         expectedNonce: checks.nonce,
@@ -138,7 +232,7 @@ export class OidcClient {
   async refresh(refreshToken: string, subject: string): Promise<Tokens> {
     try {
       // A provider that breaks ID token rules on refresh is broken, not the user's grant: 502.
-      return this.#checked(await oidc.refreshTokenGrant(this.#require(), refreshToken), 'provider_unavailable', subject)
+      return this.#checked(await oidc.refreshTokenGrant(this.#forGrant(), refreshToken), 'provider_unavailable', subject)
     } catch (err) {
       throw grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh')
     }
@@ -146,10 +240,10 @@ export class OidcClient {
 
   /** RFC 7009 revocation, best effort: returns false instead of throwing. */
   async revoke(refreshToken: string): Promise<boolean> {
-    const configuration = this.#configuration
-    if (configuration?.serverMetadata().revocation_endpoint === undefined) return false
+    const discovered = this.#discovered
+    if (discovered?.server.revocation_endpoint === undefined) return false
     try {
-      await oidc.tokenRevocation(configuration, refreshToken, { token_type_hint: 'refresh_token' })
+      await oidc.tokenRevocation(discovered.configuration, refreshToken, { token_type_hint: 'refresh_token' })
       return true
     } catch (err) {
       this.#log.warn({ err: describe(err) }, 'refresh token revocation failed')
@@ -159,12 +253,22 @@ export class OidcClient {
 
   /** RP-initiated logout URL, or '' when the provider has no end-session endpoint. */
   endSessionUrl(idToken: string | undefined): string {
-    const configuration = this.#configuration
-    if (configuration?.serverMetadata().end_session_endpoint === undefined) return ''
+    const discovered = this.#discovered
+    if (discovered?.server.end_session_endpoint === undefined) return ''
     const params: Record<string, string> = {}
     if (idToken !== undefined) params.id_token_hint = idToken
     if (this.#config.postLogoutRedirectUri !== undefined) params.post_logout_redirect_uri = this.#config.postLogoutRedirectUri
-    return oidc.buildEndSessionUrl(configuration, params).href
+    return oidc.buildEndSessionUrl(discovered.configuration, params).href
+  }
+
+  /**
+   * RFC 7662 introspection of a Bearer token, authenticated like the grants; `undefined` when the
+   * provider advertises no introspection endpoint. Throws what openid-client throws.
+   */
+  async introspect(token: string): Promise<oidc.IntrospectionResponse | undefined> {
+    const discovered = this.#require()
+    if (discovered.server.introspection_endpoint === undefined) return undefined
+    return oidc.tokenIntrospection(discovered.configuration, token, { token_type_hint: 'access_token' })
   }
 
   #checked(
@@ -185,13 +289,13 @@ export class OidcClient {
     return tokens
   }
 
-  #require(): oidc.Configuration {
-    if (this.#configuration === undefined) {
+  #require(): Discovered {
+    if (this.#discovered === undefined) {
       throw new GatewayError('not_ready', 'the OpenID provider metadata is not loaded yet; retry shortly', {
         headers: { 'retry-after': '1' },
       })
     }
-    return this.#configuration
+    return this.#discovered
   }
 }
 
@@ -204,17 +308,4 @@ function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointRespo
     idToken: response.id_token,
     claims: response.claims(),
   }
-}
-
-/** A log-safe description of a provider error: names and codes, never response bodies or tokens. */
-export function describe(err: unknown): Record<string, unknown> {
-  if (!(err instanceof Error)) return { message: String(err) }
-  const out: Record<string, unknown> = { name: err.name, message: err.message }
-  if (err instanceof oidc.ClientError && err.code !== undefined) out.code = err.code
-  if (err instanceof oidc.ResponseBodyError) {
-    out.error = err.error
-    out.status = err.status
-  }
-  if (err.cause instanceof Error) out.cause = `${err.cause.name}: ${err.cause.message}`
-  return out
 }

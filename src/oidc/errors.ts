@@ -42,3 +42,16 @@ export function grantProblem(
   }
   return new GatewayError(invalidResponse, `the OpenID provider's ${action} response failed validation`, { cause: err })
 }
+
+/** A log-safe description of a provider error: names and codes, never response bodies or tokens. */
+export function describe(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: String(err) }
+  const out: Record<string, unknown> = { name: err.name, message: err.message }
+  if (err instanceof oidc.ClientError && err.code !== undefined) out.code = err.code
+  if (err instanceof oidc.ResponseBodyError) {
+    out.error = err.error
+    out.status = err.status
+  }
+  if (err.cause instanceof Error) out.cause = `${err.cause.name}: ${err.cause.message}`
+  return out
+}
