@@ -1,11 +1,13 @@
 import * as oidc from 'openid-client'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { RateLimitConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { OidcClient } from '../oidc/client.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
+import { hardenSignIn } from './sign-in-hardening.js'
 
 // The four sign-in endpoints of the contract, mounted under /api/v1/openid.
 
@@ -21,6 +23,8 @@ export interface SignInOptions {
   lifecycle: SessionLifecycle
   /** Returns the safe redirect target or `null` to refuse (see redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
+  /** Per-client budget of the redirect, callback and refresh endpoints. */
+  rateLimit: RateLimitConfig['signIn']
 }
 
 interface Transaction {
@@ -42,6 +46,7 @@ export function signInPath(target: string): string {
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
   const { client, cookies, store, lifecycle } = options
+  await hardenSignIn(app, options.rateLimit)
 
   function redirectAfterOf(params: URLSearchParams): string | undefined {
     const raw = single(params, 'redirectAfter')

@@ -11,7 +11,7 @@ export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
 
 /** Browsers drop cookies over 4096 bytes (name + value + attributes); stay well under. */
-const CHUNK_CHARS = 3800
+export const CHUNK_CHARS = 3800
 /** Cap per cookie role, so the request header stays under the server's 32 KiB header limit. */
 export const MAX_CHUNKS = 3
 /** Marks the first cookie of a chunked value: `<count>~<part>`. `~` never occurs in sealed values. */

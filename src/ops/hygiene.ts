@@ -1,0 +1,65 @@
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyInstance } from 'fastify'
+import { GatewayError } from '../errors.js'
+
+// Headers of every response the gateway writes itself (sign-in endpoints, problem+json errors).
+// Those bodies are JSON for scripts, never documents: nothing in them may be sniffed as HTML,
+// framed, or leak the URL (which may carry a code or state) through Referer. Responses of the
+// upstreams are passed through untouched: their headers are the application's business.
+
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+}
+
+/** Errors are about one request and one user: no shared or browser cache may keep them. */
+export const PROBLEM_HEADERS: Readonly<Record<string, string>> = {
+  ...SECURITY_HEADERS,
+  'cache-control': 'no-store',
+}
+
+interface ClientError extends Error {
+  code?: string
+}
+
+/** What Node's parser refused, as status and detail; the problem code is always bad_request. */
+function classify(code: string | undefined): [status: number, detail: string] {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, 'the request headers are too large (cookies included); clearing the cookies of this site helps']
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'the request did not arrive in time']
+    default:
+      return [400, 'the request is malformed']
+  }
+}
+
+/**
+ * Fastify's `clientErrorHandler`: answers what Node's HTTP parser refuses before Fastify sees a
+ * request (oversized headers, malformed request lines) with problem+json like every other
+ * gateway error, then closes the connection, whose framing can no longer be trusted.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: ClientError, socket: Socket): void {
+  // A reset connection is gone; there is nobody to answer.
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const [status, detail] = classify(err.code)
+  // Only the code: err.rawPacket holds the raw request bytes, cookies included.
+  this.log.debug({ code: err.code, status }, 'client error')
+  // As Node does: never write into a response already on its way (keep-alive, pipelining).
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (socket.writable && inFlight?.headersSent !== true) {
+    const body = JSON.stringify({ ...new GatewayError('bad_request', detail).toProblem(), status })
+    const head = [
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
+      'content-type: application/problem+json',
+      `content-length: ${Buffer.byteLength(body)}`,
+      'connection: close',
+      ...Object.entries(PROBLEM_HEADERS).map(([name, value]) => `${name}: ${value}`),
+    ]
+    socket.write(`${head.join('\r\n')}\r\n\r\n${body}`)
+  }
+  socket.destroy(err)
+}

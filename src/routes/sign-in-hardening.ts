@@ -1,0 +1,42 @@
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyInstance } from 'fastify'
+import type { RateLimitConfig } from '../config/types.js'
+import { GatewayError } from '../errors.js'
+import { SECURITY_HEADERS } from '../ops/hygiene.js'
+import { SIGN_IN_PATH } from '../session/cookies.js'
+
+// What every sign-in endpoint gets before its handler runs: the security headers of responses
+// the gateway writes itself, and the per-client budget of sign-in requests. Called inside the
+// sign-in plugin, so the hooks are scoped to its routes and never touch proxied responses.
+
+/**
+ * The endpoints that cost something per request (a transaction, a token request at the
+ * provider). Logout is left out on purpose: signing out must always work, and a session is
+ * needed to reach the provider there.
+ */
+const LIMITED = new Set(['redirect', 'callback', 'refresh'].map((name) => `${SIGN_IN_PATH}/${name}`))
+
+/** Client addresses remembered per replica; the least recently seen are dropped beyond it. */
+const TRACKED_ADDRESSES = 10_000
+
+export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig['signIn']): Promise<void> {
+  app.addHook('onRequest', async (_req, reply) => {
+    reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
+  })
+  if (limit.max === 0) return
+
+  // The plugin keys by req.ip, which Fastify's trustProxy derives: X-Forwarded-For walked from
+  // the right, skipping server.trustedProxies, and ignored from any other peer. IPv6 addresses
+  // count per /64, the smallest block a single client usually holds.
+  await app.register(rateLimit, { global: false, max: limit.max, timeWindow: limit.windowSeconds * 1000, cache: TRACKED_ADDRESSES })
+  const check = app.createRateLimit()
+  app.addHook('onRequest', async (req) => {
+    if (!LIMITED.has(req.routeOptions.url ?? '')) return
+    const result = await check(req)
+    if (result.isAllowed || !result.isExceeded) return
+    const retryAfter = String(Math.max(1, result.ttlInSeconds))
+    throw new GatewayError('rate_limited', `too many sign-in requests from this address; retry in ${retryAfter} s`, {
+      headers: { 'retry-after': retryAfter },
+    })
+  })
+}

@@ -1,0 +1,320 @@
+import type { CookieSerializeOptions } from '@fastify/cookie'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import fc from 'fast-check'
+import t from 'tap'
+import type { CookiesConfig } from '../../src/config/types.js'
+import { GatewayError } from '../../src/errors.js'
+import { CookieCipher } from '../../src/session/cipher.js'
+import { CALLBACK_PATH, CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS, SIGN_IN_PATH } from '../../src/session/cookies.js'
+
+// GatewayCookies at the cookie level: whatever a browser (or an attacker) sends, reading yields
+// "nothing" or exactly what the gateway wrote, never an exception.
+
+const SECRET = 'cookie-secret-0123456789abcdef-0123456789'
+const ROLES: CookieRole[] = ['session', 'credentials']
+const LATER = Math.floor(Date.now() / 1000) + 3600
+
+interface SetCookie {
+  name: string
+  value: string
+  options: CookieSerializeOptions
+}
+
+function codec(config: Partial<CookiesConfig> = {}): { cookies: GatewayCookies; cipher: CookieCipher } {
+  const cipher = new CookieCipher([SECRET])
+  const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', ...config }, cipher)
+  return { cookies, cipher }
+}
+
+/** A request carrying exactly these cookies, parsed the way @fastify/cookie leaves them. */
+function request(jar: Record<string, string>): FastifyRequest {
+  const cookies: Record<string, string> = Object.create(null) as Record<string, string>
+  for (const [name, value] of Object.entries(jar)) cookies[name] = value
+  return { cookies } as unknown as FastifyRequest
+}
+
+/** A reply that records Set-Cookie calls. */
+function reply(): { reply: FastifyReply; set: SetCookie[] } {
+  const set: SetCookie[] = []
+  const fake = {
+    setCookie(name: string, value: string, options: CookieSerializeOptions) {
+      set.push({ name, value, options })
+      return fake
+    },
+  }
+  return { reply: fake as unknown as FastifyReply, set }
+}
+
+/** The jar after a browser applied these Set-Cookie calls (Max-Age 0 deletes). */
+function apply(jar: Record<string, string>, set: SetCookie[]): Record<string, string> {
+  const out = { ...jar }
+  for (const c of set) {
+    if (c.options.maxAge === 0) delete out[c.name]
+    else out[c.name] = c.value
+  }
+  return out
+}
+
+/** Data of the given shape whose sealed value has exactly `length` characters. */
+function dataSealedTo(cipher: CookieCipher, role: CookieRole, length: number): { p: string } {
+  for (let pad = Math.max(0, Math.floor((length * 3) / 4) - 200); pad < length; pad++) {
+    const data = { p: 'a'.repeat(pad) }
+    const size = cipher.seal(role, data, LATER).length
+    if (size === length) return data
+    if (size > length) break
+  }
+  throw new Error(`no data seals to exactly ${length} characters`)
+}
+
+const normalizeJson = (value: unknown): unknown => JSON.parse(JSON.stringify(value)) as unknown
+
+t.test('write then read returns the data, for each role', async (t) => {
+  const { cookies } = codec()
+  for (const role of ROLES) {
+    const data = { sub: 'alice', n: 1, list: ['a', 'b'], nested: { ok: true } }
+    const { reply: r, set } = reply()
+    cookies.write(request({}), r, role, data, LATER)
+    t.equal(set.length, 1, `${role}: one cookie`)
+    t.same(cookies.read(request(apply({}, set)), role), data, `${role}: round trip`)
+    const other = role === 'session' ? 'credentials' : 'session'
+    t.equal(cookies.read(request(apply({}, set)), other), undefined, `${role}: not readable as ${other}`)
+  }
+})
+
+t.test('names and attributes', async (t) => {
+  const plain = reply()
+  codec().cookies.write(request({}), plain.reply, 'session', 1, LATER)
+  codec().cookies.write(request({}), plain.reply, 'credentials', 1, LATER)
+  t.strictSame(plain.set.map((c) => [c.name, c.options.path]), [['ogw', '/'], ['ogw_cred', SIGN_IN_PATH]])
+  for (const c of plain.set) {
+    t.equal(c.options.httpOnly, true)
+    t.equal(c.options.sameSite, 'lax')
+    t.ok(typeof c.options.maxAge === 'number' && c.options.maxAge > 3500 && c.options.maxAge <= 3600, 'Max-Age until expiresAt')
+  }
+  const secure = reply()
+  const { cookies } = codec({ secure: true, sameSite: 'strict' })
+  cookies.write(request({}), secure.reply, 'session', 1, LATER)
+  cookies.write(request({}), secure.reply, 'credentials', 1, LATER)
+  cookies.writeTransaction(secure.reply, 'state-1', 1, 600)
+  t.strictSame(secure.set.map((c) => c.name), ['__Host-ogw', '__Secure-ogw_cred', '__Secure-ogw_tx_state-1'])
+  t.ok(secure.set.every((c) => c.options.secure === true && c.options.sameSite === 'strict'))
+  const domain = reply()
+  codec({ secure: true, domain: 'example.com' }).cookies.write(request({}), domain.reply, 'session', 1, LATER)
+  t.equal(domain.set[0]?.name, '__Secure-ogw', '__Host- is impossible with a Domain')
+  t.equal(domain.set[0]?.options.domain, 'example.com')
+})
+
+t.test('chunking boundaries', async (t) => {
+  const { cookies, cipher } = codec()
+
+  t.test('a value of exactly one chunk is one cookie without a chunk marker', async (t) => {
+    const data = dataSealedTo(cipher, 'session', CHUNK_CHARS)
+    const { reply: r, set } = reply()
+    cookies.write(request({}), r, 'session', data, LATER)
+    t.strictSame(set.map((c) => c.name), ['ogw'])
+    t.equal(set[0]?.value.length, CHUNK_CHARS)
+    t.notOk(set[0]?.value.includes('~'))
+    t.same(cookies.read(request(apply({}, set)), 'session'), data)
+  })
+
+  t.test('one character more is two cookies, the first marked 2~', async (t) => {
+    const data = dataSealedTo(cipher, 'session', CHUNK_CHARS + 1)
+    const { reply: r, set } = reply()
+    cookies.write(request({}), r, 'session', data, LATER)
+    t.strictSame(set.map((c) => c.name), ['ogw', 'ogw_1'])
+    t.match(set[0]?.value, /^2~/)
+    t.equal(set[0]?.value.length, CHUNK_CHARS + 2)
+    t.equal(set[1]?.value.length, 1)
+    t.same(cookies.read(request(apply({}, set)), 'session'), data)
+    const jar = apply({}, set)
+    delete jar.ogw_1
+    t.equal(cookies.read(request(jar), 'session'), undefined, 'a missing chunk is no value')
+  })
+
+  t.test('MAX_CHUNKS chunks fit; one character more is refused and nothing is set', async (t) => {
+    const fits = dataSealedTo(cipher, 'session', MAX_CHUNKS * CHUNK_CHARS)
+    const ok = reply()
+    cookies.write(request({}), ok.reply, 'session', fits, LATER)
+    t.strictSame(ok.set.map((c) => c.name), ['ogw', ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `ogw_${i + 1}`)])
+    t.same(cookies.read(request(apply({}, ok.set)), 'session'), fits)
+
+    const tooLarge = dataSealedTo(cipher, 'session', MAX_CHUNKS * CHUNK_CHARS + 1)
+    const refused = reply()
+    t.throws(() => cookies.write(request({}), refused.reply, 'session', tooLarge, LATER), { code: 'session_too_large' })
+    t.strictSame(refused.set, [])
+  })
+
+  t.test('a smaller value expires the chunks of a larger one the browser still holds', async (t) => {
+    const big = reply()
+    cookies.write(request({}), big.reply, 'session', dataSealedTo(cipher, 'session', 2 * CHUNK_CHARS + 5), LATER)
+    const jar = apply({}, big.set)
+    t.strictSame(Object.keys(jar).sort(), ['ogw', 'ogw_1', 'ogw_2'])
+    const small = reply()
+    cookies.write(request(jar), small.reply, 'session', { small: true }, LATER)
+    const after = apply(jar, small.set)
+    t.strictSame(Object.keys(after), ['ogw'])
+    t.same(cookies.read(request(after), 'session'), { small: true })
+  })
+})
+
+t.test('clear expires the cookie and every chunk name, on the right path', async (t) => {
+  const { cookies } = codec({ domain: 'example.com' })
+  for (const role of ROLES) {
+    const { reply: r, set } = reply()
+    cookies.clear(r, role)
+    const base = role === 'session' ? 'ogw' : 'ogw_cred'
+    t.strictSame(set.map((c) => c.name), [base, ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `${base}_${i + 1}`)])
+    for (const c of set) {
+      t.equal(c.value, '')
+      t.equal(c.options.maxAge, 0)
+      t.equal(c.options.expires?.getTime(), 0)
+      t.equal(c.options.path, role === 'session' ? '/' : SIGN_IN_PATH)
+      t.equal(c.options.domain, 'example.com', 'the same domain, or the browser keeps the cookie')
+    }
+  }
+})
+
+t.test('transaction cookies: one per state, each opening only for its own state', async (t) => {
+  const { cookies } = codec()
+  const a = 'AAAAAAAAAAAAAAAAAAAA-state-a'
+  const b = 'BBBBBBBBBBBBBBBBBBBB-state-b'
+  const { reply: r, set } = reply()
+  cookies.writeTransaction(r, a, { n: 'a' }, 600)
+  cookies.writeTransaction(r, b, { n: 'b' }, 600)
+  t.equal(set.length, 2)
+  t.not(set[0]?.name, set[1]?.name, 'two tabs, two cookies')
+  for (const c of set) {
+    t.equal(c.options.path, CALLBACK_PATH)
+    t.equal(c.options.maxAge, 600)
+    t.equal(c.options.httpOnly, true)
+  }
+  const jar = apply({}, set)
+  t.same(cookies.readTransaction(request(jar), a), { n: 'a' })
+  t.same(cookies.readTransaction(request(jar), b), { n: 'b' })
+  t.equal(cookies.readTransaction(request(jar), 'CCCC'), undefined)
+
+  // States sharing the 16 characters the name is made of share a cookie name, but the seal is
+  // bound to the whole state.
+  const sibling = `${a.slice(0, 16)}-another-ending`
+  t.equal(cookies.readTransaction(request(jar), sibling), undefined)
+
+  const cleared = reply()
+  cookies.clearTransaction(cleared.reply, a)
+  t.strictSame(cleared.set.map((c) => [c.name, c.options.path, c.options.maxAge]), [[set[0]?.name, CALLBACK_PATH, 0]])
+  const after = apply(jar, cleared.set)
+  t.equal(cookies.readTransaction(request(after), a), undefined)
+  t.same(cookies.readTransaction(request(after), b), { n: 'b' }, 'the other tab is untouched')
+
+  const odd = reply()
+  cookies.writeTransaction(odd.reply, 'a;b=c d\u00e9\n', 1, 600)
+  t.match(odd.set[0]?.name, /^ogw_tx_[A-Za-z0-9_-]*$/, 'only cookie-name-safe characters of the state')
+  t.equal(cookies.readTransaction(request(apply({}, odd.set)), 'a;b=c d\u00e9\n'), 1)
+})
+
+t.test('isGatewayCookie covers every name the gateway sets', async (t) => {
+  const { cookies } = codec()
+  for (const name of ['ogw', 'ogw_1', 'ogw_2', 'ogw_cred', 'ogw_cred_1', 'ogw_tx_abc']) t.ok(cookies.isGatewayCookie(name), name)
+  for (const name of ['ogwx', 'app', 'ogw_cred2', 'session']) t.notOk(cookies.isGatewayCookie(name), name)
+})
+
+// --- properties ---
+
+const NAMES = ['ogw', 'ogw_cred', ...Array.from({ length: 9 }, (_, i) => [`ogw_${i + 1}`, `ogw_cred_${i + 1}`]).flat()]
+
+const cookieName = fc.oneof(
+  fc.constantFrom(...NAMES),
+  fc.string({ unit: fc.constantFrom(...'abcdefABCDEF0123456789-_'), maxLength: 16 }).map((s) => `ogw_tx_${s}`),
+  fc.string({ maxLength: 20 }),
+)
+
+/** Values a browser or an attacker may send: chunk markers, sealed-looking values, anything. */
+const cookieValue: fc.Arbitrary<string> = fc.oneof(
+  fc.string({ maxLength: 60 }),
+  fc.string({ unit: 'binary', maxLength: 30 }),
+  fc.tuple(fc.integer({ min: -1, max: 12 }), fc.string({ maxLength: 60 })).map(([n, s]) => `${n}~${s}`),
+  fc
+    .tuple(fc.string({ unit: fc.constantFrom(...'ABCDEFabcdef0123456789_-'), minLength: 8, maxLength: 8 }), fc.base64String({ maxLength: 80 }))
+    .map(([id, b]) => `${id}.${b}`),
+  fc.constantFrom('', '~', '2~', '9~', '0~x', '3~'),
+)
+
+/** A cookie value made from the values the gateway really wrote: whole, sliced, re-marked. */
+type Piece = { from: number; start: number; end: number; marker: number | null }
+type Forged = string | Piece
+
+const forgedValue: fc.Arbitrary<Forged> = fc.oneof(
+  cookieValue,
+  fc.record({ from: fc.nat(), start: fc.nat(), end: fc.nat(), marker: fc.option(fc.integer({ min: 0, max: 9 })) }),
+)
+
+function resolvePiece(value: Forged, real: readonly string[]): string {
+  if (typeof value === 'string' || real.length === 0) return typeof value === 'string' ? value : ''
+  const source = real[value.from % real.length] ?? ''
+  const a = value.start % (source.length + 1)
+  const b = value.end % (source.length + 1)
+  const slice = value.start % 3 === 0 ? source : source.slice(Math.min(a, b), Math.max(a, b))
+  return value.marker === null ? slice : `${value.marker}~${slice}`
+}
+
+const jar: fc.Arbitrary<Record<string, string>> = fc.dictionary(cookieName, cookieValue, { maxKeys: 25 })
+const forgedJar: fc.Arbitrary<Array<[string, Forged]>> = fc.array(fc.tuple(cookieName, forgedValue), { maxLength: 12 })
+
+t.test('property: any cookies at all read as nothing, never an exception', async (t) => {
+  const { cookies } = codec()
+  fc.assert(
+    fc.property(jar, fc.string({ maxLength: 40 }), (cookieJar, state) => {
+      const req = request(cookieJar)
+      for (const role of ROLES) if (cookies.read(req, role) !== undefined) return false
+      return cookies.readTransaction(req, state) === undefined
+    }),
+    { numRuns: 3000 },
+  )
+  t.pass('3000 random cookie jars')
+})
+
+t.test('property: written values read back exactly, or as nothing once tampered with', async (t) => {
+  const { cookies } = codec()
+  const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b)
+  const written = fc.record({
+    session: fc.record({ v: fc.jsonValue({ maxDepth: 3 }), pad: fc.string({ unit: 'grapheme', maxLength: 4000 }) }),
+    credentials: fc.record({ v: fc.jsonValue({ maxDepth: 2 }), pad: fc.string({ maxLength: 12000 }) }),
+    state: fc.string({ minLength: 1, maxLength: 43 }),
+    tx: fc.jsonValue({ maxDepth: 2 }),
+  })
+  fc.assert(
+    fc.property(written, forgedJar, fc.boolean(), (w, forged, honestWins) => {
+      const { reply: r, set } = reply()
+      const expected: Record<CookieRole, unknown> = { session: undefined, credentials: undefined }
+      for (const role of ROLES) {
+        try {
+          cookies.write(request({}), r, role, w[role], LATER)
+          expected[role] = normalizeJson(w[role])
+        } catch (err) {
+          // Too large for MAX_CHUNKS: refused, and nothing is set for this role.
+          if (!(err instanceof GatewayError) || err.code !== 'session_too_large') throw err
+        }
+      }
+      cookies.writeTransaction(r, w.state, w.tx, 600)
+      const tx = normalizeJson(w.tx)
+
+      // The browser sends back what was set: exactly the data.
+      const honest = apply({}, set)
+      for (const role of ROLES) if (!same(cookies.read(request(honest), role), expected[role])) return false
+      if (!same(cookies.readTransaction(request(honest), w.state), tx)) return false
+
+      // Anything added or substituted (junk, forged markers, pieces of the real values under any
+      // name): the data, or nothing.
+      const real = Object.values(honest)
+      const extra = Object.fromEntries(forged.map(([name, value]) => [name, resolvePiece(value, real)]))
+      const req = request(honestWins ? { ...extra, ...honest } : { ...honest, ...extra })
+      for (const role of ROLES) {
+        const got = cookies.read(req, role)
+        if (got !== undefined && !same(got, expected[role])) return false
+      }
+      const gotTx = cookies.readTransaction(req, w.state)
+      return gotTx === undefined || same(gotTx, tx)
+    }),
+    { numRuns: 400 },
+  )
+  t.pass('400 written values with forgeries')
+})
