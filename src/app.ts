@@ -7,10 +7,12 @@ import type { GatewayConfig } from './config/types.js'
 import { GatewayError } from './errors.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
+import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions, redactUrl } from './ops/logging.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { normalizePath } from './proxy/path.js'
 import { proxyPlugin } from './proxy/plugin.js'
+import { forwardAuthRoutes } from './routes/forward-auth.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
@@ -60,6 +62,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     genReqId: () => randomUUID(),
     trustProxy: config.server.trustedProxies.length === 0 ? false : config.server.trustedProxies,
     http: { maxHeaderSize: MAX_HEADER_BYTES },
+    // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
+    clientErrorHandler,
     // Every decision (routing, public paths, the path the upstream sees) uses one normalized
     // path, so `/public/../admin` or `/%61dmin` cannot reach a protected route unchecked.
     rewriteUrl(raw: IncomingMessage) {
@@ -85,7 +89,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     }
     if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
-    reply.headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
+    reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
   })
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'no upstream serves this path')
@@ -120,15 +124,24 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   const bearer = new BearerVerifier({
     issuer: config.provider.issuer,
     audiences: config.provider.audiences,
+    algorithms: config.provider.bearer.algorithms,
     clockToleranceSeconds: config.provider.clockToleranceSeconds,
-    timeoutMs: config.provider.timeoutMs,
-    jwksUri: () => client.metadata?.jwks_uri,
+    getKey: client.keys.getKey,
+    ...(config.provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
+    log: app.log,
   })
 
   app.decorate('providerReady', client.start())
   app.addHook('onClose', async () => {
     client.stop()
     await store.close()
+  })
+
+  // One of each, shared: the proxy guard and forward-auth must decide alike.
+  const authenticate = createAuthenticator({ store, lifecycle, bearer })
+  const validateRedirectAfter = createRedirectAfterValidator({
+    publicUrl: config.server.publicUrl,
+    allowedHosts: config.redirects.allowedHosts,
   })
 
   await app.register(reservedRoutes)
@@ -138,16 +151,22 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     cookies,
     store,
     lifecycle,
-    validateRedirectAfter: createRedirectAfterValidator({
-      publicUrl: config.server.publicUrl,
-      allowedHosts: config.redirects.allowedHosts,
-    }),
+    validateRedirectAfter,
+    rateLimit: config.rateLimit.signIn,
+  })
+  await app.register(forwardAuthRoutes, {
+    prefix: '/api/v1/openid',
+    upstreams: config.upstreams,
+    trustedProxies: config.server.trustedProxies,
+    authenticate,
+    publicUrl: config.server.publicUrl,
+    validateRedirectAfter,
   })
   await app.register(proxyPlugin, {
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
-    authenticate: createAuthenticator({ store, lifecycle, bearer }),
+    authenticate,
     publicUrl: config.server.publicUrl,
   })
   return app

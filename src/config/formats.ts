@@ -132,9 +132,15 @@ function checkPathPrefix(value: string): string | undefined {
   if (!value.startsWith('/')) return 'must start with /'
   if (INVISIBLE.test(value)) return 'must not contain whitespace or control characters'
   if (/[?#\\]/.test(value)) return 'must not contain ?, # or \\'
+  // The prefix becomes a Fastify route: `:` would start a parameter and `*` a wildcard there,
+  // and forward-auth's matcher (proxy/match.ts) reads prefixes literally.
+  if (/[:*]/.test(value)) return 'must not contain : or *'
   if (value.includes('//')) return 'must not contain //'
   if (value.includes('..') || value.split('/').includes('.')) return 'must not contain . or .. segments'
   if (/%(2e|2f|5c)/i.test(value)) return 'must not contain percent-encoded dots, slashes or backslashes'
+  // The router compares routes with the decoded request path: a percent-encoded prefix either
+  // serves nothing (`/caf%C3%A9`; write `/café`) or is a literal `%` the proxy then refuses.
+  if (value.includes('%')) return 'must not contain percent-encoding; write the characters themselves'
   // The sign-in endpoints own this path and everything below it; an upstream there would never
   // receive a request.
   if (/^\/api\/v1\/openid(\/|$)/i.test(value)) return 'must not be /api/v1/openid or below it (the gateway serves that path)'

@@ -12,6 +12,7 @@ export function normalizeConfig(config: GatewayConfig): GatewayConfig {
     cookies: normalizeCookies(config.cookies),
     session: { ...config.session },
     redirects: { allowedHosts: config.redirects.allowedHosts.map(asciiLower) },
+    rateLimit: { signIn: { ...config.rateLimit.signIn } },
     upstreams: config.upstreams.map(normalizeUpstream),
     log: { ...config.log },
   }

@@ -8,6 +8,8 @@
 // Only `properties`, `additionalProperties` and `items` nest here (no $ref, no combinators):
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
+import { ASYMMETRIC_ALGORITHMS } from '../oidc/algorithms.js'
+
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
 
@@ -112,10 +114,26 @@ const provider = object(
       contains: { const: 'openid' },
       default: ['openid', 'profile', 'email', 'offline_access'],
     }),
-    audiences: list('Accepted `aud` values of Bearer JWT access tokens. Empty: [clientId].', string('audience', { minLength: 1 }), {
-      uniqueItems: true,
-      default: [],
-    }),
+    audiences: list(
+      'Accepted `aud` values of Bearer access tokens (for an introspected token without aud: accepted client_id values). Empty: [clientId].',
+      string('audience', { minLength: 1 }),
+      { uniqueItems: true, default: [] },
+    ),
+    bearer: object(
+      'Bearer access tokens sent by API clients instead of a session cookie.',
+      {
+        algorithms: list(
+          'JWS algorithms accepted on Bearer JWTs. Asymmetric only: none and HS* are never accepted.',
+          string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
+          { minItems: 1, uniqueItems: true, default: [...ASYMMETRIC_ALGORITHMS] },
+        ),
+        introspection: boolean(
+          'Check Bearer tokens that are not JWTs at the provider\'s RFC 7662 introspection endpoint (results cached up to 60 s).',
+          false,
+        ),
+      },
+      { default: {} },
+    ),
     timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
     postLogoutRedirectUri: string('Where the provider sends the browser after logout (post_logout_redirect_uri). Optional.', {
       format: 'http-url',
@@ -172,6 +190,21 @@ const redirects = object(
       'Exact hosts (app.example.com, app.example.com:8443) or .example.com entries (example.com and every subdomain). No scheme, path or *.',
       string('host', { format: 'allowed-host' }),
       { default: [] },
+    ),
+  },
+  { default: {} },
+)
+
+const rateLimit = object(
+  'Limits on requests the gateway answers itself, per client address (the address X-Forwarded-For names when the peer is in server.trustedProxies, otherwise the peer; IPv6 clients count per /64). Counted in this process: each replica keeps its own budget.',
+  {
+    signIn: object(
+      'One budget shared by GET /api/v1/openid/redirect, /callback and /refresh (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 rate_limited with Retry-After.',
+      {
+        max: integer('Requests allowed per client address in each window; 0 turns the limit off.', 0, 1000000, 60),
+        windowSeconds: integer('Length of the window, in seconds; it starts at the first request of the address.', 1, 86400, 60),
+      },
+      { default: {} },
     ),
   },
   { default: {} },
@@ -264,7 +297,7 @@ export const gatewaySchema: JsonSchema = {
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, cookies, session, redirects, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), log },
+    { server, provider, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), log },
     { required: ['server', 'provider', 'cookies', 'upstreams'] },
   ),
 }

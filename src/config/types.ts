@@ -22,14 +22,22 @@ export interface ProviderConfig {
   clientSecret: string
   clientAuthMethod: ClientAuthMethod
   scopes: string[]
-  /** Accepted `aud` values of Bearer JWTs; defaults to [clientId]. */
+  /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]
+  bearer: BearerConfig
   timeoutMs: number
   postLogoutRedirectUri?: string
   /** Seconds of clock skew tolerated on `exp`/`iat`/`nbf`. */
   clockToleranceSeconds: number
   /** Plain-http issuer allowed (development and tests only). */
   allowInsecureHttp: boolean
+}
+
+export interface BearerConfig {
+  /** JWS algorithms accepted on Bearer JWTs; asymmetric only. */
+  algorithms: string[]
+  /** RFC 7662 introspection of Bearer tokens that are not JWTs. */
+  introspection: boolean
 }
 
 export interface CookiesConfig {
@@ -52,6 +60,11 @@ export interface SessionConfig {
 
 export interface RedirectsConfig {
   allowedHosts: string[]
+}
+
+export interface RateLimitConfig {
+  /** Shared by the redirect, callback and refresh endpoints, per client address; max 0 = off. */
+  signIn: { max: number; windowSeconds: number }
 }
 
 export interface AllowRules {
@@ -92,6 +105,7 @@ export interface GatewayConfig {
   cookies: CookiesConfig
   session: SessionConfig
   redirects: RedirectsConfig
+  rateLimit: RateLimitConfig
   upstreams: UpstreamConfig[]
   log: LogConfig
 }

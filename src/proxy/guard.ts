@@ -5,10 +5,15 @@ import { signInPath } from '../routes/sign-in.js'
 import { createAllowPolicy } from './allow.js'
 import type { Authenticator, Identity } from './authenticate.js'
 import { createPublicPathMatcher } from './public-paths.js'
+import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is
 // signed in, may pass, and with which identity. Runs on every proxied request (and on WebSocket
 // upgrades), so it opens the session cookie once and calls the provider only to refresh.
+//
+// The decision itself (createAccessDecision) is shared with the forward-auth endpoint
+// (routes/forward-auth.ts), which asks the same question about a request an ingress is about to
+// serve; only the answers differ (a redirect or proxying here, a status code there).
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,6 +25,62 @@ declare module 'fastify' {
 export interface GuardDeps {
   authenticate: Authenticator
   publicUrl: string
+}
+
+/** The request an access decision is about, as the caller has established it. */
+export interface AccessRequest {
+  /** The normalized path (normalizePath), without the query. */
+  path: string
+  /** A CORS preflight: OPTIONS with Access-Control-Request-Method. */
+  preflight: boolean
+}
+
+/**
+ * `pass` with the identity to assert (null: anonymous, no identity headers); `unauthenticated`
+ * when a sign-in is needed (`expired`: there was one, but its access token could not be renewed);
+ * `forbidden` when signed in but refused by the `allow` rules.
+ */
+export type AccessDecision =
+  | { outcome: 'pass'; identity: Identity | null }
+  | { outcome: 'unauthenticated'; expired: boolean }
+  | { outcome: 'forbidden' }
+
+export type AccessDecider = (req: FastifyRequest, reply: FastifyReply, request: AccessRequest) => Promise<AccessDecision>
+
+const ANONYMOUS: AccessDecision = { outcome: 'pass', identity: null }
+const FORBIDDEN: AccessDecision = { outcome: 'forbidden' }
+
+/**
+ * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
+ * any session; a preflight passes when the upstream allows preflights; otherwise the caller must
+ * be signed in (session or Bearer, see authenticate.ts) unless `auth: optional`, and then pass the
+ * `allow` rules.
+ */
+export function createAccessDecision(upstream: UpstreamConfig, authenticate: Authenticator): AccessDecider {
+  const isPublic = createPublicPathMatcher(upstream.publicPaths)
+  const isAllowed = createAllowPolicy(upstream.allow)
+  return async function decide(req, reply, request) {
+    if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
+    if (upstream.allowPreflight && request.preflight) return ANONYMOUS
+    const identity = await authenticate(req, reply)
+    if (identity === undefined || identity === 'expired') {
+      return upstream.auth === 'optional' ? ANONYMOUS : { outcome: 'unauthenticated', expired: identity === 'expired' }
+    }
+    if (!isAllowed(identity.claims)) return FORBIDDEN
+    return { outcome: 'pass', identity }
+  }
+}
+
+/** The 401 of the contract: `WWW-Authenticate: Bearer` (RFC 6750 3.1) and where to sign in. */
+export function unauthenticatedError(expired: boolean, signInUrl: string): GatewayError {
+  return new GatewayError('unauthenticated', expired ? 'the sign-in has expired' : 'sign in first', {
+    headers: { 'www-authenticate': expired ? 'Bearer error="invalid_token"' : 'Bearer' },
+    extensions: { signInUrl },
+  })
+}
+
+export function forbiddenError(): GatewayError {
+  return new GatewayError('forbidden', 'your account is not allowed to use this application')
 }
 
 /** A top-level browser navigation, which is sent to sign in rather than answered with 401. */
@@ -36,9 +97,7 @@ function pathOf(url: string): string {
 }
 
 export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
-  const isPublic = createPublicPathMatcher(upstream.publicPaths)
-  const isAllowed = createAllowPolicy(upstream.allow)
-  const { authenticate } = deps
+  const decide = createAccessDecision(upstream, deps.authenticate)
 
   function refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean): FastifyReply {
     const target = req.url
@@ -46,26 +105,23 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
       // An expired sign-in goes through the refresh endpoint, which can read the refresh token
       // (its cookie is not sent here) and falls back to signing in again.
       const location = expired ? `/api/v1/openid/refresh?redirectAfter=${encodeURIComponent(target)}` : signInPath(target)
-      return reply.header('cache-control', 'no-store').redirect(location, 302)
+      return reply.headers(PROBLEM_HEADERS).redirect(location, 302)
     }
-    throw new GatewayError('unauthenticated', expired ? 'the sign-in has expired' : 'sign in first', {
-      headers: { 'www-authenticate': expired ? 'Bearer error="invalid_token"' : 'Bearer' },
-      extensions: { signInUrl: deps.publicUrl + signInPath(target) },
-    })
+    throw unauthenticatedError(expired, deps.publicUrl + signInPath(target))
   }
 
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     req.identity = null
-    if (upstream.auth === 'none' || isPublic(pathOf(req.url))) return undefined
-    if (upstream.allowPreflight && req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
-      return undefined
+    const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
+    const decision = await decide(req, reply, { path: pathOf(req.url), preflight })
+    switch (decision.outcome) {
+      case 'pass':
+        req.identity = decision.identity
+        return undefined
+      case 'unauthenticated':
+        return refuse(req, reply, decision.expired)
+      case 'forbidden':
+        throw forbiddenError()
     }
-    const identity = await authenticate(req, reply)
-    if (identity === undefined || identity === 'expired') {
-      return upstream.auth === 'optional' ? undefined : refuse(req, reply, identity === 'expired')
-    }
-    if (!isAllowed(identity.claims)) throw new GatewayError('forbidden', 'your account is not allowed to use this application')
-    req.identity = identity
-    return undefined
   }
 }

@@ -9,6 +9,7 @@ const ALLOWED: Record<string, string> = {
   '/api/v1/openid/callback': 'GET, HEAD',
   '/api/v1/openid/refresh': 'GET, HEAD',
   '/api/v1/openid/logout': 'DELETE',
+  '/api/v1/openid/auth': 'GET, HEAD',
 }
 
 export async function reservedRoutes(app: FastifyInstance): Promise<void> {

@@ -18,6 +18,10 @@ const EXPECTED: GatewayConfig = {
     clientAuthMethod: 'client_secret_basic',
     scopes: ['openid', 'profile', 'email', 'offline_access'],
     audiences: ['gateway'],
+    bearer: {
+      algorithms: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'],
+      introspection: false,
+    },
     timeoutMs: 10000,
     clockToleranceSeconds: 30,
     allowInsecureHttp: false,
@@ -25,6 +29,7 @@ const EXPECTED: GatewayConfig = {
   cookies: { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax' },
   session: { store: 'cookie', maxAgeSeconds: 28800 },
   redirects: { allowedHosts: [] },
+  rateLimit: { signIn: { max: 60, windowSeconds: 60 } },
   upstreams: [
     {
       name: 'app',

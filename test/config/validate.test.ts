@@ -135,6 +135,34 @@ t.test('provider', async (t) => {
   })
 })
 
+t.test('provider.bearer', async (t) => {
+  const asymmetric = 'RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, Ed25519'
+  table(t, {
+    'a subset of the asymmetric algorithms': valid({ provider: { bearer: { algorithms: ['ES256', 'RS256'] } } }),
+    'introspection on': valid({ provider: { bearer: { introspection: true } } }),
+    'HS256 (the public key as HMAC secret)': [
+      { provider: { bearer: { algorithms: ['RS256', 'HS256'] } } },
+      [`provider.bearer.algorithms[1]: must be one of: ${asymmetric}`],
+    ],
+    'none': [{ provider: { bearer: { algorithms: ['none'] } } }, [`provider.bearer.algorithms[0]: must be one of: ${asymmetric}`]],
+    'lower-case rs256': [{ provider: { bearer: { algorithms: ['rs256'] } } }, [`provider.bearer.algorithms[0]: must be one of: ${asymmetric}`]],
+    'no algorithm': [{ provider: { bearer: { algorithms: [] } } }, ['provider.bearer.algorithms: must not be empty']],
+    'an algorithm twice': [
+      { provider: { bearer: { algorithms: ['RS256', 'RS256'] } } },
+      ['provider.bearer.algorithms[1]: duplicate of provider.bearer.algorithms[0]'],
+    ],
+    'algorithms as text': [{ provider: { bearer: { algorithms: 'RS256' } } }, ['provider.bearer.algorithms: must be a list']],
+    'introspection as text': [{ provider: { bearer: { introspection: 'yes' } } }, ['provider.bearer.introspection: must be true or false']],
+    'unknown key': [{ provider: { bearer: { issuer: 'x' } } }, ['provider.bearer.issuer: unknown key']],
+  })
+  t.same(resolve({ provider: { bearer: { introspection: true } } }).provider.bearer, {
+    algorithms: asymmetric.split(', '),
+    introspection: true,
+  })
+  t.same(resolve({ provider: { bearer: { algorithms: ['ES256'] } } }).provider.bearer, { algorithms: ['ES256'], introspection: false })
+  t.same(resolve({ provider: { audiences: ['api', 'gateway'] } }).provider.audiences, ['api', 'gateway'])
+})
+
 t.test('the issuer is kept exactly as written', async (t) => {
   t.equal(resolve({ provider: { issuer: 'https://idp.example.com/realms/main/' } }).provider.issuer, 'https://idp.example.com/realms/main/')
 })

@@ -1,0 +1,89 @@
+// Which upstream a (host, path) belongs to, answered the way the proxy's router answers it. The
+// forward-auth endpoint needs this: it applies the rules of the upstream a request is for without
+// routing that request, and a second opinion that differed from the router's would let the ingress
+// check a request against one upstream's rules while it is served under another's.
+//
+// What the router does (plugin.ts registers, per upstream, the Fastify routes `<prefix>`,
+// `<prefix>/` and `<prefix>/*`, constrained to the upstream's hosts), as find-my-way 9 decides:
+// - The longest prefix on a segment boundary wins (`/app` serves `/app`, `/app/` and `/app/x`,
+//   never `/apple`): static nodes are tried before wildcards, and when the longest route has no
+//   handler for the request's host the router backtracks to the next shorter wildcard.
+// - At one prefix, a route constrained to the request's host wins over the unconstrained one. The
+//   host constraint is a case-insensitive RegExp that accepts any port after the name, so an entry
+//   `app.example.com` serves `APP.example.com:8443` and an entry `app.example.com:8443` only that
+//   port. When several constrained routes at one prefix match (overlapping host lists, which the
+//   configuration allows), find-my-way returns the first one registered: the first in config order.
+// - Paths are compared case-sensitively after decodeURI with `%25` kept as is (find-my-way's
+//   safeDecodeURI), so a prefix written `/café` serves the normalized request path `/caf%C3%A9`,
+//   while reserved characters (`%2C`, `%3A`, ...) stay encoded and `/a%2Cb` is not `/a,b`.
+// - A prefix is a literal string: the configuration refuses `:` and `*` (a parameter and a
+//   wildcard to find-my-way) and `%` (a literal percent sign to it, which never equals a decoded
+//   request path), see checkPathPrefix in config/formats.ts.
+// - `/api/v1/openid` and everything below it belong to the gateway's own routes (reserved.ts),
+//   never to an upstream.
+//
+// test/proxy/match.test.ts cross-checks this function against the real router.
+
+import type { UpstreamConfig } from '../config/types.js'
+
+/** `path` is a normalized path (normalizePath in path.ts) without its query. */
+export type UpstreamMatcher = (host: string, path: string) => UpstreamConfig | undefined
+
+/** The gateway's own endpoints; the router never sends a request here to an upstream. */
+const GATEWAY_PREFIX = '/api/v1/openid'
+
+/** The host constraint of an upstream's routes: one of the names, any port or none, any case. */
+export function hostPattern(hosts: readonly string[]): RegExp {
+  const names = hosts.map((h) => h.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')
+  return new RegExp(`^(?:${names})(?::\\d+)?$`, 'i')
+}
+
+/** The path as find-my-way compares it, or undefined where it would refuse it (a bad URL). */
+function routerPath(path: string): string | undefined {
+  if (!path.includes('%')) return path
+  try {
+    // find-my-way re-encodes `%25` before decodeURI so that it stays `%25`.
+    return path.split('%25').map(decodeURI).join('%25')
+  } catch {
+    return undefined
+  }
+}
+
+function underPrefix(prefix: string, path: string): boolean {
+  if (prefix === '/') return true
+  return path === prefix || (path.startsWith(prefix) && path.charCodeAt(prefix.length) === 0x2f)
+}
+
+interface Entry {
+  upstream: UpstreamConfig
+  prefix: string
+  hosts: RegExp | undefined
+  index: number
+}
+
+export function createUpstreamMatcher(upstreams: readonly UpstreamConfig[]): UpstreamMatcher {
+  // Longest prefix first; at one prefix the host-constrained routes (in config order) before the
+  // unconstrained one. The first entry that serves the path and the host is the router's answer.
+  const entries: Entry[] = upstreams
+    .map((upstream, index) => ({
+      upstream,
+      prefix: upstream.match.pathPrefix,
+      hosts: upstream.match.hosts === undefined ? undefined : hostPattern(upstream.match.hosts),
+      index,
+    }))
+    .sort(
+      (a, b) =>
+        b.prefix.length - a.prefix.length ||
+        Number(a.hosts === undefined) - Number(b.hosts === undefined) ||
+        a.index - b.index,
+    )
+  return (host, path) => {
+    const routed = routerPath(path)
+    if (routed === undefined || underPrefix(GATEWAY_PREFIX, routed)) return undefined
+    for (const entry of entries) {
+      if (!underPrefix(entry.prefix, routed)) continue
+      if (entry.hosts === undefined || entry.hosts.test(host)) return entry.upstream
+    }
+    return undefined
+  }
+}
