@@ -187,6 +187,11 @@ export class BearerVerifier {
     } catch {
       return undefined
     }
+    // An ID token is signed by the same keys and its aud is this client, but it is proof of a
+    // sign-in, not an access token, and the browser sees it (id_token_hint of the logout URL).
+    // ID tokens carry a nonce whenever the request had one, and this gateway always sends one;
+    // access tokens never do (RFC 9068 2.2 lists no nonce).
+    if (payload.nonce !== undefined) return undefined
     const claims = payload as SessionClaims
     this.#accepted.set(key, claims, (payload.exp as number) * 1000, now)
     return claims

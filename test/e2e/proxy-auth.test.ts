@@ -190,10 +190,18 @@ t.test('Bearer JWT access tokens', async (t) => {
     ['HS256 keyed with the public key', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { alg: 'HS256' })],
     ['unknown kid', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { kid: 'unknown' })],
     ['not a JWT', 'opaque-token-value'],
+    ['a token with a nonce (an ID token)', await provider.signJwt({ sub: 's', aud: CLIENT_ID, nonce: 'n' })],
   ]
   for (const [name, token] of bad) {
     const res = await call(token)
     t.equal(res.status, 401, name)
     t.equal(res.json<Problem>().code, 'unauthenticated')
   }
+
+  // The real ID token of a sign-in, as the browser sees it in the logout's end-session URL.
+  const browser = await stack.signedIn('alice')
+  const logout = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
+  const idToken = new URL(((await logout.json()) as { value: string }).value).searchParams.get('id_token_hint') ?? ''
+  t.ok(idToken.split('.').length === 3, 'an ID token was obtained')
+  t.equal((await call(idToken)).status, 401, 'an ID token is not an access token')
 })
