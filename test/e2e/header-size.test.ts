@@ -4,16 +4,11 @@ import t from 'tap'
 import { rawRequest } from '../fixtures/http.js'
 import { listen } from '../../src/dev/listen.js'
 import { startStack, type Teardown } from '../fixtures/stack.js'
+import type { Problem } from '../../src/errors.js'
 
 // Oversized and malformed requests are refused by Node's parser before Fastify sees them; the
 // gateway's clientErrorHandler (ops/hygiene.ts) answers them with problem+json. Session cookie
 // chunks are capped (session/cookies.ts MAX_CHUNKS): forged chunk cookies are "no session".
-
-interface Problem {
-  status: number
-  code: string
-  detail: string
-}
 
 /** Sends `bytes` as they are and returns everything the server wrote until it closed. */
 function rawExchange(origin: string, bytes: string): Promise<string> {

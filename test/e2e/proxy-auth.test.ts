@@ -2,14 +2,9 @@ import t from 'tap'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { rawRequest } from '../fixtures/http.js'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+import type { Problem } from '../../src/errors.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
-
-interface Problem {
-  code: string
-  status: number
-  signInUrl?: string
-}
 
 t.test('auth: required', async (t) => {
   const stack = await startStack(t, { upstreams: [{ name: 'app', publicPaths: ['/public/**', '/assets/*.css'] }] })

@@ -7,7 +7,7 @@ const JSON_ACCEPT = { accept: 'application/json' }
 
 t.test('memory store: an expired access token is refreshed transparently, once per session', async (t) => {
   const stack = await startStack(t, {
-    provider: { accessTokenTtlSeconds: 2 },
+    provider: { accessTokenTtlSeconds: 3 },
     config: { session: { store: 'memory' } },
     upstreams: [{ name: 'app', forwardAccessToken: true }],
   })
@@ -19,7 +19,7 @@ t.test('memory store: an expired access token is refreshed transparently, once p
   const cookie = `ogw=${browser.cookie('ogw')?.value}`
   await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie } })
   const firstToken = stack.upstream.requests.at(-1)?.headers.authorization
-  await sleep(2300)
+  await sleep(3300)
   const results = await Promise.all(Array.from({ length: 8 }, () => rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie } })))
   t.same(results.map((r) => r.status), Array(8).fill(200), 'every parallel request passes')
   t.equal(refreshes, 1, 'one refresh for eight parallel requests')

@@ -1,14 +1,6 @@
 import t from 'tap'
 import { startStack } from '../fixtures/stack.js'
-
-interface Problem {
-  type: string
-  title: string
-  status: number
-  detail: string
-  code: string
-  [k: string]: unknown
-}
+import type { Problem } from '../../src/errors.js'
 
 t.test('GET /api/v1/openid/callback', async (t) => {
   const stack = await startStack(t)

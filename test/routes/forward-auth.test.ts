@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { OutgoingHttpHeaders } from 'node:http'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import type { Problem } from '../../src/errors.js'
 
 // GET /api/v1/openid/auth, as ingress-nginx (auth-url: X-Original-URL) and Traefik (ForwardAuth:
 // X-Forwarded-Host/-Uri/-Method) call it. The test client is 127.0.0.1: trusted when
@@ -11,12 +12,6 @@ import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 const AUTH = '/api/v1/openid/auth'
 const TRUSTED = { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } }
 const APP = 'app.example.com'
-
-interface Problem {
-  code: string
-  status: number
-  signInUrl?: string
-}
 
 function check(stack: Stack, headers: OutgoingHttpHeaders, method = 'GET'): Promise<RawResponse> {
   return rawRequest(stack.gw, AUTH, { method, headers })
@@ -343,10 +338,10 @@ t.test('from an untrusted peer the forwarded description is ignored: the check i
 
 t.test('expired sign-ins', async (t) => {
   t.test('cookie store: 401 invalid_token (the refresh token is not sent to applications)', async (t) => {
-    const stack = await startStack(t, { provider: { accessTokenTtlSeconds: 1 }, config: TRUSTED, upstreams: TRUSTED_UPSTREAMS })
+    const stack = await startStack(t, { provider: { accessTokenTtlSeconds: 3 }, config: TRUSTED, upstreams: TRUSTED_UPSTREAMS })
     const cookie = await sessionCookie(stack, 'alice')
     t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
-    await sleep(1300)
+    await sleep(3300)
     const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
     t.equal(res.status, 401)
     t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"')
@@ -355,13 +350,13 @@ t.test('expired sign-ins', async (t) => {
 
   t.test('memory store: refreshed transparently, as on the proxy', async (t) => {
     const stack = await startStack(t, {
-      provider: { accessTokenTtlSeconds: 1 },
+      provider: { accessTokenTtlSeconds: 3 },
       config: { ...TRUSTED, session: { store: 'memory' } },
       upstreams: TRUSTED_UPSTREAMS,
     })
     const cookie = await sessionCookie(stack, 'alice')
     const first = await check(stack, traefik(APP, '/tokens', { cookie }))
-    await sleep(1300)
+    await sleep(3300)
     const res = await check(stack, traefik(APP, '/tokens', { cookie }))
     t.equal(res.status, 200)
     t.equal(res.headers['x-auth-request-user'], 'alice')

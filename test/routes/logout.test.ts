@@ -1,10 +1,6 @@
 import t from 'tap'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
-
-interface Problem {
-  code: string
-  status: number
-}
+import type { Problem } from '../../src/errors.js'
 
 t.test('DELETE /api/v1/openid/logout', async (t) => {
   const stack = await startStack(t)

@@ -1,10 +1,6 @@
 import t from 'tap'
 import { startStack } from '../fixtures/stack.js'
-
-interface Problem {
-  code: string
-  status: number
-}
+import type { Problem } from '../../src/errors.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 
