@@ -14,6 +14,7 @@ import { normalizePath } from './proxy/path.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './routes/forward-auth.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
+import { SIGN_IN_PATH } from './routes/paths.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
@@ -146,7 +147,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
 
   await app.register(reservedRoutes)
   await app.register(signInRoutes, {
-    prefix: '/api/v1/openid',
+    prefix: SIGN_IN_PATH,
     client,
     cookies,
     store,
@@ -155,7 +156,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     rateLimit: config.rateLimit.signIn,
   })
   await app.register(forwardAuthRoutes, {
-    prefix: '/api/v1/openid',
+    prefix: SIGN_IN_PATH,
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     authenticate,

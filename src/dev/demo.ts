@@ -13,6 +13,7 @@ import { ConfigError, loadConfig } from '../config/load.js'
 import type { LogConfig } from '../config/types.js'
 import { startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
+import { CALLBACK_PATH } from '../routes/paths.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080
@@ -104,7 +105,7 @@ async function main(): Promise<void> {
       clients: [{
         clientId: CLIENT_ID,
         clientSecret,
-        redirectUris: [`${publicUrl}/api/v1/openid/callback`],
+        redirectUris: [publicUrl + CALLBACK_PATH],
         postLogoutRedirectUris: [`${publicUrl}/`],
       }],
       quiet: true,

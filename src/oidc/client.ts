@@ -8,6 +8,7 @@ import { describe, grantProblem } from './errors.js'
 import { providerFetch } from './fetch.js'
 import { idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
+import { CALLBACK_PATH } from '../routes/paths.js'
 
 export interface Tokens {
   accessToken: string
@@ -58,7 +59,7 @@ export class OidcClient {
 
   constructor(config: ProviderConfig, publicUrl: string, log: FastifyBaseLogger) {
     this.#config = config
-    this.#redirectUri = `${publicUrl}/api/v1/openid/callback`
+    this.#redirectUri = publicUrl + CALLBACK_PATH
     this.#log = log
     this.keys = new ProviderKeys({ timeoutMs: config.timeoutMs, log })
   }

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { signInPath } from '../routes/sign-in.js'
+import { refreshPath, signInPath } from '../routes/paths.js'
 import { createAllowPolicy } from './allow.js'
 import type { Authenticator, Identity } from './authenticate.js'
 import { createPublicPathMatcher } from './public-paths.js'
@@ -104,7 +104,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
     if (isNavigation(req)) {
       // An expired sign-in goes through the refresh endpoint, which can read the refresh token
       // (its cookie is not sent here) and falls back to signing in again.
-      const location = expired ? `/api/v1/openid/refresh?redirectAfter=${encodeURIComponent(target)}` : signInPath(target)
+      const location = expired ? refreshPath(target) : signInPath(target)
       return reply.headers(PROBLEM_HEADERS).redirect(location, 302)
     }
     throw unauthenticatedError(expired, deps.publicUrl + signInPath(target))

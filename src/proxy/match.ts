@@ -25,12 +25,11 @@
 // test/proxy/match.test.ts cross-checks this function against the real router.
 
 import type { UpstreamConfig } from '../config/types.js'
+import { SIGN_IN_PATH } from '../routes/paths.js'
 
 /** `path` is a normalized path (normalizePath in path.ts) without its query. */
 export type UpstreamMatcher = (host: string, path: string) => UpstreamConfig | undefined
 
-/** The gateway's own endpoints; the router never sends a request here to an upstream. */
-const GATEWAY_PREFIX = '/api/v1/openid'
 
 /** The host constraint of an upstream's routes: one of the names, any port or none, any case. */
 export function hostPattern(hosts: readonly string[]): RegExp {
@@ -79,7 +78,7 @@ export function createUpstreamMatcher(upstreams: readonly UpstreamConfig[]): Ups
     )
   return (host, path) => {
     const routed = routerPath(path)
-    if (routed === undefined || underPrefix(GATEWAY_PREFIX, routed)) return undefined
+    if (routed === undefined || underPrefix(SIGN_IN_PATH, routed)) return undefined
     for (const entry of entries) {
       if (!underPrefix(entry.prefix, routed)) continue
       if (entry.hosts === undefined || entry.hosts.test(host)) return entry.upstream

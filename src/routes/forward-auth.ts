@@ -7,7 +7,7 @@ import { createAccessDecision, forbiddenError, unauthenticatedError, type Access
 import { identityHeaderValues } from '../proxy/identity-headers.js'
 import { createUpstreamMatcher } from '../proxy/match.js'
 import { normalizePath, type NormalizedPath } from '../proxy/path.js'
-import { signInPath } from './sign-in.js'
+import { signInPath } from './paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 
 // GET /api/v1/openid/auth: the forward-auth check of the contract, for ingress-nginx (`auth-url`)
@@ -157,7 +157,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     // An absolute URL is only accepted on the public origin or an allowed host; otherwise the
     // path alone, which the gateway's own origin serves.
     const back = validateRedirectAfter(`${original.scheme}://${original.host}${path}`) ?? validateRedirectAfter(path)
-    return publicUrl + (back === null ? '/api/v1/openid/redirect' : signInPath(back))
+    return publicUrl + signInPath(back ?? undefined)
   }
 
   app.get('/auth', async (req: FastifyRequest, reply: FastifyReply) => {

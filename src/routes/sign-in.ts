@@ -7,6 +7,7 @@ import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
+import { signInPath } from './paths.js'
 import { hardenSignIn } from './sign-in-hardening.js'
 
 // The four sign-in endpoints of the contract, mounted under /api/v1/openid.
@@ -37,11 +38,6 @@ function isTransaction(v: unknown): v is Transaction {
   if (typeof v !== 'object' || v === null) return false
   const t = v as Partial<Transaction>
   return typeof t.n === 'string' && typeof t.v === 'string' && (t.r === undefined || typeof t.r === 'string')
-}
-
-/** The sign-in URL that brings the user back to `target` (a validated path or URL). */
-export function signInPath(target: string): string {
-  return `/api/v1/openid/redirect?redirectAfter=${encodeURIComponent(target)}`
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {

@@ -2,13 +2,12 @@ import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CookiesConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../routes/paths.js'
 import type { CookieCipher } from './cipher.js'
 
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides
 // them so that setting, reading, clearing and stripping (before proxying) always agree.
 
-export const SIGN_IN_PATH = '/api/v1/openid'
-export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
 
 /** Browsers drop cookies over 4096 bytes (name + value + attributes); stay well under. */
 export const CHUNK_CHARS = 3800

@@ -5,7 +5,8 @@ import t from 'tap'
 import type { CookiesConfig } from '../../src/config/types.js'
 import { GatewayError } from '../../src/errors.js'
 import { CookieCipher } from '../../src/session/cipher.js'
-import { CALLBACK_PATH, CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS, SIGN_IN_PATH } from '../../src/session/cookies.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/routes/paths.js'
+import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '../../src/session/cookies.js'
 
 // GatewayCookies at the cookie level: whatever a browser (or an attacker) sends, reading yields
 // "nothing" or exactly what the gateway wrote, never an exception.

@@ -1,0 +1,17 @@
+// The gateway's own URL space. Everything at and below SIGN_IN_PATH belongs to the gateway and is
+// never proxied; cookies, the callback URL registered at the provider, the router and the
+// redirects the proxy sends all derive from these.
+
+export const SIGN_IN_PATH = '/api/v1/openid'
+export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
+
+/** The redirect endpoint that starts a sign-in and brings the user back to `target` (validated). */
+export function signInPath(target?: string): string {
+  const start = `${SIGN_IN_PATH}/redirect`
+  return target === undefined ? start : `${start}?redirectAfter=${encodeURIComponent(target)}`
+}
+
+/** The refresh endpoint in its redirecting form: renew the access token, then back to `target`. */
+export function refreshPath(target: string): string {
+  return `${SIGN_IN_PATH}/refresh?redirectAfter=${encodeURIComponent(target)}`
+}
