@@ -2,7 +2,7 @@
 // whenever the keys it reads are themselves free of problems, whatever is wrong elsewhere, so
 // one run reports as much as possible without building on a broken value.
 
-import { canonicalHeaderName } from './formats.js'
+import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
 import type { IdentityHeaderNames } from './types.js'

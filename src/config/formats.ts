@@ -3,6 +3,7 @@
 // repeats the value, since some of these values are secrets.
 
 import { BlockList, isIP } from 'node:net'
+import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { globProblem } from '../proxy/public-paths.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
 import picomatch from 'picomatch'
@@ -52,9 +53,6 @@ export function asciiLower(value: string): string {
 }
 
 /** Header names as upstreams may read them: case-insensitive, `_` the same as `-`. */
-export function canonicalHeaderName(name: string): string {
-  return asciiLower(name).replaceAll('_', '-')
-}
 
 function isPort(value: string): boolean {
   return PORT.test(value) && Number(value) >= 1 && Number(value) <= 65535

@@ -7,30 +7,19 @@ export type HeaderBag = Record<string, string | string[] | undefined>
 export type HeaderScrubber = (headers: HeaderBag) => void
 
 /**
- * Headers that only the gateway may set, beyond the configured identity header names. The
- * X-Forwarded-* values of a trusted peer must be read before scrubbing (the proxy extends them);
- * from anyone else they are forged. X-Forwarded-Uri/-Method/X-Original-Url are what forward-auth
- * setups use to decide the path (oauth2-proxy GHSA-7x63-xv5r-3p2x: a spoofed X-Forwarded-Uri made
- * skip-auth rules apply to the wrong path).
+ * Headers that only the gateway may set, beyond the configured identity header names. Every
+ * X-Forwarded-* goes: the default identity headers are X-Forwarded-*, the values of a trusted
+ * peer are read before scrubbing (the proxy extends them) and from anyone else they are forged.
+ * X-Forwarded-Uri/-Method/X-Original-Url are what forward-auth setups use to decide the path
+ * (oauth2-proxy GHSA-7x63-xv5r-3p2x: a spoofed X-Forwarded-Uri made skip-auth rules apply to the
+ * wrong path).
  */
-export const GATEWAY_ONLY_HEADERS: readonly string[] = [
-  'x-forwarded-access-token',
-  'x-auth-request-*',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-forwarded-uri',
-  'x-forwarded-method',
-  'x-original-url',
-  'x-real-ip',
-  'forwarded',
-]
+export const GATEWAY_ONLY_HEADERS: readonly string[] = ['x-forwarded-*', 'x-auth-request-*', 'x-original-url', 'x-real-ip', 'forwarded']
 
 // Node accepts `_` in header names, and CGI (RFC 3875 4.1.18) and everything built on its
 // conventions (PHP, Rack, WSGI) expose headers as HTTP_* variables with `-` turned into `_`, so a
 // client's `X_Forwarded_User` reaches them as HTTP_X_FORWARDED_USER: the gateway's own header.
-function canonicalHeaderName(name: string): string {
+export function canonicalHeaderName(name: string): string {
   const lower = name.toLowerCase()
   return lower.includes('_') ? lower.replaceAll('_', '-') : lower
 }

@@ -5,6 +5,7 @@ import { GatewayError } from '../errors.js'
 import { createGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues } from './forwarded.js'
 import { GATEWAY_ONLY_HEADERS, createHeaderScrubber, identityHeaderValues, stripCookies } from './identity-headers.js'
+import { hostPattern } from './match.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -18,11 +19,6 @@ export interface ProxyOptions extends GuardDeps {
 }
 
 type Headers = Record<string, string | string[] | undefined>
-
-function hostConstraint(hosts: string[]): RegExp {
-  const names = hosts.map((h) => h.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')
-  return new RegExp(`^(?:${names})(?::\\d+)?$`, 'i')
-}
 
 export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): Promise<void> {
   const isTrusted = createTrustCheck(options.trustedProxies)
@@ -71,7 +67,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       prefix,
       // The upstream sees the same (normalized) path the gateway matched and authorized.
       rewritePrefix: prefix,
-      ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostConstraint(upstream.match.hosts) } }),
+      ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
       preHandler: createGuard(upstream, options),
       websocket: upstream.websocket,
       // The gateway logs one line per request itself (onResponse in app.ts).
