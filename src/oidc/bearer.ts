@@ -4,7 +4,8 @@ import * as jose from 'jose'
 import type { IntrospectionResponse } from 'openid-client'
 import type { SessionClaims } from '../session/types.js'
 import { describe } from './errors.js'
-import { TtlCache } from './ttl-cache.js'
+import { SingleFlight } from '../lib/single-flight.js'
+import { TtlCache } from '../lib/ttl-cache.js'
 
 // Bearer access tokens sent by API clients instead of a session cookie.
 //
@@ -135,7 +136,7 @@ export class BearerVerifier {
   /** Verified and introspected tokens alike. */
   readonly #accepted: TtlCache<SessionClaims>
   readonly #refused: TtlCache<true>
-  readonly #introspecting = new Map<string, Promise<SessionClaims | undefined>>()
+  readonly #introspecting = new SingleFlight<SessionClaims | undefined>()
   #lastFailureLog = Number.NEGATIVE_INFINITY
   #unloggedFailures = 0
 
@@ -161,15 +162,12 @@ export class BearerVerifier {
     if (this.#options.introspect === undefined) return undefined
     if (this.#refused.get(key, now) !== undefined) return undefined
     // Concurrent requests with one token share one introspection.
-    const pending = this.#introspecting.get(key)
-    if (pending !== undefined) return pending
-    if (this.#introspecting.size >= MAX_CONCURRENT_INTROSPECTIONS) {
+    const introspect = this.#options.introspect
+    if (!this.#introspecting.has(key) && this.#introspecting.size >= MAX_CONCURRENT_INTROSPECTIONS) {
       this.#failure({ message: `more than ${MAX_CONCURRENT_INTROSPECTIONS} introspections under way` })
       return undefined
     }
-    const introspection = this.#introspect(this.#options.introspect, token, key, now).finally(() => this.#introspecting.delete(key))
-    this.#introspecting.set(key, introspection)
-    return introspection
+    return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
   }
 
   async #verifyJwt(token: string, key: string, now: number): Promise<SessionClaims | undefined> {

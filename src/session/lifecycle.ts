@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { OidcClient, Tokens } from '../oidc/client.js'
-import { SingleFlight } from './single-flight.js'
+import { SingleFlight } from '../lib/single-flight.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
 /** Claims every session keeps: identity headers and the standard `allow` rules read them. */
