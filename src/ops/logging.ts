@@ -17,11 +17,18 @@ export const REDACTED_PATHS = [
   'headers.authorization',
 ]
 
+/** The same names, found without parsing: every logged request passes here. */
+const SECRET_PARAM_IN_QUERY = new RegExp(`(?:^|&)${SECRET_PARAMS.source.slice(1, -1)}(?:=|&|$)`, 'i')
+
 /** The request target with the values of secret query parameters replaced. */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?')
   if (q === -1) return url
-  const params = new URLSearchParams(url.slice(q + 1))
+  const query = url.slice(q + 1)
+  // Only a query that names a secret parameter, possibly percent-encoded (`%63ode` is `code` to
+  // every parser), is parsed and rewritten.
+  if (!query.includes('%') && !SECRET_PARAM_IN_QUERY.test(query)) return url
+  const params = new URLSearchParams(query)
   let changed = false
   for (const name of new Set(params.keys())) {
     if (SECRET_PARAMS.test(name)) {

@@ -59,4 +59,7 @@ t.test('redactUrl hides the values of secret query parameters only', async (t) =
   t.equal(redactUrl('/page?q=1'), '/page?q=1')
   t.equal(redactUrl('/p'), '/p')
   t.equal(redactUrl('/p?ID_TOKEN_HINT=x'), '/p?ID_TOKEN_HINT=%5Bredacted%5D')
+  t.equal(redactUrl('/cb?x=1&%63ode=abc'), '/cb?x=1&code=%5Bredacted%5D', 'a percent-encoded name is the same parameter')
+  t.equal(redactUrl('/cb?a=1&state'), '/cb?a=1&state=%5Bredacted%5D', 'a name without a value')
+  t.equal(redactUrl('/p?barcode=1&statement=2'), '/p?barcode=1&statement=2', 'names that only contain a secret name')
 })
