@@ -92,3 +92,17 @@ t.test('a failing provider does not fail the logout', async (t) => {
   t.match(value, /\/session\/end\?/)
   t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw=;')))
 })
+
+t.test('with a server-side store, logout deletes the session itself, not only the cookies', async (t) => {
+  const stack = await startStack(t, { config: { session: { store: 'memory' } } })
+  const browser = await stack.signedIn('alice')
+  // A copy of the cookie, as a stolen one would be: clearing the browser's cookies is not enough.
+  const copy = `ogw=${browser.cookie('ogw')?.value}`
+  const json = { accept: 'application/json' }
+  t.equal((await fetch(`${stack.gw}/x`, { headers: { ...json, cookie: copy } })).status, 200)
+  t.equal((await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })).status, 200)
+  const replay = await fetch(`${stack.gw}/x`, { headers: { ...json, cookie: copy } })
+  t.equal(replay.status, 401)
+  t.equal(((await replay.json()) as Problem).code, 'unauthenticated')
+  t.equal((await fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE', headers: { cookie: copy } })).status, 401)
+})
