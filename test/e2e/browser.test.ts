@@ -47,7 +47,8 @@ t.test('sign in, see the identity, refresh, log out in a real browser', async (t
   t.equal(await page.evaluate('document.cookie.includes("ogw")'), false, 'scripts cannot read it')
 
   await page.click('#refresh')
-  await page.waitForFunction("document.getElementById('result').textContent.startsWith('Refresh: ')")
+  // A locator wait, not waitForFunction: the demo page's CSP forbids eval, as it should.
+  await page.locator('#result', { hasText: /^Refresh: / }).waitFor()
   t.match(await page.textContent('#result'), /Refresh: 200/)
 
   await page.click('#logout')
