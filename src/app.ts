@@ -116,6 +116,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   })
 
   await app.register(cookie)
+  // Set by the access decision (proxy guard, forward-auth); read by identity headers and the log line.
+  app.decorateRequest('identity', null)
   const cipher = new CookieCipher(config.cookies.secrets)
   const cookies = new GatewayCookies(config.cookies, cipher)
   const store = createStore(config, cookies)

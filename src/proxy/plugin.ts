@@ -22,7 +22,6 @@ type Headers = Record<string, string | string[] | undefined>
 
 export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): Promise<void> {
   const isTrusted = createTrustCheck(options.trustedProxies)
-  app.decorateRequest('identity', null)
 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders

@@ -133,7 +133,6 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
   const { publicUrl, validateRedirectAfter } = options
   let warnedUntrusted = false
 
-  if (!app.hasRequestDecorator('identity')) app.decorateRequest('identity', null)
   // An ingress must never cache a decision: it depends on the caller's cookies and on time.
   app.addHook('onSend', async (_req, reply, payload) => {
     reply.headers(PROBLEM_HEADERS)
