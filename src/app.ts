@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance } from 
 import { ConfigError } from './config/load.js'
 import type { GatewayConfig } from './config/types.js'
 import { GatewayError } from './errors.js'
+import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
@@ -12,9 +13,9 @@ import { loggerOptions, redactUrl } from './ops/logging.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { normalizePath } from './proxy/path.js'
 import { proxyPlugin } from './proxy/plugin.js'
-import { forwardAuthRoutes } from './routes/forward-auth.js'
+import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
-import { SIGN_IN_PATH } from './routes/paths.js'
+import { SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
@@ -116,14 +117,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   })
 
   await app.register(cookie)
-  // Set by the access decision (proxy guard, forward-auth); read by identity headers and the log line.
-  app.decorateRequest('identity', null)
+  decorateIdentity(app)
   const cipher = new CookieCipher(config.cookies.secrets)
   const cookies = new GatewayCookies(config.cookies, cipher)
   const store = createStore(config, cookies)
   const client = new OidcClient(config.provider, config.server.publicUrl, app.log)
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
-  const lifecycle = new SessionLifecycle(client, store, allowClaims, config.session.maxAgeSeconds)
+  const lifecycle = new SessionLifecycle((token, sub) => client.refresh(token, sub), store, allowClaims, config.session.maxAgeSeconds)
   const bearer = new BearerVerifier({
     issuer: config.provider.issuer,
     audiences: config.provider.audiences,

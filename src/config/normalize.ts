@@ -1,7 +1,7 @@
 // Derived defaults and canonical forms, applied once the configuration is known to be valid, so
 // that no other module has to lowercase a host or strip a trailing slash again.
 
-import { asciiLower } from './formats.js'
+import { asciiLower } from '../lib/url-chars.js'
 import type { AllowRules, CookiesConfig, GatewayConfig, ProviderConfig, UpstreamConfig } from './types.js'
 
 export function normalizeConfig(config: GatewayConfig): GatewayConfig {

@@ -13,7 +13,7 @@ import { ConfigError, loadConfig } from '../config/load.js'
 import type { LogConfig } from '../config/types.js'
 import { startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
-import { CALLBACK_PATH } from '../routes/paths.js'
+import { CALLBACK_PATH } from '../paths.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080

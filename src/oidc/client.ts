@@ -8,7 +8,7 @@ import { describe, grantProblem } from './errors.js'
 import { providerFetch } from './fetch.js'
 import { idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
-import { CALLBACK_PATH } from '../routes/paths.js'
+import { CALLBACK_PATH } from '../paths.js'
 
 export interface Tokens {
   accessToken: string

@@ -29,17 +29,11 @@
 //   `__proto__` cannot be satisfied by Object.prototype.
 
 import type { AllowRules } from '../config/types.js'
+import { asciiLower } from '../lib/url-chars.js'
 
 export type AllowPolicy = (claims: Record<string, unknown>) => boolean
 
 const ALLOW_ALL: AllowPolicy = () => true
-const UPPER_ASCII = /[A-Z]/
-const UPPER_ASCII_ALL = /[A-Z]/g
-
-function asciiLower(s: string): string {
-  return UPPER_ASCII.test(s) ? s.replace(UPPER_ASCII_ALL, (c) => String.fromCharCode(c.charCodeAt(0) | 0x20)) : s
-}
-
 function own(claims: Record<string, unknown>, name: string): unknown {
   return Object.hasOwn(claims, name) ? claims[name] : undefined
 }

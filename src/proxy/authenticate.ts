@@ -2,16 +2,12 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { BearerVerifier } from '../oidc/bearer.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
-import type { Session, SessionClaims, SessionStore } from '../session/types.js'
+import type { Identity } from '../identity.js'
+import type { Session, SessionStore } from '../session/types.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed
 // when the store holds the refresh token), else an Authorization: Bearer token that verifies.
 // Shared by the proxy guard and the forward-auth endpoint, so both decide the same way.
-
-export interface Identity {
-  claims: SessionClaims
-  accessToken: string
-}
 
 /** `expired`: a session exists but its access token has expired and could not be refreshed here. */
 export type Authentication = Identity | 'expired' | undefined

@@ -1,9 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { refreshPath, signInPath } from '../routes/paths.js'
+import { refreshPath, signInPath } from '../paths.js'
 import { createAllowPolicy } from './allow.js'
-import type { Authenticator, Identity } from './authenticate.js'
+import type { Identity } from '../identity.js'
+import type { Authenticator } from './authenticate.js'
 import { createPublicPathMatcher } from './public-paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 
@@ -14,13 +15,6 @@ import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 // The decision itself (createAccessDecision) is shared with the forward-auth endpoint
 // (routes/forward-auth.ts), which asks the same question about a request an ingress is about to
 // serve; only the answers differ (a redirect or proxying here, a status code there).
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** Set by the guard when the request is signed in; identity headers are built from it. */
-    identity: Identity | null
-  }
-}
 
 export interface GuardDeps {
   authenticate: Authenticator

@@ -25,7 +25,7 @@
 // test/proxy/match.test.ts cross-checks this function against the real router.
 
 import type { UpstreamConfig } from '../config/types.js'
-import { SIGN_IN_PATH } from '../routes/paths.js'
+import { isGatewayPath } from '../paths.js'
 
 /** `path` is a normalized path (normalizePath in path.ts) without its query. */
 export type UpstreamMatcher = (host: string, path: string) => UpstreamConfig | undefined
@@ -78,7 +78,7 @@ export function createUpstreamMatcher(upstreams: readonly UpstreamConfig[]): Ups
     )
   return (host, path) => {
     const routed = routerPath(path)
-    if (routed === undefined || underPrefix(SIGN_IN_PATH, routed)) return undefined
+    if (routed === undefined || isGatewayPath(routed)) return undefined
     for (const entry of entries) {
       if (!underPrefix(entry.prefix, routed)) continue
       if (entry.hosts === undefined || entry.hosts.test(host)) return entry.upstream

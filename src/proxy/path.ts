@@ -31,7 +31,7 @@
 // default-deny with public exceptions, so an upstream that strips the dot (Windows) only sees a
 // request the gateway already treated as the unknown, protected path `/admin.`.
 
-import { BACKSLASH, DOT, HASH, HEX_VALUE, PERCENT, QUESTION, SEMICOLON, SLASH, hexValue } from './chars.js'
+import { BACKSLASH, DOT, HASH, PERCENT, QUESTION, SEMICOLON, SLASH, hexDigitAt, pctByte } from '../lib/url-chars.js'
 
 export interface NormalizedPath {
   /** The normalized path, always starting with `/`. */
@@ -51,14 +51,6 @@ UNRESERVED[0x2d] = 1
 UNRESERVED[0x2e] = 1
 UNRESERVED[0x5f] = 1
 UNRESERVED[0x7e] = 1
-
-/** The byte of the `%XX` at i, or -1 when malformed. */
-function pctByte(s: string, i: number): number {
-  if (i + 2 >= s.length) return -1
-  const hi = hexValue(s, i + 1)
-  const lo = hexValue(s, i + 2)
-  return hi < 0 || lo < 0 ? -1 : (hi << 4) | lo
-}
 
 /**
  * Validates the UTF-8 sequence whose percent-encoded lead byte sits at i (RFC 3629 section 4
@@ -103,17 +95,6 @@ function upperPct(s: string, i: number, span: number): string {
     out += '%' + HEX_DIGITS.charAt(b >> 4) + HEX_DIGITS.charAt(b & 15)
   }
   return out
-}
-
-/**
- * True when the character at i, raw or once decoded, is a hex digit: after `%25` that spells a
- * second escape (`%252e`, and `%25%32%65`, which becomes `%252e` once `%32` and `%65` are decoded
- * as unreserved characters).
- */
-function hexDigitAt(s: string, i: number): boolean {
-  if (s.charCodeAt(i) !== PERCENT) return hexValue(s, i) >= 0
-  const b = pctByte(s, i)
-  return b >= 0 && b < 0x80 && (HEX_VALUE[b] ?? -1) >= 0
 }
 
 /** Decodes, collapses and resolves a path already scanned for forbidden raw characters. */

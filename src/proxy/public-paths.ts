@@ -61,6 +61,9 @@ const PICOMATCH_OPTIONS: picomatch.PicomatchOptions = {
   nocase: false,
 }
 
+/** Whitespace and controls: a URL parser would drop or re-encode them, so the glob would never match as written. */
+const INVISIBLE = /[\s\x00-\x1f\x7f]/
+
 const GLOBSTAR = 0
 type SegmentMatcher = typeof GLOBSTAR | string | RegExp
 
@@ -83,20 +86,34 @@ function starRuns(segment: string): number {
 }
 
 /** Why `glob` is not a supported public-path glob, or `undefined`; config validation asks too. */
-export function globProblem(glob: string): string | undefined {
+/**
+ * Why a glob is refused, or undefined. `strictBrackets` (the configuration's check) also refuses
+ * an unbalanced bracket, which the matcher would read as a literal character.
+ */
+export function globProblem(glob: string, strictBrackets = true): string | undefined {
   if (glob.charCodeAt(0) !== 0x2f) return 'must start with /'
+  if (INVISIBLE.test(glob)) return 'must not contain whitespace or control characters'
+  if (glob.includes('#')) return 'must not contain #'
   for (const segment of glob.slice(1).split('/')) {
     if (segment === '**' || !GLOB_CHARS.test(segment)) continue
     if (!SAFE_WILDCARD_SEGMENT.test(segment)) {
       return "a segment with wildcards may only use letters, digits, -._~%:=,$&', *, ?, [...] and \\-escapes"
     }
     if (starRuns(segment) > 1) return 'at most one "*" per segment (use "**" for several segments)'
+    if (!strictBrackets) continue
+    try {
+      // strictBrackets reports an unbalanced bracket instead of reading it as a literal; picomatch
+      // answers a pattern it cannot compile with a regex that matches nothing.
+      if (picomatch.makeRe(segment, { ...PICOMATCH_OPTIONS, strictBrackets: true }).source === '$^') return 'is not a valid glob'
+    } catch (error) {
+      return `is not a valid glob: ${error instanceof Error ? error.message : String(error)}`
+    }
   }
   return undefined
 }
 
 function compileGlob(glob: string): SegmentMatcher[] {
-  const problem = globProblem(glob)
+  const problem = globProblem(glob, false)
   if (problem !== undefined) throw new TypeError(`publicPaths: ${JSON.stringify(glob)}: ${problem}`)
   const out: SegmentMatcher[] = []
   for (const segment of glob.slice(1).split('/')) {

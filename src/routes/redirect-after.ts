@@ -42,7 +42,7 @@
 // An entry that is not a canonical host[:port] throws at construction: an entry written as a URL
 // (`https://app.example.com`) would otherwise silently never match.
 
-import { BACKSLASH, HASH, PERCENT, QUESTION, SLASH, hexValue } from '../proxy/chars.js'
+import { BACKSLASH, HASH, PERCENT, QUESTION, SLASH, hexDigitAt, pctByte } from '../lib/url-chars.js'
 
 export interface RedirectAfterOptions {
   /** The gateway's external origin, e.g. https://app.example.com */
@@ -67,16 +67,6 @@ interface HostRule {
 const ABSOLUTE_PREFIX = /^https?:\/\//i
 const HOST_RULE = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::([0-9]{1,5}))?$/
 
-
-/** True when the character at i, raw or percent-encoded (`%25%32%46` is `%252F`), is a hex digit. */
-function hexDigitAt(value: string, i: number): boolean {
-  if (value.charCodeAt(i) !== PERCENT) return hexValue(value, i) >= 0
-  const hi = hexValue(value, i + 1)
-  const lo = hexValue(value, i + 2)
-  if (hi < 0 || lo < 0) return false
-  const b = (hi << 4) | lo
-  return (b >= 0x30 && b <= 0x39) || ((b | 0x20) >= 0x61 && (b | 0x20) <= 0x66)
-}
 
 function parseHostRule(entry: string): HostRule {
   const invalid = (): TypeError =>
@@ -124,14 +114,12 @@ function defaultPort(protocol: string): string {
 function percentOk(value: string, from: number, to: number, strict: boolean): boolean {
   let i = value.indexOf('%', from)
   while (i !== -1 && i < to) {
-    const hi = hexValue(value, i + 1)
-    const lo = hexValue(value, i + 2)
-    if (hi < 0 || lo < 0) return false
-    const b = (hi << 4) | lo
+    const b = pctByte(value, i)
+    if (b < 0) return false
     if (b < 0x20 || b === 0x7f) return false
     // C1 controls (U+0080-U+009F, NEL among them) in their UTF-8 form %C2%80-%C2%9F.
     if (b === 0xc2 && value.charCodeAt(i + 3) === PERCENT) {
-      const next = (hexValue(value, i + 4) << 4) | hexValue(value, i + 5)
+      const next = pctByte(value, i + 3)
       if (next >= 0x80 && next <= 0x9f) return false
     }
     if (strict) {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, HTTPMethods } from 'fastify'
 import { GatewayError } from '../errors.js'
-import { SIGN_IN_PATH } from './paths.js'
+import { SIGN_IN_PATH } from '../paths.js'
 
 // Every path under /api/v1/openid belongs to the gateway and is never proxied: a known endpoint
 // with another method is a 405 naming the methods its routes accept, anything else a 404. The

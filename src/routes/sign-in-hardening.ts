@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { RateLimitConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { SECURITY_HEADERS } from '../ops/hygiene.js'
-import { SIGN_IN_PATH } from '../routes/paths.js'
+import { SIGN_IN_PATH } from '../paths.js'
 
 // What every sign-in endpoint gets before its handler runs: the security headers of responses
 // the gateway writes itself, and the per-client budget of sign-in requests. Called inside the

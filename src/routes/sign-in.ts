@@ -7,7 +7,7 @@ import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { signInPath } from './paths.js'
+import { signInPath } from '../paths.js'
 import { hardenSignIn } from './sign-in-hardening.js'
 
 // The four sign-in endpoints of the contract, mounted under /api/v1/openid.

@@ -8,7 +8,7 @@ import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } f
 const IV_BYTES = 12
 const TAG_BYTES = 16
 const KEY_ID_CHARS = 8
-const MIN_SECRET_BYTES = 32
+export const MIN_SECRET_BYTES = 32
 /** Node's base64url decoder skips foreign characters; only canonical alphabet input is accepted. */
 const BASE64URL = /^[A-Za-z0-9_-]+$/
 

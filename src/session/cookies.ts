@@ -2,7 +2,7 @@ import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CookiesConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../routes/paths.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../paths.js'
 import type { CookieCipher } from './cipher.js'
 
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides

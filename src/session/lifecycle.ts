@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
-import type { OidcClient, Tokens } from '../oidc/client.js'
+import type { Tokens } from '../oidc/client.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
@@ -9,18 +9,26 @@ import type { Session, SessionClaims, SessionStore } from './types.js'
 export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid'] as const
 
 /**
+ * Redeems a refresh token at the provider. `sub` is the session's subject, which a refreshed ID
+ * token must repeat (OpenID Connect Core 12.2). Throws GatewayError `refresh_token_invalid` when
+ * the provider refuses the token, and a 5xx GatewayError when the provider fails.
+ */
+export type RefreshGrant = (refreshToken: string, sub: string) => Promise<Tokens>
+
+/**
  * Creates sessions from token responses and refreshes them. Refreshes run once per session at a
- * time: concurrent requests of one session share the provider call.
+ * time: concurrent requests of one session share the provider call. The one owner of "a refused
+ * refresh token ends the session".
  */
 export class SessionLifecycle {
-  readonly #client: OidcClient
+  readonly #grant: RefreshGrant
   readonly #store: SessionStore
   readonly #claimNames: readonly string[]
   readonly #maxAgeSeconds: number
   readonly #flights = new SingleFlight<Tokens>()
 
-  constructor(client: OidcClient, store: SessionStore, extraClaims: Iterable<string>, maxAgeSeconds: number) {
-    this.#client = client
+  constructor(grant: RefreshGrant, store: SessionStore, extraClaims: Iterable<string>, maxAgeSeconds: number) {
+    this.#grant = grant
     this.#store = store
     this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...extraClaims])]
     this.#maxAgeSeconds = maxAgeSeconds
@@ -51,7 +59,7 @@ export class SessionLifecycle {
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
     let tokens: Tokens
     try {
-      tokens = await this.#flights.run(session.id, () => this.#client.refresh(refreshToken, session.claims.sub))
+      tokens = await this.#flights.run(session.id, () => this.#grant(refreshToken, session.claims.sub))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err

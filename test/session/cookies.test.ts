@@ -5,7 +5,7 @@ import t from 'tap'
 import type { CookiesConfig } from '../../src/config/types.js'
 import { GatewayError } from '../../src/errors.js'
 import { CookieCipher } from '../../src/session/cipher.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/routes/paths.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/paths.js'
 import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '../../src/session/cookies.js'
 
 // GatewayCookies at the cookie level: whatever a browser (or an attacker) sends, reading yields

@@ -5,6 +5,11 @@
 export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
 
+/** True for SIGN_IN_PATH itself and every path below it (on a segment boundary). */
+export function isGatewayPath(path: string): boolean {
+  return path.startsWith(SIGN_IN_PATH) && (path.length === SIGN_IN_PATH.length || path.charCodeAt(SIGN_IN_PATH.length) === 0x2f)
+}
+
 /** The redirect endpoint that starts a sign-in and brings the user back to `target` (validated). */
 export function signInPath(target?: string): string {
   const start = `${SIGN_IN_PATH}/redirect`

@@ -1,0 +1,23 @@
+import type { FastifyInstance } from 'fastify'
+import type { SessionClaims } from './session/types.js'
+
+// Who a request is, once the access decision (proxy guard or forward-auth) has established it.
+// The identity headers towards upstreams, forward-auth's X-Auth-Request-* headers and the request
+// log line all read it from here.
+
+export interface Identity {
+  claims: SessionClaims
+  accessToken: string
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the access decision when the request is signed in; null otherwise. */
+    identity: Identity | null
+  }
+}
+
+/** Declares `request.identity` (null until a decision sets it). Call once, on the root instance. */
+export function decorateIdentity(app: FastifyInstance): void {
+  app.decorateRequest('identity', null)
+}
