@@ -37,7 +37,7 @@ function configFile(config: Record<string, unknown>): string {
 }
 
 const valid = (port: number, upstream: string) => ({
-  server: { host: '127.0.0.1', port, publicUrl: `http://127.0.0.1:${port}`, managementPort: 0 },
+  server: { host: '127.0.0.1', port, publicUrl: `http://127.0.0.1:${port}` },
   provider: { issuer: 'http://127.0.0.1:9', clientId: 'gw', clientSecret: '${CLI_SECRET}', allowInsecureHttp: true },
   cookies: { secrets: ['${CLI_COOKIE}'], secure: false },
   upstreams: [{ name: 'app', target: upstream, auth: 'none' }],
@@ -103,10 +103,18 @@ t.test('run serves, and SIGTERM drains in-flight requests and exits 0', async (t
   await t.rejects(rawRequest(origin, '/status/204'), 'no longer listening')
 })
 
-t.test('session.store: redis is refused as a configuration error until it exists', async (t) => {
+t.test('keys of features not built yet are refused by check and run alike, naming the key', async (t) => {
   const config = valid(8080, 'http://127.0.0.1:3000')
-  const path = configFile({ ...config, session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379' } })
-  const run = await cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE }).done
-  t.equal(run.code, 2)
-  t.match(run.stderr, /session\.store: redis is not available/)
+  const path = configFile({
+    ...config,
+    server: { ...config.server, managementPort: 9091 },
+    session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379' },
+  })
+  for (const command of [['check'], []]) {
+    const run = await cli([...command, '--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE }).done
+    t.equal(run.code, 2, `${command[0] ?? 'run'} exits 2`)
+    t.match(run.stderr, /server\.managementPort: the management listener .* is not available/)
+    t.match(run.stderr, /session\.store: redis is not available/)
+    t.match(run.stderr, /session\.redisUrl: Redis .* is not available/)
+  }
 })

@@ -18,21 +18,12 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     return is(value) ? value : undefined
   }
   return [
-    ...checkPorts(read),
     ...checkIssuer(read),
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
-    ...checkRedis(read, data),
+    ...checkNotYetBuilt(read),
     ...checkUpstreams(read, valueAt(data, ['upstreams'])),
   ]
-}
-
-function checkPorts(read: Read): Issue[] {
-  const port = read(['server', 'port'], isNumber)
-  const managementPort = read(['server', 'managementPort'], isNumber)
-  // Port 0 asks the OS for a free port, so two zeros do not collide.
-  if (port === undefined || port === 0 || port !== managementPort) return []
-  return [{ path: ['server', 'managementPort'], message: 'must differ from server.port' }]
 }
 
 function checkIssuer(read: Read): Issue[] {
@@ -63,9 +54,30 @@ function isPlainHttpRemote(publicUrl: string): boolean {
   return !(host === 'localhost' || host.endsWith('.localhost') || host.startsWith('127.') || host === '[::1]')
 }
 
-function checkRedis(read: Read, data: unknown): Issue[] {
-  if (read(['session', 'store'], isString) !== 'redis' || valueAt(data, ['session', 'redisUrl']) !== undefined) return []
-  return [{ path: ['session', 'redisUrl'], message: 'is required when session.store is redis' }]
+// Keys of the contract whose feature this version does not have yet (the management listener, the
+// Redis store and the revocation list it would hold). Accepting and ignoring them would promise a
+// probe endpoint, shared sessions or a shared logout list that do not exist, so `check` and `run`
+// both refuse them.
+const NOT_YET_BUILT: ReadonlyArray<{ path: Path; present: (value: unknown) => boolean; message: string }> = [
+  {
+    path: ['server', 'managementPort'],
+    present: (value) => value !== undefined,
+    message: 'the management listener (/healthz, /readyz, /metrics) is not available in this version; remove the key',
+  },
+  {
+    path: ['session', 'store'],
+    present: (value) => value === 'redis',
+    message: 'redis is not available in this version; use cookie or memory',
+  },
+  {
+    path: ['session', 'redisUrl'],
+    present: (value) => value !== undefined,
+    message: 'Redis (shared sessions and logout revocation list) is not available in this version; remove the key',
+  },
+]
+
+function checkNotYetBuilt(read: Read): Issue[] {
+  return NOT_YET_BUILT.filter(({ path, present }) => present(read(path, isPresent))).map(({ path, message }) => ({ path, message }))
 }
 
 interface Match {
@@ -137,12 +149,12 @@ function valueAt(data: unknown, path: Path): unknown {
 }
 
 // The type guards only give the values a type: a key without issues already passed the schema.
-function isString(value: unknown): value is string {
-  return typeof value === 'string'
+function isPresent(value: unknown): value is NonNullable<unknown> {
+  return value !== undefined && value !== null
 }
 
-function isNumber(value: unknown): value is number {
-  return typeof value === 'number'
+function isString(value: unknown): value is string {
+  return typeof value === 'string'
 }
 
 function isBoolean(value: unknown): value is boolean {

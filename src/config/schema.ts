@@ -91,7 +91,7 @@ const server = object(
       string('IP address or CIDR', { format: 'ip-or-cidr' }),
       { default: [] },
     ),
-    managementPort: port('Port of the management listener (/healthz, /readyz, /metrics); 0 picks a free port.', 9091),
+    managementPort: integer('Reserved for the management listener (/healthz, /readyz, /metrics), which this version does not have: refused when set.', 0, 65535),
   },
   { required: ['publicUrl'] },
 )
@@ -171,11 +171,11 @@ const cookies = object(
 const session = object(
   'Where sign-ins are kept.',
   {
-    store: string('cookie: encrypted in the browser; memory: this process only; redis: shared by replicas.', {
+    store: string('cookie: encrypted in the browser; memory: this process only; redis: reserved (not available in this version: refused).', {
       enum: ['cookie', 'memory', 'redis'],
       default: 'cookie',
     }),
-    redisUrl: string('redis:// or rediss:// URL. Required for store: redis; with store: cookie it holds the shared logout revocation list.', {
+    redisUrl: string('Reserved for the Redis store, which this version does not have: refused when set.', {
       format: 'redis-url',
     }),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),

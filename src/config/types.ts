@@ -13,7 +13,8 @@ export interface ServerConfig {
   publicUrl: string
   /** CIDRs (or single addresses) whose X-Forwarded-* headers are believed. */
   trustedProxies: string[]
-  managementPort: number
+  /** Reserved: refused when set (no management listener in this version). */
+  managementPort?: number
 }
 
 export interface ProviderConfig {
@@ -53,6 +54,7 @@ export interface CookiesConfig {
 
 export interface SessionConfig {
   store: SessionStoreKind
+  /** Reserved: refused when set (no Redis store in this version). */
   redisUrl?: string
   /** Absolute lifetime of a sign-in, in seconds. */
   maxAgeSeconds: number

@@ -9,7 +9,6 @@ const EXPECTED: GatewayConfig = {
     port: 8080,
     publicUrl: 'https://app.example.com',
     trustedProxies: [],
-    managementPort: 9091,
   },
   provider: {
     issuer: 'https://idp.example.com/realms/main',

@@ -92,14 +92,15 @@ t.test('a value from the environment is not interpolated again', async (t) => {
 t.test('numbers and booleans from the environment are coerced where the schema says so', async (t) => {
   const config = resolve(
     {
-      server: { port: '${PORT}', managementPort: '${MGMT:-9999}' },
+      server: { port: '${PORT}' },
+      provider: { timeoutMs: '${MS:-9999}' },
       cookies: { secure: '${SECURE}' },
       upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', websocket: '${WS:-true}', timeoutMs: '${T}' }],
     },
     { PORT: '9000', SECURE: 'FALSE', T: '+5000' },
   )
   t.equal(config.server.port, 9000)
-  t.equal(config.server.managementPort, 9999)
+  t.equal(config.provider.timeoutMs, 9999)
   t.equal(config.cookies.secure, false)
   t.equal(config.upstreams[0]?.websocket, true)
   t.equal(config.upstreams[0]?.timeoutMs, 5000)

@@ -47,9 +47,11 @@ t.test('server', async (t) => {
     'port not an integer': [{ server: { port: 80.5 } }, ['server.port: must be an integer']],
     'port above 65535': [{ server: { port: 65536 } }, ['server.port: must be between 0 and 65535']],
     'negative port': [{ server: { port: -1 } }, ['server.port: must be between 0 and 65535']],
+    'managementPort (no management listener yet)': [
+      { server: { managementPort: 9091 } },
+      ['server.managementPort: the management listener (/healthz, /readyz, /metrics) is not available in this version; remove the key'],
+    ],
     'managementPort out of range': [{ server: { managementPort: 70000 } }, ['server.managementPort: must be between 0 and 65535']],
-    'same port twice': [{ server: { port: 8080, managementPort: 8080 } }, ['server.managementPort: must differ from server.port']],
-    'port 0 twice (free ports)': valid({ server: { port: 0, managementPort: 0 } }),
     'empty host': [{ server: { host: '' } }, ['server.host: must not be empty']],
     'host with a space': [{ server: { host: 'my host' } }, ['server.host: must be an IP address or a host name']],
     'IPv6 host': valid({ server: { host: '::' } }),
@@ -213,12 +215,20 @@ t.test('cookies.domain is lowercased without its leading dot', async (t) => {
 t.test('session', async (t) => {
   table(t, {
     'unknown store': [{ session: { store: 'file' } }, ['session.store: must be one of: cookie, memory, redis']],
-    'redis without redisUrl': [{ session: { store: 'redis' } }, ['session.redisUrl: is required when session.store is redis']],
-    'redis with redisUrl': valid({ session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379/0' } }),
-    'rediss': valid({ session: { store: 'redis', redisUrl: 'rediss://:pw@redis.example.com:6380' } }),
+    'redis (no Redis store yet)': [{ session: { store: 'redis' } }, ['session.store: redis is not available in this version; use cookie or memory']],
+    'redis with redisUrl': [
+      { session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379/0' } },
+      [
+        'session.store: redis is not available in this version; use cookie or memory',
+        'session.redisUrl: Redis (shared sessions and logout revocation list) is not available in this version; remove the key',
+      ],
+    ],
     'memory': valid({ session: { store: 'memory' } }),
-    'redisUrl with store cookie (revocation list)': valid({ session: { redisUrl: 'redis://127.0.0.1' } }),
-    'redisUrl http': [{ session: { store: 'redis', redisUrl: 'http://127.0.0.1:6379' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],
+    'redisUrl with store cookie (no revocation list yet)': [
+      { session: { redisUrl: 'redis://127.0.0.1' } },
+      ['session.redisUrl: Redis (shared sessions and logout revocation list) is not available in this version; remove the key'],
+    ],
+    'redisUrl http': [{ session: { redisUrl: 'http://127.0.0.1:6379' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],
     'redisUrl without host': [{ session: { redisUrl: 'redis://' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],
     'maxAgeSeconds below 60': [{ session: { maxAgeSeconds: 59 } }, ['session.maxAgeSeconds: must be between 60 and 2592000']],
     'maxAgeSeconds above 30 days': [{ session: { maxAgeSeconds: 2592001 } }, ['session.maxAgeSeconds: must be between 60 and 2592000']],
@@ -441,8 +451,8 @@ t.test('a cross-check is skipped when a key it reads is itself wrong', async (t)
   t.strictSame(problems({ provider: { issuer: 'http://idp.example.com', allowInsecureHttp: 'true' } }), [
     'provider.allowInsecureHttp: must be true or false',
   ])
-  t.strictSame(problems({ session: { store: 'redis', redisUrl: 'http://x' } }), ['session.redisUrl: must be a redis:// or rediss:// URL'])
-  t.strictSame(problems({ session: { store: 'redis', redisUrl: '${REDIS_URL}' } }), ['session.redisUrl: environment variable REDIS_URL is not set'])
+  t.strictSame(problems({ session: { redisUrl: 'http://x' } }), ['session.redisUrl: must be a redis:// or rediss:// URL'])
+  t.strictSame(problems({ session: { redisUrl: '${REDIS_URL}' } }), ['session.redisUrl: environment variable REDIS_URL is not set'])
   t.strictSame(
     problems({
       upstreams: [
