@@ -201,7 +201,7 @@ const rateLimit = object(
     signIn: object(
       'One budget shared by GET /api/v1/openid/redirect, /callback and /refresh (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 rate_limited with Retry-After.',
       {
-        max: integer('Requests allowed per client address in each window; 0 turns the limit off.', 0, 1000000, 60),
+        max: integer('Requests allowed per client address in each window; 0 turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.', 0, 1000000, 6000),
         windowSeconds: integer('Length of the window, in seconds; it starts at the first request of the address.', 1, 86400, 60),
       },
       { default: {} },

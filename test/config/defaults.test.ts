@@ -28,7 +28,7 @@ const EXPECTED: GatewayConfig = {
   cookies: { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax' },
   session: { store: 'cookie', maxAgeSeconds: 28800 },
   redirects: { allowedHosts: [] },
-  rateLimit: { signIn: { max: 60, windowSeconds: 60 } },
+  rateLimit: { signIn: { max: 6000, windowSeconds: 60 } },
   upstreams: [
     {
       name: 'app',

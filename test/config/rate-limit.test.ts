@@ -5,9 +5,9 @@ import { problems, resolve } from '../fixtures/config/base.js'
 
 // rateLimit.signIn: the per-client budget of the sign-in endpoints (routes/sign-in-hardening.ts).
 
-t.test('defaults: 60 requests per 60 seconds', async (t) => {
-  t.strictSame(resolve().rateLimit, { signIn: { max: 60, windowSeconds: 60 } })
-  t.strictSame(resolve({ rateLimit: null }).rateLimit, { signIn: { max: 60, windowSeconds: 60 } }, 'an empty section')
+t.test('defaults: 6000 requests per 60 seconds', async (t) => {
+  t.strictSame(resolve().rateLimit, { signIn: { max: 6000, windowSeconds: 60 } })
+  t.strictSame(resolve({ rateLimit: null }).rateLimit, { signIn: { max: 6000, windowSeconds: 60 } }, 'an empty section')
   t.strictSame(resolve({ rateLimit: { signIn: { max: 10 } } }).rateLimit, { signIn: { max: 10, windowSeconds: 60 } }, 'partial')
 })
 
