@@ -10,7 +10,9 @@ import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions, redactUrl } from './ops/logging.js'
+import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
 import { createAuthenticator } from './proxy/authenticate.js'
+import { canonicalHost } from './proxy/match.js'
 import { normalizePath } from './proxy/path.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
@@ -69,6 +71,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     // Every decision (routing, public paths, the path the upstream sees) uses one normalized
     // path, so `/public/../admin` or `/%61dmin` cannot reach a protected route unchecked.
     rewriteUrl(raw: IncomingMessage) {
+      // One spelling of the host too: the router's host constraints, the guard and the
+      // X-Forwarded-Host the gateway sets all read this header.
+      const host = raw.headers.host
+      if (host !== undefined) raw.headers.host = canonicalHost(host)
       const url = raw.url ?? '/'
       const normalized = normalizePath(url)
       if (normalized === null) {
@@ -97,9 +103,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     throw new GatewayError('not_found', 'no upstream serves this path')
   })
 
+  const isAmbiguous = createRoutingAmbiguityCheck(config.upstreams)
   app.addHook('onRequest', async (req) => {
     if ((req.raw as IncomingMessage & { [kBadPath]?: true })[kBadPath]) {
       throw new GatewayError('bad_request', 'the request path is malformed')
+    }
+    const q = req.url.indexOf('?')
+    if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
+      throw new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces')
     }
   })
   app.addHook('onResponse', async (req, reply) => {
@@ -160,9 +171,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   await app.register(forwardAuthRoutes, {
     prefix: SIGN_IN_PATH,
     upstreams: config.upstreams,
-    trustedProxies: config.server.trustedProxies,
     authenticate,
     publicUrl: config.server.publicUrl,
+    cookieDomain: config.cookies.domain,
     validateRedirectAfter,
   })
   await app.register(proxyPlugin, {

@@ -2,40 +2,51 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IdentityHeaderNames, UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { Authenticator } from './authenticate.js'
-import { createTrustCheck } from './forwarded.js'
+import { createRoutingAmbiguityCheck } from './ambiguity.js'
 import { createAccessDecision, forbiddenError, unauthenticatedError, type AccessDecider } from './guard.js'
 import { identityHeaderValues } from './identity-headers.js'
-import { createUpstreamMatcher } from './match.js'
+import { canonicalHost, createUpstreamMatcher } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
 import { signInPath } from '../paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
+import { redactUrl } from '../ops/logging.js'
 
 // GET /api/v1/openid/auth: the forward-auth check of the contract, for ingress-nginx (`auth-url`)
 // and Traefik (ForwardAuth). The ingress asks "may this request through?" and serves the request
 // itself; the answer is 200 (with X-Auth-Request-* identity headers to copy onto the request), 401
 // or 403, never a redirect (the ingress sends users to sign in) and never cacheable.
 //
-// Which request is being asked about comes from headers, and headers are only as trustworthy as
-// the peer that sent them (issue #3; oauth2-proxy GHSA-7x63-xv5r-3p2x, where a client-sent
-// X-Forwarded-Uri made skip-auth rules apply to a path of the client's choosing):
-// - From a peer in server.trustedProxies: X-Original-URL (an absolute URL; ingress-nginx) or
-//   X-Forwarded-Uri with X-Forwarded-Host (Traefik; without X-Forwarded-Host the Host header),
-//   and X-Forwarded-Method or X-Original-Method. Both ingresses copy the client's own headers onto
-//   the check, and each sets only its own set, so a client behind ingress-nginx can add an
-//   X-Forwarded-Uri and one behind Traefik an X-Original-URL. When both sets are present they must
-//   therefore name the same host and path, or the answer is 400: preferring either one would let
-//   the client choose behind one of the two ingresses. A trusted peer that names no URI at all
-//   gets 400 too, rather than a decision about a path it did not mean.
-// - From any other peer they are ignored: the check is made for the request's own Host and the
-//   path `/`, so an untrusted caller cannot choose which rules apply.
+// Which request is being asked about comes from headers (issue #6 point 1; oauth2-proxy
+// GHSA-7x63-xv5r-3p2x, where a client-sent X-Forwarded-Uri made skip-auth rules apply to a path
+// of the client's choosing). Each ingress names method, host and path with its own set:
+// - ingress-nginx: X-Original-Method and X-Original-URL (`$scheme://$http_host$request_uri`), set
+//   with proxy_set_header on every auth subrequest, so a client's own copies are overwritten;
+// - Traefik: X-Forwarded-Method, X-Forwarded-Host and X-Forwarded-Uri (and -Proto), overwritten
+//   with trustForwardHeader: false, its default.
+// Both also copy the client's other headers onto the check, so behind ingress-nginx a client can
+// add `X-Forwarded-Method: OPTIONS` and behind Traefik an X-Original-URL. Hence:
+// - The target comes from one complete set (all three parts): ingress-nginx's when complete, else
+//   Traefik's. A set missing its method is incomplete: neither ingress ever omits it, and reading
+//   a missing method as GET would let a third kind of caller be decided on a guess. No complete
+//   set, no decision (400), never a decision about a path the caller did not name.
+// - Every part the other set names too must agree with it (method exactly, host canonical, path
+//   normalized), else 400: preferring either set would let the client choose behind one of the
+//   two ingresses.
+// - The caller's address plays no part. The answer is about the credentials presented (the
+//   caller's own cookie or Bearer token) for the request named; whoever can call this endpoint
+//   directly learns no more than they would by sending that request through the ingress. What
+//   needs protecting is the ingress's description, and that the agreement rule protects. (Until
+//   issue #6, callers outside server.trustedProxies were decided for `/`: an ingress missing from
+//   that list got `/`'s answer for `/admin`.)
 // No decision reads User-Agent: the same request gets the same answer from curl, a browser or a bot.
 
 export interface ForwardAuthOptions {
   upstreams: UpstreamConfig[]
-  trustedProxies: string[]
   authenticate: Authenticator
   /** The gateway's external origin; signInUrl is built on it. */
   publicUrl: string
+  /** cookies.domain: the session cookie reaches this domain and its subdomains. */
+  cookieDomain: string | undefined
   /** Returns the safe redirect target or `null` (see redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
 }
@@ -52,19 +63,24 @@ const ACCESS_TOKEN_HEADER = 'x-auth-request-access-token'
 const ACCESS_TOKEN = /^[\x20-\x7e]+$/
 
 /** A Host-header value: a DNS-ish name, IPv4 or bracketed IPv6, optional port. No lists. */
-const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/
+const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_.])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{0,5})?$/
 const ABSOLUTE_URL = /^(https?):\/\/([^/?#]*)(.*)$/i
-const FORWARDED_AUTH_HEADERS = ['x-original-url', 'x-forwarded-uri', 'x-forwarded-host', 'x-forwarded-method', 'x-original-method']
+/** RFC 9110 5.6.2: a method is a token. */
+const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+/** Hosts named in cookie-reach warnings; every caller can name hosts, so the memory is capped. */
+const MAX_WARNED_HOSTS = 64
 
 /** The request the ingress asks about. */
 interface OriginalRequest {
-  /** As in a Host header: the name, and the port when one was sent. */
+  method: string
+  /** Canonical (canonicalHost): the name, and the port when one was sent. */
   host: string
   scheme: string
   target: NormalizedPath
-  /** The original method, when a trusted peer said which. */
-  method: string | undefined
 }
+
+/** One ingress's description; a part is undefined when its header is absent. */
+type Description = { [K in keyof OriginalRequest]: OriginalRequest[K] | undefined }
 
 type Headers = FastifyRequest['headers']
 
@@ -78,60 +94,99 @@ function badRequest(detail: string): GatewayError {
   return new GatewayError('bad_request', detail)
 }
 
+function methodOf(headers: Headers, name: string): string | undefined {
+  const value = header(headers, name)
+  if (value !== undefined && !METHOD.test(value)) throw badRequest(`${name} must be one method`)
+  return value
+}
+
 function normalizeTarget(target: string, name: string): NormalizedPath {
   const normalized = normalizePath(target)
   if (normalized === null) throw badRequest(`${name} is not a valid request path`)
   return normalized
 }
 
-/** X-Original-URL: `http(s)://host[:port]/path?query`, the request-target kept byte for byte. */
-function parseOriginalUrl(value: string): { scheme: string; host: string; target: string } {
+/** ingress-nginx: X-Original-URL is `http(s)://host[:port]/path?query`, the request-target byte for byte. */
+function nginxDescription(headers: Headers): Description {
+  const method = methodOf(headers, 'x-original-method')
+  const value = header(headers, 'x-original-url')
+  if (value === undefined) return { method, host: undefined, scheme: undefined, target: undefined }
   const m = ABSOLUTE_URL.exec(value)
   const host = m?.[2] ?? ''
   if (m === null || !HOST.test(host)) throw badRequest('X-Original-URL must be an absolute http(s) URL')
   const rest = m[3] ?? ''
   // `https://host` and `https://host?q` are requests for `/` (RFC 9112 3.2.1's origin-form of an empty path).
   const target = rest === '' ? '/' : rest.charCodeAt(0) === 0x3f ? `/${rest}` : rest
-  return { scheme: (m[1] ?? 'http').toLowerCase(), host, target }
+  return {
+    method,
+    host: canonicalHost(host),
+    scheme: (m[1] ?? 'http').toLowerCase(),
+    target: normalizeTarget(target, 'X-Original-URL'),
+  }
 }
 
-function fromTrustedPeer(req: FastifyRequest): OriginalRequest {
+/** Traefik: X-Forwarded-Method, -Host, -Uri (path and query) and -Proto. */
+function traefikDescription(req: FastifyRequest): Description {
   const headers = req.headers
-  const originalUrl = header(headers, 'x-original-url')
-  const forwardedUri = header(headers, 'x-forwarded-uri')
-  const forwardedHost = header(headers, 'x-forwarded-host')
-  if (forwardedHost !== undefined && !HOST.test(forwardedHost)) throw badRequest('X-Forwarded-Host must be one host')
-  const method = header(headers, 'x-forwarded-method') ?? header(headers, 'x-original-method')
-
-  if (originalUrl !== undefined) {
-    const url = parseOriginalUrl(originalUrl)
-    const target = normalizeTarget(url.target, 'X-Original-URL')
-    if (forwardedHost !== undefined && forwardedHost.toLowerCase() !== url.host.toLowerCase()) {
-      throw badRequest('X-Forwarded-Host and X-Original-URL name different hosts')
-    }
-    if (forwardedUri !== undefined && normalizeTarget(forwardedUri, 'X-Forwarded-Uri').path !== target.path) {
-      throw badRequest('X-Forwarded-Uri and X-Original-URL name different paths')
-    }
-    return { host: url.host, scheme: url.scheme, target, method }
-  }
-  if (forwardedUri === undefined) throw badRequest('a trusted proxy must send X-Forwarded-Uri or X-Original-URL')
+  const host = header(headers, 'x-forwarded-host')
+  if (host !== undefined && !HOST.test(host)) throw badRequest('X-Forwarded-Host must be one host')
+  const uri = header(headers, 'x-forwarded-uri')
   const proto = header(headers, 'x-forwarded-proto')?.toLowerCase()
   return {
-    host: forwardedHost ?? header(headers, 'host') ?? '',
+    method: methodOf(headers, 'x-forwarded-method'),
+    host: host === undefined ? undefined : canonicalHost(host),
     scheme: proto === 'http' || proto === 'https' ? proto : req.protocol,
-    target: normalizeTarget(forwardedUri, 'X-Forwarded-Uri'),
-    method,
+    target: uri === undefined ? undefined : normalizeTarget(uri, 'X-Forwarded-Uri'),
   }
+}
+
+function complete(d: Description): OriginalRequest | undefined {
+  const { method, host, scheme, target } = d
+  return method === undefined || host === undefined || scheme === undefined || target === undefined
+    ? undefined
+    : { method, host, scheme, target }
+}
+
+/** The request the caller names: one complete set, with whatever the other set says agreeing. */
+function describe(req: FastifyRequest): OriginalRequest {
+  const nginx = nginxDescription(req.headers)
+  const traefik = traefikDescription(req)
+  const fromNginx = complete(nginx)
+  const original = fromNginx ?? complete(traefik)
+  if (original === undefined) {
+    throw badRequest(
+      'name the request to check: X-Original-Method and X-Original-URL (ingress-nginx), or X-Forwarded-Method, X-Forwarded-Host and X-Forwarded-Uri (Traefik)',
+    )
+  }
+  const other = fromNginx === undefined ? nginx : traefik
+  if (other.method !== undefined && other.method !== original.method) {
+    throw badRequest('X-Original-Method and X-Forwarded-Method name different methods')
+  }
+  if (other.host !== undefined && other.host !== original.host) {
+    throw badRequest('X-Original-URL and X-Forwarded-Host name different hosts')
+  }
+  if (other.target !== undefined && other.target.path !== original.target.path) {
+    throw badRequest('X-Original-URL and X-Forwarded-Uri name different paths')
+  }
+  return original
+}
+
+/** The name part of a canonical host, as cookies see it (they ignore ports). */
+function hostName(host: string): string {
+  if (host.charCodeAt(0) === 0x5b) return host.slice(0, host.indexOf(']') + 1)
+  const colon = host.indexOf(':')
+  return colon === -1 ? host : host.slice(0, colon)
 }
 
 export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAuthOptions): Promise<void> {
-  const isTrusted = createTrustCheck(options.trustedProxies)
   const matchUpstream = createUpstreamMatcher(options.upstreams)
+  const isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
   const deciders = new Map<UpstreamConfig, AccessDecider>(
     options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate)]),
   )
-  const { publicUrl, validateRedirectAfter } = options
-  let warnedUntrusted = false
+  const { publicUrl, validateRedirectAfter, cookieDomain } = options
+  const publicHost = new URL(publicUrl).hostname
+  const warnedHosts = new Set<string>()
 
   // An ingress must never cache a decision: it depends on the caller's cookies and on time.
   app.addHook('onSend', async (_req, reply, payload) => {
@@ -139,15 +194,20 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     return payload
   })
 
-  function describe(req: FastifyRequest): OriginalRequest {
-    if (isTrusted(req.socket.remoteAddress)) return fromTrustedPeer(req)
-    if (!warnedUntrusted && FORWARDED_AUTH_HEADERS.some((name) => req.headers[name] !== undefined)) {
-      // Once per process: the usual cause is an ingress missing from server.trustedProxies, which
-      // makes every check one about `/`.
-      warnedUntrusted = true
-      req.log.warn('forward-auth: X-Forwarded-Uri/-Host/X-Original-URL from a peer not in server.trustedProxies are ignored')
-    }
-    return { host: header(req.headers, 'host') ?? '', scheme: req.protocol, target: { path: '/', search: '' }, method: undefined }
+  /**
+   * Issue #6 point 12: with host-only cookies (no cookies.domain) the session set on the public
+   * host never reaches an application on another host, so every check there is "not signed in"
+   * and the browser goes round the provider for ever. Said once per host.
+   */
+  function warnIfCookiesCannotReach(req: FastifyRequest, host: string): void {
+    const name = hostName(host)
+    const reachable = name === publicHost || (cookieDomain !== undefined && (name === cookieDomain || name.endsWith(`.${cookieDomain}`)))
+    if (reachable || warnedHosts.has(name) || warnedHosts.size >= MAX_WARNED_HOSTS) return
+    warnedHosts.add(name)
+    req.log.warn(
+      { host: name, cookieHost: publicHost, cookieDomain },
+      'forward-auth: the session cookie never reaches this host, so signed-in browsers are sent to sign in again and again; set cookies.domain to a domain that covers it',
+    )
   }
 
   /** The redirect endpoint's URL that brings the user back to the original request. */
@@ -160,14 +220,34 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
   }
 
   app.get('/auth', async (req: FastifyRequest, reply: FastifyReply) => {
-    const original = describe(req)
-    const upstream = matchUpstream(original.host, original.target.path)
+    let original: OriginalRequest
+    try {
+      original = describe(req)
+    } catch (err) {
+      req.log.info({ forwardAuth: { outcome: 'bad_request', reason: (err as Error).message } }, 'forward-auth check')
+      throw err
+    }
+    const { method, host, target } = original
+    const checked = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`) }
+    const logged = (outcome: string, upstream?: UpstreamConfig): void => {
+      req.log.info({ forwardAuth: { ...checked, upstream: upstream?.name, outcome } }, 'forward-auth check')
+    }
+    if (isAmbiguous(host, target.path)) {
+      logged('bad_request')
+      throw badRequest('the path reads as another route in another case or without trailing dots or spaces')
+    }
+    const upstream = matchUpstream(host, target.path)
     const decide = upstream === undefined ? undefined : deciders.get(upstream)
-    if (upstream === undefined || decide === undefined) throw new GatewayError('not_found', 'no upstream serves this host and path')
-    // A preflight only when it can be told: the original method from a trusted peer, and the
-    // client's Access-Control-Request-Method, which both ingresses copy onto the check.
-    const preflight = original.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
-    const decision = await decide(req, reply, { path: original.target.path, preflight })
+    if (upstream === undefined || decide === undefined) {
+      logged('not_found')
+      throw new GatewayError('not_found', 'no upstream serves this host and path')
+    }
+    if (upstream.auth !== 'none') warnIfCookiesCannotReach(req, host)
+    // A preflight only when it can be told: the original method is OPTIONS and the check carries
+    // the client's Access-Control-Request-Method, which both ingresses copy onto it.
+    const preflight = method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
+    const decision = await decide(req, reply, { path: target.path, preflight })
+    logged(decision.outcome, upstream)
     switch (decision.outcome) {
       case 'unauthenticated':
         throw unauthenticatedError(decision.expired, signInUrl(original))

@@ -25,13 +25,49 @@
 // test/proxy/match.test.ts cross-checks this function against the real router.
 
 import type { UpstreamConfig } from '../config/types.js'
+import { asciiLower } from '../lib/url-chars.js'
 import { isGatewayPath } from '../paths.js'
 
 /** `path` is a normalized path (normalizePath in path.ts) without its query. */
 export type UpstreamMatcher = (host: string, path: string) => UpstreamConfig | undefined
 
+const PORT_DIGITS = /^[0-9]*$/
 
-/** The host constraint of an upstream's routes: one of the names, any port or none, any case. */
+/**
+ * The one spelling of a Host value that every host decision uses (the router, forward-auth's
+ * matcher, the cookie-reach warning, X-Forwarded-Host): ASCII-lowercased, trailing dots of the
+ * name removed (`app.example.com.` is the same DNS name, and nginx and browsers treat it so), an
+ * empty port removed (`app.example.com:` is RFC 3986's way of writing no port) and leading zeros
+ * of the port dropped. Without it, `Host: SECURE.example.com.` skipped an upstream constrained to
+ * `secure.example.com` and reached an unconstrained one with weaker rules. Anything that is not a
+ * name or bracketed address with an optional numeric port is only lowercased: it matches no
+ * configured host either way.
+ */
+export function canonicalHost(host: string): string {
+  const lower = asciiLower(host)
+  const colon = lower.lastIndexOf(':')
+  const bracketed = lower.charCodeAt(0) === 0x5b
+  let name = lower
+  let port = ''
+  if (colon !== -1 && (!bracketed || lower.indexOf(']') < colon)) {
+    name = lower.slice(0, colon)
+    port = lower.slice(colon + 1)
+    // An unbracketed IPv6 address, or a port that is not digits: not a Host value to rewrite.
+    if ((!bracketed && name.includes(':')) || !PORT_DIGITS.test(port)) return lower
+  }
+  let end = name.length
+  while (end > 1 && name.charCodeAt(end - 1) === 0x2e) end--
+  name = name.slice(0, end)
+  if (port === '') return name
+  let start = 0
+  while (start < port.length - 1 && port.charCodeAt(start) === 0x30) start++
+  return `${name}:${port.slice(start)}`
+}
+
+/**
+ * The host constraint of an upstream's routes: one of the names, any port or none, any case. The
+ * request's Host is canonical by then (canonicalHost, applied in app.ts before routing).
+ */
 export function hostPattern(hosts: readonly string[]): RegExp {
   const names = hosts.map((h) => h.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')
   return new RegExp(`^(?:${names})(?::\\d+)?$`, 'i')

@@ -67,3 +67,43 @@ t.test('upstream responses pass through untouched, errors included', async (t) =
   const err = await rawRequest(stack.gw, '/status/500', { headers: JSON_ACCEPT })
   t.equal(err.status, 500, "the upstream's own 500 is its answer, not the gateway's")
 })
+
+t.test('routing is canonical: a variant of a stricter route is refused, a variant host is the same host', async (t) => {
+  const secure = await startEchoUpstream()
+  const docs = await startEchoUpstream()
+  t.teardown(() => secure.close())
+  t.teardown(() => docs.close())
+  const stack = await startStack(t, {
+    upstreams: [
+      { name: 'site', publicPaths: ['/public/**', '/Content/**'] },
+      { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } },
+      { name: 'docs', match: { pathPrefix: '/Docs' }, target: docs.url, auth: 'none' },
+      { name: 'secure', match: { pathPrefix: '/', hosts: ['secure.example.com'] }, target: secure.url, allow: { groups: ['admins'] } },
+    ],
+  })
+  const bob = (await stack.signedIn('bob')).cookieHeader(`${stack.gw}/`)
+  const alice = (await stack.signedIn('alice')).cookieHeader(`${stack.gw}/`)
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    rawRequest(stack.gw, path, { headers: { ...JSON_ACCEPT, cookie: bob, ...headers } })
+
+  const before = stack.upstream.requests.length
+  // Each of these reached the `/` upstream with bob's identity while /admin refused him.
+  for (const path of ['/ADMIN/x', '/%41dmin/x', '/admin./x', '/admin%20/x', '/Admin%2e/x', '/admin.%20./x', '/docs/x', '/DOCS', '/PUBLIC/x', '/content/x', '/API/v1/openid/x']) {
+    const res = await get(path)
+    t.equal(res.status, 400, path)
+    t.equal(res.json().code, 'bad_request')
+  }
+  t.equal(stack.upstream.requests.length, before, 'none of them reached an upstream')
+  t.equal((await get('/admin/x')).status, 403, 'the exact form: refused by the allow rule')
+  t.equal((await get('/admin/X')).status, 403, 'case below the prefix stays with the upstream that owns it')
+  t.equal((await get('/administrator.')).status, 200, 'a variant that reaches the same upstream and rule passes')
+  t.equal((await get('/Docs/x')).status, 200, 'an uppercase prefix is served as written')
+  t.equal(docs.requests.at(-1)?.url, '/Docs/x')
+  t.equal((await get('/Content/app.css', { cookie: '' })).status, 200, 'an uppercase public glob is public as written')
+
+  for (const host of ['secure.example.com.', 'secure.example.com:', 'SECURE.example.COM.:0443', 'secure.example.com..']) {
+    t.equal((await get('/x', { host })).status, 403, `${host}: the host-matched upstream's rule`)
+  }
+  t.equal((await get('/x', { host: 'secure.example.com.:8443', cookie: alice })).status, 200)
+  t.equal(secure.requests.at(-1)?.headers['x-forwarded-host'], 'secure.example.com:8443', 'the upstream sees the canonical host')
+})

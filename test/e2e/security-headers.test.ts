@@ -94,7 +94,8 @@ t.test('security headers', async (t) => {
     const nav = await rawRequest(stack.gw, '/page', { headers: { host: 'app.test', accept: 'text/html' } })
     t.equal(nav.status, 302)
     hasSecurityHeaders(t, nav.headers, 'sign-in redirect')
-    const check = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: json })
+    const target = { 'x-forwarded-method': 'GET', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-uri': '/' }
+    const check = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...json, ...target } })
     t.equal(check.status, 200, 'the check for / of 127.0.0.1 (auth: none)')
     hasSecurityHeaders(t, check.headers, 'forward-auth 200')
   })

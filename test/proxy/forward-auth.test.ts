@@ -1,23 +1,28 @@
-import t from 'tap'
+import t, { type Test as Tap } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { OutgoingHttpHeaders } from 'node:http'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 import type { Problem } from '../../src/errors.js'
 
-// GET /api/v1/openid/auth, as ingress-nginx (auth-url: X-Original-URL) and Traefik (ForwardAuth:
-// X-Forwarded-Host/-Uri/-Method) call it. The test client is 127.0.0.1: trusted when
-// server.trustedProxies covers 127.0.0.0/8, untrusted with the default (empty) list.
+// GET /api/v1/openid/auth, as ingress-nginx (auth-url: X-Original-Method/-URL) and Traefik
+// (ForwardAuth: X-Forwarded-Method/-Host/-Uri) call it. The test client is 127.0.0.1, which is
+// not in server.trustedProxies: the caller's address plays no part in the decision.
 
 const AUTH = '/api/v1/openid/auth'
-const TRUSTED = { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } }
+const CONFIG = { redirects: { allowedHosts: ['app.example.com'] } }
 const APP = 'app.example.com'
 
 function check(stack: Stack, headers: OutgoingHttpHeaders, method = 'GET'): Promise<RawResponse> {
   return rawRequest(stack.gw, AUTH, { method, headers })
 }
 
-/** What an ingress sends for a request to `uri` on `host`, with the client's cookie. */
+/** What ingress-nginx sends for a request to `url` (absolute), with the client's headers. */
+function nginx(url: string, extra: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
+  return { 'x-original-url': url, 'x-original-method': 'GET', ...extra }
+}
+
+/** What Traefik sends for a request to `uri` on `host`, with the client's headers. */
 function traefik(host: string, uri: string, extra: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
   return { 'x-forwarded-host': host, 'x-forwarded-uri': uri, 'x-forwarded-proto': 'https', 'x-forwarded-method': 'GET', ...extra }
 }
@@ -34,7 +39,7 @@ function identityHeaders(res: RawResponse): Record<string, unknown> {
   return Object.fromEntries(Object.entries(res.headers).filter(([name]) => name.startsWith('x-auth-request-')))
 }
 
-const TRUSTED_UPSTREAMS = [
+const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, publicPaths: ['/public/**'] },
   { name: 'admin', match: { pathPrefix: '/admin', hosts: [APP] }, allow: { groups: ['admins'] } },
   { name: 'tokens', match: { pathPrefix: '/tokens', hosts: [APP] }, forwardAccessToken: true },
@@ -44,8 +49,8 @@ const TRUSTED_UPSTREAMS = [
   { name: 'other', match: { pathPrefix: '/', hosts: ['other.example.com'] } },
 ]
 
-t.test('from a trusted proxy', async (t) => {
-  const stack = await startStack(t, { config: TRUSTED, upstreams: TRUSTED_UPSTREAMS })
+t.test('checks', async (t) => {
+  const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS })
   const alice = await sessionCookie(stack, 'alice')
   const bob = await sessionCookie(stack, 'bob')
 
@@ -152,35 +157,40 @@ t.test('from a trusted proxy', async (t) => {
   t.test('CORS preflights pass only on an allowPreflight upstream, and only when recognizable', async (t) => {
     const acrm = { 'access-control-request-method': 'POST', origin: 'https://spa.example.com' }
     t.equal((await check(stack, traefik(APP, '/cors/api', { ...acrm, 'x-forwarded-method': 'OPTIONS' }))).status, 200)
-    const nginx = { 'x-original-url': 'https://app.example.com/cors/api', 'x-original-method': 'OPTIONS', ...acrm }
-    t.equal((await check(stack, nginx)).status, 200, 'X-Original-Method (ingress-nginx) too')
+    const preflight = nginx('https://app.example.com/cors/api', { 'x-original-method': 'OPTIONS', ...acrm })
+    t.equal((await check(stack, preflight)).status, 200, 'X-Original-Method (ingress-nginx) too')
     t.equal((await check(stack, traefik(APP, '/cors/api', { 'x-forwarded-method': 'OPTIONS' }))).status, 401, 'a plain OPTIONS is not a preflight')
     t.equal((await check(stack, traefik(APP, '/cors/api', acrm))).status, 401, 'a GET with Access-Control-Request-Method is not one')
     t.equal((await check(stack, traefik(APP, '/page', { ...acrm, 'x-forwarded-method': 'OPTIONS' }))).status, 401, 'not on other upstreams')
   })
 
   t.test('ingress-nginx: X-Original-URL', async (t) => {
-    const ok = await check(stack, { 'x-original-url': 'https://app.example.com/admin/x?y=1', 'x-original-method': 'GET', cookie: alice })
+    const ok = await check(stack, nginx('https://app.example.com/admin/x?y=1', { cookie: alice }))
     t.equal(ok.status, 200)
     t.equal(ok.headers['x-auth-request-user'], 'alice')
-    t.equal((await check(stack, { 'x-original-url': 'https://app.example.com/admin/x', cookie: bob })).status, 403)
-    t.equal((await check(stack, { 'x-original-url': 'http://app.example.com/public/a' })).status, 200)
-    t.equal((await check(stack, { 'x-original-url': 'HTTPS://APP.example.com:443?q' })).status, 401, 'an empty path is /')
-    const anon = await check(stack, { 'x-original-url': 'http://app.example.com/page?a=1&b=2' })
+    t.equal((await check(stack, nginx('https://app.example.com/admin/x', { cookie: bob }))).status, 403)
+    t.equal((await check(stack, nginx('http://app.example.com/public/a'))).status, 200)
+    t.equal((await check(stack, nginx('HTTPS://APP.example.com:443?q'))).status, 401, 'an empty path is /')
+    const anon = await check(stack, nginx('http://app.example.com/page?a=1&b=2'))
     t.equal(anon.status, 401)
     t.equal(anon.json<Problem>().signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('http://app.example.com/page?a=1&b=2')}`)
     // The same request described twice (as some nginx configurations do) is fine.
-    const both = { 'x-original-url': 'https://app.example.com/public/x', 'x-forwarded-host': 'APP.example.com', 'x-forwarded-uri': '/public/./x' }
+    const both = nginx('https://app.example.com/public/x', { 'x-forwarded-host': 'APP.example.com.', 'x-forwarded-uri': '/public/./x', 'x-forwarded-method': 'GET' })
     t.equal((await check(stack, both)).status, 200)
   })
 
   t.test('the two descriptions must agree, so a client cannot add the set its ingress does not set', async (t) => {
     // Behind ingress-nginx a client adds X-Forwarded-Uri; behind Traefik, X-Original-URL.
+    const acrm = { 'access-control-request-method': 'GET' }
     const cases: OutgoingHttpHeaders[] = [
-      { 'x-original-url': 'https://app.example.com/page', 'x-forwarded-uri': '/public/x' },
-      { 'x-original-url': 'https://app.example.com/page', 'x-forwarded-host': 'open.example.com' },
+      nginx('https://app.example.com/page', { 'x-forwarded-uri': '/public/x' }),
+      nginx('https://app.example.com/page', { 'x-forwarded-host': 'open.example.com' }),
       traefik(APP, '/page', { 'x-original-url': 'https://app.example.com/public/x' }),
       traefik(APP, '/page', { 'x-original-url': 'https://open.example.com/page' }),
+      // The method is a part like the others: a preflight claimed by the set the ingress does not set.
+      nginx('https://app.example.com/cors/api', { 'x-forwarded-method': 'OPTIONS', ...acrm }),
+      traefik(APP, '/cors/api', { 'x-original-method': 'OPTIONS', ...acrm }),
+      nginx('https://app.example.com/cors/api', { 'x-original-method': 'OPTIONS', 'x-forwarded-method': 'GET', ...acrm }),
     ]
     for (const headers of cases) {
       const res = await check(stack, headers)
@@ -203,13 +213,15 @@ t.test('from a trusted proxy', async (t) => {
       traefik(APP, 'http://app.example.com/public/x'),
       traefik('app.example.com, open.example.com', '/x'),
       traefik('app.example.com/evil', '/x'),
-      { 'x-forwarded-host': APP, 'x-forwarded-uri': ['/public/x', '/admin'] },
-      { 'x-original-url': 'ftp://app.example.com/x' },
-      { 'x-original-url': 'https://user@app.example.com/public/x' },
-      { 'x-original-url': '/public/x' },
-      { 'x-original-url': 'https://app.example.com/public/../x y' },
-      { 'x-forwarded-host': APP },
-      {},
+      traefik(APP, '/public/x', { 'x-forwarded-uri': ['/public/x', '/admin'] }),
+      traefik(APP, '/public/x', { 'x-forwarded-method': ['OPTIONS', 'GET'] }),
+      traefik(APP, '/public/x', { 'x-forwarded-method': 'GET /' }),
+      traefik(APP, '/public/x', { 'x-forwarded-method': '' }),
+      nginx('ftp://app.example.com/x'),
+      nginx('https://user@app.example.com/public/x'),
+      nginx('/public/x'),
+      nginx('https://app.example.com/public/../x y'),
+      nginx('https://app.example.com/public/x', { 'x-original-method': 'GET\tx' }),
     ]
     for (const headers of refused) {
       const res = await check(stack, headers)
@@ -293,52 +305,146 @@ t.test('from a trusted proxy', async (t) => {
   })
 })
 
-t.test('from an untrusted peer the forwarded description is ignored: the check is for its Host and /', async (t) => {
-  const lines: string[] = []
+t.test('the check is for the request its caller names, never for another', async (t) => {
   const stack = await startStack(t, {
-    config: { log: { level: 'warn' } },
-    logStream: { write: (line) => lines.push(line) },
     upstreams: [
       { name: 'app', publicPaths: ['/public/**'] },
       { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } },
+      { name: 'cors', match: { pathPrefix: '/cors' }, allowPreflight: true },
       { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' },
     ],
   })
   const own = new URL(stack.gw).host
-
-  // oauth2-proxy GHSA-7x63-xv5r-3p2x: a client-chosen X-Forwarded-Uri made a public-path rule apply.
-  const spoofs: OutgoingHttpHeaders[] = [
-    { 'x-forwarded-uri': '/public/x' },
-    { 'x-forwarded-uri': '/public/x', 'x-forwarded-host': own },
-    { 'x-forwarded-uri': '/x', 'x-forwarded-host': 'open.example.com' },
-    { 'x-original-url': `${stack.gw}/public/x` },
-    { 'x-original-url': 'https://open.example.com/' },
-    { 'x-forwarded-uri': '/cors', 'x-forwarded-method': 'OPTIONS', 'access-control-request-method': 'GET' },
-    { 'x-forwarded-uri': 'not a path' },
-    {},
-  ]
-  for (const headers of spoofs) {
-    const res = await check(stack, headers)
-    t.equal(res.status, 401, JSON.stringify(headers))
-    t.equal(res.json<Problem>().code, 'unauthenticated')
-    t.equal(res.json<Problem>().signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent(`${stack.gw}/`)}`)
-  }
-
   const bob = await sessionCookie(stack, 'bob')
-  const res = await check(stack, { 'x-forwarded-uri': '/admin', cookie: bob })
-  t.equal(res.status, 200, 'nor can it pick a stricter rule: bob is checked for /, not /admin')
-  t.equal(res.headers['x-auth-request-user'], 'bob')
 
-  const ownHost = await check(stack, { host: 'open.example.com', 'x-forwarded-host': own, 'x-forwarded-uri': '/admin' })
-  t.equal(ownHost.status, 200, "the request's own Host is what counts")
+  // Before: a caller outside server.trustedProxies was decided for `/` of its own Host, so an
+  // ingress missing from that list got `/`'s answer (200 for bob) for /admin.
+  t.equal((await check(stack, traefik(own, '/admin', { cookie: bob }))).status, 403, 'Traefik: /admin, not /')
+  t.equal((await check(stack, nginx(`http://${own}/admin/x`, { cookie: bob }))).status, 403, 'ingress-nginx: /admin, not /')
+  t.equal((await check(stack, traefik('open.example.com', '/x'))).status, 200, 'the named host, not the Host header')
 
-  const warnings = lines.filter((line) => line.includes('forward-auth'))
-  t.equal(warnings.length, 1, 'the ignored headers are logged once')
+  // Neither ingress ever sends a set without its method, so a set missing a part names no request.
+  const incomplete: OutgoingHttpHeaders[] = [
+    {},
+    { 'x-original-url': `http://${own}/public/x` },
+    { 'x-original-method': 'GET' },
+    { 'x-forwarded-uri': '/public/x', 'x-forwarded-host': own },
+    { 'x-forwarded-uri': '/public/x', 'x-forwarded-method': 'GET' },
+    { 'x-forwarded-host': own, 'x-forwarded-method': 'GET' },
+    { 'x-original-url': `http://${own}/public/x`, 'x-forwarded-method': 'GET' },
+    { 'x-forwarded-uri': '/cors', 'x-forwarded-method': 'OPTIONS', 'access-control-request-method': 'GET' },
+  ]
+  for (const headers of incomplete) {
+    const res = await check(stack, { ...headers, cookie: bob })
+    t.equal(res.status, 400, JSON.stringify(headers))
+    t.equal(res.json<Problem>().code, 'bad_request')
+    t.equal(res.headers['x-auth-request-user'], undefined)
+  }
+})
+
+t.test("the caller's address does not change the decision", async (t) => {
+  const upstreams = [
+    { name: 'app', publicPaths: ['/public/**'] },
+    { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } },
+  ]
+  const trusting = await startStack(t, { config: { server: { trustedProxies: ['127.0.0.0/8'] } }, upstreams })
+  const untrusting = await startStack(t, { upstreams })
+  const answers = async (stack: Stack): Promise<number[]> => {
+    const own = new URL(stack.gw).host
+    const bob = await sessionCookie(stack, 'bob')
+    const cases = [
+      traefik(own, '/admin', { cookie: bob }),
+      traefik(own, '/page', { cookie: bob }),
+      traefik(own, '/public/x'),
+      traefik(own, '/page'),
+      nginx(`http://${own}/admin`, { cookie: bob }),
+      nginx(`http://${own}/public/x`),
+      { 'x-forwarded-uri': '/public/x' },
+    ]
+    const out: number[] = []
+    for (const headers of cases) out.push((await check(stack, headers)).status)
+    return out
+  }
+  const expected = [403, 200, 200, 401, 403, 200, 400]
+  t.strictSame(await answers(trusting), expected, 'from a peer in server.trustedProxies')
+  t.strictSame(await answers(untrusting), expected, 'from any other peer')
+})
+
+t.test('routing is canonical: host and path variants of a stricter rule', async (t) => {
+  const stack = await startStack(t, {
+    config: CONFIG,
+    upstreams: [
+      { name: 'site', publicPaths: ['/public/**'] },
+      { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } },
+      { name: 'secure', match: { pathPrefix: '/', hosts: ['secure.example.com'] }, allow: { groups: ['admins'] } },
+    ],
+  })
+  const own = new URL(stack.gw).host
+  const bob = await sessionCookie(stack, 'bob')
+  for (const path of ['/ADMIN/x', '/%41dmin/x', '/admin./x', '/admin%20/x', '/Admin%2E%20/x', '/admin../x', '/PUBLIC/x']) {
+    for (const headers of [traefik(own, path, { cookie: bob }), nginx(`http://${own}${path}`, { cookie: bob })]) {
+      const res = await check(stack, headers)
+      t.equal(res.status, 400, `${path} (${headers['x-original-url'] === undefined ? 'Traefik' : 'ingress-nginx'})`)
+      t.equal(res.json<Problem>().code, 'bad_request')
+    }
+  }
+  t.equal((await check(stack, traefik(own, '/admin/x', { cookie: bob }))).status, 403, 'the exact form is refused as before')
+  t.equal((await check(stack, traefik(own, '/admin/X', { cookie: bob }))).status, 403, 'case below the prefix is the upstream\'s own business')
+  t.equal((await check(stack, traefik(own, '/administrator', { cookie: bob }))).status, 200)
+  for (const host of ['secure.example.com.', 'secure.example.com:', 'SECURE.Example.COM.:0443', 'secure.example.com..']) {
+    t.equal((await check(stack, traefik(host, '/x', { cookie: bob }))).status, 403, `Traefik ${host}`)
+    t.equal((await check(stack, nginx(`https://${host}/x`, { cookie: bob }))).status, 403, `ingress-nginx ${host}`)
+  }
+})
+
+t.test('log lines name the request checked (redacted) and the outcome', async (t) => {
+  const lines: string[] = []
+  const stack = await startStack(t, {
+    config: { ...CONFIG, log: { level: 'info' } },
+    logStream: { write: (line) => lines.push(line) },
+    upstreams: UPSTREAMS,
+  })
+  const bob = await sessionCookie(stack, 'bob')
+  const logged = (): Array<Record<string, unknown>> =>
+    lines.map((l) => JSON.parse(l) as { forwardAuth?: Record<string, unknown> }).flatMap((l) => (l.forwardAuth === undefined ? [] : [l.forwardAuth]))
+  await check(stack, traefik(APP, '/page?code=SECRETCODE&x=1'))
+  await check(stack, nginx('https://app.example.com/admin/x?access_token=SECRETTOKEN', { cookie: bob, 'x-original-method': 'HEAD' }))
+  await check(stack, traefik(APP, '/admin/y', { cookie: bob, 'x-original-method': 'POST' }))
+  await check(stack, traefik('nowhere.example.com', '/'))
+  const [first, second, third, fourth] = logged()
+  t.match(first, { method: 'GET', upstream: 'app', outcome: 'unauthenticated' })
+  t.match(String(first?.url), /^https:\/\/app\.example\.com\/page\?code=.*redacted.*&x=1$/)
+  t.match(second, { method: 'HEAD', upstream: 'admin', outcome: 'forbidden' })
+  t.match(String(second?.url), /^https:\/\/app\.example\.com\/admin\/x\?access_token=.*redacted/)
+  t.match(third, { outcome: 'bad_request', reason: /different methods/ })
+  t.match(fourth, { method: 'GET', url: 'https://nowhere.example.com/', outcome: 'not_found' })
+  t.notOk(lines.some((l) => l.includes('SECRETCODE') || l.includes('SECRETTOKEN')), 'no secret query value in any line')
+})
+
+t.test('a warning, once per host, when the session cookie cannot reach the host checked', async (t) => {
+  const run = async (t: Tap, cookies: Record<string, unknown>): Promise<string[]> => {
+    const lines: string[] = []
+    const stack = await startStack(t, {
+      config: { cookies, log: { level: 'warn' } },
+      logStream: { write: (line) => lines.push(line) },
+      upstreams: [{ name: 'app' }, { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' }],
+    })
+    const own = new URL(stack.gw).host
+    for (const host of [APP, 'APP.example.com.:443', 'other.example.com', APP, own, 'open.example.com']) {
+      t.equal((await check(stack, traefik(host, '/x'))).status, host === 'open.example.com' ? 200 : 401, host)
+    }
+    for (let i = 0; i < 80; i++) await check(stack, traefik(`h${i}.test`, '/'))
+    return lines.filter((l) => l.includes('cookies.domain')).map((l) => String((JSON.parse(l) as { host: unknown }).host))
+  }
+  const hostOnly = await run(t, {})
+  t.strictSame(hostOnly.slice(0, 2), ['app.example.com', 'other.example.com'], 'once per host; not for the public host nor an auth: none upstream')
+  t.equal(hostOnly.length, 64, 'the hosts remembered are capped')
+  t.strictSame(await run(t, { domain: 'example.com' }), Array.from({ length: 64 }, (_, i) => `h${i}.test`), 'cookies.domain covers example.com')
 })
 
 t.test('expired sign-ins', async (t) => {
   t.test('cookie store: 401 invalid_token (the refresh token is not sent to applications)', async (t) => {
-    const stack = await startStack(t, { provider: { accessTokenTtlSeconds: 3 }, config: TRUSTED, upstreams: TRUSTED_UPSTREAMS })
+    const stack = await startStack(t, { provider: { accessTokenTtlSeconds: 3 }, config: CONFIG, upstreams: UPSTREAMS })
     const cookie = await sessionCookie(stack, 'alice')
     t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
     await sleep(3300)
@@ -351,8 +457,8 @@ t.test('expired sign-ins', async (t) => {
   t.test('memory store: refreshed transparently, as on the proxy', async (t) => {
     const stack = await startStack(t, {
       provider: { accessTokenTtlSeconds: 3 },
-      config: { ...TRUSTED, session: { store: 'memory' } },
-      upstreams: TRUSTED_UPSTREAMS,
+      config: { ...CONFIG, session: { store: 'memory' } },
+      upstreams: UPSTREAMS,
     })
     const cookie = await sessionCookie(stack, 'alice')
     const first = await check(stack, traefik(APP, '/tokens', { cookie }))

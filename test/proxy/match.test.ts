@@ -1,7 +1,8 @@
 import fc from 'fast-check'
 import t from 'tap'
 import type { UpstreamConfig } from '../../src/config/types.js'
-import { createUpstreamMatcher } from '../../src/proxy/match.js'
+import { createRoutingAmbiguityCheck } from '../../src/proxy/ambiguity.js'
+import { canonicalHost, createUpstreamMatcher } from '../../src/proxy/match.js'
 import { normalizePath } from '../../src/proxy/path.js'
 import { problems, resolve, type Tree } from '../fixtures/config/base.js'
 import { rawRequest } from '../fixtures/http.js'
@@ -64,6 +65,32 @@ t.test('hosts: case-insensitive, any port unless the entry names one, constraine
   t.equal(match('a-example.com', '/'), 'any', 'the dot is literal')
   t.equal(match('[::1]:8080', '/'), 'v6')
   t.equal(match('', '/'), 'any', 'no Host: only unconstrained upstreams')
+})
+
+t.test('canonicalHost: one spelling of a host', async (t) => {
+  const cases: Array<[string, string]> = [
+    ['app.example.com', 'app.example.com'],
+    ['APP.Example.COM', 'app.example.com'],
+    ['app.example.com.', 'app.example.com'],
+    ['app.example.com..', 'app.example.com'],
+    ['app.example.com:', 'app.example.com'],
+    ['app.example.com.:', 'app.example.com'],
+    ['app.example.com.:8443', 'app.example.com:8443'],
+    ['app.example.com:08443', 'app.example.com:8443'],
+    ['app.example.com:0', 'app.example.com:0'],
+    ['[::1]', '[::1]'],
+    ['[::1]:', '[::1]'],
+    ['[::1]:80', '[::1]:80'],
+    ['[::FFFF:1.2.3.4]:080', '[::ffff:1.2.3.4]:80'],
+    ['1.2.3.4.:80', '1.2.3.4:80'],
+    ['::1', '::1'],
+    ['a:b', 'a:b'],
+    ['', ''],
+  ]
+  for (const [host, expected] of cases) t.equal(canonicalHost(host), expected, host)
+  for (const host of ['a.example.com.', 'A.EXAMPLE.COM:', 'a.example.com.:9']) {
+    t.equal(matcherFor([{ name: 'any' }, { name: 'a', match: { hosts: ['a.example.com'] } }])(canonicalHost(host), '/'), 'a', host)
+  }
 })
 
 t.test('a longer prefix for another host falls back to the shorter one', async (t) => {
@@ -155,7 +182,13 @@ t.test('the matcher agrees with the real router', async (t) => {
     u.auth = 'none'
   }
   const stack = await startStack(t, { upstreams: list })
-  const matcher = createUpstreamMatcher(stack.config.upstreams)
+  const matchUpstream = createUpstreamMatcher(stack.config.upstreams)
+  const isAmbiguous = createRoutingAmbiguityCheck(stack.config.upstreams)
+  // The gateway canonicalises the Host and refuses ambiguous paths before routing.
+  const matcher = (host: string, path: string) => {
+    const canonical = canonicalHost(host)
+    return isAmbiguous(canonical, path) ? undefined : matchUpstream(canonical, path)
+  }
   const ownHost = new URL(stack.gw).host
 
   /** Which upstream the gateway sent the request to, or undefined when it kept it. */
@@ -178,6 +211,9 @@ t.test('the matcher agrees with the real router', async (t) => {
     ownHost,
     'a.example.com',
     'A.EXAMPLE.COM:9',
+    'a.example.com.',
+    'a.example.com:',
+    'b.example.com.:08443',
     'b.example.com',
     'b.example.com:8443',
     'b.example.com:8443:1',
