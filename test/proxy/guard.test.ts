@@ -7,8 +7,10 @@ import { startStack, type StackOptions } from '../fixtures/stack.js'
 const JSON_ACCEPT = { accept: 'application/json' }
 
 type Line = Record<string, unknown>
+/** A subtest's `t` (the last overload of t.test takes only the callback). */
+type Test = Parameters<Parameters<typeof t.test>[0]>[0]
 
-async function stackWithLog(t: Parameters<Parameters<typeof t.test>[0]>[0], options: StackOptions) {
+async function stackWithLog(t: Test, options: StackOptions) {
   const lines: Line[] = []
   const stack = await startStack(t, {
     ...options,
