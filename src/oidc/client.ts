@@ -321,6 +321,8 @@ export class OidcClient {
 function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, grant: 'sign-in' | 'refresh'): void {
   const reasons: string[] = []
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    // JSON.parse's messages quote the input they choke on: a piece of the token.
+    if (e instanceof SyntaxError) break
     if (!reasons.some((r) => r.endsWith(e.message))) reasons.push(e.message)
   }
   log.warn({ check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
