@@ -60,7 +60,7 @@ export interface SignJwtOptions {
   kid?: string
   /**
    * RS256 (default). RS384, RS512, PS256, PS384, PS512 also sign with the provider's RSA key, but
-   * the served JWK says `alg: RS256`, so verifiers that honour it refuse those tokens. `none` produces an unsecured JWT; HS256/HS384/HS512 are keyed with the provider's public key in
+   * the served JWK says `alg: RS256` (none with idTokenSigningAlg PS256), so verifiers that honour it refuse those tokens. `none` produces an unsecured JWT; HS256/HS384/HS512 are keyed with the provider's public key in
    * SPKI PEM form (the classic algorithm-confusion attack). Both must be refused by verifiers.
    */
   alg?: string
