@@ -137,6 +137,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   const lifecycle = new SessionLifecycle((token, sub) => client.refresh(token, sub), store, allowClaims, config.session.maxAgeSeconds)
   const bearer = new BearerVerifier({
     issuer: config.provider.issuer,
+    clientId: config.provider.clientId,
     audiences: config.provider.audiences,
     algorithms: config.provider.bearer.algorithms,
     clockToleranceSeconds: config.provider.clockToleranceSeconds,

@@ -134,6 +134,11 @@ const provider = object(
       },
       { default: {} },
     ),
+    idTokenAlgorithms: list(
+      'JWS algorithms ID tokens may be signed with. Unset: every asymmetric algorithm in the provider\'s id_token_signing_alg_values_supported (RS256 when it lists none). none and HS* are never accepted.',
+      string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
+      { minItems: 1, uniqueItems: true },
+    ),
     timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
     postLogoutRedirectUri: string('Where the provider sends the browser after logout (post_logout_redirect_uri). Optional.', {
       format: 'http-url',

@@ -1,6 +1,8 @@
 // The validated, defaults-applied configuration. Every module receives the slice it needs;
 // nothing reads the YAML or the environment after startup.
 
+import type { AsymmetricAlgorithm } from '../oidc/algorithms.js'
+
 export type AuthMode = 'required' | 'optional' | 'none'
 export type SameSite = 'lax' | 'strict' | 'none'
 export type SessionStoreKind = 'cookie' | 'memory' | 'redis'
@@ -26,6 +28,8 @@ export interface ProviderConfig {
   /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]
   bearer: BearerConfig
+  /** ID token algorithms, pinned; unset: the provider's advertised asymmetric ones. */
+  idTokenAlgorithms?: AsymmetricAlgorithm[]
   timeoutMs: number
   postLogoutRedirectUri?: string
   /** Seconds of clock skew tolerated on `exp`/`iat`/`nbf`. */

@@ -45,6 +45,12 @@ export interface DevProviderOptions {
   refreshTokenPolicy?: 'offline_access' | 'always'
   /** Hide oidc-provider's console notices (dev keys, in-memory adapter, Node version). Default true. */
   quiet?: boolean
+  /**
+   * The algorithm ID tokens are signed with (the clients' id_token_signed_response_alg). Default
+   * RS256. PS256 signs with the RSA key, whose JWK then names no `alg`, so the provider advertises
+   * RS256 and PS256 alike; ES256 adds a P-256 key next to the RSA one.
+   */
+  idTokenSigningAlg?: 'RS256' | 'PS256' | 'ES256'
 }
 
 export interface SignJwtOptions {
@@ -54,7 +60,7 @@ export interface SignJwtOptions {
   kid?: string
   /**
    * RS256 (default). RS384, RS512, PS256, PS384, PS512 also sign with the provider's RSA key, but
-   * the served JWK says `alg: RS256`, so verifiers that honour it refuse those tokens. `none` produces an unsecured JWT; HS256/HS384/HS512 are keyed with the provider's public key in
+   * the served JWK says `alg: RS256` (none with idTokenSigningAlg PS256), so verifiers that honour it refuse those tokens. `none` produces an unsecured JWT; HS256/HS384/HS512 are keyed with the provider's public key in
    * SPKI PEM form (the classic algorithm-confusion attack). Both must be refused by verifiers.
    */
   alg?: string
@@ -142,6 +148,14 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
   const port = await listen(server, options.port ?? 0, host)
   const issuer = `http://${formatHost(host)}:${port}`
 
+  const idTokenAlg = options.idTokenSigningAlg ?? 'RS256'
+  const signingKeys: jose.JWK[] = [structuredClone(privateJwk)]
+  if (idTokenAlg === 'PS256') delete signingKeys[0]?.alg
+  if (idTokenAlg === 'ES256') {
+    const ec = await jose.generateKeyPair('ES256', { extractable: true })
+    signingKeys.push({ ...(await jose.exportJWK(ec.privateKey)), kid: `${kid}-ec`, alg: 'ES256', use: 'sig' })
+  }
+
   const clients: ClientMetadata[] = options.clients.map((c) => ({
     client_id: c.clientId,
     client_secret: c.clientSecret,
@@ -150,6 +164,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     grant_types: ['authorization_code', 'refresh_token'],
     response_types: ['code'],
     token_endpoint_auth_method: c.tokenEndpointAuthMethod ?? 'client_secret_basic',
+    id_token_signed_response_alg: idTokenAlg,
     ...(c.backchannelLogoutUri === undefined
       ? {}
       : { backchannel_logout_uri: c.backchannelLogoutUri, backchannel_logout_session_required: true }),
@@ -158,7 +173,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
   const configuration: Configuration = {
     clients,
     // oidc-provider mutates the keys it is given; hand it a copy.
-    jwks: { keys: [structuredClone(privateJwk)] },
+    jwks: { keys: signingKeys },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     claims: {
       openid: ['sub'],

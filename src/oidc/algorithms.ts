@@ -12,13 +12,16 @@ export function isAsymmetric(alg: unknown): alg is AsymmetricAlgorithm {
 }
 
 /**
- * The one algorithm ID tokens must be signed with, given the provider's
- * `id_token_signing_alg_values_supported`: RS256 when it is listed or nothing is listed (OpenID
- * Connect Discovery 3 makes RS256 mandatory to support and Registration 2 makes it the default of
- * `id_token_signed_response_alg`), else the first asymmetric algorithm listed. `undefined` when
- * the provider lists only algorithms the gateway refuses.
+ * The algorithms ID tokens may be signed with. `pinned` (provider.idTokenAlgorithms, asymmetric by
+ * the schema) when the operator gave them; else every asymmetric algorithm the provider lists in
+ * `id_token_signing_alg_values_supported`, or RS256 when it lists nothing (OpenID Connect
+ * Discovery 3 makes RS256 mandatory to support and Registration 2 makes it the default of
+ * `id_token_signed_response_alg`). A provider decides per client which one it uses (one RSA key
+ * serves RS256 and PS256 alike), so any of those it advertises is its own. Empty when the
+ * provider lists only algorithms the gateway refuses.
  */
-export function idTokenSigningAlg(advertised: unknown): AsymmetricAlgorithm | undefined {
-  if (!Array.isArray(advertised) || advertised.length === 0 || advertised.includes('RS256')) return 'RS256'
-  return advertised.find(isAsymmetric)
+export function idTokenSigningAlgs(advertised: unknown, pinned?: readonly AsymmetricAlgorithm[]): AsymmetricAlgorithm[] {
+  if (pinned !== undefined && pinned.length > 0) return [...pinned]
+  if (!Array.isArray(advertised) || advertised.length === 0) return ['RS256']
+  return [...new Set(advertised.filter(isAsymmetric))]
 }

@@ -11,7 +11,8 @@ import { TtlCache } from '../lib/ttl-cache.js'
 //
 // - A JWT (RFC 9068 style) is verified against the provider's JWKS: signature with one of the
 //   configured asymmetric algorithms, `iss` = the issuer, `aud` containing one of the audiences,
-//   `exp` and `sub` present.
+//   `exp` present, `sub` a non-empty string, and it must be an access token, not an ID token or
+//   another JWT the provider signs with the same keys (see accessTokenViolation).
 // - Any other token is, when enabled, introspected at the provider (RFC 7662), see
 //   introspectionViolation for the rules.
 //
@@ -34,6 +35,8 @@ const FAILURE_LOG_INTERVAL_MS = 10_000
 
 export interface BearerOptions {
   issuer: string
+  /** The gateway's own client id: the `aud` of its ID tokens. */
+  clientId: string
   audiences: string[]
   /** Accepted JWS algorithms of Bearer JWTs (asymmetric only; the configuration checks it). */
   algorithms: string[]
@@ -45,7 +48,7 @@ export interface BearerOptions {
    * the provider has no introspection endpoint; throws when the provider fails.
    */
   introspect?: (token: string) => Promise<IntrospectionResponse | undefined>
-  log: Pick<FastifyBaseLogger, 'warn'>
+  log: Pick<FastifyBaseLogger, 'warn' | 'debug'>
   /** Entries per cache; tests lower it. */
   cacheEntries?: number
   /** Milliseconds since the epoch; tests replace it. */
@@ -104,6 +107,62 @@ export function introspectionViolation(response: IntrospectionResponse, ctx: Int
   }
   if (response.token_use !== undefined && response.token_use !== 'access_token') return 'token_use is not access_token'
   if (response.cnf !== undefined) return 'the token is sender-constrained (cnf)'
+  return undefined
+}
+
+/** `typ` header values of access tokens (RFC 9068 2.1, and plain JWT), `application/` dropped. */
+const ACCESS_TOKEN_TYPS = new Set(['at+jwt', 'jwt'])
+
+/** Claims OpenID Connect Core defines for ID tokens only (3.1.3.6, 3.3.2.11, FAPI's s_hash). */
+const ID_TOKEN_ONLY_CLAIMS = ['at_hash', 'c_hash', 's_hash'] as const
+
+/**
+ * Claims that only access tokens carry at the common providers: `scope` (RFC 9068 2.2.3, Auth0,
+ * Keycloak), `client_id` (RFC 9068 2.2), `scp` and `cid` (Okta, Entra ID), `azpacr`/`appidacr`
+ * (Entra ID v2/v1 access tokens, app-only ones included).
+ */
+const ACCESS_TOKEN_CLAIMS = ['scope', 'client_id', 'scp', 'cid', 'azpacr', 'appidacr'] as const
+
+function lowerTyp(value: string): string {
+  const typ = value.toLowerCase()
+  return typ.startsWith('application/') ? typ.slice('application/'.length) : typ
+}
+
+/**
+ * The first reason a verified JWT is not an access token, or `undefined` when it may be one. An
+ * ID token is signed by the same keys and its `aud` is the gateway's client id, which is an
+ * accepted audience by default; but it is proof of a sign-in, not a grant, and the browser sees
+ * it (id_token_hint of the logout URL). Logout tokens (`typ: logout+jwt`) are the same case.
+ *
+ * - A `typ` header, when present, is `at+jwt` or `JWT` (RFC 9068 2.1; Entra ID, Keycloak and
+ *   Okta send `JWT` on both kinds, so `JWT` alone proves nothing).
+ * - Keycloak's `typ` claim, when present, is `Bearer` (its ID tokens say `ID`, refresh tokens
+ *   `Refresh`/`Offline`, logout tokens `Logout`).
+ * - No `at_hash`, `c_hash` or `s_hash`: they exist only in ID tokens.
+ * - A token whose `aud` is the gateway's client id alone, or that carries a `nonce`, is shaped
+ *   like an ID token at every provider (Keycloak, Entra ID, Auth0, Okta: ID token `aud` = the
+ *   client id; Auth0 and Okta access tokens name an API instead). Such a token must show that it
+ *   is an access token: `typ: at+jwt`, Keycloak's `typ: Bearer`, or one of ACCESS_TOKEN_CLAIMS.
+ *   (Keycloak before 24 copied `nonce` into access tokens; its `typ: Bearer` vouches for them.)
+ */
+export function accessTokenViolation(header: jose.ProtectedHeaderParameters, payload: jose.JWTPayload, clientId: string): string | undefined {
+  let rfc9068 = false
+  if (header.typ !== undefined) {
+    const typ = typeof header.typ === 'string' ? lowerTyp(header.typ) : ''
+    if (!ACCESS_TOKEN_TYPS.has(typ)) return 'the typ header is not an access token type'
+    rfc9068 = typ === 'at+jwt'
+  }
+  let keycloakBearer = false
+  if (payload.typ !== undefined) {
+    if (typeof payload.typ !== 'string' || payload.typ.toLowerCase() !== 'bearer') return 'the typ claim is not Bearer (a Keycloak ID, refresh or logout token)'
+    keycloakBearer = true
+  }
+  for (const claim of ID_TOKEN_ONLY_CLAIMS) if (payload[claim] !== undefined) return `it carries ${claim}, an ID token claim`
+  const { aud } = payload
+  const clientAlone = aud === clientId || (Array.isArray(aud) && aud.length === 1 && aud[0] === clientId)
+  if ((clientAlone || payload.nonce !== undefined) && !rfc9068 && !keycloakBearer && !ACCESS_TOKEN_CLAIMS.some((c) => payload[c] !== undefined)) {
+    return 'it is shaped like an ID token (aud is the client id alone, or a nonce) and nothing marks it as an access token'
+  }
   return undefined
 }
 
@@ -173,8 +232,9 @@ export class BearerVerifier {
   async #verifyJwt(token: string, key: string, now: number): Promise<SessionClaims | undefined> {
     const { issuer, audiences, algorithms, clockToleranceSeconds, getKey } = this.#options
     let payload: jose.JWTPayload
+    let header: jose.ProtectedHeaderParameters
     try {
-      ;({ payload } = await jose.jwtVerify(token, getKey, {
+      ;({ payload, protectedHeader: header } = await jose.jwtVerify(token, getKey, {
         issuer,
         audience: audiences,
         algorithms,
@@ -182,14 +242,20 @@ export class BearerVerifier {
         requiredClaims: ['exp', 'sub'],
         currentDate: new Date(now),
       }))
-    } catch {
+    } catch (err) {
+      // jose's codes name the failed check (ERR_JWT_EXPIRED, ERR_JWS_SIGNATURE_VERIFICATION_FAILED…).
+      this.#options.log.debug({ reason: err instanceof jose.errors.JOSEError ? err.code : 'malformed' }, 'Bearer JWT refused')
       return undefined
     }
-    // An ID token is signed by the same keys and its aud is this client, but it is proof of a
-    // sign-in, not an access token, and the browser sees it (id_token_hint of the logout URL).
-    // ID tokens carry a nonce whenever the request had one, and this gateway always sends one;
-    // access tokens never do (RFC 9068 2.2 lists no nonce).
-    if (payload.nonce !== undefined) return undefined
+    // The identity headers and the log name the subject: it must be one (jose checks presence only).
+    const violation =
+      typeof payload.sub !== 'string' || payload.sub === ''
+        ? 'sub is not a non-empty string'
+        : accessTokenViolation(header, payload, this.#options.clientId)
+    if (violation !== undefined) {
+      this.#options.log.debug({ reason: violation }, 'Bearer JWT refused')
+      return undefined
+    }
     const claims = payload as SessionClaims
     this.#accepted.set(key, claims, (payload.exp as number) * 1000, now)
     return claims
@@ -212,7 +278,9 @@ export class BearerVerifier {
     // No introspection endpoint: said once at discovery.
     if (response === undefined) return undefined
     const { issuer, audiences, clockToleranceSeconds } = this.#options
-    if (introspectionViolation(response, { issuer, audiences, clockToleranceSeconds, now }) !== undefined) {
+    const violation = introspectionViolation(response, { issuer, audiences, clockToleranceSeconds, now })
+    if (violation !== undefined) {
+      this.#options.log.debug({ reason: violation }, 'introspected Bearer token refused')
       this.#refused.set(key, true, now + REFUSED_TTL_MS, now)
       return undefined
     }

@@ -3,10 +3,10 @@ import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlg, type AsymmetricAlgorithm } from './algorithms.js'
-import { describe, grantProblem } from './errors.js'
+import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlgs, type AsymmetricAlgorithm } from './algorithms.js'
+import { describe, grantProblem, isValidationFailure } from './errors.js'
 import { providerFetch } from './fetch.js'
-import { idTokenViolation } from './id-token-rules.js'
+import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
 import { CALLBACK_PATH } from '../paths.js'
 
@@ -38,7 +38,7 @@ interface Discovered {
   server: oidc.ServerMetadata
   /** Authorization URL, revocation, end-session, introspection. Grants get their own (#forGrant). */
   configuration: oidc.Configuration
-  idTokenAlg: AsymmetricAlgorithm
+  idTokenAlgs: AsymmetricAlgorithm[]
   tokenEndpoint: string
 }
 
@@ -87,10 +87,17 @@ export class OidcClient {
     })
     const server = discovered.serverMetadata()
     const advertised = server.id_token_signing_alg_values_supported
-    const idTokenAlg = idTokenSigningAlg(advertised)
-    if (idTokenAlg === undefined) {
+    const pinned = this.#config.idTokenAlgorithms
+    const idTokenAlgs = idTokenSigningAlgs(advertised, pinned)
+    if (idTokenAlgs.length === 0) {
       throw new ProviderMetadataError(
         `the provider signs ID tokens only with algorithms the gateway refuses (id_token_signing_alg_values_supported: ${JSON.stringify(advertised)}); it needs one of ${ASYMMETRIC_ALGORITHMS.join(', ')}`,
+      )
+    }
+    if (pinned !== undefined && Array.isArray(advertised) && !pinned.some((alg) => advertised.includes(alg))) {
+      this.#log.warn(
+        { idTokenAlgorithms: pinned, advertised },
+        'provider.idTokenAlgorithms names none of the algorithms the provider advertises: sign-ins fail unless it signs with one of them anyway',
       )
     }
     if (server.jwks_uri === undefined) throw new ProviderMetadataError('the provider metadata has no jwks_uri')
@@ -108,27 +115,26 @@ export class OidcClient {
     }
     this.#discovered = {
       server,
-      configuration: this.#configure(server, idTokenAlg, providerFetch),
-      idTokenAlg,
+      configuration: this.#configure(server, idTokenAlgs, providerFetch),
+      idTokenAlgs,
       tokenEndpoint: new URL(server.token_endpoint).href,
     }
   }
 
   /**
    * An openid-client Configuration for `server`. Rebuilt from the server metadata because client
-   * metadata is fixed at construction, and the ID token algorithm is only known after discovery.
+   * metadata is fixed at construction, and the ID token algorithms are only known after discovery.
    */
-  #configure(server: oidc.ServerMetadata, idTokenAlg: AsymmetricAlgorithm, fetch: oidc.CustomFetch): oidc.Configuration {
+  #configure(server: oidc.ServerMetadata, idTokenAlgs: AsymmetricAlgorithm[], fetch: oidc.CustomFetch): oidc.Configuration {
     const { clientId, clientSecret, clientAuthMethod, timeoutMs, allowInsecureHttp, clockToleranceSeconds } = this.#config
     const auth = clientAuthMethod === 'client_secret_post' ? oidc.ClientSecretPost(clientSecret) : oidc.ClientSecretBasic(clientSecret)
-    const metadata: Partial<oidc.ClientMetadata> = {
-      [oidc.clockTolerance]: clockToleranceSeconds,
-      // OpenID Connect Registration 2: the one alg ID tokens are signed with. openid-client
-      // refuses every other alg, so a provider key of another type (or a forged header) cannot
-      // pick the algorithm (RFC 8725 3.1).
-      id_token_signed_response_alg: idTokenAlg,
-    }
-    const configuration = new oidc.Configuration(server, clientId, metadata, auth)
+    const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: clockToleranceSeconds }
+    // Without a client id_token_signed_response_alg, openid-client accepts exactly the algorithms
+    // of the server's id_token_signing_alg_values_supported: here the vetted list (asymmetric,
+    // advertised or pinned), so neither none, HS* nor a forged header can pick the algorithm
+    // (RFC 8725 3.1), and a key of another type never verifies.
+    const vetted: oidc.ServerMetadata = { ...server, id_token_signing_alg_values_supported: idTokenAlgs }
+    const configuration = new oidc.Configuration(vetted, clientId, metadata, auth)
     configuration.timeout = timeoutMs / 1000
     configuration[oidc.customFetch] = fetch
     if (allowInsecureHttp) oidc.allowInsecureRequests(configuration)
@@ -145,16 +151,16 @@ export class OidcClient {
    * then the set is handed to this Configuration, which has not fetched keys yet and so takes it.
    */
   #forGrant(): oidc.Configuration {
-    const { server, idTokenAlg, tokenEndpoint } = this.#require()
-    const configuration = this.#configure(server, idTokenAlg, async (url, options) => {
+    const { server, idTokenAlgs, tokenEndpoint } = this.#require()
+    const configuration = this.#configure(server, idTokenAlgs, async (url, options) => {
       const res = await providerFetch(url, options)
-      if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlg, res)
+      if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlgs, res)
       return res
     })
     return configuration
   }
 
-  async #prepareKeys(configuration: oidc.Configuration, idTokenAlg: AsymmetricAlgorithm, res: Response): Promise<void> {
+  async #prepareKeys(configuration: oidc.Configuration, idTokenAlgs: readonly string[], res: Response): Promise<void> {
     let header: jose.ProtectedHeaderParameters | undefined
     try {
       const body: unknown = await res.clone().json()
@@ -165,7 +171,7 @@ export class OidcClient {
     }
     if (header === undefined) return
     // A token in any other alg is refused by openid-client before it looks for a key.
-    if (header.alg === idTokenAlg) await this.keys.prepare(header)
+    if (header.alg !== undefined && idTokenAlgs.includes(header.alg)) await this.keys.prepare(header)
     const keys = this.keys.exported()
     if (keys !== undefined) oidc.setJwksCache(configuration, keys)
   }
@@ -210,8 +216,11 @@ export class OidcClient {
     return oidc.buildAuthorizationUrl(this.#require().configuration, params).href
   }
 
-  /** Authorization code grant; `callbackUrl` must carry the public origin, never the Host header. */
-  async exchangeCode(callbackUrl: URL, checks: AuthorizationChecks): Promise<Tokens> {
+  /**
+   * Authorization code grant; `callbackUrl` must carry the public origin, never the Host header.
+   * A refused ID token is logged on `log` (the request's) with the check it failed.
+   */
+  async exchangeCode(callbackUrl: URL, checks: AuthorizationChecks, log: Pick<FastifyBaseLogger, 'warn'>): Promise<Tokens> {
     try {
       const response = await oidc.authorizationCodeGrant(this.#forGrant(), callbackUrl, {
         pkceCodeVerifier: checks.codeVerifier,
@@ -225,7 +234,9 @@ export class OidcClient {
         // The provider answered the authorization request with an error instead of a code.
         throw new GatewayError('code_invalid', 'the OpenID provider returned an error instead of a code', { cause: err })
       }
-      throw grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange')
+      const problem = grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange')
+      if (problem.code === 'id_token_invalid') logIdTokenRefusal(log, err, 'sign-in')
+      throw problem
     }
   }
 
@@ -235,7 +246,10 @@ export class OidcClient {
       // A provider that breaks ID token rules on refresh is broken, not the user's grant: 502.
       return this.#checked(await oidc.refreshTokenGrant(this.#forGrant(), refreshToken), 'provider_unavailable', subject)
     } catch (err) {
-      throw grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh')
+      const problem = grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh')
+      // No request here (refreshes are shared between requests): the gateway's logger.
+      if (isValidationFailure(err) || (err instanceof GatewayError && err.cause instanceof IdTokenRuleError)) logIdTokenRefusal(this.#log, err, 'refresh')
+      throw problem
     }
   }
 
@@ -285,7 +299,7 @@ export class OidcClient {
         clockToleranceSeconds: this.#config.clockToleranceSeconds,
         ...(subject === undefined ? {} : { subject }),
       })
-      if (violation !== undefined) throw new GatewayError(code, `the ID token is invalid: ${violation}`)
+      if (violation !== undefined) throw new GatewayError(code, `the ID token is invalid: ${violation.message}`, { cause: violation })
     }
     return tokens
   }
@@ -298,6 +312,20 @@ export class OidcClient {
     }
     return this.#discovered
   }
+}
+
+/**
+ * Names the check a refused ID token failed (signature, alg, iss, aud, azp, exp, iat, nonce, sub,
+ * at_hash…) and openid-client's words for it; never the token or its claims.
+ */
+function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, grant: 'sign-in' | 'refresh'): void {
+  const reasons: string[] = []
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    // JSON.parse's messages quote the input they choke on: a piece of the token.
+    if (e instanceof SyntaxError) break
+    if (!reasons.some((r) => r.endsWith(e.message))) reasons.push(e.message)
+  }
+  log.warn({ check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
 }
 
 function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): Tokens {

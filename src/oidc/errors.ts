@@ -26,6 +26,11 @@ export function isProviderFault(err: unknown): boolean {
   return err.code === 'OAUTH_TIMEOUT' || err.code === 'OAUTH_ABORT' || err.code === undefined
 }
 
+/** An error of a grant that is neither the provider's refusal nor its fault: its response failed validation. */
+export function isValidationFailure(err: unknown): boolean {
+  return !(err instanceof GatewayError) && !isProviderFault(err) && providerStatus(err) === undefined
+}
+
 /** Maps an error of a grant to the contract's problem, given what a refusal means for this grant. */
 export function grantProblem(
   err: unknown,
@@ -37,7 +42,7 @@ export function grantProblem(
   if (isProviderFault(err)) {
     return new GatewayError('provider_unavailable', `the OpenID provider failed during ${action}`, { cause: err })
   }
-  if (providerStatus(err) !== undefined) {
+  if (!isValidationFailure(err)) {
     return new GatewayError(refusal, `the OpenID provider refused the ${action}`, { cause: err })
   }
   return new GatewayError(invalidResponse, `the OpenID provider's ${action} response failed validation`, { cause: err })

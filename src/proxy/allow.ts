@@ -6,10 +6,12 @@
 //   restrict: a config loader filling in `emails: []` must not lock everyone out. A named claim
 //   with an empty list of accepted values (`claims: {role: []}`) can never pass: the operator
 //   asked for that claim, and no value satisfies it.
-// - Only the `email` claim is used for `emails` and `emailDomains`. When `email_verified` is
-//   false (the boolean, or the string "false" as AWS Cognito sends it) the email never matches:
-//   at many providers anyone can sign up with any address, and an unverified `ceo@corp.com` is
-//   attacker-chosen (the "nOAuth" class of account takeover). An absent `email_verified` is
+// - Only the `email` claim (a non-empty string) is used for `emails` and `emailDomains`, and only
+//   when `email_verified` is the boolean true or the string "true" (AWS Cognito sends strings),
+//   or absent. Anything else (false, "false", "False", 0, "no", null, an object) means
+//   unverified and never matches: at many providers anyone can sign up with any address, and an
+//   unverified `ceo@corp.com` is attacker-chosen (the "nOAuth" class of account takeover). A
+//   value that is not clearly "verified" is not taken as verified. An absent `email_verified` is
 //   accepted, because several providers (Azure AD / Entra) never send it.
 // - Case-insensitivity is ASCII-only (A-Z): Unicode lowercasing maps look-alikes onto ASCII
 //   (`'\u212Aate'.toLowerCase()` is `'kate'`, KELVIN SIGN), which would let a different mailbox
@@ -27,13 +29,38 @@
 //   `true` matches a token's `"42"` or `"true"` and the reverse. Objects, null and nested arrays
 //   never match. Only the claims object's own properties are read, so a rule on `constructor` or
 //   `__proto__` cannot be satisfied by Object.prototype.
+//
+// A refusal names the rule that failed and why, for the log line of the 403 (never shown to the
+// client). `missingClaim` is set when the identity lacks the claim the rule reads: usually the
+// provider was not asked for it (a scope or mapper is missing), which the operator must fix.
 
 import type { AllowRules } from '../config/types.js'
 import { asciiLower } from '../lib/url-chars.js'
 
-export type AllowPolicy = (claims: Record<string, unknown>) => boolean
+export type AllowRule = 'emails' | 'emailDomains' | 'groups' | 'claims'
 
-const ALLOW_ALL: AllowPolicy = () => true
+export interface AllowRefusal {
+  rule: AllowRule
+  /** Why, in words for the log; never a claim value. */
+  reason: string
+  /** The claim the rule needs and the identity does not carry. */
+  missingClaim?: string
+}
+
+export type AllowResult = { allowed: true } | ({ allowed: false } & AllowRefusal)
+
+export type AllowPolicy = (claims: Record<string, unknown>) => AllowResult
+
+const ALLOWED: AllowResult = { allowed: true }
+const ALLOW_ALL: AllowPolicy = () => ALLOWED
+
+function missing(rule: AllowRule, claim: string): AllowResult {
+  return { allowed: false, rule, reason: `the session has no \`${claim}\` claim: request the scope or mapper that adds it`, missingClaim: claim }
+}
+
+function refused(rule: AllowRule, reason: string): AllowResult {
+  return { allowed: false, rule, reason }
+}
 function own(claims: Record<string, unknown>, name: string): unknown {
   return Object.hasOwn(claims, name) ? claims[name] : undefined
 }
@@ -45,12 +72,9 @@ function claimString(v: unknown): string | null {
   return null
 }
 
-function verifiedEmail(claims: Record<string, unknown>): string | null {
-  const email = own(claims, 'email')
-  if (typeof email !== 'string' || email === '') return null
-  const verified = own(claims, 'email_verified')
-  if (verified === false || verified === 'false') return null
-  return asciiLower(email)
+/** The rule `email_verified` must pass: true, "true" or absent. */
+function emailVerified(value: unknown): boolean {
+  return value === undefined || value === true || value === 'true'
 }
 
 interface DomainRules {
@@ -125,15 +149,25 @@ export function createAllowPolicy(rules: AllowRules): AllowPolicy {
 
   return (claims) => {
     if (emails !== null || domains !== null) {
-      const email = verifiedEmail(claims)
-      if (email === null) return false
-      if (emails !== null && !emails.has(email)) return false
-      if (domains !== null && !domainAllowed(email, domains)) return false
+      const rule: AllowRule = emails !== null ? 'emails' : 'emailDomains'
+      const raw = own(claims, 'email')
+      if (raw === undefined) return missing(rule, 'email')
+      if (typeof raw !== 'string' || raw === '') return refused(rule, 'the `email` claim is not a non-empty string')
+      if (!emailVerified(own(claims, 'email_verified'))) return refused(rule, '`email_verified` is present and not true')
+      const email = asciiLower(raw)
+      if (emails !== null && !emails.has(email)) return refused('emails', 'the email is not one of allow.emails')
+      if (domains !== null && !domainAllowed(email, domains)) return refused('emailDomains', 'the email domain is not one of allow.emailDomains')
     }
-    if (groups !== null && !anyGroup(own(claims, 'groups'), groups)) return false
+    if (groups !== null) {
+      const value = own(claims, 'groups')
+      if (value === undefined) return missing('groups', 'groups')
+      if (!anyGroup(value, groups)) return refused('groups', 'none of the groups is one of allow.groups')
+    }
     for (const rule of claimRules) {
-      if (!claimMatches(own(claims, rule.name), rule.accepted)) return false
+      const value = own(claims, rule.name)
+      if (value === undefined) return missing('claims', rule.name)
+      if (!claimMatches(value, rule.accepted)) return refused('claims', `the \`${rule.name}\` claim has none of the accepted values`)
     }
-    return true
+    return ALLOWED
   }
 }

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { refreshPath, signInPath } from '../paths.js'
-import { createAllowPolicy } from './allow.js'
+import { createAllowPolicy, type AllowRefusal } from './allow.js'
 import type { Identity } from '../identity.js'
 import type { Authenticator } from './authenticate.js'
 import { createPublicPathMatcher } from './public-paths.js'
@@ -37,12 +37,36 @@ export interface AccessRequest {
 export type AccessDecision =
   | { outcome: 'pass'; identity: Identity | null }
   | { outcome: 'unauthenticated'; expired: boolean }
-  | { outcome: 'forbidden' }
+  | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal }
 
 export type AccessDecider = (req: FastifyRequest, reply: FastifyReply, request: AccessRequest) => Promise<AccessDecision>
 
 const ANONYMOUS: AccessDecision = { outcome: 'pass', identity: null }
-const FORBIDDEN: AccessDecision = { outcome: 'forbidden' }
+
+/**
+ * Claims already warned about, per upstream (its configuration object, which the guard and
+ * forward-auth share): once each.
+ */
+const missingClaimsWarned = new WeakMap<UpstreamConfig, Set<string>>()
+
+/**
+ * The log line of a 403 by the `allow` rules: who (`sub`), where (`upstream`), which rule and why
+ * (never a claim value). A claim the identity lacks is also a configuration problem (the scope or
+ * mapper that adds it is missing), said once per upstream and claim as a warning.
+ */
+export function logForbidden(req: FastifyRequest, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'forbidden' }>, fields: Record<string, unknown> = {}): void {
+  const { refusal } = decision
+  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, rule: refusal.rule, reason: refusal.reason, ...fields }, 'access refused by the allow rules')
+  if (refusal.missingClaim === undefined) return
+  let warned = missingClaimsWarned.get(upstream)
+  if (warned === undefined) missingClaimsWarned.set(upstream, (warned = new Set()))
+  if (warned.has(refusal.missingClaim)) return
+  warned.add(refusal.missingClaim)
+  req.log.warn(
+    { upstream: upstream.name, rule: refusal.rule, claim: refusal.missingClaim },
+    `an allow rule needs the \`${refusal.missingClaim}\` claim and a session does not carry it: request the scope or mapper that adds it`,
+  )
+}
 
 /**
  * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
@@ -60,7 +84,8 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticate: Aut
     if (identity === undefined || identity === 'expired') {
       return upstream.auth === 'optional' ? ANONYMOUS : { outcome: 'unauthenticated', expired: identity === 'expired' }
     }
-    if (!isAllowed(identity.claims)) return FORBIDDEN
+    const allowed = isAllowed(identity.claims)
+    if (!allowed.allowed) return { outcome: 'forbidden', identity, refusal: allowed }
     return { outcome: 'pass', identity }
   }
 }
@@ -115,6 +140,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
       case 'unauthenticated':
         return refuse(req, reply, decision.expired)
       case 'forbidden':
+        logForbidden(req, upstream, decision)
         throw forbiddenError()
     }
   }

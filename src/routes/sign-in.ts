@@ -98,7 +98,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         state,
         nonce: transaction.n,
         codeVerifier: transaction.v,
-      })
+      }, req.log)
       session = lifecycle.create(tokens)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.

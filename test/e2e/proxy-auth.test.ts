@@ -1,3 +1,4 @@
+import * as jose from 'jose'
 import t from 'tap'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { rawRequest } from '../fixtures/http.js'
@@ -173,10 +174,18 @@ t.test('CORS preflights are refused unless allowPreflight', async (t) => {
 })
 
 t.test('Bearer JWT access tokens', async (t) => {
-  const stack = await startStack(t)
+  const lines: Array<Record<string, unknown>> = []
+  const stack = await startStack(t, {
+    config: { log: { level: 'debug' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    upstreams: [{ name: 'admin', match: { pathPrefix: '/admin' } }, { name: 'app' }],
+  })
   const provider = stack.provider!
-  const call = (token: string) => rawRequest(stack.gw, '/api', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${token}` } })
-  const good = await provider.signJwt({ sub: 'service-a', aud: CLIENT_ID, email: 'svc@example.com' })
+  const call = (token: string, path = '/api') => rawRequest(stack.gw, path, { headers: { ...JSON_ACCEPT, authorization: `Bearer ${token}` } })
+  // aud = the client id alone is an ID token's shape: an access token for the gateway itself
+  // says what it is (here with `scope`; see accessTokenViolation).
+  const at = (claims: Record<string, unknown>) => ({ aud: CLIENT_ID, scope: 'api', ...claims })
+  const good = await provider.signJwt(at({ sub: 'service-a', email: 'svc@example.com' }))
   const ok = await call(good)
   t.equal(ok.status, 200)
   t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], 'service-a')
@@ -184,20 +193,28 @@ t.test('Bearer JWT access tokens', async (t) => {
 
   const bad: Array<[string, string]> = [
     ['tampered', good.slice(0, -4) + (good.endsWith('AAAA') ? 'BBBB' : 'AAAA')],
-    ['expired', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { expiresIn: -600 })],
-    ['wrong audience', await provider.signJwt({ sub: 's', aud: 'someone-else' })],
-    ['wrong issuer', await provider.signJwt({ sub: 's', aud: CLIENT_ID, iss: 'https://evil.example.com' })],
-    ['alg none', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { alg: 'none' })],
-    ['HS256 keyed with the public key', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { alg: 'HS256' })],
-    ['unknown kid', await provider.signJwt({ sub: 's', aud: CLIENT_ID }, { kid: 'unknown' })],
+    ['expired', await provider.signJwt(at({ sub: 's' }), { expiresIn: -600 })],
+    ['wrong audience', await provider.signJwt(at({ sub: 's', aud: 'someone-else' }))],
+    ['wrong issuer', await provider.signJwt(at({ sub: 's', iss: 'https://evil.example.com' }))],
+    ['alg none', await provider.signJwt(at({ sub: 's' }), { alg: 'none' })],
+    ['HS256 keyed with the public key', await provider.signJwt(at({ sub: 's' }), { alg: 'HS256' })],
+    ['unknown kid', await provider.signJwt(at({ sub: 's' }), { kid: 'unknown' })],
     ['not a JWT', 'opaque-token-value'],
     ['a token with a nonce (an ID token)', await provider.signJwt({ sub: 's', aud: CLIENT_ID, nonce: 'n' })],
+    ['aud the client id alone, nothing marking an access token', await provider.signJwt({ sub: 's', aud: CLIENT_ID })],
+    ['sub empty', await provider.signJwt(at({ sub: '' }))],
+    ['sub a number', await provider.signJwt(at({ sub: 123 }))],
+    ['sub missing', await provider.signJwt(at({ sub: undefined }))],
   ]
   for (const [name, token] of bad) {
-    const res = await call(token)
-    t.equal(res.status, 401, name)
-    t.equal(res.json<Problem>().code, 'unauthenticated')
+    for (const path of ['/api', '/admin/x']) {
+      const res = await call(token, path)
+      t.equal(res.status, 401, `${name} ${path}`)
+      t.equal(res.json<Problem>().code, 'unauthenticated')
+    }
   }
+  t.equal(stack.upstream.requests.length, 2, 'only the good token reached an upstream')
+  t.ok(lines.some((l) => l.msg === 'Bearer JWT refused' && l.reason === 'sub is not a non-empty string'), 'the log says why')
 
   // The real ID token of a sign-in, as the browser sees it in the logout's end-session URL.
   const browser = await stack.signedIn('alice')
@@ -205,4 +222,12 @@ t.test('Bearer JWT access tokens', async (t) => {
   const idToken = new URL(((await logout.json()) as { value: string }).value).searchParams.get('id_token_hint') ?? ''
   t.ok(idToken.split('.').length === 3, 'an ID token was obtained')
   t.equal((await call(idToken)).status, 401, 'an ID token is not an access token')
+  // The same ID token without the claims that gave it away so far (nonce, at_hash), re-signed by
+  // the provider's key: still an ID token's shape, still refused.
+  const claims = jose.decodeJwt(idToken)
+  t.equal(claims.aud, CLIENT_ID, "the dev provider's ID token has aud = the client id")
+  const bare = await provider.signJwt({ ...claims, nonce: undefined, at_hash: undefined, exp: undefined }, { expiresIn: 300 })
+  t.equal((await call(bare)).status, 401, 'an ID token without nonce or at_hash is not an access token either')
+  t.match(lines.filter((l) => l.msg === 'Bearer JWT refused').at(-1), { reason: /shaped like an ID token/ })
+  t.equal(stack.upstream.requests.length, 2)
 })

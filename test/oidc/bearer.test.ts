@@ -2,6 +2,7 @@ import * as jose from 'jose'
 import type { IntrospectionResponse } from 'openid-client'
 import t from 'tap'
 import {
+  accessTokenViolation,
   BearerVerifier,
   INTROSPECTION_TTL_MS,
   introspectionViolation,
@@ -15,6 +16,8 @@ import {
 
 const ISSUER = 'https://idp.example.com'
 const AUDIENCE = 'gateway'
+/** The gateway's client id, the `aud` of its ID tokens; AUDIENCE is an API it also accepts. */
+const CLIENT_ID = 'gateway-client'
 const T0 = 1_800_000_000_000
 
 interface Harness {
@@ -23,6 +26,7 @@ interface Harness {
   keyLookups: () => number
   introspections: string[]
   warnings: unknown[]
+  debug: Array<Record<string, unknown>>
   sign: (claims?: jose.JWTPayload, alg?: string) => Promise<string>
 }
 
@@ -39,9 +43,11 @@ async function harness(options: Partial<BearerOptions> & { introspection?: (toke
   const clock = { now: T0 }
   const introspections: string[] = []
   const warnings: unknown[] = []
+  const debug: Array<Record<string, unknown>> = []
   const { introspection, ...rest } = options
   const verifier = new BearerVerifier({
     issuer: ISSUER,
+    clientId: CLIENT_ID,
     audiences: [AUDIENCE],
     algorithms: ['RS256', 'ES256'],
     clockToleranceSeconds: 0,
@@ -49,7 +55,7 @@ async function harness(options: Partial<BearerOptions> & { introspection?: (toke
       lookups++
       return local(header, token)
     },
-    log: { warn: (obj: unknown) => void warnings.push(obj) },
+    log: { warn: (obj: unknown) => void warnings.push(obj), debug: (obj: Record<string, unknown>) => void debug.push(obj) },
     now: () => clock.now,
     ...(introspection === undefined
       ? {}
@@ -67,7 +73,7 @@ async function harness(options: Partial<BearerOptions> & { introspection?: (toke
       .setProtectedHeader({ alg, kid: alg === 'ES256' ? 'k2' : 'k1' })
       .sign(alg === 'ES256' ? ec.privateKey : rsa.privateKey)
   }
-  return { verifier, clock, keyLookups: () => lookups, introspections, warnings, sign }
+  return { verifier, clock, keyLookups: () => lookups, introspections, warnings, debug, sign }
 }
 
 t.test('JWTs: verified results are cached until exp, in a bounded cache', async (t) => {
@@ -234,4 +240,99 @@ t.test('introspection rules', async (t) => {
     ['mTLS-bound (cnf x5t#S256)', active({ cnf: { 'x5t#S256': 'abc' } }), 'the token is sender-constrained (cnf)'],
   ]
   for (const [name, response, expected] of cases) t.equal(introspectionViolation(response, ctx), expected, name)
+})
+
+t.test('JWTs: sub must be a non-empty string (issue 6, point 6)', async (t) => {
+  const h = await harness()
+  for (const sub of ['', 123, 0, true, null, ['svc'], { id: 'svc' }]) {
+    t.equal(await h.verifier.verify(await h.sign({ sub: sub as string })), undefined, JSON.stringify(sub))
+  }
+  t.match(h.debug.at(-1), { reason: 'sub is not a non-empty string' }, 'the log says why')
+  t.equal(h.verifier.cacheSizes.accepted, 0)
+  t.equal((await h.verifier.verify(await h.sign({ sub: 'svc' })))?.sub, 'svc', 'control')
+})
+
+// Issue 6, point 6: an ID token (or another JWT the provider signs with the same keys) is never
+// a Bearer access token. The shapes below are those the providers document; aud, typ and the
+// distinguishing claims are what matter, the rest is trimmed.
+t.test('JWTs: ID tokens are refused, access tokens accepted, in the shapes of Keycloak, Entra ID, Auth0 and Okta', async (t) => {
+  const rsa = await jose.generateKeyPair('RS256')
+  const local = jose.createLocalJWKSet({ keys: [{ ...(await jose.exportJWK(rsa.publicKey)), kid: 'k1' }] })
+  const debug: Array<Record<string, unknown>> = []
+  const verifier = new BearerVerifier({
+    issuer: ISSUER,
+    clientId: CLIENT_ID,
+    // The default (provider.audiences empty) is [clientId]; APIs are added by the operator.
+    audiences: [CLIENT_ID, 'api://default', 'https://api.example.com'],
+    algorithms: ['RS256'],
+    clockToleranceSeconds: 0,
+    getKey: local,
+    log: { warn: () => undefined, debug: (obj: Record<string, unknown>) => void debug.push(obj) },
+    now: () => T0,
+  })
+  const now = Math.floor(T0 / 1000)
+  const sign = (claims: jose.JWTPayload, typ?: string): Promise<string> =>
+    new jose.SignJWT({ iss: ISSUER, sub: 'user-1', iat: now, exp: now + 300, ...claims })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1', ...(typ === undefined ? {} : { typ }) })
+      .sign(rsa.privateKey)
+
+  const idTokens: Array<[string, jose.JWTPayload, string?]> = [
+    ['Keycloak ID token', { typ: 'ID', aud: CLIENT_ID, azp: CLIENT_ID, nonce: 'n', at_hash: 'h', sid: 's', auth_time: now }, 'JWT'],
+    ['Keycloak ID token, no nonce, no at_hash', { typ: 'ID', aud: CLIENT_ID, azp: CLIENT_ID, sid: 's' }, 'JWT'],
+    ['Keycloak ID token with a scope claim', { typ: 'ID', aud: CLIENT_ID, scope: 'openid' }, 'JWT'],
+    ['Keycloak refresh token', { typ: 'Refresh', aud: ISSUER, azp: CLIENT_ID, scope: 'openid' }, 'JWT'],
+    ['Keycloak logout token', { typ: 'Logout', aud: CLIENT_ID, events: {} }],
+    ['Entra ID v2 ID token', { aud: CLIENT_ID, ver: '2.0', tid: 't', oid: 'o', nonce: 'n', aio: 'a', rh: 'r', uti: 'u' }, 'JWT'],
+    ['Entra ID v2 ID token, no nonce (refresh)', { aud: CLIENT_ID, ver: '2.0', tid: 't', oid: 'o', aio: 'a' }, 'JWT'],
+    ['Entra ID ID token with app roles, no nonce', { aud: CLIENT_ID, ver: '2.0', roles: ['Admin'], oid: 'o' }, 'JWT'],
+    ['Auth0 ID token', { aud: CLIENT_ID, nonce: 'n', sid: 's', nickname: 'u' }],
+    ['Auth0 ID token, no nonce', { aud: CLIENT_ID, sid: 's', nickname: 'u' }],
+    ['Okta ID token', { aud: CLIENT_ID, amr: ['pwd'], idp: 'i', auth_time: now, at_hash: 'h', nonce: 'n', ver: 1 }],
+    ['Okta ID token, no nonce, no at_hash', { aud: CLIENT_ID, amr: ['pwd'], idp: 'i', auth_time: now, ver: 1 }],
+    ['an ID token with aud as a one-element list', { aud: [CLIENT_ID], auth_time: now }],
+    ['an ID token for several audiences, with a nonce', { aud: [CLIENT_ID, 'https://api.example.com'], azp: CLIENT_ID, nonce: 'n' }],
+    ['an ID token with c_hash for an API audience', { aud: 'https://api.example.com', c_hash: 'h' }],
+    ['a back-channel logout token', { aud: CLIENT_ID, events: { 'http://schemas.openid.net/event/backchannel-logout': {} }, jti: 'j' }, 'logout+jwt'],
+    ['an ID token typed as such', { aud: CLIENT_ID, scope: 'openid' }, 'id_token+jwt'],
+  ]
+  for (const [name, claims, typ] of idTokens) {
+    const before = debug.length
+    t.equal(await verifier.verify(await sign(claims, typ)), undefined, `refused: ${name}`)
+    t.equal(debug.length, before + 1, `${name}: the log says why`)
+  }
+  t.equal(verifier.cacheSizes.accepted, 0)
+
+  const accessTokens: Array<[string, jose.JWTPayload, string?]> = [
+    ['Keycloak access token (audience mapper)', { typ: 'Bearer', aud: [CLIENT_ID, 'account'], azp: CLIENT_ID, scope: 'openid email' }, 'JWT'],
+    ['Keycloak access token for the client alone', { typ: 'Bearer', aud: CLIENT_ID, azp: CLIENT_ID, sid: 's' }, 'JWT'],
+    ['Keycloak before 24: access token with the nonce', { typ: 'Bearer', aud: CLIENT_ID, azp: CLIENT_ID, nonce: 'n', scope: 'openid' }, 'JWT'],
+    ['Entra ID v2 access token for the own API', { aud: CLIENT_ID, scp: 'access_as_user', azp: 'spa', azpacr: '0', ver: '2.0' }, 'JWT'],
+    ['Entra ID app-only access token', { aud: CLIENT_ID, roles: ['Task.Read'], azp: 'daemon', azpacr: '1', idtyp: 'app' }, 'JWT'],
+    ['Entra ID v1 access token', { aud: CLIENT_ID, scp: 'user_impersonation', appid: 'spa', appidacr: '0', ver: '1.0' }, 'JWT'],
+    ['Auth0 access token for an API', { aud: ['https://api.example.com', 'https://tenant.auth0.com/userinfo'], azp: CLIENT_ID, scope: 'openid profile' }],
+    ['Auth0 client-credentials token without scope', { aud: 'https://api.example.com', azp: 'm2m', gty: 'client-credentials' }],
+    ['Auth0 RFC 9068 profile', { aud: 'https://api.example.com', client_id: CLIENT_ID, scope: 'read' }, 'at+jwt'],
+    ['Okta access token', { aud: 'api://default', cid: CLIENT_ID, scp: ['openid'], uid: 'u', ver: 1 }],
+    ['RFC 9068 for the client alone', { aud: CLIENT_ID }, 'application/at+jwt'],
+    ['RFC 9068 with client_id', { aud: CLIENT_ID, client_id: 'spa' }, 'AT+JWT'],
+  ]
+  for (const [name, claims, typ] of accessTokens) {
+    t.equal((await verifier.verify(await sign(claims, typ)))?.sub, 'user-1', `accepted: ${name}`)
+  }
+})
+
+t.test('accessTokenViolation names the reason', async (t) => {
+  const h = { alg: 'RS256' }
+  t.equal(accessTokenViolation({ ...h, typ: 'logout+jwt' }, { aud: 'x' }, 'c'), 'the typ header is not an access token type')
+  t.equal(accessTokenViolation({ ...h, typ: 42 as unknown as string }, { aud: 'x' }, 'c'), 'the typ header is not an access token type')
+  t.equal(accessTokenViolation(h, { typ: 'ID', aud: 'x' }, 'c'), 'the typ claim is not Bearer (a Keycloak ID, refresh or logout token)')
+  t.equal(accessTokenViolation(h, { aud: 'x', at_hash: 'a' }, 'c'), 'it carries at_hash, an ID token claim')
+  t.equal(accessTokenViolation(h, { aud: 'x', s_hash: 'a' }, 'c'), 'it carries s_hash, an ID token claim')
+  t.equal(
+    accessTokenViolation(h, { aud: 'c' }, 'c'),
+    'it is shaped like an ID token (aud is the client id alone, or a nonce) and nothing marks it as an access token',
+  )
+  t.equal(accessTokenViolation(h, { aud: ['x', 'y'], nonce: 'n' }, 'c'), accessTokenViolation(h, { aud: 'c' }, 'c'))
+  t.equal(accessTokenViolation(h, { aud: ['c', 'api'] }, 'c'), undefined, 'an API audience next to the client, no nonce')
+  t.equal(accessTokenViolation({ ...h, typ: 'JWT' }, { aud: 'api' }, 'c'), undefined)
 })

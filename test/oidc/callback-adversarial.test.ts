@@ -73,8 +73,12 @@ async function assertSignedIn(t: Test, stack: Stack, provider: AdversarialProvid
   t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], SUBJECT)
 }
 
-t.test('bad ID tokens: 403 id_token_invalid, no session', async (t) => {
-  const { stack, provider } = await startAdversarialStack(t)
+t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the failed check', async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const { stack, provider } = await startAdversarialStack(t, {
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
   t.beforeEach(() => provider.reset())
 
   t.test('control: a valid ID token signs in', async (t) => {
@@ -91,39 +95,48 @@ t.test('bad ID tokens: 403 id_token_invalid, no session', async (t) => {
     await assertSignedIn(t, stack, provider, await signIn(stack))
   })
 
-  const cases: Array<[string, () => Partial<Behaviour>]> = [
-    ['iss of another issuer', () => ({ idTokenClaims: { iss: 'http://127.0.0.1:1/evil' } })],
-    ['iss missing', () => ({ idTokenClaims: { iss: undefined } })],
-    ['aud not containing the client', () => ({ idTokenClaims: { aud: 'another-client' } })],
-    ['aud array with the client and another, no azp', () => ({ idTokenClaims: { aud: [CLIENT_ID, 'another-client'] } })],
+  // The third member is the check the log line names (issue 6, point 11).
+  const cases: Array<[string, () => Partial<Behaviour>, string]> = [
+    ['iss of another issuer', () => ({ idTokenClaims: { iss: 'http://127.0.0.1:1/evil' } }), 'iss'],
+    ['iss missing', () => ({ idTokenClaims: { iss: undefined } }), 'iss'],
+    ['aud not containing the client', () => ({ idTokenClaims: { aud: 'another-client' } }), 'aud'],
+    ['aud array with the client and another, no azp', () => ({ idTokenClaims: { aud: [CLIENT_ID, 'another-client'] } }), 'aud'],
     [
       'aud array with the client and another, azp another client',
       () => ({ idTokenClaims: { aud: [CLIENT_ID, 'another-client'], azp: 'another-client' } }),
+      'azp',
     ],
     // Core 3.1.3.7 step 5: when azp is present it must be this client, whatever aud holds.
-    ['azp of another client with aud = the client', () => ({ idTokenClaims: { azp: 'another-client' } })],
-    ['exp an hour ago', () => ({ idTokenClaims: { iat: now() - 7200, exp: now() - 3600 } })],
-    ['iat an hour in the future', () => ({ idTokenClaims: { iat: now() + 3600, exp: now() + 7200 } })],
-    ['nonce of another transaction', () => ({ idTokenClaims: { nonce: 'another-nonce' } })],
-    ['nonce missing', () => ({ idTokenClaims: { nonce: undefined } })],
-    ['sub missing', () => ({ idTokenClaims: { sub: undefined } })],
-    ['at_hash of another access token', () => ({ idTokenClaims: { at_hash: 'AAAAAAAAAAAAAAAAAAAAAA' } })],
-    ['alg none, unsigned', () => ({ idToken: 'alg-none' })],
-    ['HS256 with the public key as HMAC secret', () => ({ idToken: 'hs256-public-key' })],
-    ['signed by an unpublished key with an unknown kid', () => ({ idToken: 'unknown-key' })],
-    ["signed by an unpublished key claiming the published key's kid", () => ({ idToken: 'unknown-key-same-kid' })],
-    ['no id_token in the token response', () => ({ idToken: 'omit' })],
-    ['id_token that is not a JWT', () => ({ idToken: 'garbage' })],
-    ['id_token whose segments are not JSON', () => ({ idToken: 'garbage-segments' })],
+    ['azp of another client with aud = the client', () => ({ idTokenClaims: { azp: 'another-client' } }), 'azp'],
+    ['exp an hour ago', () => ({ idTokenClaims: { iat: now() - 7200, exp: now() - 3600 } }), 'exp'],
+    ['iat an hour in the future', () => ({ idTokenClaims: { iat: now() + 3600, exp: now() + 7200 } }), 'iat'],
+    ['nonce of another transaction', () => ({ idTokenClaims: { nonce: 'another-nonce' } }), 'nonce'],
+    ['nonce missing', () => ({ idTokenClaims: { nonce: undefined } }), 'nonce'],
+    ['sub missing', () => ({ idTokenClaims: { sub: undefined } }), 'sub'],
+    ['sub empty', () => ({ idTokenClaims: { sub: '' } }), 'sub'],
+    ['sub a number', () => ({ idTokenClaims: { sub: 123 } }), 'sub'],
+    ['at_hash of another access token', () => ({ idTokenClaims: { at_hash: 'AAAAAAAAAAAAAAAAAAAAAA' } }), 'at_hash'],
+    ['alg none, unsigned', () => ({ idToken: 'alg-none' }), 'alg'],
+    ['HS256 with the public key as HMAC secret', () => ({ idToken: 'hs256-public-key' }), 'alg'],
+    ['signed by an unpublished key with an unknown kid', () => ({ idToken: 'unknown-key' }), 'signature'],
+    ["signed by an unpublished key claiming the published key's kid", () => ({ idToken: 'unknown-key-same-kid' }), 'signature'],
+    ['no id_token in the token response', () => ({ idToken: 'omit' }), 'missing'],
+    ['id_token that is not a JWT', () => ({ idToken: 'garbage' }), 'malformed'],
+    ['id_token whose segments are not JSON', () => ({ idToken: 'garbage-segments' }), 'malformed'],
   ]
-  for (const [name, behaviour] of cases) {
+  for (const [name, behaviour, check] of cases) {
     t.test(name, async (t) => {
       provider.set(behaviour())
       const before = provider.tokenRequests
+      const logged = lines.length
       const outcome = await signIn(stack)
       t.equal(provider.tokenRequests, before + 1, 'the code was redeemed')
       await assertRefused(t, outcome, 403, 'id_token_invalid')
       assertTransactionCleared(t, outcome)
+      const refusals = lines.slice(logged).filter((l) => l.msg === 'ID token refused')
+      t.equal(refusals.length, 1, 'one log line')
+      t.equal(refusals[0]?.check, check, `the log names the check: ${String(refusals[0]?.reason)}`)
+      t.notMatch(JSON.stringify(refusals), /eyJ|adversary-user/, 'neither the token nor its claims are logged')
     })
   }
 })

@@ -15,7 +15,12 @@ const JSON_ACCEPT = { accept: 'application/json' }
 
 t.test('refresh', async (t) => {
   const timeoutMs = 500
-  const { stack, provider } = await startAdversarialStack(t, { config: { provider: { timeoutMs } } })
+  const lines: Array<Record<string, unknown>> = []
+  const { stack, provider } = await startAdversarialStack(t, {
+    config: { provider: { timeoutMs }, log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const refusals = () => lines.filter((l) => l.msg === 'ID token refused')
   const refresh = `${stack.gw}/api/v1/openid/refresh`
   t.beforeEach(() => provider.reset())
 
@@ -117,18 +122,21 @@ t.test('refresh', async (t) => {
 
   // A refresh response that fails validation is a provider fault for the refresh grant
   // (client.ts maps it to provider_unavailable): 502, and the session must stay exactly as it was.
-  const badRefreshIdTokens: Array<[string, Partial<Behaviour>]> = [
+  // The third member is the check the log line names (issue 6, point 11).
+  const badRefreshIdTokens: Array<[string, Partial<Behaviour>, string]> = [
     // OpenID Connect Core 12.2: the refreshed ID token's sub MUST equal the original one.
-    ['an ID token for another subject', { idTokenClaims: { sub: 'mallory' } }],
-    ['an unsigned (alg none) ID token', { idToken: 'alg-none' }],
-    ['an ID token from another issuer', { idTokenClaims: { iss: 'http://127.0.0.1:1/evil' } }],
+    ['an ID token for another subject', { idTokenClaims: { sub: 'mallory' } }, 'sub'],
+    ['an unsigned (alg none) ID token', { idToken: 'alg-none' }, 'alg'],
+    ['an ID token from another issuer', { idTokenClaims: { iss: 'http://127.0.0.1:1/evil' } }, 'iss'],
   ]
-  for (const [name, behaviour] of badRefreshIdTokens) {
+  for (const [name, behaviour, check] of badRefreshIdTokens) {
     t.test(`refresh response with ${name}: 502, the identity never changes`, async (t) => {
       const { browser } = await signedIn()
       provider.set({ refresh: 'keep', refreshIdToken: true, ...behaviour })
+      const logged = refusals().length
       const res = await browser.fetch(refresh)
       t.equal(res.status, 502)
+      t.match(refusals().slice(logged), [{ check, grant: 'refresh' }], 'the log names the failed check')
       t.equal(((await res.json()) as Problem).code, 'provider_unavailable')
       t.same(sessionCookiesSet(res), [], 'the session is not rewritten')
       const page = await browser.fetch(`${stack.gw}/who`, { headers: JSON_ACCEPT })
@@ -136,4 +144,8 @@ t.test('refresh', async (t) => {
       t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], SUBJECT, 'still the original subject')
     })
   }
+
+  t.test('provider faults and refusals are not logged as refused ID tokens', async (t) => {
+    t.same(refusals().map((l) => l.grant), ['refresh', 'refresh', 'refresh'], 'only the three bad ID tokens above')
+  })
 })

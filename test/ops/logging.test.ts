@@ -16,7 +16,7 @@ t.test('no token, code, cookie or secret in any log line, even at trace level', 
   const callbackUrl = new URL(browser.history.find((u) => u.includes('/callback?')) ?? '')
   const refreshed = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   const accessToken = ((await refreshed.json()) as { value: string }).value
-  const jwt = await stack.provider!.signJwt({ sub: 'svc', aud: CLIENT_ID })
+  const jwt = await stack.provider!.signJwt({ sub: 'svc', aud: CLIENT_ID, scope: 'api' })
   await rawRequest(stack.gw, '/api', { headers: { accept: 'application/json', authorization: `Bearer ${jwt}` } })
   await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })
   const cookies = browser.cookies().filter((c) => c.name.startsWith('ogw')).map((c) => c.value)

@@ -71,7 +71,7 @@ t.test('checks', async (t) => {
   })
 
   t.test('a Bearer JWT counts as signed in, as on the proxy', async (t) => {
-    const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, email: 'svc@example.com' })
+    const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', email: 'svc@example.com' })
     const res = await check(stack, traefik(APP, '/api', { authorization: `Bearer ${token}` }))
     t.equal(res.status, 200)
     t.equal(res.headers['x-auth-request-user'], 'service-a')
@@ -146,7 +146,7 @@ t.test('checks', async (t) => {
     const without = await check(stack, traefik(APP, '/page', { cookie }))
     t.equal(without.status, 200)
     t.equal(without.headers['x-auth-request-access-token'], undefined)
-    const jwt = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID })
+    const jwt = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api' })
     const bearer = await check(stack, traefik(APP, '/tokens', { authorization: `Bearer ${jwt}` }))
     t.equal(bearer.headers['x-auth-request-access-token'], jwt, 'a Bearer caller gets its own token back')
     const anon = await check(stack, traefik(APP, '/tokens', { 'x-auth-request-access-token': 'forged' }))
