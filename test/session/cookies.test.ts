@@ -23,7 +23,7 @@ interface SetCookie {
 
 function codec(config: Partial<CookiesConfig> = {}): { cookies: GatewayCookies; cipher: CookieCipher } {
   const cipher = new CookieCipher([SECRET])
-  const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', ...config }, cipher)
+  const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: SIGN_IN_PATH, ...config }, cipher)
   return { cookies, cipher }
 }
 
