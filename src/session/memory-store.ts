@@ -3,7 +3,7 @@ import type { GatewayCookies } from './cookies.js'
 import type { Session, SessionStore } from './types.js'
 
 // Sessions in this process's memory; the browser holds only a sealed reference. For a single
-// replica that wants transparent refresh on proxied paths or tokens too large for cookies.
+// replica whose tokens are too large for cookies, or that wants no token in the browser at all.
 // Sessions are lost on restart; use the redis store for several replicas. The store is bounded
 // (session.memory.maxSessions): sign-ins are what clients create, so their number must not
 // decide the gateway's memory. When full, the oldest sign-in is evicted; it ends soonest anyway.
