@@ -17,10 +17,11 @@ export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'pre
 export type RefreshGrant = (refreshToken: string, sub: string) => Promise<Tokens>
 
 /**
- * How long the result of redeeming a refresh token answers later requests that still carry that
- * token (at most until its access token expires). A browser's requests sent before it received
- * the refreshed cookies arrive with the old ones; a provider that rotates refresh tokens would
- * refuse the old token (and may revoke the whole grant). Okta's default rotation grace is 30 s.
+ * How long the result of redeeming a refresh token that the provider then rotated answers later
+ * requests still carrying it (at most until the new access token expires). A browser's requests
+ * sent before it received the refreshed cookies arrive with the old ones, and the provider would
+ * refuse the spent token (and may revoke the whole grant). Okta's default rotation grace is 30 s.
+ * A token that was not rotated is simply redeemed again.
  */
 export const REFRESH_GRACE_SECONDS = 30
 /** Bound of the grace memo: one entry per refresh within the last REFRESH_GRACE_SECONDS. */
@@ -65,7 +66,7 @@ export class SessionLifecycle {
   /**
    * Redeems the session's refresh token (with its credentials, see SessionStore.withCredentials)
    * and stores the result. Concurrent refreshes of one session share one provider call, and a
-   * token redeemed moments ago is answered with that result (REFRESH_GRACE_SECONDS). A refused
+   * token rotated out moments ago is answered with that refresh's result (REFRESH_GRACE_SECONDS). A refused
    * refresh token ends the session (its cookies are cleared) before the error propagates; a
    * provider fault keeps it.
    */
@@ -82,7 +83,9 @@ export class SessionLifecycle {
           const fresh = await this.#grant(refreshToken, session.claims.sub)
           const now = Date.now() / 1000
           // Remembered before the flight ends, so no request falls between the two.
-          this.#redeemed.set(key, fresh, Math.min(now + REFRESH_GRACE_SECONDS, fresh.expiresAt ?? Infinity), now)
+          if (fresh.refreshToken !== undefined && fresh.refreshToken !== refreshToken) {
+            this.#redeemed.set(key, fresh, Math.min(now + REFRESH_GRACE_SECONDS, fresh.expiresAt ?? Infinity), now)
+          }
           return fresh
         }))
     } catch (err) {

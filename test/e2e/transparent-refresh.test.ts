@@ -193,3 +193,14 @@ t.test('cookies.credentialsPath: /api/v1/openid restores the path-scoped credent
   t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], 'bob')
   t.equal(refreshes.succeeded, 1)
 })
+
+t.test('a refresh token the provider did not rotate is redeemed again, not answered from memory', async (t) => {
+  const stack = await startStack(t, { provider: { rotateRefreshTokens: false } })
+  const refreshes = countRefreshes(stack)
+  const browser = await stack.signedIn('alice')
+  const refresh = `${stack.gw}/api/v1/openid/refresh`
+  const first = (await (await browser.fetch(refresh)).json()) as { value: string }
+  const second = (await (await browser.fetch(refresh)).json()) as { value: string }
+  t.equal(refreshes.succeeded, 2, 'each explicit refresh reaches the provider')
+  t.not(second.value, first.value, 'and returns a new access token')
+})
