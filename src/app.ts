@@ -50,7 +50,7 @@ function createStore(config: GatewayConfig, cookies: GatewayCookies): SessionSto
     case 'cookie':
       return new CookieSessionStore(cookies, config.session.maxAgeSeconds)
     case 'memory':
-      return new MemorySessionStore(cookies, config.session.maxAgeSeconds)
+      return new MemorySessionStore(cookies, config.session.maxAgeSeconds, config.session.memory.maxSessions)
     case 'redis':
       // Part of the configuration contract, not built yet: a configuration error (exit 2).
       throw new ConfigError(['session.store: redis is not available in this version; use cookie or memory'])

@@ -9,6 +9,7 @@
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
 import { ASYMMETRIC_ALGORITHMS } from '../oidc/algorithms.js'
+import { SIGN_IN_PATH } from '../paths.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
@@ -169,6 +170,10 @@ const cookies = object(
     domain: string('Domain attribute, to share the sign-in with subdomains. Optional; disables the __Host- prefix.', {
       format: 'cookie-domain',
     }),
+    credentialsPath: string(
+      `Path of the cookie holding the refresh and ID tokens (store: cookie). /: sent with every request, so expired access tokens are refreshed for every request; ${SIGN_IN_PATH}: sent to the sign-in endpoints only, so only page navigations are refreshed (through a redirect).`,
+      { enum: ['/', SIGN_IN_PATH], default: '/' },
+    ),
   },
   { required: ['secrets'] },
 )
@@ -184,6 +189,13 @@ const session = object(
       format: 'redis-url',
     }),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
+    memory: object(
+      'The memory store.',
+      {
+        maxSessions: integer('Sessions kept at most; when full, the oldest sign-in is evicted (1 to 10000000).', 1, 10000000, 10000),
+      },
+      { default: {} },
+    ),
   },
   { default: {} },
 )

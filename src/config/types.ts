@@ -54,6 +54,8 @@ export interface CookiesConfig {
   sameSite: SameSite
   /** Optional Domain attribute (disables the __Host- prefix). */
   domain?: string
+  /** Path of the credentials cookie (refresh and ID tokens): everywhere, or the sign-in endpoints only. */
+  credentialsPath: '/' | '/api/v1/openid'
 }
 
 export interface SessionConfig {
@@ -62,6 +64,10 @@ export interface SessionConfig {
   redisUrl?: string
   /** Absolute lifetime of a sign-in, in seconds. */
   maxAgeSeconds: number
+  memory: {
+    /** Bound of the memory store; the oldest sign-in is evicted beyond it. */
+    maxSessions: number
+  }
 }
 
 export interface RedirectsConfig {

@@ -6,11 +6,16 @@ import type { Identity } from '../identity.js'
 import type { Session, SessionStore } from '../session/types.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed
-// when the store holds the refresh token), else an Authorization: Bearer token that verifies.
+// transparently when it has expired), else an Authorization: Bearer token that verifies.
 // Shared by the proxy guard and the forward-auth endpoint, so both decide the same way.
 
-/** `expired`: a session exists but its access token has expired and could not be refreshed here. */
-export type Authentication = Identity | 'expired' | undefined
+/**
+ * `expired`: a session exists but its access token has expired and cannot be refreshed (no
+ * refresh token, or the provider refused it and the session has ended). `refreshable`: expired,
+ * and its refresh token is kept where this request does not reach (cookies.credentialsPath), so
+ * only the refresh endpoint can renew it.
+ */
+export type Authentication = Identity | 'expired' | 'refreshable' | undefined
 
 export interface AuthenticateDeps {
   store: SessionStore
@@ -23,11 +28,14 @@ const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 export function createAuthenticator(deps: AuthenticateDeps) {
   const { store, lifecycle, bearer } = deps
 
-  async function fromSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Identity | 'expired'> {
+  async function fromSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Exclude<Authentication, undefined>> {
     if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken }
-    if (session.refreshToken === undefined) return 'expired'
+    // Only now are the long-lived credentials opened: the hot path reads the session alone.
+    const full = await store.withCredentials(req, session)
+    if (full === undefined) return 'refreshable'
+    if (full.refreshToken === undefined) return 'expired'
     try {
-      const updated = await lifecycle.refresh(req, reply, session)
+      const updated = await lifecycle.refresh(req, reply, full)
       return { claims: updated.claims, accessToken: updated.accessToken }
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') return 'expired'

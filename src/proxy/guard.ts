@@ -31,12 +31,13 @@ export interface AccessRequest {
 
 /**
  * `pass` with the identity to assert (null: anonymous, no identity headers); `unauthenticated`
- * when a sign-in is needed (`expired`: there was one, but its access token could not be renewed);
- * `forbidden` when signed in but refused by the `allow` rules.
+ * when a sign-in is needed (`expired`: there was one, but its access token could not be renewed
+ * here; `refreshable`: the refresh endpoint can renew it); `forbidden` when signed in but refused
+ * by the `allow` rules.
  */
 export type AccessDecision =
   | { outcome: 'pass'; identity: Identity | null }
-  | { outcome: 'unauthenticated'; expired: boolean }
+  | { outcome: 'unauthenticated'; expired: boolean; refreshable: boolean }
   | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal }
 
 export type AccessDecider = (req: FastifyRequest, reply: FastifyReply, request: AccessRequest) => Promise<AccessDecision>
@@ -81,8 +82,9 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticate: Aut
     if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
     if (upstream.allowPreflight && request.preflight) return ANONYMOUS
     const identity = await authenticate(req, reply)
-    if (identity === undefined || identity === 'expired') {
-      return upstream.auth === 'optional' ? ANONYMOUS : { outcome: 'unauthenticated', expired: identity === 'expired' }
+    if (identity === undefined || identity === 'expired' || identity === 'refreshable') {
+      if (upstream.auth === 'optional') return ANONYMOUS
+      return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
     const allowed = isAllowed(identity.claims)
     if (!allowed.allowed) return { outcome: 'forbidden', identity, refusal: allowed }
@@ -118,12 +120,12 @@ function pathOf(url: string): string {
 export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
   const decide = createAccessDecision(upstream, deps.authenticate)
 
-  function refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean): FastifyReply {
+  function refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean, refreshable: boolean): FastifyReply {
     const target = req.url
     if (isNavigation(req)) {
-      // An expired sign-in goes through the refresh endpoint, which can read the refresh token
-      // (its cookie is not sent here) and falls back to signing in again.
-      const location = expired ? refreshPath(target) : signInPath(target)
+      // With cookies.credentialsPath: /api/v1/openid the refresh token is not sent here; the
+      // refresh endpoint can read it, and falls back to signing in again.
+      const location = refreshable ? refreshPath(target) : signInPath(target)
       return reply.headers(PROBLEM_HEADERS).redirect(location, 302)
     }
     throw unauthenticatedError(expired, deps.publicUrl + signInPath(target))
@@ -138,7 +140,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
         req.identity = decision.identity
         return undefined
       case 'unauthenticated':
-        return refuse(req, reply, decision.expired)
+        return refuse(req, reply, decision.expired, decision.refreshable)
       case 'forbidden':
         logForbidden(req, upstream, decision)
         throw forbiddenError()

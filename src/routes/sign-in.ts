@@ -54,6 +54,12 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return target
   }
 
+  /** The request's session with its refresh and ID tokens, which these endpoints always reach. */
+  async function loadWithCredentials(req: FastifyRequest) {
+    const session = await store.load(req)
+    return session === undefined ? undefined : store.withCredentials(req, session)
+  }
+
   function noStore(reply: FastifyReply): void {
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache')
   }
@@ -118,7 +124,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
     // a redirect: back to the page when the refresh worked, through sign-in when it cannot.
     const redirectAfter = redirectAfterOf(queryOf(req))
-    const session = await store.load(req)
+    const session = await loadWithCredentials(req)
     if (session?.refreshToken === undefined) {
       if (redirectAfter !== undefined) return reply.redirect(signInPath(redirectAfter), 302)
       throw new GatewayError('refresh_token_missing', 'there is no refresh token in this session')
@@ -138,7 +144,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   })
 
   app.delete('/logout', async (req: FastifyRequest, reply) => {
-    const session = await store.load(req)
+    const session = await loadWithCredentials(req)
     if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
     await store.destroy(req, reply)
     // Offline refresh tokens outlive the provider's browser session, so they are revoked

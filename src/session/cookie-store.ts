@@ -2,9 +2,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayCookies } from './cookies.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
-// The whole session lives in the browser, sealed. It is split in two cookies so that the
-// long-lived credentials (refresh token, ID token) never travel on proxied paths: the
-// `credentials` cookie is scoped to /api/v1/openid.
+// The whole session lives in the browser, sealed, in two cookies: the identity and the access
+// token, opened on every request, and the long-lived credentials (refresh token, ID token),
+// opened only when the access token has expired or at logout. The credentials cookie travels with
+// every request by default, or only to /api/v1/openid (cookies.credentialsPath).
 
 interface SealedSession {
   i: string
@@ -50,14 +51,19 @@ export class CookieSessionStore implements SessionStore {
   async load(req: FastifyRequest): Promise<Session | undefined> {
     const sealed = this.#cookies.read(req, 'session')
     if (!isSealedSession(sealed)) return undefined
-    const session: Session = { id: sealed.i, claims: sealed.c, accessToken: sealed.a, expiresAt: sealed.x, createdAt: sealed.t }
+    return { id: sealed.i, claims: sealed.c, accessToken: sealed.a, expiresAt: sealed.x, createdAt: sealed.t }
+  }
+
+  async withCredentials(req: FastifyRequest, session: Session): Promise<Session | undefined> {
+    if (!this.#cookies.reaches(req, 'credentials')) return undefined
     const credentials = this.#cookies.read(req, 'credentials')
+    const full: Session = { ...session }
     // Credentials of another sign-in (e.g. a stale cookie) are never combined with this one.
     if (isSealedCredentials(credentials) && credentials.i === session.id) {
-      if (credentials.r !== undefined) session.refreshToken = credentials.r
-      if (credentials.d !== undefined) session.idToken = credentials.d
+      if (credentials.r !== undefined) full.refreshToken = credentials.r
+      if (credentials.d !== undefined) full.idToken = credentials.d
     }
-    return session
+    return full
   }
 
   async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {

@@ -2,7 +2,7 @@ import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CookiesConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../paths.js'
+import { CALLBACK_PATH } from '../paths.js'
 import type { CookieCipher } from './cipher.js'
 
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides
@@ -32,13 +32,14 @@ export class GatewayCookies {
 
   constructor(config: CookiesConfig, cipher: CookieCipher) {
     this.#cipher = cipher
-    // __Host- binds the session cookie to this exact origin (RFC 6265bis 4.1.3.2); it requires
-    // Secure, Path=/ and no Domain. Cookies on a narrower path can only carry __Secure-.
+    // __Host- binds a cookie to this exact origin (RFC 6265bis 4.1.3.2); it requires Secure,
+    // Path=/ and no Domain. Cookies on a narrower path can only carry __Secure-.
     const host = config.secure && config.domain === undefined ? '__Host-' : config.secure ? '__Secure-' : ''
     const secure = config.secure ? '__Secure-' : ''
+    const credentials = { path: config.credentialsPath, name: `${config.credentialsPath === '/' ? host : secure}${config.name}_cred` }
     this.#roles = {
       session: { name: `${host}${config.name}`, path: '/' },
-      credentials: { name: `${secure}${config.name}_cred`, path: SIGN_IN_PATH },
+      credentials,
     }
     this.#txPrefix = `${secure}${config.name}_tx_`
     this.#base = {
@@ -47,8 +48,11 @@ export class GatewayCookies {
       sameSite: config.sameSite,
       ...(config.domain === undefined ? {} : { domain: config.domain }),
     }
+    // Both credentials names are stripped before proxying: after a switch of cookies.credentialsPath
+    // browsers still hold the other one until the session ends.
+    const names = [this.#roles.session.name, `${host}${config.name}_cred`, `${secure}${config.name}_cred`]
     this.#names = new Set()
-    for (const { name } of Object.values(this.#roles)) {
+    for (const name of names) {
       this.#names.add(name)
       for (let i = 1; i < MAX_CHUNKS; i++) this.#names.add(`${name}_${i}`)
     }
@@ -56,6 +60,18 @@ export class GatewayCookies {
 
   /** True for every cookie name the gateway owns, so the proxy can strip them from upstream requests. */
   isGatewayCookie = (name: string): boolean => this.#names.has(name) || name.startsWith(this.#txPrefix)
+
+  /**
+   * Whether a browser sends this role's cookie with `req` (RFC 6265 5.1.4 path-match). The
+   * credentials are used only where their cookie is meant to travel, whatever a browser holds.
+   */
+  reaches(req: FastifyRequest, role: CookieRole): boolean {
+    const { path } = this.#roles[role]
+    if (path === '/') return true
+    const q = req.url.indexOf('?')
+    const requestPath = q === -1 ? req.url : req.url.slice(0, q)
+    return requestPath === path || requestPath.startsWith(`${path}/`)
+  }
 
   /** Opens the value of a role's cookie (joining its chunks), or `undefined` when absent or invalid. */
   read(req: FastifyRequest, role: CookieRole): unknown {

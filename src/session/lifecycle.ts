@@ -1,8 +1,9 @@
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
 import { SingleFlight } from '../lib/single-flight.js'
+import { TtlCache } from '../lib/ttl-cache.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
 /** Claims every session keeps: identity headers and the standard `allow` rules read them. */
@@ -16,6 +17,17 @@ export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'pre
 export type RefreshGrant = (refreshToken: string, sub: string) => Promise<Tokens>
 
 /**
+ * How long the result of redeeming a refresh token that the provider then rotated answers later
+ * requests still carrying it (at most until the new access token expires). A browser's requests
+ * sent before it received the refreshed cookies arrive with the old ones, and the provider would
+ * refuse the spent token (and may revoke the whole grant). Okta's default rotation grace is 30 s.
+ * A token that was not rotated is simply redeemed again.
+ */
+export const REFRESH_GRACE_SECONDS = 30
+/** Bound of the grace memo: one entry per refresh within the last REFRESH_GRACE_SECONDS. */
+const GRACE_ENTRIES = 10_000
+
+/**
  * Creates sessions from token responses and refreshes them. Refreshes run once per session at a
  * time: concurrent requests of one session share the provider call. The one owner of "a refused
  * refresh token ends the session".
@@ -26,6 +38,7 @@ export class SessionLifecycle {
   readonly #claimNames: readonly string[]
   readonly #maxAgeSeconds: number
   readonly #flights = new SingleFlight<Tokens>()
+  readonly #redeemed = new TtlCache<Tokens>(GRACE_ENTRIES)
 
   constructor(grant: RefreshGrant, store: SessionStore, extraClaims: Iterable<string>, maxAgeSeconds: number) {
     this.#grant = grant
@@ -51,15 +64,30 @@ export class SessionLifecycle {
   }
 
   /**
-   * Redeems the session's refresh token and stores the result. A refused refresh token ends the
-   * session (its cookies are cleared) before the error propagates; a provider fault keeps it.
+   * Redeems the session's refresh token (with its credentials, see SessionStore.withCredentials)
+   * and stores the result. Concurrent refreshes of one session share one provider call, and a
+   * token rotated out moments ago is answered with that refresh's result (REFRESH_GRACE_SECONDS). A refused
+   * refresh token ends the session (its cookies are cleared) before the error propagates; a
+   * provider fault keeps it.
    */
   async refresh(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Session> {
     const refreshToken = session.refreshToken
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
+    // Keyed by a digest: the memo never holds a spent refresh token itself.
+    const key = `${session.id}.${createHash('sha256').update(refreshToken).digest('base64url')}`
     let tokens: Tokens
     try {
-      tokens = await this.#flights.run(session.id, () => this.#grant(refreshToken, session.claims.sub))
+      tokens =
+        this.#redeemed.get(key, Date.now() / 1000) ??
+        (await this.#flights.run(session.id, async () => {
+          const fresh = await this.#grant(refreshToken, session.claims.sub)
+          const now = Date.now() / 1000
+          // Remembered before the flight ends, so no request falls between the two.
+          if (fresh.refreshToken !== undefined && fresh.refreshToken !== refreshToken) {
+            this.#redeemed.set(key, fresh, Math.min(now + REFRESH_GRACE_SECONDS, fresh.expiresAt ?? Infinity), now)
+          }
+          return fresh
+        }))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err

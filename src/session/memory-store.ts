@@ -3,8 +3,10 @@ import type { GatewayCookies } from './cookies.js'
 import type { Session, SessionStore } from './types.js'
 
 // Sessions in this process's memory; the browser holds only a sealed reference. For a single
-// replica that wants transparent refresh on proxied paths or tokens too large for cookies.
-// Sessions are lost on restart; use the redis store for several replicas.
+// replica whose tokens are too large for cookies, or that wants no token in the browser at all.
+// Sessions are lost on restart; use the redis store for several replicas. The store is bounded
+// (session.memory.maxSessions): sign-ins are what clients create, so their number must not
+// decide the gateway's memory. When full, the oldest sign-in is evicted; it ends soonest anyway.
 
 interface Reference {
   i: string
@@ -15,13 +17,22 @@ const SWEEP_INTERVAL_MS = 60_000
 export class MemorySessionStore implements SessionStore {
   readonly #cookies: GatewayCookies
   readonly #maxAgeSeconds: number
+  readonly #maxSessions: number
+  /** In sign-in order: a Map iterates in insertion order, and an update keeps the key's place. */
   readonly #sessions = new Map<string, Session>()
   readonly #sweeper: NodeJS.Timeout
+  #evictions = 0
 
-  constructor(cookies: GatewayCookies, maxAgeSeconds: number) {
+  constructor(cookies: GatewayCookies, maxAgeSeconds: number, maxSessions: number) {
     this.#cookies = cookies
     this.#maxAgeSeconds = maxAgeSeconds
+    this.#maxSessions = maxSessions
     this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS).unref()
+  }
+
+  /** Sessions evicted because the store was full, since start (a counter for metrics). */
+  get evictions(): number {
+    return this.#evictions
   }
 
   async load(req: FastifyRequest): Promise<Session | undefined> {
@@ -32,8 +43,13 @@ export class MemorySessionStore implements SessionStore {
     return session
   }
 
+  async withCredentials(_req: FastifyRequest, session: Session): Promise<Session> {
+    return session
+  }
+
   async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
     const known = this.#sessions.has(session.id)
+    if (!known) this.#makeRoom()
     this.#sessions.set(session.id, session)
     if (!known) {
       const ref: Reference = { i: session.id }
@@ -57,6 +73,15 @@ export class MemorySessionStore implements SessionStore {
 
   #ended(session: Session): boolean {
     return session.createdAt + this.#maxAgeSeconds <= Date.now() / 1000
+  }
+
+  #makeRoom(): void {
+    for (const [id, session] of this.#sessions) {
+      if (this.#sessions.size < this.#maxSessions) return
+      this.#sessions.delete(id)
+      // An ended session would have gone at the next sweep: only live ones count as evicted.
+      if (!this.#ended(session)) this.#evictions++
+    }
   }
 
   #sweep(): void {

@@ -30,8 +30,8 @@ function traefik(host: string, uri: string, extra: OutgoingHttpHeaders = {}): Ou
 /** The Cookie header a browser signed in as `username` sends with an application request. */
 async function sessionCookie(stack: Stack, username: string): Promise<string> {
   const browser = await stack.signedIn(username)
-  // Path `/`: what the browser sends to the application, so not the refresh cookie (scoped to
-  // /api/v1/openid). The ingress copies it onto the check.
+  // Path `/`: what the browser sends to the application (the refresh cookie only with the default
+  // cookies.credentialsPath). The ingress copies it onto the check.
   return browser.cookieHeader(`${stack.gw}/page`)
 }
 
@@ -443,8 +443,24 @@ t.test('a warning, once per host, when the session cookie cannot reach the host 
 })
 
 t.test('expired sign-ins', async (t) => {
-  t.test('cookie store: 401 invalid_token (the refresh token is not sent to applications)', async (t) => {
+  t.test('cookie store: refreshed transparently, the refreshed cookies in the answer', async (t) => {
     const stack = await startStack(t, { provider: { accessTokenTtlSeconds: 3 }, config: CONFIG, upstreams: UPSTREAMS })
+    const cookie = await sessionCookie(stack, 'alice')
+    const first = await check(stack, traefik(APP, '/tokens', { cookie }))
+    await sleep(3300)
+    const res = await check(stack, traefik(APP, '/tokens', { cookie }))
+    t.equal(res.status, 200)
+    t.equal(res.headers['x-auth-request-user'], 'alice')
+    t.not(res.headers['x-auth-request-access-token'], first.headers['x-auth-request-access-token'], 'a new access token')
+    t.match(String(res.headers['set-cookie']), /ogw=/)
+  })
+
+  t.test('cookies.credentialsPath /api/v1/openid: 401 invalid_token (the refresh token is not sent to applications)', async (t) => {
+    const stack = await startStack(t, {
+      provider: { accessTokenTtlSeconds: 3 },
+      config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } },
+      upstreams: UPSTREAMS,
+    })
     const cookie = await sessionCookie(stack, 'alice')
     t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
     await sleep(3300)

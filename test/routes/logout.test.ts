@@ -31,7 +31,7 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
     const setCookies = res.headers.getSetCookie()
     for (const [name, path] of [
       ['ogw', '/'],
-      ['ogw_cred', '/api/v1/openid'],
+      ['ogw_cred', '/'],
     ] as const) {
       const cleared = setCookies.find((c) => c.startsWith(`${name}=;`))
       t.ok(cleared, `${name} is cleared`)

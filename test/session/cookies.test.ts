@@ -23,7 +23,7 @@ interface SetCookie {
 
 function codec(config: Partial<CookiesConfig> = {}): { cookies: GatewayCookies; cipher: CookieCipher } {
   const cipher = new CookieCipher([SECRET])
-  const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', ...config }, cipher)
+  const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: SIGN_IN_PATH, ...config }, cipher)
   return { cookies, cipher }
 }
 
@@ -103,6 +103,28 @@ t.test('names and attributes', async (t) => {
   codec({ secure: true, domain: 'example.com' }).cookies.write(request({}), domain.reply, 'session', 1, LATER)
   t.equal(domain.set[0]?.name, '__Secure-ogw', '__Host- is impossible with a Domain')
   t.equal(domain.set[0]?.options.domain, 'example.com')
+})
+
+t.test('credentialsPath /: the credentials cookie travels everywhere, bound to the origin when secure', async (t) => {
+  const plain = reply()
+  codec({ credentialsPath: '/' }).cookies.write(request({}), plain.reply, 'credentials', 1, LATER)
+  t.strictSame(plain.set.map((c) => [c.name, c.options.path]), [['ogw_cred', '/']])
+  const secure = reply()
+  codec({ credentialsPath: '/', secure: true }).cookies.write(request({}), secure.reply, 'credentials', 1, LATER)
+  t.strictSame(secure.set.map((c) => [c.name, c.options.path]), [['__Host-ogw_cred', '/']])
+  const domain = reply()
+  codec({ credentialsPath: '/', secure: true, domain: 'example.com' }).cookies.write(request({}), domain.reply, 'credentials', 1, LATER)
+  t.equal(domain.set[0]?.name, '__Secure-ogw_cred', '__Host- is impossible with a Domain')
+})
+
+t.test('both credentials cookie names are stripped, whichever path is configured', async (t) => {
+  for (const credentialsPath of ['/', SIGN_IN_PATH] as const) {
+    const { cookies } = codec({ credentialsPath, secure: true })
+    for (const name of ['__Host-ogw_cred', '__Secure-ogw_cred', '__Host-ogw_cred_2', '__Secure-ogw_cred_1', '__Host-ogw']) {
+      t.ok(cookies.isGatewayCookie(name), `${credentialsPath}: ${name}`)
+    }
+    t.notOk(cookies.isGatewayCookie('ogw_cred_x'))
+  }
 })
 
 t.test('chunking boundaries', async (t) => {

@@ -14,9 +14,9 @@ t.test('secure cookies carry the __Host- / __Secure- prefixes and the configured
   t.equal(res.status, 200)
   const set = res.headers.getSetCookie()
   const session = set.find((c) => c.startsWith('__Host-ogw='))
-  const credentials = set.find((c) => c.startsWith('__Secure-ogw_cred='))
+  const credentials = set.find((c) => c.startsWith('__Host-ogw_cred='))
   t.ok(session, '__Host-ogw')
-  t.ok(credentials, '__Secure-ogw_cred')
+  t.ok(credentials, '__Host-ogw_cred: it travels on every path, so it is bound to the origin too')
   for (const cookie of [session, credentials]) {
     t.match(cookie, /; Secure/)
     t.match(cookie, /; HttpOnly/)
@@ -24,6 +24,7 @@ t.test('secure cookies carry the __Host- / __Secure- prefixes and the configured
     t.notMatch(cookie, /; Domain=/i, 'host-only')
   }
   t.match(session, /; Path=\/;/)
+  t.match(credentials, /; Path=\/;/)
 
   const page = await browser.fetch(`${stack.gw}/x`, { headers: { accept: 'application/json' } })
   t.equal(page.status, 200)
