@@ -12,6 +12,9 @@ import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions, redactUrl } from './ops/logging.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { normalizePath } from './proxy/path.js'
+import { isNavigation } from './navigation.js'
+import { createErrorPage, type PageDeps } from './pages/error-page.js'
+import { signedOutRoutes } from './pages/signed-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
@@ -91,7 +94,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     }
     if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
-    reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
+    // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
+    if (isNavigation(req)) return errorPage(req, reply, problem, status)
+    return reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
   })
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'no upstream serves this path')
@@ -146,6 +151,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
   })
+  const pages: PageDeps = {
+    publicUrl: config.server.publicUrl,
+    store,
+    validateRedirectAfter,
+    endSessionUrl: () => client.endSessionUrl(undefined),
+  }
+  const errorPage = createErrorPage(pages)
 
   await app.register(reservedRoutes)
   await app.register(signInRoutes, {
@@ -157,6 +169,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     validateRedirectAfter,
     rateLimit: config.rateLimit.signIn,
   })
+  await app.register(signedOutRoutes, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(forwardAuthRoutes, {
     prefix: SIGN_IN_PATH,
     upstreams: config.upstreams,

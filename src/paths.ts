@@ -20,3 +20,7 @@ export function signInPath(target?: string): string {
 export function refreshPath(target: string): string {
   return `${SIGN_IN_PATH}/refresh?redirectAfter=${encodeURIComponent(target)}`
 }
+
+export const LOGOUT_PATH = `${SIGN_IN_PATH}/logout`
+/** The gateway's page that says "signed out" (a good `provider.postLogoutRedirectUri`). */
+export const SIGNED_OUT_PATH = `${SIGN_IN_PATH}/signed-out`
