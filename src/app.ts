@@ -14,7 +14,7 @@ import { createAuthenticator } from './proxy/authenticate.js'
 import { normalizePath } from './proxy/path.js'
 import { isNavigation } from './navigation.js'
 import { createErrorPage, type PageDeps } from './pages/error-page.js'
-import { signedOutRoutes } from './pages/signed-out.js'
+import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
@@ -169,7 +169,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     validateRedirectAfter,
     rateLimit: config.rateLimit.signIn,
   })
-  await app.register(signedOutRoutes, { prefix: SIGN_IN_PATH, ...pages })
+  await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(forwardAuthRoutes, {
     prefix: SIGN_IN_PATH,
     upstreams: config.upstreams,

@@ -21,6 +21,8 @@ export function refreshPath(target: string): string {
   return `${SIGN_IN_PATH}/refresh?redirectAfter=${encodeURIComponent(target)}`
 }
 
-export const LOGOUT_PATH = `${SIGN_IN_PATH}/logout`
-/** The gateway's page that says "signed out" (a good `provider.postLogoutRedirectUri`). */
-export const SIGNED_OUT_PATH = `${SIGN_IN_PATH}/signed-out`
+/**
+ * Sign-out for people: GET is a page (signed out, or a sign-out button; a good
+ * `provider.postLogoutRedirectUri`), POST is its form. The contract's DELETE logout is for scripts.
+ */
+export const SIGN_OUT_PATH = `${SIGN_IN_PATH}/sign-out`

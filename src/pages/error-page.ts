@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayError, ProblemCode } from '../errors.js'
 import { escapeHtml } from '../lib/html.js'
-import { isGatewayPath, LOGOUT_PATH, signInPath } from '../paths.js'
+import { isGatewayPath, SIGN_OUT_PATH, signInPath } from '../paths.js'
 import type { SessionStore } from '../session/types.js'
 import { actions, renderPage, sendPage } from './page.js'
 import { signedInAs } from './who.js'
@@ -81,7 +81,7 @@ function pathOf(url: string): string {
 }
 
 export function createErrorPage(deps: PageDeps) {
-  const signOutUrl = deps.publicUrl + LOGOUT_PATH
+  const signOutUrl = deps.publicUrl + SIGN_OUT_PATH
 
   /** Back to this page after signing in, unless it is a gateway path (then the site's root). */
   function signInUrl(req: FastifyRequest, problem: GatewayError): string {

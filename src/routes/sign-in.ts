@@ -7,11 +7,11 @@ import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { SIGNED_OUT_PATH, signInPath } from '../paths.js'
+import { SIGN_OUT_PATH, signInPath } from '../paths.js'
 import { hardenSignIn } from './sign-in-hardening.js'
 
-// The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the form
-// variant of logout (POST) for the gateway's pages.
+// The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the sign-out
+// form of the gateway's pages.
 
 /** A sign-in transaction lives at most this long (the contract's 10 minutes). */
 const TRANSACTION_SECONDS = 600
@@ -154,15 +154,16 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return { value: await endSession(req, reply, session) }
   })
 
-  // The sign-out form of the gateway's pages (a page without script cannot send DELETE). It ends
-  // in a redirect, to the provider's end-session or the signed-out page, and is idempotent: no
-  // session means already signed out. Sign-out CSRF: a form post from another site is refused by
+  // POST /api/v1/openid/sign-out: the sign-out form of the gateway's pages (a page without script
+  // cannot send DELETE; the page itself is pages/sign-out.ts). It ends in a redirect, to the
+  // provider's end-session or back to the sign-out page, and is idempotent: no session means
+  // already signed out. Sign-out CSRF: a form post from another site is refused by
   // its Origin (browsers always send one with a POST), which must be this site or an allowed host.
   // The form has no fields; whatever body comes is ignored (and a large one refused).
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) {
     app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 1024 }, (_req, _body, done) => done(null, undefined))
   }
-  app.post('/logout', async (req: FastifyRequest, reply) => {
+  app.post('/sign-out', async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
     if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')
@@ -170,6 +171,6 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const session = await store.load(req)
     const next = session === undefined ? '' : await endSession(req, reply, session)
     noStore(reply)
-    return reply.redirect(next === '' ? SIGNED_OUT_PATH : next, 303)
+    return reply.redirect(next === '' ? SIGN_OUT_PATH : next, 303)
   })
 }

@@ -80,7 +80,7 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     t.match(res.body, 'Your account may not use this application')
     t.match(res.body, 'Signed in as <strong>bob</strong> (bob@example.com)')
     t.match(res.body, `href="${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fadmin%2Freports%3Fy%3D2026"`, 'sign in again, back to this page')
-    t.match(res.body, `<form method="post" action="${stack.gw}/api/v1/openid/logout"><button type="submit">Sign out / switch account</button></form>`)
+    t.match(res.body, `<form method="post" action="${stack.gw}/api/v1/openid/sign-out"><button type="submit">Sign out / switch account</button></form>`)
     const csp = header(res, 'content-security-policy')
     t.match(csp, `form-action ${stack.gw} ${stack.provider?.issuer}`, 'the form may go to the gateway and on to the provider end-session')
   })
