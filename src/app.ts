@@ -12,8 +12,7 @@ import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions, redactUrl } from './ops/logging.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { normalizePath } from './proxy/path.js'
-import { isNavigation } from './navigation.js'
-import { createErrorPage, type PageDeps } from './pages/error-page.js'
+import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js'
 import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
@@ -95,7 +94,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
     // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
-    if (isNavigation(req)) return errorPage(req, reply, problem, status)
+    if (wantsPage(req)) return errorPage(req, reply, problem, status)
     return reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
   })
   app.setNotFoundHandler(() => {

@@ -4,6 +4,8 @@
 
 export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
+/** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
+export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
 
 /** True for SIGN_IN_PATH itself and every path below it (on a segment boundary). */
 export function isGatewayPath(path: string): boolean {

@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayError, ProblemCode } from '../errors.js'
 import { escapeHtml } from '../lib/html.js'
-import { isGatewayPath, SIGN_OUT_PATH, signInPath } from '../paths.js'
+import { isNavigation } from '../navigation.js'
+import { FORWARD_AUTH_PATH, isGatewayPath, SIGN_OUT_PATH, signInPath } from '../paths.js'
 import type { SessionStore } from '../session/types.js'
 import { actions, renderPage, sendPage } from './page.js'
 import { signedInAs } from './who.js'
@@ -18,6 +19,15 @@ export interface PageDeps {
   validateRedirectAfter: (value: string) => string | null
   /** The provider's end-session URL without a hint, or '' (the sign-out form's redirect goes there). */
   endSessionUrl: () => string
+}
+
+/**
+ * A page rather than problem+json: a browser navigation, except forward-auth, whose caller is an
+ * ingress that forwards the browser's headers but reads only the status (ingress-nginx) or passes
+ * the body on as it is (Traefik), like oauth2-proxy's auth endpoint.
+ */
+export function wantsPage(req: FastifyRequest): boolean {
+  return isNavigation(req) && req.routeOptions.url !== FORWARD_AUTH_PATH
 }
 
 /** Heading and explanation per code: a new code cannot be added without its words. */

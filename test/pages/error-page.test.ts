@@ -104,6 +104,13 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     t.notMatch(page.body, /<script>|"><script/)
   })
 
+  t.test("forward-auth answers its ingress in problem+json, whatever the browser's headers", async (t) => {
+    const traefik = { 'x-forwarded-method': 'GET', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-uri': '/admin/x' }
+    const res = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...NAVIGATE, ...traefik } })
+    t.equal(res.status, 401)
+    t.match(header(res, 'content-type'), /^application\/problem\+json/)
+  })
+
   t.test('error headers are kept on the page', async (t) => {
     const res = await rawRequest(stack.gw, '/api/v1/openid/logout', { headers: NAVIGATE })
     isPage(t, res, 405, 'method_not_allowed', 'GET logout')
