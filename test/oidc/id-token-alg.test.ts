@@ -8,7 +8,7 @@ import {
   type Problem,
   type ProviderOptions,
 } from '../fixtures/adversarial-provider.js'
-import { rawRequest } from '../fixtures/http.js'
+import { problemCode, rawRequest } from '../fixtures/http.js'
 import { startStack, type Stack } from '../fixtures/stack.js'
 
 // Issue #3, point 1: the ID token `alg` is pinned to one algorithm the provider advertises
@@ -68,7 +68,7 @@ t.test('an ID token in another alg than the pinned one: 403 id_token_invalid', a
       const { stack } = await startAdversarialStack(t, { provider })
       const res = await signIn(stack)
       t.equal(res.status, 403)
-      t.equal(((await res.json()) as Problem).code, 'id_token_invalid')
+      t.equal(await problemCode(res), 'id_token_invalid')
       t.same(sessionCookiesSet(res), [], 'no session cookie')
       t.equal(stack.upstream.requests.length, 0)
     })
