@@ -99,5 +99,6 @@ t.test('pages for people: a cancelled sign-in and a refusal are pages with the w
   await Promise.all([page.waitForNavigation(), page.click('button[value="yes"], button[name="logout"]')])
   await page.waitForURL(`${stack.gw}/api/v1/openid/sign-out`)
   t.match(await page.textContent('h1'), 'You are signed out')
+  await screenshot(page, 'ogw-signed-out.png')
   t.same(blocked, [], 'nothing was blocked by the CSP')
 })
