@@ -14,6 +14,8 @@ import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { canonicalHost } from './proxy/match.js'
 import { normalizePath } from './proxy/path.js'
+import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js'
+import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
@@ -97,7 +99,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     }
     if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
-    reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
+    // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
+    if (wantsPage(req)) return errorPage(req, reply, problem, status)
+    return reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
   })
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'no upstream serves this path')
@@ -158,6 +162,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
   })
+  const pages: PageDeps = {
+    publicUrl: config.server.publicUrl,
+    store,
+    validateRedirectAfter,
+    endSessionUrl: () => client.endSessionUrl(undefined),
+  }
+  const errorPage = createErrorPage(pages)
 
   await app.register(reservedRoutes)
   await app.register(signInRoutes, {
@@ -169,6 +180,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     validateRedirectAfter,
     rateLimit: config.rateLimit.signIn,
   })
+  await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(forwardAuthRoutes, {
     prefix: SIGN_IN_PATH,
     upstreams: config.upstreams,

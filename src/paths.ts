@@ -4,6 +4,8 @@
 
 export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
+/** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
+export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
 
 /** True for SIGN_IN_PATH itself and every path below it (on a segment boundary). */
 export function isGatewayPath(path: string): boolean {
@@ -20,3 +22,9 @@ export function signInPath(target?: string): string {
 export function refreshPath(target: string): string {
   return `${SIGN_IN_PATH}/refresh?redirectAfter=${encodeURIComponent(target)}`
 }
+
+/**
+ * Sign-out for people: GET is a page (signed out, or a sign-out button; a good
+ * `provider.postLogoutRedirectUri`), POST is its form. The contract's DELETE logout is for scripts.
+ */
+export const SIGN_OUT_PATH = `${SIGN_IN_PATH}/sign-out`

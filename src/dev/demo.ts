@@ -13,7 +13,7 @@ import { ConfigError, loadConfig } from '../config/load.js'
 import type { LogConfig } from '../config/types.js'
 import { startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
-import { CALLBACK_PATH } from '../paths.js'
+import { CALLBACK_PATH, SIGN_OUT_PATH } from '../paths.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080
@@ -106,7 +106,7 @@ async function main(): Promise<void> {
         clientId: CLIENT_ID,
         clientSecret,
         redirectUris: [publicUrl + CALLBACK_PATH],
-        postLogoutRedirectUris: [`${publicUrl}/`],
+        postLogoutRedirectUris: [publicUrl + SIGN_OUT_PATH],
       }],
       quiet: true,
     })
@@ -142,6 +142,7 @@ async function main(): Promise<void> {
       '  you to a demo application that knows nothing of OpenID and shows the identity headers it',
       '  received (X-Forwarded-User, -Email, -Groups, -Preferred-Username), plus buttons to refresh',
       `  the token and to log out. ${publicUrl}/public/ needs no sign-in.`,
+      `  Sign out without script: ${publicUrl}${SIGN_OUT_PATH}`,
       '',
       `  Gateway         ${publicUrl}`,
       `  OpenID provider ${provider.issuer}   (client ${CLIENT_ID})`,

@@ -4,6 +4,7 @@
 
 import { createHash } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { escapeHtml } from '../lib/html.js'
 import { listen } from './listen.js'
 
 export interface DemoUpstreamOptions {
@@ -77,10 +78,6 @@ td { font-family: ui-monospace, monospace; word-break: break-all }
 button { font-size: 1rem; padding: .4rem 1rem; margin-right: .5rem }
 #result { margin-top: 1rem; min-height: 1.5rem }
 `
-
-export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`)
-}
 
 function headerValue(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name]

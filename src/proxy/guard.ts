@@ -7,6 +7,7 @@ import type { Identity } from '../identity.js'
 import type { Authenticator } from './authenticate.js'
 import { createPublicPathMatcher } from './public-paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
+import { isNavigation } from '../navigation.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is
 // signed in, may pass, and with which identity. Runs on every proxied request (and on WebSocket
@@ -102,14 +103,6 @@ export function unauthenticatedError(expired: boolean, signInUrl: string): Gatew
 
 export function forbiddenError(): GatewayError {
   return new GatewayError('forbidden', 'your account is not allowed to use this application')
-}
-
-/** A top-level browser navigation, which is sent to sign in rather than answered with 401. */
-function isNavigation(req: FastifyRequest): boolean {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return false
-  if (req.headers['sec-fetch-mode'] === 'navigate') return true
-  const accept = req.headers.accept
-  return accept !== undefined && accept.includes('text/html')
 }
 
 function pathOf(url: string): string {

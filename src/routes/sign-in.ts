@@ -5,12 +5,13 @@ import { GatewayError } from '../errors.js'
 import type { OidcClient } from '../oidc/client.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
-import type { SessionStore } from '../session/types.js'
+import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { signInPath } from '../paths.js'
+import { SIGN_OUT_PATH, signInPath } from '../paths.js'
 import { hardenSignIn } from './sign-in-hardening.js'
 
-// The four sign-in endpoints of the contract, mounted under /api/v1/openid.
+// The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the sign-out
+// form of the gateway's pages.
 
 /** A sign-in transaction lives at most this long (the contract's 10 minutes). */
 const TRANSACTION_SECONDS = 600
@@ -143,14 +144,39 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return { value: updated.accessToken }
   })
 
-  app.delete('/logout', async (req: FastifyRequest, reply) => {
-    const session = await loadWithCredentials(req)
-    if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
+  /** Ends the session here and at the provider's token endpoint; the end-session URL, or ''. */
+  async function endSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<string> {
     await store.destroy(req, reply)
     // Offline refresh tokens outlive the provider's browser session, so they are revoked
     // explicitly; a failure is logged and does not fail the logout.
     if (session.refreshToken !== undefined) await client.revoke(session.refreshToken)
     noStore(reply)
-    return { value: client.endSessionUrl(session.idToken) }
+    return client.endSessionUrl(session.idToken)
+  }
+
+  app.delete('/logout', async (req: FastifyRequest, reply) => {
+    const session = await loadWithCredentials(req)
+    if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
+    return { value: await endSession(req, reply, session) }
+  })
+
+  // POST /api/v1/openid/sign-out: the sign-out form of the gateway's pages (a page without script
+  // cannot send DELETE; the page itself is pages/sign-out.ts). It ends in a redirect, to the
+  // provider's end-session or back to the sign-out page, and is idempotent: no session means
+  // already signed out. Sign-out CSRF: a form post from another site is refused by
+  // its Origin (browsers always send one with a POST), which must be this site or an allowed host.
+  // The form has no fields; whatever body comes is ignored (and a large one refused).
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) {
+    app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 1024 }, (_req, _body, done) => done(null, undefined))
+  }
+  app.post('/sign-out', async (req: FastifyRequest, reply) => {
+    const origin = req.headers.origin
+    if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
+      throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')
+    }
+    const session = await loadWithCredentials(req)
+    const next = session === undefined ? '' : await endSession(req, reply, session)
+    noStore(reply)
+    return reply.redirect(next === '' ? SIGN_OUT_PATH : next, 303)
   })
 }

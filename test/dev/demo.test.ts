@@ -36,7 +36,11 @@ t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exi
   t.equal(logout.status, 200)
   const { value } = (await logout.json()) as { value: string }
   const done = await browser.confirmProviderLogout(value)
-  t.ok(done.visited.includes(url), 'the provider sends the user back to the demo')
+  // The end of the logout is a page that says so, not the provider's login form.
+  t.equal(done.response.url, `${url}api/v1/openid/sign-out`, "the provider sends the user back to the gateway's sign-out page")
+  const signedOut = await done.response.text()
+  t.match(signedOut, 'You are signed out')
+  t.match(signedOut, `href="http://127.0.0.1:${port}/api/v1/openid/redirect?redirectAfter=%2F">Sign in again</a>`)
 
   child.kill('SIGINT')
   t.equal(await exited, 0)

@@ -6,7 +6,6 @@ import {
   SUBJECT,
   type AdversarialProvider,
   type Behaviour,
-  type Problem,
 } from '../fixtures/adversarial-provider.js'
 import type { Browser } from '../fixtures/browser.js'
 import { CLIENT_ID, type Stack } from '../fixtures/stack.js'
@@ -36,11 +35,10 @@ async function signIn(stack: Stack): Promise<Outcome> {
 
 async function assertRefused(t: Test, { res, browser }: Outcome, status: number, code: string): Promise<void> {
   t.equal(res.status, status, 'status')
-  t.match(res.headers.get('content-type'), /^application\/problem\+json/, 'problem+json')
+  // The callback is a browser navigation: the refusal is the error page (pages/error-page.ts).
+  t.match(res.headers.get('content-type'), /^text\/html/, 'an error page')
   const text = await res.text()
-  const body = JSON.parse(text) as Problem
-  t.equal(body.code, code, 'problem code')
-  t.equal(body.status, status, 'problem status')
+  t.match(text, `Error ${status} · ${code}`, 'status and problem code on the page')
   const callback = browser.history.find((u) => u.includes('/api/v1/openid/callback?'))
   const authorizationCode = callback === undefined ? null : new URL(callback).searchParams.get('code')
   if (authorizationCode !== null) t.notOk(text.includes(authorizationCode), 'the authorization code is not echoed')
@@ -165,7 +163,7 @@ t.test('authorization response from another issuer (RFC 9207 mix-up): 403, the c
       // The contract has no code for an authorization response that fails validation; the
       // gateway reports it as id_token_invalid (oidc/errors.ts: "a response that failed
       // validation"). Pinned so that a change of mind is a visible, deliberate one.
-      t.equal(((await outcome.res.json()) as Problem).code, 'id_token_invalid')
+      t.match(await outcome.res.text(), 'Error 403 · id_token_invalid')
       assertTransactionCleared(t, outcome)
     })
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { sessionCookiesSet, startAdversarialStack, SUBJECT, type Problem } from '../fixtures/adversarial-provider.js'
-import { rawRequest } from '../fixtures/http.js'
+import { sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
+import { problemCode, rawRequest } from '../fixtures/http.js'
 import type { Stack } from '../fixtures/stack.js'
 
 // Issue #3, point 2: a token signed with a key the gateway has not seen yet (the provider
@@ -46,7 +46,7 @@ t.test('ID tokens with made-up kids: 403, and at most one refetch', async (t) =>
   for (let i = 0; i < 10; i++) {
     const res = await signIn(stack)
     t.equal(res.status, 403, `sign-in ${i}`)
-    t.equal(((await res.json()) as Problem).code, 'id_token_invalid')
+    t.equal(await problemCode(res), 'id_token_invalid')
   }
   t.ok(provider.jwksRequests - before <= 1, `${provider.jwksRequests - before} refetches for 10 unknown kids`)
 })
@@ -106,7 +106,7 @@ t.test('the JWKS unreachable when a new key shows up: 502 at sign-in, 401 for Be
   await provider.rotateKey()
   const res = await signIn(stack)
   t.equal(res.status, 502, 'the user did nothing wrong')
-  t.equal(((await res.json()) as Problem).code, 'provider_unavailable')
+  t.equal(await problemCode(res), 'provider_unavailable')
   t.equal((await bearer(stack, await provider.signJwt())).status, 401)
   t.equal(provider.jwksRequests, before + 1, 'one attempt, the Bearer lookup waits for the next interval')
 })

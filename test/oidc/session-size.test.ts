@@ -1,5 +1,6 @@
 import t from 'tap'
-import { cookiesCleared, sessionCookiesSet, startAdversarialStack, SUBJECT, type Problem } from '../fixtures/adversarial-provider.js'
+import { cookiesCleared, sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
+import { problemCode } from '../fixtures/http.js'
 
 // Large access tokens against the cookie store (session/cookies.ts): a token that does not fit one
 // cookie is split into chunks that browsers accept; one too large for MAX_CHUNKS is refused with
@@ -52,10 +53,9 @@ t.test('an access token of 20000 characters: 502 session_too_large and no sessio
   const browser = stack.browser()
   const res = await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')
   t.equal(res.status, 502)
-  t.match(res.headers.get('content-type'), /^application\/problem\+json/)
-  const body = (await res.json()) as Problem
-  t.equal(body.code, 'session_too_large')
-  t.notMatch(JSON.stringify(body), /[A-Za-z0-9_-]{200}/, 'no token in the body')
+  const body = await res.clone().text()
+  t.equal(await problemCode(res), 'session_too_large')
+  t.notMatch(body, /[A-Za-z0-9_-]{200}/, 'no token in the body')
   t.same(sessionCookiesSet(res), [], 'no session cookie is set')
   t.notOk(browser.cookies().some((c) => c.name === 'ogw' || /^ogw_(\d+|cred)/.test(c.name)), 'the browser holds no session cookie')
   t.same(cookiesCleared(res, 'ogw_tx_'), [], 'the transaction is left for a retry, like any 5xx')

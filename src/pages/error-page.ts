@@ -1,0 +1,122 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { GatewayError, ProblemCode } from '../errors.js'
+import { escapeHtml } from '../lib/html.js'
+import { isNavigation } from '../navigation.js'
+import { FORWARD_AUTH_PATH, isGatewayPath, SIGN_OUT_PATH, signInPath } from '../paths.js'
+import type { SessionStore } from '../session/types.js'
+import { actions, renderPage, sendPage } from './page.js'
+import { signedInAs } from './who.js'
+
+// The HTML face of a gateway error, for browser navigations only (the error handler in app.ts
+// decides; everything else keeps problem+json). Same status, same code, the same headers the
+// error carries (Retry-After, Allow, WWW-Authenticate), plus what happened in plain words, who
+// is signed in, and the way on: sign in (again), or sign out to switch account.
+
+export interface PageDeps {
+  publicUrl: string
+  store: SessionStore
+  /** Returns the safe redirect target or `null` (routes/redirect-after.ts). */
+  validateRedirectAfter: (value: string) => string | null
+  /** The provider's end-session URL without a hint, or '' (the sign-out form's redirect goes there). */
+  endSessionUrl: () => string
+}
+
+/**
+ * A page rather than problem+json: a browser navigation, except forward-auth, whose caller is an
+ * ingress that forwards the browser's headers but reads only the status (ingress-nginx) or passes
+ * the body on as it is (Traefik), like oauth2-proxy's auth endpoint.
+ */
+export function wantsPage(req: FastifyRequest): boolean {
+  return isNavigation(req) && req.routeOptions.url !== FORWARD_AUTH_PATH
+}
+
+/** Heading and explanation per code: a new code cannot be added without its words. */
+const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
+  bad_request: ['The request could not be understood', 'The address or one of its parameters is malformed.'],
+  code_missing: ['The sign-in did not finish', 'The identity provider sent you back without signing you in.'],
+  state_mismatch: [
+    'This sign-in link is no longer valid',
+    'A sign-in link works once, for 10 minutes, in the browser that started it. This one is old, already used, or from another browser. Start a new sign-in.',
+  ],
+  code_invalid: ['The identity provider refused this sign-in', 'The one-time sign-in code was already used or has expired. Start a new sign-in.'],
+  id_token_invalid: [
+    'The sign-in could not be verified',
+    "The identity provider's answer failed a security check. Try again; if it keeps happening, tell the administrator (the gateway's log names the check).",
+  ],
+  refresh_token_missing: ['There is no sign-in to renew', 'Sign in to continue.'],
+  refresh_token_invalid: ['Your sign-in has ended', 'The identity provider no longer accepts it. Sign in again to continue.'],
+  unauthenticated: ['You are not signed in', 'Sign in to continue.'],
+  forbidden: [
+    'Your account may not use this application',
+    'You are signed in, but this application admits only some accounts. Sign in with another account, or ask the administrator for access.',
+  ],
+  not_found: ['There is nothing at this address', 'No application is served here. Check the address.'],
+  method_not_allowed: ['This address does not take this kind of request', 'Go back to the application and try again from there.'],
+  rate_limited: ['Too many sign-in attempts', 'Wait a minute, then try again.'],
+  session_too_large: [
+    'Your sign-in is too large to keep',
+    "The identity provider's tokens do not fit in cookies. The administrator needs to configure a server-side session store.",
+  ],
+  provider_unavailable: ['The identity provider cannot be reached', 'Signing in is not possible right now. Try again in a moment.'],
+  upstream_unavailable: ['The application cannot be reached', 'Try again in a moment.'],
+  not_ready: ['The gateway is starting', 'Try again in a moment.'],
+  session_store_unavailable: ['Sign-ins cannot be read right now', 'Try again in a moment.'],
+  upstream_timeout: ['The application did not answer in time', 'Try again in a moment.'],
+  internal_error: ['Something went wrong in the gateway', 'Try again; if it keeps happening, tell the administrator.'],
+}
+
+/** The provider's own words on a callback that carries no code (RFC 6749 4.1.2.1). */
+function providerAnswer(problem: GatewayError): string {
+  if (problem.code !== 'code_missing') return ''
+  const error = problem.extensions.error
+  if (typeof error !== 'string') return ''
+  if (error === 'access_denied') {
+    return '<p>The sign-in was cancelled at the identity provider, or the provider refused it.</p>'
+  }
+  const description = problem.extensions.error_description
+  const said = typeof description === 'string' && description !== '' ? `: ${escapeHtml(description)}` : ''
+  return `<p>The identity provider answered <code>${escapeHtml(error)}</code>${said}.</p>`
+}
+
+/** Where a page's sign-out form may go: the gateway, and the provider's end-session it redirects to. */
+export function formTargetsOf(deps: PageDeps): string[] {
+  const origin = new URL(deps.publicUrl).origin
+  const endSession = deps.endSessionUrl()
+  return endSession === '' ? [origin] : [origin, new URL(endSession).origin]
+}
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?')
+  return q === -1 ? url : url.slice(0, q)
+}
+
+export function createErrorPage(deps: PageDeps) {
+  const signOutUrl = deps.publicUrl + SIGN_OUT_PATH
+
+  /** Back to this page after signing in, unless it is a gateway path (then the site's root). */
+  function signInUrl(req: FastifyRequest, problem: GatewayError): string {
+    const given = problem.extensions.signInUrl
+    if (typeof given === 'string') return given
+    const target = isGatewayPath(pathOf(req.url)) ? '/' : (deps.validateRedirectAfter(req.url) ?? '/')
+    return deps.publicUrl + signInPath(target)
+  }
+
+  return async function errorPage(req: FastifyRequest, reply: FastifyReply, problem: GatewayError, status: number): Promise<FastifyReply> {
+    const who = await signedInAs(req, deps.store)
+    const [heading, text] = WORDS[problem.code]
+    const whoLine =
+      who === undefined
+        ? '<p class="who">You are not signed in.</p>'
+        : `<p class="who">Signed in as <strong>${escapeHtml(who.name)}</strong>${who.email === undefined || who.email === who.name ? '' : ` (${escapeHtml(who.email)})`}.</p>`
+    const body = [
+      `<p class="code">Error ${status} · ${escapeHtml(problem.code)}</p>`,
+      `<h1>${escapeHtml(heading)}</h1>`,
+      `<p>${escapeHtml(text)}</p>`,
+      providerAnswer(problem),
+      `<p class="detail">${escapeHtml(problem.message)}</p>`,
+      whoLine,
+      actions(signInUrl(req, problem), who === undefined ? 'Sign in' : 'Sign in again', who === undefined ? undefined : signOutUrl),
+    ].join('\n')
+    return sendPage(reply.headers(problem.headers), status, { formTargets: formTargetsOf(deps) }, renderPage(`${heading} (${status})`, body))
+  }
+}

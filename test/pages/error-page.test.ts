@@ -1,0 +1,130 @@
+import { createHash } from 'node:crypto'
+import t, { type Test } from 'tap'
+import { rawRequest, type RawResponse } from '../fixtures/http.js'
+import { freePort, startStack } from '../fixtures/stack.js'
+
+// Pages for people, JSON for programs: every error class the gateway answers itself is an HTML
+// page for a browser navigation (same status and code, plain words, who is signed in, the way
+// on) and stays problem+json for everything else.
+
+const NAVIGATE = { accept: 'text/html,application/xhtml+xml,*/*;q=0.8', 'sec-fetch-mode': 'navigate' }
+const API = { accept: 'application/json' }
+
+function header(res: RawResponse, name: string): string {
+  const value = res.headers[name]
+  return Array.isArray(value) ? value.join(', ') : (value ?? '')
+}
+
+/** The page's headers: strict CSP whose only allowance is the inline style, by hash. */
+function isPage(t: Test, res: RawResponse, status: number, code: string, label: string): void {
+  t.equal(res.status, status, `${label}: status`)
+  t.match(header(res, 'content-type'), /^text\/html; charset=utf-8/, `${label}: HTML`)
+  t.match(res.body, `Error ${status} · ${code}`, `${label}: status and code on the page`)
+  const csp = header(res, 'content-security-policy')
+  t.match(csp, /^default-src 'none'; /, `${label}: default-src 'none'`)
+  t.notMatch(csp, /script-src|unsafe-inline|unsafe-eval|font-src|img-src/, `${label}: no script, no inline allowance, no fonts`)
+  const style = /<style>([\s\S]*?)<\/style>/.exec(res.body)?.[1] ?? ''
+  t.match(csp, `style-src 'sha256-${createHash('sha256').update(style).digest('base64')}'`, `${label}: the inline style is pinned by hash`)
+  t.match(csp, "frame-ancestors 'none'", `${label}: not framed`)
+  t.notMatch(res.body, /<script|<link|@import|url\(/i, `${label}: nothing loaded from anywhere`)
+  t.equal(header(res, 'x-content-type-options'), 'nosniff')
+  t.equal(header(res, 'cache-control'), 'no-store')
+}
+
+function isProblem(t: Test, res: RawResponse, status: number, code: string, label: string): void {
+  t.equal(res.status, status, `${label} (API): status`)
+  t.match(header(res, 'content-type'), /^application\/problem\+json/, `${label} (API): problem+json`)
+  t.equal(res.json().code, code, `${label} (API): code`)
+}
+
+t.test('each error class: a page for a navigation, problem+json for a program', async (t) => {
+  const closedPort = await freePort()
+  const stack = await startStack(t, {
+    upstreams: [
+      { name: 'app', match: { pathPrefix: '/', hosts: ['127.0.0.1'] }, timeoutMs: 300 },
+      { name: 'admin', match: { pathPrefix: '/admin', hosts: ['127.0.0.1'] }, allow: { groups: ['admins'] } },
+      { name: 'down', match: { pathPrefix: '/down', hosts: ['127.0.0.1'] }, target: `http://127.0.0.1:${closedPort}` },
+    ],
+  })
+  const bob = await stack.signedIn('bob')
+  const cookie = bob.cookieHeader(`${stack.gw}/admin/`)
+  const signedIn = (h: Record<string, string>) => ({ ...h, cookie })
+  const cases: Array<[label: string, status: number, code: string, target: string, extra: Record<string, string>]> = [
+    ['not allowed', 403, 'forbidden', '/admin/reports?y=2026', {}],
+    ['cancelled at the provider', 400, 'code_missing', '/api/v1/openid/callback?error=access_denied&state=s', {}],
+    ['an old callback URL', 403, 'state_mismatch', '/api/v1/openid/callback?code=c&state=s', {}],
+    ['upstream unreachable', 502, 'upstream_unavailable', '/down/x', {}],
+    ['upstream timeout', 504, 'upstream_timeout', '/slow?ms=2000', {}],
+    ['no upstream', 404, 'not_found', '/x', { host: 'elsewhere.test' }],
+    ['malformed path', 400, 'bad_request', '/a%2Fb', {}],
+    ['bad parameter', 400, 'bad_request', '/api/v1/openid/redirect?performRedirect=maybe', {}],
+    ['unknown sign-in endpoint', 404, 'not_found', '/api/v1/openid/nope', {}],
+  ]
+  for (const [label, status, code, target, extra] of cases) {
+    isPage(t, await rawRequest(stack.gw, target, { headers: signedIn({ ...NAVIGATE, ...extra }) }), status, code, label)
+    isPage(t, await rawRequest(stack.gw, target, { headers: signedIn({ accept: 'text/html', ...extra }) }), status, code, `${label} (Accept only)`)
+    isProblem(t, await rawRequest(stack.gw, target, { headers: signedIn({ ...API, ...extra }) }), status, code, label)
+    // A page script's fetch() says cors, whatever it accepts.
+    isProblem(t, await rawRequest(stack.gw, target, { headers: signedIn({ accept: '*/*', 'sec-fetch-mode': 'cors', ...extra }) }), status, code, `${label} fetch`)
+  }
+  // HEAD: the same status and headers, no body.
+  const head = await rawRequest(stack.gw, '/admin/x', { method: 'HEAD', headers: signedIn(NAVIGATE) })
+  t.equal(head.status, 403)
+  t.match(header(head, 'content-type'), /^text\/html/)
+  t.equal(head.body, '')
+  // Other methods are never navigations.
+  isProblem(t, await rawRequest(stack.gw, '/admin/x', { method: 'POST', headers: signedIn(NAVIGATE) }), 403, 'forbidden', 'POST')
+
+  t.test('the 403 page says who is signed in and offers sign-in again and sign-out', async (t) => {
+    const res = await rawRequest(stack.gw, '/admin/reports?y=2026', { headers: signedIn(NAVIGATE) })
+    t.match(res.body, 'Your account may not use this application')
+    t.match(res.body, 'Signed in as <strong>bob</strong> (bob@example.com)')
+    t.match(res.body, `href="${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fadmin%2Freports%3Fy%3D2026"`, 'sign in again, back to this page')
+    t.match(res.body, `<form method="post" action="${stack.gw}/api/v1/openid/sign-out"><button type="submit">Sign out / switch account</button></form>`)
+    const csp = header(res, 'content-security-policy')
+    t.match(csp, `form-action ${stack.gw} ${stack.provider?.issuer}`, 'the form may go to the gateway and on to the provider end-session')
+  })
+
+  t.test('a cancelled sign-in says so, and leads back to sign-in for the site', async (t) => {
+    const res = await rawRequest(stack.gw, '/api/v1/openid/callback?error=access_denied&error_description=End-User+aborted&state=s', { headers: NAVIGATE })
+    t.match(res.body, 'The sign-in was cancelled at the identity provider')
+    t.match(res.body, 'You are not signed in.')
+    t.match(res.body, `href="${stack.gw}/api/v1/openid/redirect?redirectAfter=%2F">Sign in</a>`)
+    t.notMatch(res.body, '<form', 'no sign-out without a sign-in')
+  })
+
+  t.test('every text from the request or the provider is escaped', async (t) => {
+    const evil = '<script>alert(1)</script>"\''
+    const cb = await rawRequest(stack.gw, `/api/v1/openid/callback?error=${encodeURIComponent(evil)}&error_description=${encodeURIComponent(`<img src=x onerror=alert(2)>`)}`, { headers: NAVIGATE })
+    t.equal(cb.status, 400)
+    t.notMatch(cb.body, /<script>|<img/)
+    t.match(cb.body, 'The identity provider answered <code>&#60;script&#62;alert(1)&#60;/script&#62;&#34;&#39;</code>: &#60;img src=x onerror=alert(2)&#62;.')
+    const page = await rawRequest(stack.gw, '/x?q="><script>alert(3)</script>', { headers: { ...NAVIGATE, host: 'elsewhere.test' } })
+    t.equal(page.status, 404)
+    t.notMatch(page.body, /<script>|"><script/)
+  })
+
+  t.test("forward-auth answers its ingress in problem+json, whatever the browser's headers", async (t) => {
+    const traefik = { 'x-forwarded-method': 'GET', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-uri': '/admin/x' }
+    const res = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...NAVIGATE, ...traefik } })
+    t.equal(res.status, 401)
+    t.match(header(res, 'content-type'), /^application\/problem\+json/)
+  })
+
+  t.test('error headers are kept on the page', async (t) => {
+    const res = await rawRequest(stack.gw, '/api/v1/openid/logout', { headers: NAVIGATE })
+    isPage(t, res, 405, 'method_not_allowed', 'GET logout')
+    t.match(header(res, 'allow'), 'DELETE')
+  })
+})
+
+t.test('503 while the provider is not ready: a page for people too', async (t) => {
+  const closedPort = await freePort()
+  const stack = await startStack(t, { issuer: `http://127.0.0.1:${closedPort}` })
+  const target = '/api/v1/openid/redirect?redirectAfter=%2F'
+  const page = await rawRequest(stack.gw, target, { headers: NAVIGATE })
+  isPage(t, page, 503, 'not_ready', 'not ready')
+  t.ok(header(page, 'retry-after'), 'Retry-After kept')
+  t.match(page.body, 'The gateway is starting')
+  isProblem(t, await rawRequest(stack.gw, target, { headers: API }), 503, 'not_ready', 'not ready')
+})
