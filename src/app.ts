@@ -182,7 +182,6 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   })
   await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(forwardAuthRoutes, {
-    prefix: SIGN_IN_PATH,
     upstreams: config.upstreams,
     authenticate,
     publicUrl: config.server.publicUrl,

@@ -3,11 +3,11 @@ import type { IdentityHeaderNames, UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, forbiddenError, unauthenticatedError, type AccessDecider } from './guard.js'
+import { createAccessDecision, forbiddenError, logForbidden, unauthenticatedError, type AccessDecider } from './guard.js'
 import { identityHeaderValues } from './identity-headers.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
-import { signInPath } from '../paths.js'
+import { FORWARD_AUTH_PATH, signInPath } from '../paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
 
@@ -219,7 +219,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     return publicUrl + signInPath(back ?? undefined)
   }
 
-  app.get('/auth', async (req: FastifyRequest, reply: FastifyReply) => {
+  app.get(FORWARD_AUTH_PATH, async (req: FastifyRequest, reply: FastifyReply) => {
     let original: OriginalRequest
     try {
       original = describe(req)
@@ -252,6 +252,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
       case 'unauthenticated':
         throw unauthenticatedError(decision.expired, signInUrl(original))
       case 'forbidden':
+        logForbidden(req, upstream, decision, checked)
         throw forbiddenError()
       case 'pass': {
         const identity = decision.identity

@@ -14,7 +14,7 @@ import { isNavigation } from '../navigation.js'
 // upgrades), so it opens the session cookie once and calls the provider only to refresh.
 //
 // The decision itself (createAccessDecision) is shared with the forward-auth endpoint
-// (routes/forward-auth.ts), which asks the same question about a request an ingress is about to
+// (forward-auth.ts), which asks the same question about a request an ingress is about to
 // serve; only the answers differ (a redirect or proxying here, a status code there).
 
 export interface GuardDeps {

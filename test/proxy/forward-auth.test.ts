@@ -419,6 +419,8 @@ t.test('log lines name the request checked (redacted) and the outcome', async (t
   t.match(third, { outcome: 'bad_request', reason: /different methods/ })
   t.match(fourth, { method: 'GET', url: 'https://nowhere.example.com/', outcome: 'not_found' })
   t.notOk(lines.some((l) => l.includes('SECRETCODE') || l.includes('SECRETTOKEN')), 'no secret query value in any line')
+  const refusal = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'access refused by the allow rules')
+  t.match(refusal, { sub: 'bob', upstream: 'admin', rule: 'groups', method: 'HEAD' }, 'the 403 names who, where, which rule and the request checked')
 })
 
 t.test('a warning, once per host, when the session cookie cannot reach the host checked', async (t) => {
