@@ -94,7 +94,7 @@ t.test('the real dev provider signing PS256 with RS256 pinned: 403, the log name
   })
   const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
   t.equal(res.status, 403)
-  t.equal(((await res.json()) as Problem).code, 'id_token_invalid')
+  t.equal(await problemCode(res), 'id_token_invalid')
   t.match(lines.filter((l) => l.msg === 'ID token refused'), [{ check: 'alg', grant: 'sign-in' }])
   t.notMatch(JSON.stringify(lines), /eyJ/, 'no token in the log')
 })
