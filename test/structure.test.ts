@@ -1,0 +1,54 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import t from 'tap'
+
+// The layout the README describes, kept true: the proxy (access decision, forward-auth, header
+// policy) and the sign-in endpoints are separate concerns that share modules at the top level
+// (paths.ts, identity.ts) or in lib/, never each other.
+
+const SRC = new URL('../src/', import.meta.url).pathname
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sources(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+  )
+}
+
+function importsOf(file: string): string[] {
+  return [...readFileSync(file, 'utf8').matchAll(/^import[^'"]*['"]([^'"]+)['"]/gm)].flatMap((m) => (m[1] === undefined ? [] : [m[1]]))
+}
+
+function folderOf(file: string): string {
+  return relative(SRC, file).split('/')[0] ?? ''
+}
+
+t.test('src/proxy and src/routes do not import each other', async (t) => {
+  const crossings: string[] = []
+  for (const file of sources(SRC)) {
+    const from = folderOf(file)
+    if (from !== 'proxy' && from !== 'routes') continue
+    for (const spec of importsOf(file)) {
+      if (!spec.startsWith('.')) continue
+      const to = folderOf(join(file, '..', spec))
+      if ((from === 'proxy' && to === 'routes') || (from === 'routes' && to === 'proxy')) crossings.push(`${relative(SRC, file)} -> ${spec}`)
+    }
+  }
+  t.strictSame(crossings, [])
+})
+
+t.test('each URL character helper and the request identity have one home', async (t) => {
+  const definitions = new Map<string, string[]>()
+  for (const file of sources(SRC)) {
+    const text = readFileSync(file, 'utf8')
+    for (const name of ['asciiLower', 'hexDigitAt', 'pctByte', 'hexValue', 'isNavigation', 'escapeHtml']) {
+      if (new RegExp(`function ${name}\\(`).test(text)) definitions.set(name, [...(definitions.get(name) ?? []), relative(SRC, file)])
+    }
+    if (/interface FastifyRequest\s*{[^}]*\bidentity\b/.test(text)) definitions.set('identity', [...(definitions.get('identity') ?? []), relative(SRC, file)])
+  }
+  for (const [name, files] of definitions) t.equal(files.length, 1, `${name}: ${files.join(', ')}`)
+  t.strictSame(definitions.get('identity'), ['identity.ts'])
+})
+
+t.test('the session lifecycle takes a refresh grant, not the provider client', async (t) => {
+  t.notMatch(readFileSync(join(SRC, 'session/lifecycle.ts'), 'utf8'), /OidcClient/)
+})
