@@ -9,7 +9,7 @@ import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
-import { loggerOptions, redactUrl } from './ops/logging.js'
+import { loggerOptions } from './ops/logging.js'
 import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { canonicalHost } from './proxy/match.js'
@@ -121,7 +121,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     req.log.info(
       {
         method: req.method,
-        url: redactUrl(req.url),
+        url: req.url,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         ip: req.ip,
@@ -192,6 +192,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
+    // The pages that may open WebSockets are those a sign-in may return to.
+    isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
     authenticate,
     publicUrl: config.server.publicUrl,
   })

@@ -204,7 +204,7 @@ const redirects = object(
   'Where the gateway may send a browser after sign-in (redirectAfter), besides its own origin.',
   {
     allowedHosts: list(
-      'Exact hosts (app.example.com, app.example.com:8443) or .example.com entries (example.com and every subdomain). No scheme, path or *.',
+      'Exact hosts (app.example.com, app.example.com:8443) or .example.com entries (example.com and every subdomain). No scheme, path or *. Also the origins allowed to open WebSockets.',
       string('host', { format: 'allowed-host' }),
       { default: [] },
     ),
@@ -289,9 +289,9 @@ const upstream = object(
       { default: [] },
     ),
     allow,
-    forwardAccessToken: boolean('Send Authorization: Bearer <access token> to the upstream.', false),
+    forwardAccessToken: boolean("Send Authorization: Bearer <access token> to the upstream; a client's own Authorization never reaches it.", false),
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
-    websocket: boolean('Proxy WebSocket upgrades (checked like any request).', false),
+    websocket: boolean('Proxy WebSocket upgrades (checked like any request, and Origin must be the public origin or an allowed host); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
     identityHeaders,
   },

@@ -45,6 +45,9 @@ export function loggerOptions(config: LogConfig): FastifyLoggerOptions & LoggerO
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     serializers: {
       req: (req: { method: string; url: string; id: string }) => ({ method: req.method, url: redactUrl(req.url), id: req.id }),
+      // Every `url` field of every line, the libraries' included: the WebSocket proxy logs the
+      // upstream URL at debug, query (`?access_token=...`) and all.
+      url: (url: unknown) => (typeof url === 'string' ? redactUrl(url) : url),
     },
   }
 }

@@ -7,6 +7,29 @@ export type HeaderBag = Record<string, string | string[] | undefined>
 export type HeaderScrubber = (headers: HeaderBag) => void
 
 /**
+ * Client-address headers: who the client is, as some proxy or CDN in front would assert it. From a
+ * client they are forged, and the gateway's own answer is X-Forwarded-For.
+ */
+const CLIENT_ADDRESS_HEADERS = [
+  'forwarded', 'x-forwarded', 'x-real-ip', 'true-client-ip', 'x-client-ip', 'client-ip', 'cf-connecting-ip',
+  'cf-connecting-ipv6', 'x-cluster-client-ip', 'fastly-client-ip', 'akamai-client-ip', 'fly-client-ip',
+  'x-azure-clientip', 'x-azure-socketip', 'x-originating-ip', 'x-remote-ip', 'x-remote-addr', 'x-proxyuser-ip',
+  'wl-proxy-client-ip', 'proxy-client-ip', 'x-host',
+]
+
+/**
+ * Request-target overrides: headers that frameworks read instead of the request line (Symfony and
+ * IIS X-Original-URL/X-Rewrite-URL, nginx's X-Original-URI, Envoy's internal X-Envoy-*, the
+ * X-HTTP-Method-Override family), so an upstream would serve another path or method than the one
+ * the gateway authorized: a preflight passed anonymously by `allowPreflight` must not become a
+ * DELETE at the upstream.
+ */
+const REQUEST_OVERRIDE_HEADERS = [
+  'x-original-*', 'x-rewrite-url', 'x-override-url', 'x-envoy-*', 'x-http-method-override', 'x-http-method',
+  'x-method-override',
+]
+
+/**
  * Headers that only the gateway may set, beyond the configured identity header names. Every
  * X-Forwarded-* goes: the default identity headers are X-Forwarded-*, the values of a trusted
  * peer are read before scrubbing (the proxy extends them) and from anyone else they are forged.
@@ -14,7 +37,28 @@ export type HeaderScrubber = (headers: HeaderBag) => void
  * (oauth2-proxy GHSA-7x63-xv5r-3p2x: a spoofed X-Forwarded-Uri made skip-auth rules apply to the
  * wrong path).
  */
-export const GATEWAY_ONLY_HEADERS: readonly string[] = ['x-forwarded-*', 'x-auth-request-*', 'x-original-url', 'x-real-ip', 'forwarded']
+export const GATEWAY_ONLY_HEADERS: readonly string[] = [
+  'x-forwarded-*', 'x-auth-request-*', ...CLIENT_ADDRESS_HEADERS, ...REQUEST_OVERRIDE_HEADERS,
+]
+
+/**
+ * Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection and are never forwarded, in
+ * either direction. Expect is answered by the gateway itself (Node sends the 100 Continue), so it
+ * does not travel on either. undici refuses Keep-Alive, Upgrade and Expect outright, which made
+ * them a 502.
+ */
+export const HOP_BY_HOP_HEADERS: readonly string[] = [
+  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade',
+  'proxy-authorization', 'proxy-authenticate', 'http2-settings', 'expect',
+]
+
+/** What HTTP or the gateway itself manages in a request (a claim may not overwrite these). */
+const MANAGED_HEADERS = [
+  'authorization', 'cookie', 'set-cookie', 'host', 'content-length', 'content-type', 'content-encoding',
+  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-method',
+  'x-forwarded-uri', 'x-forwarded-prefix', 'x-forwarded-path', 'x-forwarded-server', 'x-forwarded-ssl',
+  'x-forwarded-scheme', 'x-forwarded-access-token', 'x-forwarded-client-cert',
+]
 
 // Node accepts `_` in header names, and CGI (RFC 3875 4.1.18) and everything built on its
 // conventions (PHP, Rack, WSGI) expose headers as HTTP_* variables with `-` turned into `_`, so a
@@ -24,11 +68,14 @@ export function canonicalHeaderName(name: string): string {
   return lower.includes('_') ? lower.replaceAll('_', '-') : lower
 }
 
+/** A name's membership in a list of header names (case-insensitive, `_` equal to `-`). */
+export type HeaderNameTest = (name: string) => boolean
+
 /**
- * Builds an in-place scrubber for the given header names (case-insensitive, `_` equal to `-`).
- * An entry ending in `*` removes every header starting with the part before it.
+ * Builds a membership test for the given header names. An entry ending in `*` matches every
+ * header starting with the part before it.
  */
-export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
+export function createHeaderNameTest(names: readonly string[]): HeaderNameTest {
   const exact = new Set<string>()
   const prefixes: string[] = []
   for (const name of names) {
@@ -42,21 +89,64 @@ export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
       exact.add(canonical)
     }
   }
+  return (name) => {
+    const canonical = canonicalHeaderName(name)
+    if (exact.has(canonical)) return true
+    for (const prefix of prefixes) {
+      if (canonical.startsWith(prefix)) return true
+    }
+    return false
+  }
+}
+
+/** Builds an in-place scrubber for the given header names (see createHeaderNameTest). */
+export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
+  const matches = createHeaderNameTest(names)
   return (headers) => {
     for (const key of Object.keys(headers)) {
-      const canonical = canonicalHeaderName(key)
-      if (exact.has(canonical)) {
-        delete headers[key]
-        continue
-      }
-      for (const prefix of prefixes) {
-        if (canonical.startsWith(prefix)) {
-          delete headers[key]
-          break
-        }
+      if (matches(key)) delete headers[key]
+    }
+  }
+}
+
+const isHopByHop = createHeaderNameTest(HOP_BY_HOP_HEADERS)
+
+/**
+ * Removes the hop-by-hop headers: the fixed list and every header the Connection header names
+ * (RFC 9110 7.6.1). Run before the gateway adds its own headers, so naming one of those in
+ * Connection removes only the client's copy.
+ */
+export function stripHopByHop(headers: HeaderBag): void {
+  const named = new Set<string>()
+  for (const [key, value] of Object.entries(headers)) {
+    if (value === undefined || canonicalHeaderName(key) !== 'connection') continue
+    for (const part of Array.isArray(value) ? value : [value]) {
+      for (const token of part.split(',')) {
+        const name = token.trim()
+        if (name !== '') named.add(canonicalHeaderName(name))
       }
     }
   }
+  for (const key of Object.keys(headers)) {
+    if (isHopByHop(key) || named.has(canonicalHeaderName(key))) delete headers[key]
+  }
+}
+
+const isReserved = createHeaderNameTest([
+  ...MANAGED_HEADERS,
+  ...HOP_BY_HOP_HEADERS,
+  // X-Forwarded-* as a whole is stripped, but the default identity headers live there too; the
+  // names with a meaning of their own are in MANAGED_HEADERS.
+  ...GATEWAY_ONLY_HEADERS.filter((name) => name !== 'x-forwarded-*'),
+])
+
+/**
+ * True for a header name an identity header may not have: one that HTTP, a proxy or the gateway
+ * itself manages or that this policy strips for another reason (a claim would end up in
+ * True-Client-IP or X-Original-URL). Configuration validation asks here.
+ */
+export function isReservedHeaderName(name: string): boolean {
+  return isReserved(name)
 }
 
 const lowerNamesCache = new WeakMap<IdentityHeaderNames, IdentityHeaderNames>()
@@ -184,4 +274,38 @@ export function stripCookies(
   let out = cookieHeader.slice(kept[0], kept[1])
   for (let i = 2; i < kept.length; i += 2) out += '; ' + cookieHeader.slice(kept[i], kept[i + 1])
   return out
+}
+
+/**
+ * The name of the cookie a Set-Cookie value sets, as a browser stores it (RFC 6265bis 5.6): the
+ * part before the first `=` of the name-value pair, SP/HTAB trimmed. A nameless cookie
+ * (`=ogw=x`, or no `=` at all) is sent back as its bare value, which a server reads as
+ * `ogw=x`: its name is then the part of the value before `=`.
+ */
+function setCookieName(setCookie: string): string {
+  const semi = setCookie.indexOf(';')
+  const pair = semi === -1 ? setCookie : setCookie.slice(0, semi)
+  const eq = pair.indexOf('=')
+  const name = (eq === -1 ? '' : pair.slice(0, eq)).replace(/^[ \t]+|[ \t]+$/g, '')
+  if (name !== '') return name
+  const value = eq === -1 ? pair : pair.slice(eq + 1)
+  const valueEq = value.indexOf('=')
+  return (valueEq === -1 ? '' : value.slice(0, valueEq)).replace(/^[ \t]+|[ \t]+$/g, '')
+}
+
+/**
+ * The policy for an upstream's response headers: hop-by-hop headers stay behind (an upstream's
+ * `Connection: keep-alive` would otherwise overrule the client's `Connection: close`), and no
+ * Set-Cookie may set, overwrite or clear one of the gateway's cookies (session fixation through
+ * an upstream, or a sign-out behind the gateway's back). In place.
+ */
+export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookie: (name: string) => boolean): void {
+  stripHopByHop(headers)
+  for (const key of Object.keys(headers)) {
+    if (canonicalHeaderName(key) !== 'set-cookie') continue
+    const value = headers[key]
+    const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((c) => !isGatewayCookie(setCookieName(c)))
+    if (list.length === 0) delete headers[key]
+    else headers[key] = list
+  }
 }

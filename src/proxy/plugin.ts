@@ -4,8 +4,17 @@ import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { createGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues } from './forwarded.js'
-import { GATEWAY_ONLY_HEADERS, createHeaderScrubber, identityHeaderValues, stripCookies } from './identity-headers.js'
+import {
+  GATEWAY_ONLY_HEADERS,
+  HOP_BY_HOP_HEADERS,
+  createHeaderScrubber,
+  identityHeaderValues,
+  scrubResponseHeaders,
+  stripCookies,
+  stripHopByHop,
+} from './identity-headers.js'
 import { hostPattern } from './match.js'
+import { createUpgradePolicy, type TrustedUrlTest } from './websocket.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -16,21 +25,50 @@ export interface ProxyOptions extends GuardDeps {
   upstreams: UpstreamConfig[]
   trustedProxies: string[]
   isGatewayCookie: (name: string) => boolean
+  /** Whether a page at this URL belongs to the application (WebSocket Origin check). */
+  isTrustedUrl: TrustedUrlTest
 }
 
 type Headers = Record<string, string | string[] | undefined>
 
+/** The client's Content-Type, set aside until the request is forwarded (see bodyAsIs). */
+const kContentType = Symbol('openid-gateway.contentType')
+type WithContentType = FastifyRequest & { [kContentType]?: string }
+
+/**
+ * Bodies reach the upstream byte for byte with the client's Content-Type, whatever it says: the
+ * header is set aside before Fastify's body parsing, which then hands the raw stream to the proxy
+ * (its catch-all parser) instead of decoding text and JSON, refusing media types it cannot parse
+ * (`text/plain;` was a 500, `foo` a 415) or dropping parameters (`charset=utf-16le`).
+ */
+async function bodyAsIs(req: FastifyRequest): Promise<void> {
+  const contentType = req.headers['content-type']
+  if (contentType === undefined) return
+  ;(req as WithContentType)[kContentType] = contentType
+  delete req.headers['content-type']
+}
+
 export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): Promise<void> {
   const isTrusted = createTrustCheck(options.trustedProxies)
+  app.addHook('onRequest', bodyAsIs)
 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders
-    const scrub = createHeaderScrubber([names.user, names.email, names.groups, names.preferredUsername, ...GATEWAY_ONLY_HEADERS])
+    const scrub = createHeaderScrubber([
+      names.user, names.email, names.groups, names.preferredUsername,
+      // The verified identity's token is the only Authorization such an upstream may receive.
+      ...(upstream.forwardAccessToken ? ['authorization'] : []),
+      ...GATEWAY_ONLY_HEADERS,
+      ...HOP_BY_HOP_HEADERS,
+    ])
 
     /** The header policy, shared by HTTP requests and WebSocket upgrades. */
     const rewrite = (req: FastifyRequest, headers: Headers): Headers => {
       const forwarded = forwardedValues(req.headers, req.socket.remoteAddress, isTrusted(req.socket.remoteAddress), req.protocol)
+      stripHopByHop(headers)
       scrub(headers)
+      const contentType = (req as WithContentType)[kContentType]
+      if (contentType !== undefined) headers['content-type'] = contentType
       const cookie = headers.cookie
       if (typeof cookie === 'string') {
         const kept = stripCookies(cookie, options.isGatewayCookie)
@@ -55,6 +93,13 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       )
     }
 
+    const guard = createGuard(upstream, options)
+    const enforceUpgradePolicy = createUpgradePolicy({
+      upstream: upstream.name,
+      websocket: upstream.websocket,
+      isTrustedUrl: options.isTrustedUrl,
+    })
+
     const prefix = upstream.match.pathPrefix
     // The WebSocket client options accept rewriteRequestHeaders at runtime, but the plugin's
     // type declarations omit it (see notes/stack.md), hence the typed constant.
@@ -67,7 +112,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       // The upstream sees the same (normalized) path the gateway matched and authorized.
       rewritePrefix: prefix,
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
-      preHandler: createGuard(upstream, options),
+      preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
+        enforceUpgradePolicy(req.headers)
+        return guard(req, reply)
+      },
       websocket: upstream.websocket,
       // The gateway logs one line per request itself (onResponse in app.ts).
       disableRequestLogging: true,
@@ -80,6 +128,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       },
       replyOptions: {
         rewriteRequestHeaders: (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers,
+        rewriteHeaders: (headers) => {
+          scrubResponseHeaders(headers as Headers, options.isGatewayCookie)
+          return headers
+        },
         onError: onError as never,
       },
     })

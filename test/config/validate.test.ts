@@ -410,6 +410,14 @@ t.test('upstreams: identityHeaders', async (t) => {
     'Authorization': header({ user: 'Authorization' }, 'user: must not be a header that HTTP or the gateway itself manages'),
     'X-Forwarded-For with underscores': header({ email: 'x_forwarded_for' }, 'email: must not be a header that HTTP or the gateway itself manages'),
     'X-Auth-Request-*': header({ groups: 'X-Auth-Request-Groups' }, 'groups: must not be a header that HTTP or the gateway itself manages'),
+    // The header policy (proxy/identity-headers.ts) is asked: client-address, request-override
+    // and hop-by-hop headers are refused like the rest.
+    'True-Client-IP': header({ user: 'True-Client-IP' }, 'user: must not be a header that HTTP or the gateway itself manages'),
+    'X-Original-URI': header({ email: 'X-Original-URI' }, 'email: must not be a header that HTTP or the gateway itself manages'),
+    'X-HTTP-Method-Override': header({ groups: 'X_HTTP_Method_Override' }, 'groups: must not be a header that HTTP or the gateway itself manages'),
+    'Keep-Alive': header({ preferredUsername: 'Keep-Alive' }, 'preferredUsername: must not be a header that HTTP or the gateway itself manages'),
+    'X-Forwarded-Prefix': header({ user: 'X-Forwarded-Prefix' }, 'user: must not be a header that HTTP or the gateway itself manages'),
+    'other X-Forwarded-* names stay usable': valid(withUpstream({ identityHeaders: { user: 'X-Forwarded-Login' } })),
     'two keys, one header': header({ email: 'x_forwarded_user' }, 'email: same header as identityHeaders.user'),
     'unknown key': header({ name: 'X-Name' }, 'name: unknown key'),
   })

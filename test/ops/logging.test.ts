@@ -1,4 +1,5 @@
 import t from 'tap'
+import WebSocket from 'ws'
 import { redactUrl } from '../../src/ops/logging.js'
 import { rawRequest } from '../fixtures/http.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.js'
@@ -62,4 +63,47 @@ t.test('redactUrl hides the values of secret query parameters only', async (t) =
   t.equal(redactUrl('/cb?x=1&%63ode=abc'), '/cb?x=1&code=%5Bredacted%5D', 'a percent-encoded name is the same parameter')
   t.equal(redactUrl('/cb?a=1&state'), '/cb?a=1&state=%5Bredacted%5D', 'a name without a value')
   t.equal(redactUrl('/p?barcode=1&statement=2'), '/p?barcode=1&statement=2', 'names that only contain a secret name')
+})
+
+t.test('the proxy libraries log no secret either: WebSocket URLs, upstream errors, at trace level', async (t) => {
+  const lines: string[] = []
+  const stack = await startStack(t, {
+    config: { log: { level: 'trace' } },
+    logStream: { write: (line: string) => void lines.push(line) },
+    upstreams: [
+      { name: 'app', forwardAccessToken: true, websocket: true },
+      // Nothing listens there: reply-from logs the failure.
+      { name: 'down', match: { pathPrefix: '/down' }, target: 'http://127.0.0.1:9', auth: 'none' },
+    ],
+  })
+  const browser = await stack.signedIn('alice')
+  const cookie = browser.cookieHeader(`${stack.gw}/x`)
+  const secrets = {
+    query: 'query-access-token-0123456789',
+    token: 'query-token-0123456789',
+    bearer: await stack.provider!.signJwt({ sub: 'svc', aud: CLIENT_ID }),
+    proxy: 'cHJveHk6cHJveHktc2VjcmV0',
+  }
+
+  const ws = new WebSocket(`${stack.gw.replace('http', 'ws')}/socket?access_token=${secrets.query}&token=${secrets.token}`, {
+    headers: { cookie, authorization: `Bearer ${secrets.bearer}` },
+  })
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve)
+    ws.once('error', reject)
+  })
+  const echoed = new Promise((resolve) => ws.once('message', resolve))
+  ws.send('ping')
+  await echoed
+  ws.close()
+  await rawRequest(stack.gw, `/down/x?access_token=${secrets.query}`, {
+    headers: { authorization: `Bearer ${secrets.bearer}`, 'proxy-authorization': `Basic ${secrets.proxy}`, cookie },
+  })
+  await rawRequest(stack.gw, `/x?token=${secrets.token}`, { headers: { accept: 'application/json', 'proxy-authorization': `Basic ${secrets.proxy}`, cookie } })
+
+  const all = lines.join('')
+  t.ok(lines.some((l) => l.includes('proxy websocket')), "the WebSocket proxy's debug line is there")
+  t.ok(lines.some((l) => l.includes('response errored')), "reply-from's failure line is there")
+  for (const [name, secret] of Object.entries(secrets)) t.notOk(all.includes(secret), `no ${name} in the logs`)
+  t.notOk(all.includes(cookie.slice(4, 44)), 'no session cookie in the logs')
 })

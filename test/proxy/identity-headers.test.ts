@@ -5,7 +5,10 @@ import {
   createHeaderScrubber,
   GATEWAY_ONLY_HEADERS,
   identityHeaderValues,
+  isReservedHeaderName,
+  scrubResponseHeaders,
   stripCookies,
+  stripHopByHop,
   type HeaderBag,
 } from '../../src/proxy/identity-headers.js'
 import type { IdentityHeaderNames } from '../../src/config/types.js'
@@ -245,4 +248,52 @@ t.test('property: stripCookies keeps exactly the foreign pairs', async (t) => {
     { numRuns: NUM_RUNS },
   )
   t.pass('exact')
+})
+
+t.test('hop-by-hop: the fixed list and every header Connection names, in any case', async (t) => {
+  const h: HeaderBag = {
+    Connection: 'close, X-Drop, x_other',
+    connection: ['x-third'],
+    'keep-alive': 'timeout=5',
+    'Proxy-Connection': 'keep-alive',
+    TE: 'trailers',
+    trailer: 'x',
+    'transfer-encoding': 'chunked',
+    upgrade: 'websocket',
+    'proxy-authorization': 'Basic x',
+    'http2-settings': 'x',
+    expect: '100-continue',
+    'x-drop': '1',
+    'X-OTHER': '1',
+    'x-third': '1',
+    'content-type': 'text/plain',
+    'x-kept': '1',
+  }
+  stripHopByHop(h)
+  t.same(h, { 'content-type': 'text/plain', 'x-kept': '1' })
+})
+
+t.test('response policy: Set-Cookie of the gateway dropped, however it is spelled to a browser', async (t) => {
+  const isGateway = (name: string): boolean => name === 'ogw' || name.startsWith('ogw_')
+  const h: HeaderBag = {
+    'set-cookie': ['ogw=x', ' ogw\t=x', '=ogw=x', 'ogw_1=x; Path=/', 'ogw=; Max-Age=0', 'a=1', 'OGW=x', 'ogwx=1', '=novalue', 'bare'],
+    connection: 'x-hop',
+    'x-hop': '1',
+    'keep-alive': 'timeout=1',
+    'content-type': 'text/html',
+  }
+  scrubResponseHeaders(h, isGateway)
+  t.same(h, { 'set-cookie': ['a=1', 'OGW=x', 'ogwx=1', '=novalue', 'bare'], 'content-type': 'text/html' })
+  const only: HeaderBag = { 'Set-Cookie': 'ogw=x' }
+  scrubResponseHeaders(only, isGateway)
+  t.same(only, {})
+})
+
+t.test('reserved header names: what the policy manages or strips, except the X-Forwarded-* the identity may use', async (t) => {
+  for (const name of ['Authorization', 'cookie', 'Host', 'X-Forwarded-For', 'x_forwarded_proto', 'X-Forwarded-Prefix', 'Keep-Alive', 'TE', 'True-Client-IP', 'X-Original-URL', 'X-Original-Anything', 'X-HTTP-Method-Override', 'X-Envoy-Internal', 'X-Auth-Request-User', 'Forwarded', 'X-Forwarded']) {
+    t.ok(isReservedHeaderName(name), name)
+  }
+  for (const name of ['X-Forwarded-User', 'X-Forwarded-Email', 'X-Forwarded-Groups', 'X-Forwarded-Preferred-Username', 'Remote-User', 'X-User']) {
+    t.notOk(isReservedHeaderName(name), name)
+  }
 })
