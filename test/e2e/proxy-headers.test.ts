@@ -133,7 +133,7 @@ t.test("a client's Authorization reaches a forwardAccessToken upstream only as t
     }
   }
 
-  const good = await provider.signJwt({ sub: 'service-a', aud: 'gateway' })
+  const good = await provider.signJwt({ sub: 'service-a', aud: 'gateway', scope: 'api' })
   await rawRequest(stack.gw, '/optional/x', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${good}` } })
   t.equal(received(), `Bearer ${good}`, 'a verified Bearer token is the identity, and forwarded as itself')
 
