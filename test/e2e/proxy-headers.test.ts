@@ -1,22 +1,8 @@
 import t from 'tap'
-import WebSocket from 'ws'
-import { rawRequest } from '../fixtures/http.js'
+import { openEchoed, rawRequest } from '../fixtures/http.js'
 import { startStack } from '../fixtures/stack.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
-
-/** Opens a WebSocket and waits for one echo, so the upstream has seen the upgrade. */
-async function openEchoed(url: string, headers: Record<string, string>): Promise<void> {
-  const ws = new WebSocket(url, { headers })
-  await new Promise((resolve, reject) => {
-    ws.once('open', resolve)
-    ws.once('error', reject)
-  })
-  const echoed = new Promise((resolve) => ws.once('message', resolve))
-  ws.send('ping')
-  await echoed
-  ws.close()
-}
 
 t.test('identity headers, spoofing, cookies and X-Forwarded-*', async (t) => {
   const stack = await startStack(t, { upstreams: [{ name: 'app', forwardAccessToken: true }] })

@@ -1,7 +1,6 @@
 import t from 'tap'
-import WebSocket from 'ws'
 import { redactUrl } from '../../src/ops/logging.js'
-import { rawRequest } from '../fixtures/http.js'
+import { openEchoed, rawRequest } from '../fixtures/http.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.js'
 
 t.test('no token, code, cookie or secret in any log line, even at trace level', async (t) => {
@@ -85,17 +84,10 @@ t.test('the proxy libraries log no secret either: WebSocket URLs, upstream error
     proxy: 'cHJveHk6cHJveHktc2VjcmV0',
   }
 
-  const ws = new WebSocket(`${stack.gw.replace('http', 'ws')}/socket?access_token=${secrets.query}&token=${secrets.token}`, {
-    headers: { cookie, authorization: `Bearer ${secrets.bearer}` },
+  await openEchoed(`${stack.gw.replace('http', 'ws')}/socket?access_token=${secrets.query}&token=${secrets.token}`, {
+    cookie,
+    authorization: `Bearer ${secrets.bearer}`,
   })
-  await new Promise((resolve, reject) => {
-    ws.once('open', resolve)
-    ws.once('error', reject)
-  })
-  const echoed = new Promise((resolve) => ws.once('message', resolve))
-  ws.send('ping')
-  await echoed
-  ws.close()
   await rawRequest(stack.gw, `/down/x?access_token=${secrets.query}`, {
     headers: { authorization: `Bearer ${secrets.bearer}`, 'proxy-authorization': `Basic ${secrets.proxy}`, cookie },
   })
