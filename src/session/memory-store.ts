@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayCookies } from './cookies.js'
-import type { Session, SessionStore } from './types.js'
+import { selects, type Session, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in this process's memory; the browser holds only a sealed reference. For a single
 // replica whose tokens are too large for cookies, or that wants no token in the browser at all.
@@ -64,6 +64,14 @@ export class MemorySessionStore implements SessionStore {
     }
     this.#cookies.clear(reply, 'session')
     this.#cookies.clear(reply, 'credentials')
+  }
+
+  async end(selector: SessionSelector): Promise<void> {
+    for (const [id, session] of this.#sessions) if (selects(selector, session)) this.#sessions.delete(id)
+  }
+
+  async ping(): Promise<boolean> {
+    return true
   }
 
   async close(): Promise<void> {

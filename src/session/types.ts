@@ -20,6 +20,19 @@ export interface Session {
   idToken?: string
 }
 
+/**
+ * The sessions a back-channel logout ends (Back-Channel Logout 1.0, 2.4 and 2.6): those of one
+ * provider session (`sid`, with `sub` also matched when the token names both), or every session of
+ * `sub` when the token names no `sid`.
+ */
+export type SessionSelector = { sid: string; sub?: string } | { sid?: undefined; sub: string }
+
+/** Whether `session` is one that `selector` names. */
+export function selects(selector: SessionSelector, session: Pick<Session, 'claims'>): boolean {
+  if (selector.sid !== undefined && session.claims.sid !== selector.sid) return false
+  return selector.sub === undefined || session.claims.sub === selector.sub
+}
+
 /** Where sessions live. Implementations never throw for a bad or foreign cookie: that is "no session". */
 export interface SessionStore {
   /** The request's session, read as cheaply as possible: this runs on every proxied request. */
@@ -34,5 +47,12 @@ export interface SessionStore {
   save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void>
   /** Deletes the session (server side, if any) and every session cookie. */
   destroy(req: FastifyRequest, reply: FastifyReply): Promise<void>
+  /**
+   * Ends every session `selector` names, on every replica (back-channel logout). Server-side stores
+   * delete them; the cookie store, which cannot reach the browsers, refuses them from then on.
+   */
+  end(selector: SessionSelector): Promise<void>
+  /** Whether the store can be reached now (readiness); never throws. */
+  ping(): Promise<boolean>
   close(): Promise<void>
 }
