@@ -142,7 +142,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   const cipher = new CookieCipher(config.cookies.secrets)
   const cookies = new GatewayCookies(config.cookies, cipher)
   // Shared by every replica when there is a Redis (back-channel logout must reach them all).
-  const redis = config.session.redisUrl === undefined ? undefined : new Redis(config.session.redisUrl)
+  // Until the Redis client factory lands: commands fail fast when Redis is down, never queue.
+  const redis = config.session.redisUrl === undefined ? undefined : new Redis(config.session.redisUrl, { commandTimeout: 1000, maxRetriesPerRequest: 1 })
   const revocations = config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis }) : undefined
   app.decorate('revocations', revocations)
   const store = createStore(config, cookies, revocations)
