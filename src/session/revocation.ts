@@ -44,7 +44,7 @@ function nowSeconds(now: () => number): number {
   return Math.floor(now() / 1000)
 }
 
-/** The rule of the header, over entries (key -> epoch seconds of the logout) and a floor. */
+/** The rules at the top of this file, over entries (key -> epoch seconds of the logout) and a floor. */
 function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session: Pick<Session, 'claims' | 'createdAt'>): boolean {
   if (session.createdAt <= floor) return true
   const sid = session.claims.sid
