@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { Redis } from 'ioredis'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
 import { ConfigError } from './config/load.js'
@@ -8,6 +9,7 @@ import { GatewayError } from './errors.js'
 import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
+import { JtiReplayGuard } from './oidc/jti-replay.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions } from './ops/logging.js'
 import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
@@ -18,6 +20,7 @@ import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js
 import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
+import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
 import { SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
@@ -27,6 +30,7 @@ import { GatewayCookies } from './session/cookies.js'
 import { CookieSessionStore } from './session/cookie-store.js'
 import { SessionLifecycle } from './session/lifecycle.js'
 import { MemorySessionStore } from './session/memory-store.js'
+import { createRevocationList, type RevocationList } from './session/revocation.js'
 import type { SessionStore } from './session/types.js'
 
 export interface BuildOptions {
@@ -38,6 +42,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Resolves once the provider's metadata is loaded (discovery is retried until then). */
     providerReady: Promise<void>
+    /** The cookie store's back-channel logout revocation list (its size() is a metric); undefined with other stores. */
+    revocations: RevocationList | undefined
   }
 }
 
@@ -47,10 +53,10 @@ const kBadPath = Symbol('openid-gateway.badPath')
 /** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
 const MAX_HEADER_BYTES = 32 * 1024
 
-function createStore(config: GatewayConfig, cookies: GatewayCookies): SessionStore {
+function createStore(config: GatewayConfig, cookies: GatewayCookies, revocations: RevocationList | undefined): SessionStore {
   switch (config.session.store) {
     case 'cookie':
-      return new CookieSessionStore(cookies, config.session.maxAgeSeconds)
+      return new CookieSessionStore(cookies, config.session.maxAgeSeconds, revocations)
     case 'memory':
       return new MemorySessionStore(cookies, config.session.maxAgeSeconds, config.session.memory.maxSessions)
     case 'redis':
@@ -135,7 +141,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   decorateIdentity(app)
   const cipher = new CookieCipher(config.cookies.secrets)
   const cookies = new GatewayCookies(config.cookies, cipher)
-  const store = createStore(config, cookies)
+  // Shared by every replica when there is a Redis (back-channel logout must reach them all).
+  // Until the Redis client factory lands: commands fail fast when Redis is down, never queue.
+  const redis = config.session.redisUrl === undefined ? undefined : new Redis(config.session.redisUrl, { commandTimeout: 1000, maxRetriesPerRequest: 1 })
+  const revocations = config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis }) : undefined
+  app.decorate('revocations', revocations)
+  const store = createStore(config, cookies, revocations)
   const client = new OidcClient(config.provider, config.server.publicUrl, app.log)
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
   const lifecycle = new SessionLifecycle((token, sub) => client.refresh(token, sub), store, allowClaims, config.session.maxAgeSeconds)
@@ -154,6 +165,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   app.addHook('onClose', async () => {
     client.stop()
     await store.close()
+    redis?.disconnect()
   })
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
@@ -181,6 +193,15 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     rateLimit: config.rateLimit.signIn,
   })
   await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
+  await app.register(backchannelLogoutRoute, {
+    issuer: config.provider.issuer,
+    clientId: config.provider.clientId,
+    clockToleranceSeconds: config.provider.clockToleranceSeconds,
+    algorithms: () => client.idTokenAlgorithms,
+    keys: client.keys,
+    store,
+    replay: new JtiReplayGuard({ redis }),
+  })
   await app.register(forwardAuthRoutes, {
     upstreams: config.upstreams,
     authenticate,

@@ -6,6 +6,8 @@ export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
 /** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
 export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
+/** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */
+export const BACKCHANNEL_LOGOUT_PATH = `${SIGN_IN_PATH}/backchannel-logout`
 
 /** True for SIGN_IN_PATH itself and every path below it (on a segment boundary). */
 export function isGatewayPath(path: string): boolean {

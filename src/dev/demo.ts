@@ -13,7 +13,7 @@ import { ConfigError, loadConfig } from '../config/load.js'
 import type { LogConfig } from '../config/types.js'
 import { startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
-import { CALLBACK_PATH, SIGN_OUT_PATH } from '../paths.js'
+import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../paths.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080
@@ -107,6 +107,8 @@ async function main(): Promise<void> {
         clientSecret,
         redirectUris: [publicUrl + CALLBACK_PATH],
         postLogoutRedirectUris: [publicUrl + SIGN_OUT_PATH],
+        // Signing out at the provider (its own logout page) ends the gateway session too.
+        backchannelLogoutUri: publicUrl + BACKCHANNEL_LOGOUT_PATH,
       }],
       quiet: true,
     })
@@ -143,6 +145,8 @@ async function main(): Promise<void> {
       '  received (X-Forwarded-User, -Email, -Groups, -Preferred-Username), plus buttons to refresh',
       `  the token and to log out. ${publicUrl}/public/ needs no sign-in.`,
       `  Sign out without script: ${publicUrl}${SIGN_OUT_PATH}`,
+      `  Sign out at the provider (${provider.issuer}/session/end) and its back-channel logout to`,
+      `  ${publicUrl}${BACKCHANNEL_LOGOUT_PATH} ends the gateway session too.`,
       '',
       `  Gateway         ${publicUrl}`,
       `  OpenID provider ${provider.issuer}   (client ${CLIENT_ID})`,

@@ -34,4 +34,8 @@ export class TtlCache<V> {
     }
     this.#entries.set(key, { value, expiresAt })
   }
+
+  delete(key: string): void {
+    this.#entries.delete(key)
+  }
 }

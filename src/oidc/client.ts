@@ -72,6 +72,11 @@ export class OidcClient {
     return this.#discovered !== undefined
   }
 
+  /** The algorithms ID tokens (and logout tokens, signed alike) are accepted with; `undefined` before discovery. */
+  get idTokenAlgorithms(): readonly AsymmetricAlgorithm[] | undefined {
+    return this.#discovered?.idTokenAlgs
+  }
+
   /** Server metadata after discovery. */
   get metadata(): oidc.ServerMetadata | undefined {
     return this.#discovered?.configuration.serverMetadata()

@@ -1,11 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayCookies } from './cookies.js'
+import { MemoryRevocationList, type RevocationList } from './revocation.js'
 import type { Session, SessionClaims, SessionSelector, SessionStore } from './types.js'
 
 // The whole session lives in the browser, sealed, in two cookies: the identity and the access
 // token, opened on every request, and the long-lived credentials (refresh token, ID token),
 // opened only when the access token has expired or at logout. The credentials cookie travels with
-// every request by default, or only to /api/v1/openid (cookies.credentialsPath).
+// every request by default, or only to /api/v1/openid (cookies.credentialsPath). A back-channel
+// logout cannot reach the browsers' cookies: the sessions it ends go on a revocation list,
+// checked on every load.
 
 interface SealedSession {
   i: string
@@ -42,16 +45,20 @@ function isSealedCredentials(v: unknown): v is SealedCredentials {
 export class CookieSessionStore implements SessionStore {
   readonly #cookies: GatewayCookies
   readonly #maxAgeSeconds: number
+  readonly #revocations: RevocationList
 
-  constructor(cookies: GatewayCookies, maxAgeSeconds: number) {
+  constructor(cookies: GatewayCookies, maxAgeSeconds: number, revocations?: RevocationList) {
     this.#cookies = cookies
     this.#maxAgeSeconds = maxAgeSeconds
+    this.#revocations = revocations ?? new MemoryRevocationList({ maxAgeSeconds })
   }
 
   async load(req: FastifyRequest): Promise<Session | undefined> {
     const sealed = this.#cookies.read(req, 'session')
     if (!isSealedSession(sealed)) return undefined
-    return { id: sealed.i, claims: sealed.c, accessToken: sealed.a, expiresAt: sealed.x, createdAt: sealed.t }
+    const session: Session = { id: sealed.i, claims: sealed.c, accessToken: sealed.a, expiresAt: sealed.x, createdAt: sealed.t }
+    // A revocation list that cannot be read throws (503): an ended session never passes unchecked.
+    return (await this.#revocations.isRevoked(session)) ? undefined : session
   }
 
   async withCredentials(req: FastifyRequest, session: Session): Promise<Session | undefined> {
@@ -85,9 +92,8 @@ export class CookieSessionStore implements SessionStore {
     this.#cookies.clear(reply, 'credentials')
   }
 
-  // Scaffolding for issue 7: the revocation list (back-channel logout) replaces this.
-  async end(_selector: SessionSelector): Promise<void> {
-    throw new Error('the revocation list is not built yet')
+  async end(selector: SessionSelector): Promise<void> {
+    await this.#revocations.revoke(selector)
   }
 
   async ping(): Promise<boolean> {

@@ -42,6 +42,18 @@ t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exi
   t.match(signedOut, 'You are signed out')
   t.match(signedOut, `href="http://127.0.0.1:${port}/api/v1/openid/redirect?redirectAfter=%2F">Sign in again</a>`)
 
+  // Signing out at the provider itself reaches the gateway by back-channel logout.
+  t.match(output, `${url}api/v1/openid/backchannel-logout ends the gateway session too`)
+  const issuer = /OpenID provider (\S+)/.exec(output)?.[1]
+  const other = new Browser()
+  await other.signIn(url, 'bob')
+  const before = await other.fetch(`${url}api/v1/openid/refresh`)
+  t.equal(before.status, 200, 'signed in')
+  const ended = await other.confirmProviderLogout(`${issuer}/session/end`)
+  await ended.response.body?.cancel()
+  const after = await other.fetch(url, { headers: { accept: 'application/json' } })
+  t.equal(after.status, 401, "the provider's logout ended the gateway session")
+
   child.kill('SIGINT')
   t.equal(await exited, 0)
 })

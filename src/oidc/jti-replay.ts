@@ -1,0 +1,79 @@
+import { createHash } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import { GatewayError } from '../errors.js'
+import { TtlCache } from '../lib/ttl-cache.js'
+
+// Back-Channel Logout 1.0, 2.6 step 9: a logout token whose jti was already received is refused.
+// Replaying one would end the sessions it names again, a sign-in made after the logout included
+// (the cookie store's revocation list takes the replay's time). Each jti is remembered, keyed
+// with the issuer, until its token could no longer be accepted anyway: in this process's memory,
+// or in Redis (SET NX EX) when the gateway has a Redis client, so that a token replayed to
+// another replica is refused too.
+
+/**
+ * jtis remembered in memory. Only tokens signed by the provider get here, so only the provider
+ * fills it: beyond it the oldest (the nearest to expiry) is forgotten.
+ */
+export const REMEMBERED_JTIS = 100_000
+
+export interface JtiReplayOptions {
+  redis?: Redis | undefined
+  prefix?: string
+  maxEntries?: number
+  /** Milliseconds since the epoch; tests replace it. */
+  now?: () => number
+}
+
+/** A digest: the key's length does not depend on what the token carries. */
+function keyOf(issuer: string, jti: string): string {
+  return createHash('sha256').update(issuer).update('\0').update(jti).digest('base64url')
+}
+
+export class JtiReplayGuard {
+  readonly #redis: Redis | undefined
+  readonly #prefix: string
+  readonly #seen: TtlCache<true>
+  readonly #now: () => number
+
+  constructor(options: JtiReplayOptions = {}) {
+    this.#redis = options.redis
+    this.#prefix = `${options.prefix ?? 'ogw:'}logout-jti:`
+    this.#seen = new TtlCache(options.maxEntries ?? REMEMBERED_JTIS)
+    this.#now = options.now ?? Date.now
+  }
+
+  /**
+   * True the first time `jti` of `issuer` is presented, false for a replay; `until` (epoch
+   * seconds) is when its token stops being acceptable. Throws GatewayError 503 when Redis cannot
+   * answer.
+   */
+  async firstUse(issuer: string, jti: string, until: number): Promise<boolean> {
+    const key = keyOf(issuer, jti)
+    const now = this.#now() / 1000
+    if (this.#redis === undefined) {
+      if (this.#seen.get(key, now) !== undefined) return false
+      this.#seen.set(key, true, until, now)
+      return true
+    }
+    const ttl = Math.max(1, Math.ceil(until - now))
+    try {
+      return (await this.#redis.set(this.#prefix + key, '1', 'EX', ttl, 'NX')) === 'OK'
+    } catch (cause) {
+      throw new GatewayError('session_store_unavailable', 'the logout token replay cache in Redis cannot be reached', { cause })
+    }
+  }
+
+  /** Forgets `jti` again: its logout failed, and the provider's retry must not pass for a replay. */
+  async release(issuer: string, jti: string): Promise<void> {
+    const key = keyOf(issuer, jti)
+    if (this.#redis === undefined) {
+      this.#seen.delete(key)
+      return
+    }
+    try {
+      await this.#redis.del(this.#prefix + key)
+    } catch (cause) {
+      throw new GatewayError('session_store_unavailable', 'the logout token replay cache in Redis cannot be reached', { cause })
+    }
+  }
+}

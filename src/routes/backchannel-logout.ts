@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto'
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { GatewayError } from '../errors.js'
+import type { JtiReplayGuard } from '../oidc/jti-replay.js'
+import type { ProviderKeys } from '../oidc/keys.js'
+import { KeysNotLoadedError } from '../oidc/keys.js'
+import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
+import { SECURITY_HEADERS } from '../ops/hygiene.js'
+import { BACKCHANNEL_LOGOUT_PATH } from '../paths.js'
+import type { SessionSelector, SessionStore } from '../session/types.js'
+
+// POST /api/v1/openid/backchannel-logout (OpenID Connect Back-Channel Logout 1.0, 2.5 to 2.8):
+// the provider, server to server, sends a logout token as a form field; the gateway validates it
+// (oidc/logout-token.ts), refuses a jti it has seen (oidc/jti-replay.ts) and ends the sessions it
+// names in the session store, on every replica. 200 with no body when done, 400 with an OAuth
+// error body when the token is refused (2.8), never cached. A failure on the gateway's side (the
+// provider's keys or the session store cannot be reached) is a 5xx problem, so that the
+// provider may retry: the token was not at fault.
+//
+// No per-client rate limit: all requests come from the provider's few addresses, and a burst of
+// legitimate logouts refused by a limit would leave sessions alive. Each request costs at most one
+// signature check (an unknown kid refetches the JWKS at most once per interval, see keys.ts), and
+// its body is bounded by MAX_BODY_BYTES.
+
+/** A logout token is about 1 KiB; the form carries nothing else. */
+export const MAX_BODY_BYTES = 16 * 1024
+
+export interface BackchannelLogoutOptions {
+  issuer: string
+  clientId: string
+  clockToleranceSeconds: number
+  /** The algorithms of the provider's ID tokens; `undefined` until discovery has succeeded. */
+  algorithms: () => readonly string[] | undefined
+  keys: Pick<ProviderKeys, 'getKey'>
+  store: SessionStore
+  replay: JtiReplayGuard
+}
+
+/** Log fields of a selector: sub as the request log has it, sid digested (it is a handle on the provider session). */
+function logFields(selector: SessionSelector): Record<string, string> {
+  const fields: Record<string, string> = {}
+  if (selector.sid !== undefined) fields.sid = createHash('sha256').update(selector.sid).digest('base64url').slice(0, 16)
+  if (selector.sub !== undefined) fields.sub = selector.sub
+  return fields
+}
+
+function invalidRequest(reply: FastifyReply, description: string): FastifyReply {
+  return reply.code(400).type('application/json').send({ error: 'invalid_request', error_description: description })
+}
+
+export async function backchannelLogoutRoute(app: FastifyInstance, options: BackchannelLogoutOptions): Promise<void> {
+  // 2.5: the request is a form post; any other body type is 415, a larger body 413.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: MAX_BODY_BYTES }, (_req, body, done) => {
+    done(null, new URLSearchParams(body as string))
+  })
+  app.addHook('onRequest', async (_req, reply) => {
+    // 2.8: the response must not be cached.
+    reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
+  })
+
+  app.post(BACKCHANNEL_LOGOUT_PATH, async (req, reply) => {
+    const form = req.body instanceof URLSearchParams ? req.body : new URLSearchParams()
+    const tokens = form.getAll('logout_token')
+    const token = tokens[0]
+    if (tokens.length !== 1 || token === undefined || token === '') {
+      req.log.info({ outcome: 'refused', check: 'logout_token' }, 'back-channel logout refused')
+      return invalidRequest(reply, 'the request must carry exactly one logout_token')
+    }
+    const algorithms = options.algorithms()
+    if (algorithms === undefined) throw new GatewayError('not_ready', 'the provider metadata is not loaded yet')
+
+    let verified
+    try {
+      verified = await verifyLogoutToken(token, { ...options, algorithms, getKey: options.keys.getKey })
+    } catch (err) {
+      if (err instanceof LogoutTokenError) {
+        req.log.info({ outcome: 'refused', check: err.check, reason: err.message }, 'back-channel logout refused')
+        return invalidRequest(reply, err.message)
+      }
+      if (err instanceof KeysNotLoadedError) throw new GatewayError('not_ready', 'the provider keys are not loaded yet', { cause: err })
+      throw new GatewayError('provider_unavailable', "the provider's keys cannot be fetched", { cause: err })
+    }
+    const { jti, selector, acceptableUntil } = verified
+    if (!(await options.replay.firstUse(options.issuer, jti, acceptableUntil))) {
+      req.log.info({ outcome: 'refused', check: 'jti_replay', ...logFields(selector) }, 'back-channel logout refused')
+      return invalidRequest(reply, 'this logout token was already received (jti replayed)')
+    }
+    try {
+      await options.store.end(selector)
+    } catch (err) {
+      // Not ended: the provider's retry of this token must not count as a replay.
+      await options.replay.release(options.issuer, jti)
+      throw err
+    }
+    req.log.info({ outcome: 'ended', ...logFields(selector) }, 'back-channel logout')
+    return reply.code(200).send()
+  })
+}

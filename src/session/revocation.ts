@@ -1,0 +1,207 @@
+import type { Redis } from 'ioredis'
+import { GatewayError } from '../errors.js'
+import { SingleFlight } from '../lib/single-flight.js'
+import type { Session, SessionSelector } from './types.js'
+
+// The sessions a back-channel logout ended, for the cookie store: it cannot delete the cookies
+// browsers hold, so it refuses them on every request instead. An entry names a provider session
+// (`sid`) or a subject (`sub`) and the time of the logout; it is kept for session.maxAgeSeconds,
+// after which every session it could refuse has ended anyway.
+//
+// - A `sid` entry refuses every session carrying that sid, whenever it was created: a provider
+//   session that has ended never comes back (a new sign-in gets a new sid), and comparing times
+//   would let replicas' clock skew matter.
+// - A `sub` entry refuses the subject's sessions created at or before the logout (in whole
+//   seconds, as createdAt is: a sign-in in the very second of the logout is refused too, and
+//   the next works).
+// - The list never fails open. Memory: when full, the oldest entry is folded into a floor, and
+//   every session created at or before the floor is refused (those users sign in again). Redis:
+//   the list is shared by every replica, each of which rereads it when it has changed, checked
+//   at most once per REFRESH_MS; a Redis that cannot be reached makes the check fail
+//   (503 session_store_unavailable) once that interval has passed, never pass. A Redis that lost
+//   its data (restarted without persistence) cannot tell what was revoked: every session created
+//   before the list was started again is refused.
+
+export interface RevocationList {
+  /** Refuses from now on the sessions `selector` names. */
+  revoke(selector: SessionSelector): Promise<void>
+  /** Whether `session` was ended by a back-channel logout; throws GatewayError 503 when it cannot tell. */
+  isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean>
+  /** Entries in the list (for the metrics). */
+  size(): Promise<number>
+}
+
+/** Entries of the memory list; beyond it the oldest is folded into the floor. */
+export const MEMORY_REVOCATIONS = 100_000
+/** How long a replica of a Redis-backed list trusts its copy before asking whether it changed. */
+export const REFRESH_MS = 1000
+
+function keyOf(selector: SessionSelector): string {
+  return selector.sid !== undefined ? `sid:${selector.sid}` : `sub:${selector.sub}`
+}
+
+function nowSeconds(now: () => number): number {
+  return Math.floor(now() / 1000)
+}
+
+/** The rules at the top of this file, over entries (key -> epoch seconds of the logout) and a floor. */
+function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session: Pick<Session, 'claims' | 'createdAt'>): boolean {
+  if (session.createdAt <= floor) return true
+  const sid = session.claims.sid
+  if (typeof sid === 'string' && entries.has(`sid:${sid}`)) return true
+  const subRevokedAt = entries.get(`sub:${session.claims.sub}`)
+  return subRevokedAt !== undefined && subRevokedAt >= session.createdAt
+}
+
+export interface RevocationOptions {
+  /** session.maxAgeSeconds: how long an entry is kept. */
+  maxAgeSeconds: number
+  /** Milliseconds since the epoch; tests replace it. */
+  now?: () => number
+}
+
+export class MemoryRevocationList implements RevocationList {
+  readonly #maxAgeSeconds: number
+  readonly #maxEntries: number
+  readonly #now: () => number
+  /** In logout order: a re-revoked key moves to the end. */
+  readonly #entries = new Map<string, number>()
+  #floor = Number.NEGATIVE_INFINITY
+
+  constructor(options: RevocationOptions & { maxEntries?: number }) {
+    this.#maxAgeSeconds = options.maxAgeSeconds
+    this.#maxEntries = options.maxEntries ?? MEMORY_REVOCATIONS
+    this.#now = options.now ?? Date.now
+  }
+
+  async revoke(selector: SessionSelector): Promise<void> {
+    const now = nowSeconds(this.#now)
+    this.#purge(now)
+    const key = keyOf(selector)
+    this.#entries.delete(key)
+    if (this.#entries.size >= this.#maxEntries) {
+      // Full: the oldest entry goes, and with it every session it could refuse, and more
+      // (all sessions created at or before its logout), rather than any of them coming back.
+      const [oldest, revokedAt] = this.#entries.entries().next().value as [string, number]
+      this.#entries.delete(oldest)
+      this.#floor = Math.max(this.#floor, revokedAt)
+    }
+    this.#entries.set(key, now)
+  }
+
+  async isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {
+    return revokedBy(this.#entries, this.#floor, session)
+  }
+
+  async size(): Promise<number> {
+    this.#purge(nowSeconds(this.#now))
+    return this.#entries.size
+  }
+
+  #purge(now: number): void {
+    for (const [key, revokedAt] of this.#entries) {
+      if (revokedAt + this.#maxAgeSeconds > now) return
+      this.#entries.delete(key)
+    }
+  }
+}
+
+interface Snapshot {
+  version: string | null
+  entries: Map<string, number>
+  floor: number
+  /** Milliseconds since the epoch. */
+  checkedAt: number
+}
+
+export class RedisRevocationList implements RevocationList {
+  readonly #redis: Redis
+  readonly #maxAgeSeconds: number
+  readonly #now: () => number
+  readonly #key: string
+  readonly #versionKey: string
+  readonly #sinceKey: string
+  readonly #refreshes = new SingleFlight<Snapshot>()
+  #snapshot: Snapshot | undefined
+
+  constructor(redis: Redis, options: RevocationOptions & { prefix?: string }) {
+    this.#redis = redis
+    this.#maxAgeSeconds = options.maxAgeSeconds
+    this.#now = options.now ?? Date.now
+    const base = `${options.prefix ?? 'ogw:'}revocations`
+    this.#key = base
+    this.#versionKey = `${base}:version`
+    this.#sinceKey = `${base}:since`
+    // Started now, before this replica creates sessions, rather than at the first check (which
+    // would refuse the sessions created in between). Redis down: the first check starts it.
+    this.#redis.set(this.#sinceKey, String(nowSeconds(this.#now)), 'NX').catch(() => undefined)
+  }
+
+  async revoke(selector: SessionSelector): Promise<void> {
+    const now = nowSeconds(this.#now)
+    try {
+      await this.#redis
+        .multi()
+        // GT: a replica whose clock is behind never moves a sub's logout back in time.
+        .zadd(this.#key, 'GT', now, keyOf(selector))
+        .zremrangebyscore(this.#key, '-inf', now - this.#maxAgeSeconds)
+        .expire(this.#key, this.#maxAgeSeconds)
+        .incr(this.#versionKey)
+        .exec()
+    } catch (cause) {
+      throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
+    }
+    // This replica refuses the ended sessions from its very next request.
+    if (this.#snapshot !== undefined) this.#snapshot.checkedAt = Number.NEGATIVE_INFINITY
+  }
+
+  async isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {
+    const snapshot = await this.#current()
+    return revokedBy(snapshot.entries, snapshot.floor, session)
+  }
+
+  async size(): Promise<number> {
+    try {
+      return await this.#redis.zcount(this.#key, nowSeconds(this.#now) - this.#maxAgeSeconds + 1, '+inf')
+    } catch (cause) {
+      throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
+    }
+  }
+
+  async #current(): Promise<Snapshot> {
+    const snapshot = this.#snapshot
+    if (snapshot !== undefined && this.#now() - snapshot.checkedAt < REFRESH_MS) return snapshot
+    return this.#refreshes.run('', async () => {
+      try {
+        this.#snapshot = await this.#read(snapshot)
+        return this.#snapshot
+      } catch (cause) {
+        throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
+      }
+    })
+  }
+
+  /** The list as Redis has it: one GET when it has not changed since `known`. */
+  async #read(known: Snapshot | undefined): Promise<Snapshot> {
+    const checkedAt = this.#now()
+    const version = await this.#redis.get(this.#versionKey)
+    if (known !== undefined && version === known.version && version !== null) return { ...known, checkedAt }
+    // The first read, a change, or a list that is gone (Redis restarted empty): the whole list.
+    // `since` is when the list started; every session created before it is refused, since the
+    // list cannot tell which of them a lost entry ended (on a first deployment, those signed in
+    // before it).
+    await this.#redis.set(this.#sinceKey, String(nowSeconds(this.#now)), 'NX')
+    const [entries, since] = await Promise.all([
+      this.#redis.zrangebyscore(this.#key, nowSeconds(this.#now) - this.#maxAgeSeconds + 1, '+inf', 'WITHSCORES'),
+      this.#redis.get(this.#sinceKey),
+    ])
+    const map = new Map<string, number>()
+    for (let i = 0; i + 1 < entries.length; i += 2) map.set(entries[i] as string, Number(entries[i + 1]))
+    return { version, entries: map, floor: since === null ? nowSeconds(this.#now) : Number(since) - 1, checkedAt }
+  }
+}
+
+/** The list for the cookie store: in Redis when the gateway has a Redis client, else in memory. */
+export function createRevocationList(options: RevocationOptions & { redis?: Redis | undefined; prefix?: string }): RevocationList {
+  return options.redis === undefined ? new MemoryRevocationList(options) : new RedisRevocationList(options.redis, options)
+}
