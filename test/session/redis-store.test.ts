@@ -83,12 +83,13 @@ t.test('against a real redis-server with a password', async (t) => {
     const errorsBefore = store.errors
     await server.stop()
     t.notOk(await store.ping(), 'ping: unreachable')
-    for (const [name, operation] of [
+    const operations: Array<[string, () => Promise<unknown>]> = [
       ['load', () => store.load(exchange(signIn.set.ogw).req)],
       ['save', () => store.save(exchange().req, exchange().reply, session('id-carol', 'carol', 'sid-3'))],
       ['destroy', () => store.destroy(exchange(signIn.set.ogw).req, exchange().reply)],
       ['end', () => store.end({ sub: 'bob' })],
-    ] as const) {
+    ]
+    for (const [name, operation] of operations) {
       await t.rejects(operation(), { code: 'session_store_unavailable', status: 503 }, `${name} fails closed`)
     }
     t.equal(store.errors, errorsBefore + 4, 'store.errors counts every failed operation')
