@@ -94,6 +94,8 @@ t.test('against a real redis-server with a password', async (t) => {
     }
     t.equal(store.errors, errorsBefore + 4, 'store.errors counts every failed operation')
 
+    // An outage that outlasts several reconnection attempts (100, 200, ... ms): none is the last.
+    await sleep(2500)
     await server.start()
     let back = false
     for (let i = 0; i < 60 && !back; i++) {
