@@ -26,9 +26,4 @@ export class RedisLock {
   async release(key: string, token: string): Promise<boolean> {
     return (await this.#redis.eval(RELEASE_IF_OWNER, 1, key, token)) === 1
   }
-
-  /** Whether anyone holds `key`. */
-  async held(key: string): Promise<boolean> {
-    return (await this.#redis.exists(key)) === 1
-  }
 }

@@ -209,7 +209,7 @@ export function storeUnavailable(cause: unknown): GatewayError {
 }
 
 /** The replies of a transaction; throws the first command error (exec answers them in the list). */
-export function checked(results: Array<[Error | null, unknown]> | null): unknown[] {
+function checked(results: Array<[Error | null, unknown]> | null): unknown[] {
   if (results === null) throw new Error('the Redis transaction was aborted')
   return results.map(([err, result]) => {
     if (err !== null) throw err
