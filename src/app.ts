@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
-import { Redis } from 'ioredis'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
 import { ConfigError } from './config/load.js'
 import type { GatewayConfig } from './config/types.js'
 import { GatewayError } from './errors.js'
@@ -31,6 +31,11 @@ import { CookieSessionStore } from './session/cookie-store.js'
 import { SessionLifecycle } from './session/lifecycle.js'
 import { MemorySessionStore } from './session/memory-store.js'
 import { createRevocationList, type RevocationList } from './session/revocation.js'
+import { LocalRefreshCoordinator, type RefreshCoordinator } from './session/refresh-coordinator.js'
+import { connectRedis, firstConnection } from './session/redis-client.js'
+import { RedisKeys } from './session/redis-keys.js'
+import { RedisRefreshCoordinator } from './session/redis-refresh-coordinator.js'
+import { RedisSessionStore } from './session/redis-store.js'
 import type { SessionStore } from './session/types.js'
 
 export interface BuildOptions {
@@ -53,16 +58,33 @@ const kBadPath = Symbol('openid-gateway.badPath')
 /** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
 const MAX_HEADER_BYTES = 32 * 1024
 
-function createStore(config: GatewayConfig, cookies: GatewayCookies, revocations: RevocationList | undefined): SessionStore {
-  switch (config.session.store) {
-    case 'cookie':
-      return new CookieSessionStore(cookies, config.session.maxAgeSeconds, revocations)
-    case 'memory':
-      return new MemorySessionStore(cookies, config.session.maxAgeSeconds, config.session.memory.maxSessions)
-    case 'redis':
-      // Part of the configuration contract, not built yet: a configuration error (exit 2).
-      throw new ConfigError(['session.store: redis is not available in this version; use cookie or memory'])
+interface Sessions {
+  store: SessionStore
+  coordinator: RefreshCoordinator
+}
+
+function createSessions(
+  config: GatewayConfig,
+  cookies: GatewayCookies,
+  cipher: CookieCipher,
+  redis: Redis | undefined,
+  revocations: RevocationList | undefined,
+): Sessions {
+  const { store, maxAgeSeconds } = config.session
+  if (store === 'redis') {
+    // checks.ts makes session.redisUrl required with store: redis, so the client exists.
+    if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl'])
+    const keys = new RedisKeys(config.session.redis.keyPrefix)
+    // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
+    const lockMs = 2 * config.provider.timeoutMs + config.session.redis.timeoutMs
+    return {
+      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds }),
+      coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs }),
+    }
   }
+  const coordinator = new LocalRefreshCoordinator()
+  if (store === 'memory') return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions), coordinator }
+  return { store: new CookieSessionStore(cookies, maxAgeSeconds, revocations), coordinator }
 }
 
 /** Builds the gateway from a validated configuration. Does not listen. */
@@ -141,15 +163,18 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   decorateIdentity(app)
   const cipher = new CookieCipher(config.cookies.secrets)
   const cookies = new GatewayCookies(config.cookies, cipher)
-  // Shared by every replica when there is a Redis (back-channel logout must reach them all).
-  // Until the Redis client factory lands: commands fail fast when Redis is down, never queue.
-  const redis = config.session.redisUrl === undefined ? undefined : new Redis(config.session.redisUrl, { commandTimeout: 1000, maxRetriesPerRequest: 1 })
-  const revocations = config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis }) : undefined
+  // One Redis connection per process, for everything kept in Redis: sessions, the revocation
+  // list and the logout-token replay guard (back-channel logout must reach every replica).
+  const { redisUrl } = config.session
+  const redisPrefix = config.session.redis.keyPrefix
+  const redis = redisUrl === undefined ? undefined : connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
+  const revocations =
+    config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }) : undefined
   app.decorate('revocations', revocations)
-  const store = createStore(config, cookies, revocations)
+  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations)
   const client = new OidcClient(config.provider, config.server.publicUrl, app.log)
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
-  const lifecycle = new SessionLifecycle((token, sub) => client.refresh(token, sub), store, allowClaims, config.session.maxAgeSeconds)
+  const lifecycle = new SessionLifecycle((token, sub) => client.refresh(token, sub), store, coordinator, allowClaims, config.session.maxAgeSeconds)
   const bearer = new BearerVerifier({
     issuer: config.provider.issuer,
     clientId: config.provider.clientId,
@@ -165,8 +190,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   app.addHook('onClose', async () => {
     client.stop()
     await store.close()
-    redis?.disconnect()
+    // After the store, which may still use it while it closes.
+    await redis?.quit().catch(() => redis.disconnect())
   })
+  if (redis !== undefined) await firstConnection(redis, config.session.redis.timeoutMs)
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
   const authenticate = createAuthenticator({ store, lifecycle, bearer })
@@ -200,7 +227,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     algorithms: () => client.idTokenAlgorithms,
     keys: client.keys,
     store,
-    replay: new JtiReplayGuard({ redis }),
+    replay: new JtiReplayGuard({ redis, prefix: redisPrefix }),
   })
   await app.register(forwardAuthRoutes, {
     upstreams: config.upstreams,

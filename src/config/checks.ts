@@ -22,6 +22,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
     ...checkNotYetBuilt(read),
+    ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkUpstreams(read, valueAt(data, ['upstreams'])),
   ]
 }
@@ -54,30 +55,25 @@ function isPlainHttpRemote(publicUrl: string): boolean {
   return !(host === 'localhost' || host.endsWith('.localhost') || host.startsWith('127.') || host === '[::1]')
 }
 
-// Keys of the contract whose feature this version does not have yet (the management listener, the
-// Redis store and the revocation list it would hold). Accepting and ignoring them would promise a
-// probe endpoint, shared sessions or a shared logout list that do not exist, so `check` and `run`
-// both refuse them.
+// Keys of the contract whose feature this version does not have yet (the management listener).
+// Accepting and ignoring them would promise a probe endpoint that does not exist, so `check` and
+// `run` both refuse them.
 const NOT_YET_BUILT: ReadonlyArray<{ path: Path; present: (value: unknown) => boolean; message: string }> = [
   {
     path: ['server', 'managementPort'],
     present: (value) => value !== undefined,
     message: 'the management listener (/healthz, /readyz, /metrics) is not available in this version; remove the key',
   },
-  {
-    path: ['session', 'store'],
-    present: (value) => value === 'redis',
-    message: 'redis is not available in this version; use cookie or memory',
-  },
-  {
-    path: ['session', 'redisUrl'],
-    present: (value) => value !== undefined,
-    message: 'Redis (shared sessions and logout revocation list) is not available in this version; remove the key',
-  },
 ]
 
 function checkNotYetBuilt(read: Read): Issue[] {
   return NOT_YET_BUILT.filter(({ path, present }) => present(read(path, isPresent))).map(({ path, message }) => ({ path, message }))
+}
+
+// A redisUrl with its own problem is reported where it is; this rule is only about a missing one.
+function checkRedisStore(read: Read, redisUrl: unknown): Issue[] {
+  if (read(['session', 'store'], isString) !== 'redis' || redisUrl !== undefined) return []
+  return [{ path: ['session', 'store'], message: 'redis requires session.redisUrl' }]
 }
 
 interface Match {

@@ -43,6 +43,7 @@ export type JsonSchema = {
 // JSON Schema has no place for a human message, so each pattern carries its own here.
 const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
 const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
+const KEY_PREFIX = { pattern: '^[\\x21-\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces' }
 const UPSTREAM_NAME = {
   pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
   message: 'must start with a letter or digit and contain only letters, digits, _ and -',
@@ -50,7 +51,7 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, COOKIE_NAME, UPSTREAM_NAME].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME].map(({ pattern, message }) => [pattern, message]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -181,18 +182,35 @@ const cookies = object(
 const session = object(
   'Where sign-ins are kept.',
   {
-    store: string('cookie: encrypted in the browser; memory: this process only; redis: reserved (not available in this version: refused).', {
+    store: string('cookie: encrypted in the browser; memory: this process only; redis: shared by every replica through session.redisUrl.', {
       enum: ['cookie', 'memory', 'redis'],
       default: 'cookie',
     }),
-    redisUrl: string('Reserved for the Redis store, which this version does not have: refused when set.', {
-      format: 'redis-url',
-    }),
+    redisUrl: string(
+      'Redis server of store: redis (redis://, or rediss:// for TLS; user and password in the URL, e.g. rediss://:${REDIS_PASSWORD}@redis:6379/0). Required by store: redis.',
+      { format: 'redis-url' },
+    ),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
     memory: object(
       'The memory store.',
       {
         maxSessions: integer('Sessions kept at most; when full, the oldest sign-in is evicted (1 to 10000000).', 1, 10000000, 10000),
+      },
+      { default: {} },
+    ),
+    redis: object(
+      'The Redis connection (session.redisUrl).',
+      {
+        keyPrefix: string('Prefix of every key the gateway writes, so several gateways can share one Redis database.', {
+          pattern: KEY_PREFIX.pattern,
+          default: 'openid-gateway:',
+        }),
+        timeoutMs: integer(
+          'Time to connect and to answer each command, in milliseconds; past it the request answers 503 session_store_unavailable.',
+          1,
+          MAX_TIMER_MS,
+          2000,
+        ),
       },
       { default: {} },
     ),

@@ -60,13 +60,19 @@ export interface CookiesConfig {
 
 export interface SessionConfig {
   store: SessionStoreKind
-  /** Reserved: refused when set (no Redis store in this version). */
+  /** The Redis server (store: redis); its password comes from the URL. */
   redisUrl?: string
   /** Absolute lifetime of a sign-in, in seconds. */
   maxAgeSeconds: number
   memory: {
     /** Bound of the memory store; the oldest sign-in is evicted beyond it. */
     maxSessions: number
+  }
+  redis: {
+    /** Prefix of every key the gateway writes. */
+    keyPrefix: string
+    /** Connect and per-command timeout. */
+    timeoutMs: number
   }
 }
 

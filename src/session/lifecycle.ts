@@ -1,9 +1,8 @@
-import { createHash, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
-import { SingleFlight } from '../lib/single-flight.js'
-import { TtlCache } from '../lib/ttl-cache.js'
+import type { RefreshCoordinator } from './refresh-coordinator.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
 /** Claims every session keeps: identity headers and the standard `allow` rules read them. */
@@ -16,33 +15,31 @@ export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'pre
  */
 export type RefreshGrant = (refreshToken: string, sub: string) => Promise<Tokens>
 
-/**
- * How long the result of redeeming a refresh token that the provider then rotated answers later
- * requests still carrying it (at most until the new access token expires). A browser's requests
- * sent before it received the refreshed cookies arrive with the old ones, and the provider would
- * refuse the spent token (and may revoke the whole grant). Okta's default rotation grace is 30 s.
- * A token that was not rotated is simply redeemed again.
- */
-export const REFRESH_GRACE_SECONDS = 30
-/** Bound of the grace memo: one entry per refresh within the last REFRESH_GRACE_SECONDS. */
-const GRACE_ENTRIES = 10_000
+/** Session ids carry 256 random bits: unguessable, and never reused by a later sign-in. */
+const SESSION_ID_BYTES = 32
 
 /**
  * Creates sessions from token responses and refreshes them. Refreshes run once per session at a
- * time: concurrent requests of one session share the provider call. The one owner of "a refused
- * refresh token ends the session".
+ * time (the RefreshCoordinator: this process, or every replica through Redis). The one owner of
+ * "a refused refresh token ends the session".
  */
 export class SessionLifecycle {
   readonly #grant: RefreshGrant
   readonly #store: SessionStore
   readonly #claimNames: readonly string[]
   readonly #maxAgeSeconds: number
-  readonly #flights = new SingleFlight<Tokens>()
-  readonly #redeemed = new TtlCache<Tokens>(GRACE_ENTRIES)
+  readonly #coordinator: RefreshCoordinator
 
-  constructor(grant: RefreshGrant, store: SessionStore, extraClaims: Iterable<string>, maxAgeSeconds: number) {
+  constructor(
+    grant: RefreshGrant,
+    store: SessionStore,
+    coordinator: RefreshCoordinator,
+    extraClaims: Iterable<string>,
+    maxAgeSeconds: number,
+  ) {
     this.#grant = grant
     this.#store = store
+    this.#coordinator = coordinator
     this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...extraClaims])]
     this.#maxAgeSeconds = maxAgeSeconds
   }
@@ -52,7 +49,7 @@ export class SessionLifecycle {
     if (tokens.claims === undefined) throw new GatewayError('id_token_invalid', 'the token response carried no ID token')
     const now = Math.floor(Date.now() / 1000)
     const session: Session = {
-      id: randomUUID(),
+      id: randomBytes(SESSION_ID_BYTES).toString('base64url'),
       claims: this.#pick(tokens.claims),
       accessToken: tokens.accessToken,
       expiresAt: this.#expiry(tokens, now),
@@ -66,28 +63,17 @@ export class SessionLifecycle {
   /**
    * Redeems the session's refresh token (with its credentials, see SessionStore.withCredentials)
    * and stores the result. Concurrent refreshes of one session share one provider call, and a
-   * token rotated out moments ago is answered with that refresh's result (REFRESH_GRACE_SECONDS). A refused
+   * token rotated out moments ago is answered with that refresh's result (see RefreshCoordinator). A refused
    * refresh token ends the session (its cookies are cleared) before the error propagates; a
    * provider fault keeps it.
    */
   async refresh(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Session> {
     const refreshToken = session.refreshToken
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
-    // Keyed by a digest: the memo never holds a spent refresh token itself.
-    const key = `${session.id}.${createHash('sha256').update(refreshToken).digest('base64url')}`
+    const subject = session.claims.sub
     let tokens: Tokens
     try {
-      tokens =
-        this.#redeemed.get(key, Date.now() / 1000) ??
-        (await this.#flights.run(session.id, async () => {
-          const fresh = await this.#grant(refreshToken, session.claims.sub)
-          const now = Date.now() / 1000
-          // Remembered before the flight ends, so no request falls between the two.
-          if (fresh.refreshToken !== undefined && fresh.refreshToken !== refreshToken) {
-            this.#redeemed.set(key, fresh, Math.min(now + REFRESH_GRACE_SECONDS, fresh.expiresAt ?? Infinity), now)
-          }
-          return fresh
-        }))
+      tokens = await this.#coordinator.redeem(session.id, refreshToken, () => this.#grant(refreshToken, subject))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err

@@ -26,7 +26,7 @@ const EXPECTED: GatewayConfig = {
     allowInsecureHttp: false,
   },
   cookies: { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax', credentialsPath: '/' },
-  session: { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 } },
+  session: { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } },
   redirects: { allowedHosts: [] },
   rateLimit: { signIn: { max: 6000, windowSeconds: 60 } },
   upstreams: [
@@ -73,7 +73,7 @@ t.test('audiences default to [clientId] when absent or empty, and are kept when 
 t.test('a key given as null (empty in YAML) takes its default', async (t) => {
   const config = resolve({ server: { port: null }, session: null, log: null, provider: { postLogoutRedirectUri: null } })
   t.equal(config.server.port, 8080)
-  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 } })
+  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } })
   t.same(config.log, { level: 'info' })
   t.notOk('postLogoutRedirectUri' in config.provider)
 })

@@ -215,19 +215,17 @@ t.test('cookies.domain is lowercased without its leading dot', async (t) => {
 t.test('session', async (t) => {
   table(t, {
     'unknown store': [{ session: { store: 'file' } }, ['session.store: must be one of: cookie, memory, redis']],
-    'redis (no Redis store yet)': [{ session: { store: 'redis' } }, ['session.store: redis is not available in this version; use cookie or memory']],
-    'redis with redisUrl': [
-      { session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379/0' } },
-      [
-        'session.store: redis is not available in this version; use cookie or memory',
-        'session.redisUrl: Redis (shared sessions and logout revocation list) is not available in this version; remove the key',
-      ],
+    'redis without redisUrl': [{ session: { store: 'redis' } }, ['session.store: redis requires session.redisUrl']],
+    'redis with a broken redisUrl: only the URL is reported': [
+      { session: { store: 'redis', redisUrl: 'http://127.0.0.1' } },
+      ['session.redisUrl: must be a redis:// or rediss:// URL'],
     ],
+    'redis with redisUrl': valid({ session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379/0' } }),
     'memory': valid({ session: { store: 'memory' } }),
-    'redisUrl with store cookie (no revocation list yet)': [
-      { session: { redisUrl: 'redis://127.0.0.1' } },
-      ['session.redisUrl: Redis (shared sessions and logout revocation list) is not available in this version; remove the key'],
-    ],
+    'redisUrl with store cookie': valid({ session: { redisUrl: 'redis://127.0.0.1' } }),
+    'redis key prefix and timeout': valid({ session: { store: 'redis', redisUrl: 'rediss://:pw@redis:6380', redis: { keyPrefix: 'team-a:', timeoutMs: 500 } } }),
+    'redis key prefix with a space': [{ session: { redis: { keyPrefix: 'a b' } } }, ['session.redis.keyPrefix: must be at most 64 printable ASCII characters without spaces']],
+    'redis timeout 0': [{ session: { redis: { timeoutMs: 0 } } }, ['session.redis.timeoutMs: must be between 1 and 2147483647']],
     'redisUrl http': [{ session: { redisUrl: 'http://127.0.0.1:6379' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],
     'redisUrl without host': [{ session: { redisUrl: 'redis://' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],
     'maxAgeSeconds below 60': [{ session: { maxAgeSeconds: 59 } }, ['session.maxAgeSeconds: must be between 60 and 2592000']],

@@ -1,0 +1,76 @@
+import { Redis } from 'ioredis'
+import type { FastifyBaseLogger } from 'fastify'
+
+// The one Redis connection of a process, shared by the session store, the refresh coordinator and
+// whatever else needs Redis. Commands never wait for Redis: while it is unreachable each one fails
+// at once (no offline queue, no retry of a command), so a request answers 503 instead of hanging;
+// the connection itself is retried forever with capped backoff, so service resumes by itself.
+
+export interface RedisClientOptions {
+  /** redis:// or rediss:// (TLS); user and password, when any, in the URL. */
+  url: string
+  /** Connect timeout and timeout of every command. */
+  timeoutMs: number
+}
+
+const RECONNECT_STEP_MS = 100
+const RECONNECT_MAX_MS = 2000
+
+/** Delay before the `attempt`th reconnection: grows by 100 ms per attempt, at most 2 s; never gives up. */
+export function reconnectDelay(attempt: number): number {
+  return Math.min(attempt * RECONNECT_STEP_MS, RECONNECT_MAX_MS)
+}
+
+/** The URL as it may be logged: without its password (or a lone user name, which some read as one). */
+export function redisEndpoint(url: string): string {
+  const parsed = new URL(url)
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`
+}
+
+/** Connects in the background; commands fail fast until the connection is up. */
+export function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger): Redis {
+  const endpoint = redisEndpoint(options.url)
+  const redis = new Redis(options.url, {
+    connectTimeout: options.timeoutMs,
+    commandTimeout: options.timeoutMs,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: reconnectDelay,
+    connectionName: 'openid-gateway',
+  })
+  // One line per state change, not one per failed attempt: 'reconnecting' follows both a dropped
+  // connection and every failed attempt, 'ready' every (re)connection.
+  let down = false
+  let lastError: string | undefined
+  redis.on('ready', () => {
+    log.info({ redis: endpoint }, down ? 'redis connection back' : 'redis connected')
+    down = false
+  })
+  redis.on('reconnecting', () => {
+    if (down) return
+    down = true
+    log.error({ redis: endpoint, err: lastError }, 'redis connection lost; reconnecting')
+  })
+  // Without an 'error' listener ioredis prints "Unhandled error event" for every failed attempt.
+  redis.on('error', (err: Error) => {
+    lastError = `${err.name}: ${err.message}`
+  })
+  return redis
+}
+
+/**
+ * Waits until `redis` is connected, at most `timeoutMs`, and never fails: the gateway starts while
+ * Redis is down (readiness says so), but at a normal start its first requests find Redis ready.
+ */
+export async function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      redis.off('ready', done)
+      resolve()
+    }
+    const timer = setTimeout(done, timeoutMs)
+    redis.once('ready', done)
+  })
+}

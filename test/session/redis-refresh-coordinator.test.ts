@@ -1,0 +1,111 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import pino from 'pino'
+import { GatewayError } from '../../src/errors.js'
+import type { Tokens } from '../../src/oidc/client.js'
+import { CookieCipher } from '../../src/session/cipher.js'
+import { connectRedis, firstConnection } from '../../src/session/redis-client.js'
+import { RedisKeys } from '../../src/session/redis-keys.js'
+import { RedisRefreshCoordinator } from '../../src/session/redis-refresh-coordinator.js'
+import { startRedis } from '../fixtures/redis.js'
+
+const SECRET = 'coordinator-test-secret-0123456789abcdef'
+const keys = new RedisKeys('test:')
+
+/** A provider that rotates refresh tokens with reuse detection: a spent token revokes the grant. */
+function rotatingProvider(delayMs = 100) {
+  let current = 'rt-0'
+  let serial = 0
+  const state = { redeemed: [] as string[], revoked: false }
+  const grant = (token: string) => async (): Promise<Tokens> => {
+    state.redeemed.push(token)
+    await sleep(delayMs)
+    if (token !== current || state.revoked) {
+      state.revoked = true
+      throw new GatewayError('refresh_token_invalid', 'reused refresh token')
+    }
+    serial++
+    current = `rt-${serial}`
+    return { accessToken: `at-${serial}`, expiresAt: Math.floor(Date.now() / 1000) + 60, refreshToken: current, idToken: undefined, claims: undefined }
+  }
+  return { state, grant }
+}
+
+t.test('refresh coordination across replicas through a real Redis', async (t) => {
+  const server = await startRedis(t)
+  const cipher = new CookieCipher([SECRET])
+  const replica = async (options: { lockMs?: number; waitMs?: number } = {}) => {
+    const redis = connectRedis({ url: server.url, timeoutMs: 1000 }, pino({ level: 'silent' }))
+    t.teardown(() => redis.disconnect())
+    await firstConnection(redis, 1000)
+    return { redis, coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs: options.lockMs ?? 5000, waitMs: options.waitMs ?? 10000 }) }
+  }
+  const a = await replica()
+  const b = await replica()
+  const raw = new Redis(server.url)
+  t.teardown(() => raw.disconnect())
+
+  t.test('concurrent refreshes of one session on two replicas redeem the token once and all succeed', async (t) => {
+    const provider = rotatingProvider()
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? a : b).coordinator.redeem('session-1', 'rt-0', provider.grant('rt-0'))),
+    )
+    t.same(provider.state.redeemed, ['rt-0'], 'the provider saw the token once')
+    t.notOk(provider.state.revoked)
+    t.same(new Set(results.map((r) => r.accessToken)), new Set(['at-1']), 'every caller got the fresh tokens')
+    t.equal(results[1]?.refreshToken, 'rt-1')
+
+    const late = await b.coordinator.redeem('session-1', 'rt-0', provider.grant('rt-0'))
+    t.equal(late.accessToken, 'at-1', 'a request still carrying the spent token gets the fresh result (grace)')
+    t.same(provider.state.redeemed, ['rt-0'], 'without a second redemption')
+
+    const [resultKey] = await raw.keys('test:refreshed:*')
+    const sealed = (await raw.get(resultKey ?? '')) ?? ''
+    t.ok(sealed.length > 0, 'the result is kept in Redis')
+    t.notMatch(sealed, 'at-1', 'sealed: no access token readable')
+    t.notMatch(sealed, 'rt-1', 'sealed: no refresh token readable')
+    const ttl = await raw.pttl(resultKey ?? '')
+    t.ok(ttl > 0 && ttl <= 30_000, 'and only for the grace period')
+    t.same(await raw.keys('test:refresh-lock:*'), [], 'the lock was released')
+  })
+
+  t.test('a token the provider did not rotate is not remembered: redeemed again next time', async (t) => {
+    let calls = 0
+    const grant = async (): Promise<Tokens> => {
+      calls++
+      return { accessToken: `plain-${calls}`, expiresAt: undefined, refreshToken: undefined, idToken: undefined, claims: undefined }
+    }
+    t.equal((await a.coordinator.redeem('session-2', 'same', grant)).accessToken, 'plain-1')
+    t.equal((await b.coordinator.redeem('session-2', 'same', grant)).accessToken, 'plain-2')
+  })
+
+  t.test('a lock holder that died: its lock expires and the next request redeems', async (t) => {
+    const provider = rotatingProvider(10)
+    await raw.set(keys.refreshLock('session-3'), 'dead-holder', 'PX', 400)
+    const started = Date.now()
+    const result = await a.coordinator.redeem('session-3', 'rt-0', provider.grant('rt-0'))
+    t.equal(result.accessToken, 'at-1')
+    t.ok(Date.now() - started >= 350, 'it waited for the expiry')
+    t.same(provider.state.redeemed, ['rt-0'])
+  })
+
+  t.test('the wait is bounded: 503, never a second redemption', async (t) => {
+    const impatient = await replica({ waitMs: 300 })
+    const provider = rotatingProvider(10)
+    await raw.set(keys.refreshLock('session-4'), 'slow-holder', 'PX', 10_000)
+    const error = await impatient.coordinator.redeem('session-4', 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
+    t.ok(error instanceof GatewayError)
+    t.match(error, { code: 'session_store_unavailable', status: 503, headers: { 'retry-after': '1' } })
+    t.same(provider.state.redeemed, [], 'the token was not redeemed')
+  })
+
+  t.test('Redis unreachable: 503 session_store_unavailable, the token is not redeemed', async (t) => {
+    const provider = rotatingProvider(10)
+    await server.stop()
+    t.teardown(() => server.start())
+    const error = await a.coordinator.redeem('session-5', 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
+    t.match(error, { code: 'session_store_unavailable', status: 503 })
+    t.same(provider.state.redeemed, [])
+  })
+})

@@ -1,0 +1,114 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import pino from 'pino'
+import { CookieCipher } from '../../src/session/cipher.js'
+import { GatewayCookies } from '../../src/session/cookies.js'
+import { connectRedis, firstConnection, reconnectDelay, redisEndpoint } from '../../src/session/redis-client.js'
+import { RedisKeys } from '../../src/session/redis-keys.js'
+import { RedisSessionStore } from '../../src/session/redis-store.js'
+import type { Session } from '../../src/session/types.js'
+import { startRedis } from '../fixtures/redis.js'
+
+const SECRET = 'redis-store-test-secret-0123456789abcdef'
+const PASSWORD = 'redis-test-pa55word'
+const cipher = new CookieCipher([SECRET])
+const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher)
+
+/** A request carrying `cookieValue` as the session cookie, and a reply that records Set-Cookie. */
+function exchange(cookieValue?: string) {
+  const set: Record<string, string> = {}
+  const req = { url: '/', cookies: cookieValue === undefined ? {} : { ogw: cookieValue } } as unknown as FastifyRequest
+  const reply = { setCookie: (name: string, value: string) => (set[name] = value) } as unknown as FastifyReply
+  return { req, reply, set }
+}
+
+function session(id: string, sub: string, sid: string): Session {
+  const now = Math.floor(Date.now() / 1000)
+  return { id, claims: { sub, sid }, accessToken: `at-${id}`, expiresAt: now + 60, createdAt: now, refreshToken: `rt-${id}` }
+}
+
+t.test('reconnection never gives up, with a capped backoff', async (t) => {
+  t.equal(reconnectDelay(1), 100)
+  t.equal(reconnectDelay(5), 500)
+  t.equal(reconnectDelay(10_000), 2000, 'capped at 2 s, and a number: ioredis stops reconnecting only on a non-number')
+})
+
+t.test('the logged endpoint has no credentials', async (t) => {
+  t.equal(redisEndpoint(`rediss://gw:${PASSWORD}@redis.example.com:6380/2`), 'rediss://redis.example.com:6380/2')
+  t.equal(redisEndpoint('redis://lone-secret@127.0.0.1'), 'redis://127.0.0.1')
+})
+
+t.test('against a real redis-server with a password', async (t) => {
+  const server = await startRedis(t, { requirePass: PASSWORD })
+  const lines: string[] = []
+  const log = pino({ level: 'info' }, { write: (line: string) => lines.push(line) })
+  const unhandled: string[] = []
+  const consoleError = console.error
+  console.error = (...args: unknown[]) => unhandled.push(args.map(String).join(' '))
+  t.teardown(() => (console.error = consoleError))
+  const url = `redis://:${PASSWORD}@127.0.0.1:${server.port}`
+  const redis = connectRedis({ url, timeoutMs: 500 }, log)
+  t.teardown(() => redis.disconnect())
+  await firstConnection(redis, 2000)
+  const store = new RedisSessionStore({ redis, keys: new RedisKeys('unit:'), cookies, cipher, maxAgeSeconds: 600 })
+
+  t.test('save, load, end; a refresh finishing after end does not bring the session back', async (t) => {
+    t.ok(await store.ping(), 'ping: reachable')
+    const signIn = exchange()
+    const alice = session('id-alice-1', 'alice', 'sid-1')
+    await store.save(signIn.req, signIn.reply, alice)
+    const cookie = signIn.set.ogw
+    t.type(cookie, 'string', 'a new session sets the reference cookie')
+    const loaded = await store.load(exchange(cookie).req)
+    t.same(loaded, alice, 'the session round-trips with its credentials')
+    t.equal(await store.load(exchange('garbage').req), undefined, 'a foreign cookie is no session')
+
+    const refresh = exchange(cookie)
+    await store.save(refresh.req, refresh.reply, { ...alice, accessToken: 'at-2' })
+    t.same(refresh.set, {}, 'an update sets no cookie')
+    t.equal((await store.load(exchange(cookie).req))?.accessToken, 'at-2')
+
+    await store.end({ sub: 'alice' })
+    t.equal(await store.load(exchange(cookie).req), undefined, 'ended')
+    const late = exchange(cookie)
+    await store.save(late.req, late.reply, { ...alice, accessToken: 'at-3' })
+    t.equal(await store.load(exchange(cookie).req), undefined, 'a late refresh does not recreate it')
+    t.equal(late.set.ogw, '', 'and signs the browser out')
+  })
+
+  t.test('Redis down: operations fail with 503 and are counted, ping is false, nothing unhandled; back by itself', async (t) => {
+    const signIn = exchange()
+    await store.save(signIn.req, signIn.reply, session('id-bob', 'bob', 'sid-2'))
+    const errorsBefore = store.errors
+    await server.stop()
+    t.notOk(await store.ping(), 'ping: unreachable')
+    const operations: Array<[string, () => Promise<unknown>]> = [
+      ['load', () => store.load(exchange(signIn.set.ogw).req)],
+      ['save', () => store.save(exchange().req, exchange().reply, session('id-carol', 'carol', 'sid-3'))],
+      ['destroy', () => store.destroy(exchange(signIn.set.ogw).req, exchange().reply)],
+      ['end', () => store.end({ sub: 'bob' })],
+    ]
+    for (const [name, operation] of operations) {
+      await t.rejects(operation(), { code: 'session_store_unavailable', status: 503 }, `${name} fails closed`)
+    }
+    t.equal(store.errors, errorsBefore + 4, 'store.errors counts every failed operation')
+
+    // An outage that outlasts several reconnection attempts (100, 200, ... ms): none is the last.
+    await sleep(2500)
+    await server.start()
+    let back = false
+    for (let i = 0; i < 60 && !back; i++) {
+      back = await store.ping()
+      if (!back) await sleep(100)
+    }
+    t.ok(back, 'ping is true again without any action')
+    t.equal(await store.load(exchange(signIn.set.ogw).req), undefined, 'the data is gone (no persistence), a miss is no error')
+    const messages = lines.map((line) => (JSON.parse(line) as { msg: string }).msg)
+    t.ok(messages.includes('redis connection lost; reconnecting'), 'the loss is logged')
+    t.ok(messages.includes('redis connection back'), 'and the return')
+    t.ok(messages.filter((m) => m === 'redis connection lost; reconnecting').length === 1, 'once, not per attempt')
+    t.notMatch(lines.join('\n'), PASSWORD, 'never with the password')
+    t.same(unhandled, [], 'ioredis printed no unhandled error event')
+  })
+})
