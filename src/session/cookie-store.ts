@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayCookies } from './cookies.js'
 import { MemoryRevocationList, type RevocationList } from './revocation.js'
-import type { Session, SessionClaims, SessionSelector, SessionStore } from './types.js'
+import { fromSealed, toSealed } from './sealed.js'
+import type { Session, SessionSelector, SessionStore } from './types.js'
 
 // The whole session lives in the browser, sealed, in two cookies: the identity and the access
 // token, opened on every request, and the long-lived credentials (refresh token, ID token),
@@ -10,32 +11,10 @@ import type { Session, SessionClaims, SessionSelector, SessionStore } from './ty
 // logout cannot reach the browsers' cookies: the sessions it ends go on a revocation list,
 // checked on every load.
 
-interface SealedSession {
-  i: string
-  c: SessionClaims
-  a: string
-  x: number
-  t: number
-}
-
 interface SealedCredentials {
   i: string
   r?: string
   d?: string
-}
-
-function isSealedSession(v: unknown): v is SealedSession {
-  if (typeof v !== 'object' || v === null) return false
-  const s = v as Partial<SealedSession>
-  return (
-    typeof s.i === 'string' &&
-    typeof s.a === 'string' &&
-    typeof s.x === 'number' &&
-    typeof s.t === 'number' &&
-    typeof s.c === 'object' &&
-    s.c !== null &&
-    typeof s.c.sub === 'string'
-  )
 }
 
 function isSealedCredentials(v: unknown): v is SealedCredentials {
@@ -55,8 +34,8 @@ export class CookieSessionStore implements SessionStore {
 
   async load(req: FastifyRequest): Promise<Session | undefined> {
     const sealed = this.#cookies.read(req, 'session')
-    if (!isSealedSession(sealed)) return undefined
-    const session: Session = { id: sealed.i, claims: sealed.c, accessToken: sealed.a, expiresAt: sealed.x, createdAt: sealed.t }
+    const session = fromSealed(sealed)
+    if (session === undefined) return undefined
     // A revocation list that cannot be read throws (503): an ended session never passes unchecked.
     return (await this.#revocations.isRevoked(session)) ? undefined : session
   }
@@ -75,7 +54,7 @@ export class CookieSessionStore implements SessionStore {
 
   async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
     const endsAt = session.createdAt + this.#maxAgeSeconds
-    const main: SealedSession = { i: session.id, c: session.claims, a: session.accessToken, x: session.expiresAt, t: session.createdAt }
+    const main = toSealed(session, false)
     this.#cookies.write(req, reply, 'session', main, endsAt)
     if (session.refreshToken === undefined && session.idToken === undefined) {
       this.#cookies.clear(reply, 'credentials')

@@ -4,7 +4,8 @@ import { GatewayError } from '../errors.js'
 import type { CookieCipher } from './cipher.js'
 import type { GatewayCookies } from './cookies.js'
 import type { RedisKeys } from './redis-keys.js'
-import { selects, type Session, type SessionClaims, type SessionSelector, type SessionStore } from './types.js'
+import { fromSealed, toSealed } from './sealed.js'
+import { selects, type Session, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in Redis, shared by every replica. The browser holds only a sealed reference to a random
 // session id (the memory store's cookie). Redis knows a session by a digest of that id, and its
@@ -19,32 +20,6 @@ import { selects, type Session, type SessionClaims, type SessionSelector, type S
 
 interface Reference {
   i: string
-}
-
-interface SealedSession {
-  i: string
-  c: SessionClaims
-  a: string
-  x: number
-  t: number
-  r?: string
-  d?: string
-}
-
-function isSealedSession(v: unknown): v is SealedSession {
-  if (typeof v !== 'object' || v === null) return false
-  const s = v as Partial<SealedSession>
-  return (
-    typeof s.i === 'string' &&
-    typeof s.a === 'string' &&
-    typeof s.x === 'number' &&
-    typeof s.t === 'number' &&
-    typeof s.c === 'object' &&
-    s.c !== null &&
-    typeof s.c.sub === 'string' &&
-    (s.r === undefined || typeof s.r === 'string') &&
-    (s.d === undefined || typeof s.d === 'string')
-  )
 }
 
 export interface RedisStoreOptions {
@@ -94,10 +69,7 @@ export class RedisSessionStore implements SessionStore {
   async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
     const ref = this.#keys.ref(session.id)
     const endsAt = session.createdAt + this.#maxAgeSeconds
-    const value: SealedSession = { i: session.id, c: session.claims, a: session.accessToken, x: session.expiresAt, t: session.createdAt }
-    if (session.refreshToken !== undefined) value.r = session.refreshToken
-    if (session.idToken !== undefined) value.d = session.idToken
-    const sealed = this.#cipher.seal(purpose(ref), value, endsAt)
+    const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
     // The request's own session is updated only while it exists: a refresh that finishes after a
     // logout or back-channel logout deleted it must not bring it back.
     const update = this.#idOf(req) === session.id
@@ -176,12 +148,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   #open(ref: string, sealed: string): Session | undefined {
-    const value = this.#cipher.open(purpose(ref), sealed)
-    if (!isSealedSession(value)) return undefined
-    const session: Session = { id: value.i, claims: value.c, accessToken: value.a, expiresAt: value.x, createdAt: value.t }
-    if (value.r !== undefined) session.refreshToken = value.r
-    if (value.d !== undefined) session.idToken = value.d
-    return session
+    return fromSealed(this.#cipher.open(purpose(ref), sealed))
   }
 
   #clearCookies(reply: FastifyReply): void {
