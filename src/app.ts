@@ -5,13 +5,15 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance } from 
 import type { Redis } from 'ioredis'
 import { ConfigError } from './config/load.js'
 import type { GatewayConfig } from './config/types.js'
-import { GatewayError } from './errors.js'
+import { GatewayError, type ProblemCode } from './errors.js'
 import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { JtiReplayGuard } from './oidc/jti-replay.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions } from './ops/logging.js'
+import type { ManagementOptions, ReadinessCheck } from './ops/management.js'
+import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from './ops/metrics.js'
 import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { canonicalHost } from './proxy/match.js'
@@ -22,13 +24,13 @@ import { proxyPlugin } from './proxy/plugin.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
-import { SIGN_IN_PATH } from './paths.js'
+import { isGatewayPath, SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
 import { GatewayCookies } from './session/cookies.js'
 import { CookieSessionStore } from './session/cookie-store.js'
-import { SessionLifecycle } from './session/lifecycle.js'
+import { SessionLifecycle, type RefreshGrant } from './session/lifecycle.js'
 import { MemorySessionStore } from './session/memory-store.js'
 import { createRevocationList, type RevocationList } from './session/revocation.js'
 import { LocalRefreshCoordinator, type RefreshCoordinator } from './session/refresh-coordinator.js'
@@ -44,7 +46,17 @@ export interface BuildOptions {
 }
 
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The upstream a proxied route serves (the metrics' route label). */
+    upstream?: string
+  }
+  interface FastifyReply {
+    /** The problem code the gateway answered with, if any (metrics). */
+    problemCode: ProblemCode | undefined
+  }
   interface FastifyInstance {
+    /** What the management listener serves: metrics and readiness checks. */
+    management: Pick<ManagementOptions, 'metrics' | 'checks'>
     /** Resolves once the provider's metadata is loaded (discovery is retried until then). */
     providerReady: Promise<void>
     /** The cookie store's back-channel logout revocation list (its size() is a metric); undefined with other stores. */
@@ -127,6 +139,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     }
     if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
+    reply.problemCode = problem.code
     // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
     if (wantsPage(req)) return errorPage(req, reply, problem, status)
     return reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
@@ -145,7 +158,35 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
       throw new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces')
     }
   })
+  await app.register(cookie)
+  decorateIdentity(app)
+  app.decorateReply('problemCode', undefined)
+  const cipher = new CookieCipher(config.cookies.secrets)
+  const cookies = new GatewayCookies(config.cookies, cipher)
+  // One Redis connection per process, for everything kept in Redis: sessions, the revocation
+  // list and the logout-token replay guard (back-channel logout must reach every replica).
+  const { redisUrl } = config.session
+  const redisPrefix = config.session.redis.keyPrefix
+  const redis = redisUrl === undefined ? undefined : connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
+  const revocations =
+    config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }) : undefined
+  app.decorate('revocations', revocations)
+  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations)
+  const metrics = new GatewayMetrics({
+    ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
+    ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
+    ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
+  })
   app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
+    metrics.observeRequest({
+      route,
+      method: req.method,
+      status: reply.statusCode,
+      seconds: reply.elapsedTime / 1000,
+      routeUrl: req.routeOptions.url,
+      code: reply.problemCode,
+    })
     req.log.info(
       {
         method: req.method,
@@ -158,23 +199,31 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
       'request',
     )
   })
-
-  await app.register(cookie)
-  decorateIdentity(app)
-  const cipher = new CookieCipher(config.cookies.secrets)
-  const cookies = new GatewayCookies(config.cookies, cipher)
-  // One Redis connection per process, for everything kept in Redis: sessions, the revocation
-  // list and the logout-token replay guard (back-channel logout must reach every replica).
-  const { redisUrl } = config.session
-  const redisPrefix = config.session.redis.keyPrefix
-  const redis = redisUrl === undefined ? undefined : connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
-  const revocations =
-    config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }) : undefined
-  app.decorate('revocations', revocations)
-  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations)
-  const client = new OidcClient(config.provider, config.server.publicUrl, app.log)
+  const client = new OidcClient(config.provider, config.server.publicUrl, app.log, (url, seconds, failed) =>
+    metrics.observeProviderCall(client.callOf(url), seconds, failed),
+  )
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
-  const lifecycle = new SessionLifecycle((token, sub) => client.refresh(token, sub), store, coordinator, allowClaims, config.session.maxAgeSeconds)
+  const refreshGrant: RefreshGrant = async (token, sub) => {
+    try {
+      const tokens = await client.refresh(token, sub)
+      metrics.observeRefresh('ok')
+      return tokens
+    } catch (err) {
+      metrics.observeRefresh(err instanceof GatewayError ? err.code : 'internal_error')
+      throw err
+    }
+  }
+  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds)
+  const checks: ReadinessCheck[] = [
+    { name: 'provider_metadata', ready: () => client.ready },
+    { name: 'provider_keys', ready: () => client.keys.loaded },
+    { name: 'session_store', ready: () => store.ping() },
+  ]
+  // The revocation list and the logout-token replay guard live there too.
+  if (redis !== undefined && !(store instanceof RedisSessionStore)) {
+    checks.push({ name: 'redis', ready: () => redis.ping().then(() => true, () => false) })
+  }
+  app.decorate('management', { metrics, checks })
   const bearer = new BearerVerifier({
     issuer: config.provider.issuer,
     clientId: config.provider.clientId,

@@ -3,9 +3,11 @@ import { parseArgs } from 'node:util'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config/load.js'
 import { formatEffectiveConfig } from './config/mask.js'
+import { buildManagement } from './ops/management.js'
 import type { GatewayConfig } from './config/types.js'
 
-// openid-gateway [run] --config PATH   runs the gateway; SIGTERM/SIGINT drain and exit 0
+// openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
+//                                      drain (bounded by server.shutdownTimeoutMs) and exit 0
 // openid-gateway check --config PATH   validates and prints the effective config, secrets masked
 
 const USAGE = 'usage: openid-gateway [run|check] [--config PATH]'
@@ -26,23 +28,44 @@ async function configured<T>(step: () => T | Promise<T>): Promise<T> {
 
 async function run(config: GatewayConfig): Promise<void> {
   const app = await configured(() => buildApp(config))
-  let stopping = false
+  let draining = false
+  const management =
+    config.server.managementPort === 0 ? undefined : await buildManagement({ ...app.management, draining: () => draining })
   const stop = (signal: string): void => {
-    if (stopping) return
-    stopping = true
-    app.log.info({ signal }, 'draining in-flight requests')
-    // close() stops accepting connections and waits for in-flight requests to finish.
-    app.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        app.log.error({ err }, 'shutdown failed')
-        process.exit(1)
-      },
-    )
+    if (draining) return
+    draining = true
+    const started = Date.now()
+    app.log.info({ signal, shutdownTimeoutMs: config.server.shutdownTimeoutMs }, 'draining in-flight requests')
+    // close() stops accepting connections and waits for in-flight requests; past the bound the
+    // remaining connections are cut so that the process ends before Kubernetes kills it.
+    const bound = setTimeout(() => {
+      app.log.warn('shutdown timeout reached: closing the remaining connections')
+      app.server.closeAllConnections()
+    }, config.server.shutdownTimeoutMs)
+    bound.unref()
+    // The management listener closes last: /readyz answers 503 throughout the drain.
+    app
+      .close()
+      .then(() => management?.close())
+      .then(
+        () => {
+          clearTimeout(bound)
+          app.log.info({ signal, ms: Date.now() - started }, 'stopped')
+          process.exit(0)
+        },
+        (err: unknown) => {
+          app.log.error({ err }, 'shutdown failed')
+          process.exit(1)
+        },
+      )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
   await app.listen({ host: config.server.host, port: config.server.port })
+  if (management !== undefined) {
+    const address = await management.listen({ host: config.server.host, port: config.server.managementPort })
+    app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics)')
+  }
 }
 
 async function main(argv: string[]): Promise<void> {

@@ -36,8 +36,9 @@ function configFile(config: Record<string, unknown>): string {
   return path
 }
 
-const valid = (port: number, upstream: string) => ({
-  server: { host: '127.0.0.1', port, publicUrl: `http://127.0.0.1:${port}` },
+// managementPort 0 (off) unless a test asks: parallel test files must not bind the default 9091.
+const valid = (port: number, upstream: string, managementPort = 0) => ({
+  server: { host: '127.0.0.1', port, publicUrl: `http://127.0.0.1:${port}`, managementPort },
   provider: { issuer: 'http://127.0.0.1:9', clientId: 'gw', clientSecret: '${CLI_SECRET}', allowInsecureHttp: true },
   cookies: { secrets: ['${CLI_COOKIE}'], secure: false },
   upstreams: [{ name: 'app', target: upstream, auth: 'none' }],
@@ -80,40 +81,77 @@ t.test('a missing file and a bad command line exit 2', async (t) => {
   t.equal((await cli(['--no-such-flag']).done).code, 2)
 })
 
-t.test('run serves, and SIGTERM drains in-flight requests and exits 0', async (t) => {
-  const upstream = await startEchoUpstream()
-  t.teardown(() => upstream.close())
-  const port = await freePort()
-  const path = configFile(valid(port, upstream.url))
-  const proc = cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE })
-  const origin = `http://127.0.0.1:${port}`
-  // Wait for the listener.
+async function listening(origin: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
-    const up = await rawRequest(origin, '/status/204').then(() => true, () => false)
-    if (up) break
+    if (await rawRequest(origin, '/healthz').then(() => true, () => false)) return
     await new Promise((r) => setTimeout(r, 100))
   }
+}
+
+t.test('run serves, with its management listener; SIGTERM: /readyz 503 at once, in-flight requests finish, a final line, exit 0', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+  const [port, managementPort] = [await freePort(), await freePort()]
+  const path = configFile({ ...valid(port, upstream.url, managementPort), log: { level: 'info' } })
+  const proc = cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE })
+  const origin = `http://127.0.0.1:${port}`
+  const management = `http://127.0.0.1:${managementPort}`
+  await listening(management)
+  t.equal((await rawRequest(management, '/healthz')).status, 200, 'the management listener answers')
+  t.equal((await rawRequest(origin, '/healthz')).status, 200, 'the public port proxies /healthz to the upstream (auth: none)')
+  t.notMatch((await rawRequest(origin, '/metrics')).body, /openid_gateway_/, 'metrics are not served on the public port')
+
   const inFlight = rawRequest(origin, '/slow?ms=800', { headers: { accept: 'application/json' } })
   await new Promise((r) => setTimeout(r, 200))
   proc.kill('SIGTERM')
+  await new Promise((r) => setTimeout(r, 100))
+  const ready = await rawRequest(management, '/readyz')
+  t.equal(ready.status, 503, 'while draining, /readyz says not ready')
+  t.match(ready.json(), { status: 'draining' })
   const res = await inFlight
   t.equal(res.status, 200, 'the in-flight request completed')
   const run = await proc.done
   t.equal(run.code, 0, run.stderr)
+  const last = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as { msg?: string; signal?: string }
+  t.match(last, { msg: 'stopped', signal: 'SIGTERM' }, 'the last log line says it stopped', { tail: run.stdout.slice(-600) })
   await t.rejects(rawRequest(origin, '/status/204'), 'no longer listening')
+  await t.rejects(rawRequest(management, '/healthz'), 'nor the management listener')
 })
 
-t.test('keys of features not built yet, and a redis store without its URL, are refused by check and run alike, naming the key', async (t) => {
+t.test('SIGTERM: a request longer than server.shutdownTimeoutMs does not hold the exit', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+  const port = await freePort()
+  const config = valid(port, upstream.url)
+  const path = configFile({ ...config, server: { ...config.server, shutdownTimeoutMs: 500 } })
+  const proc = cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE })
+  const origin = `http://127.0.0.1:${port}`
+  await listening(origin)
+  const slow = rawRequest(origin, '/slow?ms=20000', { headers: { accept: 'application/json' } }).then(
+    () => 'answered',
+    () => 'cut',
+  )
+  await new Promise((r) => setTimeout(r, 200))
+  const signalled = Date.now()
+  proc.kill('SIGTERM')
+  const run = await proc.done
+  const took = Date.now() - signalled
+  t.equal(run.code, 0, run.stderr)
+  t.ok(took < 10_000, `exited after the bound, not after the request (${took} ms)`)
+  t.equal(await slow, 'cut', 'the request beyond the bound was cut')
+})
+
+t.test('a redis store without its URL, and a management port equal to the public one, are refused by check and run alike, naming the key', async (t) => {
   const config = valid(8080, 'http://127.0.0.1:3000')
   const path = configFile({
     ...config,
-    server: { ...config.server, managementPort: 9091 },
+    server: { ...config.server, managementPort: 8080 },
     session: { store: 'redis' },
   })
   for (const command of [['check'], []]) {
     const run = await cli([...command, '--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE }).done
     t.equal(run.code, 2, `${command[0] ?? 'run'} exits 2`)
-    t.match(run.stderr, /server\.managementPort: the management listener .* is not available/)
+    t.match(run.stderr, /server\.managementPort: must differ from server\.port/)
     t.match(run.stderr, /session\.store: redis requires session\.redisUrl/)
   }
 })

@@ -21,7 +21,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkIssuer(read),
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
-    ...checkNotYetBuilt(read),
+    ...checkManagementPort(read),
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkUpstreams(read, valueAt(data, ['upstreams'])),
   ]
@@ -55,19 +55,13 @@ function isPlainHttpRemote(publicUrl: string): boolean {
   return !(host === 'localhost' || host.endsWith('.localhost') || host.startsWith('127.') || host === '[::1]')
 }
 
-// Keys of the contract whose feature this version does not have yet (the management listener).
-// Accepting and ignoring them would promise a probe endpoint that does not exist, so `check` and
-// `run` both refuse them.
-const NOT_YET_BUILT: ReadonlyArray<{ path: Path; present: (value: unknown) => boolean; message: string }> = [
-  {
-    path: ['server', 'managementPort'],
-    present: (value) => value !== undefined,
-    message: 'the management listener (/healthz, /readyz, /metrics) is not available in this version; remove the key',
-  },
-]
-
-function checkNotYetBuilt(read: Read): Issue[] {
-  return NOT_YET_BUILT.filter(({ path, present }) => present(read(path, isPresent))).map(({ path, message }) => ({ path, message }))
+// The probes and metrics must not share the public listener: a second bind of the same port
+// would fail at start, after `check` passed.
+function checkManagementPort(read: Read): Issue[] {
+  const port = read(['server', 'port'], isNumber)
+  const management = read(['server', 'managementPort'], isNumber)
+  if (port === undefined || management === undefined || management === 0 || management !== port) return []
+  return [{ path: ['server', 'managementPort'], message: 'must differ from server.port (0 turns the management listener off)' }]
 }
 
 // A redisUrl with its own problem is reported where it is; this rule is only about a missing one.
@@ -145,9 +139,10 @@ function valueAt(data: unknown, path: Path): unknown {
 }
 
 // The type guards only give the values a type: a key without issues already passed the schema.
-function isPresent(value: unknown): value is NonNullable<unknown> {
-  return value !== undefined && value !== null
+function isNumber(value: unknown): value is number {
+  return typeof value === 'number'
 }
+
 
 function isString(value: unknown): value is string {
   return typeof value === 'string'

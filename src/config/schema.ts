@@ -93,7 +93,18 @@ const server = object(
       string('IP address or CIDR', { format: 'ip-or-cidr' }),
       { default: [] },
     ),
-    managementPort: integer('Reserved for the management listener (/healthz, /readyz, /metrics), which this version does not have: refused when set.', 0, 65535),
+    managementPort: integer(
+      'Port of the management listener (/healthz, /readyz, /metrics), on server.host; never served on the public port. 0 turns it off.',
+      0,
+      65535,
+      9091,
+    ),
+    shutdownTimeoutMs: integer(
+      'On SIGTERM/SIGINT: how long in-flight requests may still finish before the gateway exits anyway, in milliseconds.',
+      0,
+      MAX_TIMER_MS,
+      10000,
+    ),
   },
   { required: ['publicUrl'] },
 )
@@ -311,6 +322,7 @@ const upstream = object(
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
     websocket: boolean('Proxy WebSocket upgrades (checked like any request, and Origin must be the public origin or an allowed host); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
+    connectTimeoutMs: integer('Time a connection to the upstream may take to open, in milliseconds (502 after: unreachable).', 1, MAX_TIMER_MS, 5000),
     identityHeaders,
   },
   { required: ['name', 'target'] },

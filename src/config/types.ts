@@ -15,8 +15,10 @@ export interface ServerConfig {
   publicUrl: string
   /** CIDRs (or single addresses) whose X-Forwarded-* headers are believed. */
   trustedProxies: string[]
-  /** Reserved: refused when set (no management listener in this version). */
-  managementPort?: number
+  /** Port of the management listener (/healthz, /readyz, /metrics); 0: none. */
+  managementPort: number
+  /** How long a SIGTERM waits for in-flight requests, in milliseconds. */
+  shutdownTimeoutMs: number
 }
 
 export interface ProviderConfig {
@@ -110,6 +112,8 @@ export interface UpstreamConfig {
   allowPreflight: boolean
   websocket: boolean
   timeoutMs: number
+  /** Time a connection to the upstream may take to open (502 after). */
+  connectTimeoutMs: number
   identityHeaders: IdentityHeaderNames
 }
 

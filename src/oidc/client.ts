@@ -5,7 +5,7 @@ import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlgs, type AsymmetricAlgorithm } from './algorithms.js'
 import { describe, grantProblem, isValidationFailure } from './errors.js'
-import { providerFetch } from './fetch.js'
+import { observedFetch, type ProviderCallObserver } from './fetch.js'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
 import { CALLBACK_PATH } from '../paths.js'
@@ -25,6 +25,9 @@ export interface AuthorizationChecks {
   nonce: string
   codeVerifier: string
 }
+
+/** The provider endpoints, by a fixed name (metrics label them so, never by URL). */
+export type ProviderCall = 'discovery' | 'jwks' | 'token' | 'introspection' | 'revocation' | 'userinfo' | 'other'
 
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
@@ -57,11 +60,15 @@ export class OidcClient {
   #stopped = false
   #retryTimer: NodeJS.Timeout | undefined
 
-  constructor(config: ProviderConfig, publicUrl: string, log: FastifyBaseLogger) {
+  readonly #fetch: oidc.CustomFetch
+
+  /** `observe` is told of every call to the provider (metrics). */
+  constructor(config: ProviderConfig, publicUrl: string, log: FastifyBaseLogger, observe?: ProviderCallObserver) {
     this.#config = config
     this.#redirectUri = publicUrl + CALLBACK_PATH
     this.#log = log
-    this.keys = new ProviderKeys({ timeoutMs: config.timeoutMs, log })
+    this.#fetch = observedFetch(observe)
+    this.keys = new ProviderKeys({ timeoutMs: config.timeoutMs, log, fetch: this.#fetch })
   }
 
   get redirectUri(): string {
@@ -77,6 +84,19 @@ export class OidcClient {
     return this.#discovered?.idTokenAlgs
   }
 
+  /** Which of the provider's endpoints `url` is. */
+  callOf(url: string): ProviderCall {
+    const server = this.#discovered?.server
+    const endpoint = url.split('?')[0]
+    if (server === undefined) return endpoint?.endsWith('/.well-known/openid-configuration') ? 'discovery' : endpoint === this.keys.uri ? 'jwks' : 'other'
+    if (endpoint === server.token_endpoint) return 'token'
+    if (endpoint === server.jwks_uri) return 'jwks'
+    if (endpoint === server.introspection_endpoint) return 'introspection'
+    if (endpoint === server.revocation_endpoint) return 'revocation'
+    if (endpoint === server.userinfo_endpoint) return 'userinfo'
+    return endpoint?.endsWith('/.well-known/openid-configuration') ? 'discovery' : 'other'
+  }
+
   /** Server metadata after discovery. */
   get metadata(): oidc.ServerMetadata | undefined {
     return this.#discovered?.configuration.serverMetadata()
@@ -87,7 +107,7 @@ export class OidcClient {
     const { issuer, clientId, timeoutMs, allowInsecureHttp } = this.#config
     const discovered = await oidc.discovery(new URL(issuer), clientId, undefined, undefined, {
       timeout: timeoutMs / 1000,
-      [oidc.customFetch]: providerFetch,
+      [oidc.customFetch]: this.#fetch,
       ...(allowInsecureHttp ? { execute: [oidc.allowInsecureRequests] } : {}),
     })
     const server = discovered.serverMetadata()
@@ -120,7 +140,7 @@ export class OidcClient {
     }
     this.#discovered = {
       server,
-      configuration: this.#configure(server, idTokenAlgs, providerFetch),
+      configuration: this.#configure(server, idTokenAlgs, this.#fetch),
       idTokenAlgs,
       tokenEndpoint: new URL(server.token_endpoint).href,
     }
@@ -158,7 +178,7 @@ export class OidcClient {
   #forGrant(): oidc.Configuration {
     const { server, idTokenAlgs, tokenEndpoint } = this.#require()
     const configuration = this.#configure(server, idTokenAlgs, async (url, options) => {
-      const res = await providerFetch(url, options)
+      const res = await this.#fetch(url, options)
       if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlgs, res)
       return res
     })

@@ -53,3 +53,22 @@ export const providerFetch: CustomFetch = async (url, options) => {
   }
   return new Response(body === '' ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
+
+/** Told of every provider call: its URL, how long it took and whether it failed. */
+export type ProviderCallObserver = (url: string, seconds: number, failed: boolean) => void
+
+/** providerFetch, measured by `observe` (a thrown error or a 5xx is a failure). */
+export function observedFetch(observe: ProviderCallObserver | undefined): CustomFetch {
+  if (observe === undefined) return providerFetch
+  return async (url, options) => {
+    const started = performance.now()
+    try {
+      const res = await providerFetch(url, options)
+      observe(url, (performance.now() - started) / 1000, false)
+      return res
+    } catch (err) {
+      observe(url, (performance.now() - started) / 1000, true)
+      throw err
+    }
+  }
+}

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { ExportedJWKSCache, JWKS } from 'openid-client'
 import { describe } from './errors.js'
+import type { CustomFetch } from 'openid-client'
 import { ProviderFaultError, providerFetch } from './fetch.js'
 
 // The provider's signing keys (its JWKS), one copy for the whole gateway: the Bearer verifier
@@ -28,6 +29,8 @@ export interface ProviderKeysOptions {
   timeoutMs: number
   log: Pick<FastifyBaseLogger, 'warn'>
   unknownKeyRefetchMs?: number
+  /** How the JWKS is fetched (default providerFetch; the client passes its measured one). */
+  fetch?: CustomFetch
   /** Milliseconds since the epoch; tests replace it. */
   now?: () => number
 }
@@ -62,6 +65,7 @@ export class ProviderKeys {
   readonly #log: Pick<FastifyBaseLogger, 'warn'>
   readonly #unknownKeyRefetchMs: number
   readonly #now: () => number
+  readonly #fetchJwks: CustomFetch
   #uri: URL | undefined
   #set: KeySet | undefined
   #pending: Promise<KeySet> | undefined
@@ -73,6 +77,12 @@ export class ProviderKeys {
     this.#log = options.log
     this.#unknownKeyRefetchMs = options.unknownKeyRefetchMs ?? UNKNOWN_KEY_REFETCH_MS
     this.#now = options.now ?? Date.now
+    this.#fetchJwks = options.fetch ?? providerFetch
+  }
+
+  /** The JWKS URI, once discovery has named it. */
+  get uri(): string | undefined {
+    return this.#uri?.href
   }
 
   get loaded(): boolean {
@@ -166,7 +176,7 @@ export class ProviderKeys {
     const uri = this.#uri
     if (uri === undefined) throw new KeysNotLoadedError('the provider metadata (jwks_uri) is not loaded yet')
     this.#lastAttempt = this.#now()
-    const res = await providerFetch(uri.href, {
+    const res = await this.#fetchJwks(uri.href, {
       method: 'GET',
       headers: { accept: 'application/jwk-set+json, application/json' },
       redirect: 'manual',

@@ -84,8 +84,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       return headers
     }
 
-    const onError = (reply: FastifyReply, { error }: { error: { statusCode?: number } }): void => {
-      const timedOut = error.statusCode === 504
+    const onError = (reply: FastifyReply, { error }: { error: { statusCode?: number; code?: string } }): void => {
+      // A connection that could not be opened in connectTimeoutMs is an unreachable upstream
+      // (502), though reply-from reports it as 504 like an upstream that took too long to answer.
+      const timedOut = error.statusCode === 504 && error.code !== 'UND_ERR_CONNECT_TIMEOUT'
       reply.send(
         timedOut
           ? new GatewayError('upstream_timeout', `the upstream ${upstream.name} did not answer in time`)
@@ -111,6 +113,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       prefix,
       // The upstream sees the same (normalized) path the gateway matched and authorized.
       rewritePrefix: prefix,
+      config: { upstream: upstream.name },
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
       preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
         enforceUpgradePolicy(req.headers)
@@ -125,6 +128,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         pipelining: 1,
         headersTimeout: upstream.timeoutMs,
         bodyTimeout: upstream.timeoutMs,
+        connect: { timeout: upstream.connectTimeoutMs },
       },
       replyOptions: {
         rewriteRequestHeaders: (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers,

@@ -9,6 +9,8 @@ const EXPECTED: GatewayConfig = {
     port: 8080,
     publicUrl: 'https://app.example.com',
     trustedProxies: [],
+    managementPort: 9091,
+    shutdownTimeoutMs: 10000,
   },
   provider: {
     issuer: 'https://idp.example.com/realms/main',
@@ -41,6 +43,7 @@ const EXPECTED: GatewayConfig = {
       allowPreflight: false,
       websocket: false,
       timeoutMs: 30000,
+      connectTimeoutMs: 5000,
       identityHeaders: {
         user: 'X-Forwarded-User',
         email: 'X-Forwarded-Email',

@@ -150,7 +150,7 @@ t.test('config/gateway.yaml loads with its environment', async (t) => {
   }
   const config = loadConfig(file('config/gateway.yaml'), env)
   t.equal(config.server.port, 8443)
-  t.equal(config.server.managementPort, undefined, 'no management listener key: the feature does not exist yet')
+  t.equal(config.server.managementPort, 9091, 'the management listener on its default port')
   t.equal(config.server.publicUrl, 'https://gateway.example.net')
   t.equal(config.provider.issuer, 'https://login.example.net')
   t.equal(config.provider.clientId, 'gateway')

@@ -47,9 +47,9 @@ t.test('server', async (t) => {
     'port not an integer': [{ server: { port: 80.5 } }, ['server.port: must be an integer']],
     'port above 65535': [{ server: { port: 65536 } }, ['server.port: must be between 0 and 65535']],
     'negative port': [{ server: { port: -1 } }, ['server.port: must be between 0 and 65535']],
-    'managementPort (no management listener yet)': [
-      { server: { managementPort: 9091 } },
-      ['server.managementPort: the management listener (/healthz, /readyz, /metrics) is not available in this version; remove the key'],
+    'managementPort equal to the public port': [
+      { server: { port: 8080, managementPort: 8080 } },
+      ['server.managementPort: must differ from server.port (0 turns the management listener off)'],
     ],
     'managementPort out of range': [{ server: { managementPort: 70000 } }, ['server.managementPort: must be between 0 and 65535']],
     'empty host': [{ server: { host: '' } }, ['server.host: must not be empty']],

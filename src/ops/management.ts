@@ -1,0 +1,46 @@
+import Fastify, { type FastifyInstance } from 'fastify'
+import type { GatewayMetrics } from './metrics.js'
+
+// The management listener: probes and metrics on a port of their own (server.managementPort),
+// never routed through the public port, so the Service or ingress that exposes the gateway does
+// not expose them. Kubernetes probes and Prometheus reach it on the pod's address.
+
+/** One readiness condition; `ready` never throws (a failure is `false`). */
+export interface ReadinessCheck {
+  name: string
+  ready(): Promise<boolean> | boolean
+}
+
+export interface ManagementOptions {
+  metrics: GatewayMetrics
+  checks: readonly ReadinessCheck[]
+  /** True once shutdown has begun: /readyz answers 503 at once, so traffic stops first. */
+  draining(): boolean
+}
+
+const NO_STORE = { 'cache-control': 'no-store' }
+
+export async function buildManagement(options: ManagementOptions): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false })
+
+  // Alive: the event loop answers. Nothing it depends on may make it fail, or Kubernetes would
+  // restart a gateway that is merely waiting for its provider.
+  app.get('/healthz', async (_req, reply) => reply.headers(NO_STORE).send({ status: 'ok' }))
+
+  app.get('/readyz', async (_req, reply) => {
+    if (options.draining()) return reply.code(503).headers(NO_STORE).send({ status: 'draining' })
+    const results = await Promise.all(options.checks.map(async (check) => [check.name, await check.ready()] as const))
+    const failing = results.filter(([, ok]) => !ok).map(([name]) => name)
+    return reply
+      .code(failing.length === 0 ? 200 : 503)
+      .headers(NO_STORE)
+      .send(failing.length === 0 ? { status: 'ready' } : { status: 'not_ready', failing })
+  })
+
+  app.get('/metrics', async (_req, reply) => {
+    const body = await options.metrics.registry.metrics()
+    return reply.headers(NO_STORE).type(options.metrics.registry.contentType).send(body)
+  })
+
+  return app
+}

@@ -1,0 +1,166 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { ProviderCall } from '../oidc/client.js'
+import { SIGN_IN_PATH } from '../paths.js'
+
+// The gateway's Prometheus metrics, in a registry of its own per app (never prom-client's global
+// one: two apps in a process, as in the tests, must not share series). Every label takes its
+// value from a fixed set: configured upstream names, a method list, status classes, the problem
+// codes of errors.ts, fixed endpoint and provider-call names. Nothing a client sends (a path, a
+// host, a user) becomes a label, so no request can grow the number of series.
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
+
+/** The gateway's own endpoints whose outcomes are counted, by route URL. */
+const ENDPOINTS: Record<string, string> = {
+  [`${SIGN_IN_PATH}/redirect`]: 'redirect',
+  [`${SIGN_IN_PATH}/callback`]: 'callback',
+  [`${SIGN_IN_PATH}/refresh`]: 'refresh',
+  [`${SIGN_IN_PATH}/logout`]: 'logout',
+  [`${SIGN_IN_PATH}/sign-out`]: 'sign_out',
+  [`${SIGN_IN_PATH}/backchannel-logout`]: 'backchannel_logout',
+  [`${SIGN_IN_PATH}/auth`]: 'forward_auth',
+}
+
+
+/** Label of a request that no upstream route served: the gateway's own endpoints, or nothing. */
+export const GATEWAY_ROUTE = '_gateway'
+export const NO_ROUTE = '_none'
+
+export interface RequestObservation {
+  /** A configured upstream name, GATEWAY_ROUTE or NO_ROUTE. */
+  route: string
+  method: string
+  status: number
+  seconds: number
+  /** The route URL as registered (a pattern, never the request's path). */
+  routeUrl: string | undefined
+  /** The problem code the gateway answered with, if any. */
+  code: string | undefined
+}
+
+export interface MetricSources {
+  /** Failed session-store operations since start (RedisSessionStore.errors). */
+  storeErrors?: () => number
+  /** Sessions evicted from a full memory store since start (MemorySessionStore.evictions). */
+  evictions?: () => number
+  /** Entries in the back-channel logout revocation list (cookie store). */
+  revocations?: () => Promise<number>
+}
+
+function methodClass(method: string): string {
+  return METHODS.has(method) ? method : 'other'
+}
+
+function statusClass(status: number): string {
+  return `${Math.floor(status / 100)}xx`
+}
+
+/** A counter that mirrors a monotone count kept elsewhere, read at scrape time. */
+function mirror(registry: Registry, name: string, help: string, read: () => number): void {
+  let seen = 0
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      const now = read()
+      if (now > seen) this.inc(now - seen)
+      seen = now
+    },
+  })
+}
+
+export class GatewayMetrics {
+  readonly registry = new Registry()
+  readonly #requests: Counter<'route' | 'method' | 'status'>
+  readonly #duration: Histogram<'route' | 'method'>
+  readonly #outcomes: Counter<'endpoint' | 'code'>
+  readonly #refreshes: Counter<'code'>
+  readonly #providerDuration: Histogram<'call'>
+  readonly #providerErrors: Counter<'call'>
+  readonly #storeUnavailable: Counter
+
+  constructor(sources: MetricSources = {}) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry })
+    this.#requests = new Counter({
+      name: 'openid_gateway_requests_total',
+      help: 'Requests answered, by upstream (or _gateway, _none), method and status class.',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    })
+    this.#duration = new Histogram({
+      name: 'openid_gateway_request_duration_seconds',
+      help: 'Time from the request to the end of the response, by upstream and method.',
+      labelNames: ['route', 'method'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    })
+    this.#outcomes = new Counter({
+      name: 'openid_gateway_endpoint_outcomes_total',
+      help: 'Outcomes of the sign-in, refresh, logout, back-channel logout and forward-auth endpoints: ok, or the problem code.',
+      labelNames: ['endpoint', 'code'],
+      registers,
+    })
+    this.#refreshes = new Counter({
+      name: 'openid_gateway_refreshes_total',
+      help: 'Refresh-token grants at the provider (transparent and explicit): ok, or the problem code.',
+      labelNames: ['code'],
+      registers,
+    })
+    this.#providerDuration = new Histogram({
+      name: 'openid_gateway_provider_request_duration_seconds',
+      help: 'Latency of calls to the OpenID provider, by call.',
+      labelNames: ['call'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    })
+    this.#providerErrors = new Counter({
+      name: 'openid_gateway_provider_errors_total',
+      help: 'Calls to the OpenID provider that failed (unreachable, timed out, 5xx, malformed), by call.',
+      labelNames: ['call'],
+      registers,
+    })
+    this.#storeUnavailable = new Counter({
+      name: 'openid_gateway_session_store_unavailable_total',
+      help: 'Requests answered 503 session_store_unavailable.',
+      registers,
+    })
+    if (sources.storeErrors !== undefined) {
+      mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', sources.storeErrors)
+    }
+    if (sources.evictions !== undefined) {
+      mirror(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted from a full memory store.', sources.evictions)
+    }
+    const revocations = sources.revocations
+    if (revocations !== undefined) {
+      new Gauge({
+        name: 'openid_gateway_revocation_list_entries',
+        help: 'Entries in the back-channel logout revocation list (cookie store).',
+        registers,
+        async collect() {
+          // An unreachable Redis leaves the last value; readiness reports the outage.
+          this.set(await revocations().catch(() => Number.NaN))
+        },
+      })
+    }
+  }
+
+  observeRequest(o: RequestObservation): void {
+    const method = methodClass(o.method)
+    this.#requests.inc({ route: o.route, method, status: statusClass(o.status) })
+    this.#duration.observe({ route: o.route, method }, o.seconds)
+    const endpoint = o.routeUrl === undefined ? undefined : ENDPOINTS[o.routeUrl]
+    if (endpoint !== undefined) this.#outcomes.inc({ endpoint, code: o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`) })
+    if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()
+  }
+
+  observeRefresh(code: string): void {
+    this.#refreshes.inc({ code })
+  }
+
+  observeProviderCall(call: ProviderCall, seconds: number, failed: boolean): void {
+    this.#providerDuration.observe({ call }, seconds)
+    if (failed) this.#providerErrors.inc({ call })
+  }
+}
