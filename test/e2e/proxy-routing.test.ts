@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process'
+import { connect } from 'node:net'
 import t from 'tap'
 import { rawRequest } from '../fixtures/http.js'
-import { freePort, startStack } from '../fixtures/stack.js'
+import { freePort, startStack, type Teardown } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
@@ -37,6 +39,39 @@ t.test('matching by host and longest path prefix; 404 when nothing matches', asy
   t.match(missing.headers['content-type'], /^application\/problem\+json/)
   t.equal(missing.json().code, 'not_found')
   t.equal((await get('/other', 'other.example.com')).status, 404)
+})
+
+/**
+ * A TCP port that never completes a connection: a listener (python3, which can listen without
+ * accepting) whose accept queue the test fills, after which the kernel drops every new SYN, as a
+ * firewall that blackholes traffic does.
+ */
+async function blackholePort(t: Teardown): Promise<number> {
+  const script = 'import socket,sys,time\ns=socket.socket();s.bind(("127.0.0.1",0));s.listen(0)\nprint(s.getsockname()[1],flush=True)\ntime.sleep(600)'
+  const child = spawn('python3', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())))
+    child.once('error', reject)
+  })
+  const fillers = [0, 1].map(() => connect(port, '127.0.0.1'))
+  for (const socket of fillers) socket.on('error', () => {})
+  t.teardown(() => fillers.forEach((s) => s.destroy()))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  return port
+}
+
+t.test('an upstream whose connection does not open within connectTimeoutMs is unreachable: 502 at once, not after timeoutMs', async (t) => {
+  const port = await blackholePort(t)
+  const stack = await startStack(t, {
+    upstreams: [{ name: 'blackholed', target: `http://127.0.0.1:${port}`, auth: 'none', connectTimeoutMs: 300, timeoutMs: 20000 }],
+  })
+  const started = Date.now()
+  const res = await rawRequest(stack.gw, '/x', { headers: JSON_ACCEPT })
+  const took = Date.now() - started
+  t.equal(res.status, 502)
+  t.equal(res.json().code, 'upstream_unavailable')
+  t.ok(took >= 250 && took < 5000, `answered after the connect timeout (${took} ms), not the 20 s response timeout`)
 })
 
 t.test('502 upstream_unavailable and 504 upstream_timeout', async (t) => {
