@@ -1,0 +1,75 @@
+// The provider recipes (config/providers/*.yaml) are configurations an operator copies: each must
+// pass the gateway's own validation, carry the issuer shape its provider documents, and be
+// described in the README's "Provider recipes" section (and every recipe named there must exist).
+
+import { readdirSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import YAML from 'yaml'
+import { loadConfig } from '../../src/config/load.js'
+import { COOKIE_SECRET } from '../fixtures/config/base.js'
+
+const ROOT = new URL('../../', import.meta.url)
+const RECIPES = new URL('config/providers/', ROOT)
+const ENV = { OIDC_CLIENT_SECRET: 'dummy-client-secret', COOKIE_SECRET }
+
+// The issuer each provider documents (README, "Provider recipes").
+const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
+  // https://HOST/realms/REALM
+  keycloak: /^https:\/\/[^/]+\/realms\/[^/]+$/,
+  // the v2.0 endpoint of one tenant, never the v1 https://sts.windows.net/TENANT/
+  'entra-id': /^https:\/\/login\.microsoftonline\.com\/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/v2\.0$/,
+  google: /^https:\/\/accounts\.google\.com$/,
+  // a custom authorization server, https://ORG.okta.com/oauth2/AUTH_SERVER_ID
+  okta: /^https:\/\/[^/]+\/oauth2\/[^/]+$/,
+  // Auth0 writes iss with a trailing slash
+  auth0: /^https:\/\/[^/]+\/$/,
+  // whatever Dex's issuer setting says, over https
+  dex: /^https:\/\/[^/]+(\/[^/]+)*$/,
+}
+
+const recipeFiles = readdirSync(RECIPES)
+  .filter((name) => name.endsWith('.yaml'))
+  .toSorted()
+const recipeNames = recipeFiles.map((name) => name.replace(/\.yaml$/, ''))
+
+function readmeSection(): string {
+  const readme = readFileSync(new URL('README.md', ROOT), 'utf8')
+  const start = readme.indexOf('\n## Provider recipes\n')
+  if (start === -1) return ''
+  const end = readme.indexOf('\n## ', start + 1)
+  return readme.slice(start, end === -1 ? undefined : end)
+}
+
+t.test('every provider has a recipe, and every recipe a documented issuer shape', async (t) => {
+  t.strictSame(recipeNames, Object.keys(ISSUER_SHAPES).toSorted())
+})
+
+t.test('the README section names exactly the recipe files', async (t) => {
+  const section = readmeSection()
+  t.not(section, '', 'README.md has a "## Provider recipes" section')
+  const named = [...new Set([...section.matchAll(/config\/providers\/([a-z0-9-]+)\.yaml/g)].map((match) => match[1]))].toSorted()
+  t.strictSame(named, recipeNames)
+})
+
+for (const name of recipeNames) {
+  t.test(`${name}.yaml`, async (t) => {
+    const path = fileURLToPath(new URL(`${name}.yaml`, RECIPES))
+    const config = loadConfig(path, ENV)
+    t.match(config.provider.issuer, ISSUER_SHAPES[name] ?? /^$/, 'issuer has the documented shape')
+    t.equal(config.provider.allowInsecureHttp, false, 'no plain-http provider')
+    t.ok(config.provider.scopes.includes('openid'))
+
+    // Secrets never written in a recipe: they come from the environment.
+    const raw = YAML.parse(readFileSync(path, 'utf8')) as { provider: { clientSecret: unknown }; cookies: { secrets: unknown } }
+    t.equal(raw.provider.clientSecret, '${OIDC_CLIENT_SECRET}')
+    t.strictSame(raw.cookies.secrets, ['${COOKIE_SECRET}'])
+  })
+}
+
+// Google refuses the offline_access scope (it gives refresh tokens for access_type=offline, which
+// the gateway cannot send), so asking for it would break every sign-in.
+t.test('the Google recipe does not ask for offline_access', async (t) => {
+  const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)), ENV)
+  t.notOk(config.provider.scopes.includes('offline_access'))
+})
