@@ -128,7 +128,11 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         pipelining: 1,
         headersTimeout: upstream.timeoutMs,
         bodyTimeout: upstream.timeoutMs,
-        connect: { timeout: upstream.connectTimeoutMs },
+        // @fastify/reply-from passes rejectUnauthorized: false unless told otherwise (these
+        // connector options win over it): an https upstream's certificate is verified against
+        // Node's CA store (NODE_EXTRA_CA_CERTS adds a private CA), or identity headers and tokens
+        // would go to whoever answers.
+        connect: { timeout: upstream.connectTimeoutMs, rejectUnauthorized: true },
       },
       replyOptions: {
         rewriteRequestHeaders: (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers,

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process'
-import { connect } from 'node:net'
+import { readFileSync } from 'node:fs'
+import { createServer as createHttpsServer } from 'node:https'
+import { connect, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { rawRequest } from '../fixtures/http.js'
 import { freePort, startStack, type Teardown } from '../fixtures/stack.js'
@@ -72,6 +74,23 @@ t.test('an upstream whose connection does not open within connectTimeoutMs is un
   t.equal(res.status, 502)
   t.equal(res.json().code, 'upstream_unavailable')
   t.ok(took >= 250 && took < 5000, `answered after the connect timeout (${took} ms), not the 20 s response timeout`)
+})
+
+t.test("an https upstream's certificate is verified: a self-signed one is unreachable (502), never trusted silently", async (t) => {
+  // @fastify/reply-from turns certificate verification off unless told otherwise.
+  const tls = new URL('../fixtures/tls/', import.meta.url)
+  const server = createHttpsServer(
+    { key: readFileSync(new URL('self-signed.key', tls)), cert: readFileSync(new URL('self-signed.crt', tls)) },
+    (_req, res) => res.end('secret upstream'),
+  )
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  const { port } = server.address() as AddressInfo
+  const stack = await startStack(t, { upstreams: [{ name: 'tls', target: `https://127.0.0.1:${port}`, auth: 'none' }] })
+  const res = await rawRequest(stack.gw, '/x', { headers: JSON_ACCEPT })
+  t.equal(res.status, 502)
+  t.equal(res.json().code, 'upstream_unavailable')
+  t.notMatch(res.body, /secret upstream/)
 })
 
 t.test('502 upstream_unavailable and 504 upstream_timeout', async (t) => {
