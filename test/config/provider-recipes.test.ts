@@ -6,12 +6,22 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
-import { loadConfig } from '../../src/config/load.js'
+import { ConfigError, loadConfig } from '../../src/config/load.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 
 const ROOT = new URL('../../', import.meta.url)
 const RECIPES = new URL('config/providers/', ROOT)
-const ENV = { OIDC_CLIENT_SECRET: 'dummy-client-secret', COOKIE_SECRET }
+const ENV: Readonly<Record<string, string>> = { OIDC_CLIENT_SECRET: 'dummy-client-secret', COOKIE_SECRET }
+
+// The recipes are loaded as an operator runs them: their ${VAR}s come from process.env.
+const saved = Object.fromEntries(Object.keys(ENV).map((name) => [name, process.env[name]]))
+Object.assign(process.env, ENV)
+t.teardown(() => {
+  for (const [name, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[name]
+    else process.env[name] = value
+  }
+})
 
 // The issuer each provider documents (README, "Provider recipes").
 const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
@@ -55,21 +65,26 @@ t.test('the README section names exactly the recipe files', async (t) => {
 for (const name of recipeNames) {
   t.test(`${name}.yaml`, async (t) => {
     const path = fileURLToPath(new URL(`${name}.yaml`, RECIPES))
-    const config = loadConfig(path, ENV)
+    const config = loadConfig(path)
     t.match(config.provider.issuer, ISSUER_SHAPES[name] ?? /^$/, 'issuer has the documented shape')
     t.equal(config.provider.allowInsecureHttp, false, 'no plain-http provider')
+    t.match(config.server.publicUrl, /^https:\/\//, 'the public URL (and so every URI to register) is https')
     t.ok(config.provider.scopes.includes('openid'))
 
     // Secrets never written in a recipe: they come from the environment.
     const raw = YAML.parse(readFileSync(path, 'utf8')) as { provider: { clientSecret: unknown }; cookies: { secrets: unknown } }
     t.equal(raw.provider.clientSecret, '${OIDC_CLIENT_SECRET}')
     t.strictSame(raw.cookies.secrets, ['${COOKIE_SECRET}'])
+    for (const missing of Object.keys(ENV)) {
+      const env = { ...ENV, [missing]: undefined }
+      t.throws(() => loadConfig(path, env), ConfigError, `refused without ${missing} in the environment`)
+    }
   })
 }
 
 // Google refuses the offline_access scope (it gives refresh tokens for access_type=offline, which
 // the gateway cannot send), so asking for it would break every sign-in.
 t.test('the Google recipe does not ask for offline_access', async (t) => {
-  const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)), ENV)
+  const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)))
   t.notOk(config.provider.scopes.includes('offline_access'))
 })
