@@ -82,8 +82,8 @@ for (const name of recipeNames) {
   })
 }
 
-// Google refuses the offline_access scope (it gives refresh tokens for access_type=offline, which
-// the gateway cannot send), so asking for it would break every sign-in.
+// Google does not list the offline_access scope (it gives refresh tokens for access_type=offline,
+// which the gateway cannot send); asking for it brings no refresh token and adds prompt=consent.
 t.test('the Google recipe does not ask for offline_access', async (t) => {
   const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)))
   t.notOk(config.provider.scopes.includes('offline_access'))
