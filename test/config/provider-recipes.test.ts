@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
 import { ConfigError, loadConfig } from '../../src/config/load.js'
+import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../../src/paths.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 
 const ROOT = new URL('../../', import.meta.url)
@@ -38,6 +39,13 @@ const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
   dex: /^https:\/\/[^/]+(\/[^/]+)*$/,
 }
 
+// Google and Dex have no end-session endpoint: a post-logout URI there would promise a redirect
+// that never happens.
+const NO_END_SESSION = new Set(['google', 'dex'])
+
+// The only gateway URLs an operator registers at a provider.
+const REGISTERED_PATHS = [CALLBACK_PATH, SIGN_OUT_PATH, BACKCHANNEL_LOGOUT_PATH]
+
 const recipeFiles = readdirSync(RECIPES)
   .filter((name) => name.endsWith('.yaml'))
   .toSorted()
@@ -62,6 +70,11 @@ t.test('the README section names exactly the recipe files', async (t) => {
   t.strictSame(named, recipeNames)
 })
 
+t.test('the README tells what to register with the gateway\'s real paths', async (t) => {
+  const section = readmeSection()
+  for (const path of REGISTERED_PATHS) t.ok(section.includes(`\`<publicUrl>${path}\``), `README names <publicUrl>${path}`)
+})
+
 for (const name of recipeNames) {
   t.test(`${name}.yaml`, async (t) => {
     const path = fileURLToPath(new URL(`${name}.yaml`, RECIPES))
@@ -75,6 +88,14 @@ for (const name of recipeNames) {
     const raw = YAML.parse(readFileSync(path, 'utf8')) as { provider: { clientSecret: unknown }; cookies: { secrets: unknown } }
     t.equal(raw.provider.clientSecret, '${OIDC_CLIENT_SECRET}')
     t.strictSame(raw.cookies.secrets, ['${COOKIE_SECRET}'])
+    // Every gateway URL a recipe tells the operator to register is one the gateway serves.
+    const text = readFileSync(path, 'utf8')
+    const urls = [...text.matchAll(/https:\/\/[^\s,\]'"]+\/api\/v1\/openid\/[a-z-]+/g)].map((match) => match[0])
+    t.ok(urls.some((url) => url === `${config.server.publicUrl}${CALLBACK_PATH}`), 'names the redirect URI')
+    for (const url of urls) t.ok(REGISTERED_PATHS.some((p) => url === `${config.server.publicUrl}${p}`), `${url} is a gateway URL`)
+    if (NO_END_SESSION.has(name)) t.equal(config.provider.postLogoutRedirectUri, undefined, 'no post-logout URI')
+    else t.equal(config.provider.postLogoutRedirectUri, `${config.server.publicUrl}${SIGN_OUT_PATH}`, 'post-logout URI is the sign-out page')
+
     for (const missing of Object.keys(ENV)) {
       const env = { ...ENV, [missing]: undefined }
       t.throws(() => loadConfig(path, env), ConfigError, `refused without ${missing} in the environment`)
