@@ -6,12 +6,23 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
-import { loadConfig } from '../../src/config/load.js'
+import { ConfigError, loadConfig } from '../../src/config/load.js'
+import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../../src/paths.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 
 const ROOT = new URL('../../', import.meta.url)
 const RECIPES = new URL('config/providers/', ROOT)
-const ENV = { OIDC_CLIENT_SECRET: 'dummy-client-secret', COOKIE_SECRET }
+const ENV: Readonly<Record<string, string>> = { OIDC_CLIENT_SECRET: 'dummy-client-secret', COOKIE_SECRET }
+
+// The recipes are loaded as an operator runs them: their ${VAR}s come from process.env.
+const saved = Object.fromEntries(Object.keys(ENV).map((name) => [name, process.env[name]]))
+Object.assign(process.env, ENV)
+t.teardown(() => {
+  for (const [name, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[name]
+    else process.env[name] = value
+  }
+})
 
 // The issuer each provider documents (README, "Provider recipes").
 const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
@@ -27,6 +38,13 @@ const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
   // whatever Dex's issuer setting says, over https
   dex: /^https:\/\/[^/]+(\/[^/]+)*$/,
 }
+
+// Google and Dex have no end-session endpoint: a post-logout URI there would promise a redirect
+// that never happens.
+const NO_END_SESSION = new Set(['google', 'dex'])
+
+// The only gateway URLs an operator registers at a provider.
+const REGISTERED_PATHS = [CALLBACK_PATH, SIGN_OUT_PATH, BACKCHANNEL_LOGOUT_PATH]
 
 const recipeFiles = readdirSync(RECIPES)
   .filter((name) => name.endsWith('.yaml'))
@@ -52,24 +70,42 @@ t.test('the README section names exactly the recipe files', async (t) => {
   t.strictSame(named, recipeNames)
 })
 
+t.test('the README tells what to register with the gateway\'s real paths', async (t) => {
+  const section = readmeSection()
+  for (const path of REGISTERED_PATHS) t.ok(section.includes(`\`<publicUrl>${path}\``), `README names <publicUrl>${path}`)
+})
+
 for (const name of recipeNames) {
   t.test(`${name}.yaml`, async (t) => {
     const path = fileURLToPath(new URL(`${name}.yaml`, RECIPES))
-    const config = loadConfig(path, ENV)
+    const config = loadConfig(path)
     t.match(config.provider.issuer, ISSUER_SHAPES[name] ?? /^$/, 'issuer has the documented shape')
     t.equal(config.provider.allowInsecureHttp, false, 'no plain-http provider')
+    t.match(config.server.publicUrl, /^https:\/\//, 'the public URL (and so every URI to register) is https')
     t.ok(config.provider.scopes.includes('openid'))
 
     // Secrets never written in a recipe: they come from the environment.
     const raw = YAML.parse(readFileSync(path, 'utf8')) as { provider: { clientSecret: unknown }; cookies: { secrets: unknown } }
     t.equal(raw.provider.clientSecret, '${OIDC_CLIENT_SECRET}')
     t.strictSame(raw.cookies.secrets, ['${COOKIE_SECRET}'])
+    // Every gateway URL a recipe tells the operator to register is one the gateway serves.
+    const text = readFileSync(path, 'utf8')
+    const urls = [...text.matchAll(/https:\/\/[^\s,\]'"]+\/api\/v1\/openid\/[a-z-]+/g)].map((match) => match[0])
+    t.ok(urls.some((url) => url === `${config.server.publicUrl}${CALLBACK_PATH}`), 'names the redirect URI')
+    for (const url of urls) t.ok(REGISTERED_PATHS.some((p) => url === `${config.server.publicUrl}${p}`), `${url} is a gateway URL`)
+    if (NO_END_SESSION.has(name)) t.equal(config.provider.postLogoutRedirectUri, undefined, 'no post-logout URI')
+    else t.equal(config.provider.postLogoutRedirectUri, `${config.server.publicUrl}${SIGN_OUT_PATH}`, 'post-logout URI is the sign-out page')
+
+    for (const missing of Object.keys(ENV)) {
+      const env = { ...ENV, [missing]: undefined }
+      t.throws(() => loadConfig(path, env), ConfigError, `refused without ${missing} in the environment`)
+    }
   })
 }
 
-// Google refuses the offline_access scope (it gives refresh tokens for access_type=offline, which
-// the gateway cannot send), so asking for it would break every sign-in.
+// Google does not list the offline_access scope (it gives refresh tokens for access_type=offline,
+// which the gateway cannot send); asking for it brings no refresh token and adds prompt=consent.
 t.test('the Google recipe does not ask for offline_access', async (t) => {
-  const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)), ENV)
+  const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)))
   t.notOk(config.provider.scopes.includes('offline_access'))
 })
