@@ -82,7 +82,8 @@ function gateway(rendered: Rendered) {
   const configPath = args[args.indexOf('--config') + 1] ?? ''
   const mount = container.volumeMounts?.find((m) => m.mountPath === posix.dirname(configPath))
   const volume = pod.volumes?.find((v) => v.name === mount?.name)
-  const configMap = rendered.of<ConfigMap>('ConfigMap', volume?.configMap?.name)[0]
+  const configMapName = volume?.configMap?.name
+  const configMap = configMapName === undefined ? undefined : rendered.of<ConfigMap>('ConfigMap', configMapName)[0]
   const yamlText = configMap?.data?.[posix.basename(configPath)]
   return { deployment, pod, container, configPath, yamlText }
 }
@@ -230,7 +231,7 @@ t.test('sidecar: the application listens in the pod only, behind the gateway', a
 t.test('replicas-redis: sessions in Redis with its URL from the Secret', async (t) => {
   const rendered = render('overlays/replicas-redis')
   const { config } = gatewayConfig(rendered)
-  t.equal(config.session.store, 'redis')
+  t.equal(config.session.store, 'redis', 'session.store: redis')
   const redisUrl = gateway(rendered).yamlText?.match(/redisUrl: (.*)/)?.[1] ?? ''
   t.match(redisUrl, /\$\{REDIS_PASSWORD\}/, 'the password comes from the environment')
   const host = new URL(config.session.redisUrl ?? '').hostname
@@ -262,7 +263,7 @@ t.test('ingress-nginx: forward-auth annotations that match the gateway', async (
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-url'], authUrl, 'auth-url is the gateway Service\'s check')
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin'], `${config.server.publicUrl}${SIGN_IN_PATH}/redirect`, 'auth-signin is the sign-in endpoint')
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin-redirect-param'], 'redirectAfter')
-  t.same(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(','), ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'])
+  t.same(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(','), ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'], 'auth-response-headers: user, email, groups')
   const appHost = app?.spec?.rules?.[0]?.host ?? ''
   t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), 'cookies.domain covers the application\'s host')
   t.ok(new URL(config.server.publicUrl).hostname.endsWith(`.${config.cookies.domain}`), 'and the gateway\'s')
@@ -275,7 +276,7 @@ t.test('traefik: a ForwardAuth middleware used by the application\'s Ingress', a
   const { config, authUrl } = forwardAuthConfig(rendered)
   const middleware = rendered.of<Middleware>('Middleware')[0]
   t.equal(middleware?.spec?.forwardAuth?.address, authUrl, 'the address is the gateway Service\'s check')
-  t.same(middleware?.spec?.forwardAuth?.authResponseHeaders, ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'])
+  t.same(middleware?.spec?.forwardAuth?.authResponseHeaders, ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'], 'authResponseHeaders: user, email, groups')
   t.notOk(middleware?.spec?.forwardAuth?.trustForwardHeader, 'the client\'s X-Forwarded-* are not trusted')
   const reference = `${middleware?.metadata?.namespace}-${middleware?.metadata?.name}@kubernetescrd`
   const app = rendered.of<Ingress>('Ingress').find((i) => i.metadata?.annotations?.['traefik.ingress.kubernetes.io/router.middlewares'] === reference)
