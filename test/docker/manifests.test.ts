@@ -1,0 +1,311 @@
+import { spawnSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import { posix } from 'node:path'
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment'
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress'
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
+import type { IContainer } from 'kubernetes-models/v1/Container'
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
+import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
+import { Service } from 'kubernetes-models/v1/Service'
+import { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
+import t, { type Test } from 'tap'
+import YAML from 'yaml'
+import { parseConfig } from '../../src/config/load.js'
+import { gatewaySchema } from '../../src/config/schema.js'
+import { SIGN_IN_PATH } from '../../src/paths.js'
+
+// Every kustomization under docker/k8s renders (with whichever kubectl is on PATH; CI installs
+// Debian's, kustomize v2.0.3), every object validates against the Kubernetes API schemas, and the
+// manifests agree with the code: ports, probe paths, the mounted configuration (which must pass
+// the gateway's own validation), a restrictive securityContext, and secrets only by reference.
+
+const K8S = new URL('../../docker/k8s/', import.meta.url).pathname
+const DOCKERFILE = new URL('../../docker/Dockerfile', import.meta.url)
+
+const serverSchema = gatewaySchema.properties?.server?.properties
+const HTTP_PORT = serverSchema?.port?.default
+// The management listener's port; 9091 until the schema gives server.managementPort a default.
+const MANAGEMENT_PORT = serverSchema?.managementPort?.default ?? 9091
+
+const KUSTOMIZATIONS = ['base', ...readdirSync(`${K8S}overlays`).map((name) => `overlays/${name}`)]
+
+type Model = { validate(): void }
+const MODELS: Record<string, new (data: never) => Model> = {
+  'apps/v1/Deployment': Deployment,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'networking.k8s.io/v1/Ingress': Ingress,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'v1/ConfigMap': ConfigMap,
+  'v1/Service': Service,
+  'traefik.io/v1alpha1/Middleware': Middleware,
+}
+
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string> } }
+type Rendered = { objects: K8sObject[]; of<T>(kind: string, name?: string): T[] }
+
+function render(dir: string): Rendered {
+  const result = spawnSync('kubectl', ['kustomize', `${K8S}${dir}`], { encoding: 'utf8' })
+  if (result.error) throw result.error
+  if (result.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${result.stderr}`)
+  const objects = YAML.parseAllDocuments(result.stdout).map((doc) => {
+    if (doc.errors.length > 0) throw doc.errors[0]
+    return doc.toJS() as K8sObject
+  })
+  return {
+    objects,
+    of: <T>(kind: string, name?: string) =>
+      objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name)) as T[],
+  }
+}
+
+const SECRET_LIKE = /SECRET|PASSWORD|TOKEN|CREDENTIAL|PRIVATE|_KEY$|REDIS_URL/i
+const DUMMY: Record<string, string> = { COOKIE_SECRET: 'dummy-cookie-secret-of-at-least-32-bytes-0123456789' }
+
+function portNumber(container: IContainer, port: string | number | undefined): number | undefined {
+  if (typeof port === 'number') return port
+  return container.ports?.find((p) => p.name === port)?.containerPort
+}
+
+function podSpecs(rendered: Rendered): [string, IPodSpec][] {
+  return rendered.of<Deployment>('Deployment').map((d) => [d.metadata?.name ?? '', d.spec?.template.spec ?? { containers: [] }])
+}
+
+/** The gateway's Deployment, its container and the configuration file mounted at its --config. */
+function gateway(rendered: Rendered) {
+  const deployment = rendered.of<Deployment>('Deployment', 'openid-gateway')[0]
+  const pod = deployment?.spec?.template.spec
+  const container = pod?.containers.find((c) => c.name === 'gateway')
+  if (deployment === undefined || pod === undefined || container === undefined) throw new Error('no gateway container')
+  const args = container.args ?? []
+  const configPath = args[args.indexOf('--config') + 1] ?? ''
+  const mount = container.volumeMounts?.find((m) => m.mountPath === posix.dirname(configPath))
+  const volume = pod.volumes?.find((v) => v.name === mount?.name)
+  const configMapName = volume?.configMap?.name
+  const configMap = configMapName === undefined ? undefined : rendered.of<ConfigMap>('ConfigMap', configMapName)[0]
+  const yamlText = configMap?.data?.[posix.basename(configPath)]
+  return { deployment, pod, container, configPath, yamlText }
+}
+
+function gatewayConfig(rendered: Rendered) {
+  const { container, yamlText } = gateway(rendered)
+  const names = [...(yamlText ?? '').matchAll(/\$\{([A-Z_][A-Z0-9_]*)\}/g)].map((m) => m[1] ?? '')
+  const env = Object.fromEntries(names.map((name) => [name, DUMMY[name] ?? `dummy-${name.toLowerCase()}`]))
+  return { names, config: parseConfig(yamlText ?? '', env), envNames: (container.env ?? []).map((e) => e.name) }
+}
+
+t.test('the code defaults the manifests are compared with', async (t) => {
+  t.equal(HTTP_PORT, 8080, 'server.port has a default')
+  t.equal(MANAGEMENT_PORT, 9091)
+})
+
+for (const dir of KUSTOMIZATIONS) {
+  t.test(dir, async (t) => {
+    const rendered = render(dir)
+
+    t.test('every object validates against its API schema', async (t) => {
+      for (const object of rendered.objects) {
+        const Model = MODELS[`${object.apiVersion}/${object.kind}`]
+        if (Model === undefined) {
+          t.fail(`${object.apiVersion} ${object.kind} ${object.metadata.name}: no schema known for this kind`)
+          continue
+        }
+        t.doesNotThrow(() => new Model(object as never).validate(), `${object.kind} ${object.metadata.name}`)
+      }
+    })
+
+    t.test('no Secret and no secret value in any manifest', async (t) => {
+      t.same(rendered.of('Secret').map((s) => (s as K8sObject).metadata.name), [], 'the operator creates the Secret')
+      t.notMatch(JSON.stringify(rendered.objects), /"stringData"/, 'no stringData anywhere')
+      for (const [name, pod] of podSpecs(rendered)) {
+        for (const container of pod.containers) {
+          for (const env of container.env ?? []) {
+            if (!SECRET_LIKE.test(env.name)) continue
+            t.ok(env.valueFrom?.secretKeyRef?.name && env.value === undefined, `${name}/${container.name}: ${env.name} from a secretKeyRef`)
+          }
+          t.same(container.envFrom ?? [], [], `${name}/${container.name}: no envFrom (every variable is named)`)
+        }
+      }
+      const config = gateway(rendered).yamlText ?? ''
+      for (const key of ['clientSecret', 'secrets', 'redisUrl']) {
+        const line = config.split('\n').find((l) => l.trimStart().startsWith(`${key}:`))
+        if (line !== undefined) t.match(line, /\$\{[A-Z_]+\}/, `${key} comes from the environment`)
+      }
+    })
+
+    t.test('a restrictive securityContext for every container', async (t) => {
+      for (const [name, pod] of podSpecs(rendered)) {
+        t.equal(pod.automountServiceAccountToken, false, `${name}: no service account token`)
+        for (const container of pod.containers) {
+          const where = `${name}/${container.name}`
+          const sc = container.securityContext ?? {}
+          const podSc = pod.securityContext ?? {}
+          t.equal(sc.runAsNonRoot ?? podSc.runAsNonRoot, true, `${where}: runAsNonRoot`)
+          const user = sc.runAsUser ?? podSc.runAsUser
+          t.ok(Number.isInteger(user) && (user ?? 0) > 0, `${where}: a numeric non-root runAsUser`)
+          t.equal(sc.readOnlyRootFilesystem, true, `${where}: readOnlyRootFilesystem`)
+          t.equal(sc.allowPrivilegeEscalation, false, `${where}: allowPrivilegeEscalation false`)
+          t.same(sc.capabilities?.drop, ['ALL'], `${where}: drops ALL capabilities`)
+          t.same(sc.capabilities?.add ?? [], [], `${where}: adds none`)
+          t.equal((sc.seccompProfile ?? podSc.seccompProfile)?.type, 'RuntimeDefault', `${where}: seccomp RuntimeDefault`)
+          t.notOk(sc.privileged, `${where}: not privileged`)
+          t.ok(container.resources?.requests?.cpu && container.resources.requests.memory, `${where}: requests`)
+          t.ok(container.resources?.limits?.memory, `${where}: memory limit`)
+        }
+      }
+    })
+
+    t.test('ports and probes agree with the code', async (t) => {
+      const { container, deployment } = gateway(rendered)
+      const { config } = gatewayConfig(rendered)
+      t.equal(portNumber(container, 'http'), config.server.port, 'the http containerPort is server.port')
+      t.equal(config.server.port, HTTP_PORT, 'server.port is the default')
+      t.equal(portNumber(container, 'metrics'), MANAGEMENT_PORT, 'the metrics containerPort is the management port')
+      t.equal(config.server.managementPort ?? MANAGEMENT_PORT, MANAGEMENT_PORT, 'the configuration keeps the management port')
+      const live = container.livenessProbe?.httpGet
+      const ready = container.readinessProbe?.httpGet
+      t.equal(live?.path, '/healthz', 'liveness on /healthz')
+      t.equal(portNumber(container, live?.port), MANAGEMENT_PORT, 'liveness on the management port')
+      t.equal(ready?.path, '/readyz', 'readiness on /readyz')
+      t.equal(portNumber(container, ready?.port), MANAGEMENT_PORT, 'readiness on the management port')
+      if (container.startupProbe !== undefined) {
+        t.equal(container.startupProbe.httpGet?.path, '/healthz', 'startup on /healthz')
+        t.equal(portNumber(container, container.startupProbe.httpGet?.port), MANAGEMENT_PORT, 'startup on the management port')
+      }
+      const service = rendered.of<Service>('Service', 'openid-gateway')[0]
+      const selector = service?.spec?.selector ?? {}
+      const podLabels = deployment.spec?.template.metadata?.labels ?? {}
+      t.ok(Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => podLabels[k] === v), 'the Service selects the gateway pods')
+      const servicePort = (name: string) => service?.spec?.ports?.find((p) => p.name === name)
+      t.equal(servicePort('http')?.port, HTTP_PORT, 'the Service publishes server.port as http')
+      t.equal(portNumber(container, servicePort('http')?.targetPort), HTTP_PORT, 'to the gateway listener')
+      t.equal(servicePort('metrics')?.port, MANAGEMENT_PORT, 'a separately named metrics port for a ServiceMonitor')
+      t.equal(portNumber(container, servicePort('metrics')?.targetPort), MANAGEMENT_PORT, 'to the management listener')
+    })
+
+    t.test('the mounted configuration is the one --config names, and it is valid', async (t) => {
+      const { configPath, yamlText, container } = gateway(rendered)
+      t.match(configPath, /^\/.+\.yaml$/, 'an absolute --config path')
+      t.type(yamlText, 'string', `a ConfigMap key is mounted at ${configPath}`)
+      t.ok(container.volumeMounts?.find((m) => m.mountPath === posix.dirname(configPath))?.readOnly, 'mounted read-only')
+      const { names, envNames } = gatewayConfig(rendered)
+      for (const name of names) t.ok(envNames.includes(name), `\${${name}} is set in the container`)
+      t.ok(names.includes('OIDC_CLIENT_SECRET') && names.includes('COOKIE_SECRET'), 'both secrets from the environment')
+      t.doesNotThrow(() => gatewayConfig(rendered), 'passes the gateway\'s validation')
+    })
+
+    t.test('the pod budget and the autoscaler fit the replicas', async (t) => {
+      const { deployment } = gateway(rendered)
+      const hpa = rendered.of<HorizontalPodAutoscaler>('HorizontalPodAutoscaler', 'openid-gateway')[0]
+      const pdb = rendered.of<PodDisruptionBudget>('PodDisruptionBudget', 'openid-gateway')[0]
+      t.equal(hpa?.spec?.scaleTargetRef.name, 'openid-gateway', 'the HPA scales the gateway')
+      t.ok(pdb, 'a PodDisruptionBudget')
+      const store = gatewayConfig(rendered).config.session.store
+      const shared = store === 'redis'
+      if (!shared) {
+        t.equal(hpa?.spec?.maxReplicas, 1, 'without Redis one replica (sessions or revocations are per process)')
+        t.not(pdb?.spec?.minAvailable, 1, 'one replica: the budget lets a drain through')
+      } else {
+        t.ok((deployment.spec?.replicas ?? 1) >= 2, 'two replicas or more')
+        t.ok((hpa?.spec?.minReplicas ?? 1) >= 2, 'the HPA keeps two or more')
+        t.equal(pdb?.spec?.minAvailable, 1, 'the budget keeps one')
+      }
+    })
+  })
+}
+
+t.test('sidecar: the application listens in the pod only, behind the gateway', async (t) => {
+  const rendered = render('overlays/sidecar')
+  const { pod } = gateway(rendered)
+  const apps = pod.containers.filter((c) => c.name !== 'gateway')
+  t.equal(apps.length, 1, 'one application container')
+  t.same(apps[0]?.ports ?? [], [], 'the application declares no port')
+  t.equal(apps[0]?.env?.find((e) => e.name === 'HOST')?.value, '127.0.0.1', 'the application binds the loopback address')
+  const { config } = gatewayConfig(rendered)
+  t.ok(config.upstreams.length > 0 && config.upstreams.every((u) => new URL(u.target).hostname === '127.0.0.1'), 'the upstream is on 127.0.0.1')
+  const service = rendered.of<Service>('Service', 'openid-gateway')[0]
+  t.same(service?.spec?.ports?.map((p) => p.name), ['http', 'metrics'], 'the Service exposes only the gateway')
+})
+
+t.test('replicas-redis: sessions in Redis with its URL from the Secret', async (t) => {
+  const rendered = render('overlays/replicas-redis')
+  const { config } = gatewayConfig(rendered)
+  t.equal(config.session.store, 'redis', 'session.store: redis')
+  const redisUrl = gateway(rendered).yamlText?.match(/redisUrl: (.*)/)?.[1] ?? ''
+  t.match(redisUrl, /\$\{REDIS_PASSWORD\}/, 'the password comes from the environment')
+  const host = new URL(config.session.redisUrl ?? '').hostname
+  t.ok(rendered.of<Service>('Service', host).length === 1, `a Service ${host} in the overlay`)
+})
+
+function forwardAuthConfig(rendered: Rendered) {
+  const { config } = gatewayConfig(rendered)
+  return { config, authUrl: `http://openid-gateway.${rendered.of<Deployment>('Deployment')[0]?.metadata?.namespace}.svc.cluster.local:${HTTP_PORT}/api/v1/openid/auth` }
+}
+
+function gatewayIngressServesPrefix(t: Test, rendered: Rendered, host: string) {
+  const paths = rendered
+    .of<Ingress>('Ingress')
+    .flatMap((i) => i.spec?.rules ?? [])
+    .filter((r) => r.host === host)
+    .flatMap((r) => r.http?.paths ?? [])
+  t.ok(
+    paths.some((p) => p.path === '/api/v1/openid' && p.pathType === 'Prefix' && p.backend.service?.name === 'openid-gateway' && p.backend.service.port?.name === 'http'),
+    'an Ingress sends /api/v1/openid on the gateway\'s host to the gateway',
+  )
+}
+
+t.test('ingress-nginx: forward-auth annotations that match the gateway', async (t) => {
+  const rendered = render('overlays/ingress-nginx')
+  const { config, authUrl } = forwardAuthConfig(rendered)
+  const app = rendered.of<Ingress>('Ingress').find((i) => i.metadata?.annotations?.['nginx.ingress.kubernetes.io/auth-url'] !== undefined)
+  const annotations = app?.metadata?.annotations ?? {}
+  t.equal(annotations['nginx.ingress.kubernetes.io/auth-url'], authUrl, 'auth-url is the gateway Service\'s check')
+  t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin'], `${config.server.publicUrl}${SIGN_IN_PATH}/redirect`, 'auth-signin is the sign-in endpoint')
+  t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin-redirect-param'], 'redirectAfter')
+  t.same(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(','), ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'], 'auth-response-headers: user, email, groups')
+  const appHost = app?.spec?.rules?.[0]?.host ?? ''
+  t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), 'cookies.domain covers the application\'s host')
+  t.ok(new URL(config.server.publicUrl).hostname.endsWith(`.${config.cookies.domain}`), 'and the gateway\'s')
+  t.ok(config.upstreams.some((u) => u.match.hosts?.includes(appHost)), 'an upstream names the application\'s host')
+  gatewayIngressServesPrefix(t, rendered, new URL(config.server.publicUrl).hostname)
+})
+
+t.test('traefik: a ForwardAuth middleware used by the application\'s Ingress', async (t) => {
+  const rendered = render('overlays/traefik')
+  const { config, authUrl } = forwardAuthConfig(rendered)
+  const middleware = rendered.of<Middleware>('Middleware')[0]
+  t.equal(middleware?.spec?.forwardAuth?.address, authUrl, 'the address is the gateway Service\'s check')
+  t.same(middleware?.spec?.forwardAuth?.authResponseHeaders, ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'], 'authResponseHeaders: user, email, groups')
+  t.notOk(middleware?.spec?.forwardAuth?.trustForwardHeader, 'the client\'s X-Forwarded-* are not trusted')
+  const reference = `${middleware?.metadata?.namespace}-${middleware?.metadata?.name}@kubernetescrd`
+  const app = rendered.of<Ingress>('Ingress').find((i) => i.metadata?.annotations?.['traefik.ingress.kubernetes.io/router.middlewares'] === reference)
+  t.ok(app, `an Ingress uses ${reference}`)
+  const appHost = app?.spec?.rules?.[0]?.host ?? ''
+  t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), 'cookies.domain covers the application\'s host')
+  gatewayIngressServesPrefix(t, rendered, new URL(config.server.publicUrl).hostname)
+})
+
+t.test('Dockerfile', async (t) => {
+  const text = readFileSync(DOCKERFILE, 'utf8').replace(/\\\n/g, ' ')
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+  const stages: string[][] = []
+  for (const line of lines) {
+    if (/^FROM\s/i.test(line)) stages.push([])
+    stages.at(-1)?.push(line)
+  }
+  t.ok(stages.length >= 2, 'multi-stage')
+  for (const stage of stages) t.match(stage[0], /^FROM node:\d+\.\d+\.\d+-[a-z-]+(\s+AS\s+\w+)?$/i, 'the base image is pinned by version')
+  const final = stages.at(-1) ?? []
+  const build = stages[0] ?? []
+  t.ok(build.some((l) => /^RUN npm ci\b/.test(l) && !/--omit=dev|--ignore-scripts/.test(l)), 'the build stage runs npm ci with its build (prepare)')
+  const installs = final.filter((l) => /^RUN .*\bnpm (ci|install|i)\b/.test(l))
+  t.ok(installs.length === 1 && /--omit=dev/.test(installs[0] ?? '') && /--ignore-scripts/.test(installs[0] ?? ''), 'the final stage installs production dependencies only, without scripts')
+  t.ok(final.some((l) => /^COPY --from=\S+ \S*build\S* /.test(l)), 'the final stage takes build/ from the build stage')
+  t.notOk(final.some((l) => /^COPY (\.|src|\.\/src)\s/.test(l)), 'no sources or whole context in the final stage')
+  const users = final.filter((l) => /^USER\s/i.test(l))
+  t.match(users.at(-1), /^USER [1-9]\d*(:[1-9]\d*)?$/, 'a numeric non-root USER')
+  const healthcheck = final.find((l) => /^HEALTHCHECK\s/i.test(l)) ?? ''
+  t.match(healthcheck, new RegExp(`CMD \\["node", "-e", ".*fetch\\('http://127\\.0\\.0\\.1:${MANAGEMENT_PORT}/healthz'`), 'HEALTHCHECK fetches /healthz on the management port with node')
+  for (const line of lines.filter((l) => /^(ENV|ARG)\s/i.test(l))) t.notMatch(line, SECRET_LIKE, `no secret in the image: ${line}`)
+})
