@@ -1,0 +1,239 @@
+// npm run bench: what a request costs the gateway, next to a bare @fastify/http-proxy and the
+// upstream itself. Everything runs on loopback: the real dev oidc-provider (sign-in through the
+// real flow), a fast upstream, each configuration of the gateway and the baseline in a process of
+// its own (pinned to core 0 when taskset works), and autocannon in this process (core 1): 50
+// connections, a warm-up, then alternating rounds, medians. The figure that survives a noisy
+// machine is the server's own CPU time per request (user + system, from process.cpuUsage in that
+// process). Prints a markdown table and writes it with the raw figures under bench/results/.
+
+import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { cpus } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import { stringify } from 'yaml'
+import { startDevProvider } from '../src/dev/provider.js'
+import { Browser } from '../test/fixtures/browser.js'
+import { startRedis } from '../test/fixtures/redis.js'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
+import type { ServerSpec, Stats } from './server.js'
+
+const CONNECTIONS = 50
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 3)
+const ROUND_SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const SERVER = new URL('./server.js', import.meta.url).pathname
+
+const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)]).status === 0
+
+interface Server {
+  name: string
+  origin: string
+  child: ChildProcess
+  stats(): Promise<Stats>
+}
+
+const teardown: Array<() => unknown> = []
+
+async function startServer(name: string, spec: ServerSpec): Promise<Server> {
+  const child = fork(SERVER, [JSON.stringify(spec)], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    // The servers share core 0; the load generator has core 1 to itself.
+    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] } : {}),
+  })
+  teardown.push(() => child.kill('SIGKILL'))
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { port: number }).port))
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)))
+  })
+  const stats = (): Promise<Stats> =>
+    new Promise((resolve) => {
+      child.once('message', (m) => resolve(m as Stats))
+      child.send('stats')
+    })
+  return { name, origin: `http://127.0.0.1:${port}`, child, stats }
+}
+
+interface Row {
+  name: string
+  server: Server
+  path: string
+  headers: Record<string, string>
+  status: number
+}
+
+interface Measure {
+  rps: number
+  p50: number
+  p99: number
+  cpuMicrosPerRequest: number
+  maxRssMiB: number
+  requests: number
+  unexpected: number
+}
+
+async function load(row: Row, seconds: number): Promise<Measure> {
+  const before = await row.server.stats()
+  let unexpected = 0
+  const result = await autocannon({
+    url: row.server.origin + row.path,
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: row.headers,
+    setupClient(client) {
+      client.on('response', (statusCode: number) => {
+        if (statusCode !== row.status) unexpected++
+      })
+    },
+  })
+  const after = await row.server.stats()
+  const requests = result.requests.total
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    cpuMicrosPerRequest: requests === 0 ? Number.NaN : (after.cpuMicros - before.cpuMicros) / requests,
+    maxRssMiB: after.maxRssBytes / 1024 / 1024,
+    requests,
+    unexpected: unexpected + result.errors,
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+
+async function main(): Promise<void> {
+  const upstream = await startServer('upstream', { kind: 'upstream' })
+  const bare = await startServer('bare proxy', { kind: 'bare', upstream: upstream.origin })
+
+  const redisInstalled = spawnSync('redis-server', ['--version']).status === 0
+  const variants: Array<{ name: string; config: Record<string, unknown> }> = [
+    { name: 'cookie', config: {} },
+    { name: 'memory', config: { session: { store: 'memory' } } },
+    { name: '1000 routes', config: {} },
+  ]
+  let redisUrl: string | undefined
+  if (redisInstalled) {
+    const redis = await startRedis({ teardown: (fn) => teardown.push(fn) })
+    redisUrl = redis.url
+    variants.push({ name: 'redis', config: { session: { store: 'redis', redisUrl } } })
+  }
+  const ports = await Promise.all(variants.map(() => freePort()))
+  const origins = ports.map((p) => `http://127.0.0.1:${p}`)
+  const provider = await startDevProvider({
+    accessTokenTtlSeconds: 3600,
+    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: origins.map((o) => `${o}/api/v1/openid/callback`) }],
+  })
+  teardown.push(() => provider.close())
+
+  const gateways = new Map<string, Server>()
+  for (const [i, variant] of variants.entries()) {
+    const many = variant.name === '1000 routes'
+    const upstreams = [
+      ...(many ? Array.from({ length: 1000 }, (_, r) => ({ name: `r${r}`, match: { pathPrefix: `/r${r}` }, target: upstream.origin })) : []),
+      {
+        name: 'app',
+        target: upstream.origin,
+        ...(many ? { publicPaths: Array.from({ length: 100 }, (_, g) => `/public${g}/**/*.css`) } : {}),
+      },
+    ]
+    const yaml = stringify({
+      server: { host: '127.0.0.1', port: ports[i], publicUrl: origins[i], managementPort: 0 },
+      provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true },
+      cookies: { secrets: [COOKIE_SECRET], secure: false },
+      ...variant.config,
+      upstreams,
+    })
+    gateways.set(variant.name, await startServer(`gateway (${variant.name})`, { kind: 'gateway', port: ports[i] as number, yaml }))
+  }
+
+  const signedIn = async (gateway: Server): Promise<string> => {
+    const browser = new Browser()
+    const res = await browser.signIn(`${gateway.origin}/api/v1/openid/redirect`, 'alice')
+    if (res.status !== 200) throw new Error(`sign-in through ${gateway.name} failed: ${res.status}`)
+    return browser.cookieHeader(gateway.origin)
+  }
+  const cookie = gateways.get('cookie') as Server
+  const json = { accept: 'application/json' }
+  const bearer = await provider.signJwt({ sub: 'alice', aud: CLIENT_ID, client_id: CLIENT_ID, scope: 'openid' }, { typ: 'at+jwt', expiresIn: 3600 })
+
+  const rows: Row[] = [
+    { name: 'upstream direct (the limit)', server: upstream, path: '/page', headers: json, status: 200 },
+    { name: 'bare @fastify/http-proxy (baseline)', server: bare, path: '/page', headers: json, status: 200 },
+    { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
+  ]
+  for (const name of ['memory', 'redis']) {
+    const gateway = gateways.get(name)
+    if (gateway !== undefined) rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
+  }
+  rows.push(
+    { name: 'gateway, Bearer JWT (RS256)', server: cookie, path: '/page', headers: { ...json, authorization: `Bearer ${bearer}` }, status: 200 },
+    { name: 'gateway, unauthenticated (401)', server: cookie, path: '/page', headers: json, status: 401 },
+    { name: 'gateway, unauthenticated navigation (302 to sign-in)', server: cookie, path: '/page', headers: { accept: 'text/html' }, status: 302 },
+  )
+  const many = gateways.get('1000 routes') as Server
+  rows.push({ name: 'gateway, 1000 routes + 100 public globs', server: many, path: '/r999/page', headers: { ...json, cookie: await signedIn(many) }, status: 200 })
+  const forwardCookie = await signedIn(cookie)
+  rows.push({
+    name: 'forward-auth endpoint (ingress-nginx)',
+    server: cookie,
+    path: '/api/v1/openid/auth',
+    headers: { ...json, cookie: forwardCookie, 'x-original-method': 'GET', 'x-original-url': `${cookie.origin}/page` },
+    status: 200,
+  })
+
+  process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
+  for (const row of rows) await load(row, WARMUP_SECONDS)
+  const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const row of rows) {
+      const m = await load(row, ROUND_SECONDS)
+      measures.get(row)?.push(m)
+      process.stderr.write(`round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`)
+    }
+  }
+
+  const summary = rows.map((row) => {
+    const list = measures.get(row) ?? []
+    return {
+      name: row.name,
+      expectedStatus: row.status,
+      rps: median(list.map((m) => m.rps)),
+      p50Ms: median(list.map((m) => m.p50)),
+      p99Ms: median(list.map((m) => m.p99)),
+      cpuMicrosPerRequest: median(list.map((m) => m.cpuMicrosPerRequest)),
+      peakRssMiB: Math.max(...list.map((m) => m.maxRssMiB)),
+      unexpectedAnswers: list.reduce((n, m) => n + m.unexpected, 0),
+      rounds: list,
+    }
+  })
+  const baseline = summary[1]?.cpuMicrosPerRequest ?? Number.NaN
+  const header = '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy |\n|---|---:|---:|---:|---:|---:|---:|'
+  const lines = summary.map(
+    (s) =>
+      `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${(s.cpuMicrosPerRequest / baseline).toFixed(2)}x |`,
+  )
+  const node = process.version
+  const table = `Node ${node}, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
+  process.stdout.write(`\n${table}`)
+  // npm runs scripts from the package root.
+  const dir = join(process.cwd(), 'bench', 'results')
+  mkdirSync(dir, { recursive: true })
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+  const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
+  writeFileSync(join(dir, `${stamp}-node${node}.json`), `${JSON.stringify({ node, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary }, null, 2)}\n`)
+  process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
+}
+
+main()
+  .catch((err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`)
+    process.exitCode = 1
+  })
+  .finally(async () => {
+    for (const fn of teardown.reverse()) await fn()
+    process.exit()
+  })
