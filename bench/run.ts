@@ -23,6 +23,10 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 3)
 const ROUND_SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const SERVER = new URL('./server.js', import.meta.url).pathname
+/** BENCH_PROFILE=1: each server writes a V8 CPU profile to bench/profiles when the bench ends. */
+const PROFILE = process.env.BENCH_PROFILE === '1'
+/** BENCH_ROWS=text: only the rows whose name contains it (the baseline always runs). */
+const ONLY = process.env.BENCH_ROWS
 
 const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)]).status === 0
 
@@ -35,13 +39,26 @@ interface Server {
 
 const teardown: Array<() => unknown> = []
 
+const profiling = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${join(process.cwd(), 'bench', 'profiles')}`] : []
+
 async function startServer(name: string, spec: ServerSpec): Promise<Server> {
   const child = fork(SERVER, [JSON.stringify(spec)], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     // The servers share core 0; the load generator has core 1 to itself.
-    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] } : {}),
+    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath, ...profiling] } : { execArgv: profiling }),
   })
-  teardown.push(() => child.kill('SIGKILL'))
+  teardown.push(
+    () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve()
+        const killer = setTimeout(() => child.kill('SIGKILL'), 5000)
+        child.once('exit', () => {
+          clearTimeout(killer)
+          resolve()
+        })
+        child.send('exit')
+      }),
+  )
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { port: number }).port))
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)))
@@ -185,6 +202,7 @@ async function main(): Promise<void> {
     status: 200,
   })
 
+  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i === 1 || row.name.includes(ONLY)))
   process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
   for (const row of rows) await load(row, WARMUP_SECONDS)
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
@@ -210,7 +228,7 @@ async function main(): Promise<void> {
       rounds: list,
     }
   })
-  const baseline = summary[1]?.cpuMicrosPerRequest ?? Number.NaN
+  const baseline = summary.find((row) => row.name.startsWith('bare'))?.cpuMicrosPerRequest ?? Number.NaN
   const header = '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy |\n|---|---:|---:|---:|---:|---:|---:|'
   const lines = summary.map(
     (s) =>

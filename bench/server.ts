@@ -51,6 +51,8 @@ const spec = JSON.parse(process.argv[2] ?? '{}') as ServerSpec
 start(spec).then(
   (port) => {
     process.on('message', (message) => {
+      // A clean exit, so that --cpu-prof (BENCH_PROFILE) writes its profile.
+      if (message === 'exit') process.exit(0)
       if (message !== 'stats') return
       const cpu = process.cpuUsage()
       const stats: Stats = { cpuMicros: cpu.user + cpu.system, rssBytes: process.memoryUsage().rss, maxRssBytes: process.resourceUsage().maxRSS * 1024 }
