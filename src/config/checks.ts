@@ -143,7 +143,6 @@ function isNumber(value: unknown): value is number {
   return typeof value === 'number'
 }
 
-
 function isString(value: unknown): value is string {
   return typeof value === 'string'
 }

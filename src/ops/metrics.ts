@@ -21,7 +21,6 @@ const ENDPOINTS: Record<string, string> = {
   [`${SIGN_IN_PATH}/auth`]: 'forward_auth',
 }
 
-
 /** Label of a request that no upstream route served: the gateway's own endpoints, or nothing. */
 export const GATEWAY_ROUTE = '_gateway'
 export const NO_ROUTE = '_none'
@@ -139,7 +138,7 @@ export class GatewayMetrics {
         help: 'Entries in the back-channel logout revocation list (cookie store).',
         registers,
         async collect() {
-          // An unreachable Redis leaves the last value; readiness reports the outage.
+          // NaN while the Redis list cannot be read (the size is unknown, not zero); /readyz names the outage.
           this.set(await revocations().catch(() => Number.NaN))
         },
       })
