@@ -86,15 +86,15 @@ export class OidcClient {
 
   /** Which of the provider's endpoints `url` is. */
   callOf(url: string): ProviderCall {
+    const endpoint = url.split('?')[0] ?? url
     const server = this.#discovered?.server
-    const endpoint = url.split('?')[0]
-    if (server === undefined) return endpoint?.endsWith('/.well-known/openid-configuration') ? 'discovery' : endpoint === this.keys.uri ? 'jwks' : 'other'
-    if (endpoint === server.token_endpoint) return 'token'
-    if (endpoint === server.jwks_uri) return 'jwks'
-    if (endpoint === server.introspection_endpoint) return 'introspection'
-    if (endpoint === server.revocation_endpoint) return 'revocation'
-    if (endpoint === server.userinfo_endpoint) return 'userinfo'
-    return endpoint?.endsWith('/.well-known/openid-configuration') ? 'discovery' : 'other'
+    if (endpoint === server?.token_endpoint) return 'token'
+    // During discovery the keys are fetched before the metadata is kept: ask the key set.
+    if (endpoint === (server?.jwks_uri ?? this.keys.uri)) return 'jwks'
+    if (endpoint === server?.introspection_endpoint) return 'introspection'
+    if (endpoint === server?.revocation_endpoint) return 'revocation'
+    if (endpoint === server?.userinfo_endpoint) return 'userinfo'
+    return endpoint.endsWith('/.well-known/openid-configuration') ? 'discovery' : 'other'
   }
 
   /** Server metadata after discovery. */

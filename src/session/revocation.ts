@@ -47,6 +47,8 @@ function nowSeconds(now: () => number): number {
 /** The rules at the top of this file, over entries (key -> epoch seconds of the logout) and a floor. */
 function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session: Pick<Session, 'claims' | 'createdAt'>): boolean {
   if (session.createdAt <= floor) return true
+  // The common case on every request: nothing revoked, so no key strings are built.
+  if (entries.size === 0) return false
   const sid = session.claims.sid
   if (typeof sid === 'string' && entries.has(`sid:${sid}`)) return true
   const subRevokedAt = entries.get(`sub:${session.claims.sub}`)
