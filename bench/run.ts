@@ -25,8 +25,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const SERVER = new URL('./server.js', import.meta.url).pathname
 /** BENCH_PROFILE=1: each server writes a V8 CPU profile to bench/profiles when the bench ends. */
 const PROFILE = process.env.BENCH_PROFILE === '1'
-/** BENCH_ROWS=text: only the rows whose name contains it (the baseline always runs). */
-const ONLY = process.env.BENCH_ROWS
+/** BENCH_ROWS=text[,text...]: only the rows whose name contains one of them (the baseline always runs). */
+const ONLY = process.env.BENCH_ROWS?.split(',')
 
 const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)]).status === 0
 
@@ -142,6 +142,8 @@ async function main(): Promise<void> {
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
   const provider = await startDevProvider({
     accessTokenTtlSeconds: 3600,
+    // A P-256 key next to the RSA one, for the ES256 Bearer row.
+    idTokenSigningAlg: 'ES256',
     clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: origins.map((o) => `${o}/api/v1/openid/callback`) }],
   })
   teardown.push(() => provider.close())
@@ -167,27 +169,31 @@ async function main(): Promise<void> {
     gateways.set(variant.name, await startServer(`gateway (${variant.name})`, { kind: 'gateway', port: ports[i] as number, yaml }))
   }
 
-  const signedIn = async (gateway: Server): Promise<string> => {
+  // dana is in 150 groups: her session cookie is chunked.
+  const signedIn = async (gateway: Server, user = 'alice'): Promise<string> => {
     const browser = new Browser()
-    const res = await browser.signIn(`${gateway.origin}/api/v1/openid/redirect`, 'alice')
+    const res = await browser.signIn(`${gateway.origin}/api/v1/openid/redirect`, user)
     if (res.status !== 200) throw new Error(`sign-in through ${gateway.name} failed: ${res.status}`)
     return browser.cookieHeader(gateway.origin)
   }
   const cookie = gateways.get('cookie') as Server
   const json = { accept: 'application/json' }
-  const bearer = await provider.signJwt({ sub: 'alice', aud: CLIENT_ID, client_id: CLIENT_ID, scope: 'openid' }, { typ: 'at+jwt', expiresIn: 3600 })
+  const accessClaims = { sub: 'alice', aud: CLIENT_ID, client_id: CLIENT_ID, scope: 'openid' }
+  const bearer = (alg: string): Promise<string> => provider.signJwt(accessClaims, { alg, typ: 'at+jwt', expiresIn: 3600 })
 
   const rows: Row[] = [
     { name: 'upstream direct (the limit)', server: upstream, path: '/page', headers: json, status: 200 },
     { name: 'bare @fastify/http-proxy (baseline)', server: bare, path: '/page', headers: json, status: 200 },
     { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
+    { name: 'gateway, cookie session, large (chunked)', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie, 'dana') }, status: 200 },
   ]
   for (const name of ['memory', 'redis']) {
     const gateway = gateways.get(name)
     if (gateway !== undefined) rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }
   rows.push(
-    { name: 'gateway, Bearer JWT (RS256)', server: cookie, path: '/page', headers: { ...json, authorization: `Bearer ${bearer}` }, status: 200 },
+    { name: 'gateway, Bearer JWT (RS256)', server: cookie, path: '/page', headers: { ...json, authorization: `Bearer ${await bearer('RS256')}` }, status: 200 },
+    { name: 'gateway, Bearer JWT (ES256)', server: cookie, path: '/page', headers: { ...json, authorization: `Bearer ${await bearer('ES256')}` }, status: 200 },
     { name: 'gateway, unauthenticated (401)', server: cookie, path: '/page', headers: json, status: 401 },
     { name: 'gateway, unauthenticated navigation (302 to sign-in)', server: cookie, path: '/page', headers: { accept: 'text/html' }, status: 302 },
   )
@@ -202,7 +208,7 @@ async function main(): Promise<void> {
     status: 200,
   })
 
-  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i === 1 || row.name.includes(ONLY)))
+  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i === 1 || ONLY.some((text) => row.name.includes(text))))
   process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
   for (const row of rows) await load(row, WARMUP_SECONDS)
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))

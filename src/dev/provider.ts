@@ -62,6 +62,7 @@ export interface SignJwtOptions {
    * RS256 (default). RS384, RS512, PS256, PS384, PS512 also sign with the provider's RSA key, but
    * the served JWK says `alg: RS256` (none with idTokenSigningAlg PS256), so verifiers that honour it refuse those tokens. `none` produces an unsecured JWT; HS256/HS384/HS512 are keyed with the provider's public key in
    * SPKI PEM form (the classic algorithm-confusion attack). Both must be refused by verifiers.
+   * ES256 signs with the P-256 key, which exists with idTokenSigningAlg ES256.
    */
   alg?: string
   /** `typ` header, e.g. `logout+jwt` or `at+jwt`. */
@@ -88,9 +89,11 @@ export interface DevProvider {
 const KNOWN_GROUPS: Record<string, string[]> = {
   alice: ['admins', 'staff'],
   bob: ['staff'],
+  // As a user of a large directory: a session too large for one cookie (chunked).
+  dana: Array.from({ length: 150 }, (_, i) => `team-${String(i).padStart(3, '0')}-platform-engineering`),
 }
 
-/** The invented account behind any username: alice and bob have groups, everybody else none. */
+/** The invented account behind any username: alice, bob and dana have groups, everybody else none. */
 export function devAccountClaims(username: string): { sub: string; [claim: string]: unknown } {
   return {
     sub: username,
@@ -151,8 +154,11 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
   const idTokenAlg = options.idTokenSigningAlg ?? 'RS256'
   const signingKeys: jose.JWK[] = [structuredClone(privateJwk)]
   if (idTokenAlg === 'PS256') delete signingKeys[0]?.alg
+  // signJwt signs ES256 with this key too.
+  let ecKey: jose.CryptoKey | undefined
   if (idTokenAlg === 'ES256') {
     const ec = await jose.generateKeyPair('ES256', { extractable: true })
+    ecKey = ec.privateKey
     signingKeys.push({ ...(await jose.exportJWK(ec.privateKey)), kid: `${kid}-ec`, alg: 'ES256', use: 'sig' })
   }
 
@@ -261,13 +267,15 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     }
 
     let key: jose.CryptoKey | Uint8Array
+    let keyId = kid
     if (RSA_ALGS.has(alg)) key = await rsaKey(alg)
     else if (HMAC_ALGS.has(alg)) key = new TextEncoder().encode(publicPem)
-    else throw new TypeError(`signJwt: unsupported alg ${alg}`)
+    else if (alg === 'ES256' && ecKey !== undefined) [key, keyId] = [ecKey, `${kid}-ec`]
+    else throw new TypeError(`signJwt: unsupported alg ${alg}${alg === 'ES256' ? ' (start the provider with idTokenSigningAlg ES256)' : ''}`)
 
     const jwt = new jose.SignJWT(payload).setProtectedHeader({
       alg,
-      kid: signOptions.kid ?? kid,
+      kid: signOptions.kid ?? keyId,
       ...(signOptions.typ === undefined ? {} : { typ: signOptions.typ }),
     })
     if (typeof signOptions.expiresIn === 'string') jwt.setExpirationTime(signOptions.expiresIn)

@@ -78,6 +78,7 @@ export class GatewayMetrics {
   readonly #providerDuration: Histogram<'call'>
   readonly #providerErrors: Counter<'call'>
   readonly #storeUnavailable: Counter
+  readonly #requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>()
 
   constructor(sources: MetricSources = {}) {
     const registers = [this.registry]
@@ -147,8 +148,17 @@ export class GatewayMetrics {
 
   observeRequest(o: RequestObservation): void {
     const method = methodClass(o.method)
-    this.#requests.inc({ route: o.route, method, status: statusClass(o.status) })
-    this.#duration.observe({ route: o.route, method }, o.seconds)
+    const status = statusClass(o.status)
+    // The labelled children are looked up once per combination (prom-client would hash the label
+    // object on every request); the labels' fixed sets bound the map.
+    const key = `${o.route} ${method} ${status}`
+    let series = this.#requestSeries.get(key)
+    if (series === undefined) {
+      series = { count: this.#requests.labels(o.route, method, status), duration: this.#duration.labels(o.route, method) }
+      this.#requestSeries.set(key, series)
+    }
+    series.count.inc()
+    series.duration.observe(o.seconds)
     const endpoint = o.routeUrl === undefined ? undefined : ENDPOINTS[o.routeUrl]
     if (endpoint !== undefined) this.#outcomes.inc({ endpoint, code: o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`) })
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()

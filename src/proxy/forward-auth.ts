@@ -189,9 +189,9 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
   const warnedHosts = new Set<string>()
 
   // An ingress must never cache a decision: it depends on the caller's cookies and on time.
-  app.addHook('onSend', async (_req, reply, payload) => {
+  app.addHook('onSend', (_req, reply, payload, done) => {
     reply.headers(PROBLEM_HEADERS)
-    return payload
+    done(null, payload)
   })
 
   /**
@@ -224,22 +224,22 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     try {
       original = describe(req)
     } catch (err) {
-      req.log.info({ forwardAuth: { outcome: 'bad_request', reason: (err as Error).message } }, 'forward-auth check')
+      reply.logFields = { forwardAuth: { outcome: 'bad_request', reason: (err as Error).message } }
       throw err
     }
     const { method, host, target } = original
     const checked = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`) }
-    const logged = (outcome: string, upstream?: UpstreamConfig): void => {
-      req.log.info({ forwardAuth: { ...checked, upstream: upstream?.name, outcome } }, 'forward-auth check')
+    const logOutcome = (outcome: string, upstream?: UpstreamConfig): void => {
+      reply.logFields = { forwardAuth: { ...checked, upstream: upstream?.name, outcome } }
     }
     if (isAmbiguous(host, target.path)) {
-      logged('bad_request')
+      logOutcome('bad_request')
       throw badRequest('the path reads as another route in another case or without trailing dots or spaces')
     }
     const upstream = matchUpstream(host, target.path)
     const decide = upstream === undefined ? undefined : deciders.get(upstream)
     if (upstream === undefined || decide === undefined) {
-      logged('not_found')
+      logOutcome('not_found')
       throw new GatewayError('not_found', 'no upstream serves this host and path')
     }
     if (upstream.auth !== 'none') warnIfCookiesCannotReach(req, host)
@@ -247,7 +247,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     // the client's Access-Control-Request-Method, which both ingresses copy onto it.
     const preflight = method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
     const decision = await decide(req, reply, { path: target.path, preflight })
-    logged(decision.outcome, upstream)
+    logOutcome(decision.outcome, upstream)
     switch (decision.outcome) {
       case 'unauthenticated':
         throw unauthenticatedError(decision.expired, signInUrl(original))

@@ -117,18 +117,20 @@ const isHopByHop = createHeaderNameTest(HOP_BY_HOP_HEADERS)
  * Connection removes only the client's copy.
  */
 export function stripHopByHop(headers: HeaderBag): void {
-  const named = new Set<string>()
-  for (const [key, value] of Object.entries(headers)) {
+  // Most requests name nothing in Connection (or only keep-alive, itself hop-by-hop): no set then.
+  let named: Set<string> | undefined
+  for (const key in headers) {
+    const value = headers[key]
     if (value === undefined || canonicalHeaderName(key) !== 'connection') continue
     for (const part of Array.isArray(value) ? value : [value]) {
       for (const token of part.split(',')) {
         const name = token.trim()
-        if (name !== '') named.add(canonicalHeaderName(name))
+        if (name !== '') (named ??= new Set()).add(canonicalHeaderName(name))
       }
     }
   }
-  for (const key of Object.keys(headers)) {
-    if (isHopByHop(key) || named.has(canonicalHeaderName(key))) delete headers[key]
+  for (const key in headers) {
+    if (isHopByHop(key) || (named !== undefined && named.has(canonicalHeaderName(key)))) delete headers[key]
   }
 }
 

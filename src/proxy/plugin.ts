@@ -41,11 +41,13 @@ type WithContentType = FastifyRequest & { [kContentType]?: string }
  * (its catch-all parser) instead of decoding text and JSON, refusing media types it cannot parse
  * (`text/plain;` was a 500, `foo` a 415) or dropping parameters (`charset=utf-16le`).
  */
-async function bodyAsIs(req: FastifyRequest): Promise<void> {
+function bodyAsIs(req: FastifyRequest, _reply: FastifyReply, done: () => void): void {
   const contentType = req.headers['content-type']
-  if (contentType === undefined) return
-  ;(req as WithContentType)[kContentType] = contentType
-  delete req.headers['content-type']
+  if (contentType !== undefined) {
+    ;(req as WithContentType)[kContentType] = contentType
+    delete req.headers['content-type']
+  }
+  done()
 }
 
 export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): Promise<void> {

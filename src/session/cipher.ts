@@ -1,9 +1,18 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto'
+import { deepFreeze } from '../lib/deep-freeze.js'
+import { TtlCache } from '../lib/ttl-cache.js'
 
 // AES-256-GCM from node:crypto, one key per configured secret. The first key seals; every key
 // opens, so operators rotate by prepending a new secret and dropping the old one a session
 // lifetime later. A short key id in front of the ciphertext picks the key without trial
 // decryption, which keeps a failed open as cheap as a successful one.
+//
+// The session cookie is opened on every request, and the browser sends the same sealed string
+// until the session changes. Opening it again gives the same value (the key, nonce and
+// ciphertext are the same), so values opened successfully are kept, keyed by the sealed string,
+// until the envelope's own expiry: a request with a known cookie costs a map lookup instead of
+// a decryption. Only authentic values enter, the purpose is compared on every hit, and the
+// cache is bounded (a flood of distinct valid cookies evicts, never grows memory).
 
 const IV_BYTES = 12
 const TAG_BYTES = 16
@@ -11,6 +20,8 @@ const KEY_ID_CHARS = 8
 export const MIN_SECRET_BYTES = 32
 /** Node's base64url decoder skips foreign characters; only canonical alphabet input is accepted. */
 const BASE64URL = /^[A-Za-z0-9_-]+$/
+/** Opened values kept per cipher: the live sessions of one replica, as a rule. */
+export const OPENED_ENTRIES = 4096
 
 interface Key {
   id: string
@@ -34,6 +45,7 @@ function deriveKey(secret: string): Key {
 export class CookieCipher {
   readonly #sealKey: Key
   readonly #keys: Map<string, Buffer>
+  readonly #opened = new TtlCache<{ purpose: string; data: unknown }>(OPENED_ENTRIES)
 
   constructor(secrets: readonly string[]) {
     if (secrets.length === 0) throw new TypeError('at least one cookie secret is required')
@@ -61,10 +73,12 @@ export class CookieCipher {
   }
 
   /**
-   * Opens a sealed value. Anything wrong (unknown key, tampering, truncation, another purpose,
+   * Opens a sealed value (returned frozen). Anything wrong (unknown key, tampering, truncation, another purpose,
    * expiry, malformed JSON) yields `undefined`: a bad cookie means "no session", never an error.
    */
   open(purpose: string, sealed: string, now: number = Date.now() / 1000): unknown {
+    const known = this.#opened.get(sealed, now)
+    if (known !== undefined && known.purpose === purpose) return known.data
     if (sealed.length <= KEY_ID_CHARS + 1 || sealed.charCodeAt(KEY_ID_CHARS) !== 46 /* . */) return undefined
     const key = this.#keys.get(sealed.slice(0, KEY_ID_CHARS))
     const body = sealed.slice(KEY_ID_CHARS + 1)
@@ -78,7 +92,10 @@ export class CookieCipher {
       const plain = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()])
       const envelope = JSON.parse(plain.toString('utf8')) as Envelope
       if (typeof envelope.e !== 'number' || !(envelope.e > now)) return undefined
-      return envelope.d
+      // Frozen: every request that presents this cookie shares the one value.
+      const data = deepFreeze(envelope.d)
+      this.#opened.set(sealed, { purpose, data }, envelope.e, now)
+      return data
     } catch {
       return undefined
     }

@@ -180,6 +180,14 @@ t.test('signJwt tokens verify against the served JWKS', async (t) => {
   await t.rejects(idp.signJwt({}, { alg: 'ES256' }), TypeError)
 })
 
+t.test('with idTokenSigningAlg ES256, signJwt signs ES256 with the served P-256 key', async (t) => {
+  const { idp } = await setup(t, { idTokenSigningAlg: 'ES256' })
+  const keySet = jose.createRemoteJWKSet(new URL(`${idp.issuer}/jwks`))
+  const token = await idp.signJwt({ sub: 'alice' }, { alg: 'ES256' })
+  const { protectedHeader } = await jose.jwtVerify(token, keySet, { issuer: idp.issuer })
+  t.same([protectedHeader.alg, protectedHeader.kid], ['ES256', `${idp.jwks.keys[0]?.kid}-ec`])
+})
+
 t.test('authorization code + PKCE round trip, refresh, revocation', async (t) => {
   const env = await setup(t)
   const { tokens, browser, callbackUrl } = await signIn(env, 'alice')

@@ -159,6 +159,26 @@ t.test('allow rules: signed in but not allowed is 403 forbidden', async (t) => {
   t.equal(nav.status, 403, 'a forbidden navigation is not sent to sign in again')
 })
 
+t.test('Bearer JWT access tokens signed ES256 with the provider\'s P-256 key', async (t) => {
+  const stack = await startStack(t, { provider: { idTokenSigningAlg: 'ES256' }, upstreams: [{ name: 'app' }] })
+  const token = await stack.provider!.signJwt({ sub: 'service-ec', aud: CLIENT_ID, scope: 'api' }, { alg: 'ES256', typ: 'at+jwt' })
+  t.equal(jose.decodeProtectedHeader(token).alg, 'ES256')
+  const call = (bearer: string) => rawRequest(stack.gw, '/api', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${bearer}` } })
+  t.equal((await call(token)).status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.headers['x-forwarded-user'], 'service-ec')
+  t.equal((await call(token.slice(0, -4) + (token.endsWith('AAAA') ? 'BBBB' : 'AAAA'))).status, 401, 'a tampered ES256 signature is refused')
+})
+
+t.test('a session too large for one cookie (dana, in 150 groups) is chunked and passes whole', async (t) => {
+  const stack = await startStack(t, { upstreams: [{ name: 'app' }] })
+  const browser = await stack.signedIn('dana')
+  const cookies = browser.cookieHeader(stack.gw)
+  t.match(cookies, /(^|; )ogw_1=/, 'the session cookie is split in chunks')
+  const res = await rawRequest(stack.gw, '/page', { headers: { ...JSON_ACCEPT, cookie: cookies } })
+  t.equal(res.status, 200)
+  t.equal(String(stack.upstream.requests.at(-1)?.headers['x-forwarded-groups']).split(',').length, 150, 'every group reaches the upstream')
+})
+
 t.test('CORS preflights are refused unless allowPreflight', async (t) => {
   const stack = await startStack(t, {
     upstreams: [

@@ -418,6 +418,12 @@ t.test('log lines name the request checked (redacted) and the outcome', async (t
   t.match(String(second?.url), /^https:\/\/app\.example\.com\/admin\/x\?access_token=.*redacted/)
   t.match(third, { outcome: 'bad_request', reason: /different methods/ })
   t.match(fourth, { method: 'GET', url: 'https://nowhere.example.com/', outcome: 'not_found' })
+  const checks = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.forwardAuth !== undefined)
+  t.same(
+    checks.map((l) => [l.msg, l.status]),
+    [['request', 401], ['request', 403], ['request', 400], ['request', 404]],
+    'one line per check: the request line, with its status',
+  )
   t.notOk(lines.some((l) => l.includes('SECRETCODE') || l.includes('SECRETTOKEN')), 'no secret query value in any line')
   const refusal = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'access refused by the allow rules')
   t.match(refusal, { sub: 'bob', upstream: 'admin', rule: 'groups', method: 'HEAD' }, 'the 403 names who, where, which rule and the request checked')

@@ -36,6 +36,21 @@ t.test('expired envelopes do not open', async (t) => {
   t.equal(c.open('p', sealed, Date.now() / 1000 + 9), 'x')
 })
 
+t.test('opened values are kept: the same frozen value again, until expiry, for its purpose only', async (t) => {
+  const c = new CookieCipher([A])
+  const now = Date.now() / 1000
+  const sealed = c.seal('session', { claims: { sub: 'alice', groups: ['staff'] } }, now + 10)
+  const first = c.open('session', sealed, now) as { claims: { sub: string; groups: string[] } }
+  t.equal(c.open('session', sealed, now + 1), first, 'the second open is the kept value, not a new decryption')
+  t.ok(Object.isFrozen(first) && Object.isFrozen(first.claims) && Object.isFrozen(first.claims.groups), 'frozen to the leaves')
+  t.throws(() => {
+    first.claims.groups.push('admins')
+  }, TypeError, 'a request cannot change what the next one reads')
+  t.equal(c.open('credentials', sealed, now + 1), undefined, 'a kept value does not open for another purpose')
+  t.equal(c.open('session', sealed, now + 1), first, 'nor does that evict it')
+  t.equal(c.open('session', sealed, now + 10), undefined, 'a kept value expires with its envelope')
+})
+
 t.test('key rotation: the first secret seals, every secret opens', async (t) => {
   const old = new CookieCipher([A])
   const rotated = new CookieCipher([B, A])
