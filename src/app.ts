@@ -173,7 +173,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   // list and the logout-token replay guard (back-channel logout must reach every replica).
   const { redisUrl } = config.session
   const redisPrefix = config.session.redis.keyPrefix
-  const redis = redisUrl === undefined ? undefined : connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
+  const redis = redisUrl === undefined ? undefined : await connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
   const revocations =
     config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }) : undefined
   app.decorate('revocations', revocations)

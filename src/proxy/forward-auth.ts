@@ -230,7 +230,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     const { method, host, target } = original
     const checked = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`) }
     const logOutcome = (outcome: string, upstream?: UpstreamConfig): void => {
-      reply.logFields = { forwardAuth: { ...checked, upstream: upstream?.name, outcome } }
+      reply.logFields = { forwardAuth: { method: checked.method, url: checked.url, upstream: upstream?.name, outcome } }
     }
     if (isAmbiguous(host, target.path)) {
       logOutcome('bad_request')

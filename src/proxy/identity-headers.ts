@@ -209,7 +209,20 @@ function headerValue(v: unknown, isGroup: boolean): string | null {
 export function identityHeaderValues(
   claims: Record<string, unknown>,
   names: IdentityHeaderNames,
-): Record<string, string> {
+): Readonly<Record<string, string>> {
+  // A session's claims are frozen and shared by its requests (the cipher keeps opened values),
+  // so their header values are computed once; claims that may still change are not kept.
+  if (!Object.isFrozen(claims)) return computeIdentityHeaders(claims, names)
+  let perClaims = identityHeaderCache.get(names)
+  if (perClaims === undefined) identityHeaderCache.set(names, (perClaims = new WeakMap()))
+  let values = perClaims.get(claims)
+  if (values === undefined) perClaims.set(claims, (values = Object.freeze(computeIdentityHeaders(claims, names))))
+  return values
+}
+
+const identityHeaderCache = new WeakMap<IdentityHeaderNames, WeakMap<object, Readonly<Record<string, string>>>>()
+
+function computeIdentityHeaders(claims: Record<string, unknown>, names: IdentityHeaderNames): Record<string, string> {
   const lower = lowerNames(names)
   const out: Record<string, string> = {}
   const get = (name: string): unknown => (Object.hasOwn(claims, name) ? claims[name] : undefined)

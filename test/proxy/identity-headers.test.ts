@@ -12,6 +12,7 @@ import {
   type HeaderBag,
 } from '../../src/proxy/identity-headers.js'
 import type { IdentityHeaderNames } from '../../src/config/types.js'
+import { deepFreeze } from '../../src/lib/deep-freeze.js'
 
 const NUM_RUNS = 2000
 
@@ -296,4 +297,18 @@ t.test('reserved header names: what the policy manages or strips, except the X-F
   for (const name of ['X-Forwarded-User', 'X-Forwarded-Email', 'X-Forwarded-Groups', 'X-Forwarded-Preferred-Username', 'Remote-User', 'X-User']) {
     t.notOk(isReservedHeaderName(name), name)
   }
+})
+
+t.test('identity headers of frozen (session) claims are computed once; other claims every time', async (t) => {
+  const frozen = deepFreeze({ sub: 'alice', email: 'alice@example.com', groups: ['staff', 'admins'] })
+  const first = identityHeaderValues(frozen, NAMES)
+  t.same(first, { 'x-forwarded-user': 'alice', 'x-forwarded-email': 'alice@example.com', 'x-forwarded-groups': 'staff,admins' })
+  t.equal(identityHeaderValues(frozen, NAMES), first, 'the same values object for the same claims')
+  t.ok(Object.isFrozen(first), 'shared, so frozen')
+  const other: IdentityHeaderNames = { ...NAMES, user: 'X-User' }
+  t.same(identityHeaderValues(frozen, other)['x-user'], 'alice', 'kept per set of names')
+  const open: Record<string, unknown> = { sub: 'bob' }
+  t.same(identityHeaderValues(open, NAMES)['x-forwarded-user'], 'bob')
+  open.sub = 'carol'
+  t.same(identityHeaderValues(open, NAMES)['x-forwarded-user'], 'carol', 'claims that can change are read again')
 })

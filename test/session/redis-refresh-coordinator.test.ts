@@ -36,7 +36,7 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
   const server = await startRedis(t)
   const cipher = new CookieCipher([SECRET])
   const replica = async (options: { lockMs?: number; waitMs?: number } = {}) => {
-    const redis = connectRedis({ url: server.url, timeoutMs: 1000 }, pino({ level: 'silent' }))
+    const redis = await connectRedis({ url: server.url, timeoutMs: 1000 }, pino({ level: 'silent' }))
     t.teardown(() => redis.disconnect())
     await firstConnection(redis, 1000)
     return { redis, coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs: options.lockMs ?? 5000, waitMs: options.waitMs ?? 10000 }) }

@@ -48,7 +48,7 @@ t.test('against a real redis-server with a password', async (t) => {
   console.error = (...args: unknown[]) => unhandled.push(args.map(String).join(' '))
   t.teardown(() => (console.error = consoleError))
   const url = `redis://:${PASSWORD}@127.0.0.1:${server.port}`
-  const redis = connectRedis({ url, timeoutMs: 500 }, log)
+  const redis = await connectRedis({ url, timeoutMs: 500 }, log)
   t.teardown(() => redis.disconnect())
   await firstConnection(redis, 2000)
   const store = new RedisSessionStore({ redis, keys: new RedisKeys('unit:'), cookies, cipher, maxAgeSeconds: 600 })
