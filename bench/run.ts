@@ -25,6 +25,13 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const SERVER = new URL('./server.js', import.meta.url).pathname
 /** BENCH_PROFILE=1: each server writes a V8 CPU profile to bench/profiles when the bench ends. */
 const PROFILE = process.env.BENCH_PROFILE === '1'
+/**
+ * BENCH_SOAK=seconds: after the table, the cookie-session row for that long, the gateway's
+ * resident memory sampled every SOAK_SAMPLE_SECONDS: a leak shows as a rising series.
+ */
+const SOAK_SECONDS = Number(process.env.BENCH_SOAK ?? 0)
+const SOAK_SAMPLE_SECONDS = 30
+const MiB = 1024 * 1024
 /** BENCH_ROWS=text[,text...]: only the rows whose name contains one of them (the baseline always runs). */
 const ONLY = process.env.BENCH_ROWS?.split(',')
 
@@ -208,6 +215,7 @@ async function main(): Promise<void> {
     status: 200,
   })
 
+  const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
   if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i === 1 || ONLY.some((text) => row.name.includes(text))))
   process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
   for (const row of rows) await load(row, WARMUP_SECONDS)
@@ -243,12 +251,22 @@ async function main(): Promise<void> {
   const node = process.version
   const table = `Node ${node}, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
   process.stdout.write(`\n${table}`)
+  let soak: { row: string; sampleSeconds: number; rssMiB: number[]; cpuMicrosPerRequest: number[] } | undefined
+  if (SOAK_SECONDS > 0) {
+    soak = { row: soakRow.name, sampleSeconds: SOAK_SAMPLE_SECONDS, rssMiB: [], cpuMicrosPerRequest: [] }
+    for (let elapsed = 0; elapsed < SOAK_SECONDS; elapsed += SOAK_SAMPLE_SECONDS) {
+      const m = await load(soakRow, Math.min(SOAK_SAMPLE_SECONDS, SOAK_SECONDS - elapsed))
+      soak.rssMiB.push(Math.round((await soakRow.server.stats()).rssBytes / MiB))
+      soak.cpuMicrosPerRequest.push(Math.round(m.cpuMicrosPerRequest * 10) / 10)
+    }
+    process.stdout.write(`\nsoak, ${soak.row}, ${SOAK_SECONDS} s: RSS MiB every ${SOAK_SAMPLE_SECONDS} s: ${soak.rssMiB.join(', ')}; CPU µs/req: ${soak.cpuMicrosPerRequest.join(', ')}\n`)
+  }
   // npm runs scripts from the package root.
   const dir = join(process.cwd(), 'bench', 'results')
   mkdirSync(dir, { recursive: true })
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
-  writeFileSync(join(dir, `${stamp}-node${node}.json`), `${JSON.stringify({ node, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary }, null, 2)}\n`)
+  writeFileSync(join(dir, `${stamp}-node${node}.json`), `${JSON.stringify({ node, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary, soak }, null, 2)}\n`)
   process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
 }
 
