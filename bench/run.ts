@@ -6,7 +6,7 @@
 // machine is the server's own CPU time per request (user + system, from process.cpuUsage in that
 // process). Prints a markdown table and writes it with the raw figures under bench/results/.
 
-import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
+import { execFileSync, fork, spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
@@ -16,6 +16,7 @@ import { startDevProvider } from '../src/dev/provider.js'
 import { Browser } from '../test/fixtures/browser.js'
 import { startRedis } from '../test/fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
+import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
 import type { ServerSpec, Stats } from './server.js'
 
 const CONNECTIONS = 50
@@ -40,7 +41,6 @@ const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', Stri
 interface Server {
   name: string
   origin: string
-  child: ChildProcess
   stats(): Promise<Stats>
 }
 
@@ -75,7 +75,7 @@ async function startServer(name: string, spec: ServerSpec): Promise<Server> {
       child.once('message', (m) => resolve(m as Stats))
       child.send('stats')
     })
-  return { name, origin: `http://127.0.0.1:${port}`, child, stats }
+  return { name, origin: `http://127.0.0.1:${port}`, stats }
 }
 
 interface Row {
@@ -147,11 +147,15 @@ async function main(): Promise<void> {
   }
   const ports = await Promise.all(variants.map(() => freePort()))
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
+  const apache = apacheAvailable()
+  if (!apache.available) process.stderr.write(`no Apache rows: ${apache.why}\n`)
+  const apacheModes: ApacheMode[] = apache.available ? ['client-cookie', 'shm'] : []
+  const apachePorts = await Promise.all(apacheModes.map(() => freePort()))
   const provider = await startDevProvider({
     accessTokenTtlSeconds: 3600,
     // A P-256 key next to the RSA one, for the ES256 Bearer row.
     idTokenSigningAlg: 'ES256',
-    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: origins.map((o) => `${o}/api/v1/openid/callback`) }],
+    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...origins.map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
   })
   teardown.push(() => provider.close())
 
@@ -204,6 +208,13 @@ async function main(): Promise<void> {
     { name: 'gateway, unauthenticated (401)', server: cookie, path: '/page', headers: json, status: 401 },
     { name: 'gateway, unauthenticated navigation (302 to sign-in)', server: cookie, path: '/page', headers: { accept: 'text/html' }, status: 302 },
   )
+  for (const [i, mode] of apacheModes.entries()) {
+    const httpd = await startApache({ mode, port: apachePorts[i] as number, upstream: upstream.origin, issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, pinned })
+    teardown.push(() => httpd.stop())
+    const server: Server = { name: `apache (${mode})`, origin: httpd.origin, stats: () => httpd.stats() }
+    const cookieHeader = await signInApache(new Browser(), httpd.origin, 'alice')
+    rows.push({ name: `Apache + mod_auth_openidc, ${mode}`, server, path: '/page', headers: { ...json, cookie: cookieHeader }, status: 200 })
+  }
   const many = gateways.get('1000 routes') as Server
   rows.push({ name: 'gateway, 1000 routes + 100 public globs', server: many, path: '/r999/page', headers: { ...json, cookie: await signedIn(many) }, status: 200 })
   const forwardCookie = await signedIn(cookie)
