@@ -13,12 +13,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Browser } from '../test/fixtures/browser.js'
+import { treeStats } from './proc.js'
 import type { Stats } from './server.js'
 
 const HTTPD = '/usr/sbin/apache2'
 const MODULES = '/usr/lib/apache2/modules'
-/** Clock ticks per second of /proc/<pid>/stat's utime and stime (USER_HZ). */
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim() || 100)
 
 export type ApacheMode = 'client-cookie' | 'shm'
 
@@ -106,23 +105,6 @@ ProxyPass / ${options.upstream}/
 `
 }
 
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  // Fields after the command name (which may hold spaces) in parentheses: utime and stime are 14 and 15.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return Number(fields[11]) + Number(fields[12])
-}
-
-function peakRssBytes(pid: number): number {
-  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return match === null ? 0 : Number(match[1]) * 1024
-}
-
-function childrenOf(pid: number): number[] {
-  const out = spawnSync('pgrep', ['-P', String(pid)]).stdout?.toString() ?? ''
-  return out.split('\n').filter(Boolean).map(Number)
-}
-
 export async function startApache(options: ApacheOptions): Promise<Apache> {
   const dir = mkdtempSync(join(tmpdir(), `bench-apache-${options.mode}-`))
   writeFileSync(join(dir, 'httpd.conf'), config(dir, options))
@@ -161,19 +143,7 @@ export async function startApache(options: ApacheOptions): Promise<Apache> {
     await sleep(100)
   }
   const pid = child.pid as number
-  const processes = (): number[] => [pid, ...childrenOf(pid)]
-  return {
-    origin,
-    async stats() {
-      const pids = processes()
-      return {
-        cpuMicros: (pids.reduce((sum, p) => sum + cpuTicks(p), 0) / CLOCK_TICKS) * 1e6,
-        rssBytes: 0,
-        maxRssBytes: pids.reduce((sum, p) => sum + peakRssBytes(p), 0),
-      }
-    },
-    stop,
-  }
+  return { origin, stats: async () => treeStats(pid), stop }
 }
 
 /**

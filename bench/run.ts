@@ -6,9 +6,9 @@
 // machine is the server's own CPU time per request (user + system, from process.cpuUsage in that
 // process). Prints a markdown table and writes it with the raw figures under bench/results/.
 
-import { execFileSync, fork, spawnSync } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
-import { cpus } from 'node:os'
+import { execFileSync, fork, spawn, spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { stringify } from 'yaml'
@@ -17,6 +17,7 @@ import { Browser } from '../test/fixtures/browser.js'
 import { startRedis } from '../test/fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
+import { treeStats } from './proc.js'
 import type { ServerSpec, Stats } from './server.js'
 
 const CONNECTIONS = 50
@@ -24,6 +25,7 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 3)
 const ROUND_SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const SERVER = new URL('./server.js', import.meta.url).pathname
+const CLI = new URL('../src/cli.js', import.meta.url).pathname
 /** BENCH_PROFILE=1: each server writes a V8 CPU profile to bench/profiles when the bench ends. */
 const PROFILE = process.env.BENCH_PROFILE === '1'
 /**
@@ -151,11 +153,13 @@ async function main(): Promise<void> {
   if (!apache.available) process.stderr.write(`no Apache rows: ${apache.why}\n`)
   const apacheModes: ApacheMode[] = apache.available ? ['client-cookie', 'shm'] : []
   const apachePorts = await Promise.all(apacheModes.map(() => freePort()))
+  const workersPort = await freePort()
+  const workersOrigin = `http://127.0.0.1:${workersPort}`
   const provider = await startDevProvider({
     accessTokenTtlSeconds: 3600,
     // A P-256 key next to the RSA one, for the ES256 Bearer row.
     idTokenSigningAlg: 'ES256',
-    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...origins.map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
+    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...[...origins, workersOrigin].map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
   })
   teardown.push(() => provider.close())
 
@@ -214,6 +218,36 @@ async function main(): Promise<void> {
     const server: Server = { name: `apache (${mode})`, origin: httpd.origin, stats: () => httpd.stats() }
     const cookieHeader = await signInApache(new Browser(), httpd.origin, 'alice')
     rows.push({ name: `Apache + mod_auth_openidc, ${mode}`, server, path: '/page', headers: { ...json, cookie: cookieHeader }, status: 200 })
+  }
+  {
+    // The gateway as operators run it with server.workers: the CLI's primary and two workers,
+    // not pinned (they need both cores, which the load generator shares).
+    const yaml = stringify({
+      server: { host: '127.0.0.1', port: workersPort, publicUrl: workersOrigin, managementPort: 0, workers: 2 },
+      provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true },
+      cookies: { secrets: [COOKIE_SECRET], secure: false },
+      upstreams: [{ name: 'app', target: upstream.origin }],
+    })
+    const dir = mkdtempSync(join(tmpdir(), 'bench-workers-'))
+    writeFileSync(join(dir, 'gateway.yaml'), yaml)
+    const cli = spawn(process.execPath, [CLI, '--config', join(dir, 'gateway.yaml')], { stdio: ['ignore', 'ignore', 'inherit'] })
+    teardown.push(
+      () =>
+        new Promise<void>((resolve) => {
+          if (cli.exitCode !== null) return resolve()
+          cli.once('exit', () => resolve())
+          cli.kill('SIGTERM')
+        }),
+    )
+    for (let attempt = 0; ; attempt++) {
+      const res = await fetch(`${workersOrigin}/api/v1/openid/redirect`, { redirect: 'manual' }).catch(() => undefined)
+      if (res?.status === 302) break
+      if (attempt > 200) throw new Error('the gateway with server.workers: 2 did not start')
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    const pid = cli.pid as number
+    const server: Server = { name: 'gateway, 2 workers', origin: workersOrigin, stats: async () => treeStats(pid) }
+    rows.push({ name: 'gateway, cookie session, server.workers 2 (not pinned)', server, path: '/page', headers: { ...json, cookie: await signedIn(server) }, status: 200 })
   }
   const many = gateways.get('1000 routes') as Server
   rows.push({ name: 'gateway, 1000 routes + 100 public globs', server: many, path: '/r999/page', headers: { ...json, cookie: await signedIn(many) }, status: 200 })

@@ -3,6 +3,8 @@ import type { IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
+import type { Registry } from 'prom-client'
+import type { WorkerState } from './cluster/worker-state.js'
 import { ConfigError } from './config/load.js'
 import type { GatewayConfig } from './config/types.js'
 import { GatewayError, type ProblemCode } from './errors.js'
@@ -43,6 +45,8 @@ import type { SessionStore } from './session/types.js'
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
   logStream?: { write(line: string): void }
+  /** On a worker of server.workers > 1: what it shares with the others through the primary. */
+  worker?: WorkerState
 }
 
 declare module 'fastify' {
@@ -58,7 +62,7 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     /** What the management listener serves: metrics and readiness checks. */
-    management: Pick<ManagementOptions, 'metrics' | 'checks'>
+    management: { metrics: Registry; checks: ManagementOptions['checks'] }
     /** Resolves once the provider's metadata is loaded (discovery is retried until then). */
     providerReady: Promise<void>
     /** The cookie store's back-channel logout revocation list (its size() is a metric); undefined with other stores. */
@@ -83,6 +87,7 @@ function createSessions(
   cipher: CookieCipher,
   redis: Redis | undefined,
   revocations: RevocationList | undefined,
+  worker: WorkerState | undefined,
 ): Sessions {
   const { store, maxAgeSeconds } = config.session
   if (store === 'redis') {
@@ -96,7 +101,7 @@ function createSessions(
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs }),
     }
   }
-  const coordinator = new LocalRefreshCoordinator()
+  const coordinator = worker?.coordinator ?? new LocalRefreshCoordinator()
   if (store === 'memory') return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions), coordinator }
   return { store: new CookieSessionStore(cookies, maxAgeSeconds, revocations), coordinator }
 }
@@ -174,10 +179,16 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   const { redisUrl } = config.session
   const redisPrefix = config.session.redis.keyPrefix
   const redis = redisUrl === undefined ? undefined : await connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
+  // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
+  const worker = redis === undefined ? options.worker : undefined
+  if (worker !== undefined && config.session.store === 'cookie') await worker.revocations.start()
   const revocations =
-    config.session.store === 'cookie' ? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }) : undefined
+    config.session.store !== 'cookie'
+      ? undefined
+      : (worker?.revocations ?? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }))
   app.decorate('revocations', revocations)
-  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations)
+  // The cookie store's refreshes are coordinated by the primary even when Redis holds its revocation list.
+  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations, options.worker)
   const metrics = new GatewayMetrics({
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
@@ -231,7 +242,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   if (redis !== undefined && !(store instanceof RedisSessionStore)) {
     checks.push({ name: 'redis', ready: () => redis.ping().then(() => true, () => false) })
   }
-  app.decorate('management', { metrics, checks })
+  app.decorate('management', { metrics: metrics.registry, checks })
   const bearer = new BearerVerifier({
     issuer: config.provider.issuer,
     clientId: config.provider.clientId,
@@ -275,6 +286,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     lifecycle,
     validateRedirectAfter,
     rateLimit: config.rateLimit.signIn,
+    // Counted by the primary even with Redis: the per-process count would give each worker a budget.
+    ...(options.worker === undefined ? {} : { rateLimitStore: options.worker.rateLimitStore }),
   })
   await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(backchannelLogoutRoute, {
@@ -284,7 +297,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     algorithms: () => client.idTokenAlgorithms,
     keys: client.keys,
     store,
-    replay: new JtiReplayGuard({ redis, prefix: redisPrefix }),
+    replay: worker?.replay ?? new JtiReplayGuard({ redis, prefix: redisPrefix }),
   })
   await app.register(forwardAuthRoutes, {
     upstreams: config.upstreams,

@@ -1,17 +1,22 @@
 #!/usr/bin/env node
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
+import { AggregatorRegistry } from 'prom-client'
+import { onBroadcast } from './cluster/ipc.js'
+import { runPrimary, workerCount } from './cluster/primary.js'
+import { workerState } from './cluster/worker-state.js'
 import { buildApp } from './app.js'
-import { ConfigError, loadConfig } from './config/load.js'
+import { ConfigError, EXIT_CONFIG, loadConfig } from './config/load.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { buildManagement } from './ops/management.js'
 import type { GatewayConfig } from './config/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
-//                                      drain (bounded by server.shutdownTimeoutMs) and exit 0
+//                                      drain (bounded by server.shutdownTimeoutMs) and exit 0; with
+//                                      server.workers > 1 this process is the primary of its workers
 // openid-gateway check --config PATH   validates and prints the effective config, secrets masked
 
 const USAGE = 'usage: openid-gateway [run|check] [--config PATH]'
-const EXIT_CONFIG = 2
 
 /** Runs `step`; a configuration error ends the process with exit code 2 and its message. */
 async function configured<T>(step: () => T | Promise<T>): Promise<T> {
@@ -27,10 +32,21 @@ async function configured<T>(step: () => T | Promise<T>): Promise<T> {
 }
 
 async function run(config: GatewayConfig): Promise<void> {
-  const app = await configured(() => buildApp(config))
+  const count = workerCount(config.server.workers)
+  if (count > 1 && cluster.isPrimary) return runPrimary(config, count)
+  const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
+  const app = await configured(() => buildApp(config, worker === undefined ? {} : { worker }))
   let draining = false
+  if (worker !== undefined) {
+    // The primary serves the management listener: it asks each worker whether it is ready, and
+    // prom-client's aggregator collects this registry.
+    AggregatorRegistry.setRegistries([app.management.metrics])
+    // prom-client answers the primary's requests once an aggregator exists in the worker.
+    new AggregatorRegistry()
+    onBroadcast('ready', async () => !draining && (await Promise.all(app.management.checks.map((check) => check.ready()))).every(Boolean))
+  }
   const management =
-    config.server.managementPort === 0 ? undefined : await buildManagement({ ...app.management, draining: () => draining })
+    config.server.managementPort === 0 || worker !== undefined ? undefined : await buildManagement({ ...app.management, draining: () => draining })
   const stop = (signal: string): void => {
     if (draining) return
     draining = true

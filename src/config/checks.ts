@@ -23,6 +23,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkSecureOverHttp(read),
     ...checkManagementPort(read),
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
+    ...checkWorkersStore(read),
     ...checkUpstreams(read, valueAt(data, ['upstreams'])),
   ]
 }
@@ -62,6 +63,13 @@ function checkManagementPort(read: Read): Issue[] {
   const management = read(['server', 'managementPort'], isNumber)
   if (port === undefined || management === undefined || management === 0 || management !== port) return []
   return [{ path: ['server', 'managementPort'], message: 'must differ from server.port (0 turns the management listener off)' }]
+}
+
+// Workers are separate processes: sessions in one worker's memory are unknown to the others.
+function checkWorkersStore(read: Read): Issue[] {
+  const workers = read(['server', 'workers'], (v): v is number | string => typeof v === 'number' || typeof v === 'string')
+  if (workers === undefined || workers === 1 || read(['session', 'store'], isString) !== 'memory') return []
+  return [{ path: ['session', 'store'], message: 'memory cannot be shared by server.workers processes: use cookie or redis, or server.workers: 1' }]
 }
 
 // A redisUrl with its own problem is reported where it is; this rule is only about a missing one.

@@ -11,6 +11,9 @@ import { gatewaySchema } from './schema.js'
 import type { GatewayConfig } from './types.js'
 import { validateSchema } from './validate.js'
 
+/** The exit code of a process that refused its configuration. */
+export const EXIT_CONFIG = 2
+
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
   /** One line per problem, e.g. `upstreams[1].target: must be an http(s) URL`. */

@@ -44,6 +44,7 @@ export type JsonSchema = {
 const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
 const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
 const KEY_PREFIX = { pattern: '^[\\x21-\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces' }
+const WORKERS_AUTO = { pattern: '^auto$', message: 'must be a number of workers (1 to 64) or auto' }
 const UPSTREAM_NAME = {
   pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
   message: 'must start with a letter or digit and contain only letters, digits, _ and -',
@@ -51,7 +52,7 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO].map(({ pattern, message }) => [pattern, message]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -105,6 +106,15 @@ const server = object(
       MAX_TIMER_MS,
       10000,
     ),
+    workers: {
+      type: ['integer', 'string'],
+      description:
+        'Processes serving the port (node:cluster): 1 is a single process; more, or auto (one per core), start a primary that runs them and the management listener. session.store memory cannot be shared by workers.',
+      minimum: 1,
+      maximum: 64,
+      pattern: WORKERS_AUTO.pattern,
+      default: 1,
+    },
   },
   { required: ['publicUrl'] },
 )

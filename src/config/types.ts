@@ -19,6 +19,8 @@ export interface ServerConfig {
   managementPort: number
   /** How long a SIGTERM waits for in-flight requests, in milliseconds. */
   shutdownTimeoutMs: number
+  /** Worker processes (node:cluster); `auto`: one per core. */
+  workers: number | 'auto'
 }
 
 export interface ProviderConfig {

@@ -29,7 +29,13 @@ function keyOf(issuer: string, jti: string): string {
   return createHash('sha256').update(issuer).update('\0').update(jti).digest('base64url')
 }
 
-export class JtiReplayGuard {
+/** The replay check of logout-token `jti`s: this class, or the primary's over IPC (server.workers). */
+export interface JtiReplay {
+  firstUse(issuer: string, jti: string, until: number): Promise<boolean>
+  release(issuer: string, jti: string): Promise<void>
+}
+
+export class JtiReplayGuard implements JtiReplay {
   readonly #redis: Redis | undefined
   readonly #prefix: string
   readonly #seen: TtlCache<true>

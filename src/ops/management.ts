@@ -1,5 +1,4 @@
 import Fastify, { type FastifyInstance } from 'fastify'
-import type { GatewayMetrics } from './metrics.js'
 
 // The management listener: probes and metrics on a port of their own (server.managementPort),
 // never routed through the public port, so the Service or ingress that exposes the gateway does
@@ -11,8 +10,14 @@ export interface ReadinessCheck {
   ready(): Promise<boolean> | boolean
 }
 
+/** A prom-client registry: the app's own, or the primary's aggregate of its workers' (server.workers). */
+export interface MetricsSource {
+  contentType: string
+  metrics(): Promise<string>
+}
+
 export interface ManagementOptions {
-  metrics: GatewayMetrics
+  metrics: MetricsSource
   checks: readonly ReadinessCheck[]
   /** True once shutdown has begun: /readyz answers 503 at once, so traffic stops first. */
   draining(): boolean
@@ -38,8 +43,8 @@ export async function buildManagement(options: ManagementOptions): Promise<Fasti
   })
 
   app.get('/metrics', async (_req, reply) => {
-    const body = await options.metrics.registry.metrics()
-    return reply.headers(NO_STORE).type(options.metrics.registry.contentType).send(body)
+    const body = await options.metrics.metrics()
+    return reply.headers(NO_STORE).type(options.metrics.contentType).send(body)
   })
 
   return app

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { GatewayError } from '../errors.js'
-import type { JtiReplayGuard } from '../oidc/jti-replay.js'
+import type { JtiReplay } from '../oidc/jti-replay.js'
 import type { ProviderKeys } from '../oidc/keys.js'
 import { KeysNotLoadedError } from '../oidc/keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
@@ -33,7 +33,7 @@ export interface BackchannelLogoutOptions {
   algorithms: () => readonly string[] | undefined
   keys: Pick<ProviderKeys, 'getKey'>
   store: SessionStore
-  replay: JtiReplayGuard
+  replay: JtiReplay
 }
 
 /** Log fields of a selector: sub as the request log has it, sid digested (it is a handle on the provider session). */

@@ -1,4 +1,4 @@
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
 import type { RateLimitConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
@@ -19,7 +19,10 @@ const LIMITED = new Set(['redirect', 'callback', 'refresh'].map((name) => `${SIG
 /** Client addresses remembered per replica; the least recently seen are dropped beyond it. */
 const TRACKED_ADDRESSES = 10_000
 
-export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig['signIn']): Promise<void> {
+/** A @fastify/rate-limit store class (its `store` option). */
+export type RateLimitStore = NonNullable<RateLimitPluginOptions['store']>
+
+export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig['signIn'], store?: RateLimitStore): Promise<void> {
   app.addHook('onRequest', async (_req, reply) => {
     reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
   })
@@ -28,7 +31,13 @@ export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig[
   // The plugin keys by req.ip, which Fastify's trustProxy derives: X-Forwarded-For walked from
   // the right, skipping server.trustedProxies, and ignored from any other peer. IPv6 addresses
   // count per /64, the smallest block a single client usually holds.
-  await app.register(rateLimit, { global: false, max: limit.max, timeWindow: limit.windowSeconds * 1000, cache: TRACKED_ADDRESSES })
+  await app.register(rateLimit, {
+    global: false,
+    max: limit.max,
+    timeWindow: limit.windowSeconds * 1000,
+    cache: TRACKED_ADDRESSES,
+    ...(store === undefined ? {} : { store }),
+  })
   const check = app.createRateLimit()
   app.addHook('onRequest', async (req) => {
     if (!LIMITED.has(req.routeOptions.url ?? '')) return

@@ -8,7 +8,7 @@ import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
 import { SIGN_OUT_PATH, signInPath } from '../paths.js'
-import { hardenSignIn } from './sign-in-hardening.js'
+import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 
 // The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the sign-out
 // form of the gateway's pages.
@@ -27,6 +27,8 @@ export interface SignInOptions {
   validateRedirectAfter: (value: string) => string | null
   /** Per-client budget of the redirect, callback and refresh endpoints. */
   rateLimit: RateLimitConfig['signIn']
+  /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
+  rateLimitStore?: RateLimitStore
 }
 
 interface Transaction {
@@ -43,7 +45,7 @@ function isTransaction(v: unknown): v is Transaction {
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
   const { client, cookies, store, lifecycle } = options
-  await hardenSignIn(app, options.rateLimit)
+  await hardenSignIn(app, options.rateLimit, options.rateLimitStore)
 
   function redirectAfterOf(params: URLSearchParams): string | undefined {
     const raw = single(params, 'redirectAfter')

@@ -31,6 +31,18 @@ export interface RevocationList {
   size(): Promise<number>
 }
 
+/** One logout: a `sid:` or `sub:` key and the epoch second it was recorded. */
+export interface RevocationEntry {
+  key: string
+  at: number
+}
+
+export interface RevocationSnapshot {
+  entries: RevocationEntry[]
+  /** null: no floor (JSON, which carries it between processes, has no -Infinity). */
+  floor: number | null
+}
+
 /** Entries of the memory list; beyond it the oldest is folded into the floor. */
 export const MEMORY_REVOCATIONS = 100_000
 /** How long a replica of a Redis-backed list trusts its copy before asking whether it changed. */
@@ -77,10 +89,20 @@ export class MemoryRevocationList implements RevocationList {
   }
 
   async revoke(selector: SessionSelector): Promise<void> {
-    const now = nowSeconds(this.#now)
-    this.#purge(now)
-    const key = keyOf(selector)
-    this.#entries.delete(key)
+    this.add(selector)
+  }
+
+  /** Revokes, and returns the entry made: what other copies of the list apply (server.workers). */
+  add(selector: SessionSelector): RevocationEntry {
+    const entry: RevocationEntry = { key: keyOf(selector), at: nowSeconds(this.#now) }
+    this.apply(entry)
+    return entry
+  }
+
+  /** Records an entry made by the list this one copies. */
+  apply(entry: RevocationEntry): void {
+    this.#purge(nowSeconds(this.#now))
+    this.#entries.delete(entry.key)
     if (this.#entries.size >= this.#maxEntries) {
       // Full: the oldest entry goes, and with it every session it could refuse, and more
       // (all sessions created at or before its logout), rather than any of them coming back.
@@ -88,7 +110,19 @@ export class MemoryRevocationList implements RevocationList {
       this.#entries.delete(oldest)
       this.#floor = Math.max(this.#floor, revokedAt)
     }
-    this.#entries.set(key, now)
+    this.#entries.set(entry.key, entry.at)
+  }
+
+  /** Every entry and the floor, for a new copy of the list (a worker that starts). */
+  snapshot(): RevocationSnapshot {
+    this.#purge(nowSeconds(this.#now))
+    return { entries: [...this.#entries].map(([key, at]) => ({ key, at })), floor: Number.isFinite(this.#floor) ? this.#floor : null }
+  }
+
+  /** Takes the state of the list this one copies: its entries and its floor. */
+  restore(snapshot: RevocationSnapshot): void {
+    for (const entry of snapshot.entries) this.apply(entry)
+    if (snapshot.floor !== null) this.#floor = Math.max(this.#floor, snapshot.floor)
   }
 
   async isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {

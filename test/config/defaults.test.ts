@@ -11,6 +11,7 @@ const EXPECTED: GatewayConfig = {
     trustedProxies: [],
     managementPort: 9091,
     shutdownTimeoutMs: 10000,
+    workers: 1,
   },
   provider: {
     issuer: 'https://idp.example.com/realms/main',

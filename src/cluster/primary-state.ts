@@ -1,0 +1,117 @@
+import type { ProblemCode } from '../errors.js'
+import { TtlCache } from '../lib/ttl-cache.js'
+import type { Tokens } from '../oidc/client.js'
+import { JtiReplayGuard } from '../oidc/jti-replay.js'
+import { MemoryRevocationList, type RevocationEntry } from '../session/revocation.js'
+import type { SessionSelector } from '../session/types.js'
+import type { RefreshTurn } from './worker-state.js'
+
+// The state the primary keeps for its workers (see worker-state.ts for their side): the
+// authoritative revocation list, the logout-token jti memory, who is redeeming which session's
+// refresh token and the results of recent rotations, and the sign-in rate-limit counts.
+
+/** Bound of the grace memo, as in LocalRefreshCoordinator. */
+const GRACE_ENTRIES = 10_000
+/** Client addresses whose sign-in counts are kept (as sign-in-hardening's per-process store). */
+const RATE_LIMIT_KEYS = 10_000
+
+interface Flight {
+  leader: number
+  waiters: Array<(turn: RefreshTurn) => void>
+}
+
+/** Sends `op` to every worker and resolves when each has applied it. */
+export type Broadcast = (op: string, args: unknown) => Promise<void>
+
+export class PrimaryState {
+  readonly #revocations: MemoryRevocationList
+  readonly #replay = new JtiReplayGuard()
+  readonly #flights = new Map<string, Flight>()
+  readonly #grace = new TtlCache<Tokens>(GRACE_ENTRIES)
+  readonly #counts = new Map<string, { current: number; startMs: number }>()
+  readonly #broadcast: Broadcast
+
+  constructor(maxAgeSeconds: number, broadcast: Broadcast) {
+    this.#revocations = new MemoryRevocationList({ maxAgeSeconds })
+    this.#broadcast = broadcast
+  }
+
+  /** Answers a worker's call; `worker` is its cluster id. Unknown operations are refused. */
+  async handle(worker: number, op: string, args: unknown): Promise<unknown> {
+    switch (op) {
+      case 'revocations':
+        return this.#revocations.snapshot()
+      case 'revoke': {
+        const entry: RevocationEntry = this.#revocations.add(args as SessionSelector)
+        await this.#broadcast('revocation', entry)
+        return null
+      }
+      case 'jti.firstUse': {
+        const { issuer, jti, until } = args as { issuer: string; jti: string; until: number }
+        return this.#replay.firstUse(issuer, jti, until)
+      }
+      case 'jti.release': {
+        const { issuer, jti } = args as { issuer: string; jti: string }
+        await this.#replay.release(issuer, jti)
+        return null
+      }
+      case 'refresh.begin':
+        return this.#begin(worker, args as { sessionId: string; digest: string })
+      case 'refresh.end':
+        this.#end(args as { sessionId: string; digest: string; tokens?: Tokens; graceUntil?: number | null; error?: { code: ProblemCode; message: string } })
+        return null
+      case 'ratelimit.incr':
+        return this.#incr(args as { key: string; timeWindow: number })
+      default:
+        throw new Error(`unknown operation ${op}`)
+    }
+  }
+
+  /** A worker died: the refreshes it was making are handed to the next asker. */
+  workerExited(worker: number): void {
+    for (const [sessionId, flight] of this.#flights) {
+      if (flight.leader !== worker) continue
+      this.#flights.delete(sessionId)
+      for (const waiter of flight.waiters) waiter({ kind: 'retry' })
+    }
+  }
+
+  #begin(worker: number, { sessionId, digest }: { sessionId: string; digest: string }): RefreshTurn | Promise<RefreshTurn> {
+    const graced = this.#grace.get(`${sessionId}.${digest}`, Date.now() / 1000)
+    if (graced !== undefined) return { kind: 'result', tokens: graced }
+    const flight = this.#flights.get(sessionId)
+    if (flight === undefined) {
+      this.#flights.set(sessionId, { leader: worker, waiters: [] })
+      return { kind: 'lead' }
+    }
+    return new Promise((resolve) => flight.waiters.push(resolve))
+  }
+
+  #end({ sessionId, digest, tokens, graceUntil, error }: { sessionId: string; digest: string; tokens?: Tokens; graceUntil?: number | null; error?: { code: ProblemCode; message: string } }): void {
+    const flight = this.#flights.get(sessionId)
+    this.#flights.delete(sessionId)
+    const now = Date.now() / 1000
+    // Remembered before the waiters hear of it, so no request falls between the two.
+    if (tokens !== undefined && typeof graceUntil === 'number') this.#grace.set(`${sessionId}.${digest}`, tokens, graceUntil, now)
+    const turn: RefreshTurn =
+      tokens !== undefined ? { kind: 'result', tokens } : { kind: 'error', code: error?.code ?? 'internal_error', message: error?.message ?? 'the refresh failed' }
+    for (const waiter of flight?.waiters ?? []) waiter(turn)
+  }
+
+  /** @fastify/rate-limit's fixed window, as its per-process store counts it. */
+  #incr({ key, timeWindow }: { key: string; timeWindow: number }): { current: number; ttl: number } {
+    const nowMs = Date.now()
+    let count = this.#counts.get(key)
+    if (count === undefined || count.startMs + timeWindow <= nowMs) {
+      count = { current: 0, startMs: nowMs }
+      this.#counts.delete(key)
+      if (this.#counts.size >= RATE_LIMIT_KEYS) {
+        const oldest = this.#counts.keys().next().value
+        if (oldest !== undefined) this.#counts.delete(oldest)
+      }
+      this.#counts.set(key, count)
+    }
+    count.current++
+    return { current: count.current, ttl: timeWindow - (nowMs - count.startMs) }
+  }
+}

@@ -1,0 +1,167 @@
+import cluster, { type Worker } from 'node:cluster'
+import { availableParallelism } from 'node:os'
+import { AggregatorRegistry } from 'prom-client'
+import pino from 'pino'
+import { EXIT_CONFIG } from '../config/load.js'
+import type { GatewayConfig } from '../config/types.js'
+import { loggerOptions, stdoutDestination } from '../ops/logging.js'
+import { buildManagement } from '../ops/management.js'
+import { isMessage, type Message } from './ipc.js'
+import { PrimaryState } from './primary-state.js'
+
+// server.workers > 1: this process serves nothing itself. It forks the workers, which share the
+// listening port (node:cluster hands connections round-robin), restarts one that dies, keeps the
+// state they share (primary-state.ts), serves the management listener for all of them, and on
+// SIGTERM/SIGINT has every worker drain before it exits.
+
+/** How long a broadcast waits for a worker's acknowledgement; a worker that dies misses nothing (it reloads). */
+const ACK_TIMEOUT_MS = 2000
+/** A worker whose readiness question goes unanswered is not ready. */
+const READY_TIMEOUT_MS = 2000
+
+export function workerCount(workers: GatewayConfig['server']['workers']): number {
+  return workers === 'auto' ? availableParallelism() : workers
+}
+
+export async function runPrimary(config: GatewayConfig, count: number): Promise<void> {
+  const log = pino(loggerOptions(config.log), stdoutDestination())
+  let draining = false
+  let nextBroadcast = 0
+  const acks = new Map<number, { waiting: Set<number>; resolve(results: unknown[]): void; results: unknown[] }>()
+
+  const live = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected())
+
+  /** Sends to every live worker; resolves with their answers once all have acknowledged, or at the timeout. */
+  const broadcast = (op: string, args: unknown, timeoutMs = ACK_TIMEOUT_MS): Promise<unknown[]> => {
+    const workers = live()
+    if (workers.length === 0) return Promise.resolve([])
+    const id = ++nextBroadcast
+    return new Promise((resolve) => {
+      const entry = { waiting: new Set(workers.map((w) => w.id)), results: [] as unknown[], resolve }
+      acks.set(id, entry)
+      const timer = setTimeout(() => {
+        acks.delete(id)
+        resolve(entry.results)
+      }, timeoutMs)
+      entry.resolve = (results) => {
+        clearTimeout(timer)
+        resolve(results)
+      }
+      for (const worker of workers) worker.send({ ogw: 'broadcast', id, op, args } satisfies Message)
+    })
+  }
+  const state = new PrimaryState(config.session.maxAgeSeconds, async (op, args) => {
+    await broadcast(op, args)
+  })
+
+  const onMessage = (worker: Worker, message: unknown): void => {
+    if (!isMessage(message)) return
+    if (message.ogw === 'ack') {
+      const entry = acks.get(message.id)
+      if (entry === undefined) return
+      entry.waiting.delete(worker.id)
+      entry.results.push(message.result)
+      if (entry.waiting.size === 0) {
+        acks.delete(message.id)
+        entry.resolve(entry.results)
+      }
+      return
+    }
+    if (message.ogw !== 'call') return
+    const reply = (body: { result?: unknown; error?: string }): void => {
+      if (worker.isConnected()) worker.send({ ogw: 'reply', id: message.id, ...body } satisfies Message)
+    }
+    state.handle(worker.id, message.op, message.args).then(
+      (result) => reply({ result }),
+      (err: unknown) => reply({ error: err instanceof Error ? err.message : String(err) }),
+    )
+  }
+
+  const fork = (): void => {
+    const worker = cluster.fork()
+    worker.on('message', (message: unknown) => onMessage(worker, message))
+  }
+
+  let exited: () => void = () => undefined
+  cluster.on('exit', (worker, code, signal) => {
+    state.workerExited(worker.id)
+    // A broadcast does not wait for a worker that is gone.
+    for (const [id, entry] of acks) {
+      entry.waiting.delete(worker.id)
+      if (entry.waiting.size === 0) {
+        acks.delete(id)
+        entry.resolve(entry.results)
+      }
+    }
+    if (draining) {
+      if (live().length === 0) exited()
+      return
+    }
+    // A worker that refuses the configuration would be refused again: the gateway does not start.
+    if (code === EXIT_CONFIG) {
+      log.error({ worker: worker.process.pid }, 'a worker refused the configuration; stopping')
+      for (const other of live()) other.process.kill('SIGKILL')
+      process.exit(EXIT_CONFIG)
+    }
+    log.warn({ worker: worker.process.pid, code, signal }, 'worker exited; starting another')
+    fork()
+  })
+
+  const aggregate = new AggregatorRegistry()
+  const management =
+    config.server.managementPort === 0
+      ? undefined
+      : await buildManagement({
+          metrics: { contentType: aggregate.contentType, metrics: () => aggregate.clusterMetrics() },
+          checks: [
+            {
+              name: 'workers',
+              ready: async () => {
+                if (live().length < count) return false
+                const answers = await broadcast('ready', null, READY_TIMEOUT_MS)
+                return answers.length === count && answers.every((ready) => ready === true)
+              },
+            },
+          ],
+          draining: () => draining,
+        })
+
+  const stop = (signal: string): void => {
+    if (draining) return
+    draining = true
+    const started = Date.now()
+    log.info({ signal, workers: live().length, shutdownTimeoutMs: config.server.shutdownTimeoutMs }, 'draining in-flight requests')
+    const allExited = new Promise<void>((resolve) => {
+      exited = resolve
+      if (live().length === 0) resolve()
+    })
+    // Each worker drains itself, bounded by shutdownTimeoutMs; past that and a margin, it is killed.
+    for (const worker of live()) worker.process.kill('SIGTERM')
+    const bound = setTimeout(() => {
+      for (const worker of live()) worker.process.kill('SIGKILL')
+    }, config.server.shutdownTimeoutMs + 2000)
+    bound.unref()
+    allExited
+      .then(() => management?.close())
+      .then(
+        () => {
+          clearTimeout(bound)
+          log.info({ signal, ms: Date.now() - started }, 'stopped')
+          process.exit(0)
+        },
+        (err: unknown) => {
+          log.error({ err }, 'shutdown failed')
+          process.exit(1)
+        },
+      )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+
+  for (let i = 0; i < count; i++) fork()
+  log.info({ workers: count }, 'primary: workers started')
+  if (management !== undefined) {
+    const address = await management.listen({ host: config.server.host, port: config.server.managementPort })
+    log.info({ address }, 'management listener (/healthz, /readyz, /metrics)')
+  }
+}

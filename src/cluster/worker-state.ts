@@ -1,0 +1,119 @@
+import { createHash } from 'node:crypto'
+import { GatewayError, type ProblemCode } from '../errors.js'
+import type { Tokens } from '../oidc/client.js'
+import type { JtiReplay } from '../oidc/jti-replay.js'
+import { graceEnd, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'
+import { MemoryRevocationList, type RevocationEntry, type RevocationList, type RevocationSnapshot } from '../session/revocation.js'
+import type { Session, SessionSelector } from '../session/types.js'
+import { callPrimary, onBroadcast } from './ipc.js'
+
+// What a worker (server.workers > 1) shares with the others through the primary, when there is
+// no Redis to share it: back-channel logouts, logout-token replays, refreshes and sign-in rate
+// limits. Only the rare operations cross processes; the check on every request (is this session
+// revoked?) reads a local copy of the list, which the primary updates in every worker before a
+// logout is answered.
+
+/** The primary's answer to "may I redeem this session's refresh token?" (see primary-state.ts). */
+export type RefreshTurn =
+  | { kind: 'lead' }
+  | { kind: 'result'; tokens: Tokens }
+  | { kind: 'error'; code: ProblemCode; message: string }
+  /** The worker that was redeeming it died: ask again. */
+  | { kind: 'retry' }
+
+export function tokenDigest(refreshToken: string): string {
+  return createHash('sha256').update(refreshToken).digest('base64url')
+}
+
+export class WorkerRevocationList implements RevocationList {
+  readonly #local: MemoryRevocationList
+
+  constructor(maxAgeSeconds: number) {
+    this.#local = new MemoryRevocationList({ maxAgeSeconds })
+    onBroadcast('revocation', (entry) => this.#local.apply(entry as RevocationEntry))
+  }
+
+  /** Takes the primary's list: a worker started after logouts refuses those sessions too. */
+  async start(): Promise<void> {
+    this.#local.restore(await callPrimary<RevocationSnapshot>('revocations', null))
+  }
+
+  /** Resolves once every worker has the entry. */
+  async revoke(selector: SessionSelector): Promise<void> {
+    await callPrimary('revoke', selector)
+  }
+
+  isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {
+    return this.#local.isRevoked(session)
+  }
+
+  size(): Promise<number> {
+    return this.#local.size()
+  }
+}
+
+export class WorkerJtiReplay implements JtiReplay {
+  firstUse(issuer: string, jti: string, until: number): Promise<boolean> {
+    return callPrimary<boolean>('jti.firstUse', { issuer, jti, until })
+  }
+
+  async release(issuer: string, jti: string): Promise<void> {
+    await callPrimary('jti.release', { issuer, jti })
+  }
+}
+
+/** One redemption per session across workers, and the grace result of a rotation (RefreshCoordinator). */
+export class WorkerRefreshCoordinator implements RefreshCoordinator {
+  async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+    const digest = tokenDigest(refreshToken)
+    for (;;) {
+      const turn = await callPrimary<RefreshTurn>('refresh.begin', { sessionId, digest })
+      if (turn.kind === 'result') return turn.tokens
+      if (turn.kind === 'error') throw new GatewayError(turn.code, turn.message)
+      if (turn.kind === 'retry') continue
+      let fresh: Tokens
+      try {
+        fresh = await grant()
+      } catch (err) {
+        const error = err instanceof GatewayError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'the refresh failed' }
+        await callPrimary('refresh.end', { sessionId, digest, error }).catch(() => undefined)
+        throw err
+      }
+      const graceUntil = rotated(refreshToken, fresh) ? graceEnd(fresh, Date.now() / 1000) : null
+      await callPrimary('refresh.end', { sessionId, digest, tokens: fresh, graceUntil })
+      return fresh
+    }
+  }
+}
+
+type RateLimitCallback = (err: Error | null, result?: { current: number; ttl: number }) => void
+
+/** A @fastify/rate-limit store whose counts the primary keeps: N workers do not make N budgets. */
+export class WorkerRateLimitStore {
+  incr(key: string, callback: RateLimitCallback, timeWindow: number): void {
+    callPrimary<{ current: number; ttl: number }>('ratelimit.incr', { key, timeWindow }).then(
+      (result) => callback(null, result),
+      (err: Error) => callback(err),
+    )
+  }
+
+  child(): this {
+    return this
+  }
+}
+
+export interface WorkerState {
+  revocations: WorkerRevocationList
+  replay: WorkerJtiReplay
+  coordinator: WorkerRefreshCoordinator
+  rateLimitStore: typeof WorkerRateLimitStore
+}
+
+export function workerState(maxAgeSeconds: number): WorkerState {
+  return {
+    revocations: new WorkerRevocationList(maxAgeSeconds),
+    replay: new WorkerJtiReplay(),
+    coordinator: new WorkerRefreshCoordinator(),
+    rateLimitStore: WorkerRateLimitStore,
+  }
+}
