@@ -47,7 +47,7 @@ export const GATEWAY_ONLY_HEADERS: readonly string[] = [
  * does not travel on either. undici refuses Keep-Alive, Upgrade and Expect outright, which made
  * them a 502.
  */
-export const HOP_BY_HOP_HEADERS: readonly string[] = [
+const HOP_BY_HOP_HEADERS: readonly string[] = [
   'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade',
   'proxy-authorization', 'proxy-authenticate', 'http2-settings', 'expect',
 ]

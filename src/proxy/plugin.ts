@@ -6,7 +6,6 @@ import { createGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues } from './forwarded.js'
 import {
   GATEWAY_ONLY_HEADERS,
-  HOP_BY_HOP_HEADERS,
   createHeaderScrubber,
   identityHeaderValues,
   scrubResponseHeaders,
@@ -61,7 +60,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       // The verified identity's token is the only Authorization such an upstream may receive.
       ...(upstream.forwardAccessToken ? ['authorization'] : []),
       ...GATEWAY_ONLY_HEADERS,
-      ...HOP_BY_HOP_HEADERS,
+      // Not the hop-by-hop headers: rewrite's stripHopByHop has removed them just before.
     ])
 
     /** The header policy, shared by HTTP requests and WebSocket upgrades. */
