@@ -1,10 +1,9 @@
-import type { ProblemCode } from '../errors.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 import type { Tokens } from '../oidc/client.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
 import { MemoryRevocationList, type RevocationEntry } from '../session/revocation.js'
 import type { SessionSelector } from '../session/types.js'
-import type { RefreshTurn } from './worker-state.js'
+import type { RefreshBegin, RefreshEnd, RefreshTurn } from './worker-state.js'
 
 // The state the primary keeps for its workers (see worker-state.ts for their side): the
 // authoritative revocation list, the logout-token jti memory, who is redeeming which session's
@@ -56,9 +55,9 @@ export class PrimaryState {
         return null
       }
       case 'refresh.begin':
-        return this.#begin(worker, args as { sessionId: string; digest: string })
+        return this.#begin(worker, args as RefreshBegin)
       case 'refresh.end':
-        this.#end(args as { sessionId: string; digest: string; tokens?: Tokens; graceUntil?: number | null; error?: { code: ProblemCode; message: string } })
+        this.#end(args as RefreshEnd)
         return null
       case 'ratelimit.incr':
         return this.#incr(args as { key: string; timeWindow: number })
@@ -76,8 +75,8 @@ export class PrimaryState {
     }
   }
 
-  #begin(worker: number, { sessionId, digest }: { sessionId: string; digest: string }): RefreshTurn | Promise<RefreshTurn> {
-    const graced = this.#grace.get(`${sessionId}.${digest}`, Date.now() / 1000)
+  #begin(worker: number, { sessionId, key }: RefreshBegin): RefreshTurn | Promise<RefreshTurn> {
+    const graced = this.#grace.get(key, Date.now() / 1000)
     if (graced !== undefined) return { kind: 'result', tokens: graced }
     const flight = this.#flights.get(sessionId)
     if (flight === undefined) {
@@ -87,12 +86,12 @@ export class PrimaryState {
     return new Promise((resolve) => flight.waiters.push(resolve))
   }
 
-  #end({ sessionId, digest, tokens, graceUntil, error }: { sessionId: string; digest: string; tokens?: Tokens; graceUntil?: number | null; error?: { code: ProblemCode; message: string } }): void {
+  #end({ sessionId, key, tokens, graceUntil, error }: RefreshEnd): void {
     const flight = this.#flights.get(sessionId)
     this.#flights.delete(sessionId)
     const now = Date.now() / 1000
     // Remembered before the waiters hear of it, so no request falls between the two.
-    if (tokens !== undefined && typeof graceUntil === 'number') this.#grace.set(`${sessionId}.${digest}`, tokens, graceUntil, now)
+    if (tokens !== undefined && typeof graceUntil === 'number') this.#grace.set(key, tokens, graceUntil, now)
     const turn: RefreshTurn =
       tokens !== undefined ? { kind: 'result', tokens } : { kind: 'error', code: error?.code ?? 'internal_error', message: error?.message ?? 'the refresh failed' }
     for (const waiter of flight?.waiters ?? []) waiter(turn)

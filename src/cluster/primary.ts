@@ -27,7 +27,22 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   const log = pino(loggerOptions(config.log), stdoutDestination())
   let draining = false
   let nextBroadcast = 0
-  const acks = new Map<number, { waiting: Set<number>; resolve(results: unknown[]): void; results: unknown[] }>()
+  const acks = new Map<number, { waiting: Set<number>; results: unknown[]; resolve(): void }>()
+  /** Ends broadcast `id` with the answers it has (all of them, or what came before the timeout). */
+  const settle = (id: number): void => {
+    const entry = acks.get(id)
+    if (entry === undefined) return
+    acks.delete(id)
+    entry.resolve()
+  }
+  /** Worker `worker` acknowledged broadcast `id` (or died, result undefined and not kept). */
+  const acknowledged = (id: number, worker: number, result?: { value: unknown }): void => {
+    const entry = acks.get(id)
+    if (entry === undefined) return
+    entry.waiting.delete(worker)
+    if (result !== undefined) entry.results.push(result.value)
+    if (entry.waiting.size === 0) settle(id)
+  }
 
   const live = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected())
 
@@ -37,16 +52,16 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
     if (workers.length === 0) return Promise.resolve([])
     const id = ++nextBroadcast
     return new Promise((resolve) => {
-      const entry = { waiting: new Set(workers.map((w) => w.id)), results: [] as unknown[], resolve }
-      acks.set(id, entry)
-      const timer = setTimeout(() => {
-        acks.delete(id)
-        resolve(entry.results)
-      }, timeoutMs)
-      entry.resolve = (results) => {
-        clearTimeout(timer)
-        resolve(results)
-      }
+      const results: unknown[] = []
+      const timer = setTimeout(() => settle(id), timeoutMs)
+      acks.set(id, {
+        waiting: new Set(workers.map((w) => w.id)),
+        results,
+        resolve: () => {
+          clearTimeout(timer)
+          resolve(results)
+        },
+      })
       for (const worker of workers) worker.send({ ogw: 'broadcast', id, op, args } satisfies Message)
     })
   }
@@ -56,17 +71,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
 
   const onMessage = (worker: Worker, message: unknown): void => {
     if (!isMessage(message)) return
-    if (message.ogw === 'ack') {
-      const entry = acks.get(message.id)
-      if (entry === undefined) return
-      entry.waiting.delete(worker.id)
-      entry.results.push(message.result)
-      if (entry.waiting.size === 0) {
-        acks.delete(message.id)
-        entry.resolve(entry.results)
-      }
-      return
-    }
+    if (message.ogw === 'ack') return acknowledged(message.id, worker.id, { value: message.result })
     if (message.ogw !== 'call') return
     const reply = (body: { result?: unknown; error?: string }): void => {
       if (worker.isConnected()) worker.send({ ogw: 'reply', id: message.id, ...body } satisfies Message)
@@ -86,13 +91,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   cluster.on('exit', (worker, code, signal) => {
     state.workerExited(worker.id)
     // A broadcast does not wait for a worker that is gone.
-    for (const [id, entry] of acks) {
-      entry.waiting.delete(worker.id)
-      if (entry.waiting.size === 0) {
-        acks.delete(id)
-        entry.resolve(entry.results)
-      }
-    }
+    for (const id of [...acks.keys()]) acknowledged(id, worker.id)
     if (draining) {
       if (live().length === 0) exited()
       return

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto'
 import { GatewayError, type ProblemCode } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
-import { graceEnd, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'
+import { graceEnd, graceKey, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'
 import { MemoryRevocationList, type RevocationEntry, type RevocationList, type RevocationSnapshot } from '../session/revocation.js'
 import type { Session, SessionSelector } from '../session/types.js'
 import { callPrimary, onBroadcast } from './ipc.js'
@@ -13,6 +12,19 @@ import { callPrimary, onBroadcast } from './ipc.js'
 // revoked?) reads a local copy of the list, which the primary updates in every worker before a
 // logout is answered.
 
+/** A worker asks to redeem session `sessionId`'s refresh token (`key`: its graceKey). */
+export interface RefreshBegin {
+  sessionId: string
+  key: string
+}
+
+/** The redeeming worker's result: the tokens (and until when they answer the spent token), or its error. */
+export interface RefreshEnd extends RefreshBegin {
+  tokens?: Tokens
+  graceUntil?: number | null
+  error?: { code: ProblemCode; message: string }
+}
+
 /** The primary's answer to "may I redeem this session's refresh token?" (see primary-state.ts). */
 export type RefreshTurn =
   | { kind: 'lead' }
@@ -20,10 +32,6 @@ export type RefreshTurn =
   | { kind: 'error'; code: ProblemCode; message: string }
   /** The worker that was redeeming it died: ask again. */
   | { kind: 'retry' }
-
-export function tokenDigest(refreshToken: string): string {
-  return createHash('sha256').update(refreshToken).digest('base64url')
-}
 
 export class WorkerRevocationList implements RevocationList {
   readonly #local: MemoryRevocationList
@@ -65,9 +73,9 @@ export class WorkerJtiReplay implements JtiReplay {
 /** One redemption per session across workers, and the grace result of a rotation (RefreshCoordinator). */
 export class WorkerRefreshCoordinator implements RefreshCoordinator {
   async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
-    const digest = tokenDigest(refreshToken)
+    const key = graceKey(sessionId, refreshToken)
     for (;;) {
-      const turn = await callPrimary<RefreshTurn>('refresh.begin', { sessionId, digest })
+      const turn = await callPrimary<RefreshTurn>('refresh.begin', { sessionId, key } satisfies RefreshBegin)
       if (turn.kind === 'result') return turn.tokens
       if (turn.kind === 'error') throw new GatewayError(turn.code, turn.message)
       if (turn.kind === 'retry') continue
@@ -75,12 +83,12 @@ export class WorkerRefreshCoordinator implements RefreshCoordinator {
       try {
         fresh = await grant()
       } catch (err) {
-        const error = err instanceof GatewayError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'the refresh failed' }
-        await callPrimary('refresh.end', { sessionId, digest, error }).catch(() => undefined)
+        const error: RefreshEnd['error'] = err instanceof GatewayError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'the refresh failed' }
+        await callPrimary('refresh.end', { sessionId, key, error } satisfies RefreshEnd).catch(() => undefined)
         throw err
       }
       const graceUntil = rotated(refreshToken, fresh) ? graceEnd(fresh, Date.now() / 1000) : null
-      await callPrimary('refresh.end', { sessionId, digest, tokens: fresh, graceUntil })
+      await callPrimary('refresh.end', { sessionId, key, tokens: fresh, graceUntil } satisfies RefreshEnd)
       return fresh
     }
   }

@@ -32,6 +32,14 @@ export function graceEnd(fresh: Tokens, now: number): number {
   return Math.min(now + REFRESH_GRACE_SECONDS, fresh.expiresAt ?? Infinity)
 }
 
+/**
+ * The grace memo's key for a session's refresh token: a digest, so that the memo (here or in the
+ * primary of server.workers) never holds a spent refresh token itself.
+ */
+export function graceKey(sessionId: string, refreshToken: string): string {
+  return `${sessionId}.${createHash('sha256').update(refreshToken).digest('base64url')}`
+}
+
 /** Bound of the grace memo: one entry per refresh within the last REFRESH_GRACE_SECONDS. */
 const GRACE_ENTRIES = 10_000
 
@@ -41,8 +49,7 @@ export class LocalRefreshCoordinator implements RefreshCoordinator {
   readonly #redeemed = new TtlCache<Tokens>(GRACE_ENTRIES)
 
   async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
-    // Keyed by a digest: the memo never holds a spent refresh token itself.
-    const key = `${sessionId}.${createHash('sha256').update(refreshToken).digest('base64url')}`
+    const key = graceKey(sessionId, refreshToken)
     return (
       this.#redeemed.get(key, Date.now() / 1000) ??
       this.#flights.run(sessionId, async () => {
