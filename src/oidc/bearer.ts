@@ -5,6 +5,7 @@ import type { IntrospectionResponse } from 'openid-client'
 import type { SessionClaims } from '../session/types.js'
 import { describe } from './errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
+import { deepFreeze } from '../lib/deep-freeze.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 
 // Bearer access tokens sent by API clients instead of a session cookie.
@@ -256,7 +257,8 @@ export class BearerVerifier {
       this.#options.log.debug({ reason: violation }, 'Bearer JWT refused')
       return undefined
     }
-    const claims = payload as SessionClaims
+    // Frozen: every request with this token shares them (and so their identity headers).
+    const claims = deepFreeze(payload as SessionClaims)
     this.#accepted.set(key, claims, (payload.exp as number) * 1000, now)
     return claims
   }
@@ -284,7 +286,7 @@ export class BearerVerifier {
       this.#refused.set(key, true, now + REFUSED_TTL_MS, now)
       return undefined
     }
-    const claims = introspectionClaims(response as IntrospectionResponse & { sub: string })
+    const claims = deepFreeze(introspectionClaims(response as IntrospectionResponse & { sub: string }))
     const exp = typeof response.exp === 'number' ? response.exp * 1000 : Number.POSITIVE_INFINITY
     this.#accepted.set(key, claims, Math.min(exp, now + INTROSPECTION_TTL_MS), now)
     return claims

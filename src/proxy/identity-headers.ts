@@ -210,8 +210,9 @@ export function identityHeaderValues(
   claims: Record<string, unknown>,
   names: IdentityHeaderNames,
 ): Readonly<Record<string, string>> {
-  // A session's claims are frozen and shared by its requests (the cipher keeps opened values),
-  // so their header values are computed once; claims that may still change are not kept.
+  // A session's or a Bearer token's claims are frozen and shared by its requests (the cipher and
+  // the Bearer verifier keep what they opened or verified), so their header values are computed
+  // once; claims that may still change are not kept.
   if (!Object.isFrozen(claims)) return computeIdentityHeaders(claims, names)
   let perClaims = identityHeaderCache.get(names)
   if (perClaims === undefined) identityHeaderCache.set(names, (perClaims = new WeakMap()))

@@ -88,6 +88,14 @@ t.test('JWTs: verified results are cached until exp, in a bounded cache', async 
   t.equal(h.keyLookups(), 6, 'the oldest entry was evicted and is verified again')
 })
 
+t.test('JWTs: a cached token\'s claims are one frozen object, shared by its requests', async (t) => {
+  const h = await harness()
+  const token = await h.sign({ groups: ['staff'] })
+  const first = await h.verifier.verify(token)
+  t.equal(await h.verifier.verify(token), first, 'the same object on a cache hit')
+  t.ok(Object.isFrozen(first) && Object.isFrozen(first?.groups), 'frozen to the leaves')
+})
+
 t.test('JWTs: a cached token is refused once it expires', async (t) => {
   const h = await harness()
   const token = await h.sign({ exp: Math.floor(T0 / 1000) + 60 })
