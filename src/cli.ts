@@ -8,6 +8,7 @@ import { workerState } from './cluster/worker-state.js'
 import { buildApp } from './app.js'
 import { ConfigError, EXIT_CONFIG, loadConfig } from './config/load.js'
 import { formatEffectiveConfig } from './config/mask.js'
+import { clientJwks } from './oidc/client-auth.js'
 import { buildManagement } from './ops/management.js'
 import type { GatewayConfig } from './config/types.js'
 
@@ -15,8 +16,11 @@ import type { GatewayConfig } from './config/types.js'
 //                                      drain (bounded by server.shutdownTimeoutMs) and exit 0; with
 //                                      server.workers > 1 this process is the primary of its workers
 // openid-gateway check --config PATH   validates and prints the effective config, secrets masked
+// openid-gateway jwks --config PATH    prints the public JWKS of provider.clientKey, to register
+//                                      at the provider for private_key_jwt
 
-const USAGE = 'usage: openid-gateway [run|check] [--config PATH]'
+const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH]'
+const COMMANDS = ['run', 'check', 'jwks']
 
 /** Runs `step`; a configuration error ends the process with exit code 2 and its message. */
 async function configured<T>(step: () => T | Promise<T>): Promise<T> {
@@ -102,13 +106,22 @@ async function main(argv: string[]): Promise<void> {
     return
   }
   const command = positionals[0] ?? 'run'
-  if (positionals.length > 1 || (command !== 'run' && command !== 'check')) {
+  if (positionals.length > 1 || !COMMANDS.includes(command)) {
     process.stderr.write(`${USAGE}\n`)
     process.exit(EXIT_CONFIG)
   }
   const config = await configured(() => loadConfig(values.config))
   if (command === 'check') {
     process.stdout.write(formatEffectiveConfig(config))
+    return
+  }
+  if (command === 'jwks') {
+    const jwks = await clientJwks(config.provider)
+    if (jwks === undefined) {
+      process.stderr.write('provider.clientKey is not set: jwks prints the public key of provider.clientAuthMethod: private_key_jwt\n')
+      process.exit(EXIT_CONFIG)
+    }
+    process.stdout.write(`${JSON.stringify(jwks, null, 2)}\n`)
     return
   }
   await run(config)

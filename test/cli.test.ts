@@ -1,5 +1,6 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
+import { createPublicKey, generateKeyPairSync } from 'node:crypto'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -158,4 +159,22 @@ t.test('a redis store without its URL, and a management port equal to the public
     t.match(run.stderr, /server\.managementPort: must differ from server\.port/)
     t.match(run.stderr, /session\.store: redis requires session\.redisUrl/)
   }
+})
+
+t.test('jwks prints the public JWKS of provider.clientKey (from the environment), exit 0; without a key exit 2', async (t) => {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
+  const config = valid(8080, 'http://127.0.0.1:3000')
+  const path = configFile({
+    ...config,
+    provider: { ...config.provider, clientSecret: undefined, clientAuthMethod: 'private_key_jwt', clientKey: '${CLI_KEY}', clientKeyId: 'gw-1' },
+  })
+  const run = await cli(['jwks', '--config', path], { CLI_KEY: pem, CLI_COOKIE: COOKIE }).done
+  t.equal(run.code, 0, run.stderr)
+  const jwks = JSON.parse(run.stdout) as { keys: Array<Record<string, string>> }
+  const expected = createPublicKey(privateKey).export({ format: 'jwk' })
+  t.strictSame(jwks, { keys: [{ ...expected, kid: 'gw-1', use: 'sig' }] }, 'the public half only, with its kid')
+  const secretOnly = await cli(['jwks', '--config', configFile(config)], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE }).done
+  t.equal(secretOnly.code, 2)
+  t.match(secretOnly.stderr, /provider\.clientKey is not set/)
 })

@@ -19,6 +19,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
   }
   return [
     ...checkIssuer(read),
+    ...checkClientAuthentication(read, (key) => valueAt(data, ['provider', key]) !== undefined),
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
     ...checkManagementPort(read),
@@ -33,6 +34,24 @@ function checkIssuer(read: Read): Issue[] {
   const allowInsecureHttp = read(['provider', 'allowInsecureHttp'], isBoolean)
   if (issuer === undefined || allowInsecureHttp !== false || !/^http:/i.test(issuer)) return []
   return [{ path: ['provider', 'issuer'], message: 'must be an https URL (http only with provider.allowInsecureHttp: true)' }]
+}
+
+// Each method has its credential; a credential the method does not use is refused rather than
+// ignored, so that a configuration never looks more secure than it is.
+function checkClientAuthentication(read: Read, has: (key: string) => boolean): Issue[] {
+  const method = read(['provider', 'clientAuthMethod'], isString)
+  if (method === undefined) return []
+  const issues: Issue[] = []
+  if (method === 'private_key_jwt') {
+    if (!has('clientKey')) issues.push({ path: ['provider', 'clientKey'], message: 'is required by clientAuthMethod: private_key_jwt' })
+    if (has('clientSecret')) issues.push({ path: ['provider', 'clientSecret'], message: 'is not used with clientAuthMethod: private_key_jwt; remove it' })
+  } else {
+    if (!has('clientSecret')) issues.push({ path: ['provider', 'clientSecret'], message: 'is required' })
+    for (const key of ['clientKey', 'clientKeyId']) {
+      if (has(key)) issues.push({ path: ['provider', key], message: `is only used with clientAuthMethod: private_key_jwt` })
+    }
+  }
+  return issues
 }
 
 function checkSameSite(read: Read): Issue[] {

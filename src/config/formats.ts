@@ -5,6 +5,7 @@
 import { BlockList, isIP } from 'node:net'
 import { SIGN_IN_PATH, isGatewayPath } from '../paths.js'
 import { isReservedHeaderName } from '../proxy/identity-headers.js'
+import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
 import { globProblem } from '../proxy/public-paths.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
@@ -161,6 +162,16 @@ function checkListenHost(value: string): string | undefined {
   return isIP(value) !== 0 || isHostname(value) ? undefined : 'must be an IP address or a host name'
 }
 
+function checkPrivateKey(value: string): string | undefined {
+  try {
+    parsePrivateKey(value)
+    return undefined
+  } catch (err) {
+    if (err instanceof PrivateKeyError) return err.message
+    throw err
+  }
+}
+
 export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'http-url': httpUrl(() => undefined),
   'base-url': httpUrl(noQuery),
@@ -179,4 +190,5 @@ export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'email-address': checkEmail,
   'email-domain': checkEmailDomain,
   'listen-host': checkListenHost,
+  'private-key': checkPrivateKey,
 }

@@ -2,6 +2,7 @@
 // use, except the secrets.
 
 import YAML from 'yaml'
+import { isInlineKey } from '../keys/private-key.js'
 import { gatewaySchema, type JsonSchema } from './schema.js'
 import type { GatewayConfig } from './types.js'
 
@@ -13,7 +14,9 @@ const SECRET_PARAMETER = /pass|secret|token/i
 /** A copy of the configuration with every secret replaced by ********. For display only. */
 export function maskConfig(cfg: GatewayConfig): unknown {
   const copy = structuredClone(cfg)
-  copy.provider.clientSecret = MASK
+  if (copy.provider.clientSecret !== undefined) copy.provider.clientSecret = MASK
+  // A key given inline is masked; a file path is not a secret and says where the key comes from.
+  if (copy.provider.clientKey !== undefined && isInlineKey(copy.provider.clientKey)) copy.provider.clientKey = MASK
   copy.cookies.secrets = copy.cookies.secrets.map(() => MASK)
   if (copy.session.redisUrl !== undefined) copy.session.redisUrl = maskUrlCredentials(copy.session.redisUrl)
   return copy

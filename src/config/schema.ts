@@ -127,10 +127,20 @@ const provider = object(
       { format: 'issuer-url' },
     ),
     clientId: string('Client identifier registered at the provider.', { minLength: 1 }),
-    clientSecret: string('Client secret; supply it through the environment, e.g. ${OIDC_CLIENT_SECRET}.', { minLength: 1 }),
-    clientAuthMethod: string('How the client authenticates at the token endpoint.', {
-      enum: ['client_secret_basic', 'client_secret_post'],
-      default: 'client_secret_basic',
+    clientSecret: string(
+      'Client secret of client_secret_basic and client_secret_post; supply it through the environment, e.g. ${OIDC_CLIENT_SECRET}.',
+      { minLength: 1 },
+    ),
+    clientAuthMethod: string(
+      'How the client authenticates at the token, PAR, introspection and revocation endpoints. private_key_jwt signs a JWT with provider.clientKey (register its public key: openid-gateway jwks).',
+      { enum: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'], default: 'client_secret_basic' },
+    ),
+    clientKey: string(
+      'Private key of private_key_jwt: PEM (PKCS#8, PKCS#1 or SEC1) or JWK text, e.g. ${OIDC_CLIENT_KEY}, or the path of a file holding it. RSA (2048 bits or more; PS256, else RS256), EC P-256/384/521 (ES256/384/512) or Ed25519; a JWK alg pins the algorithm.',
+      { format: 'private-key' },
+    ),
+    clientKeyId: string('kid of provider.clientKey. Unset: the JWK\'s own kid, else the RFC 7638 thumbprint of the public key.', {
+      minLength: 1,
     }),
     scopes: list('Scopes requested at sign-in; must include openid.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
       uniqueItems: true,
@@ -169,7 +179,7 @@ const provider = object(
     clockToleranceSeconds: integer('Clock skew tolerated on exp/iat/nbf, in seconds.', 0, 300, 30),
     allowInsecureHttp: boolean('Allow a plain-http issuer. For local development and tests only.', false),
   },
-  { required: ['issuer', 'clientId', 'clientSecret'] },
+  { required: ['issuer', 'clientId'] },
 )
 
 const cookies = object(

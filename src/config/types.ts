@@ -6,7 +6,7 @@ import type { AsymmetricAlgorithm } from '../oidc/algorithms.js'
 export type AuthMode = 'required' | 'optional' | 'none'
 export type SameSite = 'lax' | 'strict' | 'none'
 export type SessionStoreKind = 'cookie' | 'memory' | 'redis'
-export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post'
+export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt'
 
 export interface ServerConfig {
   host: string
@@ -26,8 +26,12 @@ export interface ServerConfig {
 export interface ProviderConfig {
   issuer: string
   clientId: string
-  clientSecret: string
+  /** With client_secret_basic and client_secret_post (checks.ts makes it required there). */
+  clientSecret?: string
   clientAuthMethod: ClientAuthMethod
+  /** With private_key_jwt: PEM or JWK text, or a file holding it (src/keys/private-key.ts). */
+  clientKey?: string
+  clientKeyId?: string
   scopes: string[]
   /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]

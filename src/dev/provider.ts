@@ -12,11 +12,18 @@ import type { Account, ClientMetadata, Configuration, KoaContextWithOIDC } from 
 
 export interface DevClient {
   clientId: string
-  clientSecret: string
+  /** Required unless the client authenticates with private_key_jwt. */
+  clientSecret?: string
   redirectUris: string[]
   postLogoutRedirectUris?: string[]
   /** Default `client_secret_basic`. oidc-provider accepts basic and post interchangeably anyway. */
-  tokenEndpointAuthMethod?: 'client_secret_basic' | 'client_secret_post'
+  tokenEndpointAuthMethod?: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt'
+  /** The client's public keys (private_key_jwt). */
+  jwks?: { keys: jose.JWK[] }
+  /** RFC 9126 4: authorization requests of this client must be pushed. */
+  requirePushedAuthorizationRequests?: boolean
+  /** RFC 9449 5.2: this client's access tokens must be DPoP-bound. */
+  dpopBoundAccessTokens?: boolean
   /** OpenID Connect Back-Channel Logout: the provider POSTs a logout token here on end-session. */
   backchannelLogoutUri?: string
 }
@@ -51,6 +58,13 @@ export interface DevProviderOptions {
    * RS256 and PS256 alike; ES256 adds a P-256 key next to the RSA one.
    */
   idTokenSigningAlg?: 'RS256' | 'PS256' | 'ES256'
+  /** RFC 9449 8: every DPoP proof must carry a nonce the provider issued (DPoP-Nonce). */
+  dpopNonces?: boolean
+  /**
+   * FAPI 2.0 Security Profile: PAR, PKCE S256, sender-constrained (DPoP) tokens, iss in the
+   * authorization response, private_key_jwt; implies idTokenSigningAlg PS256 unless ES256 is set.
+   */
+  fapi2?: boolean
 }
 
 export interface SignJwtOptions {
@@ -151,7 +165,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
   const port = await listen(server, options.port ?? 0, host)
   const issuer = `http://${formatHost(host)}:${port}`
 
-  const idTokenAlg = options.idTokenSigningAlg ?? 'RS256'
+  const idTokenAlg = options.idTokenSigningAlg ?? (options.fapi2 === true ? 'PS256' : 'RS256')
   const signingKeys: jose.JWK[] = [structuredClone(privateJwk)]
   if (idTokenAlg === 'PS256') delete signingKeys[0]?.alg
   // signJwt signs ES256 with this key too.
@@ -164,7 +178,10 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
 
   const clients: ClientMetadata[] = options.clients.map((c) => ({
     client_id: c.clientId,
-    client_secret: c.clientSecret,
+    ...(c.clientSecret === undefined ? {} : { client_secret: c.clientSecret }),
+    ...(c.jwks === undefined ? {} : { jwks: c.jwks }),
+    ...(c.requirePushedAuthorizationRequests === undefined ? {} : { require_pushed_authorization_requests: c.requirePushedAuthorizationRequests }),
+    ...(c.dpopBoundAccessTokens === undefined ? {} : { dpop_bound_access_tokens: c.dpopBoundAccessTokens }),
     redirect_uris: c.redirectUris,
     post_logout_redirect_uris: c.postLogoutRedirectUris ?? [],
     grant_types: ['authorization_code', 'refresh_token'],
@@ -203,6 +220,12 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       introspection: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       rpInitiatedLogout: { enabled: true },
       backchannelLogout: { enabled: true },
+      pushedAuthorizationRequests: { enabled: true },
+      dPoP: {
+        enabled: true,
+        ...(options.dpopNonces === true ? { nonceSecret: randomBytes(32), requireNonce: () => true } : {}),
+      },
+      ...(options.fapi2 === true ? { fapi: { enabled: true, profile: '2.0' } } : {}),
     },
     ...(options.rotateRefreshTokens === undefined ? {} : { rotateRefreshToken: options.rotateRefreshTokens }),
     ...(options.refreshTokenPolicy === 'always'

@@ -4,7 +4,8 @@ import * as jose from 'jose'
 import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlgs, type AsymmetricAlgorithm } from './algorithms.js'
-import { describe, grantProblem, isValidationFailure } from './errors.js'
+import { clientAuthentication } from './client-auth.js'
+import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
 import { observedFetch, type ProviderCallObserver } from './fetch.js'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
@@ -32,13 +33,10 @@ export type ProviderCall = 'discovery' | 'jwks' | 'token' | 'introspection' | 'r
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
 
-/** The provider's metadata rules out working with it; discovery is retried, the log says why. */
-export class ProviderMetadataError extends Error {
-  override readonly name = 'ProviderMetadataError'
-}
-
 interface Discovered {
   server: oidc.ServerMetadata
+  /** How the client authenticates, agreed with the metadata (private_key_jwt's algorithm). */
+  auth: oidc.ClientAuth
   /** Authorization URL, revocation, end-session, introspection. Grants get their own (#forGrant). */
   configuration: oidc.Configuration
   idTokenAlgs: AsymmetricAlgorithm[]
@@ -138,9 +136,11 @@ export class OidcClient {
         'provider.bearer.introspection is on, but the provider advertises no introspection_endpoint: opaque Bearer tokens are refused',
       )
     }
+    const auth = await clientAuthentication(this.#config, server)
     this.#discovered = {
       server,
-      configuration: this.#configure(server, idTokenAlgs, this.#fetch),
+      auth,
+      configuration: this.#configure(server, auth, idTokenAlgs, this.#fetch),
       idTokenAlgs,
       tokenEndpoint: new URL(server.token_endpoint).href,
     }
@@ -150,9 +150,8 @@ export class OidcClient {
    * An openid-client Configuration for `server`. Rebuilt from the server metadata because client
    * metadata is fixed at construction, and the ID token algorithms are only known after discovery.
    */
-  #configure(server: oidc.ServerMetadata, idTokenAlgs: AsymmetricAlgorithm[], fetch: oidc.CustomFetch): oidc.Configuration {
-    const { clientId, clientSecret, clientAuthMethod, timeoutMs, allowInsecureHttp, clockToleranceSeconds } = this.#config
-    const auth = clientAuthMethod === 'client_secret_post' ? oidc.ClientSecretPost(clientSecret) : oidc.ClientSecretBasic(clientSecret)
+  #configure(server: oidc.ServerMetadata, auth: oidc.ClientAuth, idTokenAlgs: AsymmetricAlgorithm[], fetch: oidc.CustomFetch): oidc.Configuration {
+    const { clientId, timeoutMs, allowInsecureHttp, clockToleranceSeconds } = this.#config
     const metadata: Partial<oidc.ClientMetadata> = { [oidc.clockTolerance]: clockToleranceSeconds }
     // Without a client id_token_signed_response_alg, openid-client accepts exactly the algorithms
     // of the server's id_token_signing_alg_values_supported: here the vetted list (asymmetric,
@@ -176,8 +175,8 @@ export class OidcClient {
    * then the set is handed to this Configuration, which has not fetched keys yet and so takes it.
    */
   #forGrant(): oidc.Configuration {
-    const { server, idTokenAlgs, tokenEndpoint } = this.#require()
-    const configuration = this.#configure(server, idTokenAlgs, async (url, options) => {
+    const { server, auth, idTokenAlgs, tokenEndpoint } = this.#require()
+    const configuration = this.#configure(server, auth, idTokenAlgs, async (url, options) => {
       const res = await this.#fetch(url, options)
       if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlgs, res)
       return res

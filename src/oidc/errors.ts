@@ -8,6 +8,11 @@ import { ProviderFaultError } from './fetch.js'
 // success into a ProviderFaultError, so what remains is: a 4xx refusal, a transport failure, or
 // a response (in practice: an ID token) that failed validation.
 
+/** The provider's metadata rules out working with it; discovery is retried, the log says why. */
+export class ProviderMetadataError extends Error {
+  override readonly name = 'ProviderMetadataError'
+}
+
 /** Status of the provider's HTTP answer when an error carries one. */
 function providerStatus(err: unknown): number | undefined {
   if (err instanceof oidc.ResponseBodyError || err instanceof oidc.WWWAuthenticateChallengeError) return err.status

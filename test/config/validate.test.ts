@@ -108,8 +108,8 @@ t.test('provider', async (t) => {
     'clientSecret missing': [{ provider: { clientSecret: undefined } }, ['provider.clientSecret: is required']],
     'clientSecret empty': [{ provider: { clientSecret: '' } }, ['provider.clientSecret: must not be empty']],
     'clientAuthMethod unknown': [
-      { provider: { clientAuthMethod: 'private_key_jwt' } },
-      ['provider.clientAuthMethod: must be one of: client_secret_basic, client_secret_post'],
+      { provider: { clientAuthMethod: 'tls_client_auth' } },
+      ['provider.clientAuthMethod: must be one of: client_secret_basic, client_secret_post, private_key_jwt'],
     ],
     'client_secret_post': valid({ provider: { clientAuthMethod: 'client_secret_post' } }),
     'scopes without openid': [{ provider: { scopes: ['profile', 'email'] } }, ['provider.scopes: must include openid']],

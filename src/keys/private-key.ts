@@ -1,0 +1,133 @@
+// The gateway's own private keys (client authentication with private_key_jwt, signed identity
+// assertions): read from the configuration as PEM or JWK text, inline (usually through the
+// environment) or from a file, parsed by node:crypto and used through jose's WebCrypto keys.
+
+import { createPrivateKey, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import * as jose from 'jose'
+
+/** JWS algorithms the gateway signs with, by key type; the first is the key's default. */
+const SIGNING_ALGORITHMS = {
+  rsa: ['PS256', 'RS256'],
+  'ec:P-256': ['ES256'],
+  'ec:P-384': ['ES384'],
+  'ec:P-521': ['ES512'],
+  ed25519: ['Ed25519'],
+} as const satisfies Record<string, readonly string[]>
+
+type KeyKind = keyof typeof SIGNING_ALGORITHMS
+export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[KeyKind][number]
+
+/** NIST SP 800-57 and RFC 7518 3.3: an RSA key of fewer than 2048 bits is too weak to sign with. */
+const MIN_RSA_BITS = 2048
+
+export class PrivateKeyError extends Error {
+  override readonly name = 'PrivateKeyError'
+}
+
+/** A parsed private key and what it can sign with. */
+export interface ParsedKey {
+  key: KeyObject
+  kind: KeyKind
+  /** The `kid` of a JWK, if it had one. */
+  kid: string | undefined
+  /** The `alg` of a JWK, if it had one: the only algorithm the key is then used with. */
+  alg: string | undefined
+}
+
+/** A key ready to sign: its WebCrypto form, algorithm, key id and public JWK. */
+export interface SigningKey {
+  kid: string
+  alg: SigningAlgorithm
+  key: jose.CryptoKey
+  publicJwk: jose.JWK
+}
+
+const isPem = (text: string): boolean => text.startsWith('-----BEGIN')
+const isJwk = (text: string): boolean => text.startsWith('{')
+
+/** Whether a key source is the key itself rather than the path of a file. */
+export function isInlineKey(source: string): boolean {
+  const trimmed = source.trim()
+  return isPem(trimmed) || isJwk(trimmed)
+}
+
+/**
+ * The text of a key source: the source itself when it is PEM or JWK text, else the content of
+ * the file it names. Errors never quote the source (it may be a key).
+ */
+export function keyText(source: string): string {
+  const trimmed = source.trim()
+  if (isInlineKey(trimmed)) return trimmed
+  let content: string
+  try {
+    content = readFileSync(trimmed, 'utf8').trim()
+  } catch (err) {
+    const code = err instanceof Error && 'code' in err ? String(err.code) : 'unreadable'
+    throw new PrivateKeyError(`must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: ${code})`)
+  }
+  if (!isPem(content) && !isJwk(content)) throw new PrivateKeyError('names a file that holds neither a PEM nor a JWK private key')
+  return content
+}
+
+/** Parses a PEM (PKCS#8, PKCS#1 or SEC1) or JWK private key and checks it can sign. */
+export function parsePrivateKey(source: string): ParsedKey {
+  const text = keyText(source)
+  let key: KeyObject
+  let jwk: Record<string, unknown> | undefined
+  try {
+    if (isJwk(text)) {
+      jwk = JSON.parse(text) as Record<string, unknown>
+      key = createPrivateKey({ key: jwk as JsonWebKey, format: 'jwk' })
+    } else {
+      key = createPrivateKey({ key: text, format: 'pem' })
+    }
+  } catch {
+    throw new PrivateKeyError('is not a readable private key (PEM: PKCS#8, PKCS#1 or SEC1; or a private JWK)')
+  }
+  const kind = kindOf(key)
+  const alg = typeof jwk?.alg === 'string' ? jwk.alg : undefined
+  if (alg !== undefined && !(SIGNING_ALGORITHMS[kind] as readonly string[]).includes(alg)) {
+    throw new PrivateKeyError(`has alg ${alg}, which a ${kind} key cannot sign with here (${SIGNING_ALGORITHMS[kind].join(', ')})`)
+  }
+  return { key, kind, kid: typeof jwk?.kid === 'string' ? jwk.kid : undefined, alg }
+}
+
+function kindOf(key: KeyObject): KeyKind {
+  const { asymmetricKeyType: type, asymmetricKeyDetails: details } = key
+  if (type === 'rsa') {
+    if ((details?.modulusLength ?? 0) < MIN_RSA_BITS) throw new PrivateKeyError(`is an RSA key of fewer than ${MIN_RSA_BITS} bits`)
+    return 'rsa'
+  }
+  if (type === 'ec') {
+    const curve = { prime256v1: 'P-256', secp384r1: 'P-384', secp521r1: 'P-521' }[details?.namedCurve ?? '']
+    if (curve === undefined) throw new PrivateKeyError('is an EC key on a curve other than P-256, P-384 or P-521')
+    return `ec:${curve}` as KeyKind
+  }
+  if (type === 'ed25519') return 'ed25519'
+  throw new PrivateKeyError('must be an RSA (2048 bits or more), EC (P-256, P-384, P-521) or Ed25519 key')
+}
+
+/** The algorithms `parsed` may sign with: its JWK's alg, else every one its type allows. */
+export function algorithmsOf(parsed: ParsedKey): readonly SigningAlgorithm[] {
+  const all: readonly SigningAlgorithm[] = SIGNING_ALGORITHMS[parsed.kind]
+  return parsed.alg === undefined ? all : all.filter((alg) => alg === parsed.alg)
+}
+
+/** The public half as a JWK, without private members. */
+export function publicJwk(parsed: ParsedKey): jose.JWK {
+  return createPublicKey(parsed.key).export({ format: 'jwk' }) as jose.JWK
+}
+
+/**
+ * A key ready to sign with `alg`. Its kid: `kid` when given, else the JWK's own, else the RFC 7638
+ * thumbprint of the public key (stable across restarts and replicas, as verifiers need).
+ */
+export async function signingKey(parsed: ParsedKey, alg: SigningAlgorithm, kid?: string): Promise<SigningKey> {
+  const jwk = publicJwk(parsed)
+  const keyId = kid ?? parsed.kid ?? (await jose.calculateJwkThumbprint(jwk, 'sha256'))
+  const privateJwk = parsed.key.export({ format: 'jwk' }) as jose.JWK
+  const key = await jose.importJWK(privateJwk, alg)
+  if (key instanceof Uint8Array) throw new PrivateKeyError('is not an asymmetric key')
+  return { kid: keyId, alg, key, publicJwk: { ...jwk, kid: keyId, alg, use: 'sig' } }
+}

@@ -1,0 +1,74 @@
+// How the gateway authenticates to the provider's token, PAR, introspection and revocation
+// endpoints: a shared secret (RFC 6749 2.3.1), or a JWT signed with its own key (private_key_jwt,
+// OpenID Connect Core 9 and RFC 7523), whose algorithm is agreed with the provider's metadata.
+
+import * as jose from 'jose'
+import * as oidc from 'openid-client'
+import type { ProviderConfig } from '../config/types.js'
+import { algorithmsOf, parsePrivateKey, signingKey, type SigningAlgorithm, type SigningKey } from '../keys/private-key.js'
+import { ProviderMetadataError } from './errors.js'
+
+/**
+ * The algorithm to sign client assertions with: the first the key allows (PS256 before RS256)
+ * among those the provider lists in `token_endpoint_auth_signing_alg_values_supported` and
+ * `allowed` (a profile's list) permits. A provider that lists none is sent RS256 for an RSA key,
+ * the one algorithm every OpenID provider must accept (Discovery 3), else the key's own.
+ */
+export function clientAssertionAlgorithm(
+  keyAlgorithms: readonly SigningAlgorithm[],
+  advertised: unknown,
+  allowed?: readonly string[],
+): SigningAlgorithm | undefined {
+  const permitted = keyAlgorithms.filter((alg) => allowed === undefined || allowed.includes(alg))
+  if (!Array.isArray(advertised) || advertised.length === 0) {
+    return permitted.includes('RS256') && allowed === undefined ? 'RS256' : permitted[0]
+  }
+  return permitted.find((alg) => advertised.includes(alg))
+}
+
+/** The client's private key as configured, with its kid; `undefined` unless private_key_jwt. */
+export async function clientSigningKey(config: ProviderConfig, alg?: SigningAlgorithm): Promise<SigningKey | undefined> {
+  if (config.clientAuthMethod !== 'private_key_jwt' || config.clientKey === undefined) return undefined
+  const parsed = parsePrivateKey(config.clientKey)
+  const algorithms = algorithmsOf(parsed)
+  return signingKey(parsed, alg ?? algorithms[0] ?? 'ES256', config.clientKeyId)
+}
+
+/**
+ * The public JWKS to register at the provider for private_key_jwt (`openid-gateway jwks`). No
+ * `alg` unless the key pins one: the algorithm is agreed with the provider at discovery.
+ */
+export async function clientJwks(config: ProviderConfig): Promise<{ keys: jose.JWK[] } | undefined> {
+  if (config.clientKey === undefined) return undefined
+  const parsed = parsePrivateKey(config.clientKey)
+  const key = await signingKey(parsed, algorithmsOf(parsed)[0] ?? 'ES256', config.clientKeyId)
+  const { alg, ...jwk } = key.publicJwk
+  return { keys: [parsed.alg === undefined ? jwk : { ...jwk, alg }] }
+}
+
+/** The openid-client authentication of `config`'s method, for a provider described by `server`. */
+export async function clientAuthentication(
+  config: ProviderConfig,
+  server: oidc.ServerMetadata,
+  allowed?: readonly string[],
+): Promise<oidc.ClientAuth> {
+  switch (config.clientAuthMethod) {
+    case 'client_secret_post':
+      return oidc.ClientSecretPost(config.clientSecret)
+    case 'client_secret_basic':
+      return oidc.ClientSecretBasic(config.clientSecret)
+    case 'private_key_jwt': {
+      if (config.clientKey === undefined) throw new ProviderMetadataError('provider.clientKey is required by private_key_jwt')
+      const advertised = server.token_endpoint_auth_signing_alg_values_supported
+      const alg = clientAssertionAlgorithm(algorithmsOf(parsePrivateKey(config.clientKey)), advertised, allowed)
+      if (alg === undefined) {
+        throw new ProviderMetadataError(
+          `provider.clientKey cannot sign with any algorithm the provider accepts for private_key_jwt (token_endpoint_auth_signing_alg_values_supported: ${JSON.stringify(advertised)})${allowed === undefined ? '' : ` and the profile allows (${allowed.join(', ')})`}`,
+        )
+      }
+      const key = await clientSigningKey(config, alg)
+      if (key === undefined) throw new ProviderMetadataError('provider.clientKey is required by private_key_jwt')
+      return oidc.PrivateKeyJwt({ key: key.key, kid: key.kid })
+    }
+  }
+}
