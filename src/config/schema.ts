@@ -142,6 +142,10 @@ const provider = object(
     clientKeyId: string('kid of provider.clientKey. Unset: the JWK\'s own kid, else the RFC 7638 thumbprint of the public key.', {
       minLength: 1,
     }),
+    pushedAuthorizationRequests: string(
+      'RFC 9126 pushed authorization requests: auto uses them when the provider requires them (require_pushed_authorization_requests); required always (the provider must offer them); off never (a provider that requires them is refused).',
+      { enum: ['auto', 'required', 'off'], default: 'auto' },
+    ),
     scopes: list('Scopes requested at sign-in; must include openid.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
       uniqueItems: true,
       contains: { const: 'openid' },

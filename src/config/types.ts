@@ -32,6 +32,8 @@ export interface ProviderConfig {
   /** With private_key_jwt: PEM or JWK text, or a file holding it (src/keys/private-key.ts). */
   clientKey?: string
   clientKeyId?: string
+  /** RFC 9126: auto pushes when the provider requires it. */
+  pushedAuthorizationRequests: 'auto' | 'required' | 'off'
   scopes: string[]
   /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]

@@ -58,6 +58,8 @@ export interface DevProviderOptions {
    * RS256 and PS256 alike; ES256 adds a P-256 key next to the RSA one.
    */
   idTokenSigningAlg?: 'RS256' | 'PS256' | 'ES256'
+  /** RFC 9126: off (no PAR endpoint), on (default) or required of every client. */
+  pushedAuthorizationRequests?: 'off' | 'on' | 'required'
   /** RFC 9449 8: every DPoP proof must carry a nonce the provider issued (DPoP-Nonce). */
   dpopNonces?: boolean
   /**
@@ -220,7 +222,10 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       introspection: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       rpInitiatedLogout: { enabled: true },
       backchannelLogout: { enabled: true },
-      pushedAuthorizationRequests: { enabled: true },
+      pushedAuthorizationRequests: {
+        enabled: options.pushedAuthorizationRequests !== 'off',
+        requirePushedAuthorizationRequests: options.pushedAuthorizationRequests === 'required',
+      },
       dPoP: {
         enabled: true,
         ...(options.dpopNonces === true ? { nonceSecret: randomBytes(32), requireNonce: () => true } : {}),

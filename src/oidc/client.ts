@@ -28,7 +28,7 @@ export interface AuthorizationChecks {
 }
 
 /** The provider endpoints, by a fixed name (metrics label them so, never by URL). */
-export type ProviderCall = 'discovery' | 'jwks' | 'token' | 'introspection' | 'revocation' | 'userinfo' | 'other'
+export type ProviderCall = 'discovery' | 'jwks' | 'token' | 'par' | 'introspection' | 'revocation' | 'userinfo' | 'other'
 
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
@@ -41,6 +41,8 @@ interface Discovered {
   configuration: oidc.Configuration
   idTokenAlgs: AsymmetricAlgorithm[]
   tokenEndpoint: string
+  /** Authorization requests are pushed (RFC 9126). */
+  par: boolean
 }
 
 /**
@@ -89,6 +91,7 @@ export class OidcClient {
     if (endpoint === server?.token_endpoint) return 'token'
     // During discovery the keys are fetched before the metadata is kept: ask the key set.
     if (endpoint === (server?.jwks_uri ?? this.keys.uri)) return 'jwks'
+    if (endpoint === server?.pushed_authorization_request_endpoint) return 'par'
     if (endpoint === server?.introspection_endpoint) return 'introspection'
     if (endpoint === server?.revocation_endpoint) return 'revocation'
     if (endpoint === server?.userinfo_endpoint) return 'userinfo'
@@ -140,6 +143,7 @@ export class OidcClient {
     this.#discovered = {
       server,
       auth,
+      par: usesPar(this.#config.pushedAuthorizationRequests, server),
       configuration: this.#configure(server, auth, idTokenAlgs, this.#fetch),
       idTokenAlgs,
       tokenEndpoint: new URL(server.token_endpoint).href,
@@ -225,7 +229,12 @@ export class OidcClient {
     clearTimeout(this.#retryTimer)
   }
 
-  authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string }): string {
+  /**
+   * Where the browser goes to sign in. With PAR (RFC 9126) the parameters are first pushed to the
+   * provider, authenticated like a grant, and the URL carries only client_id and request_uri.
+   */
+  async authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string }): Promise<string> {
+    const { configuration, par } = this.#require()
     const scope = this.#config.scopes.join(' ')
     const params: Record<string, string> = {
       redirect_uri: this.#redirectUri,
@@ -237,7 +246,14 @@ export class OidcClient {
     }
     // OpenID Connect Core 11: a request for offline_access must carry prompt=consent.
     if (this.#config.scopes.includes('offline_access')) params.prompt = 'consent'
-    return oidc.buildAuthorizationUrl(this.#require().configuration, params).href
+    if (!par) return oidc.buildAuthorizationUrl(configuration, params).href
+    try {
+      return (await oidc.buildAuthorizationUrlWithPAR(configuration, params)).href
+    } catch (err) {
+      // Whether the provider failed or refused the push, the user can do nothing about it.
+      this.#log.warn({ err: describe(err) }, 'pushed authorization request failed')
+      throw new GatewayError('provider_unavailable', 'the OpenID provider did not accept the pushed authorization request', { cause: err })
+    }
   }
 
   /**
@@ -336,6 +352,23 @@ export class OidcClient {
     }
     return this.#discovered
   }
+}
+
+/**
+ * Whether authorization requests are pushed (RFC 9126), by provider.pushedAuthorizationRequests
+ * and the provider's metadata; throws when the two cannot work together.
+ */
+function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], server: oidc.ServerMetadata): boolean {
+  const offered = server.pushed_authorization_request_endpoint !== undefined
+  // RFC 9126 5: a provider that requires PAR refuses every other authorization request.
+  const required = server.require_pushed_authorization_requests === true
+  if (setting === 'off' && required) {
+    throw new ProviderMetadataError('the provider requires pushed authorization requests (require_pushed_authorization_requests), but provider.pushedAuthorizationRequests is off')
+  }
+  if ((setting === 'required' || required) && !offered) {
+    throw new ProviderMetadataError('pushed authorization requests are required, but the provider metadata has no pushed_authorization_request_endpoint')
+  }
+  return setting === 'required' || (setting === 'auto' && required)
 }
 
 /**

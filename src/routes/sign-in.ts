@@ -75,7 +75,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const nonce = oidc.randomNonce()
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
-    const location = client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge })
+    const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge })
     const transaction: Transaction = { n: nonce, v: codeVerifier }
     if (redirectAfter !== undefined) transaction.r = redirectAfter
     cookies.writeTransaction(reply, state, transaction, TRANSACTION_SECONDS)

@@ -18,6 +18,7 @@ const EXPECTED: GatewayConfig = {
     clientId: 'gateway',
     clientSecret: CLIENT_SECRET,
     clientAuthMethod: 'client_secret_basic',
+    pushedAuthorizationRequests: 'auto',
     scopes: ['openid', 'profile', 'email', 'offline_access'],
     audiences: ['gateway'],
     bearer: {
