@@ -222,9 +222,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     metrics.observeProviderCall(client.callOf(url), seconds, failed),
   )
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
-  const refreshGrant: RefreshGrant = async (token, sub) => {
+  const refreshGrant: RefreshGrant = async (token, sub, dpopKey) => {
     try {
-      const tokens = await client.refresh(token, sub)
+      const tokens = await client.refresh(token, sub, dpopKey)
       metrics.observeRefresh('ok')
       return tokens
     } catch (err) {

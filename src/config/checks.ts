@@ -26,6 +26,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkWorkersStore(read),
     ...checkUpstreams(read, valueAt(data, ['upstreams'])),
+    ...checkDpopForwarding(read, valueAt(data, ['upstreams'])),
   ]
 }
 
@@ -122,6 +123,17 @@ function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
     })),
     ...indexes.flatMap((index) => checkIdentityHeaders(index, read(['upstreams', index, 'identityHeaders'], isIdentityHeaders))),
   ]
+}
+
+// A DPoP-bound token is useless without a proof of the session's key, which never leaves the
+// gateway; forwarding it as Bearer would promise upstreams a token they cannot use.
+function checkDpopForwarding(read: Read, upstreams: unknown): Issue[] {
+  if (read(['provider', 'dpop'], isBoolean) !== true || !Array.isArray(upstreams)) return []
+  return upstreams.flatMap((_, index): Issue[] =>
+    read(['upstreams', index, 'forwardAccessToken'], isBoolean) === true
+      ? [{ path: ['upstreams', index, 'forwardAccessToken'], message: 'cannot be true with provider.dpop: DPoP-bound access tokens are not forwarded' }]
+      : [],
+  )
 }
 
 function matchKey(match: Match | undefined): string | undefined {

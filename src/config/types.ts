@@ -34,6 +34,8 @@ export interface ProviderConfig {
   clientKeyId?: string
   /** RFC 9126: auto pushes when the provider requires it. */
   pushedAuthorizationRequests: 'auto' | 'required' | 'off'
+  /** RFC 9449: the session's tokens are bound to a per-session key. */
+  dpop: boolean
   scopes: string[]
   /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]

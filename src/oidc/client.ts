@@ -5,6 +5,7 @@ import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlgs, type AsymmetricAlgorithm } from './algorithms.js'
 import { clientAuthentication } from './client-auth.js'
+import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
 import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
 import { observedFetch, type ProviderCallObserver } from './fetch.js'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
@@ -19,12 +20,16 @@ export interface Tokens {
   idToken: string | undefined
   /** Validated ID token claims, when an ID token came with the response. */
   claims: oidc.IDToken | undefined
+  /** The DPoP key the tokens are bound to (provider.dpop). */
+  dpopKey?: DpopKey
 }
 
 export interface AuthorizationChecks {
   state: string
   nonce: string
   codeVerifier: string
+  /** The sign-in's DPoP key, with provider.dpop (RFC 9449). */
+  dpopKey?: DpopKey
 }
 
 /** The provider endpoints, by a fixed name (metrics label them so, never by URL). */
@@ -61,18 +66,29 @@ export class OidcClient {
   #retryTimer: NodeJS.Timeout | undefined
 
   readonly #fetch: oidc.CustomFetch
+  readonly #dpopNonces = new DpopNonces()
 
   /** `observe` is told of every call to the provider (metrics). */
   constructor(config: ProviderConfig, publicUrl: string, log: FastifyBaseLogger, observe?: ProviderCallObserver) {
     this.#config = config
     this.#redirectUri = publicUrl + CALLBACK_PATH
     this.#log = log
-    this.#fetch = observedFetch(observe)
+    const observed = observedFetch(observe)
+    this.#fetch = async (url, options) => {
+      const res = await observed(url, options)
+      if (config.dpop) this.#dpopNonces.observe(url, res)
+      return res
+    }
     this.keys = new ProviderKeys({ timeoutMs: config.timeoutMs, log, fetch: this.#fetch })
   }
 
   get redirectUri(): string {
     return this.#redirectUri
+  }
+
+  /** Whether the gateway's tokens are DPoP-bound (provider.dpop). */
+  get dpop(): boolean {
+    return this.#config.dpop
   }
 
   get ready(): boolean {
@@ -139,6 +155,7 @@ export class OidcClient {
         'provider.bearer.introspection is on, but the provider advertises no introspection_endpoint: opaque Bearer tokens are refused',
       )
     }
+    if (this.#config.dpop) checkDpopSupport(server)
     const auth = await clientAuthentication(this.#config, server)
     this.#discovered = {
       server,
@@ -246,9 +263,16 @@ export class OidcClient {
     }
     // OpenID Connect Core 11: a request for offline_access must carry prompt=consent.
     if (this.#config.scopes.includes('offline_access')) params.prompt = 'consent'
-    if (!par) return oidc.buildAuthorizationUrl(configuration, params).href
+    // RFC 9449 10: the code is bound to the sign-in's DPoP key, by the pushed request's proof or
+    // by the key's thumbprint.
+    const dpopKey = checks.dpopKey
+    if (!par) {
+      if (dpopKey !== undefined) params.dpop_jkt = await dpopThumbprint(dpopKey)
+      return oidc.buildAuthorizationUrl(configuration, params).href
+    }
     try {
-      return (await oidc.buildAuthorizationUrlWithPAR(configuration, params)).href
+      const options = dpopKey === undefined ? undefined : { DPoP: await this.#dpopNonces.handle(configuration, dpopKey) }
+      return (await oidc.buildAuthorizationUrlWithPAR(configuration, params, options)).href
     } catch (err) {
       // Whether the provider failed or refused the push, the user can do nothing about it.
       this.#log.warn({ err: describe(err) }, 'pushed authorization request failed')
@@ -262,13 +286,16 @@ export class OidcClient {
    */
   async exchangeCode(callbackUrl: URL, checks: AuthorizationChecks, log: Pick<FastifyBaseLogger, 'warn'>): Promise<Tokens> {
     try {
-      const response = await oidc.authorizationCodeGrant(this.#forGrant(), callbackUrl, {
-        pkceCodeVerifier: checks.codeVerifier,
-        expectedState: checks.state,
-        expectedNonce: checks.nonce,
-        idTokenExpected: true,
-      })
-      return this.#checked(response, 'id_token_invalid')
+      const configuration = this.#forGrant()
+      const dpop = await this.#dpopOptions(configuration, checks.dpopKey)
+      const response = await oidc.authorizationCodeGrant(
+        configuration,
+        callbackUrl,
+        { pkceCodeVerifier: checks.codeVerifier, expectedState: checks.state, expectedNonce: checks.nonce, idTokenExpected: true },
+        undefined,
+        dpop,
+      )
+      return this.#checked(response, 'id_token_invalid', undefined, checks.dpopKey)
     } catch (err) {
       if (err instanceof oidc.AuthorizationResponseError) {
         // The provider answered the authorization request with an error instead of a code.
@@ -280,11 +307,19 @@ export class OidcClient {
     }
   }
 
-  /** Refresh grant; a refreshed ID token must be about `subject`, the session's user. */
-  async refresh(refreshToken: string, subject: string): Promise<Tokens> {
+  /**
+   * Refresh grant; a refreshed ID token must be about `subject`, the session's user. With DPoP,
+   * the proof is signed with the session's key `dpopKey`; a session signed in before DPoP was
+   * turned on gets a key now (a confidential client's refresh token is not bound, RFC 9449 5).
+   */
+  async refresh(refreshToken: string, subject: string, dpopKey?: DpopKey): Promise<Tokens> {
     try {
+      const configuration = this.#forGrant()
+      const key = this.#config.dpop ? (dpopKey ?? (await generateDpopKey())) : undefined
+      const dpop = await this.#dpopOptions(configuration, key)
+      const response = await oidc.refreshTokenGrant(configuration, refreshToken, undefined, dpop)
       // A provider that breaks ID token rules on refresh is broken, not the user's grant: 502.
-      return this.#checked(await oidc.refreshTokenGrant(this.#forGrant(), refreshToken), 'provider_unavailable', subject)
+      return this.#checked(response, 'provider_unavailable', subject, key)
     } catch (err) {
       const problem = grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh')
       // No request here (refreshes are shared between requests): the gateway's logger.
@@ -326,12 +361,23 @@ export class OidcClient {
     return oidc.tokenIntrospection(discovered.configuration, token, { token_type_hint: 'access_token' })
   }
 
+  async #dpopOptions(configuration: oidc.Configuration, key: DpopKey | undefined): Promise<oidc.DPoPOptions | undefined> {
+    return key === undefined ? undefined : { DPoP: await this.#dpopNonces.handle(configuration, key) }
+  }
+
   #checked(
     response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
     code: 'id_token_invalid' | 'provider_unavailable',
-    subject?: string,
+    subject: string | undefined,
+    dpopKey: DpopKey | undefined,
   ): Tokens {
+    // RFC 9449 5: a token requested with a proof comes back as token_type DPoP. A Bearer token
+    // would work for anyone who holds it, which is what DPoP was asked to prevent.
+    if (dpopKey !== undefined && response.token_type !== 'dpop') {
+      throw new GatewayError('provider_unavailable', 'the OpenID provider issued an access token not bound to the DPoP key (token_type is not DPoP)')
+    }
     const tokens = toTokens(response)
+    if (dpopKey !== undefined) tokens.dpopKey = dpopKey
     if (tokens.idToken !== undefined && tokens.claims !== undefined) {
       const violation = idTokenViolation(tokens.idToken, tokens.claims, {
         clientId: this.#config.clientId,
@@ -351,6 +397,16 @@ export class OidcClient {
       })
     }
     return this.#discovered
+  }
+}
+
+/** provider.dpop needs a provider that accepts ES256 proofs (RFC 9449 5.1). */
+function checkDpopSupport(server: oidc.ServerMetadata): void {
+  const algs = server.dpop_signing_alg_values_supported
+  if (!Array.isArray(algs) || !algs.includes(DPOP_ALGORITHM)) {
+    throw new ProviderMetadataError(
+      `provider.dpop is on, but the provider does not accept ${DPOP_ALGORITHM} DPoP proofs (dpop_signing_alg_values_supported: ${JSON.stringify(algs)})`,
+    )
   }
 }
 

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { RateLimitConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { OidcClient } from '../oidc/client.js'
+import { generateDpopKey, isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
@@ -35,12 +36,19 @@ interface Transaction {
   n: string
   v: string
   r?: string
+  /** The sign-in's DPoP key (provider.dpop): the code is bound to it. */
+  k?: DpopKey
 }
 
 function isTransaction(v: unknown): v is Transaction {
   if (typeof v !== 'object' || v === null) return false
   const t = v as Partial<Transaction>
-  return typeof t.n === 'string' && typeof t.v === 'string' && (t.r === undefined || typeof t.r === 'string')
+  return (
+    typeof t.n === 'string' &&
+    typeof t.v === 'string' &&
+    (t.r === undefined || typeof t.r === 'string') &&
+    (t.k === undefined || isDpopKey(t.k))
+  )
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
@@ -75,8 +83,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const nonce = oidc.randomNonce()
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
-    const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge })
+    const dpopKey = client.dpop ? await generateDpopKey() : undefined
+    const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }) })
     const transaction: Transaction = { n: nonce, v: codeVerifier }
+    if (dpopKey !== undefined) transaction.k = dpopKey
     if (redirectAfter !== undefined) transaction.r = redirectAfter
     cookies.writeTransaction(reply, state, transaction, TRANSACTION_SECONDS)
     noStore(reply)
@@ -107,6 +117,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         state,
         nonce: transaction.n,
         codeVerifier: transaction.v,
+        ...(transaction.k === undefined ? {} : { dpopKey: transaction.k }),
       }, req.log)
       session = lifecycle.create(tokens)
     } catch (err) {

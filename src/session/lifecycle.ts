@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
+import type { DpopKey } from '../oidc/dpop.js'
 import type { RefreshCoordinator } from './refresh-coordinator.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
@@ -13,7 +14,7 @@ export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'pre
  * token must repeat (OpenID Connect Core 12.2). Throws GatewayError `refresh_token_invalid` when
  * the provider refuses the token, and a 5xx GatewayError when the provider fails.
  */
-export type RefreshGrant = (refreshToken: string, sub: string) => Promise<Tokens>
+export type RefreshGrant = (refreshToken: string, sub: string, dpopKey: DpopKey | undefined) => Promise<Tokens>
 
 /** Session ids carry 256 random bits: unguessable, and never reused by a later sign-in. */
 const SESSION_ID_BYTES = 32
@@ -57,6 +58,7 @@ export class SessionLifecycle {
     }
     if (tokens.refreshToken !== undefined) session.refreshToken = tokens.refreshToken
     if (tokens.idToken !== undefined) session.idToken = tokens.idToken
+    if (tokens.dpopKey !== undefined) session.dpopKey = tokens.dpopKey
     return session
   }
 
@@ -73,7 +75,7 @@ export class SessionLifecycle {
     const subject = session.claims.sub
     let tokens: Tokens
     try {
-      tokens = await this.#coordinator.redeem(session.id, refreshToken, () => this.#grant(refreshToken, subject))
+      tokens = await this.#coordinator.redeem(session.id, refreshToken, () => this.#grant(refreshToken, subject, session.dpopKey))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err
@@ -86,6 +88,7 @@ export class SessionLifecycle {
     // Providers that rotate refresh tokens send a new one; the others keep the old one valid.
     if (tokens.refreshToken !== undefined) updated.refreshToken = tokens.refreshToken
     if (tokens.idToken !== undefined) updated.idToken = tokens.idToken
+    if (tokens.dpopKey !== undefined) updated.dpopKey = tokens.dpopKey
     // The client has validated the refreshed ID token, its unchanged `sub` included (Core 12.2).
     if (tokens.claims !== undefined) updated.claims = this.#pick(tokens.claims)
     await this.#store.save(req, reply, updated)

@@ -4,6 +4,7 @@ import type { IDToken } from 'openid-client'
 import { GatewayError } from '../errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import type { Tokens } from '../oidc/client.js'
+import { isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { CookieCipher } from './cipher.js'
 import { graceEnd, rotated, type RefreshCoordinator } from './refresh-coordinator.js'
 import type { RedisKeys } from './redis-keys.js'
@@ -27,6 +28,7 @@ interface SealedTokens {
   r?: string
   d?: string
   c?: IDToken
+  k?: DpopKey
 }
 
 function isSealedTokens(v: unknown): v is SealedTokens {
@@ -37,7 +39,8 @@ function isSealedTokens(v: unknown): v is SealedTokens {
     (t.x === undefined || typeof t.x === 'number') &&
     (t.r === undefined || typeof t.r === 'string') &&
     (t.d === undefined || typeof t.d === 'string') &&
-    (t.c === undefined || (typeof t.c === 'object' && t.c !== null && typeof t.c.sub === 'string'))
+    (t.c === undefined || (typeof t.c === 'object' && t.c !== null && typeof t.c.sub === 'string')) &&
+    (t.k === undefined || isDpopKey(t.k))
   )
 }
 
@@ -109,7 +112,9 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     if (sealed === null) return undefined
     const value = this.#cipher.open(purpose(key), sealed)
     if (!isSealedTokens(value)) return undefined
-    return { accessToken: value.a, expiresAt: value.x, refreshToken: value.r, idToken: value.d, claims: value.c }
+    const tokens: Tokens = { accessToken: value.a, expiresAt: value.x, refreshToken: value.r, idToken: value.d, claims: value.c }
+    if (value.k !== undefined) tokens.dpopKey = value.k
+    return tokens
   }
 
   async #remember(key: string, fresh: Tokens): Promise<void> {
@@ -121,6 +126,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     if (fresh.refreshToken !== undefined) value.r = fresh.refreshToken
     if (fresh.idToken !== undefined) value.d = fresh.idToken
     if (fresh.claims !== undefined) value.c = fresh.claims
+    if (fresh.dpopKey !== undefined) value.k = fresh.dpopKey
     const sealed = this.#cipher.seal(purpose(key), value, until)
     await this.#redisCall(() => this.#redis.set(key, sealed, 'PX', Math.ceil((until - now) * 1000)))
   }

@@ -1,3 +1,4 @@
+import { isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { Session, SessionClaims } from './types.js'
 
 // The shape of a session once sealed, in a cookie or in Redis: one-letter names, because the
@@ -12,11 +13,14 @@ export interface SealedSession {
   t: number
   r?: string
   d?: string
+  /** DPoP key: with the identity, because every refresh needs it (wherever the credentials are). */
+  k?: DpopKey
 }
 
 /** `session` in its sealed shape; its refresh and ID tokens only when `withCredentials`. */
 export function toSealed(session: Session, withCredentials: boolean): SealedSession {
   const sealed: SealedSession = { i: session.id, c: session.claims, a: session.accessToken, x: session.expiresAt, t: session.createdAt }
+  if (session.dpopKey !== undefined) sealed.k = session.dpopKey
   if (withCredentials && session.refreshToken !== undefined) sealed.r = session.refreshToken
   if (withCredentials && session.idToken !== undefined) sealed.d = session.idToken
   return sealed
@@ -35,10 +39,12 @@ export function fromSealed(v: unknown): Session | undefined {
     s.c !== null &&
     typeof s.c.sub === 'string' &&
     (s.r === undefined || typeof s.r === 'string') &&
-    (s.d === undefined || typeof s.d === 'string')
+    (s.d === undefined || typeof s.d === 'string') &&
+    (s.k === undefined || isDpopKey(s.k))
   if (!valid) return undefined
   const session: Session = { id: s.i!, claims: s.c!, accessToken: s.a!, expiresAt: s.x!, createdAt: s.t! }
   if (s.r !== undefined) session.refreshToken = s.r
   if (s.d !== undefined) session.idToken = s.d
+  if (s.k !== undefined) session.dpopKey = s.k
   return session
 }

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { DpopKey } from '../oidc/dpop.js'
 
 /** The identity claims kept from the ID token: only what identity headers and `allow` rules read. */
 export type SessionClaims = { sub: string } & Record<string, unknown>
@@ -18,6 +19,8 @@ export interface Session {
    */
   refreshToken?: string
   idToken?: string
+  /** The private key the tokens are bound to (provider.dpop, RFC 9449). */
+  dpopKey?: DpopKey
 }
 
 /**

@@ -19,6 +19,7 @@ const EXPECTED: GatewayConfig = {
     clientSecret: CLIENT_SECRET,
     clientAuthMethod: 'client_secret_basic',
     pushedAuthorizationRequests: 'auto',
+    dpop: false,
     scopes: ['openid', 'profile', 'email', 'offline_access'],
     audiences: ['gateway'],
     bearer: {
