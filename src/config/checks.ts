@@ -2,6 +2,7 @@
 // whenever the keys it reads are themselves free of problems, whatever is wrong elsewhere, so
 // one run reports as much as possible without building on a broken value.
 
+import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
@@ -20,6 +21,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
   return [
     ...checkIssuer(read),
     ...checkClientAuthentication(read, (key) => valueAt(data, ['provider', key]) !== undefined),
+    ...checkFapi2(read),
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
     ...checkManagementPort(read),
@@ -51,6 +53,30 @@ function checkClientAuthentication(read: Read, has: (key: string) => boolean): I
     for (const key of ['clientKey', 'clientKeyId']) {
       if (has(key)) issues.push({ path: ['provider', key], message: `is only used with clientAuthMethod: private_key_jwt` })
     }
+  }
+  return issues
+}
+
+// FAPI 2.0 Security Profile 5.3.2: what the profile requires of a client and a key can contradict.
+function checkFapi2(read: Read): Issue[] {
+  if (read(['provider', 'profile'], isString) !== 'fapi2') return []
+  const issues: Issue[] = []
+  const method = read(['provider', 'clientAuthMethod'], isString)
+  if (method !== undefined && method !== 'private_key_jwt') {
+    issues.push({ path: ['provider', 'clientAuthMethod'], message: 'must be private_key_jwt with provider.profile: fapi2' })
+  }
+  if (read(['provider', 'pushedAuthorizationRequests'], isString) === 'off') {
+    issues.push({ path: ['provider', 'pushedAuthorizationRequests'], message: 'cannot be off with provider.profile: fapi2, which requires PAR' })
+  }
+  const pinned = read(['provider', 'idTokenAlgorithms'], isStringArray)
+  const refused = pinned?.filter((alg) => !FAPI2_ALGORITHMS.includes(alg)) ?? []
+  if (refused.length > 0) {
+    issues.push({ path: ['provider', 'idTokenAlgorithms'], message: `names ${refused.join(', ')}; provider.profile: fapi2 allows only ${FAPI2_ALGORITHMS.join(', ')}` })
+  }
+  // provider.bearer.algorithms defaults to every algorithm: normalize narrows it to the profile's.
+  const bearer = read(['provider', 'bearer', 'algorithms'], isStringArray)
+  if (bearer !== undefined && !bearer.some((alg) => FAPI2_ALGORITHMS.includes(alg))) {
+    issues.push({ path: ['provider', 'bearer', 'algorithms'], message: `names none of ${FAPI2_ALGORITHMS.join(', ')}, the only algorithms provider.profile: fapi2 allows` })
   }
   return issues
 }

@@ -2,6 +2,7 @@
 // that no other module has to lowercase a host or strip a trailing slash again.
 
 import { asciiLower } from '../lib/url-chars.js'
+import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import type { AllowRules, CookiesConfig, GatewayConfig, ProviderConfig, UpstreamConfig } from './types.js'
 
 export function normalizeConfig(config: GatewayConfig): GatewayConfig {
@@ -21,7 +22,15 @@ export function normalizeConfig(config: GatewayConfig): GatewayConfig {
 // The issuer is left exactly as written: it must equal the `iss` the provider puts in tokens.
 function normalizeProvider(provider: ProviderConfig): ProviderConfig {
   const audiences = provider.audiences.length > 0 ? provider.audiences : [provider.clientId]
-  return { ...provider, audiences }
+  if (provider.profile !== 'fapi2') return { ...provider, audiences }
+  // FAPI 2.0: PAR and sender-constrained tokens are not options, and only its algorithms verify.
+  return {
+    ...provider,
+    audiences,
+    pushedAuthorizationRequests: 'required',
+    dpop: true,
+    bearer: { ...provider.bearer, algorithms: provider.bearer.algorithms.filter((alg) => FAPI2_ALGORITHMS.includes(alg)) },
+  }
 }
 
 function normalizeCookies(cookies: CookiesConfig): CookiesConfig {

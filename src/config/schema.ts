@@ -146,6 +146,10 @@ const provider = object(
       'RFC 9126 pushed authorization requests: auto uses them when the provider requires them (require_pushed_authorization_requests); required always (the provider must offer them); off never (a provider that requires them is refused).',
       { enum: ['auto', 'required', 'off'], default: 'auto' },
     ),
+    profile: string(
+      'oidc: OpenID Connect with PKCE. fapi2: the FAPI 2.0 Security Profile: requires clientAuthMethod private_key_jwt, turns on dpop and pushedAuthorizationRequests required (off is refused), requires iss in the authorization response and accepts only PS256, ES256 and EdDSA signatures.',
+      { enum: ['oidc', 'fapi2'], default: 'oidc' },
+    ),
     dpop: boolean(
       'Bind the session\'s access and refresh tokens to a key of its own with DPoP (RFC 9449): a stolen token is useless without the key, which stays sealed in the session. The provider must accept ES256 proofs. DPoP-bound tokens are never forwarded to upstreams (forwardAccessToken is refused).',
       false,

@@ -36,6 +36,8 @@ export interface ProviderConfig {
   pushedAuthorizationRequests: 'auto' | 'required' | 'off'
   /** RFC 9449: the session's tokens are bound to a per-session key. */
   dpop: boolean
+  /** fapi2: the FAPI 2.0 Security Profile (src/oidc/profile.ts); implies dpop and PAR required. */
+  profile: 'oidc' | 'fapi2'
   scopes: string[]
   /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]

@@ -5,6 +5,7 @@ import type { ProviderConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlgs, type AsymmetricAlgorithm } from './algorithms.js'
 import { clientAuthentication } from './client-auth.js'
+import { profileAlgorithms } from './profile.js'
 import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
 import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
 import { observedFetch, type ProviderCallObserver } from './fetch.js'
@@ -130,10 +131,11 @@ export class OidcClient {
     const server = discovered.serverMetadata()
     const advertised = server.id_token_signing_alg_values_supported
     const pinned = this.#config.idTokenAlgorithms
-    const idTokenAlgs = idTokenSigningAlgs(advertised, pinned)
+    const allowed = profileAlgorithms(this.#config)
+    const idTokenAlgs = idTokenSigningAlgs(advertised, pinned).filter((alg) => allowed === undefined || allowed.includes(alg))
     if (idTokenAlgs.length === 0) {
       throw new ProviderMetadataError(
-        `the provider signs ID tokens only with algorithms the gateway refuses (id_token_signing_alg_values_supported: ${JSON.stringify(advertised)}); it needs one of ${ASYMMETRIC_ALGORITHMS.join(', ')}`,
+        `the provider signs ID tokens only with algorithms the gateway refuses (id_token_signing_alg_values_supported: ${JSON.stringify(advertised)}); it needs one of ${(allowed ?? ASYMMETRIC_ALGORITHMS).join(', ')}${allowed === undefined ? '' : ' (provider.profile: fapi2)'}`,
       )
     }
     if (pinned !== undefined && Array.isArray(advertised) && !pinned.some((alg) => advertised.includes(alg))) {
@@ -156,7 +158,7 @@ export class OidcClient {
       )
     }
     if (this.#config.dpop) checkDpopSupport(server)
-    const auth = await clientAuthentication(this.#config, server)
+    const auth = await clientAuthentication(this.#config, server, allowed)
     this.#discovered = {
       server,
       auth,
@@ -178,7 +180,13 @@ export class OidcClient {
     // of the server's id_token_signing_alg_values_supported: here the vetted list (asymmetric,
     // advertised or pinned), so neither none, HS* nor a forged header can pick the algorithm
     // (RFC 8725 3.1), and a key of another type never verifies.
-    const vetted: oidc.ServerMetadata = { ...server, id_token_signing_alg_values_supported: idTokenAlgs }
+    const vetted: oidc.ServerMetadata = {
+      ...server,
+      id_token_signing_alg_values_supported: idTokenAlgs,
+      // FAPI 2.0 5.3.2.2: the authorization response must carry `iss` (RFC 9207), whatever the
+      // provider advertises; openid-client then refuses a response without it or with another.
+      ...(this.#config.profile === 'fapi2' ? { authorization_response_iss_parameter_supported: true } : {}),
+    }
     const configuration = new oidc.Configuration(vetted, clientId, metadata, auth)
     configuration.timeout = timeoutMs / 1000
     configuration[oidc.customFetch] = fetch

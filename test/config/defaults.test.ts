@@ -20,6 +20,7 @@ const EXPECTED: GatewayConfig = {
     clientAuthMethod: 'client_secret_basic',
     pushedAuthorizationRequests: 'auto',
     dpop: false,
+    profile: 'oidc',
     scopes: ['openid', 'profile', 'email', 'offline_access'],
     audiences: ['gateway'],
     bearer: {
