@@ -23,10 +23,12 @@ import { normalizePath } from './proxy/path.js'
 import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js'
 import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
+import { IdentityAssertions } from './proxy/identity-assertion.js'
+import { algorithmsOf, parsePrivateKey, signingKey } from './keys/private-key.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
-import { isGatewayPath, SIGN_IN_PATH } from './paths.js'
+import { ASSERTION_JWKS_PATH, isGatewayPath, SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
@@ -306,7 +308,15 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     cookieDomain: config.cookies.domain,
     validateRedirectAfter,
   })
+  const signer = await identityAssertions(config)
+  if (signer !== undefined) {
+    // Outside /api/v1/openid, where verifiers look for it: it shadows an upstream's own file there.
+    app.get(ASSERTION_JWKS_PATH, (_req, reply) => {
+      reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
+    })
+  }
   await app.register(proxyPlugin, {
+    assertions: { header: config.assertions.header, signer },
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
@@ -316,6 +326,17 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     publicUrl: config.server.publicUrl,
   })
   return app
+}
+
+/** The signer of identity assertions, when keys are configured (checks.ts requires them when used). */
+async function identityAssertions(config: GatewayConfig): Promise<IdentityAssertions | undefined> {
+  const sources = config.assertions.signingKeys
+  if (sources === undefined) return undefined
+  const keys = await Promise.all(sources.map((source) => {
+    const parsed = parsePrivateKey(source)
+    return signingKey(parsed, algorithmsOf(parsed)[0] ?? 'ES256')
+  }))
+  return new IdentityAssertions({ keys, issuer: config.server.publicUrl, ttlSeconds: config.assertions.ttlSeconds })
 }
 
 function causeOf(err: Error): string | undefined {

@@ -9,6 +9,9 @@ export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
 /** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */
 export const BACKCHANNEL_LOGOUT_PATH = `${SIGN_IN_PATH}/backchannel-logout`
 
+/** The public keys of identity assertions (assertions.signingKeys), where JWT verifiers look. */
+export const ASSERTION_JWKS_PATH = '/.well-known/jwks.json'
+
 /** True for SIGN_IN_PATH itself and every path below it (on a segment boundary). */
 export function isGatewayPath(path: string): boolean {
   return path.startsWith(SIGN_IN_PATH) && (path.length === SIGN_IN_PATH.length || path.charCodeAt(SIGN_IN_PATH.length) === 0x2f)

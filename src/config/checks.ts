@@ -29,6 +29,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkWorkersStore(read),
     ...checkUpstreams(read, valueAt(data, ['upstreams'])),
     ...checkDpopForwarding(read, valueAt(data, ['upstreams'])),
+    ...checkAssertionKeys(read, valueAt(data, ['upstreams']), valueAt(data, ['assertions', 'signingKeys'])),
   ]
 }
 
@@ -158,6 +159,17 @@ function checkDpopForwarding(read: Read, upstreams: unknown): Issue[] {
   return upstreams.flatMap((_, index): Issue[] =>
     read(['upstreams', index, 'forwardAccessToken'], isBoolean) === true
       ? [{ path: ['upstreams', index, 'forwardAccessToken'], message: 'cannot be true with provider.dpop: DPoP-bound access tokens are not forwarded' }]
+      : [],
+  )
+}
+
+// Assertions signed with a key made up at startup would differ on every replica and restart, and
+// an upstream could not verify them against another replica's JWKS: the keys are configured.
+function checkAssertionKeys(read: Read, upstreams: unknown, signingKeys: unknown): Issue[] {
+  if (signingKeys !== undefined || !Array.isArray(upstreams)) return []
+  return upstreams.flatMap((_, index): Issue[] =>
+    read(['upstreams', index, 'identityAssertion'], isBoolean) === true
+      ? [{ path: ['upstreams', index, 'identityAssertion'], message: 'requires assertions.signingKeys' }]
       : [],
   )
 }

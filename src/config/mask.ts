@@ -17,6 +17,7 @@ export function maskConfig(cfg: GatewayConfig): unknown {
   if (copy.provider.clientSecret !== undefined) copy.provider.clientSecret = MASK
   // A key given inline is masked; a file path is not a secret and says where the key comes from.
   if (copy.provider.clientKey !== undefined && isInlineKey(copy.provider.clientKey)) copy.provider.clientKey = MASK
+  if (copy.assertions.signingKeys !== undefined) copy.assertions.signingKeys = copy.assertions.signingKeys.map((key) => (isInlineKey(key) ? MASK : key))
   copy.cookies.secrets = copy.cookies.secrets.map(() => MASK)
   if (copy.session.redisUrl !== undefined) copy.session.redisUrl = maskUrlCredentials(copy.session.redisUrl)
   return copy

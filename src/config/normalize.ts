@@ -15,6 +15,7 @@ export function normalizeConfig(config: GatewayConfig): GatewayConfig {
     redirects: { allowedHosts: config.redirects.allowedHosts.map(asciiLower) },
     rateLimit: { signIn: { ...config.rateLimit.signIn } },
     upstreams: config.upstreams.map(normalizeUpstream),
+    assertions: { ...config.assertions },
     log: { ...config.log },
   }
 }

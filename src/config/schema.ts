@@ -356,8 +356,26 @@ const upstream = object(
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
     connectTimeoutMs: integer('Time a connection to the upstream may take to open, in milliseconds (502 after: unreachable).', 1, MAX_TIMER_MS, 5000),
     identityHeaders,
+    identityAssertion: boolean(
+      'Add a short-lived JWT of the identity (iss: server.publicUrl, aud: this upstream\'s name, sub, email, groups), signed with assertions.signingKeys, in the assertions.header header; verify it against /.well-known/jwks.json.',
+      false,
+    ),
   },
   { required: ['name', 'target'] },
+)
+
+const assertions = object(
+  'Signed identity assertions for upstreams with identityAssertion: true.',
+  {
+    signingKeys: list(
+      'Private keys, PEM or JWK text or file paths; the first signs, all are published at /.well-known/jwks.json (rotation: prepend the new key, remove the old one once no assertion signed with it is alive). EC P-256 signs ES256, RSA PS256, Ed25519 Ed25519.',
+      string('key', { format: 'private-key' }),
+      { minItems: 1 },
+    ),
+    header: string('Header carrying the assertion; a client\'s own is always removed.', { format: 'identity-header', default: 'X-Identity-Assertion' }),
+    ttlSeconds: integer('Lifetime of an assertion; it is reused for half of it.', 10, 3600, 60),
+  },
+  { default: {} },
 )
 
 const log = object(
@@ -376,7 +394,7 @@ export const gatewaySchema: JsonSchema = {
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), log },
+    { server, provider, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, log },
     { required: ['server', 'provider', 'cookies', 'upstreams'] },
   ),
 }

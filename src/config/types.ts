@@ -127,6 +127,15 @@ export interface UpstreamConfig {
   /** Time a connection to the upstream may take to open (502 after). */
   connectTimeoutMs: number
   identityHeaders: IdentityHeaderNames
+  /** Add the signed identity assertion (AssertionsConfig). */
+  identityAssertion: boolean
+}
+
+export interface AssertionsConfig {
+  /** Key sources (src/keys/private-key.ts); required when an upstream asks for assertions. */
+  signingKeys?: string[]
+  header: string
+  ttlSeconds: number
 }
 
 export interface LogConfig {
@@ -141,5 +150,6 @@ export interface GatewayConfig {
   redirects: RedirectsConfig
   rateLimit: RateLimitConfig
   upstreams: UpstreamConfig[]
+  assertions: AssertionsConfig
   log: LogConfig
 }

@@ -1,3 +1,4 @@
+import type { IdentityAssertions } from './identity-assertion.js'
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../config/types.js'
@@ -26,6 +27,8 @@ export interface ProxyOptions extends GuardDeps {
   isGatewayCookie: (name: string) => boolean
   /** Whether a page at this URL belongs to the application (WebSocket Origin check). */
   isTrustedUrl: TrustedUrlTest
+  /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
+  assertions: { header: string; signer: IdentityAssertions | undefined }
 }
 
 type Headers = Record<string, string | string[] | undefined>
@@ -33,6 +36,10 @@ type Headers = Record<string, string | string[] | undefined>
 /** The client's Content-Type, set aside until the request is forwarded (see bodyAsIs). */
 const kContentType = Symbol('openid-gateway.contentType')
 type WithContentType = FastifyRequest & { [kContentType]?: string }
+
+/** The request's signed identity assertion, from the preHandler to the header rewrite. */
+const kAssertion = Symbol('openid-gateway.assertion')
+type WithAssertion = FastifyRequest & { [kAssertion]?: string }
 
 /**
  * Bodies reach the upstream byte for byte with the client's Content-Type, whatever it says: the
@@ -55,8 +62,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders
+    const assertionHeader = options.assertions.header.toLowerCase()
     const scrub = createHeaderScrubber([
-      names.user, names.email, names.groups, names.preferredUsername,
+      names.user, names.email, names.groups, names.preferredUsername, assertionHeader,
       // The verified identity's token is the only Authorization such an upstream may receive.
       ...(upstream.forwardAccessToken ? ['authorization'] : []),
       ...GATEWAY_ONLY_HEADERS,
@@ -81,6 +89,8 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       if (identity !== null) {
         Object.assign(headers, identityHeaderValues(identity.claims, names))
         if (upstream.forwardAccessToken) headers.authorization = `Bearer ${identity.accessToken}`
+        const assertion = (req as WithAssertion)[kAssertion]
+        if (assertion !== undefined) headers[assertionHeader] = assertion
       }
       return headers
     }
@@ -118,7 +128,13 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
       preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
         enforceUpgradePolicy(req.headers)
-        return guard(req, reply)
+        const answered = await guard(req, reply)
+        if (answered !== undefined) return answered
+        // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
+        const signer = options.assertions.signer
+        if (upstream.identityAssertion && signer !== undefined && req.identity !== null) {
+          ;(req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name)
+        }
       },
       websocket: upstream.websocket,
       // The gateway logs one line per request itself (onResponse in app.ts).

@@ -78,3 +78,10 @@ t.test('check masks an inline key, shows a key file', async (t) => {
   const jwk = formatEffectiveConfig(resolve(jwt({ clientKey: rsaJwk })))
   t.notMatch(jwk, /"d"/)
 })
+
+t.test('check masks inline assertion keys, shows key files', async (t) => {
+  const text = formatEffectiveConfig(resolve({ assertions: { signingKeys: [ecPem, ecFile] } }))
+  t.notMatch(text, /BEGIN/)
+  t.match(text, /signingKeys:\n\s+- '\*{8}'\n\s+- /)
+  t.match(text, ecFile)
+})

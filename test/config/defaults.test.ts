@@ -54,8 +54,10 @@ const EXPECTED: GatewayConfig = {
         groups: 'X-Forwarded-Groups',
         preferredUsername: 'X-Forwarded-Preferred-Username',
       },
+      identityAssertion: false,
     },
   ],
+  assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
   log: { level: 'info' },
 }
 

@@ -1,0 +1,70 @@
+// Signed identity for upstreams (zero trust: an upstream need not trust the network between it
+// and the gateway): a short-lived JWT of the signed-in identity, signed with the gateway's key and
+// verifiable against the JWKS it publishes. Signed once per identity and upstream, then reused
+// until half its lifetime is gone, so the hot path does not sign per request.
+
+import * as jose from 'jose'
+import type { SessionClaims } from '../session/types.js'
+import type { SigningKey } from '../keys/private-key.js'
+
+export interface AssertionOptions {
+  /** The first signs; all are published (rotation: prepend the new key, drop the old later). */
+  keys: readonly SigningKey[]
+  /** `iss`: the gateway's public URL. */
+  issuer: string
+  ttlSeconds: number
+}
+
+interface Signed {
+  jwt: string
+  /** Epoch seconds after which a fresh assertion is signed (half the lifetime). */
+  renewAt: number
+}
+
+export class IdentityAssertions {
+  readonly #options: AssertionOptions
+  readonly #jwks: { keys: jose.JWK[] }
+  // Claims are deeply frozen, one object per session (or Bearer token): the cache dies with them.
+  readonly #signed = new WeakMap<SessionClaims, Map<string, Signed>>()
+
+  constructor(options: AssertionOptions) {
+    if (options.keys.length === 0) throw new TypeError('identity assertions need a signing key')
+    this.#options = options
+    this.#jwks = { keys: options.keys.map((key) => key.publicJwk) }
+  }
+
+  /** The public keys, for /.well-known/jwks.json. */
+  get jwks(): { keys: jose.JWK[] } {
+    return this.#jwks
+  }
+
+  /** The assertion of `claims` for the upstream `audience`, from the cache while it is fresh. */
+  async assertion(claims: SessionClaims, audience: string): Promise<string> {
+    const now = Math.floor(Date.now() / 1000)
+    let perAudience = this.#signed.get(claims)
+    const cached = perAudience?.get(audience)
+    if (cached !== undefined && cached.renewAt > now) return cached.jwt
+    const jwt = await this.#sign(claims, audience, now)
+    if (perAudience === undefined) {
+      perAudience = new Map()
+      this.#signed.set(claims, perAudience)
+    }
+    perAudience.set(audience, { jwt, renewAt: now + Math.floor(this.#options.ttlSeconds / 2) })
+    return jwt
+  }
+
+  #sign(claims: SessionClaims, audience: string, now: number): Promise<string> {
+    const [key] = this.#options.keys as [SigningKey]
+    const payload: jose.JWTPayload = { sub: claims.sub }
+    for (const name of ['email', 'email_verified', 'groups', 'preferred_username'] as const) {
+      if (claims[name] !== undefined) payload[name] = claims[name] as jose.JWTPayload[string]
+    }
+    return new jose.SignJWT(payload)
+      .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
+      .setIssuer(this.#options.issuer)
+      .setAudience(audience)
+      .setIssuedAt(now)
+      .setExpirationTime(now + this.#options.ttlSeconds)
+      .sign(key.key)
+  }
+}
