@@ -24,7 +24,7 @@ import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js
 import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { IdentityAssertions } from './proxy/identity-assertion.js'
-import { algorithmsOf, parsePrivateKey, signingKey } from './keys/private-key.js'
+import { parsePrivateKey, signingKey } from './keys/private-key.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
@@ -332,10 +332,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
 async function identityAssertions(config: GatewayConfig): Promise<IdentityAssertions | undefined> {
   const sources = config.assertions.signingKeys
   if (sources === undefined) return undefined
-  const keys = await Promise.all(sources.map((source) => {
-    const parsed = parsePrivateKey(source)
-    return signingKey(parsed, algorithmsOf(parsed)[0] ?? 'ES256')
-  }))
+  const keys = await Promise.all(sources.map((source) => signingKey(parsePrivateKey(source))))
   return new IdentityAssertions({ keys, issuer: config.server.publicUrl, ttlSeconds: config.assertions.ttlSeconds })
 }
 

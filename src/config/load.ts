@@ -3,6 +3,7 @@
 
 import { readFileSync } from 'node:fs'
 import YAML, { type YAMLError } from 'yaml'
+import { describeFsError } from '../lib/fs-errors.js'
 import { crossCheck } from './checks.js'
 import { type Env, expandEnv } from './env.js'
 import { normalizeConfig } from './normalize.js'
@@ -60,18 +61,6 @@ function readConfigFile(path: string): string {
   } catch (error) {
     throw new ConfigError([`${path}: cannot read the configuration file (${describeFsError(error)})`])
   }
-}
-
-const FS_ERRORS: Readonly<Record<string, string>> = {
-  ENOENT: 'no such file',
-  EACCES: 'permission denied',
-  EPERM: 'permission denied',
-  EISDIR: 'it is a directory',
-}
-
-function describeFsError(error: unknown): string {
-  const code = error instanceof Error && 'code' in error ? String(error.code) : ''
-  return FS_ERRORS[code] ?? (error instanceof Error ? error.message : String(error))
 }
 
 function parseYaml(text: string, source: string | undefined): unknown {

@@ -5,6 +5,7 @@
 import { createPrivateKey, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import * as jose from 'jose'
+import { describeFsError } from '../lib/fs-errors.js'
 
 /** JWS algorithms the gateway signs with, by key type; the first is the key's default. */
 const SIGNING_ALGORITHMS = {
@@ -63,8 +64,7 @@ export function keyText(source: string): string {
   try {
     content = readFileSync(trimmed, 'utf8').trim()
   } catch (err) {
-    const code = err instanceof Error && 'code' in err ? String(err.code) : 'unreadable'
-    throw new PrivateKeyError(`must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: ${code})`)
+    throw new PrivateKeyError(`must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: ${describeFsError(err)})`)
   }
   if (!isPem(content) && !isJwk(content)) throw new PrivateKeyError('names a file that holds neither a PEM nor a JWK private key')
   return content
@@ -114,18 +114,16 @@ export function algorithmsOf(parsed: ParsedKey): readonly SigningAlgorithm[] {
   return parsed.alg === undefined ? all : all.filter((alg) => alg === parsed.alg)
 }
 
-/** The public half as a JWK, without private members. */
-export function publicJwk(parsed: ParsedKey): jose.JWK {
-  return createPublicKey(parsed.key).export({ format: 'jwk' }) as jose.JWK
-}
-
 /**
- * A key ready to sign with `alg`. Its kid: `kid` when given, else the JWK's own, else the RFC 7638
- * thumbprint of the public key (stable across restarts and replicas, as verifiers need).
+ * A key ready to sign with `alg` (default: the first of algorithmsOf, e.g. ES256 for P-256, PS256
+ * for RSA). Its kid: `kid` when given, else the JWK's own, else the RFC 7638 thumbprint of the
+ * public key (stable across restarts and replicas, as verifiers need).
  */
-export async function signingKey(parsed: ParsedKey, alg: SigningAlgorithm, kid?: string): Promise<SigningKey> {
-  const jwk = publicJwk(parsed)
-  const keyId = kid ?? parsed.kid ?? (await jose.calculateJwkThumbprint(jwk, 'sha256'))
+export async function signingKey(parsed: ParsedKey, options: { alg?: SigningAlgorithm; kid?: string } = {}): Promise<SigningKey> {
+  // parsePrivateKey refused a JWK alg outside the key's list, so the list is never empty.
+  const alg = options.alg ?? algorithmsOf(parsed)[0] ?? SIGNING_ALGORITHMS[parsed.kind][0]
+  const jwk = createPublicKey(parsed.key).export({ format: 'jwk' }) as jose.JWK
+  const keyId = options.kid ?? parsed.kid ?? (await jose.calculateJwkThumbprint(jwk, 'sha256'))
   const privateJwk = parsed.key.export({ format: 'jwk' }) as jose.JWK
   const key = await jose.importJWK(privateJwk, alg)
   if (key instanceof Uint8Array) throw new PrivateKeyError('is not an asymmetric key')

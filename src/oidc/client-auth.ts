@@ -5,7 +5,7 @@
 import * as jose from 'jose'
 import * as oidc from 'openid-client'
 import type { ProviderConfig } from '../config/types.js'
-import { algorithmsOf, parsePrivateKey, signingKey, type SigningAlgorithm, type SigningKey } from '../keys/private-key.js'
+import { algorithmsOf, parsePrivateKey, signingKey, type SigningAlgorithm } from '../keys/private-key.js'
 import { ProviderMetadataError } from './errors.js'
 
 /**
@@ -20,18 +20,9 @@ export function clientAssertionAlgorithm(
   allowed?: readonly string[],
 ): SigningAlgorithm | undefined {
   const permitted = keyAlgorithms.filter((alg) => allowed === undefined || allowed.includes(alg))
-  if (!Array.isArray(advertised) || advertised.length === 0) {
-    return permitted.includes('RS256') && allowed === undefined ? 'RS256' : permitted[0]
-  }
+  // A profile's list never has RS256, so `permitted` has already dropped it there.
+  if (!Array.isArray(advertised) || advertised.length === 0) return permitted.includes('RS256') ? 'RS256' : permitted[0]
   return permitted.find((alg) => advertised.includes(alg))
-}
-
-/** The client's private key as configured, with its kid; `undefined` unless private_key_jwt. */
-export async function clientSigningKey(config: ProviderConfig, alg?: SigningAlgorithm): Promise<SigningKey | undefined> {
-  if (config.clientAuthMethod !== 'private_key_jwt' || config.clientKey === undefined) return undefined
-  const parsed = parsePrivateKey(config.clientKey)
-  const algorithms = algorithmsOf(parsed)
-  return signingKey(parsed, alg ?? algorithms[0] ?? 'ES256', config.clientKeyId)
 }
 
 /**
@@ -41,8 +32,7 @@ export async function clientSigningKey(config: ProviderConfig, alg?: SigningAlgo
 export async function clientJwks(config: ProviderConfig): Promise<{ keys: jose.JWK[] } | undefined> {
   if (config.clientKey === undefined) return undefined
   const parsed = parsePrivateKey(config.clientKey)
-  const key = await signingKey(parsed, algorithmsOf(parsed)[0] ?? 'ES256', config.clientKeyId)
-  const { alg, ...jwk } = key.publicJwk
+  const { alg, ...jwk } = (await signingKey(parsed, { kid: config.clientKeyId })).publicJwk
   return { keys: [parsed.alg === undefined ? jwk : { ...jwk, alg }] }
 }
 
@@ -58,16 +48,17 @@ export async function clientAuthentication(
     case 'client_secret_basic':
       return oidc.ClientSecretBasic(config.clientSecret)
     case 'private_key_jwt': {
+      // checks.ts makes provider.clientKey required with private_key_jwt.
       if (config.clientKey === undefined) throw new ProviderMetadataError('provider.clientKey is required by private_key_jwt')
+      const parsed = parsePrivateKey(config.clientKey)
       const advertised = server.token_endpoint_auth_signing_alg_values_supported
-      const alg = clientAssertionAlgorithm(algorithmsOf(parsePrivateKey(config.clientKey)), advertised, allowed)
+      const alg = clientAssertionAlgorithm(algorithmsOf(parsed), advertised, allowed)
       if (alg === undefined) {
         throw new ProviderMetadataError(
           `provider.clientKey cannot sign with any algorithm the provider accepts for private_key_jwt (token_endpoint_auth_signing_alg_values_supported: ${JSON.stringify(advertised)})${allowed === undefined ? '' : ` and the profile allows (${allowed.join(', ')})`}`,
         )
       }
-      const key = await clientSigningKey(config, alg)
-      if (key === undefined) throw new ProviderMetadataError('provider.clientKey is required by private_key_jwt')
+      const key = await signingKey(parsed, { alg, kid: config.clientKeyId })
       return oidc.PrivateKeyJwt({ key: key.key, kid: key.kid })
     }
   }

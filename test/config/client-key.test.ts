@@ -41,7 +41,7 @@ t.test('private_key_jwt: what is refused, by key', async (t) => {
     'no secret with a shared secret method': [{ provider: { clientSecret: undefined } }, ['provider.clientSecret: is required']],
     'a missing file': [
       jwt({ clientKey: join(dir, 'missing.pem') }),
-      ['provider.clientKey: must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: ENOENT)'],
+      ['provider.clientKey: must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: no such file)'],
     ],
     'a file without a key': [jwt({ clientKey: notAKeyFile }), ['provider.clientKey: names a file that holds neither a PEM nor a JWK private key']],
     'a public key': [

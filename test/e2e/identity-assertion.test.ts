@@ -66,6 +66,6 @@ t.test('identityAssertion without assertions.signingKeys is refused naming the k
     'upstreams[0].identityAssertion: requires assertions.signingKeys',
   ])
   t.strictSame(problems({ assertions: { signingKeys: [join(dir, 'missing.pem')] } }), [
-    'assertions.signingKeys[0]: must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: ENOENT)',
+    'assertions.signingKeys[0]: must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: no such file)',
   ])
 })
