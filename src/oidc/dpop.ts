@@ -53,8 +53,8 @@ export class DpopNonces {
   async handle(configuration: oidc.Configuration, key: DpopKey): Promise<oidc.DPoPHandle> {
     const { d: _private, ...publicJwk } = key
     const keyPair = {
-      privateKey: (await jose.importJWK(key, DPOP_ALGORITHM)) as CryptoKeyOf<typeof jose.importJWK>,
-      publicKey: (await jose.importJWK(publicJwk, DPOP_ALGORITHM, { extractable: true })) as CryptoKeyOf<typeof jose.importJWK>,
+      privateKey: (await jose.importJWK(key, DPOP_ALGORITHM)) as jose.CryptoKey,
+      publicKey: (await jose.importJWK(publicJwk, DPOP_ALGORITHM, { extractable: true })) as jose.CryptoKey,
     }
     return oidc.getDPoPHandle(configuration, keyPair, {
       [oidc.modifyAssertion]: (_header, payload) => {
@@ -66,5 +66,3 @@ export class DpopNonces {
     })
   }
 }
-
-type CryptoKeyOf<F extends (...args: never[]) => Promise<unknown>> = Exclude<Awaited<ReturnType<F>>, Uint8Array>

@@ -63,6 +63,8 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders
     const assertionHeader = options.assertions.header.toLowerCase()
+    // checks.ts requires the keys whenever an upstream asks for assertions.
+    const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const scrub = createHeaderScrubber([
       names.user, names.email, names.groups, names.preferredUsername, assertionHeader,
       // The verified identity's token is the only Authorization such an upstream may receive.
@@ -89,7 +91,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       if (identity !== null) {
         Object.assign(headers, identityHeaderValues(identity.claims, names))
         if (upstream.forwardAccessToken) headers.authorization = `Bearer ${identity.accessToken}`
-        const assertion = (req as WithAssertion)[kAssertion]
+        const assertion = signer === undefined ? undefined : (req as WithAssertion)[kAssertion]
         if (assertion !== undefined) headers[assertionHeader] = assertion
       }
       return headers
@@ -126,16 +128,20 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       rewritePrefix: prefix,
       config: { upstream: upstream.name },
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
-      preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
-        enforceUpgradePolicy(req.headers)
-        const answered = await guard(req, reply)
-        if (answered !== undefined) return answered
-        // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
-        const signer = options.assertions.signer
-        if (upstream.identityAssertion && signer !== undefined && req.identity !== null) {
-          ;(req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name)
-        }
-      },
+      preHandler:
+        signer === undefined
+          ? async (req: FastifyRequest, reply: FastifyReply) => {
+              enforceUpgradePolicy(req.headers)
+              return guard(req, reply)
+            }
+          : async (req: FastifyRequest, reply: FastifyReply) => {
+              enforceUpgradePolicy(req.headers)
+              const answered = await guard(req, reply)
+              if (answered !== undefined) return answered
+              // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
+              if (req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name)
+              return undefined
+            },
       websocket: upstream.websocket,
       // The gateway logs one line per request itself (onResponse in app.ts).
       disableRequestLogging: true,
