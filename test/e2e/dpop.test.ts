@@ -5,7 +5,7 @@ import t, { type Test } from 'tap'
 import { startAdversarialStack } from '../fixtures/adversarial-provider.js'
 import { problems } from '../fixtures/config/base.js'
 import { problemCode } from '../fixtures/http.js'
-import { CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.js'
+import { assertRefusedAtDiscovery, CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.js'
 import type { Browser } from '../fixtures/browser.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
@@ -108,11 +108,7 @@ t.test('a provider without ES256 DPoP proofs: not ready, 503 not_ready', async (
       logStream: { write: (line) => void lines.push(line) },
       waitForProvider: false,
     })
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    const res = await fetch(`${stack.gw}/api/v1/openid/redirect`)
-    t.equal(res.status, 503)
-    t.equal(await problemCode(res), 'not_ready')
-    t.ok(lines.some((line) => /dpop_signing_alg_values_supported/.test(line)), 'the log says why')
+    await assertRefusedAtDiscovery(t, stack.gw, lines, /dpop_signing_alg_values_supported/)
   }
 })
 

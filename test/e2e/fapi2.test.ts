@@ -12,7 +12,7 @@ import type { Problem } from '../../src/errors.js'
 import { startAdversarialStack, type Behaviour } from '../fixtures/adversarial-provider.js'
 import { problems, resolve } from '../fixtures/config/base.js'
 import { problemCode } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { assertRefusedAtDiscovery, startStack } from '../fixtures/stack.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 const keyFile = join(mkdtempSync(join(tmpdir(), 'ogw-fapi-')), 'client.pem')
@@ -91,11 +91,7 @@ t.test('negatives: a FAPI 2.0 provider that breaks one rule', async (t) => {
       logStream: { write: (line) => void lines.push(line) },
       waitForProvider: false,
     })
-    await new Promise((resolve) => setTimeout(resolve, 300))
-    const res = await fetch(`${stack.gw}/api/v1/openid/redirect`)
-    t.equal(res.status, 503)
-    t.equal(await problemCode(res), 'not_ready')
-    t.ok(lines.some((line) => /provider\.profile: fapi2/.test(line)), 'the log says why')
+    await assertRefusedAtDiscovery(t, stack.gw, lines, /provider\.profile: fapi2/)
   })
 })
 

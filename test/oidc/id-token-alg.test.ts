@@ -10,7 +10,7 @@ import {
   type ProviderOptions,
 } from '../fixtures/adversarial-provider.js'
 import { problemCode, rawRequest } from '../fixtures/http.js'
-import { startStack, type Stack } from '../fixtures/stack.js'
+import { discoveryFailure, startStack, type Stack } from '../fixtures/stack.js'
 
 // Issue 6, point 9: ID tokens are accepted in every asymmetric algorithm the provider advertises
 // (id_token_signing_alg_values_supported), or in those provider.idTokenAlgorithms pins; never in
@@ -146,15 +146,7 @@ t.test('a provider advertising only HS256 and none: discovery fails, the gateway
     config: { log: { level: 'warn' } },
     logStream: { write: (line) => void lines.push(line) },
   })
-  const failure = async (): Promise<Record<string, unknown> | undefined> => {
-    for (let i = 0; i < 50; i++) {
-      const line = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'provider discovery failed')
-      if (line !== undefined) return line
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-    return undefined
-  }
-  const line = await failure()
+  const line = await discoveryFailure(lines)
   t.ok(line, 'discovery failure logged')
   t.match(JSON.stringify(line?.err), /id_token_signing_alg_values_supported: \[\\"HS256\\",\\"none\\"\]/, 'the log names the advertised list')
   t.match(JSON.stringify(line?.err), /ProviderMetadataError/)
