@@ -1,8 +1,9 @@
 // provider.pushedAuthorizationRequests (RFC 9126) against a real oidc-provider.
 
 import t, { type Test } from 'tap'
+import { startAdversarialStack } from '../fixtures/adversarial-provider.js'
 import { problemCode } from '../fixtures/http.js'
-import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
+import { assertRefusedAtDiscovery, startStack, type Stack, type Teardown } from '../fixtures/stack.js'
 import type { DevProviderOptions } from '../../src/dev/provider.js'
 
 async function stackWith(t: Teardown, setting: string, provider: DevProviderOptions['pushedAuthorizationRequests']): Promise<Stack> {
@@ -52,10 +53,25 @@ t.test('a provider and a setting that cannot work together: not ready, 503 not_r
       logStream: { write: (line) => void lines.push(line) },
       waitForProvider: false,
     })
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    t.comment(`${setting} against ${provider}`)
+    await assertRefusedAtDiscovery(t, stack.gw, lines, /pushed authorization requests/)
+  }
+})
+
+t.test('a push the provider refuses or fails: 502 provider_unavailable, logged with its error', async (t) => {
+  for (const par of ['invalid_request', 'server_error'] as const) {
+    const lines: string[] = []
+    const { stack } = await startAdversarialStack(t, {
+      provider: { fapi2: true, behaviour: { par } },
+      config: { log: { level: 'warn' } },
+      logStream: { write: (line) => void lines.push(line) },
+    })
     const res = await fetch(`${stack.gw}/api/v1/openid/redirect`)
-    t.equal(res.status, 503, `${setting} against ${provider}`)
-    t.equal(await problemCode(res), 'not_ready')
-    t.ok(lines.some((line) => /pushed authorization/.test(line) && /provider discovery failed/.test(line)), 'the log says why')
+    t.equal(res.status, 502, par)
+    t.equal(await problemCode(res), 'provider_unavailable')
+    t.same(res.headers.getSetCookie(), [], 'no sign-in transaction is started')
+    const line = lines.map((l) => JSON.parse(l) as { msg?: string; err?: unknown }).find((l) => l.msg === 'pushed authorization request failed')
+    t.ok(line, 'logged')
+    if (par === 'invalid_request') t.match(line?.err, { error: 'invalid_request' }, "with the provider's error code")
   }
 })
