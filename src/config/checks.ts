@@ -155,23 +155,22 @@ function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
 // A DPoP-bound token is useless without a proof of the session's key, which never leaves the
 // gateway; forwarding it as Bearer would promise upstreams a token they cannot use.
 function checkDpopForwarding(read: Read, upstreams: unknown): Issue[] {
-  if (read(['provider', 'dpop'], isBoolean) !== true || !Array.isArray(upstreams)) return []
-  return upstreams.flatMap((_, index): Issue[] =>
-    read(['upstreams', index, 'forwardAccessToken'], isBoolean) === true
-      ? [{ path: ['upstreams', index, 'forwardAccessToken'], message: 'cannot be true with provider.dpop: DPoP-bound access tokens are not forwarded' }]
-      : [],
-  )
+  if (read(['provider', 'dpop'], isBoolean) !== true) return []
+  const message = 'cannot be true with provider.dpop: DPoP-bound access tokens are not forwarded'
+  return upstreamsWith(read, upstreams, 'forwardAccessToken').map((path) => ({ path, message }))
+}
+
+/** The paths of `upstreams[i].<flag>` that are true. */
+function upstreamsWith(read: Read, upstreams: unknown, flag: string): Path[] {
+  if (!Array.isArray(upstreams)) return []
+  return upstreams.flatMap((_, index) => (read(['upstreams', index, flag], isBoolean) === true ? [['upstreams', index, flag]] : []))
 }
 
 // Assertions signed with a key made up at startup would differ on every replica and restart, and
 // an upstream could not verify them against another replica's JWKS: the keys are configured.
 function checkAssertionKeys(read: Read, upstreams: unknown, signingKeys: unknown): Issue[] {
-  if (signingKeys !== undefined || !Array.isArray(upstreams)) return []
-  return upstreams.flatMap((_, index): Issue[] =>
-    read(['upstreams', index, 'identityAssertion'], isBoolean) === true
-      ? [{ path: ['upstreams', index, 'identityAssertion'], message: 'requires assertions.signingKeys' }]
-      : [],
-  )
+  if (signingKeys !== undefined) return []
+  return upstreamsWith(read, upstreams, 'identityAssertion').map((path) => ({ path, message: 'requires assertions.signingKeys' }))
 }
 
 function matchKey(match: Match | undefined): string | undefined {
