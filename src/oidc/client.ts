@@ -75,11 +75,13 @@ export class OidcClient {
     this.#redirectUri = publicUrl + CALLBACK_PATH
     this.#log = log
     const observed = observedFetch(observe)
-    this.#fetch = async (url, options) => {
-      const res = await observed(url, options)
-      if (config.dpop) this.#dpopNonces.observe(url, res)
-      return res
-    }
+    this.#fetch = !config.dpop
+      ? observed
+      : async (url, options) => {
+          const res = await observed(url, options)
+          this.#dpopNonces.observe(url, res)
+          return res
+        }
     this.keys = new ProviderKeys({ timeoutMs: config.timeoutMs, log, fetch: this.#fetch })
   }
 
