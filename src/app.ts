@@ -182,12 +182,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   const redisPrefix = config.session.redis.keyPrefix
   const redis = redisUrl === undefined ? undefined : await connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
-  const worker = redis === undefined ? options.worker : undefined
-  if (worker !== undefined && config.session.store === 'cookie') await worker.revocations.start()
+  const sharedByPrimary = redis === undefined ? options.worker : undefined
+  if (sharedByPrimary !== undefined && config.session.store === 'cookie') await sharedByPrimary.revocations.start()
   const revocations =
     config.session.store !== 'cookie'
       ? undefined
-      : (worker?.revocations ?? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }))
+      : (sharedByPrimary?.revocations ?? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }))
   app.decorate('revocations', revocations)
   // The cookie store's refreshes are coordinated by the primary even when Redis holds its revocation list.
   const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations, options.worker)
@@ -299,7 +299,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     algorithms: () => client.idTokenAlgorithms,
     keys: client.keys,
     store,
-    replay: worker?.replay ?? new JtiReplayGuard({ redis, prefix: redisPrefix }),
+    replay: sharedByPrimary?.replay ?? new JtiReplayGuard({ redis, prefix: redisPrefix }),
   })
   await app.register(forwardAuthRoutes, {
     upstreams: config.upstreams,
