@@ -7,6 +7,7 @@
 // process). Prints a markdown table and writes it with the raw figures under bench/results/.
 
 import { execFileSync, fork, spawn, spawnSync } from 'node:child_process'
+import { generateKeyPairSync } from 'node:crypto'
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -136,10 +137,15 @@ async function main(): Promise<void> {
   const bare = await startServer('bare proxy', { kind: 'bare', upstream: upstream.origin })
 
   const redisInstalled = spawnSync('redis-server', ['--version']).status === 0
-  const variants: Array<{ name: string; config: Record<string, unknown> }> = [
+  // The features of issue 9 that cost something per request when on: a DPoP key in every session
+  // cookie, and an identity assertion per session and upstream (signed once, then reused).
+  const assertionKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
+  const variants: Array<{ name: string; config: Record<string, unknown>; provider?: Record<string, unknown>; upstream?: Record<string, unknown> }> = [
     { name: 'cookie', config: {} },
     { name: 'memory', config: { session: { store: 'memory' } } },
     { name: '1000 routes', config: {} },
+    { name: 'dpop', config: {}, provider: { dpop: true } },
+    { name: 'assertion', config: { assertions: { signingKeys: [assertionKey] } }, upstream: { identityAssertion: true } },
   ]
   let redisUrl: string | undefined
   if (redisInstalled) {
@@ -172,11 +178,12 @@ async function main(): Promise<void> {
         name: 'app',
         target: upstream.origin,
         ...(many ? { publicPaths: Array.from({ length: 100 }, (_, g) => `/public${g}/**/*.css`) } : {}),
+        ...variant.upstream,
       },
     ]
     const yaml = stringify({
       server: { host: '127.0.0.1', port: ports[i], publicUrl: origins[i], managementPort: 0 },
-      provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true },
+      provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true, ...variant.provider },
       cookies: { secrets: [COOKIE_SECRET], secure: false },
       ...variant.config,
       upstreams,
@@ -205,6 +212,10 @@ async function main(): Promise<void> {
   for (const name of ['memory', 'redis']) {
     const gateway = gateways.get(name)
     if (gateway !== undefined) rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
+  }
+  for (const [name, row] of [['dpop', 'DPoP-bound session (provider.dpop)'], ['assertion', 'identity assertion (ES256, cached)']] as const) {
+    const gateway = gateways.get(name) as Server
+    rows.push({ name: `gateway, cookie session, ${row}`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }
   rows.push(
     { name: 'gateway, Bearer JWT (RS256)', server: cookie, path: '/page', headers: { ...json, authorization: `Bearer ${await bearer('RS256')}` }, status: 200 },
