@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
 import type { WorkerState } from './cluster/worker-state.js'
 import { ConfigError } from './config/load.js'
-import type { GatewayConfig } from './config/types.js'
+import type { GatewayConfig, ProviderConfig } from './config/types.js'
 import { GatewayError, type ProblemCode } from './errors.js'
 import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
+import { Providers, type Provider } from './oidc/providers.js'
 import { JtiReplayGuard } from './oidc/jti-replay.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
@@ -18,7 +19,7 @@ import type { ManagementOptions, ReadinessCheck } from './ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from './ops/metrics.js'
 import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
 import { createAuthenticator } from './proxy/authenticate.js'
-import { canonicalHost } from './proxy/match.js'
+import { canonicalHost, createUpstreamMatcher } from './proxy/match.js'
 import { normalizePath } from './proxy/path.js'
 import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js'
 import { signOutPage } from './pages/sign-out.js'
@@ -97,7 +98,7 @@ function createSessions(
     if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl'])
     const keys = new RedisKeys(config.session.redis.keyPrefix)
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
-    const lockMs = 2 * config.provider.timeoutMs + config.session.redis.timeoutMs
+    const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
       store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds }),
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs }),
@@ -220,13 +221,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     )
     done()
   })
-  const client = new OidcClient(config.provider, config.server.publicUrl, app.log, (url, seconds, failed) =>
-    metrics.observeProviderCall(client.callOf(url), seconds, failed),
-  )
+  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics)))
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
-  const refreshGrant: RefreshGrant = async (token, sub, dpopKey) => {
+  const refreshGrant: RefreshGrant = async (token, session) => {
     try {
-      const tokens = await client.refresh(token, sub, dpopKey)
+      const provider = providers.get(session.provider)
+      if (provider === undefined) throw new GatewayError('refresh_token_invalid', 'the provider of this session is no longer configured')
+      const tokens = await provider.client.refresh(token, session.claims.sub, session.dpopKey)
       metrics.observeRefresh('ok')
       return tokens
     } catch (err) {
@@ -236,8 +237,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   }
   const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds)
   const checks: ReadinessCheck[] = [
-    { name: 'provider_metadata', ready: () => client.ready },
-    { name: 'provider_keys', ready: () => client.keys.loaded },
+    { name: 'provider_metadata', ready: () => providers.all.every((p) => p.client.ready) },
+    { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },
     { name: 'session_store', ready: () => store.ping() },
   ]
   // The revocation list and the logout-token replay guard live there too.
@@ -245,20 +246,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     checks.push({ name: 'redis', ready: () => redis.ping().then(() => true, () => false) })
   }
   app.decorate('management', { metrics: metrics.registry, checks })
-  const bearer = new BearerVerifier({
-    issuer: config.provider.issuer,
-    clientId: config.provider.clientId,
-    audiences: config.provider.audiences,
-    algorithms: config.provider.bearer.algorithms,
-    clockToleranceSeconds: config.provider.clockToleranceSeconds,
-    getKey: client.keys.getKey,
-    ...(config.provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
-    log: app.log,
-  })
 
-  app.decorate('providerReady', client.start())
+  app.decorate('providerReady', Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined))
   app.addHook('onClose', async () => {
-    client.stop()
+    for (const provider of providers.all) provider.client.stop()
     await store.close()
     // After the store, which may still use it while it closes.
     await redis?.quit().catch(() => redis.disconnect())
@@ -266,7 +257,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   if (redis !== undefined) await firstConnection(redis, config.session.redis.timeoutMs)
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
-  const authenticate = createAuthenticator({ store, lifecycle, bearer })
+  const authenticate = createAuthenticator({ store, lifecycle, providers })
   const validateRedirectAfter = createRedirectAfterValidator({
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
@@ -275,14 +266,20 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     publicUrl: config.server.publicUrl,
     store,
     validateRedirectAfter,
-    endSessionUrl: () => client.endSessionUrl(undefined),
+    endSessionUrls: () => providers.all.map((p) => p.client.endSessionUrl(undefined)),
   }
   const errorPage = createErrorPage(pages)
 
   await app.register(reservedRoutes)
+  const matchUpstream = createUpstreamMatcher(config.upstreams)
   await app.register(signInRoutes, {
     prefix: SIGN_IN_PATH,
-    client,
+    providers,
+    providersFor(target) {
+      const url = new URL(target, config.server.publicUrl)
+      const path = normalizePath(url.pathname)
+      return path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)?.providers
+    },
     cookies,
     store,
     lifecycle,
@@ -293,11 +290,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   })
   await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(backchannelLogoutRoute, {
-    issuer: config.provider.issuer,
-    clientId: config.provider.clientId,
-    clockToleranceSeconds: config.provider.clockToleranceSeconds,
-    algorithms: () => client.idTokenAlgorithms,
-    keys: client.keys,
+    providers,
     store,
     replay: sharedByPrimary?.replay ?? new JtiReplayGuard({ redis, prefix: redisPrefix }),
   })
@@ -334,6 +327,25 @@ async function identityAssertions(config: GatewayConfig): Promise<IdentityAssert
   if (sources === undefined) return undefined
   const keys = await Promise.all(sources.map((source) => signingKey(parsePrivateKey(source))))
   return new IdentityAssertions({ keys, issuer: config.server.publicUrl, ttlSeconds: config.assertions.ttlSeconds })
+}
+
+/** A provider's client and Bearer verifier; with several providers their log lines name it. */
+function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics): Provider {
+  const log = config.providers.length === 1 ? appLog : appLog.child({ provider: provider.name })
+  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, log, (url, seconds, failed) =>
+    metrics.observeProviderCall(client.callOf(url), seconds, failed),
+  )
+  const bearer = new BearerVerifier({
+    issuer: provider.issuer,
+    clientId: provider.clientId,
+    audiences: provider.audiences,
+    algorithms: provider.bearer.algorithms,
+    clockToleranceSeconds: provider.clockToleranceSeconds,
+    getKey: client.keys.getKey,
+    ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
+    log,
+  })
+  return { name: provider.name, config: provider, client, bearer }
 }
 
 function causeOf(err: Error): string | undefined {

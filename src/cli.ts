@@ -16,10 +16,11 @@ import type { GatewayConfig } from './config/types.js'
 //                                      drain (bounded by server.shutdownTimeoutMs) and exit 0; with
 //                                      server.workers > 1 this process is the primary of its workers
 // openid-gateway check --config PATH   validates and prints the effective config, secrets masked
-// openid-gateway jwks --config PATH    prints the public JWKS of provider.clientKey, to register
-//                                      at the provider for private_key_jwt
+// openid-gateway jwks --config PATH [--provider NAME]
+//                                      prints the public JWKS of a provider's clientKey, to
+//                                      register at the provider for private_key_jwt
 
-const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH]'
+const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH] [--provider NAME (jwks)]'
 const COMMANDS = ['run', 'check', 'jwks']
 
 /** Runs `step`; a configuration error ends the process with exit code 2 and its message. */
@@ -88,12 +89,29 @@ async function run(config: GatewayConfig): Promise<void> {
   }
 }
 
+/** The JWKS of the provider with a clientKey: the only one, or the one `--provider` names. */
+async function providerJwks(config: GatewayConfig, name: string | undefined): Promise<{ keys: unknown[] }> {
+  const keyed = config.providers.filter((p) => p.clientKey !== undefined)
+  const chosen = name === undefined ? keyed : keyed.filter((p) => p.name === name)
+  const [provider] = chosen
+  if (chosen.length === 1 && provider !== undefined) return (await clientJwks(provider)) ?? { keys: [] }
+  if (name !== undefined) throw new ConfigError([`--provider ${name}: no provider of that name has a clientKey`])
+  if (chosen.length === 0) {
+    throw new ConfigError(['provider.clientKey is not set: jwks prints the public key of provider.clientAuthMethod: private_key_jwt'])
+  }
+  throw new ConfigError([`several providers have a clientKey (${chosen.map((p) => p.name).join(', ')}): name one with --provider`])
+}
+
 async function main(argv: string[]): Promise<void> {
   let parsed
   try {
     parsed = parseArgs({
       args: argv,
-      options: { config: { type: 'string', short: 'c', default: 'config/gateway.yaml' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        config: { type: 'string', short: 'c', default: 'config/gateway.yaml' },
+        provider: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
       allowPositionals: true,
     })
   } catch (err) {
@@ -116,11 +134,7 @@ async function main(argv: string[]): Promise<void> {
     return
   }
   if (command === 'jwks') {
-    const jwks = await clientJwks(config.provider)
-    if (jwks === undefined) {
-      process.stderr.write('provider.clientKey is not set: jwks prints the public key of provider.clientAuthMethod: private_key_jwt\n')
-      process.exit(EXIT_CONFIG)
-    }
+    const jwks = await configured(() => providerJwks(config, values.provider))
     process.stdout.write(`${JSON.stringify(jwks, null, 2)}\n`)
     return
   }

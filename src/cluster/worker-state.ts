@@ -51,7 +51,7 @@ export class WorkerRevocationList implements RevocationList {
     await callPrimary('revoke', selector)
   }
 
-  isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {
+  isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
     return this.#local.isRevoked(session)
   }
 

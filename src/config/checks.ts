@@ -6,7 +6,7 @@ import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
-import type { IdentityHeaderNames } from './types.js'
+import { DEFAULT_PROVIDER, type IdentityHeaderNames } from './types.js'
 
 /** Reads the value at `path` when it has the expected type and no known issue touches it. */
 type Read = <T>(path: Path, is: (value: unknown) => value is T) => T | undefined
@@ -18,66 +18,120 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     const value = valueAt(data, path)
     return is(value) ? value : undefined
   }
+  const providers = providerPaths(data)
+  const upstreams = valueAt(data, ['upstreams'])
   return [
-    ...checkIssuer(read),
-    ...checkClientAuthentication(read, (key) => valueAt(data, ['provider', key]) !== undefined),
-    ...checkFapi2(read),
+    ...checkProviderForms(data),
+    ...checkProviderNames(read, providers),
+    ...providers.flatMap((at) => checkProvider(read, data, at)),
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
     ...checkManagementPort(read),
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkWorkersStore(read),
-    ...checkUpstreams(read, valueAt(data, ['upstreams'])),
-    ...checkDpopForwarding(read, valueAt(data, ['upstreams'])),
-    ...checkAssertionKeys(read, valueAt(data, ['upstreams']), valueAt(data, ['assertions', 'signingKeys'])),
+    ...checkUpstreams(read, upstreams),
+    ...checkUpstreamProviders(read, upstreams, providers),
+    ...checkDpopForwarding(read, upstreams, providers),
+    ...checkAssertionKeys(read, upstreams, valueAt(data, ['assertions', 'signingKeys'])),
   ]
 }
 
-function checkIssuer(read: Read): Issue[] {
-  const issuer = read(['provider', 'issuer'], isString)
-  const allowInsecureHttp = read(['provider', 'allowInsecureHttp'], isBoolean)
+/**
+ * Where the provider settings are: `provider` (the one-provider form) or each `providers[i]`. The
+ * rules of one provider run at each, and name the key where it is.
+ */
+function providerPaths(data: unknown): Path[] {
+  const list = valueAt(data, ['providers'])
+  if (Array.isArray(list)) return list.map((_, index) => ['providers', index])
+  return valueAt(data, ['provider']) === undefined ? [] : [['provider']]
+}
+
+// Exactly one form: two would leave it unclear which provider the one-provider form's sessions
+// (named `default`) belong to.
+function checkProviderForms(data: unknown): Issue[] {
+  if (!isRecord(data)) return []
+  const one = valueAt(data, ['provider']) !== undefined
+  const several = valueAt(data, ['providers']) !== undefined
+  if (one && several) return [{ path: ['providers'], message: 'cannot be given with provider: use providers alone (name the former provider in it)' }]
+  if (!one && !several) return [{ path: ['provider'], message: 'is required (or providers, a list, for several providers)' }]
+  return []
+}
+
+// A name selects the provider at sign-in and in the session; an issuer selects it for a Bearer
+// token and a logout token: each must select one.
+function checkProviderNames(read: Read, at: readonly Path[]): Issue[] {
+  const keyed = (key: string, lower: boolean): Keyed[] =>
+    at.flatMap((path, index): Keyed[] => {
+      const value = read([...path, key], isString)
+      return value === undefined ? [] : [[index, lower ? value.toLowerCase() : value]]
+    })
+  return [
+    ...duplicates(keyed('name', true)).map(([index, first]): Issue => ({
+      path: [...(at[index] ?? []), 'name'],
+      message: `duplicate of ${formatPath([...(at[first] ?? []), 'name'])}`,
+    })),
+    ...duplicates(keyed('issuer', false)).map(([index, first]): Issue => ({
+      path: [...(at[index] ?? []), 'issuer'],
+      message: `same issuer as ${formatPath(at[first] ?? [])}: a token's iss must select one provider`,
+    })),
+  ]
+}
+
+/** The provider rules below, at one provider's path. */
+function checkProvider(read: Read, data: unknown, at: Path): Issue[] {
+  return [
+    ...checkIssuer(read, at),
+    ...checkClientAuthentication(read, at, (key) => valueAt(data, [...at, key]) !== undefined),
+    ...checkFapi2(read, at),
+  ]
+}
+
+function checkIssuer(read: Read, at: Path): Issue[] {
+  const issuer = read([...at, 'issuer'], isString)
+  const allowInsecureHttp = read([...at, 'allowInsecureHttp'], isBoolean)
   if (issuer === undefined || allowInsecureHttp !== false || !/^http:/i.test(issuer)) return []
-  return [{ path: ['provider', 'issuer'], message: 'must be an https URL (http only with provider.allowInsecureHttp: true)' }]
+  return [{ path: [...at, 'issuer'], message: `must be an https URL (http only with ${formatPath([...at, 'allowInsecureHttp'])}: true)` }]
 }
 
 // Each method has its credential; a credential the method does not use is refused rather than
 // ignored, so that a configuration never looks more secure than it is.
-function checkClientAuthentication(read: Read, has: (key: string) => boolean): Issue[] {
-  const method = read(['provider', 'clientAuthMethod'], isString)
+function checkClientAuthentication(read: Read, at: Path, has: (key: string) => boolean): Issue[] {
+  const method = read([...at, 'clientAuthMethod'], isString)
   if (method === undefined) return []
   const issues: Issue[] = []
   if (method === 'private_key_jwt') {
-    if (!has('clientKey')) issues.push({ path: ['provider', 'clientKey'], message: 'is required by clientAuthMethod: private_key_jwt' })
-    if (has('clientSecret')) issues.push({ path: ['provider', 'clientSecret'], message: 'is not used with clientAuthMethod: private_key_jwt; remove it' })
+    if (!has('clientKey')) issues.push({ path: [...at, 'clientKey'], message: 'is required by clientAuthMethod: private_key_jwt' })
+    if (has('clientSecret')) issues.push({ path: [...at, 'clientSecret'], message: 'is not used with clientAuthMethod: private_key_jwt; remove it' })
   } else {
-    if (!has('clientSecret')) issues.push({ path: ['provider', 'clientSecret'], message: 'is required' })
+    if (!has('clientSecret')) issues.push({ path: [...at, 'clientSecret'], message: 'is required' })
     for (const key of ['clientKey', 'clientKeyId']) {
-      if (has(key)) issues.push({ path: ['provider', key], message: `is only used with clientAuthMethod: private_key_jwt` })
+      if (has(key)) issues.push({ path: [...at, key], message: `is only used with clientAuthMethod: private_key_jwt` })
     }
   }
   return issues
 }
 
 // FAPI 2.0 Security Profile 5.3.2: what the profile requires of a client and a key can contradict.
-function checkFapi2(read: Read): Issue[] {
-  if (read(['provider', 'profile'], isString) !== 'fapi2') return []
+function checkFapi2(read: Read, at: Path): Issue[] {
+  if (read([...at, 'profile'], isString) !== 'fapi2') return []
+  const profile = `${formatPath([...at, 'profile'])}: fapi2`
   const issues: Issue[] = []
-  const method = read(['provider', 'clientAuthMethod'], isString)
+  const method = read([...at, 'clientAuthMethod'], isString)
   if (method !== undefined && method !== 'private_key_jwt') {
-    issues.push({ path: ['provider', 'clientAuthMethod'], message: 'must be private_key_jwt with provider.profile: fapi2' })
+    issues.push({ path: [...at, 'clientAuthMethod'], message: `must be private_key_jwt with ${profile}` })
   }
-  if (read(['provider', 'pushedAuthorizationRequests'], isString) === 'off') {
-    issues.push({ path: ['provider', 'pushedAuthorizationRequests'], message: 'cannot be off with provider.profile: fapi2, which requires PAR' })
+  if (read([...at, 'pushedAuthorizationRequests'], isString) === 'off') {
+    issues.push({ path: [...at, 'pushedAuthorizationRequests'], message: `cannot be off with ${profile}, which requires PAR` })
   }
-  const pinned = read(['provider', 'idTokenAlgorithms'], isStringArray)
+  const pinned = read([...at, 'idTokenAlgorithms'], isStringArray)
   const refused = pinned?.filter((alg) => !FAPI2_ALGORITHMS.includes(alg)) ?? []
   if (refused.length > 0) {
-    issues.push({ path: ['provider', 'idTokenAlgorithms'], message: `names ${refused.join(', ')}; provider.profile: fapi2 allows only ${FAPI2_ALGORITHMS.join(', ')}` })
+    issues.push({ path: [...at, 'idTokenAlgorithms'], message: `names ${refused.join(', ')}; ${profile} allows only ${FAPI2_ALGORITHMS.join(', ')}` })
   }
-  // provider.bearer.algorithms defaults to every algorithm: normalize narrows it to the profile's.
-  const bearer = read(['provider', 'bearer', 'algorithms'], isStringArray)
+  // bearer.algorithms defaults to every algorithm: normalize narrows it to the profile's.
+  const bearer = read([...at, 'bearer', 'algorithms'], isStringArray)
   if (bearer !== undefined && !bearer.some((alg) => FAPI2_ALGORITHMS.includes(alg))) {
-    issues.push({ path: ['provider', 'bearer', 'algorithms'], message: `names none of ${FAPI2_ALGORITHMS.join(', ')}, the only algorithms provider.profile: fapi2 allows` })
+    issues.push({ path: [...at, 'bearer', 'algorithms'], message: `names none of ${FAPI2_ALGORITHMS.join(', ')}, the only algorithms ${profile} allows` })
   }
   return issues
 }
@@ -152,12 +206,38 @@ function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
   ]
 }
 
+/** The names of the providers at `at`; the one-provider form's is DEFAULT_PROVIDER. */
+function providerNames(read: Read, at: readonly Path[]): Array<string | undefined> {
+  return at.map((path) => (path.length === 1 ? DEFAULT_PROVIDER : read([...path, 'name'], isString)))
+}
+
+// The names an upstream gives must be providers' names (with provider:, that is `default`).
+function checkUpstreamProviders(read: Read, upstreams: unknown, at: readonly Path[]): Issue[] {
+  if (!Array.isArray(upstreams)) return []
+  const names = providerNames(read, at)
+  if (names.includes(undefined)) return []
+  const known = names.join(', ')
+  return upstreams.flatMap((_, index) =>
+    (read(['upstreams', index, 'providers'], isStringArray) ?? []).flatMap((name, position): Issue[] =>
+      names.includes(name) ? [] : [{ path: ['upstreams', index, 'providers', position], message: `names no provider (configured: ${known})` }],
+    ),
+  )
+}
+
 // A DPoP-bound token is useless without a proof of the session's key, which never leaves the
 // gateway; forwarding it as Bearer would promise upstreams a token they cannot use.
-function checkDpopForwarding(read: Read, upstreams: unknown): Issue[] {
-  if (read(['provider', 'dpop'], isBoolean) !== true) return []
-  const message = 'cannot be true with provider.dpop: DPoP-bound access tokens are not forwarded'
-  return upstreamsWith(read, upstreams, 'forwardAccessToken').map((path) => ({ path, message }))
+function checkDpopForwarding(read: Read, upstreams: unknown, at: readonly Path[]): Issue[] {
+  const names = providerNames(read, at)
+  const bound = at.flatMap((path, index) =>
+    read([...path, 'dpop'], isBoolean) === true || read([...path, 'profile'], isString) === 'fapi2' ? [{ path, name: names[index] }] : [],
+  )
+  if (bound.length === 0) return []
+  return upstreamsWith(read, upstreams, 'forwardAccessToken').flatMap((path) => {
+    const accepted = read([path[0] ?? '', path[1] ?? 0, 'providers'], isStringArray)
+    const provider = bound.find((p) => accepted === undefined || (p.name !== undefined && accepted.includes(p.name)))
+    if (provider === undefined) return []
+    return [{ path, message: `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded` }]
+  })
 }
 
 /** The paths of `upstreams[i].<flag>` that are true. */

@@ -14,9 +14,11 @@ const SECRET_PARAMETER = /pass|secret|token/i
 /** A copy of the configuration with every secret replaced by ********. For display only. */
 export function maskConfig(cfg: GatewayConfig): unknown {
   const copy = structuredClone(cfg)
-  if (copy.provider.clientSecret !== undefined) copy.provider.clientSecret = MASK
-  // A key given inline is masked; a file path is not a secret and says where the key comes from.
-  if (copy.provider.clientKey !== undefined && isInlineKey(copy.provider.clientKey)) copy.provider.clientKey = MASK
+  for (const provider of copy.providers) {
+    if (provider.clientSecret !== undefined) provider.clientSecret = MASK
+    // A key given inline is masked; a file path is not a secret and says where the key comes from.
+    if (provider.clientKey !== undefined && isInlineKey(provider.clientKey)) provider.clientKey = MASK
+  }
   if (copy.assertions.signingKeys !== undefined) copy.assertions.signingKeys = copy.assertions.signingKeys.map((key) => (isInlineKey(key) ? MASK : key))
   copy.cookies.secrets = copy.cookies.secrets.map(() => MASK)
   if (copy.session.redisUrl !== undefined) copy.session.redisUrl = maskUrlCredentials(copy.session.redisUrl)

@@ -3,18 +3,21 @@
 
 import { asciiLower } from '../lib/url-chars.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
-import type { AllowRules, CookiesConfig, GatewayConfig, ProviderConfig, UpstreamConfig } from './types.js'
+import { DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from './types.js'
 
-export function normalizeConfig(config: GatewayConfig): GatewayConfig {
+export function normalizeConfig(config: ConfigFile): GatewayConfig {
+  // checks.ts has made sure that exactly one of the two forms is there.
+  const providers = (config.providers ?? (config.provider === undefined ? [] : [{ name: DEFAULT_PROVIDER, ...config.provider }])).map(normalizeProvider)
+  const names = providers.map((p) => p.name)
   return {
     // The origin drops the tolerated trailing slash and canonicalizes case and default ports.
     server: { ...config.server, publicUrl: new URL(config.server.publicUrl).origin },
-    provider: normalizeProvider(config.provider),
+    providers,
     cookies: normalizeCookies(config.cookies),
     session: { ...config.session },
     redirects: { allowedHosts: config.redirects.allowedHosts.map(asciiLower) },
     rateLimit: { signIn: { ...config.rateLimit.signIn } },
-    upstreams: config.upstreams.map(normalizeUpstream),
+    upstreams: config.upstreams.map((upstream) => normalizeUpstream(upstream, names)),
     assertions: { ...config.assertions },
     log: { ...config.log },
   }
@@ -40,10 +43,11 @@ function normalizeCookies(cookies: CookiesConfig): CookiesConfig {
   return { ...cookies, domain: asciiLower(cookies.domain.replace(/^\./, '')) }
 }
 
-function normalizeUpstream(upstream: UpstreamConfig): UpstreamConfig {
+function normalizeUpstream(upstream: ConfigFile['upstreams'][number], providers: readonly string[]): UpstreamConfig {
   const { hosts } = upstream.match
   return {
     ...upstream,
+    providers: [...(upstream.providers ?? providers)],
     match: {
       pathPrefix: normalizePathPrefix(upstream.match.pathPrefix),
       ...(hosts === undefined ? {} : { hosts: normalizeHosts(hosts) }),

@@ -119,9 +119,7 @@ const server = object(
   { required: ['publicUrl'] },
 )
 
-const provider = object(
-  'The OpenID Connect provider and this gateway\'s client registration there.',
-  {
+const providerKeys: Record<string, JsonSchema> = {
     issuer: string(
       'Issuer identifier; discovery is read from <issuer>/.well-known/openid-configuration. Must be https unless allowInsecureHttp is true.',
       { format: 'issuer-url' },
@@ -190,8 +188,26 @@ const provider = object(
     }),
     clockToleranceSeconds: integer('Clock skew tolerated on exp/iat/nbf, in seconds.', 0, 300, 30),
     allowInsecureHttp: boolean('Allow a plain-http issuer. For local development and tests only.', false),
-  },
-  { required: ['issuer', 'clientId'] },
+}
+
+const provider = object('The OpenID Connect provider and this gateway\'s client registration there (the one-provider form of providers).', providerKeys, {
+  required: ['issuer', 'clientId'],
+})
+
+const providers = list(
+  'Several OpenID Connect providers (instead of provider). Each upstream names those that may sign in to it (upstreams[].providers); sessions remember theirs; a Bearer token\'s iss selects its provider.',
+  object(
+    'A provider and this gateway\'s client registration there.',
+    {
+      name: string('Unique name: the redirect endpoint\'s provider=<name>, upstreams[].providers, logs. Renaming a provider ends its sessions.', {
+        pattern: UPSTREAM_NAME.pattern,
+        maxLength: 63,
+      }),
+      ...providerKeys,
+    },
+    { required: ['name', 'issuer', 'clientId'] },
+  ),
+  { minItems: 1 },
 )
 
 const cookies = object(
@@ -360,6 +376,11 @@ const upstream = object(
       'Add a short-lived JWT of the identity (iss: server.publicUrl, aud: this upstream\'s name, sub, email, groups), signed with assertions.signingKeys, in the assertions.header header; verify it against /.well-known/jwks.json.',
       false,
     ),
+    providers: list(
+      'Names of the providers that may sign in to this upstream; the first is the one the redirect endpoint uses unless asked for another (provider=<name>). Unset: every provider, the first listed being the default. A session or Bearer token of another provider is not signed in here.',
+      string('provider name', { pattern: UPSTREAM_NAME.pattern }),
+      { minItems: 1, uniqueItems: true },
+    ),
   },
   { required: ['name', 'target'] },
 )
@@ -394,8 +415,9 @@ export const gatewaySchema: JsonSchema = {
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, log },
-    { required: ['server', 'provider', 'cookies', 'upstreams'] },
+    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, log },
+    // provider or providers: checks.ts requires exactly one of them, naming both keys.
+    { required: ['server', 'cookies', 'upstreams'] },
   ),
 }
 

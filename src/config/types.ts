@@ -23,7 +23,12 @@ export interface ServerConfig {
   workers: number | 'auto'
 }
 
+/** The name of the provider of the one-provider form (`provider:`). */
+export const DEFAULT_PROVIDER = 'default'
+
 export interface ProviderConfig {
+  /** Unique; sessions record it (DEFAULT_PROVIDER for the `provider:` form). */
+  name: string
   issuer: string
   clientId: string
   /** With client_secret_basic and client_secret_post (checks.ts makes it required there). */
@@ -129,6 +134,8 @@ export interface UpstreamConfig {
   identityHeaders: IdentityHeaderNames
   /** Add the signed identity assertion (AssertionsConfig). */
   identityAssertion: boolean
+  /** Names of the providers that may sign in here; the first is the default. Every provider when unset in the file. */
+  providers: string[]
 }
 
 export interface AssertionsConfig {
@@ -144,7 +151,8 @@ export interface LogConfig {
 
 export interface GatewayConfig {
   server: ServerConfig
-  provider: ProviderConfig
+  /** At least one; names unique. */
+  providers: ProviderConfig[]
   cookies: CookiesConfig
   session: SessionConfig
   redirects: RedirectsConfig
@@ -152,4 +160,15 @@ export interface GatewayConfig {
   upstreams: UpstreamConfig[]
   assertions: AssertionsConfig
   log: LogConfig
+}
+
+/**
+ * The file as the schema validates it: one provider (`provider:`, named DEFAULT_PROVIDER) or
+ * several (`providers:`), and upstreams whose `providers` may be left out. normalize.ts turns it
+ * into a GatewayConfig.
+ */
+export interface ConfigFile extends Omit<GatewayConfig, 'providers' | 'upstreams'> {
+  provider?: Omit<ProviderConfig, 'name'>
+  providers?: ProviderConfig[]
+  upstreams: Array<Omit<UpstreamConfig, 'providers'> & { providers?: string[] }>
 }

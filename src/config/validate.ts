@@ -5,27 +5,27 @@ import { FORMATS } from './formats.js'
 import type { Issue, Path, PathSegment } from './path.js'
 import { formatPath } from './path.js'
 import { gatewaySchema, PATTERN_MESSAGES } from './schema.js'
-import type { GatewayConfig } from './types.js'
+import type { ConfigFile } from './types.js'
 
-export type SchemaResult = { ok: true; config: GatewayConfig } | { ok: false; issues: Issue[] }
+export type SchemaResult = { ok: true; config: ConfigFile } | { ok: false; issues: Issue[] }
 
-let validator: ValidateFunction<GatewayConfig> | undefined
+let validator: ValidateFunction<ConfigFile> | undefined
 
 // Compiled on first use: most importers of the config module (types, masking) never validate.
-function getValidator(): ValidateFunction<GatewayConfig> {
+function getValidator(): ValidateFunction<ConfigFile> {
   validator ??= compileValidator()
   return validator
 }
 
-function compileValidator(): ValidateFunction<GatewayConfig> {
+function compileValidator(): ValidateFunction<ConfigFile> {
   // verbose: the failing value is needed to explain a format error (never to print it).
   const ajv = new Ajv({ allErrors: true, useDefaults: true, verbose: true, allowUnionTypes: true, strict: true })
   for (const [name, check] of Object.entries(FORMATS)) {
     ajv.addFormat(name, { type: 'string', validate: (value: string) => check(value) === undefined })
   }
-  // The type parameter is a promise the schema keeps: every key of GatewayConfig that is not
+  // The type parameter is a promise the schema keeps: every key of ConfigFile that is not
   // optional is either required or has a default (test/config/defaults.test.ts checks this).
-  return ajv.compile<GatewayConfig>(gatewaySchema)
+  return ajv.compile<ConfigFile>(gatewaySchema)
 }
 
 /** Validates `data` against the schema, filling in defaults in place (also when it fails). */

@@ -1,5 +1,5 @@
 import * as jose from 'jose'
-import type { SessionSelector } from '../session/types.js'
+import type { SubjectSelector } from '../session/types.js'
 import { isAsymmetric } from './algorithms.js'
 
 // Logout tokens of OpenID Connect Back-Channel Logout 1.0, validated per its section 2.6. Each
@@ -48,7 +48,7 @@ export interface LogoutTokenContext {
 export interface LogoutToken {
   jti: string
   /** The sessions to end: those of `sid` (with `sub` when the token names both), else every session of `sub`. */
-  selector: SessionSelector
+  selector: SubjectSelector
   /** Epoch seconds after which the token could no longer be accepted: how long its `jti` must be remembered. */
   acceptableUntil: number
 }
@@ -139,6 +139,6 @@ export async function verifyLogoutToken(token: string, ctx: LogoutTokenContext):
 
   const iat = payload.iat as number
   const until = Math.min(iat + LOGOUT_TOKEN_MAX_AGE_SECONDS, payload.exp ?? Number.POSITIVE_INFINITY) + tolerance
-  const selector: SessionSelector = isNonEmptyString(sid) ? (isNonEmptyString(sub) ? { sid, sub } : { sid }) : { sub: sub as string }
+  const selector: SubjectSelector = isNonEmptyString(sid) ? (isNonEmptyString(sub) ? { sid, sub } : { sid }) : { sub: sub as string }
   return { jti: payload.jti, selector, acceptableUntil: until }
 }

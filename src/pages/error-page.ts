@@ -17,8 +17,8 @@ export interface PageDeps {
   store: SessionStore
   /** Returns the safe redirect target or `null` (routes/redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
-  /** The provider's end-session URL without a hint, or '' (the sign-out form's redirect goes there). */
-  endSessionUrl: () => string
+  /** Each provider's end-session URL without a hint, or '' (the sign-out form's redirect goes to one). */
+  endSessionUrls: () => string[]
 }
 
 /**
@@ -78,11 +78,11 @@ function providerAnswer(problem: GatewayError): string {
   return `<p>The identity provider answered <code>${escapeHtml(error)}</code>${said}.</p>`
 }
 
-/** Where a page's sign-out form may go: the gateway, and the provider's end-session it redirects to. */
+/** Where a page's sign-out form may go: the gateway, and the providers' end-sessions it redirects to. */
 export function formTargetsOf(deps: PageDeps): string[] {
   const origin = new URL(deps.publicUrl).origin
-  const endSession = deps.endSessionUrl()
-  return endSession === '' ? [origin] : [origin, new URL(endSession).origin]
+  const origins = deps.endSessionUrls().flatMap((url) => (url === '' ? [] : [new URL(url).origin]))
+  return [...new Set([origin, ...origins])]
 }
 
 function pathOf(url: string): string {

@@ -73,12 +73,13 @@ export function logForbidden(req: FastifyRequest, upstream: UpstreamConfig, deci
 /**
  * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
  * any session; a preflight passes when the upstream allows preflights; otherwise the caller must
- * be signed in (session or Bearer, see authenticate.ts) unless `auth: optional`, and then pass the
+ * be signed in (session or Bearer of a provider it accepts, see authenticate.ts) unless `auth: optional`, and then pass the
  * `allow` rules.
  */
-export function createAccessDecision(upstream: UpstreamConfig, authenticate: Authenticator): AccessDecider {
+export function createAccessDecision(upstream: UpstreamConfig, authenticator: Authenticator): AccessDecider {
   const isPublic = createPublicPathMatcher(upstream.publicPaths)
   const isAllowed = createAllowPolicy(upstream.allow)
+  const authenticate = authenticator(upstream.providers)
   return async function decide(req, reply, request) {
     if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
     if (upstream.allowPreflight && request.preflight) return ANONYMOUS

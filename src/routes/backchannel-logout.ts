@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
-import type { ProviderKeys } from '../oidc/keys.js'
 import { KeysNotLoadedError } from '../oidc/keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
+import { unverifiedIssuer, type Provider, type Providers } from '../oidc/providers.js'
 import { SECURITY_HEADERS } from '../ops/hygiene.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../paths.js'
 import type { SessionSelector, SessionStore } from '../session/types.js'
@@ -26,12 +26,8 @@ import type { SessionSelector, SessionStore } from '../session/types.js'
 export const MAX_BODY_BYTES = 16 * 1024
 
 export interface BackchannelLogoutOptions {
-  issuer: string
-  clientId: string
-  clockToleranceSeconds: number
-  /** The algorithms of the provider's ID tokens; `undefined` until discovery has succeeded. */
-  algorithms: () => readonly string[] | undefined
-  keys: Pick<ProviderKeys, 'getKey'>
+  /** The logout token's `iss` selects the provider whose keys and client id verify it. */
+  providers: Providers
   store: SessionStore
   replay: JtiReplay
 }
@@ -59,6 +55,14 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
   })
 
+  /** With one provider, its verification says what is wrong with `iss`; with several, `iss` chooses. */
+  function providerOf(token: string): Provider | undefined {
+    const { providers } = options
+    if (providers.all.length === 1) return providers.first
+    const issuer = unverifiedIssuer(token)
+    return issuer === undefined ? undefined : providers.byIssuer(issuer)
+  }
+
   app.post(BACKCHANNEL_LOGOUT_PATH, async (req, reply) => {
     const form = req.body instanceof URLSearchParams ? req.body : new URLSearchParams()
     const tokens = form.getAll('logout_token')
@@ -67,12 +71,24 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       req.log.info({ outcome: 'refused', check: 'logout_token' }, 'back-channel logout refused')
       return invalidRequest(reply, 'the request must carry exactly one logout_token')
     }
-    const algorithms = options.algorithms()
+    const provider = providerOf(token)
+    if (provider === undefined) {
+      req.log.info({ outcome: 'refused', check: 'iss' }, 'back-channel logout refused')
+      return invalidRequest(reply, 'the logout token\'s iss names no configured provider')
+    }
+    const { client, config } = provider
+    const algorithms = client.idTokenAlgorithms
     if (algorithms === undefined) throw new GatewayError('not_ready', 'the provider metadata is not loaded yet')
 
     let verified
     try {
-      verified = await verifyLogoutToken(token, { ...options, algorithms, getKey: options.keys.getKey })
+      verified = await verifyLogoutToken(token, {
+        issuer: config.issuer,
+        clientId: config.clientId,
+        clockToleranceSeconds: config.clockToleranceSeconds,
+        algorithms,
+        getKey: client.keys.getKey,
+      })
     } catch (err) {
       if (err instanceof LogoutTokenError) {
         req.log.info({ outcome: 'refused', check: err.check, reason: err.message }, 'back-channel logout refused')
@@ -81,8 +97,10 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       if (err instanceof KeysNotLoadedError) throw new GatewayError('not_ready', 'the provider keys are not loaded yet', { cause: err })
       throw new GatewayError('provider_unavailable', "the provider's keys cannot be fetched", { cause: err })
     }
-    const { jti, selector, acceptableUntil } = verified
-    if (!(await options.replay.firstUse(options.issuer, jti, acceptableUntil))) {
+    const { jti, acceptableUntil } = verified
+    const selector = { ...verified.selector, provider: provider.name }
+    const { issuer } = config
+    if (!(await options.replay.firstUse(issuer, jti, acceptableUntil))) {
       req.log.info({ outcome: 'refused', check: 'jti_replay', ...logFields(selector) }, 'back-channel logout refused')
       return invalidRequest(reply, 'this logout token was already received (jti replayed)')
     }
@@ -90,7 +108,7 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       await options.store.end(selector)
     } catch (err) {
       // Not ended: the provider's retry of this token must not count as a replay.
-      await options.replay.release(options.issuer, jti)
+      await options.replay.release(issuer, jti)
       throw err
     }
     req.log.info({ outcome: 'ended', ...logFields(selector) }, 'back-channel logout')

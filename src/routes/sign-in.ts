@@ -2,7 +2,8 @@ import * as oidc from 'openid-client'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { RateLimitConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import type { OidcClient } from '../oidc/client.js'
+import { DEFAULT_PROVIDER } from '../config/types.js'
+import type { Provider, Providers } from '../oidc/providers.js'
 import { generateDpopKey, isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
@@ -20,7 +21,13 @@ const TRANSACTION_SECONDS = 600
 const ECHO_CHARS = 256
 
 export interface SignInOptions {
-  client: OidcClient
+  providers: Providers
+  /**
+   * The names of the providers that may sign in to the page at `target` (a validated redirectAfter,
+   * or `/`): those of the upstream serving it, the first being its default; undefined when no
+   * upstream serves it (then every provider may).
+   */
+  providersFor: (target: string) => readonly string[] | undefined
   cookies: GatewayCookies
   store: SessionStore
   lifecycle: SessionLifecycle
@@ -33,6 +40,8 @@ export interface SignInOptions {
 }
 
 interface Transaction {
+  /** The provider's name; absent in transactions started before several providers existed (DEFAULT_PROVIDER). */
+  p?: string
   n: string
   v: string
   r?: string
@@ -46,13 +55,14 @@ function isTransaction(v: unknown): v is Transaction {
   return (
     typeof t.n === 'string' &&
     typeof t.v === 'string' &&
+    (t.p === undefined || typeof t.p === 'string') &&
     (t.r === undefined || typeof t.r === 'string') &&
     (t.k === undefined || isDpopKey(t.k))
   )
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
-  const { client, cookies, store, lifecycle } = options
+  const { providers, cookies, store, lifecycle } = options
   await hardenSignIn(app, options.rateLimit, options.rateLimitStore)
 
   function redirectAfterOf(params: URLSearchParams): string | undefined {
@@ -63,6 +73,21 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       throw new GatewayError('bad_request', 'redirectAfter must be a path on this site or a URL on an allowed host')
     }
     return target
+  }
+
+  /**
+   * The provider of a sign-in: the one `provider=<name>` asks for, else the default of the page
+   * the sign-in returns to. A provider that may not sign in to that page is refused: the session
+   * would not be accepted there.
+   */
+  function providerOf(params: URLSearchParams, redirectAfter: string | undefined): Provider {
+    const requested = single(params, 'provider')
+    const names = options.providersFor(redirectAfter ?? '/') ?? providers.all.map((p) => p.name)
+    const name = requested ?? names[0] ?? providers.first.name
+    const provider = providers.get(name)
+    if (provider === undefined) throw new GatewayError('bad_request', 'provider names no configured provider')
+    if (!names.includes(name)) throw new GatewayError('bad_request', 'this provider may not sign in to the page redirectAfter names')
+    return provider
   }
 
   /** The request's session with its refresh and ID tokens, which these endpoints always reach. */
@@ -79,13 +104,14 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const params = queryOf(req)
     const redirectAfter = redirectAfterOf(params)
     const performRedirect = parseFlag('performRedirect', single(params, 'performRedirect'), true)
+    const { client, name } = providerOf(params, redirectAfter)
     const state = oidc.randomState()
     const nonce = oidc.randomNonce()
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
     const dpopKey = client.dpop ? await generateDpopKey() : undefined
     const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }) })
-    const transaction: Transaction = { n: nonce, v: codeVerifier }
+    const transaction: Transaction = { p: name, n: nonce, v: codeVerifier }
     if (dpopKey !== undefined) transaction.k = dpopKey
     if (redirectAfter !== undefined) transaction.r = redirectAfter
     cookies.writeTransaction(reply, state, transaction, TRANSACTION_SECONDS)
@@ -110,6 +136,9 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     if (state === undefined || !isTransaction(transaction)) {
       throw new GatewayError('state_mismatch', 'the sign-in state is missing, expired or was started in another browser')
     }
+    const provider = providers.get(transaction.p ?? DEFAULT_PROVIDER)
+    if (provider === undefined) throw new GatewayError('state_mismatch', 'the sign-in was started with a provider that is no longer configured')
+    const { client } = provider
     const search = req.url.slice(req.url.indexOf('?'))
     let session
     try {
@@ -119,7 +148,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         codeVerifier: transaction.v,
         ...(transaction.k === undefined ? {} : { dpopKey: transaction.k }),
       }, req.log)
-      session = lifecycle.create(tokens)
+      session = lifecycle.create(tokens, provider.name)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.
       if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state)
@@ -157,13 +186,18 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return { value: updated.accessToken }
   })
 
-  /** Ends the session here and at the provider's token endpoint; the end-session URL, or ''. */
+  /**
+   * Ends the session here and at its provider's token endpoint; the end-session URL, or ''. A
+   * session whose provider is no longer configured ends here only.
+   */
   async function endSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<string> {
     await store.destroy(req, reply)
+    const client = providers.get(session.provider)?.client
+    noStore(reply)
+    if (client === undefined) return ''
     // Offline refresh tokens outlive the provider's browser session, so they are revoked
     // explicitly; a failure is logged and does not fail the logout.
     if (session.refreshToken !== undefined) await client.revoke(session.refreshToken)
-    noStore(reply)
     return client.endSessionUrl(session.idToken)
   }
 

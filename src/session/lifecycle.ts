@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
-import type { DpopKey } from '../oidc/dpop.js'
 import type { RefreshCoordinator } from './refresh-coordinator.js'
 import type { Session, SessionClaims, SessionStore } from './types.js'
 
@@ -10,11 +9,11 @@ import type { Session, SessionClaims, SessionStore } from './types.js'
 export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid'] as const
 
 /**
- * Redeems a refresh token at the provider. `sub` is the session's subject, which a refreshed ID
- * token must repeat (OpenID Connect Core 12.2). Throws GatewayError `refresh_token_invalid` when
+ * Redeems a refresh token at the session's provider. The session's `sub` is the one a refreshed
+ * ID token must repeat (OpenID Connect Core 12.2). Throws GatewayError `refresh_token_invalid` when
  * the provider refuses the token, and a 5xx GatewayError when the provider fails.
  */
-export type RefreshGrant = (refreshToken: string, sub: string, dpopKey: DpopKey | undefined) => Promise<Tokens>
+export type RefreshGrant = (refreshToken: string, session: Pick<Session, 'claims' | 'dpopKey' | 'provider'>) => Promise<Tokens>
 
 /** Session ids carry 256 random bits: unguessable, and never reused by a later sign-in. */
 const SESSION_ID_BYTES = 32
@@ -45,8 +44,8 @@ export class SessionLifecycle {
     this.#maxAgeSeconds = maxAgeSeconds
   }
 
-  /** A new session for a completed sign-in: always a fresh id, so an old session is never reused. */
-  create(tokens: Tokens): Session {
+  /** A new session for a completed sign-in at `provider`: always a fresh id, so an old session is never reused. */
+  create(tokens: Tokens, provider: string): Session {
     if (tokens.claims === undefined) throw new GatewayError('id_token_invalid', 'the token response carried no ID token')
     const now = Math.floor(Date.now() / 1000)
     const session: Session = {
@@ -55,6 +54,7 @@ export class SessionLifecycle {
       accessToken: tokens.accessToken,
       expiresAt: this.#expiry(tokens, now),
       createdAt: now,
+      provider,
     }
     if (tokens.refreshToken !== undefined) session.refreshToken = tokens.refreshToken
     if (tokens.idToken !== undefined) session.idToken = tokens.idToken
@@ -72,10 +72,9 @@ export class SessionLifecycle {
   async refresh(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Session> {
     const refreshToken = session.refreshToken
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
-    const subject = session.claims.sub
     let tokens: Tokens
     try {
-      tokens = await this.#coordinator.redeem(session.id, refreshToken, () => this.#grant(refreshToken, subject, session.dpopKey))
+      tokens = await this.#coordinator.redeem(session.id, refreshToken, () => this.#grant(refreshToken, session))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err

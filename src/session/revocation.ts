@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
-import type { Session, SessionSelector } from './types.js'
+import { providerScope, type Session, type SessionSelector } from './types.js'
 
 // The sessions a back-channel logout ended, for the cookie store: it cannot delete the cookies
 // browsers hold, so it refuses them on every request instead. An entry names a provider session
@@ -26,7 +26,7 @@ export interface RevocationList {
   /** Refuses from now on the sessions `selector` names. */
   revoke(selector: SessionSelector): Promise<void>
   /** Whether `session` was ended by a back-channel logout; throws GatewayError 503 when it cannot tell. */
-  isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean>
+  isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean>
   /** Entries in the list (for the metrics). */
   size(): Promise<number>
 }
@@ -49,7 +49,8 @@ export const MEMORY_REVOCATIONS = 100_000
 export const REFRESH_MS = 1000
 
 function keyOf(selector: SessionSelector): string {
-  return selector.sid !== undefined ? `sid:${selector.sid}` : `sub:${selector.sub}`
+  const scope = providerScope(selector.provider)
+  return selector.sid !== undefined ? `sid:${scope}${selector.sid}` : `sub:${scope}${selector.sub}`
 }
 
 function nowSeconds(now: () => number): number {
@@ -57,13 +58,14 @@ function nowSeconds(now: () => number): number {
 }
 
 /** The rules at the top of this file, over entries (key -> epoch seconds of the logout) and a floor. */
-function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session: Pick<Session, 'claims' | 'createdAt'>): boolean {
+function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): boolean {
   if (session.createdAt <= floor) return true
   // The common case on every request: nothing revoked, so no key strings are built.
   if (entries.size === 0) return false
+  const scope = providerScope(session.provider)
   const sid = session.claims.sid
-  if (typeof sid === 'string' && entries.has(`sid:${sid}`)) return true
-  const subRevokedAt = entries.get(`sub:${session.claims.sub}`)
+  if (typeof sid === 'string' && entries.has(`sid:${scope}${sid}`)) return true
+  const subRevokedAt = entries.get(`sub:${scope}${session.claims.sub}`)
   return subRevokedAt !== undefined && subRevokedAt >= session.createdAt
 }
 
@@ -125,7 +127,7 @@ export class MemoryRevocationList implements RevocationList {
     if (snapshot.floor !== null) this.#floor = Math.max(this.#floor, snapshot.floor)
   }
 
-  async isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {
+  async isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
     return revokedBy(this.#entries, this.#floor, session)
   }
 
@@ -191,7 +193,7 @@ export class RedisRevocationList implements RevocationList {
     if (this.#snapshot !== undefined) this.#snapshot.checkedAt = Number.NEGATIVE_INFINITY
   }
 
-  async isRevoked(session: Pick<Session, 'claims' | 'createdAt'>): Promise<boolean> {
+  async isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
     const snapshot = await this.#current()
     return revokedBy(snapshot.entries, snapshot.floor, session)
   }

@@ -1,3 +1,4 @@
+import { DEFAULT_PROVIDER } from '../config/types.js'
 import { isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { Session, SessionClaims } from './types.js'
 
@@ -11,6 +12,8 @@ export interface SealedSession {
   a: string
   x: number
   t: number
+  /** The provider's name; absent in sessions sealed before several providers existed (DEFAULT_PROVIDER). */
+  p?: string
   r?: string
   d?: string
   /** DPoP key: with the identity, because every refresh needs it (wherever the credentials are). */
@@ -19,7 +22,7 @@ export interface SealedSession {
 
 /** `session` in its sealed shape; its refresh and ID tokens only when `withCredentials`. */
 export function toSealed(session: Session, withCredentials: boolean): SealedSession {
-  const sealed: SealedSession = { i: session.id, c: session.claims, a: session.accessToken, x: session.expiresAt, t: session.createdAt }
+  const sealed: SealedSession = { i: session.id, c: session.claims, a: session.accessToken, x: session.expiresAt, t: session.createdAt, p: session.provider }
   if (session.dpopKey !== undefined) sealed.k = session.dpopKey
   if (withCredentials && session.refreshToken !== undefined) sealed.r = session.refreshToken
   if (withCredentials && session.idToken !== undefined) sealed.d = session.idToken
@@ -38,11 +41,12 @@ export function fromSealed(v: unknown): Session | undefined {
     typeof s.c === 'object' &&
     s.c !== null &&
     typeof s.c.sub === 'string' &&
+    (s.p === undefined || typeof s.p === 'string') &&
     (s.r === undefined || typeof s.r === 'string') &&
     (s.d === undefined || typeof s.d === 'string') &&
     (s.k === undefined || isDpopKey(s.k))
   if (!valid) return undefined
-  const session: Session = { id: s.i!, claims: s.c!, accessToken: s.a!, expiresAt: s.x!, createdAt: s.t! }
+  const session: Session = { id: s.i!, claims: s.c!, accessToken: s.a!, expiresAt: s.x!, createdAt: s.t!, provider: s.p ?? DEFAULT_PROVIDER }
   if (s.r !== undefined) session.refreshToken = s.r
   if (s.d !== undefined) session.idToken = s.d
   if (s.k !== undefined) session.dpopKey = s.k

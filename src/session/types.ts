@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { DEFAULT_PROVIDER } from '../config/types.js'
 import type { DpopKey } from '../oidc/dpop.js'
 
 /** The identity claims kept from the ID token: only what identity headers and `allow` rules read. */
@@ -13,6 +14,8 @@ export interface Session {
   expiresAt: number
   /** Epoch seconds of the sign-in; the session ends at createdAt + session.maxAgeSeconds. */
   createdAt: number
+  /** The name of the provider it was signed in with; refresh and logout go there. */
+  provider: string
   /**
    * The long-lived credentials (with idToken). `load` may leave them out: the cookie store keeps
    * them in a second cookie that only `withCredentials` opens.
@@ -26,12 +29,17 @@ export interface Session {
 /**
  * The sessions a back-channel logout ends (Back-Channel Logout 1.0, 2.4 and 2.6): those of one
  * provider session (`sid`, with `sub` also matched when the token names both), or every session of
- * `sub` when the token names no `sid`.
+ * `sub` when the token names no `sid`; always of the provider that sent the logout token, since
+ * two providers may use the same `sub` for different people.
  */
-export type SessionSelector = { sid: string; sub?: string } | { sid?: undefined; sub: string }
+export type SessionSelector = { provider: string } & SubjectSelector
+
+/** What a logout token names: a `sid` (and maybe its `sub`), or a `sub`. */
+export type SubjectSelector = { sid: string; sub?: string } | { sid?: undefined; sub: string }
 
 /** Whether `session` is one that `selector` names. */
-export function selects(selector: SessionSelector, session: Pick<Session, 'claims'>): boolean {
+export function selects(selector: SessionSelector, session: Pick<Session, 'claims' | 'provider'>): boolean {
+  if (session.provider !== selector.provider) return false
   if (selector.sid !== undefined && session.claims.sid !== selector.sid) return false
   return selector.sub === undefined || session.claims.sub === selector.sub
 }
@@ -58,4 +66,13 @@ export interface SessionStore {
   /** Whether the store can be reached now (readiness); never throws. */
   ping(): Promise<boolean>
   close(): Promise<void>
+}
+
+/**
+ * The prefix that scopes a `sid` or `sub` to its provider in the keys that index sessions (the
+ * revocation list, Redis). None for the one-provider form's provider, whose keys were written
+ * before several providers existed and must keep matching.
+ */
+export function providerScope(provider: string): string {
+  return provider === DEFAULT_PROVIDER ? '' : `${provider}/`
 }

@@ -13,7 +13,8 @@ const EXPECTED: GatewayConfig = {
     shutdownTimeoutMs: 10000,
     workers: 1,
   },
-  provider: {
+  providers: [{
+    name: 'default',
     issuer: 'https://idp.example.com/realms/main',
     clientId: 'gateway',
     clientSecret: CLIENT_SECRET,
@@ -30,7 +31,7 @@ const EXPECTED: GatewayConfig = {
     timeoutMs: 10000,
     clockToleranceSeconds: 30,
     allowInsecureHttp: false,
-  },
+  }],
   cookies: { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax', credentialsPath: '/' },
   session: { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } },
   redirects: { allowedHosts: [] },
@@ -55,6 +56,7 @@ const EXPECTED: GatewayConfig = {
         preferredUsername: 'X-Forwarded-Preferred-Username',
       },
       identityAssertion: false,
+      providers: ['default'],
     },
   ],
   assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
@@ -67,16 +69,16 @@ t.test('a minimal configuration gets every default', async (t) => {
 
 t.test('optional keys without a default stay absent', async (t) => {
   const config = resolve()
-  t.notOk('postLogoutRedirectUri' in config.provider)
+  t.notOk('postLogoutRedirectUri' in config.providers[0]!)
   t.notOk('domain' in config.cookies)
   t.notOk('redisUrl' in config.session)
   t.notOk('hosts' in (config.upstreams[0]?.match ?? {}))
 })
 
 t.test('audiences default to [clientId] when absent or empty, and are kept when given', async (t) => {
-  t.same(resolve({ provider: { clientId: 'my-client' } }).provider.audiences, ['my-client'])
-  t.same(resolve({ provider: { clientId: 'my-client', audiences: [] } }).provider.audiences, ['my-client'])
-  t.same(resolve({ provider: { audiences: ['api', 'other'] } }).provider.audiences, ['api', 'other'])
+  t.same(resolve({ provider: { clientId: 'my-client' } }).providers[0]!.audiences, ['my-client'])
+  t.same(resolve({ provider: { clientId: 'my-client', audiences: [] } }).providers[0]!.audiences, ['my-client'])
+  t.same(resolve({ provider: { audiences: ['api', 'other'] } }).providers[0]!.audiences, ['api', 'other'])
 })
 
 t.test('a key given as null (empty in YAML) takes its default', async (t) => {
@@ -84,7 +86,7 @@ t.test('a key given as null (empty in YAML) takes its default', async (t) => {
   t.equal(config.server.port, 8080)
   t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } })
   t.same(config.log, { level: 'info' })
-  t.notOk('postLogoutRedirectUri' in config.provider)
+  t.notOk('postLogoutRedirectUri' in config.providers[0]!)
 })
 
 t.test('partial identityHeaders keep the other defaults', async (t) => {

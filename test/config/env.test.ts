@@ -6,7 +6,7 @@ import { COOKIE_SECRET, issuesOf, problems, resolve } from '../fixtures/config/b
 
 const MALFORMED = 'malformed variable reference: write ${NAME} or ${NAME:-default}, and $${ for a literal ${'
 
-const clientId = (value: string, env: Record<string, string>): string => resolve({ provider: { clientId: value } }, env).provider.clientId
+const clientId = (value: string, env: Record<string, string>): string => resolve({ provider: { clientId: value } }, env).providers[0]!.clientId
 
 t.test('${VAR} and ${VAR:-default}', async (t) => {
   t.equal(clientId('${ID}', { ID: 'from-env' }), 'from-env')
@@ -78,10 +78,10 @@ t.test('interpolation happens after YAML parsing: env values cannot inject YAML'
   ].join('\n')
   const injected = 'a\n b: c\nserver:\n  port: 1'
   const config = parseConfig(yaml, { ID: injected, SECRET: '"], evil: [', COOKIE: COOKIE_SECRET })
-  t.equal(config.provider.clientId, injected)
-  t.equal(config.provider.clientSecret, '"], evil: [')
+  t.equal(config.providers[0]!.clientId, injected)
+  t.equal(config.providers[0]!.clientSecret, '"], evil: [')
   t.equal(config.server.port, 8080)
-  t.notOk('b' in config.provider)
+  t.notOk('b' in config.providers[0]!)
 })
 
 t.test('a value from the environment is not interpolated again', async (t) => {
@@ -100,7 +100,7 @@ t.test('numbers and booleans from the environment are coerced where the schema s
     { PORT: '9000', SECURE: 'FALSE', T: '+5000' },
   )
   t.equal(config.server.port, 9000)
-  t.equal(config.provider.timeoutMs, 9999)
+  t.equal(config.providers[0]!.timeoutMs, 9999)
   t.equal(config.cookies.secure, false)
   t.equal(config.upstreams[0]?.websocket, true)
   t.equal(config.upstreams[0]?.timeoutMs, 5000)
@@ -131,7 +131,7 @@ t.test('any environment value arrives unchanged as one string', async () => {
   fc.assert(
     fc.property(fc.string({ unit: 'binary', minLength: 1 }), (value) => {
       const config = resolve({ provider: { clientSecret: '${S}' } }, { S: value })
-      return config.provider.clientSecret === value
+      return config.providers[0]!.clientSecret === value
     }),
   )
 })

@@ -20,7 +20,7 @@ t.test('ConfigError', async (t) => {
 
 t.test('loadConfig reads a file', async (t) => {
   const config = loadConfig(fixture('minimal.yaml'), SECRETS)
-  t.equal(config.provider.clientSecret, 'oidc-secret')
+  t.equal(config.providers[0]!.clientSecret, 'oidc-secret')
   t.strictSame(config.cookies.secrets, [COOKIE_SECRET])
 })
 
@@ -119,7 +119,7 @@ t.test('every problem of a broken file at once, in the order of the file', async
 t.test('config/gateway.example.yaml loads with OIDC_CLIENT_SECRET and COOKIE_SECRET', async (t) => {
   const config = loadConfig(file('config/gateway.example.yaml'), SECRETS)
   t.equal(config.server.publicUrl, 'https://app.example.com')
-  t.equal(config.provider.clientSecret, 'oidc-secret')
+  t.equal(config.providers[0]!.clientSecret, 'oidc-secret')
   t.strictSame(config.cookies.secrets, [COOKIE_SECRET])
   t.strictSame(config.upstreams.map((u) => u.name), ['app', 'admin'])
   t.strictSame(issuesOf(() => loadConfig(file('config/gateway.example.yaml'), {})), [
@@ -152,8 +152,8 @@ t.test('config/gateway.yaml loads with its environment', async (t) => {
   t.equal(config.server.port, 8443)
   t.equal(config.server.managementPort, 9091, 'the management listener on its default port')
   t.equal(config.server.publicUrl, 'https://gateway.example.net')
-  t.equal(config.provider.issuer, 'https://login.example.net')
-  t.equal(config.provider.clientId, 'gateway')
+  t.equal(config.providers[0]!.issuer, 'https://login.example.net')
+  t.equal(config.providers[0]!.clientId, 'gateway')
   t.equal(config.upstreams[0]?.target, 'http://127.0.0.1:3000')
   t.equal(config.log.level, 'info')
   t.strictSame(issuesOf(() => loadConfig(file('config/gateway.yaml'), {})), [
@@ -176,14 +176,14 @@ t.test('config/demo.yaml loads with the demo environment', async (t) => {
   const config = loadConfig(file('config/demo.yaml'), env)
   t.equal(config.server.host, '127.0.0.1')
   t.equal(config.server.port, 9402)
-  t.equal(config.provider.issuer, 'http://127.0.0.1:9400')
-  t.equal(config.provider.clientId, 'demo-gateway')
-  t.equal(config.provider.allowInsecureHttp, true)
+  t.equal(config.providers[0]!.issuer, 'http://127.0.0.1:9400')
+  t.equal(config.providers[0]!.clientId, 'demo-gateway')
+  t.equal(config.providers[0]!.allowInsecureHttp, true)
   t.equal(config.cookies.secure, false)
   t.strictSame(config.upstreams.map((u) => [u.name, u.match.pathPrefix, u.target, u.auth, u.publicPaths, u.websocket]), [
     ['demo', '/', 'http://127.0.0.1:9401', 'required', ['/public/**'], true],
   ])
-  t.equal(loadConfig(file('config/demo.yaml'), { ...env, DEMO_CLIENT_ID: 'other' }).provider.clientId, 'other')
+  t.equal(loadConfig(file('config/demo.yaml'), { ...env, DEMO_CLIENT_ID: 'other' }).providers[0]!.clientId, 'other')
   t.equal(config.log.level, 'info')
   t.equal(loadConfig(file('config/demo.yaml'), { ...env, DEMO_LOG_LEVEL: 'warn' }).log.level, 'warn')
 })

@@ -29,7 +29,7 @@ t.test('it is YAML of the whole configuration, secrets masked', async (t) => {
   t.same(parsed, maskConfig(cfg))
   t.same(parsed, {
     ...cfg,
-    provider: { ...cfg.provider, clientSecret: MASK },
+    providers: [{ ...cfg.providers[0]!, clientSecret: MASK }],
     cookies: { ...cfg.cookies, secrets: [MASK, MASK] },
     session: { ...cfg.session, redisUrl: 'rediss://gateway:********@redis.example.com:6380/2' },
   })
@@ -38,7 +38,7 @@ t.test('it is YAML of the whole configuration, secrets masked', async (t) => {
 t.test('keys are printed in the documented order, defaults included', async (t) => {
   const text = formatEffectiveConfig(config())
   const topLevel = text.split('\n').filter((line) => /^\w/.test(line))
-  t.strictSame(topLevel, ['server:', 'provider:', 'cookies:', 'session:', 'redirects:', 'rateLimit:', 'upstreams:', 'assertions:', 'log:'])
+  t.strictSame(topLevel, ['server:', 'providers:', 'cookies:', 'session:', 'redirects:', 'rateLimit:', 'upstreams:', 'assertions:', 'log:'])
   t.match(text, /^server:\n {2}host: 0\.0\.0\.0\n {2}port: 8080\n/)
 })
 
@@ -46,7 +46,7 @@ t.test('masking does not touch the configuration itself', async (t) => {
   const cfg = config()
   maskConfig(cfg)
   formatEffectiveConfig(cfg)
-  t.equal(cfg.provider.clientSecret, CLIENT_SECRET)
+  t.equal(cfg.providers[0]!.clientSecret, CLIENT_SECRET)
   t.strictSame(cfg.cookies.secrets, [COOKIE_SECRET, OLD_COOKIE_SECRET])
   t.match(cfg.session.redisUrl, REDIS_PASSWORD)
 })

@@ -79,10 +79,10 @@ for (const name of recipeNames) {
   t.test(`${name}.yaml`, async (t) => {
     const path = fileURLToPath(new URL(`${name}.yaml`, RECIPES))
     const config = loadConfig(path)
-    t.match(config.provider.issuer, ISSUER_SHAPES[name] ?? /^$/, 'issuer has the documented shape')
-    t.equal(config.provider.allowInsecureHttp, false, 'no plain-http provider')
+    t.match(config.providers[0]!.issuer, ISSUER_SHAPES[name] ?? /^$/, 'issuer has the documented shape')
+    t.equal(config.providers[0]!.allowInsecureHttp, false, 'no plain-http provider')
     t.match(config.server.publicUrl, /^https:\/\//, 'the public URL (and so every URI to register) is https')
-    t.ok(config.provider.scopes.includes('openid'))
+    t.ok(config.providers[0]!.scopes.includes('openid'))
 
     // Secrets never written in a recipe: they come from the environment.
     const raw = YAML.parse(readFileSync(path, 'utf8')) as { provider: { clientSecret: unknown }; cookies: { secrets: unknown } }
@@ -93,8 +93,8 @@ for (const name of recipeNames) {
     const urls = [...text.matchAll(/https:\/\/[^\s,\]'"]+\/api\/v1\/openid\/[a-z-]+/g)].map((match) => match[0])
     t.ok(urls.some((url) => url === `${config.server.publicUrl}${CALLBACK_PATH}`), 'names the redirect URI')
     for (const url of urls) t.ok(REGISTERED_PATHS.some((p) => url === `${config.server.publicUrl}${p}`), `${url} is a gateway URL`)
-    if (NO_END_SESSION.has(name)) t.equal(config.provider.postLogoutRedirectUri, undefined, 'no post-logout URI')
-    else t.equal(config.provider.postLogoutRedirectUri, `${config.server.publicUrl}${SIGN_OUT_PATH}`, 'post-logout URI is the sign-out page')
+    if (NO_END_SESSION.has(name)) t.equal(config.providers[0]!.postLogoutRedirectUri, undefined, 'no post-logout URI')
+    else t.equal(config.providers[0]!.postLogoutRedirectUri, `${config.server.publicUrl}${SIGN_OUT_PATH}`, 'post-logout URI is the sign-out page')
 
     for (const missing of Object.keys(ENV)) {
       const env = { ...ENV, [missing]: undefined }
@@ -107,5 +107,5 @@ for (const name of recipeNames) {
 // which the gateway cannot send); asking for it brings no refresh token and adds prompt=consent.
 t.test('the Google recipe does not ask for offline_access', async (t) => {
   const config = loadConfig(fileURLToPath(new URL('google.yaml', RECIPES)))
-  t.notOk(config.provider.scopes.includes('offline_access'))
+  t.notOk(config.providers[0]!.scopes.includes('offline_access'))
 })

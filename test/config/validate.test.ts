@@ -23,7 +23,7 @@ t.test('root', async (t) => {
     'unknown top-level key': [{ servers: {} }, ['servers: unknown key']],
     'missing sections': [
       { server: undefined, provider: undefined, cookies: undefined, upstreams: undefined },
-      ['server: is required', 'provider: is required', 'cookies: is required', 'upstreams: is required'],
+      ['server: is required', 'cookies: is required', 'upstreams: is required', 'provider: is required (or providers, a list, for several providers)'],
     ],
     'a section of the wrong type': [{ session: 'redis' }, ['session: must be a mapping']],
   })
@@ -157,16 +157,16 @@ t.test('provider.bearer', async (t) => {
     'introspection as text': [{ provider: { bearer: { introspection: 'yes' } } }, ['provider.bearer.introspection: must be true or false']],
     'unknown key': [{ provider: { bearer: { issuer: 'x' } } }, ['provider.bearer.issuer: unknown key']],
   })
-  t.same(resolve({ provider: { bearer: { introspection: true } } }).provider.bearer, {
+  t.same(resolve({ provider: { bearer: { introspection: true } } }).providers[0]!.bearer, {
     algorithms: asymmetric.split(', '),
     introspection: true,
   })
-  t.same(resolve({ provider: { bearer: { algorithms: ['ES256'] } } }).provider.bearer, { algorithms: ['ES256'], introspection: false })
-  t.same(resolve({ provider: { audiences: ['api', 'gateway'] } }).provider.audiences, ['api', 'gateway'])
+  t.same(resolve({ provider: { bearer: { algorithms: ['ES256'] } } }).providers[0]!.bearer, { algorithms: ['ES256'], introspection: false })
+  t.same(resolve({ provider: { audiences: ['api', 'gateway'] } }).providers[0]!.audiences, ['api', 'gateway'])
 })
 
 t.test('the issuer is kept exactly as written', async (t) => {
-  t.equal(resolve({ provider: { issuer: 'https://idp.example.com/realms/main/' } }).provider.issuer, 'https://idp.example.com/realms/main/')
+  t.equal(resolve({ provider: { issuer: 'https://idp.example.com/realms/main/' } }).providers[0]!.issuer, 'https://idp.example.com/realms/main/')
 })
 
 t.test('cookies', async (t) => {

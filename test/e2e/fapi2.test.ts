@@ -32,8 +32,8 @@ t.test('against oidc-provider as a FAPI 2.0 provider: sign-in, refresh, logout',
     },
     config: { provider: FAPI2 },
   })
-  t.equal(stack.config.provider.dpop, true, 'the profile turns DPoP on')
-  t.equal(stack.config.provider.pushedAuthorizationRequests, 'required', 'and PAR')
+  t.equal(stack.config.providers[0]!.dpop, true, 'the profile turns DPoP on')
+  t.equal(stack.config.providers[0]!.pushedAuthorizationRequests, 'required', 'and PAR')
   const metadata = (await (await fetch(`${stack.provider?.issuer}/.well-known/openid-configuration`)).json()) as Record<string, unknown>
 
   const start = await fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=false`)
@@ -108,5 +108,5 @@ t.test('configuration: what fapi2 requires, refused by key', async (t) => {
     'provider.bearer.algorithms: names none of PS256, ES256, EdDSA, Ed25519, the only algorithms provider.profile: fapi2 allows',
   ])
   const config = resolve({ provider: FAPI2 })
-  t.strictSame(config.provider.bearer.algorithms, ['PS256', 'ES256', 'EdDSA', 'Ed25519'], 'Bearer JWTs narrowed to the profile')
+  t.strictSame(config.providers[0]!.bearer.algorithms, ['PS256', 'ES256', 'EdDSA', 'Ed25519'], 'Bearer JWTs narrowed to the profile')
 })

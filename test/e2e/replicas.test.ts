@@ -133,14 +133,14 @@ t.test('store.end by sid and by sub ends those sessions on every replica, and on
   t.type(sid, 'string', 'the session keeps the provider session id')
   t.not((await sessionOf(alice2))?.claims.sid, sid, 'each browser has its own provider session')
 
-  await store.end({ sid: sid as string })
+  await store.end({ provider: 'default', sid: sid as string })
   t.same([await status(alice1, a), await status(alice1, b)], [401, 401], 'the session of that sid is ended on A and B')
   t.same([await status(alice2, a), await status(alice2, b)], [200, 200], "alice's other session is not")
 
-  await store.end({ sid: (await sessionOf(alice2))?.claims.sid as string, sub: 'bob' })
+  await store.end({ provider: 'default', sid: (await sessionOf(alice2))?.claims.sid as string, sub: 'bob' })
   t.same([await status(alice2, a), await status(alice2, b)], [200, 200], 'a sid with another sub ends nothing')
 
-  await store.end({ sub: 'alice' })
+  await store.end({ provider: 'default', sub: 'alice' })
   t.same([await status(alice2, a), await status(alice2, b)], [401, 401], 'by sub: every session of alice is ended')
   t.same([await status(bob, a), await status(bob, b)], [200, 200], "bob's is not")
 })

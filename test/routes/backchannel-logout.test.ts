@@ -7,6 +7,7 @@ import t from 'tap'
 import { GatewayError } from '../../src/errors.js'
 import { KeysNotLoadedError } from '../../src/oidc/keys.js'
 import { JtiReplayGuard } from '../../src/oidc/jti-replay.js'
+import { Providers, type Provider } from '../../src/oidc/providers.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
 import { backchannelLogoutRoute, MAX_BODY_BYTES } from '../../src/routes/backchannel-logout.js'
@@ -103,12 +104,14 @@ async function routeApp(t: Tap, replay: JtiReplayGuard, options: { ready?: boole
     if (err instanceof GatewayError) return reply.code(err.status).send({ code: err.code })
     return reply.code((err as { statusCode?: number }).statusCode ?? 500).send({ code: 'other' })
   })
+  // The route reads a provider's issuer, client id and tolerance, and its client's algorithms and keys.
+  const provider = {
+    name: 'default',
+    config: { issuer: ISSUER, clientId: CLIENT_ID, clockToleranceSeconds: 30 },
+    client: { idTokenAlgorithms: options.ready === false ? undefined : ['RS256'], keys: { getKey: options.getKey ?? (async () => publicKey) } },
+  } as unknown as Provider
   await app.register(backchannelLogoutRoute, {
-    issuer: ISSUER,
-    clientId: CLIENT_ID,
-    clockToleranceSeconds: 30,
-    algorithms: () => (options.ready === false ? undefined : ['RS256']),
-    keys: { getKey: options.getKey ?? (async () => publicKey) },
+    providers: new Providers([provider]),
     store,
     replay,
   })
@@ -127,7 +130,7 @@ t.test('the selector of the token reaches the store: sid (with sub), or sub alon
   t.equal((await inject(app, await sign())).statusCode, 200)
   t.equal((await inject(app, await sign({ sid: undefined }))).statusCode, 200)
   t.equal((await inject(app, await sign({ sub: undefined }))).statusCode, 200)
-  t.same(ended.selectors, [{ sid: 'sid-1', sub: 'alice' }, { sub: 'alice' }, { sid: 'sid-1' }])
+  t.same(ended.selectors, [{ sid: 'sid-1', sub: 'alice', provider: 'default' }, { sub: 'alice', provider: 'default' }, { sid: 'sid-1', provider: 'default' }])
 })
 
 t.test('a logout that fails is a 5xx, and the provider may send the same token again', async (t) => {

@@ -43,6 +43,7 @@ async function signedInJar(store: CookieSessionStore): Promise<Record<string, st
     accessToken: 'access',
     expiresAt: NOW - 1,
     createdAt: NOW,
+    provider: 'default',
     refreshToken: 'refresh',
     idToken: 'id-token',
   }

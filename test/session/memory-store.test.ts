@@ -26,7 +26,7 @@ function setup(maxSessions: number) {
         return reply
       },
     }
-    const session: Session = { id, claims: { sub: id }, accessToken: `at-${id}`, expiresAt: createdAt + 300, createdAt }
+    const session: Session = { id, claims: { sub: id }, accessToken: `at-${id}`, expiresAt: createdAt + 300, createdAt, provider: 'default' }
     await store.save(request(jar), reply as unknown as FastifyReply, session)
     return jar
   }

@@ -25,7 +25,7 @@ function exchange(cookieValue?: string) {
 
 function session(id: string, sub: string, sid: string): Session {
   const now = Math.floor(Date.now() / 1000)
-  return { id, claims: { sub, sid }, accessToken: `at-${id}`, expiresAt: now + 60, createdAt: now, refreshToken: `rt-${id}` }
+  return { id, claims: { sub, sid }, accessToken: `at-${id}`, expiresAt: now + 60, createdAt: now, refreshToken: `rt-${id}`, provider: 'default' }
 }
 
 t.test('reconnection never gives up, with a capped backoff', async (t) => {
@@ -69,7 +69,7 @@ t.test('against a real redis-server with a password', async (t) => {
     t.same(refresh.set, {}, 'an update sets no cookie')
     t.equal((await store.load(exchange(cookie).req))?.accessToken, 'at-2')
 
-    await store.end({ sub: 'alice' })
+    await store.end({ provider: 'default', sub: 'alice' })
     t.equal(await store.load(exchange(cookie).req), undefined, 'ended')
     const late = exchange(cookie)
     await store.save(late.req, late.reply, { ...alice, accessToken: 'at-3' })
@@ -87,7 +87,7 @@ t.test('against a real redis-server with a password', async (t) => {
       ['load', () => store.load(exchange(signIn.set.ogw).req)],
       ['save', () => store.save(exchange().req, exchange().reply, session('id-carol', 'carol', 'sid-3'))],
       ['destroy', () => store.destroy(exchange(signIn.set.ogw).req, exchange().reply)],
-      ['end', () => store.end({ sub: 'bob' })],
+      ['end', () => store.end({ provider: 'default', sub: 'bob' })],
     ]
     for (const [name, operation] of operations) {
       await t.rejects(operation(), { code: 'session_store_unavailable', status: 503 }, `${name} fails closed`)

@@ -23,8 +23,8 @@ function clock(start = T0 * 1000) {
   }
 }
 
-function session(sub: string, createdAt: number, sid?: string): Pick<Session, 'claims' | 'createdAt'> {
-  return { claims: sid === undefined ? { sub } : { sub, sid }, createdAt }
+function session(sub: string, createdAt: number, sid?: string): Pick<Session, 'claims' | 'createdAt' | 'provider'> {
+  return { claims: sid === undefined ? { sub } : { sub, sid }, createdAt, provider: 'default' }
 }
 
 /** The rules every list keeps; `c` is the list's clock. */
@@ -35,14 +35,14 @@ async function sharedRules(t: Test, list: RevocationList, c: ReturnType<typeof c
   const noSid = session('carol', T0 - 10)
   t.notOk(await list.isRevoked(before), 'nothing revoked yet')
 
-  await list.revoke({ sid: 'sid-a', sub: 'alice' })
+  await list.revoke({ provider: 'default', sid: 'sid-a', sub: 'alice' })
   t.ok(await list.isRevoked(before), 'the session of that sid is refused')
   t.notOk(await list.isRevoked(otherSid), "the same user's other provider session is not")
   t.notOk(await list.isRevoked(bob))
   // A provider session never comes back: even a "later" session with that sid is refused.
   t.ok(await list.isRevoked(session('alice', T0 + 100, 'sid-a')))
 
-  await list.revoke({ sub: 'carol' })
+  await list.revoke({ provider: 'default', sub: 'carol' })
   t.ok(await list.isRevoked(noSid), 'every session of that sub created before the logout is refused')
   t.ok(await list.isRevoked(session('carol', T0, 'sid-x')), 'one created in the very second of the logout too')
   t.notOk(await list.isRevoked(session('carol', T0 + 1)), 'a sign-in after the logout is not')
@@ -51,7 +51,7 @@ async function sharedRules(t: Test, list: RevocationList, c: ReturnType<typeof c
   // Entries are kept for the longest session lifetime, then dropped.
   c.advance((MAX_AGE - 1) * 1000)
   t.ok(await list.isRevoked(before), 'still refused just before the session lifetime has passed')
-  await list.revoke({ sub: 'dave' })
+  await list.revoke({ provider: 'default', sub: 'dave' })
   t.equal(await list.size(), 3)
   c.advance(2000)
   t.equal(await list.size(), 1, 'entries older than session.maxAgeSeconds are dropped')
@@ -66,10 +66,10 @@ t.test('memory: sid, sub, session lifetime', async (t) => {
 t.test('memory: a re-revoked sub moves its time forward', async (t) => {
   const c = clock()
   const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, now: c.now })
-  await list.revoke({ sub: 'alice' })
+  await list.revoke({ provider: 'default', sub: 'alice' })
   c.advance(60_000)
   t.notOk(await list.isRevoked(session('alice', T0 + 30)), 'signed in after the first logout')
-  await list.revoke({ sub: 'alice' })
+  await list.revoke({ provider: 'default', sub: 'alice' })
   t.ok(await list.isRevoked(session('alice', T0 + 30)), 'and ended by the second')
   t.equal(await list.size(), 1)
 })
@@ -77,11 +77,11 @@ t.test('memory: a re-revoked sub moves its time forward', async (t) => {
 t.test('memory: when full, the oldest entry becomes a floor, never a session that passes again', async (t) => {
   const c = clock()
   const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, maxEntries: 2, now: c.now })
-  await list.revoke({ sid: 'sid-1' })
+  await list.revoke({ provider: 'default', sid: 'sid-1' })
   c.advance(10_000)
-  await list.revoke({ sid: 'sid-2' })
+  await list.revoke({ provider: 'default', sid: 'sid-2' })
   c.advance(10_000)
-  await list.revoke({ sid: 'sid-3' })
+  await list.revoke({ provider: 'default', sid: 'sid-3' })
   t.equal(await list.size(), 2, 'bounded')
   t.ok(await list.isRevoked(session('alice', T0 - 5, 'sid-1')), 'the evicted sid is still refused (by the floor)')
   t.ok(await list.isRevoked(session('bob', T0, 'other')), 'so is everyone signed in at or before its logout')
@@ -108,7 +108,7 @@ t.test('redis: the same rules, and shared by every replica', async (t) => {
   await sharedRules(t, listA, c)
 
   t.notOk(await listB.isRevoked(s), 'replica B has just checked the list')
-  await listA.revoke({ sid: 'sid-z' })
+  await listA.revoke({ provider: 'default', sid: 'sid-z' })
   t.ok(await listA.isRevoked(s), 'the replica that received the logout refuses at once')
   c.advance(REFRESH_MS - 1)
   // Replica B trusts its copy for REFRESH_MS at most: the bounded delay across replicas.
@@ -134,7 +134,7 @@ t.test('redis: unreachable, the check fails with 503 instead of passing', async 
   t.type(err, GatewayError)
   t.equal((err as GatewayError).code, 'session_store_unavailable')
   t.equal((err as GatewayError).status, 503)
-  const revokeErr = await list.revoke({ sid: 'x' }).catch((e: unknown) => e)
+  const revokeErr = await list.revoke({ provider: 'default', sid: 'x' }).catch((e: unknown) => e)
   t.equal((revokeErr as GatewayError).code, 'session_store_unavailable', 'a logout that cannot be recorded fails')
   const sizeErr = await list.size().catch((e: unknown) => e)
   t.equal((sizeErr as GatewayError).code, 'session_store_unavailable')
@@ -147,7 +147,7 @@ t.test('redis: a list that lost its data refuses every session created before it
   t.teardown(() => redis.disconnect())
   const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, now: c.now })
   c.advance(100_000)
-  await list.revoke({ sid: 'sid-a' })
+  await list.revoke({ provider: 'default', sid: 'sid-a' })
   const ended = session('alice', T0 - 10, 'sid-a')
   const kept = session('bob', T0 - 10, 'sid-b')
   t.ok(await list.isRevoked(ended))
