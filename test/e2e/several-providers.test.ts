@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto'
+import t from 'tap'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
+import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
+import type { Browser } from '../fixtures/browser.js'
+import { problemCode } from '../fixtures/http.js'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+
+// Two real oidc-provider instances behind one gateway (`providers:`): `staff` and `partners`. The
+// root upstream accepts both (staff first: its default), /partners only partners, /staff only
+// staff. Both providers invent the same accounts, so `alice` has the same `sub` at each: exactly
+// the case where a session or token must be told apart by its provider, not by its subject.
+
+const UPSTREAMS = [
+  { name: 'app' },
+  { name: 'partner-portal', match: { pathPrefix: '/partners' }, providers: ['partners'] },
+  { name: 'staff-tools', match: { pathPrefix: '/staff' }, providers: ['staff'] },
+]
+
+async function twoProviders(t: Parameters<Parameters<typeof t.test>[1]>[0], config: Record<string, unknown> = {}): Promise<{ stack: Stack; staff: string; partners: string }> {
+  const stack = await startStack(t, { providers: ['staff', 'partners'], upstreams: UPSTREAMS, backchannelLogout: true, config })
+  const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
+  return { stack, staff, partners }
+}
+
+/** Where the redirect endpoint sends a sign-in: the authorization endpoint's origin, or the problem code. */
+async function signInGoesTo(stack: Stack, query: string): Promise<string> {
+  const res = await fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=0&${query}`)
+  if (res.status !== 200) return `${res.status} ${await problemCode(res)}`
+  const { value } = (await res.json()) as { value: string }
+  return new URL(value).origin
+}
+
+async function status(at: Stack | Browser, browserOrUrl: Browser | string, path = ''): Promise<number> {
+  const [browser, url] = typeof browserOrUrl === 'string' ? [at as Browser, browserOrUrl] : [browserOrUrl, `${(at as Stack).gw}${path}`]
+  const res = await browser.fetch(url, { headers: { accept: 'application/json' } })
+  await res.body?.cancel()
+  return res.status
+}
+
+async function signIn(stack: Stack, provider: string, username = 'alice'): Promise<Browser> {
+  const browser = stack.browser()
+  const res = await browser.signIn(`${stack.gw}/api/v1/openid/redirect?provider=${provider}`, username)
+  t.equal(res.status, 200, `signed in at ${provider}`)
+  await res.body?.cancel()
+  return browser
+}
+
+t.test('the redirect endpoint: provider=<name>, else the default of the upstream the sign-in returns to', async (t) => {
+  const { stack, staff, partners } = await twoProviders(t)
+  t.equal(await signInGoesTo(stack, ''), staff, 'no redirectAfter: the root upstream, whose default is the first provider')
+  t.equal(await signInGoesTo(stack, 'redirectAfter=/partners/home'), partners, "the partner portal's only provider")
+  t.equal(await signInGoesTo(stack, 'redirectAfter=/staff/x'), staff)
+  t.equal(await signInGoesTo(stack, 'provider=partners'), partners, 'asked for by name')
+  t.equal(await signInGoesTo(stack, 'provider=partners&redirectAfter=/page'), partners, 'the root upstream accepts both')
+  t.equal(await signInGoesTo(stack, 'provider=nobody'), '400 bad_request', 'an unknown name')
+  t.equal(await signInGoesTo(stack, 'provider='), '400 bad_request', 'an empty name')
+  t.equal(await signInGoesTo(stack, 'provider=staff&provider=partners'), '400 bad_request', 'given twice')
+  t.equal(await signInGoesTo(stack, 'provider=staff&redirectAfter=/partners/home'), '400 bad_request', 'a provider the target upstream does not accept')
+
+  // A navigation to a protected page goes through the redirect endpoint to that upstream's provider.
+  const browser = stack.browser()
+  const page = await browser.fetch(`${stack.gw}/partners/home`, { navigate: true })
+  const location = page.headers.get('location') ?? ''
+  t.equal(page.status, 302)
+  const start = await browser.fetch(new URL(location, stack.gw), { navigate: true })
+  t.equal(new URL(start.headers.get('location') ?? '').origin, partners, 'a navigation to /partners signs in at partners')
+})
+
+for (const store of ['cookie', 'memory'] as const) t.test(`${store} store: a session records its provider: accepted where that provider is, refreshed and logged out there`, async (t) => {
+  const { stack, staff, partners } = await twoProviders(t, { session: { store } })
+  const partner = await signIn(stack, 'partners')
+  t.same(
+    [await status(stack, partner, '/partners/x'), await status(stack, partner, '/'), await status(stack, partner, '/staff/x')],
+    [200, 200, 401],
+    'partners session: the portal and the root, not the staff tools',
+  )
+  const employee = await signIn(stack, 'staff')
+  t.same(
+    [await status(stack, employee, '/partners/x'), await status(stack, employee, '/'), await status(stack, employee, '/staff/x')],
+    [401, 200, 200],
+    'staff session: the root and the staff tools, not the portal',
+  )
+  const seen = await employee.fetch(`${stack.gw}/staff/x`, { headers: { accept: 'application/json' } })
+  t.equal(((await seen.json()) as { headers: Record<string, string> }).headers['x-forwarded-user'], 'alice')
+
+  // Each refresh token goes to its own provider: the other would refuse it (409).
+  for (const [browser, name] of [[partner, 'partners'], [employee, 'staff']] as const) {
+    const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
+    t.equal(res.status, 200, `the ${name} session refreshes at ${name}`)
+    await res.body?.cancel()
+  }
+
+  // Logout: the end-session URL of the session's provider.
+  for (const [browser, issuer] of [[partner, partners], [employee, staff]] as const) {
+    const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
+    t.equal(res.status, 200)
+    const { value } = (await res.json()) as { value: string }
+    t.equal(new URL(value).origin, issuer, "the session's own provider's end-session")
+  }
+})
+
+t.test("a Bearer token's iss selects its provider, among those the upstream accepts", async (t) => {
+  const { stack } = await twoProviders(t)
+  const [staff, partners] = stack.providers as [NonNullable<Stack['provider']>, NonNullable<Stack['provider']>]
+  const call = async (path: string, token: string): Promise<string> => {
+    const res = await fetch(`${stack.gw}${path}`, { headers: { accept: 'application/json', authorization: `Bearer ${token}` } })
+    if (res.status !== 200) return `${res.status}`
+    return ((await res.json()) as { headers: Record<string, string> }).headers['x-forwarded-user'] ?? ''
+  }
+  const fromStaff = await staff.signJwt({ sub: 'svc-staff', aud: CLIENT_ID, scope: 'api' }, { typ: 'at+jwt' })
+  const fromPartners = await partners.signJwt({ sub: 'svc-partner', aud: CLIENT_ID, scope: 'api' }, { typ: 'at+jwt' })
+  t.same([await call('/api', fromStaff), await call('/api', fromPartners)], ['svc-staff', 'svc-partner'], 'the root accepts either, each verified by its issuer')
+  t.same([await call('/partners/api', fromPartners), await call('/partners/api', fromStaff)], ['svc-partner', '401'], 'the portal: partners only')
+  t.same([await call('/staff/api', fromStaff), await call('/staff/api', fromPartners)], ['svc-staff', '401'], 'the staff tools: staff only')
+
+  // Signed by partners' key but claiming staff as its issuer: staff's keys refuse it.
+  const forged = await partners.signJwt({ iss: staff.issuer, sub: 'mallory', aud: CLIENT_ID, scope: 'api' }, { typ: 'at+jwt' })
+  t.equal(await call('/api', forged), '401', "an iss naming another provider than the signer's")
+  const unknown = await partners.signJwt({ iss: 'https://elsewhere.example', sub: 'mallory', aud: CLIENT_ID, scope: 'api' }, { typ: 'at+jwt' })
+  t.equal(await call('/api', unknown), '401', 'an iss naming no provider')
+})
+
+t.test('back-channel logout: the logout token ends the sessions of its own provider only', async (t) => {
+  const { stack } = await twoProviders(t)
+  const [staff, partners] = stack.providers as [NonNullable<Stack['provider']>, NonNullable<Stack['provider']>]
+  const atStaff = await signIn(stack, 'staff')
+  const atPartners = await signIn(stack, 'partners')
+  t.same([await status(stack, atStaff, '/'), await status(stack, atPartners, '/')], [200, 200])
+  // The revocation list counts whole seconds: the logout comes after the sign-ins' second.
+  await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 10))
+
+  const logout = async (provider: typeof staff): Promise<number> => {
+    const token = await provider.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+    const res = await fetch(stack.gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
+    await res.body?.cancel()
+    return res.status
+  }
+  t.equal(await logout(partners), 200, "partners' logout token for alice")
+  t.same([await status(stack, atStaff, '/'), await status(stack, atPartners, '/')], [200, 401], "alice at staff is another person's session: left alone")
+  t.equal(await logout(staff), 200)
+  t.equal(await status(stack, atStaff, '/'), 401, "staff's own logout token ends it")
+
+  const foreign = await partners.signJwt({ iss: 'https://elsewhere.example', aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+  const res = await fetch(stack.gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: foreign }) })
+  t.equal(res.status, 400, 'a logout token from no configured provider')
+  t.match(await res.json(), { error: 'invalid_request', error_description: /iss names no configured provider/ })
+})
+
+t.test('a session of a provider no longer configured (renamed or removed) is no session; refresh ends it, logout clears it', async (t) => {
+  const { stack } = await twoProviders(t)
+  // A gateway with the same cookie secrets that knows one provider, named default.
+  const single = await startStack(t)
+  const partner = await signIn(stack, 'partners')
+  t.equal(await status(stack, partner, '/'), 200)
+  t.equal(await status(partner, single.gw + '/'), 401, 'not signed in there')
+  const refresh = await partner.fetch(`${single.gw}/api/v1/openid/refresh`)
+  t.equal(refresh.status, 409, 'its refresh token cannot be redeemed: 409')
+  t.equal(await problemCode(refresh), 'refresh_token_invalid')
+  t.equal(partner.cookie('ogw'), undefined, 'and the session cookies are cleared')
+
+  const again = await signIn(stack, 'partners')
+  const logout = await again.fetch(`${single.gw}/api/v1/openid/logout`, { method: 'DELETE' })
+  t.equal(logout.status, 200, 'logout works')
+  t.same(await logout.json(), { value: '' }, 'without a provider to send the browser to')
+  t.equal(again.cookie('ogw'), undefined, 'cookies cleared')
+})
