@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
+import { createServer, type IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
@@ -12,7 +12,7 @@ import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { Providers, type Provider } from './oidc/providers.js'
-import { JtiReplayGuard } from './oidc/jti-replay.js'
+import { JtiReplayGuard, type JtiReplay } from './oidc/jti-replay.js'
 import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import type { ManagementOptions, ReadinessCheck } from './ops/management.js'
@@ -43,13 +43,30 @@ import { connectRedis, firstConnection } from './session/redis-client.js'
 import { RedisKeys } from './session/redis-keys.js'
 import { RedisRefreshCoordinator } from './session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from './session/redis-store.js'
-import type { SessionStore } from './session/types.js'
+import type { Session, SessionStore } from './session/types.js'
 
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
   logStream?: { write(line: string): void }
   /** On a worker of server.workers > 1: what it shares with the others through the primary. */
   worker?: WorkerState
+  /**
+   * Under a LiveGateway (ops/live.ts): what outlives one configuration, filled by the first build
+   * and reused by the builds of later reloads. The app then gets a server of its own that never
+   * listens: the live gateway's server hands it requests (`routing`) and upgrades.
+   */
+  live?: LiveState
+}
+
+/** See BuildOptions.live; each field is set by the first build that needs it. */
+export interface LiveState {
+  metrics?: GatewayMetrics
+  /** The memory store's sign-ins. */
+  memorySessions?: Map<string, Session>
+  /** Without Redis and workers: this process's revocation list, logout-token replay guard and refresh coordinator. */
+  revocations?: RevocationList
+  replay?: JtiReplay
+  coordinator?: RefreshCoordinator
 }
 
 declare module 'fastify' {
@@ -77,7 +94,7 @@ declare module 'fastify' {
 const kBadPath = Symbol('openid-gateway.badPath')
 
 /** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
-const MAX_HEADER_BYTES = 32 * 1024
+export const MAX_HEADER_BYTES = 32 * 1024
 
 interface Sessions {
   store: SessionStore
@@ -91,6 +108,7 @@ function createSessions(
   redis: Redis | undefined,
   revocations: RevocationList | undefined,
   worker: WorkerState | undefined,
+  live: LiveState | undefined,
 ): Sessions {
   const { store, maxAgeSeconds } = config.session
   if (store === 'redis') {
@@ -104,8 +122,11 @@ function createSessions(
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs }),
     }
   }
-  const coordinator = worker?.coordinator ?? new LocalRefreshCoordinator()
-  if (store === 'memory') return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions), coordinator }
+  const coordinator = worker?.coordinator ?? carried(live, 'coordinator', () => new LocalRefreshCoordinator())
+  if (store === 'memory') {
+    const sessions = carried(live, 'memorySessions', () => new Map<string, Session>())
+    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, sessions), coordinator }
+  }
   return { store: new CookieSessionStore(cookies, maxAgeSeconds, revocations), coordinator }
 }
 
@@ -118,6 +139,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     genReqId: () => randomUUID(),
     trustProxy: config.server.trustedProxies.length === 0 ? false : config.server.trustedProxies,
     http: { maxHeaderSize: MAX_HEADER_BYTES },
+    // Under a live gateway, a server that never listens: the live gateway's hands requests over.
+    ...(options.live === undefined ? {} : { serverFactory: () => createServer() }),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
     // Every decision (routing, public paths, the path the upstream sees) uses one normalized
@@ -185,18 +208,23 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
   const sharedByPrimary = redis === undefined ? options.worker : undefined
   if (sharedByPrimary !== undefined && config.session.store === 'cookie') await sharedByPrimary.revocations.start()
+  // In memory, the list and the replay guard outlive a reload; in Redis they are there anyway.
+  const inProcess = redis === undefined ? options.live : undefined
   const revocations =
     config.session.store !== 'cookie'
       ? undefined
-      : (sharedByPrimary?.revocations ?? createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix }))
+      : (sharedByPrimary?.revocations ?? carried(inProcess, 'revocations', () => createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix })))
   app.decorate('revocations', revocations)
   // The cookie store's refreshes are coordinated by the primary even when Redis holds its revocation list.
-  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations, options.worker)
-  const metrics = new GatewayMetrics({
+  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations, options.worker, options.live)
+  const sources = {
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
     ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
-  })
+  }
+  const metrics = options.live?.metrics ?? new GatewayMetrics(sources)
+  metrics.rebind(sources)
+  if (options.live !== undefined) options.live.metrics = metrics
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
     metrics.observeRequest({
@@ -292,7 +320,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   await app.register(backchannelLogoutRoute, {
     providers,
     store,
-    replay: sharedByPrimary?.replay ?? new JtiReplayGuard({ redis, prefix: redisPrefix }),
+    replay: sharedByPrimary?.replay ?? carried(inProcess, 'replay', () => new JtiReplayGuard({ redis, prefix: redisPrefix })),
   })
   await app.register(forwardAuthRoutes, {
     upstreams: config.upstreams,
@@ -346,6 +374,14 @@ function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog:
     log,
   })
   return { name: provider.name, config: provider, client, bearer }
+}
+
+/** `live[key]`, made and kept there on first use; just made without a live gateway. */
+function carried<K extends keyof LiveState>(live: LiveState | undefined, key: K, make: () => NonNullable<LiveState[K]>): NonNullable<LiveState[K]> {
+  if (live === undefined) return make()
+  const value = live[key] ?? make()
+  live[key] = value
+  return value as NonNullable<LiveState[K]>
 }
 
 function causeOf(err: Error): string | undefined {

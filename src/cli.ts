@@ -5,15 +5,16 @@ import { AggregatorRegistry } from 'prom-client'
 import { onBroadcast } from './cluster/ipc.js'
 import { runPrimary, workerCount } from './cluster/primary.js'
 import { workerState } from './cluster/worker-state.js'
-import { buildApp } from './app.js'
 import { ConfigError, EXIT_CONFIG, loadConfig } from './config/load.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { clientJwks } from './oidc/client-auth.js'
+import { LiveGateway } from './ops/live.js'
 import { buildManagement } from './ops/management.js'
 import type { GatewayConfig } from './config/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
-//                                      drain (bounded by server.shutdownTimeoutMs) and exit 0; with
+//                                      drain (bounded by server.shutdownTimeoutMs) and exit 0;
+//                                      SIGHUP reloads the file (ops/live.ts); with
 //                                      server.workers > 1 this process is the primary of its workers
 // openid-gateway check --config PATH   validates and prints the effective config, secrets masked
 // openid-gateway jwks --config PATH [--provider NAME]
@@ -36,56 +37,58 @@ async function configured<T>(step: () => T | Promise<T>): Promise<T> {
   }
 }
 
-async function run(config: GatewayConfig): Promise<void> {
+async function run(config: GatewayConfig, path: string): Promise<void> {
   const count = workerCount(config.server.workers)
-  if (count > 1 && cluster.isPrimary) return runPrimary(config, count)
+  if (count > 1 && cluster.isPrimary) return runPrimary(config, count, path)
   const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
-  const app = await configured(() => buildApp(config, worker === undefined ? {} : { worker }))
+  const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }))
   let draining = false
+  const metrics = gateway.app.management.metrics
   if (worker !== undefined) {
     // The primary serves the management listener: it asks each worker whether it is ready, and
-    // prom-client's aggregator collects this registry.
-    AggregatorRegistry.setRegistries([app.management.metrics])
+    // prom-client's aggregator collects this registry (the same one across reloads).
+    AggregatorRegistry.setRegistries([metrics])
     // prom-client answers the primary's requests once an aggregator exists in the worker.
     new AggregatorRegistry()
-    onBroadcast('ready', async () => !draining && (await Promise.all(app.management.checks.map((check) => check.ready()))).every(Boolean))
+    onBroadcast('ready', async () => !draining && (await Promise.all(gateway.checks.map((check) => check.ready()))).every(Boolean))
   }
   const management =
-    config.server.managementPort === 0 || worker !== undefined ? undefined : await buildManagement({ ...app.management, draining: () => draining })
+    config.server.managementPort === 0 || worker !== undefined
+      ? undefined
+      : await buildManagement({ metrics, checks: gateway.checks, draining: () => draining, config: () => gateway.state })
   const stop = (signal: string): void => {
     if (draining) return
     draining = true
     const started = Date.now()
-    app.log.info({ signal, shutdownTimeoutMs: config.server.shutdownTimeoutMs }, 'draining in-flight requests')
-    // close() stops accepting connections and waits for in-flight requests; past the bound the
-    // remaining connections are cut so that the process ends before Kubernetes kills it.
-    const bound = setTimeout(() => {
-      app.log.warn('shutdown timeout reached: closing the remaining connections')
-      app.server.closeAllConnections()
-    }, config.server.shutdownTimeoutMs)
-    bound.unref()
-    // The management listener closes last: /readyz answers 503 throughout the drain.
-    app
-      .close()
+    const { shutdownTimeoutMs } = gateway.config.server
+    gateway.app.log.info({ signal, shutdownTimeoutMs }, 'draining in-flight requests')
+    // The server stops accepting connections and waits for in-flight requests; past the bound the
+    // remaining connections are cut so that the process ends before Kubernetes kills it. The
+    // management listener closes last: /readyz answers 503 throughout the drain.
+    gateway
+      .close(shutdownTimeoutMs)
       .then(() => management?.close())
       .then(
         () => {
-          clearTimeout(bound)
-          app.log.info({ signal, ms: Date.now() - started }, 'stopped')
+          gateway.app.log.info({ signal, ms: Date.now() - started }, 'stopped')
           process.exit(0)
         },
         (err: unknown) => {
-          app.log.error({ err }, 'shutdown failed')
+          gateway.app.log.error({ err }, 'shutdown failed')
           process.exit(1)
         },
       )
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
-  await app.listen({ host: config.server.host, port: config.server.port })
+  // A worker is told by its primary, which has validated the file first.
+  process.on('SIGHUP', () => {
+    if (!draining) void gateway.reload(worker === undefined ? 'SIGHUP' : 'primary')
+  })
+  await gateway.listen()
   if (management !== undefined) {
     const address = await management.listen({ host: config.server.host, port: config.server.managementPort })
-    app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics)')
+    gateway.app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
   }
 }
 
@@ -138,7 +141,7 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(jwks, null, 2)}\n`)
     return
   }
-  await run(config)
+  await run(config, values.config)
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

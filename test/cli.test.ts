@@ -1,7 +1,7 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { createPublicKey, generateKeyPairSync } from 'node:crypto'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { createHash, createPublicKey, generateKeyPairSync } from 'node:crypto'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -177,4 +177,71 @@ t.test('jwks prints the public JWKS of provider.clientKey (from the environment)
   const secretOnly = await cli(['jwks', '--config', configFile(config)], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE }).done
   t.equal(secretOnly.code, 2)
   t.match(secretOnly.stderr, /provider\.clientKey is not set/)
+})
+
+/** Polls `check` every 100 ms for up to `ms`; true once it holds. */
+async function eventually(check: () => Promise<boolean>, ms = 8000): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end; ) {
+    if (await check().catch(() => false)) return true
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return false
+}
+
+t.test('SIGHUP reloads the file: /config shows its hash and load time, the metric counts; an invalid file is refused by key and changes nothing', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+  const [port, managementPort] = [await freePort(), await freePort()]
+  const base = valid(port, upstream.url, managementPort)
+  // An unreachable provider, quickly given up on: the reload does not wait long for it.
+  const config = { ...base, provider: { ...base.provider, timeoutMs: 200 }, upstreams: [{ name: 'app', target: upstream.url, auth: 'required' }], log: { level: 'info' } }
+  const path = configFile(config)
+  const proc = cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE })
+  t.teardown(() => proc.kill('SIGKILL'))
+  const origin = `http://127.0.0.1:${port}`
+  const management = `http://127.0.0.1:${managementPort}`
+  await listening(management)
+  const first = (await rawRequest(management, '/config')).json() as { hash: string; loadedAt: string }
+  t.equal(first.hash, `sha256:${createHash('sha256').update(readFileSync(path)).digest('hex')}`, 'the hash of the file as read')
+  t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 401, 'auth: required')
+
+  writeFileSync(path, stringify({ ...config, upstreams: [{ name: 'app', target: upstream.url, auth: 'none' }] }))
+  proc.kill('SIGHUP')
+  t.ok(await eventually(async () => ((await rawRequest(management, '/config')).json() as { hash: string }).hash !== first.hash), 'a new hash')
+  const second = (await rawRequest(management, '/config')).json() as { hash: string; loadedAt: string }
+  t.equal(second.hash, `sha256:${createHash('sha256').update(readFileSync(path)).digest('hex')}`)
+  t.ok(Date.parse(second.loadedAt) > Date.parse(first.loadedAt), 'a later load time')
+  t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 200, 'the new rules: auth: none')
+  const metrics = (await rawRequest(management, '/metrics')).body
+  t.match(metrics, /openid_gateway_config_reloads_total\{outcome="success"\} 1/)
+  t.match(metrics, new RegExp(`openid_gateway_config_info\\{hash="${second.hash}"\\} 1`))
+
+  writeFileSync(path, stringify({ ...config, upstreams: [{ name: 'app', target: 'not a url' }], cookies: { secrets: ['short'], secure: false } }))
+  proc.kill('SIGHUP')
+  t.ok(await eventually(async () => /openid_gateway_config_reloads_total\{outcome="failure"\} 1/.test((await rawRequest(management, '/metrics')).body)), 'counted as a failure')
+  t.same((await rawRequest(management, '/config')).json(), second, 'the running configuration is kept')
+  t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 200, 'and still serves')
+  proc.kill('SIGTERM')
+  const run = await proc.done
+  const problems = run.stdout.split('\n').filter((l) => l.includes('"configuration problem"')).map((l) => (JSON.parse(l) as { problem: string }).problem)
+  t.match(problems, [/^cookies\.secrets\[0\]: /, /^upstreams\[0\]\.target: /], 'each problem logged by key')
+  t.notMatch(run.stdout, /short/, 'never the secret it refused')
+})
+
+t.test('server.watchConfig: a change of the file reloads it without a signal', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+  const port = await freePort()
+  const base = valid(port, upstream.url)
+  const config = { ...base, server: { ...base.server, watchConfig: true }, provider: { ...base.provider, timeoutMs: 200 }, upstreams: [{ name: 'app', target: upstream.url }] }
+  const path = configFile(config)
+  const proc = cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE })
+  t.teardown(() => proc.kill('SIGKILL'))
+  const origin = `http://127.0.0.1:${port}`
+  await eventually(async () => (await rawRequest(origin, '/x')).status > 0)
+  t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 401)
+  writeFileSync(path, stringify({ ...config, upstreams: [{ name: 'app', target: upstream.url, auth: 'none' }] }))
+  t.ok(await eventually(async () => (await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status === 200), 'the new rules apply')
+  proc.kill('SIGTERM')
+  t.equal((await proc.done).code, 0)
 })

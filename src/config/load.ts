@@ -55,7 +55,7 @@ export function resolveConfig(data: unknown, env: Env = process.env): GatewayCon
   return normalizeConfig(schema.config)
 }
 
-function readConfigFile(path: string): string {
+export function readConfigFile(path: string): string {
   try {
     return readFileSync(path, 'utf8')
   } catch (error) {

@@ -115,6 +115,10 @@ const server = object(
       pattern: WORKERS_AUTO.pattern,
       default: 1,
     },
+    watchConfig: boolean(
+      'Reload the configuration when the file changes (looked at every 2 s), as on SIGHUP: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration.',
+      false,
+    ),
   },
   { required: ['publicUrl'] },
 )

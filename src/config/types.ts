@@ -21,6 +21,8 @@ export interface ServerConfig {
   shutdownTimeoutMs: number
   /** Worker processes (node:cluster); `auto`: one per core. */
   workers: number | 'auto'
+  /** Reload when the file changes (ops/live.ts), besides SIGHUP. */
+  watchConfig: boolean
 }
 
 /** The name of the provider of the one-provider form (`provider:`). */

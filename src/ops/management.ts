@@ -21,6 +21,8 @@ export interface ManagementOptions {
   checks: readonly ReadinessCheck[]
   /** True once shutdown has begun: /readyz answers 503 at once, so traffic stops first. */
   draining(): boolean
+  /** The running configuration's file hash and load time (GET /config); changes with each reload. */
+  config?: () => { hash: string; loadedAt: string }
 }
 
 const NO_STORE = { 'cache-control': 'no-store' }
@@ -41,6 +43,10 @@ export async function buildManagement(options: ManagementOptions): Promise<Fasti
       .headers(NO_STORE)
       .send(failing.length === 0 ? { status: 'ready' } : { status: 'not_ready', failing })
   })
+
+  // Which configuration runs, to tell whether a reload took: compare with `sha256sum` of the file.
+  const { config } = options
+  if (config !== undefined) app.get('/config', async (_req, reply) => reply.headers(NO_STORE).send(config()))
 
   app.get('/metrics', async (_req, reply) => {
     const body = await options.metrics.metrics()

@@ -78,9 +78,15 @@ export class GatewayMetrics {
   readonly #providerDuration: Histogram<'call'>
   readonly #providerErrors: Counter<'call'>
   readonly #storeUnavailable: Counter
+  readonly #reloads: Counter<'outcome'>
+  readonly #configLoaded: Gauge
+  readonly #configInfo: Gauge<'hash'>
+  /** Read at scrape time; an app built by a reload rebinds them to its own store (see rebind). */
+  #sources: MetricSources
   readonly #requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>()
 
   constructor(sources: MetricSources = {}) {
+    this.#sources = sources
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
     this.#requests = new Counter({
@@ -126,14 +132,35 @@ export class GatewayMetrics {
       help: 'Requests answered 503 session_store_unavailable.',
       registers,
     })
+    this.#reloads = new Counter({
+      name: 'openid_gateway_config_reloads_total',
+      help: 'Configuration reloads (SIGHUP or a change of the file): success, or failure (the running configuration was kept).',
+      labelNames: ['outcome'],
+      registers,
+    })
+    for (const outcome of ['success', 'failure']) this.#reloads.inc({ outcome }, 0)
+    this.#configLoaded = new Gauge({
+      name: 'openid_gateway_config_loaded_timestamp_seconds',
+      help: 'When the running configuration was loaded (epoch seconds).',
+      registers,
+      aggregator: 'max',
+    })
+    this.#configInfo = new Gauge({
+      name: 'openid_gateway_config_info',
+      help: 'The SHA-256 of the running configuration file, as a label (value 1).',
+      labelNames: ['hash'],
+      registers,
+      aggregator: 'max',
+    })
+    // The store's counts change object on a reload (rebind), never kind: session.store needs a restart.
     if (sources.storeErrors !== undefined) {
-      mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', sources.storeErrors)
+      mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', () => this.#sources.storeErrors?.() ?? 0)
     }
     if (sources.evictions !== undefined) {
-      mirror(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted from a full memory store.', sources.evictions)
+      mirror(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted from a full memory store.', () => this.#sources.evictions?.() ?? 0)
     }
-    const revocations = sources.revocations
-    if (revocations !== undefined) {
+    if (sources.revocations !== undefined) {
+      const revocations = (): Promise<number> => this.#sources.revocations?.() ?? Promise.resolve(0)
       new Gauge({
         name: 'openid_gateway_revocation_list_entries',
         help: 'Entries in the back-channel logout revocation list (cookie store).',
@@ -162,6 +189,22 @@ export class GatewayMetrics {
     const endpoint = o.routeUrl === undefined ? undefined : ENDPOINTS[o.routeUrl]
     if (endpoint !== undefined) this.#outcomes.inc({ endpoint, code: o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`) })
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()
+  }
+
+  /** An app built by a reload reads its own store's counts from now on. */
+  rebind(sources: MetricSources): void {
+    this.#sources = sources
+  }
+
+  observeReload(outcome: 'success' | 'failure'): void {
+    this.#reloads.inc({ outcome })
+  }
+
+  /** The configuration now running: its file's hash and when it was loaded. */
+  configLoaded(hash: string, loadedAt: Date): void {
+    this.#configLoaded.set(loadedAt.getTime() / 1000)
+    this.#configInfo.reset()
+    this.#configInfo.set({ hash }, 1)
   }
 
   observeRefresh(code: string): void {

@@ -19,12 +19,14 @@ export class MemorySessionStore implements SessionStore {
   readonly #maxAgeSeconds: number
   readonly #maxSessions: number
   /** In sign-in order: a Map iterates in insertion order, and an update keeps the key's place. */
-  readonly #sessions = new Map<string, Session>()
+  readonly #sessions: Map<string, Session>
   readonly #sweeper: NodeJS.Timeout
   #evictions = 0
 
-  constructor(cookies: GatewayCookies, maxAgeSeconds: number, maxSessions: number) {
+  /** `sessions`: the map of the store this one replaces (a configuration reload), whose sign-ins it keeps. */
+  constructor(cookies: GatewayCookies, maxAgeSeconds: number, maxSessions: number, sessions = new Map<string, Session>()) {
     this.#cookies = cookies
+    this.#sessions = sessions
     this.#maxAgeSeconds = maxAgeSeconds
     this.#maxSessions = maxSessions
     this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS).unref()
@@ -74,9 +76,9 @@ export class MemorySessionStore implements SessionStore {
     return true
   }
 
+  /** Stops sweeping; the sessions stay, for the store a reload builds in its place. */
   async close(): Promise<void> {
     clearInterval(this.#sweeper)
-    this.#sessions.clear()
   }
 
   #ended(session: Session): boolean {

@@ -12,6 +12,7 @@ const EXPECTED: GatewayConfig = {
     managementPort: 9091,
     shutdownTimeoutMs: 10000,
     workers: 1,
+    watchConfig: false,
   },
   providers: [{
     name: 'default',

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
 import type { Browser } from '../fixtures/browser.js'
@@ -17,7 +17,7 @@ const UPSTREAMS = [
   { name: 'staff-tools', match: { pathPrefix: '/staff' }, providers: ['staff'] },
 ]
 
-async function twoProviders(t: Parameters<Parameters<typeof t.test>[1]>[0], config: Record<string, unknown> = {}): Promise<{ stack: Stack; staff: string; partners: string }> {
+async function twoProviders(t: Test, config: Record<string, unknown> = {}): Promise<{ stack: Stack; staff: string; partners: string }> {
   const stack = await startStack(t, { providers: ['staff', 'partners'], upstreams: UPSTREAMS, backchannelLogout: true, config })
   const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
   return { stack, staff, partners }
