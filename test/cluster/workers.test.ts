@@ -1,11 +1,11 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { stringify } from 'yaml'
+import { parse, stringify } from 'yaml'
 import { workerCount } from '../../src/cluster/primary.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
@@ -27,6 +27,9 @@ interface Gateway {
   provider: Awaited<ReturnType<typeof startTestProvider>>
   lines(): Array<Record<string, unknown>>
   stop(): Promise<{ code: number | null; lines: Array<Record<string, unknown>> }>
+  /** The configuration file, and a signal to the primary. */
+  path: string
+  signal(signal: NodeJS.Signals): void
 }
 
 async function startWorkers(t: Teardown, options: { provider?: Partial<DevProviderOptions>; config?: Record<string, unknown> } = {}): Promise<Gateway> {
@@ -77,6 +80,8 @@ async function startWorkers(t: Teardown, options: { provider?: Partial<DevProvid
     management,
     provider,
     lines,
+    path,
+    signal: (signal) => child.kill(signal),
     async stop() {
       child.kill('SIGTERM')
       return { code: await closed, lines: lines() }
@@ -189,4 +194,33 @@ t.test('workers: 2 with session.store: memory is refused by check and run, namin
     t.equal(code, 2, command[0] ?? 'run')
     t.match(stderr, /session\.store: memory cannot be shared by server\.workers/)
   }
+})
+
+t.test('SIGHUP to the primary: it validates the file, then every worker reloads it; sessions stay; an invalid file reaches no worker', async (t) => {
+  const gateway = await startWorkers(t)
+  const cookie = await signedIn(gateway)
+  const first = (await (await fetch(`${gateway.management}/config`)).json()) as { hash: string }
+  const config = parse(readFileSync(gateway.path, 'utf8')) as { upstreams: Array<Record<string, unknown>> }
+  const upstream = { ...config.upstreams[0], allow: { emails: ['bob@example.com'] } }
+  writeFileSync(gateway.path, stringify({ ...config, upstreams: [upstream] }))
+  gateway.signal('SIGHUP')
+  const reloaded = async (): Promise<number> => gateway.lines().filter((l) => l.msg === 'configuration reloaded').length
+  for (let i = 0; i < 100 && (await reloaded()) < 2; i++) await sleep(100)
+  t.equal(await reloaded(), 2, 'both workers reloaded')
+  const statuses = []
+  for (let i = 0; i < 10; i++) statuses.push((await page(gateway, cookie, `/r${i}`)).status)
+  t.same(statuses, Array(10).fill(403), 'on every worker: the session is kept, the new rules refuse alice')
+  const second = (await (await fetch(`${gateway.management}/config`)).json()) as { hash: string }
+  t.not(second.hash, first.hash, "the primary's /config has the new hash")
+  const metrics = await (await fetch(`${gateway.management}/metrics`)).text()
+  t.match(metrics, /openid_gateway_config_reloads_total\{outcome="success"\} 2/, 'summed over the workers')
+
+  writeFileSync(gateway.path, stringify({ ...config, upstreams: [{ ...upstream, target: 'nowhere' }] }))
+  gateway.signal('SIGHUP')
+  for (let i = 0; i < 50 && !gateway.lines().some((l) => l.msg === 'configuration problem'); i++) await sleep(100)
+  t.match(gateway.lines().filter((l) => l.msg === 'configuration problem').map((l) => l.problem), [/^upstreams\[0\]\.target: /], 'the primary names the key')
+  await sleep(300)
+  t.equal(await reloaded(), 2, 'no worker reloaded')
+  t.same(await (await fetch(`${gateway.management}/config`)).json(), second)
+  t.equal((await gateway.stop()).code, 0)
 })
