@@ -5,7 +5,7 @@ import { AggregatorRegistry } from 'prom-client'
 import { onBroadcast } from './cluster/ipc.js'
 import { runPrimary, workerCount } from './cluster/primary.js'
 import { workerState } from './cluster/worker-state.js'
-import { ConfigError, EXIT_CONFIG, loadConfig } from './config/load.js'
+import { ConfigError, EXIT_CONFIG, loadConfigFile, type LoadedConfig } from './config/load.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { clientJwks } from './oidc/client-auth.js'
 import { LiveGateway } from './ops/live.js'
@@ -37,11 +37,12 @@ async function configured<T>(step: () => T | Promise<T>): Promise<T> {
   }
 }
 
-async function run(config: GatewayConfig, path: string): Promise<void> {
+async function run(loaded: LoadedConfig, path: string): Promise<void> {
+  const { config } = loaded
   const count = workerCount(config.server.workers)
-  if (count > 1 && cluster.isPrimary) return runPrimary(config, count, path)
+  if (count > 1 && cluster.isPrimary) return runPrimary(loaded, count, path)
   const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
-  const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }))
+  const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }, loaded))
   let draining = false
   const metrics = gateway.app.management.metrics
   if (worker !== undefined) {
@@ -131,7 +132,8 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(`${USAGE}\n`)
     process.exit(EXIT_CONFIG)
   }
-  const config = await configured(() => loadConfig(values.config))
+  const loaded = await configured(() => loadConfigFile(values.config))
+  const { config } = loaded
   if (command === 'check') {
     process.stdout.write(formatEffectiveConfig(config))
     return
@@ -141,7 +143,7 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(jwks, null, 2)}\n`)
     return
   }
-  await run(config, values.config)
+  await run(loaded, values.config)
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

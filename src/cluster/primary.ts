@@ -2,9 +2,8 @@ import cluster, { type Worker } from 'node:cluster'
 import { availableParallelism } from 'node:os'
 import { AggregatorRegistry } from 'prom-client'
 import pino from 'pino'
-import { unwatchFile, watchFile, type Stats } from 'node:fs'
-import { ConfigError, EXIT_CONFIG, parseConfig, readConfigFile } from '../config/load.js'
-import { configHash, restartKeysChanged, WATCH_INTERVAL_MS } from '../ops/live.js'
+import { EXIT_CONFIG, type LoadedConfig } from '../config/load.js'
+import { ConfigWatcher, loadForReload, logRefusal } from '../ops/live.js'
 import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { buildManagement } from '../ops/management.js'
@@ -25,9 +24,10 @@ export function workerCount(workers: GatewayConfig['server']['workers']): number
   return workers === 'auto' ? availableParallelism() : workers
 }
 
-export async function runPrimary(config: GatewayConfig, count: number, path: string): Promise<void> {
+export async function runPrimary(loaded: LoadedConfig, count: number, path: string): Promise<void> {
+  const { config } = loaded
   const log = pino(loggerOptions(config.log), stdoutDestination())
-  let running = { config, state: { hash: configHash(readConfigFile(path)), loadedAt: new Date().toISOString() } }
+  let running = loaded
   let draining = false
   let nextBroadcast = 0
   const acks = new Map<number, { waiting: Set<number>; results: unknown[]; resolve(): void }>()
@@ -133,40 +133,16 @@ export async function runPrimary(config: GatewayConfig, count: number, path: str
   // each worker reloads it (ops/live.ts); an invalid file reaches no worker.
   const reload = (trigger: 'SIGHUP' | 'file'): void => {
     if (draining) return
-    let text: string
-    let next: GatewayConfig
-    try {
-      text = readConfigFile(path)
-      next = parseConfig(text, process.env, path)
-    } catch (err) {
-      if (!(err instanceof ConfigError)) throw err
-      for (const problem of err.issues) log.error({ trigger, problem }, 'configuration problem')
-      log.error({ trigger, problems: err.issues.length }, 'configuration reload refused (invalid file): the running configuration is kept')
-      return
-    }
-    const changed = restartKeysChanged(running.config, next)
-    if (changed.length > 0) {
-      for (const key of changed) log.error({ trigger, problem: `${key}: changed, which takes a restart` }, 'configuration problem')
-      log.error({ trigger, problems: changed.length }, 'configuration reload refused (keys that take a restart): the running configuration is kept')
-      return
-    }
-    running = { config: next, state: { hash: configHash(text), loadedAt: new Date().toISOString() } }
+    const next = loadForReload(path, process.env, running.config)
+    if (!('config' in next)) return logRefusal(log, trigger, next, running.state)
+    running = next
     log.info({ trigger, config: running.state.hash, workers: live().length }, 'configuration valid: the workers reload it')
     for (const worker of live()) worker.process.kill('SIGHUP')
-    watch(next.server.watchConfig)
+    watcher.set(next.config.server.watchConfig)
   }
-  let watching = false
-  const watch = (on: boolean): void => {
-    if (on === watching) return
-    watching = on
-    if (on) watchFile(path, { interval: WATCH_INTERVAL_MS, persistent: false }, onChange)
-    else unwatchFile(path, onChange)
-  }
-  const onChange = (now: Stats, before: Stats): void => {
-    if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) reload('file')
-  }
+  const watcher = new ConfigWatcher(path, () => reload('file'))
   process.on('SIGHUP', () => reload('SIGHUP'))
-  watch(config.server.watchConfig)
+  watcher.set(config.server.watchConfig)
 
   const stop = (signal: string): void => {
     if (draining) return

@@ -1,6 +1,7 @@
 // Reading the configuration: file, YAML, environment, schema, cross-checks, normalization. Every
 // problem found is collected, so one run of `openid-gateway check` lists them all.
 
+import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import YAML, { type YAMLError } from 'yaml'
 import { describeFsError } from '../lib/fs-errors.js'
@@ -27,7 +28,30 @@ export class ConfigError extends Error {
 }
 
 export function loadConfig(path: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  return parseConfig(readConfigFile(path), env, path)
+  return loadConfigFile(path, env).config
+}
+
+/** The running configuration as the management listener shows it (GET /config). */
+export interface ConfigState {
+  /** `sha256:` and the hex digest of the file as read. */
+  hash: string
+  loadedAt: string
+}
+
+/** A configuration file read and validated, with its state. */
+export interface LoadedConfig {
+  config: GatewayConfig
+  state: ConfigState
+}
+
+export function configHash(text: string): string {
+  return `sha256:${createHash('sha256').update(text).digest('hex')}`
+}
+
+/** Reads and validates the file (a ConfigError says what is wrong, by key), and hashes it. */
+export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  const text = readConfigFile(path)
+  return { config: parseConfig(text, env, path), state: { hash: configHash(text), loadedAt: new Date().toISOString() } }
 }
 
 /** `source` (usually the file name) prefixes YAML syntax errors. */
@@ -55,7 +79,7 @@ export function resolveConfig(data: unknown, env: Env = process.env): GatewayCon
   return normalizeConfig(schema.config)
 }
 
-export function readConfigFile(path: string): string {
+function readConfigFile(path: string): string {
   try {
     return readFileSync(path, 'utf8')
   } catch (error) {

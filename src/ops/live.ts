@@ -1,11 +1,10 @@
-import { createHash } from 'node:crypto'
-import { unwatchFile, watchFile } from 'node:fs'
+import { unwatchFile, watchFile, type Stats } from 'node:fs'
 import { createServer, ServerResponse, type IncomingMessage, type Server } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { buildApp, MAX_HEADER_BYTES, type BuildOptions, type LiveState } from '../app.js'
-import { ConfigError, parseConfig, readConfigFile } from '../config/load.js'
+import { ConfigError, loadConfigFile, type ConfigState, type LoadedConfig } from '../config/load.js'
 import type { GatewayConfig } from '../config/types.js'
 import { clientErrorHandler } from './hygiene.js'
 import type { ReadinessCheck } from './management.js'
@@ -47,77 +46,132 @@ export interface LiveOptions extends Omit<BuildOptions, 'live'> {
 
 export type ReloadTrigger = 'SIGHUP' | 'file' | 'primary'
 
-/** The running configuration as the management listener shows it. */
-export interface ConfigState {
-  /** `sha256:` and the hex digest of the file as read. */
-  hash: string
-  loadedAt: string
+/** Why a reload keeps the running configuration: each problem by key, and the kind of refusal. */
+export interface Refusal {
+  problems: string[]
+  reason: string
 }
 
-export function configHash(text: string): string {
-  return `sha256:${createHash('sha256').update(text).digest('hex')}`
+/** The file loaded for a reload of `running`, or why it cannot replace it (invalid, or a key that takes a restart). */
+export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, running: GatewayConfig): LoadedConfig | Refusal {
+  let loaded: LoadedConfig
+  try {
+    loaded = loadConfigFile(path, env)
+  } catch (err) {
+    if (err instanceof ConfigError) return { problems: err.issues, reason: 'invalid file' }
+    throw err
+  }
+  const changed = RESTART_KEYS.filter((key) => JSON.stringify(valueAt(running, key)) !== JSON.stringify(valueAt(loaded.config, key)))
+  if (changed.length > 0) return { problems: changed.map((key) => `${key}: changed, which takes a restart`), reason: 'keys that take a restart' }
+  return loaded
+}
+
+/** One `configuration problem` line per problem, then the refusal. */
+export function logRefusal(log: Pick<FastifyBaseLogger, 'error'>, trigger: ReloadTrigger, refusal: Refusal, running: ConfigState): void {
+  for (const problem of refusal.problems) log.error({ trigger, problem }, 'configuration problem')
+  log.error({ trigger, problems: refusal.problems.length, config: running.hash }, `configuration reload refused (${refusal.reason}): the running configuration is kept`)
 }
 
 function valueAt(config: GatewayConfig, key: string): unknown {
   return key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown> | undefined)?.[part], config)
 }
 
-/** The RESTART_KEYS whose value differs between `running` and `next`. */
-export function restartKeysChanged(running: GatewayConfig, next: GatewayConfig): string[] {
-  return RESTART_KEYS.filter((key) => JSON.stringify(valueAt(running, key)) !== JSON.stringify(valueAt(next, key)))
+/**
+ * Calls `changed` when the file at `path` changes (server.watchConfig). Polling by path follows a
+ * file that is replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap).
+ */
+export class ConfigWatcher {
+  readonly #path: string
+  readonly #listener: (now: Stats, before: Stats) => void
+  #on = false
+
+  constructor(path: string, changed: () => void) {
+    this.#path = path
+    this.#listener = (now, before) => {
+      if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) changed()
+    }
+  }
+
+  set(on: boolean): void {
+    if (on === this.#on) return
+    this.#on = on
+    if (on) watchFile(this.#path, { interval: WATCH_INTERVAL_MS, persistent: false }, this.#listener)
+    else unwatchFile(this.#path, this.#listener)
+  }
+}
+
+/** One configuration's app, and its requests under way (closed once none is left). */
+class Generation {
+  inflight = 0
+  #idle: (() => void) | undefined
+
+  constructor(
+    readonly app: FastifyInstance,
+    readonly loaded: LoadedConfig,
+  ) {}
+
+  /** Bound once: the `close` listener of every request, without a closure per request. */
+  readonly end = (): void => {
+    if (--this.inflight === 0) this.#idle?.()
+  }
+
+  /** Resolves once no request is under way, or after `boundMs` whatever is left. */
+  idle(boundMs: number): Promise<void> {
+    if (this.inflight === 0) return Promise.resolve()
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, boundMs)
+      timer.unref()
+      this.#idle = () => {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+  }
 }
 
 export class LiveGateway {
   readonly server: Server
   readonly #options: LiveOptions
   readonly #live: LiveState
-  #app: FastifyInstance
-  #config: GatewayConfig
-  #state: ConfigState
-  /** Requests under way per app; an app being retired is closed when its count reaches 0. */
-  readonly #inflight = new Map<FastifyInstance, number>()
-  readonly #retiring = new Map<FastifyInstance, () => void>()
+  #current: Generation
+  /** Closing apps of earlier configurations, awaited by close(). */
+  readonly #retiring = new Set<Promise<void>>()
+  readonly #watcher: ConfigWatcher
   #queue: Promise<unknown> = Promise.resolve()
-  #watching = false
 
-  private constructor(options: LiveOptions, live: LiveState, app: FastifyInstance, config: GatewayConfig, state: ConfigState) {
+  private constructor(options: LiveOptions, live: LiveState, current: Generation) {
     this.#options = options
     this.#live = live
-    this.#app = app
-    this.#config = config
-    this.#state = state
+    this.#current = current
     // As Fastify configures its own server (its defaults), with the gateway's header limit.
     this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => this.#request(req, res))
     this.server.keepAliveTimeout = 72_000
     this.server.requestTimeout = 0
-    this.server.on('clientError', (err: Error & { code?: string }, socket: Socket) => clientErrorHandler.call(this.#app, err, socket))
+    this.server.on('clientError', (err: Error & { code?: string }, socket: Socket) => clientErrorHandler.call(this.#current.app, err, socket))
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
-    live.metrics?.configLoaded(state.hash, new Date(state.loadedAt))
+    this.#watcher = new ConfigWatcher(options.path, () => void this.reload('file'))
+    this.#loaded(current.loaded)
   }
 
-  /** Reads and validates the file (a ConfigError says what is wrong) and builds the first app. */
-  static async start(options: LiveOptions): Promise<LiveGateway> {
-    const text = readConfigFile(options.path)
-    const config = parseConfig(text, options.env, options.path)
+  /** Builds the first app from `loaded` (loadConfigFile of `options.path`). */
+  static async start(options: LiveOptions, loaded: LoadedConfig = loadConfigFile(options.path, options.env)): Promise<LiveGateway> {
     const live: LiveState = {}
-    const app = await buildApp(config, { ...options, live })
+    const app = await buildApp(loaded.config, { ...options, live })
     await app.ready()
-    const gateway = new LiveGateway(options, live, app, config, { hash: configHash(text), loadedAt: new Date().toISOString() })
-    gateway.#watch(config.server.watchConfig)
-    return gateway
+    return new LiveGateway(options, live, new Generation(app, loaded))
   }
 
   /** The app serving new requests. */
   get app(): FastifyInstance {
-    return this.#app
+    return this.#current.app
   }
 
   get config(): GatewayConfig {
-    return this.#config
+    return this.#current.loaded.config
   }
 
   get state(): ConfigState {
-    return this.#state
+    return this.#current.loaded.state
   }
 
   /**
@@ -125,14 +179,14 @@ export class LiveGateway {
    * with a reload: they follow session.store and session.redisUrl, which need a restart).
    */
   get checks(): ReadinessCheck[] {
-    return this.#app.management.checks.map((check) => ({
+    return this.app.management.checks.map((check) => ({
       name: check.name,
-      ready: () => this.#app.management.checks.find((c) => c.name === check.name)?.ready() ?? false,
+      ready: () => this.app.management.checks.find((c) => c.name === check.name)?.ready() ?? false,
     }))
   }
 
   async listen(): Promise<string> {
-    const { host, port } = this.#config.server
+    const { host, port } = this.config.server
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject)
       this.server.listen({ host, port }, () => {
@@ -142,7 +196,7 @@ export class LiveGateway {
     })
     const address = this.server.address()
     const where = typeof address === 'string' || address === null ? String(address) : `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
-    this.#app.log.info({ address: where, config: this.#state.hash }, 'listening')
+    this.app.log.info({ address: where, config: this.state.hash }, 'listening')
     return where
   }
 
@@ -161,67 +215,57 @@ export class LiveGateway {
    * closes every app.
    */
   async close(boundMs: number): Promise<void> {
-    this.#watch(false)
+    this.#watcher.set(false)
     const bound = setTimeout(() => {
-      this.#app.log.warn('shutdown timeout reached: closing the remaining connections')
+      this.app.log.warn('shutdown timeout reached: closing the remaining connections')
       this.server.closeAllConnections()
     }, boundMs)
     bound.unref()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
-    this.server.closeIdleConnections()
     clearTimeout(bound)
-    for (const close of this.#retiring.values()) close()
-    await this.#app.close()
+    await Promise.all([...this.#retiring, this.app.close()])
   }
 
   async #reload(trigger: ReloadTrigger): Promise<boolean> {
-    const log = this.#app.log
-    const refuse = (problems: readonly string[], message: string): false => {
-      for (const problem of problems) log.error({ trigger, problem }, 'configuration problem')
-      log.error({ trigger, problems: problems.length, config: this.#state.hash }, `configuration reload refused (${message}): the running configuration is kept`)
+    const refuse = (refusal: Refusal): false => {
+      logRefusal(this.app.log, trigger, refusal, this.state)
       this.#live.metrics?.observeReload('failure')
       return false
     }
-    let text: string
-    let config: GatewayConfig
-    try {
-      text = readConfigFile(this.#options.path)
-      config = parseConfig(text, this.#options.env, this.#options.path)
-    } catch (err) {
-      if (err instanceof ConfigError) return refuse(err.issues, 'invalid file')
-      throw err
-    }
-    const changed = restartKeysChanged(this.#config, config)
-    if (changed.length > 0) return refuse(changed.map((key) => `${key}: changed, which takes a restart`), 'keys that take a restart')
+    const loaded = loadForReload(this.#options.path, this.#options.env, this.config)
+    if (!('config' in loaded)) return refuse(loaded)
     let next: FastifyInstance | undefined
     try {
-      next = await buildApp(config, { ...this.#options, live: this.#live })
+      next = await buildApp(loaded.config, { ...this.#options, live: this.#live })
       await next.ready()
       // A reload never turns a gateway whose providers are discovered into one whose are not.
-      const undiscovered = await discovered(next, config).then(() => undefined, (err: unknown) => err)
-      if (undiscovered !== undefined && (await providersReady(this.#app))) throw undiscovered
+      const undiscovered = await discovered(next, loaded.config).then(() => undefined, (err: unknown) => err)
+      if (undiscovered !== undefined && (await providersReady(this.app))) throw undiscovered
     } catch (err) {
       await next?.close().catch(() => undefined)
       const problems = err instanceof ConfigError ? err.issues : [err instanceof Error ? err.message : String(err)]
-      return refuse(problems, 'the new configuration cannot start')
+      return refuse({ problems, reason: 'the new configuration cannot start' })
     }
-    const previous = this.#app
-    this.#app = next
-    this.#config = config
-    this.#state = { hash: configHash(text), loadedAt: new Date().toISOString() }
-    this.#live.metrics?.configLoaded(this.#state.hash, new Date(this.#state.loadedAt))
+    const previous = this.#current
+    this.#current = new Generation(next, loaded)
+    this.#loaded(loaded)
     this.#live.metrics?.observeReload('success')
-    this.#retire(previous, config.server.shutdownTimeoutMs)
-    this.#watch(config.server.watchConfig)
-    next.log.info({ trigger, config: this.#state.hash }, 'configuration reloaded')
+    this.#retire(previous)
+    next.log.info({ trigger, config: loaded.state.hash }, 'configuration reloaded')
     return true
   }
 
+  /** What follows the running configuration: the metrics of its file, and the watch of it (on a worker, the primary watches). */
+  #loaded({ config, state }: LoadedConfig): void {
+    this.#live.metrics?.configLoaded(state.hash, new Date(state.loadedAt))
+    this.#watcher.set(config.server.watchConfig && this.#options.worker === undefined)
+  }
+
   #request(req: IncomingMessage, res: ServerResponse): void {
-    const app = this.#app
-    this.#inflight.set(app, (this.#inflight.get(app) ?? 0) + 1)
-    res.once('close', () => this.#finished(app))
-    app.routing(req, res)
+    const current = this.#current
+    current.inflight++
+    res.once('close', current.end)
+    current.app.routing(req, res)
   }
 
   /**
@@ -230,7 +274,7 @@ export class LiveGateway {
    * as a plain request: so does this, and the routes refuse it.
    */
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const app = this.#app
+    const { app } = this.#current
     if (app.server.listenerCount('upgrade') > 0) {
       app.server.emit('upgrade', req, socket, head)
       return
@@ -241,42 +285,14 @@ export class LiveGateway {
     app.routing(req, res)
   }
 
-  #finished(app: FastifyInstance): void {
-    const left = (this.#inflight.get(app) ?? 1) - 1
-    this.#inflight.set(app, left)
-    if (left === 0) this.#retiring.get(app)?.()
-  }
-
-  /** Closes `app` once its requests have finished, or after `boundMs` whatever is left. */
-  #retire(app: FastifyInstance, boundMs: number): void {
-    let closed = false
-    const close = (): void => {
-      if (closed) return
-      closed = true
-      clearTimeout(timer)
-      this.#retiring.delete(app)
-      this.#inflight.delete(app)
-      app.close().catch((err: unknown) => this.#app.log.warn({ err }, 'closing the previous configuration failed'))
-    }
-    const timer = setTimeout(close, boundMs)
-    timer.unref()
-    this.#retiring.set(app, close)
-    if ((this.#inflight.get(app) ?? 0) === 0) close()
-  }
-
-  /** On a worker, the primary watches and tells it (its SIGHUP). */
-  #watch(requested: boolean): void {
-    const on = requested && this.#options.worker === undefined
-    if (on === this.#watching) return
-    this.#watching = on
-    if (!on) {
-      unwatchFile(this.#options.path)
-      return
-    }
-    // Polling by path follows a file that is replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap).
-    watchFile(this.#options.path, { interval: WATCH_INTERVAL_MS, persistent: false }, (now, before) => {
-      if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) void this.reload('file')
-    })
+  /** Closes an earlier configuration's app once its requests have finished (at most its shutdownTimeoutMs). */
+  #retire(previous: Generation): void {
+    const closing = previous
+      .idle(previous.loaded.config.server.shutdownTimeoutMs)
+      .then(() => previous.app.close())
+      .catch((err: unknown) => this.app.log.warn({ err }, 'closing the previous configuration failed'))
+      .finally(() => this.#retiring.delete(closing))
+    this.#retiring.add(closing)
   }
 }
 

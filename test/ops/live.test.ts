@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { stringify } from 'yaml'
 import { startDevProvider } from '../../src/dev/provider.js'
-import { configHash, LiveGateway } from '../../src/ops/live.js'
+import { configHash } from '../../src/config/load.js'
+import { LiveGateway } from '../../src/ops/live.js'
 import { Browser } from '../fixtures/browser.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
@@ -158,3 +159,4 @@ t.test('a reload whose provider cannot be discovered is refused while the runnin
   t.match(lines.filter((l) => l.msg === 'configuration problem').map((l) => l.problem), [/providers could not be discovered within 1400 ms/])
   t.equal((await fetch(`${gw}/api/v1/openid/redirect?performRedirect=0`)).status, 200, 'sign-ins still work')
 })
+
