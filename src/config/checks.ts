@@ -232,25 +232,26 @@ function checkDpopForwarding(read: Read, upstreams: unknown, at: readonly Path[]
     read([...path, 'dpop'], isBoolean) === true || read([...path, 'profile'], isString) === 'fapi2' ? [{ path, name: names[index] }] : [],
   )
   if (bound.length === 0) return []
-  return upstreamsWith(read, upstreams, 'forwardAccessToken').flatMap((path) => {
-    const accepted = read([path[0] ?? '', path[1] ?? 0, 'providers'], isStringArray)
+  return upstreamsWith(read, upstreams, 'forwardAccessToken').flatMap((index) => {
+    const accepted = read(['upstreams', index, 'providers'], isStringArray)
     const provider = bound.find((p) => accepted === undefined || (p.name !== undefined && accepted.includes(p.name)))
     if (provider === undefined) return []
-    return [{ path, message: `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded` }]
+    const message = `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded`
+    return [{ path: ['upstreams', index, 'forwardAccessToken'], message }]
   })
 }
 
-/** The paths of `upstreams[i].<flag>` that are true. */
-function upstreamsWith(read: Read, upstreams: unknown, flag: string): Path[] {
+/** The indexes of the upstreams whose `<flag>` is true. */
+function upstreamsWith(read: Read, upstreams: unknown, flag: string): number[] {
   if (!Array.isArray(upstreams)) return []
-  return upstreams.flatMap((_, index) => (read(['upstreams', index, flag], isBoolean) === true ? [['upstreams', index, flag]] : []))
+  return upstreams.flatMap((_, index) => (read(['upstreams', index, flag], isBoolean) === true ? [index] : []))
 }
 
 // Assertions signed with a key made up at startup would differ on every replica and restart, and
 // an upstream could not verify them against another replica's JWKS: the keys are configured.
 function checkAssertionKeys(read: Read, upstreams: unknown, signingKeys: unknown): Issue[] {
   if (signingKeys !== undefined) return []
-  return upstreamsWith(read, upstreams, 'identityAssertion').map((path) => ({ path, message: 'requires assertions.signingKeys' }))
+  return upstreamsWith(read, upstreams, 'identityAssertion').map((index) => ({ path: ['upstreams', index, 'identityAssertion'], message: 'requires assertions.signingKeys' }))
 }
 
 function matchKey(match: Match | undefined): string | undefined {
