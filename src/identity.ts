@@ -8,8 +8,6 @@ import type { SessionClaims } from './session/types.js'
 export interface Identity {
   claims: SessionClaims
   accessToken: string
-  /** The name of the provider that signed the request in (ProviderConfig.name). */
-  provider: string
 }
 
 declare module 'fastify' {

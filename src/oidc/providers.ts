@@ -41,8 +41,18 @@ export class Providers {
     return names.flatMap((name) => this.#byName.get(name) ?? [])
   }
 
-  byIssuer(issuer: string): Provider | undefined {
-    return this.#byIssuer.get(issuer)
+  /**
+   * The provider among `among` that verifies the JWT `token` (a Bearer token, a logout token):
+   * the only one, which then says itself what is wrong with the token's `iss`, else the one its
+   * `iss` names; `null` when the token names no issuer (not a JWT, or no `iss`), undefined when
+   * it names one that is not among them.
+   */
+  verifierOf(token: string, among: readonly Provider[]): Provider | null | undefined {
+    if (among.length === 1) return among[0]
+    const issuer = unverifiedIssuer(token)
+    if (issuer === undefined) return null
+    const provider = this.#byIssuer.get(issuer)
+    return provider !== undefined && among.includes(provider) ? provider : undefined
   }
 }
 
@@ -51,7 +61,7 @@ export class Providers {
  * will then verify it (that provider's verifier checks `iss` again). `undefined` for anything
  * that is not a JWT with a string `iss`.
  */
-export function unverifiedIssuer(token: string): string | undefined {
+function unverifiedIssuer(token: string): string | undefined {
   try {
     const { iss } = jose.decodeJwt(token)
     return typeof iss === 'string' ? iss : undefined

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
-import { unverifiedIssuer, type Provider, type Providers } from '../oidc/providers.js'
+import type { Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Identity } from '../identity.js'
 import type { Session, SessionStore } from '../session/types.js'
@@ -35,32 +35,18 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
   const { store, lifecycle, providers } = deps
 
   async function fromSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Exclude<Authentication, undefined>> {
-    const { provider } = session
-    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, provider }
+    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)
     if (full === undefined) return 'refreshable'
     if (full.refreshToken === undefined) return 'expired'
     try {
       const updated = await lifecycle.refresh(req, reply, full)
-      return { claims: updated.claims, accessToken: updated.accessToken, provider }
+      return { claims: updated.claims, accessToken: updated.accessToken }
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') return 'expired'
       throw err
     }
-  }
-
-  /**
-   * The provider whose verifier checks `token`: the only one accepted, else the one its `iss`
-   * names (if accepted), else, for a token that names none (an opaque token), the first accepted
-   * one that introspects. A token is never sent to a provider the upstream does not accept.
-   */
-  function verifierOf(token: string, accepted: readonly Provider[]): Provider | undefined {
-    if (accepted.length === 1) return accepted[0]
-    const issuer = unverifiedIssuer(token)
-    if (issuer === undefined) return accepted.find((p) => p.config.bearer.introspection)
-    const provider = providers.byIssuer(issuer)
-    return provider !== undefined && accepted.includes(provider) ? provider : undefined
   }
 
   return (names) => {
@@ -74,10 +60,13 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       if (authorization === undefined) return undefined
       const token = BEARER.exec(authorization)?.[1]
       if (token === undefined) return undefined
-      const provider = verifierOf(token, accepted)
-      if (provider === undefined) return undefined
-      const claims = await provider.bearer.verify(token)
-      return claims === undefined ? undefined : { claims, accessToken: token, provider: provider.name }
+      // A token is never sent to a provider this upstream does not accept; one that names no
+      // issuer (an opaque token) goes to the first accepted provider that introspects.
+      const provider = providers.verifierOf(token, accepted)
+      const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
+      if (verifier === undefined) return undefined
+      const claims = await verifier.bearer.verify(token)
+      return claims === undefined ? undefined : { claims, accessToken: token }
     }
   }
 }

@@ -4,7 +4,7 @@ import { GatewayError } from '../errors.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { KeysNotLoadedError } from '../oidc/keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
-import { unverifiedIssuer, type Provider, type Providers } from '../oidc/providers.js'
+import type { Providers } from '../oidc/providers.js'
 import { SECURITY_HEADERS } from '../ops/hygiene.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../paths.js'
 import type { SessionSelector, SessionStore } from '../session/types.js'
@@ -55,14 +55,6 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
   })
 
-  /** With one provider, its verification says what is wrong with `iss`; with several, `iss` chooses. */
-  function providerOf(token: string): Provider | undefined {
-    const { providers } = options
-    if (providers.all.length === 1) return providers.first
-    const issuer = unverifiedIssuer(token)
-    return issuer === undefined ? undefined : providers.byIssuer(issuer)
-  }
-
   app.post(BACKCHANNEL_LOGOUT_PATH, async (req, reply) => {
     const form = req.body instanceof URLSearchParams ? req.body : new URLSearchParams()
     const tokens = form.getAll('logout_token')
@@ -71,8 +63,8 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       req.log.info({ outcome: 'refused', check: 'logout_token' }, 'back-channel logout refused')
       return invalidRequest(reply, 'the request must carry exactly one logout_token')
     }
-    const provider = providerOf(token)
-    if (provider === undefined) {
+    const provider = options.providers.verifierOf(token, options.providers.all)
+    if (provider === undefined || provider === null) {
       req.log.info({ outcome: 'refused', check: 'iss' }, 'back-channel logout refused')
       return invalidRequest(reply, 'the logout token\'s iss names no configured provider')
     }
