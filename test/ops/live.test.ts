@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { stringify } from 'yaml'
+import WebSocket from 'ws'
 import { startDevProvider } from '../../src/dev/provider.js'
 import { configHash } from '../../src/config/load.js'
 import { LiveGateway } from '../../src/ops/live.js'
@@ -160,3 +161,50 @@ t.test('a reload whose provider cannot be discovered is refused while the runnin
   t.equal((await fetch(`${gw}/api/v1/openid/redirect?performRedirect=0`)).status, 200, 'sign-ins still work')
 })
 
+function openSocket(url: string, headers: Record<string, string>): Promise<WebSocket | number> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers })
+    ws.once('open', () => resolve(ws))
+    ws.once('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0)
+      res.resume()
+    })
+    ws.once('error', reject)
+  })
+}
+
+function echo(ws: WebSocket, text: string): Promise<string> {
+  const echoed = new Promise<string>((resolve) => ws.once('message', (data) => resolve(String(data))))
+  ws.send(text)
+  return echoed
+}
+
+t.test('WebSocket upgrades through the live server: refused without websocket: true, proxied once a reload allows them, and kept open across a reload', async (t) => {
+  const { live, gw, write } = await setup(t)
+  const browser = new Browser()
+  const signedIn = await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')
+  await signedIn.body?.cancel()
+  const url = `${gw.replace('http', 'ws')}/socket`
+  const cookie = browser.cookieHeader(gw)
+  t.equal(await openSocket(url, { cookie }).catch(() => 'error'), 400, 'an upstream without websocket: true refuses the upgrade at once')
+
+  const withSockets = (c: Record<string, unknown>) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true }] })
+  write(withSockets)
+  t.equal(await live.reload('SIGHUP'), true)
+  t.equal(await openSocket(url, {}), 401, 'checked before the upgrade: no session')
+  const ws = await openSocket(url, { cookie })
+  if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
+  t.teardown(() => ws.close())
+  t.equal(await echo(ws, 'before'), 'before', 'proxied after the reload that allowed it')
+
+  write((c) => ({ ...withSockets(c), rateLimit: { signIn: { max: 999999 } } }))
+  t.equal(await live.reload('SIGHUP'), true)
+  // The previous configuration's app is closed once its requests are done; its sockets stay.
+  await new Promise((r) => setTimeout(r, 200))
+  t.equal(ws.readyState, WebSocket.OPEN, 'still open after the reload')
+  t.equal(await echo(ws, 'after'), 'after', 'and still proxied')
+  const again = await openSocket(url, { cookie })
+  if (typeof again === 'number') throw new Error(`upgrade refused with ${again}`)
+  t.equal(await echo(again, 'new'), 'new', 'a new upgrade on the new configuration')
+  again.close()
+})
