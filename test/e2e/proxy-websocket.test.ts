@@ -1,29 +1,18 @@
 import t from 'tap'
 import WebSocket from 'ws'
+import { openSocket } from '../fixtures/http.js'
 import { startStack } from '../fixtures/stack.js'
-
-function open(url: string, headers: Record<string, string>): Promise<WebSocket | number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers })
-    ws.once('open', () => resolve(ws))
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0)
-      res.resume()
-    })
-    ws.once('error', reject)
-  })
-}
 
 t.test('WebSocket upgrades are authenticated before they are proxied', async (t) => {
   const stack = await startStack(t, { upstreams: [{ name: 'app', websocket: true }] })
   const url = `${stack.gw.replace('http', 'ws')}/socket?room=1`
 
-  t.equal(await open(url, {}), 401, 'no session: refused before the upgrade')
-  t.equal(await open(url, { cookie: 'ogw=forged' }), 401)
+  t.equal(await openSocket(url, {}), 401, 'no session: refused before the upgrade')
+  t.equal(await openSocket(url, { cookie: 'ogw=forged' }), 401)
   t.equal(stack.upstream.upgrades.length, 0, 'the upstream saw no upgrade')
 
   const browser = await stack.signedIn('alice')
-  const ws = await open(url, { cookie: `theme=dark; ogw=${browser.cookie('ogw')?.value}`, 'x-forwarded-user': 'mallory' })
+  const ws = await openSocket(url, { cookie: `theme=dark; ogw=${browser.cookie('ogw')?.value}`, 'x-forwarded-user': 'mallory' })
   if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
   t.teardown(() => ws.close())
   const echoed = new Promise<string>((resolve) => ws.once('message', (data) => resolve(String(data))))
@@ -38,7 +27,7 @@ t.test('WebSocket upgrades are authenticated before they are proxied', async (t)
 
 t.test('an upstream without websocket: true does not upgrade', async (t) => {
   const stack = await startStack(t, { upstreams: [{ name: 'app', auth: 'none' }] })
-  const result = await open(`${stack.gw.replace('http', 'ws')}/socket`, {}).catch(() => 'error')
+  const result = await openSocket(`${stack.gw.replace('http', 'ws')}/socket`, {}).catch(() => 'error')
   t.equal(result, 400, 'refused at once (test/e2e/hostile-input.test.ts: the socket is closed)')
   t.equal(stack.upstream.upgrades.length, 0)
 })
@@ -54,7 +43,7 @@ t.test('WebSocket Origin: the public origin or an allowed host (cross-site WebSo
   const attempt = async (origin: string | undefined): Promise<WebSocket | number> => {
     const headers: Record<string, string> = { cookie }
     if (origin !== undefined) headers.origin = origin
-    const result = await open(url, headers)
+    const result = await openSocket(url, headers)
     if (typeof result !== 'number') {
       // One echo: the upstream has seen this upgrade before the next attempt is counted.
       const echoed = new Promise((resolve) => result.once('message', resolve))

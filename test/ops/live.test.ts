@@ -9,6 +9,7 @@ import { startDevProvider } from '../../src/dev/provider.js'
 import { configHash } from '../../src/config/load.js'
 import { LiveGateway } from '../../src/ops/live.js'
 import { Browser } from '../fixtures/browser.js'
+import { echo, openSocket } from '../fixtures/http.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 
@@ -160,24 +161,6 @@ t.test('a reload whose provider cannot be discovered is refused while the runnin
   t.match(lines.filter((l) => l.msg === 'configuration problem').map((l) => l.problem), [/providers could not be discovered within 1400 ms/])
   t.equal((await fetch(`${gw}/api/v1/openid/redirect?performRedirect=0`)).status, 200, 'sign-ins still work')
 })
-
-function openSocket(url: string, headers: Record<string, string>): Promise<WebSocket | number> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers })
-    ws.once('open', () => resolve(ws))
-    ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0)
-      res.resume()
-    })
-    ws.once('error', reject)
-  })
-}
-
-function echo(ws: WebSocket, text: string): Promise<string> {
-  const echoed = new Promise<string>((resolve) => ws.once('message', (data) => resolve(String(data))))
-  ws.send(text)
-  return echoed
-}
 
 t.test('WebSocket upgrades through the live server: refused without websocket: true, proxied once a reload allows them, and kept open across a reload', async (t) => {
   const { live, gw, write } = await setup(t)
