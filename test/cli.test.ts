@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { rawRequest } from './fixtures/http.js'
-import { freePort } from './fixtures/stack.js'
+import { freePort, freePorts } from './fixtures/stack.js'
 import { startEchoUpstream } from './fixtures/upstream.js'
 
 // The CLI runs as its own process, from the TypeScript source with the loader tap uses.
@@ -92,7 +92,7 @@ async function listening(origin: string): Promise<void> {
 t.test('run serves, with its management listener; SIGTERM: /readyz 503 at once, in-flight requests finish, a final line, exit 0', async (t) => {
   const upstream = await startEchoUpstream()
   t.teardown(() => upstream.close())
-  const [port, managementPort] = [await freePort(), await freePort()]
+  const [port, managementPort] = (await freePorts(2)) as [number, number]
   const path = configFile({ ...valid(port, upstream.url, managementPort), log: { level: 'info' } })
   const proc = cli(['--config', path], { CLI_SECRET: SECRET, CLI_COOKIE: COOKIE })
   const origin = `http://127.0.0.1:${port}`
@@ -191,7 +191,7 @@ async function eventually(check: () => Promise<boolean>, ms = 8000): Promise<boo
 t.test('SIGHUP reloads the file: /config shows its hash and load time, the metric counts; an invalid file is refused by key and changes nothing', async (t) => {
   const upstream = await startEchoUpstream()
   t.teardown(() => upstream.close())
-  const [port, managementPort] = [await freePort(), await freePort()]
+  const [port, managementPort] = (await freePorts(2)) as [number, number]
   const base = valid(port, upstream.url, managementPort)
   // An unreachable provider, quickly given up on: the reload does not wait long for it.
   const config = { ...base, provider: { ...base.provider, timeoutMs: 200 }, upstreams: [{ name: 'app', target: upstream.url, auth: 'required' }], log: { level: 'info' } }

@@ -12,7 +12,7 @@ import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
 import { Browser } from '../fixtures/browser.js'
 import { rawRequest } from '../fixtures/http.js'
 import { startTestProvider, type DevProviderOptions, type Teardown } from '../fixtures/provider.js'
-import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePorts } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 
 // server.workers: 2, as operators run it: the CLI in a process of its own (the primary), its
@@ -33,7 +33,7 @@ interface Gateway {
 }
 
 async function startWorkers(t: Teardown, options: { provider?: Partial<DevProviderOptions>; config?: Record<string, unknown> } = {}): Promise<Gateway> {
-  const [port, managementPort] = [await freePort(), await freePort()]
+  const [port, managementPort] = (await freePorts(2)) as [number, number]
   const gw = `http://127.0.0.1:${port}`
   const provider = await startTestProvider(t, {
     ...options.provider,
