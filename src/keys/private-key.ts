@@ -44,31 +44,62 @@ export interface SigningKey {
   publicJwk: jose.JWK
 }
 
-const isPem = (text: string): boolean => text.startsWith('-----BEGIN')
+// RFC 7468 section 2: text before the first encapsulation boundary is explanatory and "parsers
+// MUST NOT malfunction" on it; openssl's PKCS#12 export writes "Bag Attributes" lines there.
+const PEM_BOUNDARY = /^-----BEGIN [A-Z0-9 ]+-----$/m
+const isPem = (text: string): boolean => PEM_BOUNDARY.test(text)
 const isJwk = (text: string): boolean => text.startsWith('{')
+// A PEM key base64-encoded once more (a Kubernetes Secret's data value given as stringData, or
+// copied from `kubectl get secret -o yaml`): base64 of "-----BEGI".
+const isBase64Pem = (text: string): boolean => text.startsWith('LS0tLS1CRUdJ')
 
-/** Whether a key source is the key itself rather than the path of a file. */
+/** The longest path a key source may be; anything longer (or spanning lines) is not a path. */
+const MAX_PATH_LENGTH = 4096
+
+/**
+ * Whether a key source is (or looks like) key material rather than the path of a file: such a
+ * value is masked in `check` and never read as a file name.
+ */
 export function isInlineKey(source: string): boolean {
   const trimmed = source.trim()
-  return isPem(trimmed) || isJwk(trimmed)
+  return isPem(trimmed) || isJwk(trimmed) || isBase64Pem(trimmed) || !isPlausiblePath(trimmed)
+}
+
+function isPlausiblePath(text: string): boolean {
+  return text.length > 0 && text.length <= MAX_PATH_LENGTH && !/[\r\n\0]/.test(text)
+}
+
+/** PEM text from its first boundary: the attribute lines before it are dropped. */
+function pemFrom(text: string): string {
+  const start = PEM_BOUNDARY.exec(text)?.index ?? 0
+  return text.slice(start)
 }
 
 /**
  * The text of a key source: the source itself when it is PEM or JWK text, else the content of
- * the file it names. Errors never quote the source (it may be a key).
+ * the file it names. No message quotes the source or the file: either may be a key.
  */
 export function keyText(source: string): string {
   const trimmed = source.trim()
-  if (isInlineKey(trimmed)) return trimmed
+  if (isPem(trimmed)) return pemFrom(trimmed)
+  if (isJwk(trimmed)) return trimmed
+  if (isBase64Pem(trimmed)) throw new PrivateKeyError(BASE64_PEM)
+  if (!isPlausiblePath(trimmed)) {
+    throw new PrivateKeyError('is neither PEM nor JWK private key text, nor the path of a file holding one (base64 DER is not read: give the PEM text)')
+  }
   let content: string
   try {
     content = readFileSync(trimmed, 'utf8').trim()
   } catch (err) {
     throw new PrivateKeyError(`must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: ${describeFsError(err)})`)
   }
-  if (!isPem(content) && !isJwk(content)) throw new PrivateKeyError('names a file that holds neither a PEM nor a JWK private key')
-  return content
+  if (isPem(content)) return pemFrom(content)
+  if (isJwk(content)) return content
+  if (isBase64Pem(content)) throw new PrivateKeyError(`names a file that ${BASE64_PEM.replace(/^is /, 'holds ')}`)
+  throw new PrivateKeyError('names a file that holds neither a PEM nor a JWK private key')
 }
+
+const BASE64_PEM = 'is a base64-encoded PEM key: decode it once (base64 -d) and give the PEM text, which starts with -----BEGIN'
 
 /** Parses a PEM (PKCS#8, PKCS#1 or SEC1) or JWK private key and checks it can sign. */
 export function parsePrivateKey(source: string): ParsedKey {
