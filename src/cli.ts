@@ -6,9 +6,12 @@ import { onBroadcast } from './cluster/ipc.js'
 import { runPrimary, workerCount } from './cluster/primary.js'
 import { workerState } from './cluster/worker-state.js'
 import { ConfigError, EXIT_CONFIG, loadConfigFile, type LoadedConfig } from './config/load.js'
+import { describeExposure, exposedSecretFiles } from './config/file-modes.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { clientJwks } from './oidc/client-auth.js'
 import { LiveGateway } from './ops/live.js'
+import pino from 'pino'
+import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
 import type { GatewayConfig } from './config/types.js'
 
@@ -134,9 +137,17 @@ async function main(argv: string[]): Promise<void> {
   }
   const loaded = await configured(() => loadConfigFile(values.config))
   const { config } = loaded
+  // Key files readable by others: a warning on stderr for `check`, in the log for `run` (once,
+  // from the process that reads the file first: the primary of workers).
+  const exposed = exposedSecretFiles(config, values.config)
   if (command === 'check') {
+    for (const file of exposed) process.stderr.write(`warning: ${describeExposure(file)}\n`)
     process.stdout.write(formatEffectiveConfig(config))
     return
+  }
+  if (command === 'run' && cluster.isPrimary && exposed.length > 0) {
+    const log = pino(loggerOptions(config.log), stdoutDestination())
+    for (const file of exposed) log.warn({ key: file.key, path: file.path, mode: file.mode }, describeExposure(file))
   }
   if (command === 'jwks') {
     const jwks = await configured(() => providerJwks(config, values.provider))

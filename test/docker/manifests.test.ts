@@ -303,6 +303,16 @@ t.test('Dockerfile', async (t) => {
   t.ok(installs.length === 1 && /--omit=dev/.test(installs[0] ?? '') && /--ignore-scripts/.test(installs[0] ?? ''), 'the final stage installs production dependencies only, without scripts')
   t.ok(final.some((l) => /^COPY --from=\S+ \S*build\S* /.test(l)), 'the final stage takes build/ from the build stage')
   t.notOk(final.some((l) => /^COPY (\.|src|\.\/src)\s/.test(l)), 'no sources or whole context in the final stage')
+  // Issue 16, point 13: the image's configuration is readable by its user only.
+  const userLine = final.filter((l) => /^USER\s/i.test(l)).at(-1) ?? ''
+  const uid = /^USER (\d+)/.exec(userLine)?.[1]
+  const configCopy = final.findIndex((l) => /^COPY\b.*\sconfig\s+\S*config\/?$/.test(l))
+  t.match(final[configCopy], new RegExp(`^COPY --chown=${uid}:\\d+ `), 'config/ is copied owned by the runtime user')
+  t.ok(
+    final.slice(configCopy + 1).some((l) => /^RUN\b.*find config -type f -exec chmod 0400\b/.test(l) && /find config -type d -exec chmod 0500\b/.test(l)),
+    'config/ files are 0400 and its directories 0500',
+  )
+  t.notOk(final.some((l) => /^COPY\b.*--chown/.test(l) && /\sbuild\b/.test(l)), 'the code is not the runtime user\'s')
   const users = final.filter((l) => /^USER\s/i.test(l))
   t.match(users.at(-1), /^USER [1-9]\d*(:[1-9]\d*)?$/, 'a numeric non-root USER')
   const healthcheck = final.find((l) => /^HEALTHCHECK\s/i.test(l)) ?? ''

@@ -1,0 +1,84 @@
+// Files that hold the gateway's private keys or secrets, readable by other users of the machine.
+// ssh refuses such a private key ("Permissions 0644 for 'id_ed25519' are too open ... It is
+// required that your private key files are NOT accessible by others", ssh(1) FILES): a key any
+// local account can read is a key any local account can sign with. The gateway warns instead of
+// refusing, in `check` and at `run`: an operator may have reasons (a group made for the purpose),
+// and a refusal at a restart would take a working site down.
+
+import { readFileSync, statSync } from 'node:fs'
+import { isInlineKey } from '../keys/private-key.js'
+import { DEFAULT_PROVIDER, type GatewayConfig } from './types.js'
+
+/** Group- or world-readable. */
+const READABLE_BY_OTHERS = 0o044
+
+export interface ExposedFile {
+  /** The configuration key naming the file, or `(configuration file)`. */
+  key: string
+  path: string
+  /** The permission bits, in octal (`0644`). */
+  mode: string
+}
+
+export function isReadableByOthers(mode: number): boolean {
+  return (mode & READABLE_BY_OTHERS) !== 0
+}
+
+/** Every key file and, when it holds a secret itself, the configuration file, readable by others. */
+export function exposedSecretFiles(config: GatewayConfig, configPath: string): ExposedFile[] {
+  const files: Array<[key: string, path: string]> = []
+  const oneProvider = config.providers.length === 1 && config.providers[0]?.name === DEFAULT_PROVIDER
+  config.providers.forEach((provider, index) => {
+    if (provider.clientKey !== undefined && !isInlineKey(provider.clientKey)) {
+      files.push([oneProvider ? 'provider.clientKey' : `providers[${index}].clientKey`, provider.clientKey.trim()])
+    }
+  })
+  config.assertions.signingKeys?.forEach((key, index) => {
+    if (!isInlineKey(key)) files.push([`assertions.signingKeys[${index}]`, key.trim()])
+  })
+  if (holdsSecrets(config, configPath)) files.push(['(configuration file)', configPath])
+  return files.flatMap(([key, path]) => {
+    const mode = modeOf(path)
+    return mode !== undefined && isReadableByOthers(mode) ? [{ key, path, mode: `0${(mode & 0o777).toString(8)}` }] : []
+  })
+}
+
+/** The warning for `check` (stderr) and `run` (the log), naming the key, never the content. */
+export function describeExposure(file: ExposedFile): string {
+  const what = file.key === '(configuration file)' ? `the configuration file ${file.path} holds secrets and` : `${file.key}: the file ${file.path}`
+  return `${what} is readable by group or others (mode ${file.mode}); let only the gateway's user read it (chmod 0400), as ssh requires of private keys`
+}
+
+function modeOf(path: string): number | undefined {
+  try {
+    return statSync(path).mode
+  } catch {
+    // Unreadable files are refused by validation already; nothing more to say here.
+    return undefined
+  }
+}
+
+// A secret written in the file itself rather than through `${VAR}`: the file is then as secret as
+// the value. A line of each secret found in the text is enough (YAML may fold a PEM block).
+function holdsSecrets(config: GatewayConfig, configPath: string): boolean {
+  let text: string
+  try {
+    text = readFileSync(configPath, 'utf8')
+  } catch {
+    return false
+  }
+  const secrets = [
+    ...config.providers.flatMap((p) => [p.clientSecret, p.clientKey !== undefined && isInlineKey(p.clientKey) ? p.clientKey : undefined]),
+    ...config.cookies.secrets,
+    ...(config.assertions.signingKeys ?? []).filter(isInlineKey),
+    config.session.redisUrl === undefined || !URL.canParse(config.session.redisUrl) ? undefined : new URL(config.session.redisUrl).password,
+  ]
+  return secrets.some(
+    (secret) =>
+      secret !== undefined &&
+      secret
+        .split('\n')
+        .map((line) => line.trim())
+        .some((line) => line.length >= 6 && !line.startsWith('-----') && text.includes(line)),
+  )
+}
