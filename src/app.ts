@@ -29,7 +29,7 @@ import { parsePrivateKey, signingKey } from './keys/private-key.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH, isGatewayPath, SIGN_IN_PATH } from './paths.js'
+import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
@@ -360,7 +360,8 @@ async function identityAssertions(config: GatewayConfig): Promise<IdentityAssert
 /** A provider's client and Bearer verifier; with several providers their log lines name it. */
 function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics): Provider {
   const log = config.providers.length === 1 ? appLog : appLog.child({ provider: provider.name })
-  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, log, (url, seconds, failed) =>
+  const callback = callbackPath(provider.name, config.providers.length > 1)
+  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, callback, log, (url, seconds, failed) =>
     metrics.observeProviderCall(client.callOf(url), seconds, failed),
   )
   const bearer = new BearerVerifier({

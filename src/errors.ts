@@ -7,6 +7,7 @@ export type ProblemCode =
   | 'state_mismatch'
   | 'code_invalid'
   | 'id_token_invalid'
+  | 'authorization_response_invalid'
   | 'refresh_token_missing'
   | 'refresh_token_invalid'
   | 'unauthenticated'
@@ -28,6 +29,7 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   state_mismatch: [403, 'Sign-in state mismatch'],
   code_invalid: [403, 'Authorization code rejected'],
   id_token_invalid: [403, 'ID token invalid'],
+  authorization_response_invalid: [403, 'Authorization response invalid'],
   refresh_token_missing: [400, 'No refresh token'],
   refresh_token_invalid: [409, 'Refresh token rejected'],
   unauthenticated: [401, 'Not signed in'],

@@ -4,6 +4,15 @@
 
 export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
+
+/**
+ * The redirect URI path of a provider: CALLBACK_PATH with a single provider, and one of its own
+ * per provider when there are several (RFC 9700 4.4.2: distinct redirect URIs are a mix-up
+ * defence). Provider names are path-safe (config/schema.ts).
+ */
+export function callbackPath(provider: string, several: boolean): string {
+  return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH
+}
 /** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
 export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
 /** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */

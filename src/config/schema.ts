@@ -86,7 +86,7 @@ const server = object(
     host: string('Address the gateway listens on.', { minLength: 1, format: 'listen-host', default: '0.0.0.0' }),
     port: port('Port of the gateway listener (0 picks a free port).', 8080),
     publicUrl: string(
-      'External origin of the gateway as browsers see it (scheme, host, optional port; no path). The redirect_uri is this plus /api/v1/openid/callback.',
+      'External origin of the gateway as browsers see it (scheme, host, optional port; no path). The redirect_uri is this plus /api/v1/openid/callback (with several providers, /api/v1/openid/callback/<name>).',
       { format: 'http-origin' },
     ),
     trustedProxies: list(

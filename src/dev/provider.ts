@@ -67,6 +67,11 @@ export interface DevProviderOptions {
    * authorization response, private_key_jwt; implies idTokenSigningAlg PS256 unless ES256 is set.
    */
   fapi2?: boolean
+  /**
+   * RFC 9207: oidc-provider always puts `iss` in its authorization responses and advertises it.
+   * `false` plays a provider that predates RFC 9207 (many do): neither is sent. Default true.
+   */
+  issParameter?: boolean
 }
 
 export interface SignJwtOptions {
@@ -266,6 +271,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     server.close()
     throw err
   }
+  if (options.issParameter === false) provider.use(withoutIssParameter)
   server.on('request', provider.callback())
 
   const rsaKeys = new Map<string, jose.CryptoKey | Uint8Array>([['RS256', privateKey]])
@@ -326,5 +332,22 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     jwks: { keys: [structuredClone(privateJwk)] },
     signJwt,
     close,
+  }
+}
+
+/** Koa middleware: no RFC 9207 `iss` in authorization responses (query mode) nor in discovery. */
+async function withoutIssParameter(ctx: KoaContextWithOIDC, next: () => Promise<void>): Promise<void> {
+  await next()
+  const location = ctx.response.get('location')
+  // Interaction redirects are relative; the client's redirect_uri is absolute.
+  if (ctx.status >= 300 && ctx.status < 400 && URL.canParse(location)) {
+    const url = new URL(location)
+    if (url.searchParams.has('code') || url.searchParams.has('error')) {
+      url.searchParams.delete('iss')
+      ctx.response.set('location', url.href)
+    }
+  }
+  if (ctx.path.endsWith('/.well-known/openid-configuration') && typeof ctx.body === 'object' && ctx.body !== null) {
+    delete (ctx.body as Record<string, unknown>).authorization_response_iss_parameter_supported
   }
 }

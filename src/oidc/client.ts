@@ -11,7 +11,7 @@ import { describe, grantProblem, isValidationFailure, ProviderMetadataError } fr
 import { observedFetch, type ProviderCallObserver } from './fetch.js'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
-import { CALLBACK_PATH } from '../paths.js'
+import { authorizationResponseViolation } from './authorization-response.js'
 
 export interface Tokens {
   accessToken: string
@@ -61,6 +61,7 @@ export class OidcClient {
   readonly keys: ProviderKeys
   readonly #config: ProviderConfig
   readonly #redirectUri: string
+  readonly #callbackPath: string
   readonly #log: FastifyBaseLogger
   #discovered: Discovered | undefined
   #stopped = false
@@ -69,10 +70,14 @@ export class OidcClient {
   readonly #fetch: oidc.CustomFetch
   readonly #dpopNonces = new DpopNonces()
 
-  /** `observe` is told of every call to the provider (metrics). */
-  constructor(config: ProviderConfig, publicUrl: string, log: FastifyBaseLogger, observe?: ProviderCallObserver) {
+  /**
+   * `callbackPath` is this provider's redirect URI path (paths.ts callbackPath); `observe` is
+   * told of every call to the provider (metrics).
+   */
+  constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, observe?: ProviderCallObserver) {
     this.#config = config
-    this.#redirectUri = publicUrl + CALLBACK_PATH
+    this.#callbackPath = callbackPath
+    this.#redirectUri = publicUrl + callbackPath
     this.#log = log
     const observed = observedFetch(observe)
     this.#fetch = !config.dpop
@@ -87,6 +92,11 @@ export class OidcClient {
 
   get redirectUri(): string {
     return this.#redirectUri
+  }
+
+  /** The path of redirectUri: the only callback path this provider's sign-ins finish on. */
+  get callbackPath(): string {
+    return this.#callbackPath
   }
 
   /** Whether the gateway's tokens are DPoP-bound (provider.dpop). */
@@ -291,10 +301,23 @@ export class OidcClient {
   }
 
   /**
-   * Authorization code grant; `callbackUrl` must carry the public origin, never the Host header.
-   * A refused ID token is logged on `log` (the request's) with the check it failed.
+   * Authorization code grant for the callback that arrived at `path` with the query `search`.
+   * The response's mix-up checks (authorization-response.ts) run first: a refused response never
+   * reaches a token endpoint. A refused response or ID token is logged on `log` (the request's)
+   * with the rule or check it failed.
    */
-  async exchangeCode(callbackUrl: URL, checks: AuthorizationChecks, log: Pick<FastifyBaseLogger, 'warn'>): Promise<Tokens> {
+  async exchangeCode(path: string, search: string, checks: AuthorizationChecks, log: Pick<FastifyBaseLogger, 'warn'>): Promise<Tokens> {
+    const callbackUrl = new URL(this.#redirectUri + search)
+    const { server } = this.#require()
+    const violation = authorizationResponseViolation(path, callbackUrl.searchParams, {
+      callbackPath: this.#callbackPath,
+      issuer: server.issuer,
+      issRequired: this.#config.profile === 'fapi2' || server.authorization_response_iss_parameter_supported === true,
+    })
+    if (violation !== undefined) {
+      log.warn({ rule: violation.rule, issuer: this.#config.issuer }, 'authorization response refused')
+      throw new GatewayError('authorization_response_invalid', violation.message)
+    }
     try {
       const configuration = this.#forGrant()
       const dpop = await this.#dpopOptions(configuration, checks.dpopKey)

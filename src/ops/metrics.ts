@@ -14,6 +14,7 @@ const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 const ENDPOINTS: Record<string, string> = {
   [`${SIGN_IN_PATH}/redirect`]: 'redirect',
   [`${SIGN_IN_PATH}/callback`]: 'callback',
+  [`${SIGN_IN_PATH}/callback/:provider`]: 'callback',
   [`${SIGN_IN_PATH}/refresh`]: 'refresh',
   [`${SIGN_IN_PATH}/logout`]: 'logout',
   [`${SIGN_IN_PATH}/sign-out`]: 'sign_out',

@@ -43,6 +43,10 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     'The sign-in could not be verified',
     "The identity provider's answer failed a security check. Try again; if it keeps happening, tell the administrator (the gateway's log names the check).",
   ],
+  authorization_response_invalid: [
+    'The sign-in could not be verified',
+    "The answer came back from another identity provider than the one this sign-in was started with. Start a new sign-in; if it keeps happening, tell the administrator (the gateway's log names the rule).",
+  ],
   refresh_token_missing: ['There is no sign-in to renew', 'Sign in to continue.'],
   refresh_token_invalid: ['Your sign-in has ended', 'The identity provider no longer accepts it. Sign in again to continue.'],
   unauthenticated: ['You are not signed in', 'Sign in to continue.'],

@@ -120,7 +120,9 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return { value: location }
   })
 
-  app.get('/callback', async (req, reply) => {
+  // One handler for the single provider's path and for each provider's own (paths.ts
+  // callbackPath); the client checks that the response came back on its transaction's path.
+  const callback = async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     const params = queryOf(req)
     const code = single(params, 'code')
     if (code === undefined || code === '') {
@@ -139,10 +141,11 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const provider = providers.get(transaction.p ?? DEFAULT_PROVIDER)
     if (provider === undefined) throw new GatewayError('state_mismatch', 'the sign-in was started with a provider that is no longer configured')
     const { client } = provider
-    const search = req.url.slice(req.url.indexOf('?'))
+    const query = req.url.indexOf('?')
+    const path = query === -1 ? req.url : req.url.slice(0, query)
     let session
     try {
-      const tokens = await client.exchangeCode(new URL(client.redirectUri + search), {
+      const tokens = await client.exchangeCode(path, query === -1 ? '' : req.url.slice(query), {
         state,
         nonce: transaction.n,
         codeVerifier: transaction.v,
@@ -161,7 +164,9 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     noStore(reply)
     if (transaction.r !== undefined) return reply.redirect(transaction.r, 302)
     return { value: session.accessToken }
-  })
+  }
+  app.get('/callback', callback)
+  app.get('/callback/:provider', callback)
 
   app.get('/refresh', async (req, reply) => {
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is

@@ -65,9 +65,9 @@ t.test('against oidc-provider as a FAPI 2.0 provider: sign-in, refresh, logout',
 t.test('negatives: a FAPI 2.0 provider that breaks one rule', async (t) => {
   const cases: Array<[name: string, provider: Record<string, unknown>, behaviour: Partial<Behaviour>, status: number, code: string]> = [
     ['control', {}, {}, 200, ''],
-    // As in the oidc profile (callback-adversarial.test.ts): a failed authorization response is id_token_invalid.
-    ['no iss in the authorization response (the provider does not advertise it)', { issParameter: false }, {}, 403, 'id_token_invalid'],
-    ['another iss in the authorization response', {}, { authorizationIss: 'https://mix-up.example' }, 403, 'id_token_invalid'],
+    // FAPI 2.0 5.3.2.2 requires iss whatever the provider advertises (authorization-response.ts).
+    ['no iss in the authorization response (the provider does not advertise it)', { issParameter: false }, {}, 403, 'authorization_response_invalid'],
+    ['another iss in the authorization response', {}, { authorizationIss: 'https://mix-up.example' }, 403, 'authorization_response_invalid'],
     ['an ID token for another audience', {}, { idTokenClaims: { aud: 'someone-else' } }, 403, 'id_token_invalid'],
     ['an unbound (Bearer) access token', {}, { boundTokens: false }, 502, 'provider_unavailable'],
   ]

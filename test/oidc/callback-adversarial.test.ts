@@ -149,24 +149,34 @@ t.test('no kid in the header with two published keys: 403 id_token_invalid', asy
   assertTransactionCleared(t, outcome)
 })
 
-t.test('authorization response from another issuer (RFC 9207 mix-up): 403, the code is never redeemed', async (t) => {
-  const { stack, provider } = await startAdversarialStack(t)
+t.test('authorization response from another issuer, or without the iss it advertises (RFC 9207 2.4): 403 authorization_response_invalid, the code is never redeemed', async (t) => {
+  const lines: string[] = []
+  const { stack, provider } = await startAdversarialStack(t, { config: { log: { level: 'warn' } }, logStream: { write: (line) => lines.push(line) } })
   t.beforeEach(() => provider.reset())
-  for (const iss of ['http://127.0.0.1:1/evil', '']) {
-    t.test(iss === '' ? 'iss empty' : 'iss of another issuer', async (t) => {
+  const cases: Array<[name: string, iss: string | null, rule: string]> = [
+    ['iss of another issuer', 'http://127.0.0.1:1/evil', 'rfc9207-iss-mismatch'],
+    ['iss empty', '', 'rfc9207-iss-mismatch'],
+    ['iss missing, though the provider advertises it', null, 'rfc9207-iss-missing'],
+  ]
+  for (const [name, iss, rule] of cases) {
+    t.test(name, async (t) => {
       provider.set({ authorizationIss: iss })
       const before = provider.tokenRequests
+      lines.length = 0
       const outcome = await signIn(stack)
       t.equal(provider.tokenRequests, before, 'the code is not sent to the token endpoint')
-      t.equal(outcome.res.status, 403)
-      t.same(sessionCookiesSet(outcome.res), [], 'no session cookie is set')
-      // The contract has no code for an authorization response that fails validation; the
-      // gateway reports it as id_token_invalid (oidc/errors.ts: "a response that failed
-      // validation"). Pinned so that a change of mind is a visible, deliberate one.
-      t.match(await outcome.res.text(), 'Error 403 · id_token_invalid')
+      await assertRefused(t, outcome, 403, 'authorization_response_invalid')
       assertTransactionCleared(t, outcome)
+      const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'authorization response refused')
+      t.equal(logged?.rule, rule, 'the log names the rule')
+      t.notOk(lines.some((l) => l.includes('ID token refused')), 'not reported as an ID token problem')
     })
   }
+})
+
+t.test('a provider that does not advertise iss: a response without it is accepted (RFC 9207 2.4)', async (t) => {
+  const { stack, provider } = await startAdversarialStack(t, { provider: { issParameter: false } })
+  await assertSignedIn(t, stack, provider, await signIn(stack))
 })
 
 t.test('token endpoint refusals and faults', async (t) => {
