@@ -71,6 +71,17 @@ function isStringArray(value: unknown): value is string[] {
 }
 
 /**
+ * RFC 9449 section 7 (DPoP) and RFC 8705 section 3 (mTLS): a token with a `cnf` claim is bound to
+ * a key, and a resource server must check the proof of possession of that key before accepting
+ * it. The gateway checks no such proof (it accepts the Bearer scheme only, RFC 6750), so a bound
+ * token is refused whichever way it was read, JWT or introspection: accepted without its proof it
+ * would work for anyone who copied it, which is what binding it was meant to prevent.
+ */
+export function senderConstrainedViolation(claims: Readonly<Record<string, unknown>>): string | undefined {
+  return claims.cnf === undefined ? undefined : 'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry'
+}
+
+/**
  * The first reason an active-looking introspection response does not sign the request in, or
  * `undefined` when it does. RFC 7662 2.2 leaves every member but `active` optional, so each rule
  * applies when its member is present, except that the token must name a subject (the identity
@@ -107,8 +118,7 @@ export function introspectionViolation(response: IntrospectionResponse, ctx: Int
     return 'token_type is not Bearer'
   }
   if (response.token_use !== undefined && response.token_use !== 'access_token') return 'token_use is not access_token'
-  if (response.cnf !== undefined) return 'the token is sender-constrained (cnf)'
-  return undefined
+  return senderConstrainedViolation(response)
 }
 
 /** `typ` header values of access tokens (RFC 9068 2.1, and plain JWT), `application/` dropped. */
@@ -252,7 +262,7 @@ export class BearerVerifier {
     const violation =
       typeof payload.sub !== 'string' || payload.sub === ''
         ? 'sub is not a non-empty string'
-        : accessTokenViolation(header, payload, this.#options.clientId)
+        : (accessTokenViolation(header, payload, this.#options.clientId) ?? senderConstrainedViolation(payload))
     if (violation !== undefined) {
       this.#options.log.debug({ reason: violation }, 'Bearer JWT refused')
       return undefined

@@ -14,9 +14,10 @@ import type { Session, SessionStore } from '../session/types.js'
  * `expired`: a session exists but its access token has expired and cannot be refreshed (no
  * refresh token, or the provider refused it and the session has ended). `refreshable`: expired,
  * and its refresh token is kept where this request does not reach (cookies.credentialsPath), so
- * only the refresh endpoint can renew it.
+ * only the refresh endpoint can renew it. `invalid_token`: a Bearer token came and was refused
+ * (RFC 6750 3.1: expired, revoked, malformed, bound to a key, or invalid for another reason).
  */
-export type Authentication = Identity | 'expired' | 'refreshable' | undefined
+export type Authentication = Identity | 'expired' | 'refreshable' | 'invalid_token' | undefined
 
 export type Authenticate = (req: FastifyRequest, reply: FastifyReply) => Promise<Authentication>
 
@@ -64,9 +65,9 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       // issuer (an opaque token) goes to the first accepted provider that introspects.
       const provider = providers.verifierOf(token, accepted)
       const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
-      if (verifier === undefined) return undefined
+      if (verifier === undefined) return 'invalid_token'
       const claims = await verifier.bearer.verify(token)
-      return claims === undefined ? undefined : { claims, accessToken: token }
+      return claims === undefined ? 'invalid_token' : { claims, accessToken: token }
     }
   }
 }

@@ -84,7 +84,7 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
     if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
     if (upstream.allowPreflight && request.preflight) return ANONYMOUS
     const identity = await authenticate(req, reply)
-    if (identity === undefined || identity === 'expired' || identity === 'refreshable') {
+    if (identity === undefined || identity === 'expired' || identity === 'refreshable' || identity === 'invalid_token') {
       if (upstream.auth === 'optional') return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
@@ -96,7 +96,7 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
 
 /** The 401 of the contract: `WWW-Authenticate: Bearer` (RFC 6750 3.1) and where to sign in. */
 export function unauthenticatedError(expired: boolean, signInUrl: string): GatewayError {
-  return new GatewayError('unauthenticated', expired ? 'the sign-in has expired' : 'sign in first', {
+  return new GatewayError('unauthenticated', expired ? 'the sign-in has expired, or the Bearer token was refused' : 'sign in first', {
     headers: { 'www-authenticate': expired ? 'Bearer error="invalid_token"' : 'Bearer' },
     extensions: { signInUrl },
   })

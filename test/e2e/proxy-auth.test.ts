@@ -225,15 +225,21 @@ t.test('Bearer JWT access tokens', async (t) => {
     ['sub empty', await provider.signJwt(at({ sub: '' }))],
     ['sub a number', await provider.signJwt(at({ sub: 123 }))],
     ['sub missing', await provider.signJwt(at({ sub: undefined }))],
+    // RFC 9449 7: a DPoP-bound token needs its proof; presented as Bearer it has none.
+    ['DPoP-bound (cnf.jkt), no proof', await provider.signJwt(at({ sub: 'service-a', cnf: { jkt: 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs' } }))],
+    ['mTLS-bound (cnf x5t#S256)', await provider.signJwt(at({ sub: 'service-a', cnf: { 'x5t#S256': 'bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2' } }))],
   ]
   for (const [name, token] of bad) {
     for (const path of ['/api', '/admin/x']) {
       const res = await call(token, path)
       t.equal(res.status, 401, `${name} ${path}`)
       t.equal(res.json<Problem>().code, 'unauthenticated')
+      // RFC 6750 3.1: a token that came and was refused is invalid_token.
+      t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"', `${name} ${path}: invalid_token`)
     }
   }
   t.equal(stack.upstream.requests.length, 2, 'only the good token reached an upstream')
+  t.ok(lines.some((l) => l.msg === 'Bearer JWT refused' && /sender-constrained \(cnf\)/.test(String(l.reason))), 'the log says a bound token was refused')
   t.ok(lines.some((l) => l.msg === 'Bearer JWT refused' && l.reason === 'sub is not a non-empty string'), 'the log says why')
 
   // The real ID token of a sign-in, as the browser sees it in the logout's end-session URL.

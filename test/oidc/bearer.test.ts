@@ -244,8 +244,8 @@ t.test('introspection rules', async (t) => {
     ['token_type DPoP', active({ token_type: 'DPoP' }), 'token_type is not Bearer'],
     ['token_use refresh_token (Hydra)', active({ token_use: 'refresh_token' }), 'token_use is not access_token'],
     ['token_use access_token', active({ token_use: 'access_token' }), undefined],
-    ['DPoP-bound (cnf.jkt)', active({ cnf: { jkt: 'abc' } }), 'the token is sender-constrained (cnf)'],
-    ['mTLS-bound (cnf x5t#S256)', active({ cnf: { 'x5t#S256': 'abc' } }), 'the token is sender-constrained (cnf)'],
+    ['DPoP-bound (cnf.jkt)', active({ cnf: { jkt: 'abc' } }), 'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry'],
+    ['mTLS-bound (cnf x5t#S256)', active({ cnf: { 'x5t#S256': 'abc' } }), 'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry'],
   ]
   for (const [name, response, expected] of cases) t.equal(introspectionViolation(response, ctx), expected, name)
 })
