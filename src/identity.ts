@@ -8,6 +8,10 @@ import type { SessionClaims } from './session/types.js'
 export interface Identity {
   claims: SessionClaims
   accessToken: string
+  /** The name of the provider that signed the user in (or issued the Bearer token). */
+  provider: string
+  /** That provider's issuer: two providers may give the same `sub` to two different people. */
+  issuer: string
 }
 
 declare module 'fastify' {

@@ -6,7 +6,7 @@ import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
-import { DEFAULT_PROVIDER, type IdentityHeaderNames } from './types.js'
+import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from './types.js'
 
 /** Reads the value at `path` when it has the expected type and no known issue touches it. */
 type Read = <T>(path: Path, is: (value: unknown) => value is T) => T | undefined
@@ -211,17 +211,29 @@ function providerNames(read: Read, at: readonly Path[]): Array<string | undefine
   return at.map((path) => (path.length === 1 ? DEFAULT_PROVIDER : read([...path, 'name'], isString)))
 }
 
-// The names an upstream gives must be providers' names (with provider:, that is `default`).
+// The names an upstream gives must be providers' names (with provider:, that is `default`), and
+// those of its allow.providers the upstream's own; `*` (every one) stands alone.
 function checkUpstreamProviders(read: Read, upstreams: unknown, at: readonly Path[]): Issue[] {
   if (!Array.isArray(upstreams)) return []
   const names = providerNames(read, at)
   if (names.includes(undefined)) return []
-  const known = names.join(', ')
-  return upstreams.flatMap((_, index) =>
-    (read(['upstreams', index, 'providers'], isStringArray) ?? []).flatMap((name, position): Issue[] =>
-      names.includes(name) ? [] : [{ path: ['upstreams', index, 'providers', position], message: `names no provider (configured: ${known})` }],
-    ),
-  )
+  const check = (key: Path, accepted: readonly (string | undefined)[], which: string): Issue[] => {
+    const listed = read(key, isStringArray) ?? []
+    if (listed.includes(ANY_PROVIDER) && listed.length > 1) return [{ path: key, message: `'${ANY_PROVIDER}' means every provider and stands alone` }]
+    return listed.flatMap((name, position): Issue[] =>
+      name === ANY_PROVIDER || accepted.includes(name) ? [] : [{ path: [...key, position], message: `names no provider (${which}: ${accepted.join(', ')})` }],
+    )
+  }
+  return upstreams.flatMap((_, index) => [
+    ...check(['upstreams', index, 'providers'], names, 'configured'),
+    ...check(['upstreams', index, 'allow', 'providers'], acceptedBy(read, index, names), 'the upstream accepts'),
+  ])
+}
+
+/** The providers upstream `index` accepts: unset is the first configured, `*` every one. */
+function acceptedBy(read: Read, index: number, names: readonly (string | undefined)[]): ReadonlyArray<string | undefined> {
+  const listed = read(['upstreams', index, 'providers'], isStringArray)
+  return listed === undefined ? names.slice(0, 1) : listed.includes(ANY_PROVIDER) ? names : listed
 }
 
 // A DPoP-bound token is useless without a proof of the session's key, which never leaves the
@@ -233,8 +245,8 @@ function checkDpopForwarding(read: Read, upstreams: unknown, at: readonly Path[]
   )
   if (bound.length === 0) return []
   return upstreamsWith(read, upstreams, 'forwardAccessToken').flatMap((index) => {
-    const accepted = read(['upstreams', index, 'providers'], isStringArray)
-    const provider = bound.find((p) => accepted === undefined || (p.name !== undefined && accepted.includes(p.name)))
+    const accepted = acceptedBy(read, index, names)
+    const provider = bound.find((p) => p.name !== undefined && accepted.includes(p.name))
     if (provider === undefined) return []
     const message = `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded`
     return [{ path: ['upstreams', index, 'forwardAccessToken'], message }]
@@ -261,7 +273,7 @@ function matchKey(match: Match | undefined): string | undefined {
 }
 
 // In the documented order, whatever order the file (and the defaults after it) gave the keys.
-const IDENTITY_KEYS: ReadonlyArray<keyof IdentityHeaderNames> = ['user', 'email', 'groups', 'preferredUsername']
+const IDENTITY_KEYS: ReadonlyArray<keyof IdentityHeaderNames> = ['user', 'email', 'groups', 'preferredUsername', 'issuer']
 
 function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | undefined): Issue[] {
   if (headers === undefined) return []

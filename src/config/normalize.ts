@@ -3,7 +3,7 @@
 
 import { asciiLower } from '../lib/url-chars.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
-import { DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from './types.js'
+import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from './types.js'
 
 export function normalizeConfig(config: ConfigFile): GatewayConfig {
   // checks.ts has made sure that exactly one of the two forms is there.
@@ -43,16 +43,41 @@ function normalizeCookies(cookies: CookiesConfig): CookiesConfig {
   return { ...cookies, domain: asciiLower(cookies.domain.replace(/^\./, '')) }
 }
 
+/**
+ * An upstream's providers: as listed; every provider for `['*']`; the first configured (the
+ * default) when unset. Accepting every provider is said explicitly, because users of two providers
+ * are different people even when their claims look alike.
+ */
+export function upstreamProviders(listed: readonly string[] | undefined, providers: readonly string[]): string[] {
+  if (listed === undefined) return providers.slice(0, 1)
+  return listed.includes(ANY_PROVIDER) ? [...providers] : [...listed]
+}
+
+/**
+ * The providers an upstream's `allow` rules admit, explicit: `['*']` is the upstream's providers;
+ * unset, with several of them and a rule on claims, its default provider alone (a group named
+ * `admins` at a partner's provider is not the staff's `admins`); unset otherwise, no restriction.
+ */
+export function allowProviders(allow: AllowRules, accepted: readonly string[]): string[] | undefined {
+  if (allow.providers !== undefined) return allow.providers.includes(ANY_PROVIDER) ? [...accepted] : [...allow.providers]
+  // Kinds given empty do not restrict (allow.ts), so they do not count as rules here either.
+  const claimRules = [allow.emails, allow.emailDomains, allow.groups].some((kind) => kind !== undefined && kind.length > 0) || Object.keys(allow.claims ?? {}).length > 0
+  return accepted.length > 1 && claimRules ? accepted.slice(0, 1) : undefined
+}
+
 function normalizeUpstream(upstream: ConfigFile['upstreams'][number], providers: readonly string[]): UpstreamConfig {
   const { hosts } = upstream.match
+  const accepted = upstreamProviders(upstream.providers, providers)
+  const allow = normalizeAllow(upstream.allow)
+  const admitted = allowProviders(allow, accepted)
   return {
     ...upstream,
-    providers: [...(upstream.providers ?? providers)],
+    providers: accepted,
     match: {
       pathPrefix: normalizePathPrefix(upstream.match.pathPrefix),
       ...(hosts === undefined ? {} : { hosts: normalizeHosts(hosts) }),
     },
-    allow: normalizeAllow(upstream.allow),
+    allow: admitted === undefined ? allow : { ...allow, providers: admitted },
     identityHeaders: { ...upstream.identityHeaders },
   }
 }

@@ -45,6 +45,9 @@ const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'mus
 const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
 const KEY_PREFIX = { pattern: '^[\\x21-\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces' }
 const WORKERS_AUTO = { pattern: '^auto$', message: 'must be a number of workers (1 to 64) or auto' }
+/** A provider's name, or `*` for every one (upstreams[].providers, allow.providers). */
+const PROVIDER_REF = '^(\\*|[A-Za-z0-9][A-Za-z0-9_-]*)$'
+
 const UPSTREAM_NAME = {
   pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
   message: 'must start with a letter or digit and contain only letters, digits, _ and -',
@@ -313,6 +316,10 @@ const stringList = (description: string, item: JsonSchema): JsonSchema => list(d
 const allow = object(
   'Who may use the upstream once signed in. Every kind given must pass; omit a kind to not restrict by it.',
   {
+    providers: stringList(
+      "Providers whose users the rules admit; ['*'] is every provider of the upstream. Unset with several providers and any other rule: the upstream's default provider alone (a group or email of one provider says nothing about another's users).",
+      string('provider name', { pattern: PROVIDER_REF }),
+    ),
     emails: stringList('Accepted email addresses (ASCII case-insensitive).', string('email', { format: 'email-address' })),
     emailDomains: stringList(
       'Accepted domains of the email claim (the part after @); .example.com accepts the subdomains of example.com.',
@@ -340,6 +347,7 @@ const identityHeaders = object(
     email: headerName('Carries the email claim.', 'X-Forwarded-Email'),
     groups: headerName('Carries the groups claim, comma-separated.', 'X-Forwarded-Groups'),
     preferredUsername: headerName('Carries the preferred_username claim.', 'X-Forwarded-Preferred-Username'),
+    issuer: headerName("Carries the issuer of the user's provider (two providers may use the same sub for different people).", 'X-Forwarded-Issuer'),
   },
   { default: {} },
 )
@@ -381,8 +389,8 @@ const upstream = object(
       false,
     ),
     providers: list(
-      'Names of the providers that may sign in to this upstream; the first is the one the redirect endpoint uses unless asked for another (provider=<name>). Unset: every provider, the first listed being the default. A session or Bearer token of another provider is not signed in here.',
-      string('provider name', { pattern: UPSTREAM_NAME.pattern }),
+      "Names of the providers that may sign in to this upstream; the first is the one the redirect endpoint uses unless asked for another (provider=<name>). Unset: the first configured provider alone; ['*']: every provider, the first configured being the default. A session or Bearer token of another provider is not signed in here.",
+      string('provider name', { pattern: PROVIDER_REF }),
       { minItems: 1, uniqueItems: true },
     ),
   },

@@ -27,6 +27,8 @@ export interface ServerConfig {
 
 /** The name of the provider of the one-provider form (`provider:`). */
 export const DEFAULT_PROVIDER = 'default'
+/** In upstreams[].providers and allow.providers: every provider. */
+export const ANY_PROVIDER = '*'
 
 export interface ProviderConfig {
   /** Unique; sessions record it (DEFAULT_PROVIDER for the `provider:` form). */
@@ -107,6 +109,12 @@ export interface RateLimitConfig {
 }
 
 export interface AllowRules {
+  /**
+   * The providers whose users the other rules admit. In the file, `['*']` is every provider the
+   * upstream accepts; normalize.ts makes it explicit and, with several providers and claim rules,
+   * fills in the upstream's default provider when it is left out.
+   */
+  providers?: string[]
   emails?: string[]
   emailDomains?: string[]
   groups?: string[]
@@ -118,6 +126,8 @@ export interface IdentityHeaderNames {
   email: string
   groups: string
   preferredUsername: string
+  /** Carries the issuer of the provider the identity comes from. */
+  issuer: string
 }
 
 export interface UpstreamConfig {
@@ -136,7 +146,10 @@ export interface UpstreamConfig {
   identityHeaders: IdentityHeaderNames
   /** Add the signed identity assertion (AssertionsConfig). */
   identityAssertion: boolean
-  /** Names of the providers that may sign in here; the first is the default. Every provider when unset in the file. */
+  /**
+   * Names of the providers that may sign in here; the first is the default. In the file: unset is
+   * the first configured provider alone, `['*']` every provider.
+   */
   providers: string[]
 }
 

@@ -30,6 +30,11 @@
 //   never match. Only the claims object's own properties are read, so a rule on `constructor` or
 //   `__proto__` cannot be satisfied by Object.prototype.
 //
+// - `providers`: the identity's provider must be listed. normalize.ts makes it explicit: with
+//   several providers on the upstream and a rule on claims, it is the upstream's default provider
+//   unless the file lists others, because the same `sub`, email or group at two providers can be
+//   two different people (a partner's "alice" in "admins" is not the staff's).
+//
 // A refusal names the rule that failed and why, for the log line of the 403 (never shown to the
 // client). `missingClaim` is set when the identity lacks the claim the rule reads: usually the
 // provider was not asked for it (a scope or mapper is missing), which the operator must fix.
@@ -37,7 +42,7 @@
 import type { AllowRules } from '../config/types.js'
 import { asciiLower } from '../lib/url-chars.js'
 
-export type AllowRule = 'emails' | 'emailDomains' | 'groups' | 'claims'
+export type AllowRule = 'providers' | 'emails' | 'emailDomains' | 'groups' | 'claims'
 
 export interface AllowRefusal {
   rule: AllowRule
@@ -49,7 +54,8 @@ export interface AllowRefusal {
 
 export type AllowResult = { allowed: true } | ({ allowed: false } & AllowRefusal)
 
-export type AllowPolicy = (claims: Record<string, unknown>) => AllowResult
+/** The verdict on the claims of a user of the provider named `provider`. */
+export type AllowPolicy = (claims: Record<string, unknown>, provider: string) => AllowResult
 
 const ALLOWED: AllowResult = { allowed: true }
 const ALLOW_ALL: AllowPolicy = () => ALLOWED
@@ -145,9 +151,11 @@ export function createAllowPolicy(rules: AllowRules): AllowPolicy {
     }
     claimRules.push({ name, accepted })
   }
-  if (emails === null && domains === null && groups === null && claimRules.length === 0) return ALLOW_ALL
+  const providers = rules.providers === undefined ? null : new Set(rules.providers)
+  if (providers === null && emails === null && domains === null && groups === null && claimRules.length === 0) return ALLOW_ALL
 
-  return (claims) => {
+  return (claims, provider) => {
+    if (providers !== null && !providers.has(provider)) return refused('providers', 'the provider is not one of allow.providers')
     if (emails !== null || domains !== null) {
       const rule: AllowRule = emails !== null ? 'emails' : 'emailDomains'
       const raw = own(claims, 'email')

@@ -36,14 +36,18 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
   const { store, lifecycle, providers } = deps
 
   async function fromSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Exclude<Authentication, undefined>> {
-    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken }
+    const issuer = providers.get(session.provider)?.config.issuer
+    // The caller checked that the upstream accepts the session's provider, so it is configured.
+    if (issuer === undefined) return 'expired'
+    const of = { provider: session.provider, issuer }
+    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)
     if (full === undefined) return 'refreshable'
     if (full.refreshToken === undefined) return 'expired'
     try {
       const updated = await lifecycle.refresh(req, reply, full)
-      return { claims: updated.claims, accessToken: updated.accessToken }
+      return { claims: updated.claims, accessToken: updated.accessToken, ...of }
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') return 'expired'
       throw err
@@ -67,7 +71,7 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
       if (verifier === undefined) return 'invalid_token'
       const claims = await verifier.bearer.verify(token)
-      return claims === undefined ? 'invalid_token' : { claims, accessToken: token }
+      return claims === undefined ? 'invalid_token' : { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer }
     }
   }
 }

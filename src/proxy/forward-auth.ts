@@ -57,6 +57,7 @@ const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
   email: 'X-Auth-Request-Email',
   groups: 'X-Auth-Request-Groups',
   preferredUsername: 'X-Auth-Request-Preferred-Username',
+  issuer: 'X-Auth-Request-Issuer',
 }
 const ACCESS_TOKEN_HEADER = 'x-auth-request-access-token'
 /** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
@@ -258,7 +259,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         const identity = decision.identity
         if (identity !== null) {
           req.identity = identity
-          reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS))
+          reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer))
           if (upstream.forwardAccessToken && ACCESS_TOKEN.test(identity.accessToken)) {
             reply.header(ACCESS_TOKEN_HEADER, identity.accessToken)
           }

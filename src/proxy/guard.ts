@@ -88,7 +88,7 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
       if (upstream.auth === 'optional') return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
-    const allowed = isAllowed(identity.claims)
+    const allowed = isAllowed(identity.claims, identity.provider)
     if (!allowed.allowed) return { outcome: 'forbidden', identity, refusal: allowed }
     return { outcome: 'pass', identity }
   }

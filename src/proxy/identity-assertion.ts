@@ -38,13 +38,16 @@ export class IdentityAssertions {
     return this.#jwks
   }
 
-  /** The assertion of `claims` for the upstream `audience`, from the cache while it is fresh. */
-  async assertion(claims: SessionClaims, audience: string): Promise<string> {
+  /**
+   * The assertion of `claims`, a user of the provider `idp` (its issuer), for the upstream
+   * `audience`, from the cache while it is fresh (a claims object belongs to one provider).
+   */
+  async assertion(claims: SessionClaims, audience: string, idp: string): Promise<string> {
     const now = Math.floor(Date.now() / 1000)
     let perAudience = this.#signed.get(claims)
     const cached = perAudience?.get(audience)
     if (cached !== undefined && cached.renewAt > now) return cached.jwt
-    const jwt = await this.#sign(claims, audience, now)
+    const jwt = await this.#sign(claims, audience, idp, now)
     if (perAudience === undefined) {
       perAudience = new Map()
       this.#signed.set(claims, perAudience)
@@ -53,9 +56,12 @@ export class IdentityAssertions {
     return jwt
   }
 
-  #sign(claims: SessionClaims, audience: string, now: number): Promise<string> {
+  #sign(claims: SessionClaims, audience: string, idp: string, now: number): Promise<string> {
     const [key] = this.#options.keys as [SigningKey]
-    const payload: jose.JWTPayload = { sub: claims.sub }
+    // `iss` is the gateway, which signs; the user's provider goes in `idp` (the claim Entra ID
+    // gives the same meaning), since a `sub` is unique only within its issuer (OpenID Connect
+    // Core 2) and two providers may name two people alike.
+    const payload: jose.JWTPayload = { sub: claims.sub, idp }
     for (const name of ['email', 'email_verified', 'groups', 'preferred_username'] as const) {
       if (claims[name] !== undefined) payload[name] = claims[name] as jose.JWTPayload[string]
     }

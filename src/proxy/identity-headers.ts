@@ -161,6 +161,7 @@ function lowerNames(names: IdentityHeaderNames): IdentityHeaderNames {
       email: names.email.toLowerCase(),
       groups: names.groups.toLowerCase(),
       preferredUsername: names.preferredUsername.toLowerCase(),
+      issuer: names.issuer.toLowerCase(),
     }
     lowerNamesCache.set(names, lower)
   }
@@ -202,28 +203,32 @@ function headerValue(v: unknown, isGroup: boolean): string | null {
 }
 
 /**
- * The identity headers for the verified claims, keyed by the lowercased configured names:
- * user = `sub`, email = `email`, groups = `groups` joined with `,`, preferredUsername =
- * `preferred_username`. Absent, non-string or unsafe values are omitted (see headerValue).
+ * The identity headers for the verified claims of a user of the provider `issuer`, keyed by the
+ * lowercased configured names: user = `sub`, email = `email`, groups = `groups` joined with `,`,
+ * preferredUsername = `preferred_username`, issuer = the provider's issuer (a `sub` is unique
+ * only within its issuer, OpenID Connect Core 2). Absent, non-string or unsafe values are
+ * omitted (see headerValue).
  */
 export function identityHeaderValues(
   claims: Record<string, unknown>,
   names: IdentityHeaderNames,
+  issuer: string,
 ): Readonly<Record<string, string>> {
   // A session's or a Bearer token's claims are frozen and shared by its requests (the cipher and
   // the Bearer verifier keep what they opened or verified), so their header values are computed
-  // once; claims that may still change are not kept.
-  if (!Object.isFrozen(claims)) return computeIdentityHeaders(claims, names)
+  // once; claims that may still change are not kept. A claims object belongs to one provider, so
+  // its issuer is the same every time.
+  if (!Object.isFrozen(claims)) return computeIdentityHeaders(claims, names, issuer)
   let perClaims = identityHeaderCache.get(names)
   if (perClaims === undefined) identityHeaderCache.set(names, (perClaims = new WeakMap()))
   let values = perClaims.get(claims)
-  if (values === undefined) perClaims.set(claims, (values = Object.freeze(computeIdentityHeaders(claims, names))))
+  if (values === undefined) perClaims.set(claims, (values = Object.freeze(computeIdentityHeaders(claims, names, issuer))))
   return values
 }
 
 const identityHeaderCache = new WeakMap<IdentityHeaderNames, WeakMap<object, Readonly<Record<string, string>>>>()
 
-function computeIdentityHeaders(claims: Record<string, unknown>, names: IdentityHeaderNames): Record<string, string> {
+function computeIdentityHeaders(claims: Record<string, unknown>, names: IdentityHeaderNames, issuer: string): Record<string, string> {
   const lower = lowerNames(names)
   const out: Record<string, string> = {}
   const get = (name: string): unknown => (Object.hasOwn(claims, name) ? claims[name] : undefined)
@@ -241,6 +246,8 @@ function computeIdentityHeaders(claims: Record<string, unknown>, names: Identity
   if (groups !== '') out[lower.groups] = groups
   const preferred = headerValue(get('preferred_username'), false)
   if (preferred !== null) out[lower.preferredUsername] = preferred
+  const iss = headerValue(issuer, false)
+  if (iss !== null) out[lower.issuer] = iss
   return out
 }
 

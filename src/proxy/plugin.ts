@@ -66,7 +66,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     // checks.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const scrub = createHeaderScrubber([
-      names.user, names.email, names.groups, names.preferredUsername, assertionHeader,
+      names.user, names.email, names.groups, names.preferredUsername, names.issuer, assertionHeader,
       // The verified identity's token is the only Authorization such an upstream may receive.
       ...(upstream.forwardAccessToken ? ['authorization'] : []),
       ...GATEWAY_ONLY_HEADERS,
@@ -89,7 +89,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       Object.assign(headers, forwarded)
       const identity = req.identity
       if (identity !== null) {
-        Object.assign(headers, identityHeaderValues(identity.claims, names))
+        Object.assign(headers, identityHeaderValues(identity.claims, names, identity.issuer))
         if (upstream.forwardAccessToken) headers.authorization = `Bearer ${identity.accessToken}`
         const assertion = signer === undefined ? undefined : (req as WithAssertion)[kAssertion]
         if (assertion !== undefined) headers[assertionHeader] = assertion
@@ -139,7 +139,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
               const answered = await guard(req, reply)
               if (answered !== undefined) return answered
               // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
-              if (req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name)
+              if (req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
               return undefined
             },
       websocket: upstream.websocket,

@@ -55,6 +55,7 @@ const EXPECTED: GatewayConfig = {
         email: 'X-Forwarded-Email',
         groups: 'X-Forwarded-Groups',
         preferredUsername: 'X-Forwarded-Preferred-Username',
+        issuer: 'X-Forwarded-Issuer',
       },
       identityAssertion: false,
       providers: ['default'],
@@ -97,6 +98,7 @@ t.test('partial identityHeaders keep the other defaults', async (t) => {
     email: 'X-Forwarded-Email',
     groups: 'X-Forwarded-Groups',
     preferredUsername: 'X-Forwarded-Preferred-Username',
+    issuer: 'X-Forwarded-Issuer',
   })
 })
 

@@ -16,12 +16,13 @@ t.test('provider: is one provider named default, which every upstream accepts', 
   t.strictSame(problems({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', providers: ['default'] }] }), [])
 })
 
-t.test('providers: in order; an upstream without providers accepts all, the first being its default', async (t) => {
+t.test("providers: in order; an upstream without providers accepts the first alone, ['*'] all", async (t) => {
   const config = resolve(
     several([STAFF, PARTNERS], {
       upstreams: [
         { name: 'app', target: 'http://127.0.0.1:3000' },
         { name: 'partner-portal', match: { pathPrefix: '/partners' }, target: 'http://127.0.0.1:3001', providers: ['partners', 'staff'] },
+        { name: 'all', match: { pathPrefix: '/all' }, target: 'http://127.0.0.1:3002', providers: ['*'] },
       ],
     }),
   )
@@ -29,7 +30,7 @@ t.test('providers: in order; an upstream without providers accepts all, the firs
     ['staff', STAFF.issuer, ['gateway']],
     ['partners', PARTNERS.issuer, ['gw']],
   ])
-  t.strictSame(config.upstreams.map((u) => u.providers), [['staff', 'partners'], ['partners', 'staff']])
+  t.strictSame(config.upstreams.map((u) => u.providers), [['staff'], ['partners', 'staff'], ['staff', 'partners']])
 })
 
 t.test('exactly one of provider and providers', async (t) => {
@@ -63,6 +64,29 @@ t.test("an upstream's providers must be configured providers", async (t) => {
   t.strictSame(problems(upstream(['staff'])), ['upstreams[0].providers[0]: names no provider (configured: default)'])
   t.strictSame(problems(upstream([])), ['upstreams[0].providers: must not be empty'])
   t.strictSame(problems(upstream(['default', 'default'])), ['upstreams[0].providers[1]: duplicate of upstreams[0].providers[0]'])
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream(['*']))), [], "'*': every provider")
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream(['staff', '*']))), ["upstreams[0].providers: '*' means every provider and stands alone"])
+})
+
+t.test("allow.providers must be providers the upstream accepts; unset upstream providers are the default's alone", async (t) => {
+  const upstream = (extra: Record<string, unknown>) => ({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', ...extra }] })
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream({ allow: { providers: ['partners'] } }))), [
+    'upstreams[0].allow.providers[0]: names no provider (the upstream accepts: staff)',
+  ])
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream({ providers: ['*'], allow: { providers: ['partners'] } }))), [])
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream({ providers: ['*'], allow: { providers: ['*', 'staff'] } }))), [
+    "upstreams[0].allow.providers: '*' means every provider and stands alone",
+  ])
+})
+
+t.test('normalized: upstream and allow providers made explicit', async (t) => {
+  const config = (extra: Record<string, unknown>) => resolve(several([STAFF, PARTNERS], { upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', ...extra }] })).upstreams[0]
+  t.same(config({})?.providers, ['staff'], 'unset: the first provider alone')
+  t.same(config({ providers: ['*'] })?.providers, ['staff', 'partners'])
+  t.same(config({ providers: ['*'], allow: { groups: ['admins'] } })?.allow.providers, ['staff'], 'a claim rule without allow.providers: the default provider')
+  t.same(config({ providers: ['*'], allow: { groups: ['admins'], providers: ['*'] } })?.allow.providers, ['staff', 'partners'])
+  t.equal(config({ providers: ['*'], allow: {} })?.allow.providers, undefined, 'no claim rule: no restriction beyond the upstream')
+  t.equal(config({ allow: { groups: ['admins'] } })?.allow.providers, undefined, 'one provider on the upstream: nothing to tell apart')
 })
 
 t.test('forwardAccessToken is refused only on upstreams that accept a DPoP provider', async (t) => {
@@ -71,7 +95,8 @@ t.test('forwardAccessToken is refused only on upstreams that accept a DPoP provi
     upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', forwardAccessToken: true, ...(providers === undefined ? {} : { providers }) }],
   })
   t.strictSame(problems(several([STAFF, bound], forwarding(['staff']))), [])
-  t.strictSame(problems(several([STAFF, bound], forwarding())), [
+  t.strictSame(problems(several([STAFF, bound], forwarding())), [], 'unset: the first provider (staff) alone')
+  t.strictSame(problems(several([STAFF, bound], forwarding(['*']))), [
     'upstreams[0].forwardAccessToken: cannot be true with providers[1].dpop: DPoP-bound access tokens are not forwarded',
   ])
   t.strictSame(problems(several([STAFF, bound], forwarding(['partners']))), [

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { generateKeyPairSync, randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
@@ -10,9 +10,11 @@ import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 // root upstream accepts both (staff first: its default), /partners only partners, /staff only
 // staff. Both providers invent the same accounts, so `alice` has the same `sub` at each: exactly
 // the case where a session or token must be told apart by its provider, not by its subject.
+// Accepting every provider is explicit (`providers: ['*']`): an upstream that names none accepts
+// the default (first) provider alone.
 
 const UPSTREAMS = [
-  { name: 'app' },
+  { name: 'app', providers: ['*'] },
   { name: 'partner-portal', match: { pathPrefix: '/partners' }, providers: ['partners'] },
   { name: 'staff-tools', match: { pathPrefix: '/staff' }, providers: ['staff'] },
 ]
@@ -164,4 +166,53 @@ t.test('a session of a provider no longer configured (renamed or removed) is no 
   t.equal(logout.status, 200, 'logout works')
   t.same(await logout.json(), { value: '' }, 'without a provider to send the browser to')
   t.equal(again.cookie('ogw'), undefined, 'cookies cleared')
+})
+
+t.test("users of different providers are told apart upstream: default provider only unless '*', allow rules per provider, the issuer in the headers and the assertion", async (t) => {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const stack = await startStack(t, {
+    providers: ['staff', 'partners'],
+    upstreams: [
+      // No providers: the default (staff) alone.
+      { name: 'legacy', match: { pathPrefix: '/legacy' } },
+      // Both providers, a group rule without allow.providers: the rule admits staff only.
+      { name: 'admin', match: { pathPrefix: '/admin' }, providers: ['*'], allow: { groups: ['admins'] } },
+      // The same rule, said to hold for every provider.
+      { name: 'shared-admin', match: { pathPrefix: '/shared-admin' }, providers: ['*'], allow: { groups: ['admins'], providers: ['*'] } },
+      { name: 'app', providers: ['*'], identityAssertion: true },
+    ],
+    config: { assertions: { signingKeys: [privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()] } },
+  })
+  const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
+  const atStaff = await signIn(stack, 'staff')
+  const atPartners = await signIn(stack, 'partners')
+  t.same(
+    [await status(stack, atStaff, '/legacy/x'), await status(stack, atPartners, '/legacy/x')],
+    [200, 401],
+    'an upstream without providers: the default provider only',
+  )
+  t.same(
+    [await status(stack, atStaff, '/admin/x'), await status(stack, atPartners, '/admin/x')],
+    [200, 403],
+    "alice in admins at partners is not staff's alice in admins",
+  )
+  t.same([await status(stack, atStaff, '/shared-admin/x'), await status(stack, atPartners, '/shared-admin/x')], [200, 200], "allow.providers: ['*']")
+
+  for (const [browser, issuer] of [[atStaff, staff], [atPartners, partners]] as const) {
+    const res = await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json', 'x-forwarded-issuer': 'https://forged.example' } })
+    const { headers } = (await res.json()) as { headers: Record<string, string> }
+    t.equal(headers['x-forwarded-user'], 'alice', 'the same sub')
+    t.equal(headers['x-forwarded-issuer'], issuer, "X-Forwarded-Issuer is the user's provider (a client's own is dropped)")
+    const assertion = headers['x-identity-assertion'] ?? ''
+    const payload = JSON.parse(Buffer.from(assertion.split('.')[1] ?? '', 'base64url').toString()) as Record<string, unknown>
+    t.equal(payload.idp, issuer, "the assertion's idp claim is the user's provider")
+    t.equal(payload.iss, stack.gw, 'its iss stays the gateway')
+  }
+
+  // Forward-auth carries the issuer too.
+  const check = await fetch(`${stack.gw}/api/v1/openid/auth`, {
+    headers: { 'x-original-url': `${stack.gw}/page`, 'x-original-method': 'GET', cookie: atPartners.cookieHeader(`${stack.gw}/page`), accept: 'application/json' },
+  })
+  t.equal(check.status, 200, `forward-auth: ${check.status}`)
+  t.equal(check.headers.get('x-auth-request-issuer'), partners, 'X-Auth-Request-Issuer')
 })

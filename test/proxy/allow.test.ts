@@ -6,7 +6,7 @@ import type { AllowRules } from '../../src/config/types.js'
 /** The policy as a yes/no answer; the refusal's fields have their own tests below. */
 function allowOf(rules: AllowRules): (claims: Record<string, unknown>) => boolean {
   const policy = createAllowPolicy(rules)
-  return (claims) => policy(claims).allowed
+  return (claims) => policy(claims, 'default').allowed
 }
 
 const NUM_RUNS = 2000
@@ -60,37 +60,37 @@ t.test('email_verified: only true or "true" count as verified (issue 6, point 6)
 
 t.test('refusals name the rule and the reason', async (t) => {
   const emails = createAllowPolicy({ emails: ['alice@example.com'] })
-  t.same(emails({ sub: 'x' }), {
+  t.same(emails({ sub: 'x' }, 'default'), {
     allowed: false,
     rule: 'emails',
     reason: 'the session has no `email` claim: request the scope or mapper that adds it',
     missingClaim: 'email',
   })
-  t.same(emails({ email: 'alice@example.com', email_verified: 'no' }), { allowed: false, rule: 'emails', reason: '`email_verified` is present and not true' })
-  t.same(emails({ email: 42 }), { allowed: false, rule: 'emails', reason: 'the `email` claim is not a non-empty string' })
-  t.same(emails({ email: 'bob@example.com' }), { allowed: false, rule: 'emails', reason: 'the email is not one of allow.emails' })
-  t.same(emails({ email: 'alice@example.com' }), { allowed: true })
+  t.same(emails({ email: 'alice@example.com', email_verified: 'no' }, 'default'), { allowed: false, rule: 'emails', reason: '`email_verified` is present and not true' })
+  t.same(emails({ email: 42 }, 'default'), { allowed: false, rule: 'emails', reason: 'the `email` claim is not a non-empty string' })
+  t.same(emails({ email: 'bob@example.com' }, 'default'), { allowed: false, rule: 'emails', reason: 'the email is not one of allow.emails' })
+  t.same(emails({ email: 'alice@example.com' }, 'default'), { allowed: true })
   const domains = createAllowPolicy({ emailDomains: ['example.com'] })
-  t.match(domains({}), { allowed: false, rule: 'emailDomains', missingClaim: 'email' })
-  t.same(domains({ email: 'a@evil.com' }), { allowed: false, rule: 'emailDomains', reason: 'the email domain is not one of allow.emailDomains' })
+  t.match(domains({}, 'default'), { allowed: false, rule: 'emailDomains', missingClaim: 'email' })
+  t.same(domains({ email: 'a@evil.com' }, 'default'), { allowed: false, rule: 'emailDomains', reason: 'the email domain is not one of allow.emailDomains' })
   const groups = createAllowPolicy({ groups: ['admins'] })
-  t.same(groups({ sub: 'bob' }), {
+  t.same(groups({ sub: 'bob' }, 'default'), {
     allowed: false,
     rule: 'groups',
     reason: 'the session has no `groups` claim: request the scope or mapper that adds it',
     missingClaim: 'groups',
   })
-  t.same(groups({ groups: ['staff'] }), { allowed: false, rule: 'groups', reason: 'none of the groups is one of allow.groups' })
-  t.same(groups({ groups: 42 }), { allowed: false, rule: 'groups', reason: 'none of the groups is one of allow.groups' }, 'present, wrong type')
+  t.same(groups({ groups: ['staff'] }, 'default'), { allowed: false, rule: 'groups', reason: 'none of the groups is one of allow.groups' })
+  t.same(groups({ groups: 42 }, 'default'), { allowed: false, rule: 'groups', reason: 'none of the groups is one of allow.groups' }, 'present, wrong type')
   const claims = createAllowPolicy({ claims: { tenant: ['acme'] } })
-  t.same(claims({}), {
+  t.same(claims({}, 'default'), {
     allowed: false,
     rule: 'claims',
     reason: 'the session has no `tenant` claim: request the scope or mapper that adds it',
     missingClaim: 'tenant',
   })
-  t.same(claims({ tenant: 'other' }), { allowed: false, rule: 'claims', reason: 'the `tenant` claim has none of the accepted values' })
-  t.same(createAllowPolicy({})({}), { allowed: true })
+  t.same(claims({ tenant: 'other' }, 'default'), { allowed: false, rule: 'claims', reason: 'the `tenant` claim has none of the accepted values' })
+  t.same(createAllowPolicy({})({}, 'default'), { allowed: true })
 })
 
 t.test('Unicode case mapping cannot forge an address', async (t) => {
@@ -254,4 +254,13 @@ t.test('property: claims model', async (t) => {
     { numRuns: NUM_RUNS },
   )
   t.pass('model holds')
+})
+
+t.test('providers: the identity\'s provider must be listed, before any rule on claims', async (t) => {
+  const staffAdmins = createAllowPolicy({ providers: ['staff'], groups: ['admins'] })
+  t.same(staffAdmins({ groups: ['admins'] }, 'staff'), { allowed: true })
+  t.same(staffAdmins({ groups: ['admins'] }, 'partners'), { allowed: false, rule: 'providers', reason: 'the provider is not one of allow.providers' }, "a partner's admins are not the staff's")
+  const onlyProviders = createAllowPolicy({ providers: ['staff', 'partners'] })
+  t.equal(onlyProviders({}, 'partners').allowed, true)
+  t.equal(onlyProviders({}, 'other').allowed, false)
 })

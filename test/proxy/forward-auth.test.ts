@@ -65,6 +65,7 @@ t.test('checks', async (t) => {
         'x-auth-request-email': 'alice@example.com',
         'x-auth-request-groups': 'admins,staff',
         'x-auth-request-preferred-username': 'alice',
+        'x-auth-request-issuer': stack.provider?.issuer,
       }, 'no access token: the upstream does not forward it')
     }
     t.equal(stack.upstream.requests.length, 0, 'a check never reaches an upstream')

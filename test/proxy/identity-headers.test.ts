@@ -21,6 +21,7 @@ const NAMES: IdentityHeaderNames = {
   email: 'X-Forwarded-Email',
   groups: 'X-Forwarded-Groups',
   preferredUsername: 'X-Forwarded-Preferred-Username',
+  issuer: 'X-Forwarded-Issuer',
 }
 
 function show(s: string): string {
@@ -113,23 +114,26 @@ t.test('identityHeaderValues: lowercased names, absent values omitted', async (t
     identityHeaderValues(
       { sub: 'u-1', email: 'a@example.com', groups: ['admins', 'ops'], preferred_username: 'alice' },
       NAMES,
+      'https://login.example.com',
     ),
     {
       'x-forwarded-user': 'u-1',
       'x-forwarded-email': 'a@example.com',
       'x-forwarded-groups': 'admins,ops',
       'x-forwarded-preferred-username': 'alice',
+      'x-forwarded-issuer': 'https://login.example.com',
     },
+    'the issuer of the user\'s provider in X-Forwarded-Issuer',
   )
-  t.same(identityHeaderValues({ sub: 'u-1' }, NAMES), { 'x-forwarded-user': 'u-1' })
-  t.same(identityHeaderValues({}, NAMES), {})
-  t.same(identityHeaderValues({ sub: 'u', groups: 'admins' }, NAMES), { 'x-forwarded-user': 'u', 'x-forwarded-groups': 'admins' }, 'single string group')
-  t.same(identityHeaderValues({ sub: 42, email: ['a@b'], preferred_username: null, groups: { a: 1 } }, NAMES), {}, 'non-strings omitted')
-  t.same(identityHeaderValues({ groups: [] }, NAMES), {}, 'no groups, no header')
-  t.same(identityHeaderValues({ groups: ['a', 1, null, 'b', ''] }, NAMES), { 'x-forwarded-groups': 'a,b' }, 'non-string and empty groups skipped')
-  const custom = { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups', preferredUsername: 'Remote-Name' }
-  t.same(identityHeaderValues({ sub: 's', preferred_username: 'n' }, custom), { 'remote-user': 's', 'remote-name': 'n' })
-  t.same(identityHeaderValues(Object.create({ sub: 'inherited' }) as Record<string, unknown>, NAMES), {}, 'own claims only')
+  t.same(identityHeaderValues({ sub: 'u-1' }, NAMES, ''), { 'x-forwarded-user': 'u-1' })
+  t.same(identityHeaderValues({}, NAMES, ''), {})
+  t.same(identityHeaderValues({ sub: 'u', groups: 'admins' }, NAMES, ''), { 'x-forwarded-user': 'u', 'x-forwarded-groups': 'admins' }, 'single string group')
+  t.same(identityHeaderValues({ sub: 42, email: ['a@b'], preferred_username: null, groups: { a: 1 } }, NAMES, ''), {}, 'non-strings omitted')
+  t.same(identityHeaderValues({ groups: [] }, NAMES, ''), {}, 'no groups, no header')
+  t.same(identityHeaderValues({ groups: ['a', 1, null, 'b', ''] }, NAMES, ''), { 'x-forwarded-groups': 'a,b' }, 'non-string and empty groups skipped')
+  const custom = { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups', preferredUsername: 'Remote-Name', issuer: 'Remote-Issuer' }
+  t.same(identityHeaderValues({ sub: 's', preferred_username: 'n' }, custom, ''), { 'remote-user': 's', 'remote-name': 'n' })
+  t.same(identityHeaderValues(Object.create({ sub: 'inherited' }) as Record<string, unknown>, NAMES, ''), {}, 'own claims only')
 })
 
 t.test('identityHeaderValues: refuses header injection and spoofing shapes', async (t) => {
@@ -151,21 +155,21 @@ t.test('identityHeaderValues: refuses header injection and spoofing shapes', asy
     '',
   ]
   for (const value of bad) {
-    t.same(identityHeaderValues({ sub: value, email: value, preferred_username: value, groups: [value] }, NAMES), {}, show(value))
+    t.same(identityHeaderValues({ sub: value, email: value, preferred_username: value, groups: [value] }, NAMES, ''), {}, show(value))
   }
   t.same(
-    identityHeaderValues({ groups: ['ops', 'admins,root', 'dev', ' admins', 'x\ny'] }, NAMES),
+    identityHeaderValues({ groups: ['ops', 'admins,root', 'dev', ' admins', 'x\ny'] }, NAMES, ''),
     { 'x-forwarded-groups': 'ops,dev' },
     'a comma would split one group into two; padded or broken names dropped',
   )
-  t.same(identityHeaderValues({ sub: 'Alice Smith', preferred_username: 'a,b' }, NAMES), {
+  t.same(identityHeaderValues({ sub: 'Alice Smith', preferred_username: 'a,b' }, NAMES, ''), {
     'x-forwarded-user': 'Alice Smith',
     'x-forwarded-preferred-username': 'a,b',
   }, 'inner spaces, and commas outside groups, are fine')
 })
 
 t.test('identityHeaderValues: non-ASCII goes out as UTF-8 bytes', async (t) => {
-  const out = identityHeaderValues({ sub: 'José', preferred_username: 'Пётр', email: 'a@ex\u00e4mple.com', groups: ['😀'] }, NAMES)
+  const out = identityHeaderValues({ sub: 'José', preferred_username: 'Пётр', email: 'a@ex\u00e4mple.com', groups: ['😀'] }, NAMES, '')
   const utf8 = (s: string): string => Buffer.from(s, 'utf8').toString('latin1')
   t.same(out, {
     'x-forwarded-user': utf8('José'),
@@ -182,7 +186,7 @@ t.test('property: every produced value is a valid header value Node accepts', as
   const text = fc.string({ unit: 'binary', maxLength: 20 })
   fc.assert(
     fc.property(text, text, fc.array(text, { maxLength: 4 }), text, (sub, email, groups, name) => {
-      const out = identityHeaderValues({ sub, email, groups, preferred_username: name }, NAMES)
+      const out = identityHeaderValues({ sub, email, groups, preferred_username: name }, NAMES, '')
       for (const [key, value] of Object.entries(out)) {
         validateHeaderValue(key, value)
         if (/[\u0000-\u001f\u007f]/.test(value) || value.startsWith(' ') || value.endsWith(' ')) return false
@@ -301,14 +305,14 @@ t.test('reserved header names: what the policy manages or strips, except the X-F
 
 t.test('identity headers of frozen (session) claims are computed once; other claims every time', async (t) => {
   const frozen = deepFreeze({ sub: 'alice', email: 'alice@example.com', groups: ['staff', 'admins'] })
-  const first = identityHeaderValues(frozen, NAMES)
+  const first = identityHeaderValues(frozen, NAMES, '')
   t.same(first, { 'x-forwarded-user': 'alice', 'x-forwarded-email': 'alice@example.com', 'x-forwarded-groups': 'staff,admins' })
-  t.equal(identityHeaderValues(frozen, NAMES), first, 'the same values object for the same claims')
+  t.equal(identityHeaderValues(frozen, NAMES, ''), first, 'the same values object for the same claims')
   t.ok(Object.isFrozen(first), 'shared, so frozen')
   const other: IdentityHeaderNames = { ...NAMES, user: 'X-User' }
-  t.same(identityHeaderValues(frozen, other)['x-user'], 'alice', 'kept per set of names')
+  t.same(identityHeaderValues(frozen, other, '')['x-user'], 'alice', 'kept per set of names')
   const open: Record<string, unknown> = { sub: 'bob' }
-  t.same(identityHeaderValues(open, NAMES)['x-forwarded-user'], 'bob')
+  t.same(identityHeaderValues(open, NAMES, '')['x-forwarded-user'], 'bob')
   open.sub = 'carol'
-  t.same(identityHeaderValues(open, NAMES)['x-forwarded-user'], 'carol', 'claims that can change are read again')
+  t.same(identityHeaderValues(open, NAMES, '')['x-forwarded-user'], 'carol', 'claims that can change are read again')
 })
