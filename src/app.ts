@@ -67,6 +67,8 @@ export interface LiveState {
   revocations?: RevocationList
   replay?: JtiReplay
   coordinator?: RefreshCoordinator
+  /** Every cookies.name this process has run with: browsers may still send those cookies. */
+  cookieNames?: Set<string>
 }
 
 declare module 'fastify' {
@@ -199,7 +201,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   app.decorateReply('problemCode', undefined)
   app.decorateReply('logFields', undefined)
   const cipher = new CookieCipher(config.cookies.secrets)
-  const cookies = new GatewayCookies(config.cookies, cipher)
+  const formerCookieNames = carried(options.live, 'cookieNames', () => new Set<string>())
+  const cookies = new GatewayCookies(config.cookies, cipher, formerCookieNames)
+  formerCookieNames.add(config.cookies.name)
+  app.addHook('onRequest', (req, reply, done) => {
+    cookies.expireFormer(req, reply)
+    done()
+  })
   // One Redis connection per process, for everything kept in Redis: sessions, the revocation
   // list and the logout-token replay guard (back-channel logout must reach every replica).
   const { redisUrl } = config.session
@@ -341,6 +349,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
+    isGatewayCookieName: cookies.isGatewayCookieName,
     // The pages that may open WebSockets are those a sign-in may return to.
     isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
     authenticate,

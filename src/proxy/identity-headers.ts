@@ -257,20 +257,23 @@ function isOws(c: number): boolean {
 
 /**
  * Removes the gateway's cookies from a Cookie header (RFC 6265 5.4 `name=value; name=value`).
- * A pair is the gateway's when isGatewayCookie accepts its name with SP/HTAB trimmed, the way
- * the `cookie` parser behind @fastify/cookie reads it; every occurrence is removed. Pairs without
- * `=` are not cookies to that parser and are kept. Returns the header unchanged when nothing was
- * removed, the remaining pairs byte for byte (only the SP/HTAB around each pair dropped) joined
- * with `; ` otherwise, and undefined when nothing remains.
+ * A pair is the gateway's when isGatewayCookie accepts its name (SP/HTAB trimmed, the way the
+ * `cookie` parser behind @fastify/cookie reads it) and value; every occurrence is removed, and so
+ * are the chunks (`<name>_1`…) of a removed cookie. Pairs without `=` are not cookies to that
+ * parser and are kept. Returns the header unchanged when nothing was removed, the remaining pairs
+ * byte for byte (only the SP/HTAB around each pair dropped) joined with `; ` otherwise, and
+ * undefined when nothing remains.
  */
 export function stripCookies(
   cookieHeader: string,
-  isGatewayCookie: (name: string) => boolean,
+  isGatewayCookie: (name: string, value: string) => boolean,
 ): string | undefined {
   const len = cookieHeader.length
   // [from, to) of each kept pair; sliced only when something was removed.
   const kept: number[] = []
-  let removed = false
+  /** [from, to) of each kept pair's name, for the chunk pass. */
+  const keptNames: number[] = []
+  let removed: Set<string> | undefined
   let start = 0
   while (start <= len) {
     let end = cookieHeader.indexOf(';', start)
@@ -281,21 +284,33 @@ export function stripCookies(
     while (to > from && isOws(cookieHeader.charCodeAt(to - 1))) to--
     if (from < to) {
       const eq = cookieHeader.indexOf('=', from)
+      let nameTo = from
       let gateway = false
       if (eq !== -1 && eq < to) {
-        let nameTo = eq
+        nameTo = eq
         while (nameTo > from && isOws(cookieHeader.charCodeAt(nameTo - 1))) nameTo--
-        gateway = isGatewayCookie(cookieHeader.slice(from, nameTo))
+        let valueFrom = eq + 1
+        while (valueFrom < to && isOws(cookieHeader.charCodeAt(valueFrom))) valueFrom++
+        gateway = isGatewayCookie(cookieHeader.slice(from, nameTo), cookieHeader.slice(valueFrom, to))
       }
-      if (gateway) removed = true
-      else kept.push(from, to)
+      if (gateway) (removed ??= new Set()).add(cookieHeader.slice(from, nameTo))
+      else {
+        kept.push(from, to)
+        keptNames.push(from, nameTo)
+      }
     }
     start = end + 1
   }
-  if (kept.length === 0) return undefined
-  if (!removed) return cookieHeader
-  let out = cookieHeader.slice(kept[0], kept[1])
-  for (let i = 2; i < kept.length; i += 2) out += '; ' + cookieHeader.slice(kept[i], kept[i + 1])
+  if (removed === undefined) return kept.length === 0 ? undefined : cookieHeader
+  let out: string | undefined
+  for (let i = 0; i < kept.length; i += 2) {
+    // The chunks of a removed cookie: its name, `_`, one digit.
+    const name = cookieHeader.slice(keptNames[i], keptNames[i + 1])
+    const chunkOf = name.length > 2 && name.charCodeAt(name.length - 2) === 0x5f && /[1-9]/.test(name.charAt(name.length - 1)) ? name.slice(0, -2) : undefined
+    if (chunkOf !== undefined && removed.has(chunkOf)) continue
+    const pair = cookieHeader.slice(kept[i], kept[i + 1])
+    out = out === undefined ? pair : `${out}; ${pair}`
+  }
   return out
 }
 
@@ -322,12 +337,12 @@ function setCookieName(setCookie: string): string {
  * Set-Cookie may set, overwrite or clear one of the gateway's cookies (session fixation through
  * an upstream, or a sign-out behind the gateway's back). In place.
  */
-export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookie: (name: string) => boolean): void {
+export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookieName: (name: string) => boolean): void {
   stripHopByHop(headers)
   for (const key of Object.keys(headers)) {
     if (canonicalHeaderName(key) !== 'set-cookie') continue
     const value = headers[key]
-    const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((c) => !isGatewayCookie(setCookieName(c)))
+    const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((c) => !isGatewayCookieName(setCookieName(c)))
     if (list.length === 0) delete headers[key]
     else headers[key] = list
   }

@@ -24,7 +24,10 @@ import { createUpgradePolicy, type TrustedUrlTest } from './websocket.js'
 export interface ProxyOptions extends GuardDeps {
   upstreams: UpstreamConfig[]
   trustedProxies: string[]
-  isGatewayCookie: (name: string) => boolean
+  /** A cookie the upstream must not receive (a gateway cookie's name or a gateway seal as its value). */
+  isGatewayCookie: (name: string, value: string) => boolean
+  /** A name the gateway's cookies have had: an upstream's Set-Cookie may not touch it. */
+  isGatewayCookieName: (name: string) => boolean
   /** Whether a page at this URL belongs to the application (WebSocket Origin check). */
   isTrustedUrl: TrustedUrlTest
   /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
@@ -160,7 +163,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       replyOptions: {
         rewriteRequestHeaders: (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers,
         rewriteHeaders: (headers) => {
-          scrubResponseHeaders(headers as Headers, options.isGatewayCookie)
+          scrubResponseHeaders(headers as Headers, options.isGatewayCookieName)
           return headers
         },
         onError: onError as never,

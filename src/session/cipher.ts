@@ -73,6 +73,14 @@ export class CookieCipher {
   }
 
   /**
+   * Whether `value` is shaped like a seal of one of the configured keys (its key id, then `.`),
+   * authentic or not: what the proxy strips from upstream requests whatever the cookie's name.
+   */
+  isSealed(value: string): boolean {
+    return value.length > KEY_ID_CHARS + 1 && value.charCodeAt(KEY_ID_CHARS) === 46 && this.#keys.has(value.slice(0, KEY_ID_CHARS))
+  }
+
+  /**
    * Opens a sealed value (returned frozen). Anything wrong (unknown key, tampering, truncation, another purpose,
    * expiry, malformed JSON) yields `undefined`: a bad cookie means "no session", never an error.
    */

@@ -7,6 +7,18 @@ import type { CookieCipher } from './cipher.js'
 
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides
 // them so that setting, reading, clearing and stripping (before proxying) always agree.
+//
+// Browsers keep sending the cookies of an earlier configuration (another cookies.name, secure
+// on or off: the __Host-/__Secure- prefix, credentialsPath) until they expire. Upstreams must
+// see none of them: a sealed session in an upstream's logs is a session anyone can replay. So:
+// - every name the gateway could have used is stripped: each prefix, role and chunk variant of
+//   the current base name and of every base name this process ran with (reloads);
+// - a value that is a gateway seal (it starts with the key id of a configured secret) is
+//   stripped whatever its name (a rename by restart), and so are its chunks;
+// - each seal is bound to its role and cookie name (the authenticated data), so a seal copied
+//   under another name, or into another role, does not open;
+// - cookies of the gateway's that the current configuration does not use are expired in the
+//   browser the first time a request brings them (expireFormer).
 
 
 /** Browsers drop cookies over 4096 bytes (name + value + attributes); stay well under. */
@@ -15,6 +27,9 @@ export const CHUNK_CHARS = 3800
 export const MAX_CHUNKS = 3
 /** Marks the first cookie of a chunked value: `<count>~<part>`. `~` never occurs in sealed values. */
 const CHUNK_MARK = '~'
+/** The prefixes a cookie name can carry (RFC 6265bis 4.1.3): cookies.secure and cookies.domain choose. */
+const NAME_PREFIXES = ['', '__Host-', '__Secure-'] as const
+const ROLE_SUFFIXES = ['', '_cred'] as const
 
 export type CookieRole = 'session' | 'credentials'
 
@@ -28,9 +43,17 @@ export class GatewayCookies {
   readonly #base: CookieSerializeOptions
   readonly #roles: Record<CookieRole, RoleSpec>
   readonly #txPrefix: string
+  /** Every name of the current configuration's cookies (chunks included); the transaction prefix aside. */
+  readonly #current: Set<string>
+  /** Every name the gateway could have set, with any prefix, for the current and former base names. */
   readonly #names: Set<string>
+  readonly #txPrefixes: string[]
 
-  constructor(config: CookiesConfig, cipher: CookieCipher) {
+  /**
+   * `formerNames`: the cookies.name values this process ran with before (a reload), whose cookies
+   * browsers may still send.
+   */
+  constructor(config: CookiesConfig, cipher: CookieCipher, formerNames: Iterable<string> = []) {
     this.#cipher = cipher
     // __Host- binds a cookie to this exact origin (RFC 6265bis 4.1.3.2); it requires Secure,
     // Path=/ and no Domain. Cookies on a narrower path can only carry __Secure-.
@@ -48,18 +71,47 @@ export class GatewayCookies {
       sameSite: config.sameSite,
       ...(config.domain === undefined ? {} : { domain: config.domain }),
     }
-    // Both credentials names are stripped before proxying: after a switch of cookies.credentialsPath
-    // browsers still hold the other one until the session ends.
-    const names = [this.#roles.session.name, `${host}${config.name}_cred`, `${secure}${config.name}_cred`]
+    this.#current = new Set(withChunks([this.#roles.session.name, credentials.name]))
+    const bases = new Set([config.name, ...formerNames])
     this.#names = new Set()
-    for (const name of names) {
-      this.#names.add(name)
-      for (let i = 1; i < MAX_CHUNKS; i++) this.#names.add(`${name}_${i}`)
+    this.#txPrefixes = []
+    for (const base of bases) {
+      for (const prefix of NAME_PREFIXES) {
+        for (const name of withChunks(ROLE_SUFFIXES.map((role) => `${prefix}${base}${role}`))) this.#names.add(name)
+        this.#txPrefixes.push(`${prefix}${base}_tx_`)
+      }
     }
   }
 
-  /** True for every cookie name the gateway owns, so the proxy can strip them from upstream requests. */
-  isGatewayCookie = (name: string): boolean => this.#names.has(name) || name.startsWith(this.#txPrefix)
+  /** True for every cookie name the gateway could have set (any configuration), for upstream responses' Set-Cookie. */
+  isGatewayCookieName = (name: string): boolean => this.#names.has(name) || this.#txPrefixes.some((prefix) => name.startsWith(prefix))
+
+  /**
+   * True for a cookie the proxy strips from upstream requests: a name the gateway could have set,
+   * or a value sealed with one of its keys (a chunked one too: `<count>~<seal>`).
+   */
+  isGatewayCookie = (name: string, value: string): boolean =>
+    this.isGatewayCookieName(name) || this.#cipher.isSealed(value.charAt(1) === CHUNK_MARK ? value.slice(2) : value)
+
+  /**
+   * Expires, in the browser, the gateway cookies a request brings that the current configuration
+   * does not use (a former name, prefix or credentials path), each once per request that brings it.
+   * Transaction cookies are left to their own 10-minute expiry.
+   */
+  expireFormer(req: FastifyRequest, reply: FastifyReply): void {
+    for (const name in req.cookies) {
+      if (this.#current.has(name) || !this.#names.has(name)) continue
+      // __Host- cookies exist only with Path=/ and no Domain; the others may have had either.
+      if (name.startsWith('__Host-')) {
+        reply.setCookie(name, '', { httpOnly: true, secure: true, path: '/', maxAge: 0, expires: new Date(0) })
+        continue
+      }
+      const secure = name.startsWith('__Secure-') || this.#base.secure === true
+      for (const path of new Set(['/', this.#roles.credentials.path])) {
+        reply.setCookie(name, '', { ...this.#base, secure, path, maxAge: 0, expires: new Date(0) })
+      }
+    }
+  }
 
   /**
    * Whether a browser sends this role's cookie with `req` (RFC 6265 5.1.4 path-match). The
@@ -89,7 +141,12 @@ export class GatewayCookies {
         sealed += part
       }
     }
-    return this.#cipher.open(role, sealed)
+    return this.#cipher.open(this.#purpose(role), sealed)
+  }
+
+  /** The authenticated data of a role's seal: the role and the cookie's name. */
+  #purpose(role: CookieRole): string {
+    return `${role}:${this.#roles[role].name}`
   }
 
   /**
@@ -98,7 +155,7 @@ export class GatewayCookies {
    */
   write(req: FastifyRequest, reply: FastifyReply, role: CookieRole, data: unknown, expiresAt: number): void {
     const { name, path } = this.#roles[role]
-    const sealed = this.#cipher.seal(role, data, expiresAt)
+    const sealed = this.#cipher.seal(this.#purpose(role), data, expiresAt)
     const count = Math.ceil(sealed.length / CHUNK_CHARS)
     if (count > MAX_CHUNKS) {
       throw new GatewayError(
@@ -157,4 +214,9 @@ export class GatewayCookies {
   #expire(reply: FastifyReply, name: string, path: string): void {
     reply.setCookie(name, '', { ...this.#base, path, maxAge: 0, expires: new Date(0) })
   }
+}
+
+/** The names and their chunks' names (`<name>_1`…). */
+function withChunks(names: readonly string[]): string[] {
+  return names.flatMap((name) => [name, ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `${name}_${i + 1}`)])
 }

@@ -191,3 +191,18 @@ t.test('WebSocket upgrades through the live server: refused without websocket: t
   t.equal(await echo(again, 'new'), 'new', 'a new upgrade on the new configuration')
   again.close()
 })
+
+t.test("a reload that renames the cookies: the former names are still the gateway's, stripped and expired (issue 16, point 4)", async (t) => {
+  const { live, gw, write } = await setup(t)
+  const optional = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], auth: 'optional' }] })
+  write(optional)
+  t.equal(await live.reload('SIGHUP'), true)
+  write((c) => ({ ...optional(c), cookies: { ...(c.cookies as Record<string, unknown>), name: 'gw2' } }))
+  t.equal(await live.reload('SIGHUP'), true, 'renamed')
+  // Not seals: only the name says these are the gateway's, and only the former configuration knew it.
+  const res = await fetch(`${gw}/page`, { headers: { accept: 'application/json', cookie: 'ogw=opaque; ogw_cred_1=opaque; app=1' } })
+  const body = (await res.json()) as { headers: Record<string, string> }
+  t.equal(body.headers.cookie, 'app=1', 'the former names are stripped')
+  const expired = res.headers.getSetCookie().filter((line) => /Max-Age=0/i.test(line)).map((line) => line.slice(0, line.indexOf('=')))
+  t.same([...new Set(expired)].sort(), ['ogw', 'ogw_cred_1'], 'and expired in the browser')
+})

@@ -230,6 +230,10 @@ t.test('stripCookies', async (t) => {
   t.equal(stripCookies('__Host-gw; a=1', gateway), '__Host-gw; a=1', 'no = is not a cookie to the parser, kept')
   t.equal(stripCookies('__Host-gw.0; a=1', gateway), '__Host-gw.0; a=1', 'the name never reaches past its own pair')
   t.equal(stripCookies('__Host-gw.0; a=1; __Host-gw=x', gateway), '__Host-gw.0; a=1')
+  // By value: a seal under a name the gateway does not know takes its chunks with it.
+  const sealed = (_name: string, value: string): boolean => value.replace(/^[2-9]~/, '').startsWith('KEYID123.')
+  t.equal(stripCookies('old=2~KEYID123.abc; a=1; old_1=def; old_2=ghi; other_1=x', sealed), 'a=1; other_1=x', "a removed cookie's chunks go too, others stay")
+  t.equal(stripCookies('old_1=def; old=KEYID123.abc', sealed), undefined, 'whatever their order')
   t.equal(stripCookies('__host-gw=x; a=1', gateway), '__host-gw=x; a=1', 'names are case-sensitive')
   t.equal(stripCookies('x__Host-gw=1; __Host-gwx=2; a=1', gateway), 'x__Host-gw=1; __Host-gwx=2; a=1')
   t.equal(stripCookies('a=%E2%82%AC; __Host-gw=x; b=\u00e9', gateway), 'a=%E2%82%AC; b=\u00e9', 'values kept byte for byte')

@@ -121,9 +121,9 @@ t.test('both credentials cookie names are stripped, whichever path is configured
   for (const credentialsPath of ['/', SIGN_IN_PATH] as const) {
     const { cookies } = codec({ credentialsPath, secure: true })
     for (const name of ['__Host-ogw_cred', '__Secure-ogw_cred', '__Host-ogw_cred_2', '__Secure-ogw_cred_1', '__Host-ogw']) {
-      t.ok(cookies.isGatewayCookie(name), `${credentialsPath}: ${name}`)
+      t.ok(cookies.isGatewayCookieName(name), `${credentialsPath}: ${name}`)
     }
-    t.notOk(cookies.isGatewayCookie('ogw_cred_x'))
+    t.notOk(cookies.isGatewayCookieName('ogw_cred_x'))
   }
 })
 
@@ -236,8 +236,58 @@ t.test('transaction cookies: one per state, each opening only for its own state'
 
 t.test('isGatewayCookie covers every name the gateway sets', async (t) => {
   const { cookies } = codec()
-  for (const name of ['ogw', 'ogw_1', 'ogw_2', 'ogw_cred', 'ogw_cred_1', 'ogw_tx_abc']) t.ok(cookies.isGatewayCookie(name), name)
-  for (const name of ['ogwx', 'app', 'ogw_cred2', 'session']) t.notOk(cookies.isGatewayCookie(name), name)
+  for (const name of ['ogw', 'ogw_1', 'ogw_2', 'ogw_cred', 'ogw_cred_1', 'ogw_tx_abc']) t.ok(cookies.isGatewayCookieName(name), name)
+  for (const name of ['ogwx', 'app', 'ogw_cred2', 'session']) t.notOk(cookies.isGatewayCookieName(name), name)
+})
+
+t.test('every name the gateway could have set is its own: each prefix, role and chunk, of the current and former base names', async (t) => {
+  const cipher = new CookieCipher([SECRET])
+  const cookies = new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher, ['ogw'])
+  for (const base of ['gw2', 'ogw']) {
+    for (const prefix of ['', '__Host-', '__Secure-']) {
+      for (const name of [`${prefix}${base}`, `${prefix}${base}_2`, `${prefix}${base}_cred`, `${prefix}${base}_cred_1`, `${prefix}${base}_tx_abc`]) {
+        t.ok(cookies.isGatewayCookieName(name), name)
+      }
+    }
+  }
+  t.notOk(cookies.isGatewayCookieName('other'), 'a name never used')
+  t.notOk(new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher).isGatewayCookieName('ogw'), 'a former name only when told')
+})
+
+t.test('a gateway seal is the gateway\'s cookie whatever its name (a rename by restart), chunked or not', async (t) => {
+  const { cookies, cipher } = codec()
+  const sealed = cipher.seal('session:ogw', { s: 1 }, LATER)
+  t.ok(cookies.isGatewayCookie('renamed', sealed), 'a seal of a configured key')
+  t.ok(cookies.isGatewayCookie('renamed', `2~${sealed.slice(0, 100)}`), "a chunked seal's first part")
+  t.notOk(cookies.isGatewayCookie('app', 'abcdefgh.xyz'), 'a value of the same shape under an unknown key id')
+  t.notOk(new GatewayCookies({ name: 'x', secrets: ['another-secret-0123456789abcdef-0123456789'], secure: false, sameSite: 'lax', credentialsPath: '/' }, new CookieCipher(['another-secret-0123456789abcdef-0123456789'])).isGatewayCookie('renamed', sealed), 'a seal of a key no longer configured')
+})
+
+t.test('a seal is bound to its cookie name: copied under another name, it does not open', async (t) => {
+  const cipher = new CookieCipher([SECRET])
+  const config: Omit<CookiesConfig, 'name'> = { secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }
+  const before = new GatewayCookies({ ...config, name: 'ogw' }, cipher)
+  const after = new GatewayCookies({ ...config, name: 'gw2' }, cipher)
+  const written = reply()
+  before.write(request({}), written.reply, 'session', { s: 1 }, LATER)
+  const value = written.set[0]?.value ?? ''
+  t.same(before.read(request({ ogw: value }), 'session'), { s: 1 }, 'opens under its own name')
+  t.equal(after.read(request({ gw2: value }), 'session'), undefined, 'not under the new name')
+})
+
+t.test('expireFormer: gateway cookies the configuration does not use are expired once seen', async (t) => {
+  const cipher = new CookieCipher([SECRET])
+  const cookies = new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: SIGN_IN_PATH }, cipher, ['ogw'])
+  const out = reply()
+  cookies.expireFormer(request({ gw2: 'x', gw2_cred: 'x', ogw: 'x', ogw_cred_1: 'x', '__Host-gw2': 'x', app: 'x', ogw_tx_abc: 'x' }), out.reply)
+  const expired = out.set.map((c) => [c.name, c.options.path, c.options.maxAge, c.options.secure])
+  t.same(expired, [
+    ['ogw', '/', 0, false],
+    ['ogw', SIGN_IN_PATH, 0, false],
+    ['ogw_cred_1', '/', 0, false],
+    ['ogw_cred_1', SIGN_IN_PATH, 0, false],
+    ['__Host-gw2', '/', 0, true],
+  ], 'former names at both paths; a __Host- cookie as its prefix requires; current, foreign and transaction cookies untouched')
 })
 
 // --- properties ---
