@@ -196,6 +196,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     }
     done()
   })
+  // An answer given before the request's body has arrived (a 401 on a protected path, a 413, a
+  // refusal of the gateway's own endpoints) closes the connection: Node would otherwise keep
+  // reading the rest of the body to reuse the connection, which lets a client that trickles a body
+  // hold it (and a worker's socket) for as long as it likes.
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (!req.raw.complete) reply.header('connection', 'close')
+    done(null, payload)
+  })
   await app.register(cookie)
   decorateIdentity(app)
   app.decorateReply('problemCode', undefined)

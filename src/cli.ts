@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: SIGHUP is caught from the start (ops/hangups.ts).
+import { hangups, type Hangups } from './ops/hangups.js'
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { AggregatorRegistry } from 'prom-client'
@@ -40,10 +42,10 @@ async function configured<T>(step: () => T | Promise<T>): Promise<T> {
   }
 }
 
-async function run(loaded: LoadedConfig, path: string): Promise<void> {
+async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promise<void> {
   const { config } = loaded
   const count = workerCount(config.server.workers)
-  if (count > 1 && cluster.isPrimary) return runPrimary(loaded, count, path)
+  if (count > 1 && cluster.isPrimary) return runPrimary(loaded, count, path, hangups)
   const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
   const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }, loaded))
   let draining = false
@@ -86,12 +88,12 @@ async function run(loaded: LoadedConfig, path: string): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
   // A worker is told by its primary, which has validated the file first.
-  process.on('SIGHUP', () => {
+  hangups.handle(() => {
     if (!draining) void gateway.reload(worker === undefined ? 'SIGHUP' : 'primary')
   })
   await gateway.listen()
   if (management !== undefined) {
-    const address = await management.listen({ host: config.server.host, port: config.server.managementPort })
+    const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })
     gateway.app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
   }
 }
@@ -154,7 +156,7 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(jwks, null, 2)}\n`)
     return
   }
-  await run(loaded, values.config)
+  await run(loaded, values.config, hangups)
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

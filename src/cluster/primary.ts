@@ -6,6 +6,7 @@ import { EXIT_CONFIG, type LoadedConfig } from '../config/load.js'
 import { ConfigWatcher, loadForReload, logRefusal } from '../ops/live.js'
 import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
+import type { Hangups } from '../ops/hangups.js'
 import { buildManagement } from '../ops/management.js'
 import { isMessage, type Message } from './ipc.js'
 import { PrimaryState } from './primary-state.js'
@@ -24,7 +25,7 @@ export function workerCount(workers: GatewayConfig['server']['workers']): number
   return workers === 'auto' ? availableParallelism() : workers
 }
 
-export async function runPrimary(loaded: LoadedConfig, count: number, path: string): Promise<void> {
+export async function runPrimary(loaded: LoadedConfig, count: number, path: string, hangups: Hangups): Promise<void> {
   const { config } = loaded
   const log = pino(loggerOptions(config.log), stdoutDestination())
   let running = loaded
@@ -141,7 +142,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     watcher.set(next.config.server.watchConfig)
   }
   const watcher = new ConfigWatcher(path, () => reload('file'))
-  process.on('SIGHUP', () => reload('SIGHUP'))
+  hangups.handle(() => reload('SIGHUP'))
   watcher.set(config.server.watchConfig)
 
   const stop = (signal: string): void => {
@@ -179,7 +180,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   for (let i = 0; i < count; i++) fork()
   log.info({ workers: count }, 'primary: workers started')
   if (management !== undefined) {
-    const address = await management.listen({ host: config.server.host, port: config.server.managementPort })
+    const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })
     log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
   }
 }

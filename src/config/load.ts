@@ -76,7 +76,7 @@ export function resolveConfig(data: unknown, env: Env = process.env): GatewayCon
   ]
   const issues = inFileOrder([...found, ...crossCheck(expansion.value, found)], expansion.value)
   if (issues.length > 0 || !schema.ok) throw new ConfigError(unique(issues.map(formatIssue)))
-  return normalizeConfig(schema.config)
+  return normalizeConfig(schema.config, env)
 }
 
 function readConfigFile(path: string): string {

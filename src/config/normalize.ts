@@ -5,13 +5,21 @@ import { asciiLower } from '../lib/url-chars.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from './types.js'
 
-export function normalizeConfig(config: ConfigFile): GatewayConfig {
+/** The container image sets it (docker/Dockerfile): the management listener's default address there. */
+export const MANAGEMENT_HOST_ENV = 'OPENID_GATEWAY_MANAGEMENT_HOST'
+
+export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string, string | undefined>> = {}): GatewayConfig {
   // checks.ts has made sure that exactly one of the two forms is there.
   const providers = (config.providers ?? (config.provider === undefined ? [] : [{ name: DEFAULT_PROVIDER, ...config.provider }])).map(normalizeProvider)
   const names = providers.map((p) => p.name)
   return {
     // The origin drops the tolerated trailing slash and canonicalizes case and default ports.
-    server: { ...config.server, publicUrl: new URL(config.server.publicUrl).origin },
+    server: {
+      ...config.server,
+      publicUrl: new URL(config.server.publicUrl).origin,
+      // /metrics and /config answer anyone who reaches them: this host only, unless said otherwise.
+      managementHost: config.server.managementHost ?? (env[MANAGEMENT_HOST_ENV] || '127.0.0.1'),
+    },
     providers,
     cookies: normalizeCookies(config.cookies),
     session: { ...config.session },

@@ -97,11 +97,21 @@ const server = object(
       string('IP address or CIDR', { format: 'ip-or-cidr' }),
       { default: [] },
     ),
+    managementHost: string(
+      'Address of the management listener. Its /metrics and /config answer anyone who reaches it, so the default is 127.0.0.1 (this host only); the container image sets OPENID_GATEWAY_MANAGEMENT_HOST=0.0.0.0, which becomes the default there, because kubelet probes and Prometheus reach the pod from outside.',
+      { minLength: 1, format: 'listen-host' },
+    ),
     managementPort: integer(
-      'Port of the management listener (/healthz, /readyz, /metrics), on server.host; never served on the public port. 0 turns it off.',
+      'Port of the management listener (/healthz, /readyz, /metrics, /config), on server.managementHost; never served on the public port. 0 turns it off.',
       0,
       65535,
       9091,
+    ),
+    requestTimeoutMs: integer(
+      'Time a client has to send a whole request, headers and body, in milliseconds; then 408 and the connection is closed (a client trickling a body holds no connection longer). WebSockets and responses are not limited by it.',
+      1000,
+      MAX_TIMER_MS,
+      30000,
     ),
     shutdownTimeoutMs: integer(
       'On SIGTERM/SIGINT: how long in-flight requests may still finish before the gateway exits anyway, in milliseconds.',

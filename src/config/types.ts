@@ -15,8 +15,15 @@ export interface ServerConfig {
   publicUrl: string
   /** CIDRs (or single addresses) whose X-Forwarded-* headers are believed. */
   trustedProxies: string[]
+  /**
+   * Address of the management listener: in the file, or $OPENID_GATEWAY_MANAGEMENT_HOST (the
+   * container image's 0.0.0.0), else 127.0.0.1 (normalize.ts).
+   */
+  managementHost: string
   /** Port of the management listener (/healthz, /readyz, /metrics); 0: none. */
   managementPort: number
+  /** Time a client has to send a whole request (Node's server.requestTimeout), in milliseconds. */
+  requestTimeoutMs: number
   /** How long a SIGTERM waits for in-flight requests, in milliseconds. */
   shutdownTimeoutMs: number
   /** Worker processes (node:cluster); `auto`: one per core. */
@@ -182,7 +189,8 @@ export interface GatewayConfig {
  * several (`providers:`), and upstreams whose `providers` may be left out. normalize.ts turns it
  * into a GatewayConfig.
  */
-export interface ConfigFile extends Omit<GatewayConfig, 'providers' | 'upstreams'> {
+export interface ConfigFile extends Omit<GatewayConfig, 'server' | 'providers' | 'upstreams'> {
+  server: Omit<ServerConfig, 'managementHost'> & { managementHost?: string }
   provider?: Omit<ProviderConfig, 'name'>
   providers?: ProviderConfig[]
   upstreams: Array<Omit<UpstreamConfig, 'providers'> & { providers?: string[] }>

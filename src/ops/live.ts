@@ -26,6 +26,7 @@ import type { ReadinessCheck } from './management.js'
 export const RESTART_KEYS = [
   'server.host',
   'server.port',
+  'server.managementHost',
   'server.managementPort',
   'server.workers',
   'session.store',
@@ -34,6 +35,11 @@ export const RESTART_KEYS = [
   'session.maxAgeSeconds',
   'session.memory',
 ] as const
+
+/** How often Node's server looks for requests past server.requestTimeoutMs. */
+const CONNECTIONS_CHECK_MS = 1000
+/** Node's default time for the headers; never longer than the whole request's. */
+const HEADERS_TIMEOUT_MS = 60_000
 
 /** How often a watched file is looked at (server.watchConfig). */
 export const WATCH_INTERVAL_MS = 2000
@@ -144,9 +150,10 @@ export class LiveGateway {
     this.#live = live
     this.#current = current
     // As Fastify configures its own server (its defaults), with the gateway's header limit.
-    this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => this.#request(req, res))
+    // Node looks for requests past their time every connectionsCheckingInterval (30 s by default,
+    // which would double a short server.requestTimeoutMs).
+    this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: CONNECTIONS_CHECK_MS }, (req, res) => this.#request(req, res))
     this.server.keepAliveTimeout = 72_000
-    this.server.requestTimeout = 0
     this.server.on('clientError', (err: Error & { code?: string }, socket: Socket) => clientErrorHandler.call(this.#current.app, err, socket))
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
     this.#watcher = new ConfigWatcher(options.path, () => void this.reload('file'))
@@ -257,6 +264,10 @@ export class LiveGateway {
 
   /** What follows the running configuration: the metrics of its file, and the watch of it (on a worker, the primary watches). */
   #loaded({ config, state }: LoadedConfig): void {
+    // A client that trickles its request (headers or body) holds a connection at most this long:
+    // 408 and the connection closed. Upgraded (WebSocket) connections are no longer requests.
+    this.server.requestTimeout = config.server.requestTimeoutMs
+    this.server.headersTimeout = Math.min(config.server.requestTimeoutMs, HEADERS_TIMEOUT_MS)
     this.#live.metrics?.configLoaded(state.hash, new Date(state.loadedAt))
     this.#watcher.set(config.server.watchConfig && this.#options.worker === undefined)
   }

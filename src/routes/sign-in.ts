@@ -17,6 +17,11 @@ import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 
 /** A sign-in transaction lives at most this long (the contract's 10 minutes). */
 const TRANSACTION_SECONDS = 600
+/**
+ * The largest body these endpoints read (none needs one; a DELETE or POST may still carry one):
+ * beyond it 413, where Fastify's default would read a megabyte.
+ */
+const BODY_LIMIT_BYTES = 16 * 1024
 /** The provider's error text echoed back to the client is cut to this length. */
 const ECHO_CHARS = 256
 
@@ -63,6 +68,9 @@ function isTransaction(v: unknown): v is Transaction {
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
   const { providers, cookies, store, lifecycle } = options
+  app.addHook('onRoute', (route) => {
+    route.bodyLimit ??= BODY_LIMIT_BYTES
+  })
   await hardenSignIn(app, options.rateLimit, options.rateLimitStore)
 
   function redirectAfterOf(params: URLSearchParams): string | undefined {

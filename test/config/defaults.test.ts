@@ -9,7 +9,7 @@ const EXPECTED: GatewayConfig = {
     port: 8080,
     publicUrl: 'https://app.example.com',
     trustedProxies: [],
-    managementPort: 9091,
+    managementHost: '127.0.0.1', managementPort: 9091, requestTimeoutMs: 30000,
     shutdownTimeoutMs: 10000,
     workers: 1,
     watchConfig: false,
@@ -116,4 +116,11 @@ t.test('the input object is not modified', async (t) => {
   const before = JSON.stringify(input)
   resolveConfig(input, {})
   t.equal(JSON.stringify(input), before)
+})
+
+t.test('server.managementHost: 127.0.0.1, or OPENID_GATEWAY_MANAGEMENT_HOST (the container image: 0.0.0.0), or the file', async (t) => {
+  const host = (server: Record<string, string>, env: Record<string, string> = {}): string => resolve({ server }, env).server.managementHost
+  t.equal(host({}), '127.0.0.1', '/metrics and /config are not served to the network by default')
+  t.equal(host({}, { OPENID_GATEWAY_MANAGEMENT_HOST: '0.0.0.0' }), '0.0.0.0', "the image's environment")
+  t.equal(host({ managementHost: '10.0.0.5' }, { OPENID_GATEWAY_MANAGEMENT_HOST: '0.0.0.0' }), '10.0.0.5', 'the file wins')
 })

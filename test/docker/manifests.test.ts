@@ -318,4 +318,6 @@ t.test('Dockerfile', async (t) => {
   const healthcheck = final.find((l) => /^HEALTHCHECK\s/i.test(l)) ?? ''
   t.match(healthcheck, new RegExp(`CMD \\["node", "-e", ".*fetch\\('http://127\\.0\\.0\\.1:${MANAGEMENT_PORT}/healthz'`), 'HEALTHCHECK fetches /healthz on the management port with node')
   for (const line of lines.filter((l) => /^(ENV|ARG)\s/i.test(l))) t.notMatch(line, SECRET_LIKE, `no secret in the image: ${line}`)
+  // Issue 16: the management listener is 127.0.0.1 by default, every address in the image (probes).
+  t.ok(final.includes('ENV OPENID_GATEWAY_MANAGEMENT_HOST=0.0.0.0'), 'the image serves the management listener to its pod')
 })
