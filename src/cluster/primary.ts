@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os'
 import { AggregatorRegistry } from 'prom-client'
 import pino from 'pino'
 import { EXIT_CONFIG, type LoadedConfig } from '../config/load.js'
-import { ConfigWatcher, loadForReload, logRefusal } from '../ops/live.js'
+import { ConfigWatcher, loadForReload, logRefusal, warnLoosening } from '../ops/live.js'
 import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import type { Hangups } from '../ops/hangups.js'
@@ -136,10 +136,12 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     if (draining) return
     const next = loadForReload(path, process.env, running.config)
     if (!('config' in next)) return logRefusal(log, trigger, next, running.state)
+    warnLoosening(log, trigger, running.config, next.config)
     running = next
     log.info({ trigger, config: running.state.hash, workers: live().length }, 'configuration valid: the workers reload it')
     for (const worker of live()) worker.process.kill('SIGHUP')
     watcher.set(next.config.server.watchConfig)
+    watcher.rebase()
   }
   const watcher = new ConfigWatcher(path, () => reload('file'))
   hangups.handle(() => reload('SIGHUP'))

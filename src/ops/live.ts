@@ -1,10 +1,12 @@
-import { unwatchFile, watchFile, type Stats } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { readFile, stat } from 'node:fs/promises'
 import { createServer, ServerResponse, type IncomingMessage, type Server } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { buildApp, MAX_HEADER_BYTES, type BuildOptions, type LiveState } from '../app.js'
 import { ConfigError, loadConfigFile, type ConfigState, type LoadedConfig } from '../config/load.js'
+import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../config/types.js'
 import { clientErrorHandler } from './hygiene.js'
 import type { ReadinessCheck } from './management.js'
@@ -72,6 +74,12 @@ export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, 
   return loaded
 }
 
+/** A reload that removes access rules is said at warn, with their keys (config/loosening.ts). */
+export function warnLoosening(log: Pick<FastifyBaseLogger, 'warn'>, trigger: ReloadTrigger, before: GatewayConfig, after: GatewayConfig): void {
+  const keys = loosenedKeys(before, after)
+  if (keys.length > 0) log.warn({ trigger, keys }, 'the new configuration removes access rules')
+}
+
 /** One `configuration problem` line per problem, then the refusal. */
 export function logRefusal(log: Pick<FastifyBaseLogger, 'error'>, trigger: ReloadTrigger, refusal: Refusal, running: ConfigState): void {
   for (const problem of refusal.problems) log.error({ trigger, problem }, 'configuration problem')
@@ -82,27 +90,106 @@ function valueAt(config: GatewayConfig, key: string): unknown {
   return key.split('.').reduce<unknown>((node, part) => (node as Record<string, unknown> | undefined)?.[part], config)
 }
 
+/** What the watcher compares from one look at the file to the next. */
+interface FileSnapshot {
+  size: number
+  mtimeMs: number
+  ino: number
+  sha256: string
+}
+
+function sameFile(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
+  return a !== undefined && b !== undefined && a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino && a.sha256 === b.sha256
+}
+
 /**
- * Calls `changed` when the file at `path` changes (server.watchConfig). Polling by path follows a
- * file that is replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap).
+ * Calls `changed` when the file at `path` has changed (server.watchConfig) and then stayed the
+ * same for one more look: size, mtime, inode and SHA-256 of the content equal across two
+ * consecutive looks. A file written in place in several steps is otherwise read halfway: valid
+ * YAML that lacks what the next write adds (an `allow` rule) would be served until the next look.
+ * Looking by path follows a file that is replaced (an editor's rename, a Kubernetes ConfigMap's
+ * symlink swap). A file that cannot be read is looked at again later; the reload reports it.
  */
 export class ConfigWatcher {
   readonly #path: string
-  readonly #listener: (now: Stats, before: Stats) => void
-  #on = false
+  readonly #changed: () => void
+  readonly #intervalMs: number
+  #timer: NodeJS.Timeout | undefined
+  /** The file as it was when last loaded (or when the watch began). */
+  #loaded: FileSnapshot | undefined
+  /** The last look, different from #loaded: waiting to see it once more. */
+  #pending: FileSnapshot | undefined
+  /** The look under way and those queued behind it. */
+  #looks: Promise<void> = Promise.resolve()
+  #queued = 0
 
-  constructor(path: string, changed: () => void) {
+  constructor(path: string, changed: () => void, intervalMs = WATCH_INTERVAL_MS) {
     this.#path = path
-    this.#listener = (now, before) => {
-      if (now.mtimeMs !== before.mtimeMs || now.size !== before.size || now.ino !== before.ino) changed()
-    }
+    this.#changed = changed
+    this.#intervalMs = intervalMs
+  }
+
+  /** The next look takes the file as it is then as the loaded one (after a reload by other means). */
+  rebase(): void {
+    this.#loaded = undefined
+    this.#pending = undefined
   }
 
   set(on: boolean): void {
-    if (on === this.#on) return
-    this.#on = on
-    if (on) watchFile(this.#path, { interval: WATCH_INTERVAL_MS, persistent: false }, this.#listener)
-    else unwatchFile(this.#path, this.#listener)
+    if (on === (this.#timer !== undefined)) return
+    if (!on) {
+      clearInterval(this.#timer)
+      this.#timer = undefined
+      return
+    }
+    this.#loaded = undefined
+    this.#pending = undefined
+    // A slow disk does not pile looks up: the timer skips a turn while one is under way.
+    this.#timer = setInterval(() => {
+      if (this.#queued === 0) void this.look()
+    }, this.#intervalMs)
+    this.#timer.unref()
+    void this.look()
+  }
+
+  /**
+   * One look at the file, after any under way (the timer's; tests call it to look at a moment of
+   * their choosing).
+   */
+  look(): Promise<void> {
+    this.#queued++
+    this.#looks = this.#looks.then(() => this.#lookOnce()).finally(() => this.#queued--)
+    return this.#looks
+  }
+
+  async #lookOnce(): Promise<void> {
+    const now = await snapshot(this.#path)
+    if (this.#loaded === undefined) {
+      this.#loaded = now
+      return
+    }
+    // Touched or replaced with the same content: nothing to load.
+    if (now === undefined || (now.size === this.#loaded?.size && now.sha256 === this.#loaded.sha256)) {
+      this.#pending = undefined
+      return
+    }
+    if (!sameFile(now, this.#pending)) {
+      this.#pending = now
+      return
+    }
+    this.#loaded = now
+    this.#pending = undefined
+    if (this.#timer !== undefined) this.#changed()
+  }
+
+}
+
+async function snapshot(path: string): Promise<FileSnapshot | undefined> {
+  try {
+    const [stats, content] = await Promise.all([stat(path), readFile(path)])
+    return { size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino, sha256: createHash('sha256').update(content).digest('hex') }
+  } catch {
+    return undefined
   }
 }
 
@@ -253,6 +340,7 @@ export class LiveGateway {
       const problems = err instanceof ConfigError ? err.issues : [err instanceof Error ? err.message : String(err)]
       return refuse({ problems, reason: 'the new configuration cannot start' })
     }
+    warnLoosening(next.log, trigger, this.config, loaded.config)
     const previous = this.#current
     this.#current = new Generation(next, loaded)
     this.#loaded(loaded)
@@ -270,6 +358,8 @@ export class LiveGateway {
     this.server.headersTimeout = Math.min(config.server.requestTimeoutMs, HEADERS_TIMEOUT_MS)
     this.#live.metrics?.configLoaded(state.hash, new Date(state.loadedAt))
     this.#watcher.set(config.server.watchConfig && this.#options.worker === undefined)
+    // The file as loaded now is the one later looks compare with (a SIGHUP's reload included).
+    this.#watcher.rebase()
   }
 
   #request(req: IncomingMessage, res: ServerResponse): void {

@@ -206,3 +206,15 @@ t.test("a reload that renames the cookies: the former names are still the gatewa
   const expired = res.headers.getSetCookie().filter((line) => /Max-Age=0/i.test(line)).map((line) => line.slice(0, line.indexOf('=')))
   t.same([...new Set(expired)].sort(), ['ogw', 'ogw_cred_1'], 'and expired in the browser')
 })
+
+t.test('a reload that removes access rules is logged at warn with their keys (issue 16, point 8)', async (t) => {
+  const { live, write, lines } = await setup(t)
+  const withAdmins = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], allow: { groups: ['admins'] } }] })
+  write(withAdmins)
+  t.equal(await live.reload('SIGHUP'), true)
+  t.notOk(lines.some((l) => l.msg === 'the new configuration removes access rules'), 'adding a rule is not worth a warning')
+  write()
+  t.equal(await live.reload('SIGHUP'), true, 'the rule removed: still a valid reload')
+  const warning = lines.find((l) => l.msg === 'the new configuration removes access rules')
+  t.match(warning, { level: 40, trigger: 'SIGHUP', keys: ['upstreams[0].allow.groups (app)'] })
+})
