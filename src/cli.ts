@@ -4,10 +4,11 @@ import { hangups, type Hangups } from './ops/hangups.js'
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { AggregatorRegistry } from 'prom-client'
-import { onBroadcast } from './cluster/ipc.js'
+import { callPrimary, CONFIG_TEXT, onBroadcast } from './cluster/ipc.js'
+import { ABORT, COMMIT, isAbortRequest, isCommitRequest, isPrepareRequest, PREPARE, type PrepareAnswer } from './cluster/reload.js'
 import { runPrimary, workerCount } from './cluster/primary.js'
 import { workerState } from './cluster/worker-state.js'
-import { ConfigError, EXIT_CONFIG, loadConfigFile, type LoadedConfig } from './config/load.js'
+import { ConfigError, EXIT_CONFIG, loadConfigFile, loadConfigText, type LoadedConfig } from './config/load.js'
 import { describeExposure, exposedSecretFiles } from './config/file-modes.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { clientJwks } from './oidc/client-auth.js'
@@ -57,6 +58,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     // prom-client answers the primary's requests once an aggregator exists in the worker.
     new AggregatorRegistry()
     onBroadcast('ready', async () => !draining && (await Promise.all(gateway.checks.map((check) => check.ready()))).every(Boolean))
+    serveReloads(gateway)
   }
   const management =
     config.server.managementPort === 0 || worker !== undefined
@@ -87,15 +89,34 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
-  // A worker is told by its primary, which has validated the file first.
+  // A worker reloads when its primary says so (cluster/reload.ts), never on a signal of its own.
   hangups.handle(() => {
-    if (!draining) void gateway.reload(worker === undefined ? 'SIGHUP' : 'primary')
+    if (worker !== undefined) gateway.app.log.info('SIGHUP to a worker is ignored: send it to the primary, which reloads every worker')
+    else if (!draining) void gateway.reload('SIGHUP')
   })
   await gateway.listen()
   if (management !== undefined) {
     const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })
     gateway.app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
   }
+}
+
+/** A worker's part in the primary's two-phase reload (cluster/reload.ts). */
+function serveReloads(gateway: LiveGateway): void {
+  onBroadcast(PREPARE, async (args): Promise<PrepareAnswer> => {
+    if (!isPrepareRequest(args)) return { ok: false, problems: ['a malformed reload request'], reason: 'internal error' }
+    const refusal = await gateway.prepare(args.text)
+    return refusal === undefined ? { ok: true } : { ok: false, ...refusal }
+  })
+  onBroadcast(COMMIT, (args) => (isCommitRequest(args) ? gateway.commit(args.hash) : false))
+  onBroadcast(ABORT, (args) => (isAbortRequest(args) ? gateway.abort(args) : undefined))
+}
+
+/** A worker runs the file its primary runs (it may have changed since, in a refused reload). */
+async function workerConfig(path: string): Promise<LoadedConfig> {
+  const text = await callPrimary<unknown>(CONFIG_TEXT, null)
+  if (typeof text !== 'string') throw new Error('the primary did not send its configuration')
+  return loadConfigText(text, path)
 }
 
 /** The JWKS of the provider with a clientKey: the only one, or the one `--provider` names. */
@@ -137,7 +158,7 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(`${USAGE}\n`)
     process.exit(EXIT_CONFIG)
   }
-  const loaded = await configured(() => loadConfigFile(values.config))
+  const loaded = await configured(() => (cluster.isWorker && command === 'run' ? workerConfig(values.config) : loadConfigFile(values.config)))
   const { config } = loaded
   // Key files readable by others: a warning on stderr for `check`, in the log for `run` (once,
   // from the process that reads the file first: the primary of workers).

@@ -14,6 +14,9 @@ export function isMessage(value: unknown): value is Message {
   return typeof value === 'object' && value !== null && typeof (value as { ogw?: unknown }).ogw === 'string'
 }
 
+/** The call a worker makes at start for the configuration text the primary runs. */
+export const CONFIG_TEXT = 'config.text'
+
 /** A call the primary does not answer in this time fails (503), rather than hang a request. */
 export const CALL_TIMEOUT_MS = 5000
 

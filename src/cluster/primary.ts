@@ -8,7 +8,8 @@ import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import type { Hangups } from '../ops/hangups.js'
 import { buildManagement } from '../ops/management.js'
-import { isMessage, type Message } from './ipc.js'
+import { CONFIG_TEXT, isMessage, type Message } from './ipc.js'
+import { ABORT, COMMIT, PREPARE, prepareVerdict, type AbortRequest, type CommitRequest, type PrepareRequest } from './reload.js'
 import { PrimaryState } from './primary-state.js'
 
 // server.workers > 1: this process serves nothing itself. It forks the workers, which share the
@@ -18,6 +19,18 @@ import { PrimaryState } from './primary-state.js'
 
 /** How long a broadcast waits for a worker's acknowledgement; a worker that dies misses nothing (it reloads). */
 const ACK_TIMEOUT_MS = 2000
+/** What GET /config says of the last reload, besides the running file. */
+interface ReloadOutcome {
+  outcome: 'reloaded' | 'refused'
+  at: string
+  reason?: string
+}
+
+/** How long workers have to build a configuration: its providers' discovery bound, and a margin. */
+function prepareTimeoutMs(config: GatewayConfig): number {
+  return 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + 5000
+}
+
 /** A worker whose readiness question goes unanswered is not ready. */
 const READY_TIMEOUT_MS = 2000
 
@@ -80,6 +93,8 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     const reply = (body: { result?: unknown; error?: string }): void => {
       if (worker.isConnected()) worker.send({ ogw: 'reply', id: message.id, ...body } satisfies Message)
     }
+    // A worker starting (or restarted) runs the file the others run, not the file as it is now.
+    if (message.op === CONFIG_TEXT) return reply({ result: running.text })
     state.handle(worker.id, message.op, message.args).then(
       (result) => reply({ result }),
       (err: unknown) => reply({ error: err instanceof Error ? err.message : String(err) }),
@@ -127,21 +142,44 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
             },
           ],
           draining: () => draining,
-          config: () => running.state,
+          config: () => ({ ...running.state, ...(lastReload === undefined ? {} : { lastReload }) }),
         })
 
   // SIGHUP (or a change of the file, server.watchConfig): the primary validates the file, then
-  // each worker reloads it (ops/live.ts); an invalid file reaches no worker.
-  const reload = (trigger: 'SIGHUP' | 'file'): void => {
+  // the workers prepare it and serve it only if all could (reload.ts); an invalid file reaches no
+  // worker, and every outcome is counted by the workers' reload metric.
+  let lastReload: ReloadOutcome | undefined
+  const reloadOnce = async (trigger: 'SIGHUP' | 'file'): Promise<void> => {
     if (draining) return
     const next = loadForReload(path, process.env, running.config)
-    if (!('config' in next)) return logRefusal(log, trigger, next, running.state)
+    if (!('config' in next)) {
+      logRefusal(log, trigger, next, running.state)
+      lastReload = { outcome: 'refused', at: new Date().toISOString(), reason: next.reason }
+      await broadcast(ABORT, next satisfies AbortRequest)
+      return
+    }
+    const asked = live().length
+    log.info({ trigger, config: next.state.hash, workers: asked }, 'configuration valid: the workers prepare it')
+    const answers = await broadcast(PREPARE, { text: next.text } satisfies PrepareRequest, prepareTimeoutMs(next.config))
+    const refusal = prepareVerdict(asked, answers)
+    if (refusal !== undefined) {
+      logRefusal(log, trigger, refusal, running.state)
+      lastReload = { outcome: 'refused', at: new Date().toISOString(), reason: refusal.reason }
+      await broadcast(ABORT, refusal satisfies AbortRequest)
+      return
+    }
     warnLoosening(log, trigger, running.config, next.config)
+    // Adopted before the workers are told: one that starts meanwhile asks for this file.
     running = next
-    log.info({ trigger, config: running.state.hash, workers: live().length }, 'configuration valid: the workers reload it')
-    for (const worker of live()) worker.process.kill('SIGHUP')
+    await broadcast(COMMIT, { hash: next.state.hash } satisfies CommitRequest)
+    lastReload = { outcome: 'reloaded', at: new Date().toISOString() }
+    log.info({ trigger, config: running.state.hash, workers: asked }, 'configuration reloaded by every worker')
     watcher.set(next.config.server.watchConfig)
     watcher.rebase()
+  }
+  let reloads: Promise<void> = Promise.resolve()
+  const reload = (trigger: 'SIGHUP' | 'file'): void => {
+    reloads = reloads.then(() => reloadOnce(trigger)).catch((err: unknown) => log.error({ err }, 'reload failed'))
   }
   const watcher = new ConfigWatcher(path, () => reload('file'))
   hangups.handle(() => reload('SIGHUP'))

@@ -42,6 +42,8 @@ export interface ConfigState {
 export interface LoadedConfig {
   config: GatewayConfig
   state: ConfigState
+  /** The file as read: what the primary of workers hands them, so that all run the same one. */
+  text: string
 }
 
 export function configHash(text: string): string {
@@ -50,8 +52,12 @@ export function configHash(text: string): string {
 
 /** Reads and validates the file (a ConfigError says what is wrong, by key), and hashes it. */
 export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
-  const text = readConfigFile(path)
-  return { config: parseConfig(text, env, path), state: { hash: configHash(text), loadedAt: new Date().toISOString() } }
+  return loadConfigText(readConfigFile(path), path, env)
+}
+
+/** The file's text, as read by someone else (the primary of workers); `source` names it in messages. */
+export function loadConfigText(text: string, source: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  return { config: parseConfig(text, env, source), state: { hash: configHash(text), loadedAt: new Date().toISOString() }, text }
 }
 
 /** `source` (usually the file name) prefixes YAML syntax errors. */

@@ -5,7 +5,7 @@ import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { buildApp, MAX_HEADER_BYTES, type BuildOptions, type LiveState } from '../app.js'
-import { ConfigError, loadConfigFile, type ConfigState, type LoadedConfig } from '../config/load.js'
+import { ConfigError, loadConfigFile, loadConfigText, type ConfigState, type LoadedConfig } from '../config/load.js'
 import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../config/types.js'
 import { clientErrorHandler } from './hygiene.js'
@@ -60,11 +60,14 @@ export interface Refusal {
   reason: string
 }
 
-/** The file loaded for a reload of `running`, or why it cannot replace it (invalid, or a key that takes a restart). */
-export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, running: GatewayConfig): LoadedConfig | Refusal {
+/**
+ * The file loaded for a reload of `running` (read at `path`, or its `text` as the primary read
+ * it), or why it cannot replace it (invalid, or a key that takes a restart).
+ */
+export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, running: GatewayConfig, text?: string): LoadedConfig | Refusal {
   let loaded: LoadedConfig
   try {
-    loaded = loadConfigFile(path, env)
+    loaded = text === undefined ? loadConfigFile(path, env) : loadConfigText(text, path, env)
   } catch (err) {
     if (err instanceof ConfigError) return { problems: err.issues, reason: 'invalid file' }
     throw err
@@ -231,6 +234,8 @@ export class LiveGateway {
   readonly #retiring = new Set<Promise<void>>()
   readonly #watcher: ConfigWatcher
   #queue: Promise<unknown> = Promise.resolve()
+  /** A configuration built by prepare(), waiting for commit() or abort(). */
+  #prepared: Generation | undefined
 
   private constructor(options: LiveOptions, live: LiveState, current: Generation) {
     this.#options = options
@@ -317,17 +322,77 @@ export class LiveGateway {
     bound.unref()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))
     clearTimeout(bound)
+    await this.#discard()
     await Promise.all([...this.#retiring, this.app.close()])
   }
 
   async #reload(trigger: ReloadTrigger): Promise<boolean> {
-    const refuse = (refusal: Refusal): false => {
-      logRefusal(this.app.log, trigger, refusal, this.state)
+    const prepared = await this.#prepare(trigger)
+    if (!(prepared instanceof Generation)) return this.#refuse(trigger, prepared)
+    this.#commit(trigger, prepared)
+    return true
+  }
+
+  /**
+   * The first phase of a reload in step with other processes (server.workers): builds the app of
+   * `text` (the file as the primary read it) and keeps it, unserved, until commit() or abort().
+   * Resolves with the refusal when it cannot start, which is then already undone.
+   */
+  prepare(text: string, trigger: ReloadTrigger = 'primary'): Promise<Refusal | undefined> {
+    const run = this.#queue.then(async () => {
+      await this.#discard()
+      const prepared = await this.#prepare(trigger, text)
+      if (!(prepared instanceof Generation)) return prepared
+      this.#prepared = prepared
+      return undefined
+    })
+    this.#queue = run.catch(() => undefined)
+    return run
+  }
+
+  /** The second phase: serves the prepared app (a no-op when none is, or it is for another file). */
+  commit(hash: string, trigger: ReloadTrigger = 'primary'): Promise<boolean> {
+    const run = this.#queue.then(() => {
+      const prepared = this.#prepared
+      if (prepared === undefined || prepared.loaded.state.hash !== hash) return false
+      this.#prepared = undefined
+      this.#commit(trigger, prepared)
+      return true
+    })
+    this.#queue = run.catch(() => undefined)
+    return run
+  }
+
+  /**
+   * The second phase when the reload was refused (by the primary, or by a worker): the running
+   * configuration stays. The primary has logged the problems; this counts the failure and says so.
+   */
+  abort(refusal: Refusal, trigger: ReloadTrigger = 'primary'): Promise<void> {
+    const run = this.#queue.then(async () => {
+      await this.#discard()
+      this.app.log.error({ trigger, reason: refusal.reason, problems: refusal.problems.length, config: this.state.hash }, 'configuration reload refused: the running configuration is kept')
       this.#live.metrics?.observeReload('failure')
-      return false
-    }
-    const loaded = loadForReload(this.#options.path, this.#options.env, this.config)
-    if (!('config' in loaded)) return refuse(loaded)
+    })
+    this.#queue = run.catch(() => undefined)
+    return run
+  }
+
+  async #discard(): Promise<void> {
+    const prepared = this.#prepared
+    this.#prepared = undefined
+    await prepared?.app.close().catch(() => undefined)
+  }
+
+  #refuse(trigger: ReloadTrigger, refusal: Refusal): false {
+    logRefusal(this.app.log, trigger, refusal, this.state)
+    this.#live.metrics?.observeReload('failure')
+    return false
+  }
+
+  /** The next configuration's app, ready to serve, or why it cannot be (its app closed again). */
+  async #prepare(trigger: ReloadTrigger, text?: string): Promise<Generation | Refusal> {
+    const loaded = loadForReload(this.#options.path, this.#options.env, this.config, text)
+    if (!('config' in loaded)) return loaded
     let next: FastifyInstance | undefined
     try {
       next = await buildApp(loaded.config, { ...this.#options, live: this.#live })
@@ -338,16 +403,20 @@ export class LiveGateway {
     } catch (err) {
       await next?.close().catch(() => undefined)
       const problems = err instanceof ConfigError ? err.issues : [err instanceof Error ? err.message : String(err)]
-      return refuse({ problems, reason: 'the new configuration cannot start' })
+      return { problems, reason: 'the new configuration cannot start' }
     }
-    warnLoosening(next.log, trigger, this.config, loaded.config)
+    next.log.debug({ trigger, config: loaded.state.hash }, 'configuration prepared')
+    return new Generation(next, loaded)
+  }
+
+  #commit(trigger: ReloadTrigger, next: Generation): void {
+    warnLoosening(next.app.log, trigger, this.config, next.loaded.config)
     const previous = this.#current
-    this.#current = new Generation(next, loaded)
-    this.#loaded(loaded)
+    this.#current = next
+    this.#loaded(next.loaded)
     this.#live.metrics?.observeReload('success')
     this.#retire(previous)
-    next.log.info({ trigger, config: loaded.state.hash }, 'configuration reloaded')
-    return true
+    next.app.log.info({ trigger, config: next.loaded.state.hash }, 'configuration reloaded')
   }
 
   /** What follows the running configuration: the metrics of its file, and the watch of it (on a worker, the primary watches). */
