@@ -20,6 +20,8 @@ import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from './ops/metrics.js'
 import { createRoutingAmbiguityCheck } from './proxy/ambiguity.js'
 import { createAuthenticator } from './proxy/authenticate.js'
 import { canonicalHost, createUpstreamMatcher } from './proxy/match.js'
+import { socketGrant, socketVerdict } from './proxy/websocket-access.js'
+import { WebSocketRegistry, type SocketVerdict } from './proxy/websocket-registry.js'
 import { normalizePath } from './proxy/path.js'
 import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js'
 import { signOutPage } from './pages/sign-out.js'
@@ -69,6 +71,8 @@ export interface LiveState {
   coordinator?: RefreshCoordinator
   /** Every cookies.name this process has run with: browsers may still send those cookies. */
   cookieNames?: Set<string>
+  /** Open proxied WebSockets, whichever configuration opened them. */
+  websockets?: WebSocketRegistry
 }
 
 declare module 'fastify' {
@@ -89,6 +93,8 @@ declare module 'fastify' {
     providerReady: Promise<void>
     /** The cookie store's back-channel logout revocation list (its size() is a metric); undefined with other stores. */
     revocations: RevocationList | undefined
+    /** This configuration's verdict on open WebSockets; a live gateway applies it once it serves. */
+    websocketVerdict: SocketVerdict
   }
 }
 
@@ -316,6 +322,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
 
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
+  // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
+  // its verdict, applied once that configuration serves (ops/live.ts; here without a live gateway).
+  const websockets = carried(options.live, 'websockets', () => new WebSocketRegistry())
+  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds }
+  app.decorate('websocketVerdict', socketVerdict(socketAccess))
+  if (options.live === undefined) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
     prefix: SIGN_IN_PATH,
     providers,
@@ -329,6 +341,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     lifecycle,
     validateRedirectAfter,
     rateLimit: config.rateLimit.signIn,
+    onEnded: (session) => websockets.endSession(session.id),
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     ...(options.worker === undefined ? {} : { rateLimitStore: options.worker.rateLimitStore }),
   })
@@ -337,6 +350,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     providers,
     store,
     replay: sharedByPrimary?.replay ?? carried(inProcess, 'replay', () => new JtiReplayGuard({ redis, prefix: redisPrefix })),
+    onEnded: (selector) => websockets.endSelected(selector),
   })
   await app.register(forwardAuthRoutes, {
     upstreams: config.upstreams,
@@ -362,6 +376,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
     authenticate,
     publicUrl: config.server.publicUrl,
+    websockets,
+    grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),
   })
   return app
 }

@@ -27,6 +27,7 @@ export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string,
     rateLimit: { signIn: { ...config.rateLimit.signIn } },
     upstreams: config.upstreams.map((upstream) => normalizeUpstream(upstream, names)),
     assertions: { ...config.assertions },
+    websocket: { ...config.websocket },
     log: { ...config.log },
   }
 }

@@ -421,6 +421,19 @@ const assertions = object(
   { default: {} },
 )
 
+const websocket = object(
+  'Proxied WebSockets (upstreams[].websocket: true).',
+  {
+    maxLifetimeSeconds: integer(
+      "Longest a proxied WebSocket stays open; it is closed (1008) sooner when its session ends (session.maxAgeSeconds after sign-in, logout, back-channel logout) or its Bearer token expires, and when a reload refuses it access.",
+      60,
+      Math.floor(MAX_TIMER_MS / 1000),
+      86400,
+    ),
+  },
+  { default: {} },
+)
+
 const log = object(
   'Logging.',
   {
@@ -437,7 +450,7 @@ export const gatewaySchema: JsonSchema = {
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, log },
+    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, websocket, log },
     // provider or providers: checks.ts requires exactly one of them, naming both keys.
     { required: ['server', 'cookies', 'upstreams'] },
   ),

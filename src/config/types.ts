@@ -167,6 +167,11 @@ export interface AssertionsConfig {
   ttlSeconds: number
 }
 
+export interface WebSocketConfig {
+  /** Longest a proxied WebSocket stays open, whatever its session (which may end it sooner). */
+  maxLifetimeSeconds: number
+}
+
 export interface LogConfig {
   level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 }
@@ -181,6 +186,7 @@ export interface GatewayConfig {
   rateLimit: RateLimitConfig
   upstreams: UpstreamConfig[]
   assertions: AssertionsConfig
+  websocket: WebSocketConfig
   log: LogConfig
 }
 

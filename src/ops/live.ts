@@ -250,6 +250,7 @@ export class LiveGateway {
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
     this.#watcher = new ConfigWatcher(options.path, () => void this.reload('file'))
     this.#loaded(current.loaded)
+    live.websockets?.use(current.app.websocketVerdict)
   }
 
   /** Builds the first app from `loaded` (loadConfigFile of `options.path`). */
@@ -415,6 +416,9 @@ export class LiveGateway {
     this.#current = next
     this.#loaded(next.loaded)
     this.#live.metrics?.observeReload('success')
+    // Open WebSockets are asked again: those the new configuration refuses close (1008).
+    this.#live.websockets?.use(next.app.websocketVerdict)
+    void this.#live.websockets?.recheck()
     this.#retire(previous)
     next.app.log.info({ trigger, config: next.loaded.state.hash }, 'configuration reloaded')
   }

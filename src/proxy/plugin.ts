@@ -14,7 +14,8 @@ import {
   stripHopByHop,
 } from './identity-headers.js'
 import { hostPattern } from './match.js'
-import { createUpgradePolicy, type TrustedUrlTest } from './websocket.js'
+import { createUpgradePolicy, isUpgradeRequest, type TrustedUrlTest } from './websocket.js'
+import type { WebSocketRegistry } from './websocket-registry.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -28,6 +29,10 @@ export interface ProxyOptions extends GuardDeps {
   isGatewayCookie: (name: string, value: string) => boolean
   /** A name the gateway's cookies have had: an upstream's Set-Cookie may not touch it. */
   isGatewayCookieName: (name: string) => boolean
+  /** Open WebSockets, closed when their access ends (websocket-registry.ts). */
+  websockets: WebSocketRegistry
+  /** Records the grant of an upgrade that passed the access decision (req.identity is set). */
+  grantWebSocket: (req: FastifyRequest) => Promise<void>
   /** Whether a page at this URL belongs to the application (WebSocket Origin check). */
   isTrustedUrl: TrustedUrlTest
   /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
@@ -132,7 +137,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       config: { upstream: upstream.name },
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
       preHandler:
-        signer === undefined
+        signer === undefined && !upstream.websocket
           ? async (req: FastifyRequest, reply: FastifyReply) => {
               enforceUpgradePolicy(req.headers)
               return guard(req, reply)
@@ -142,10 +147,14 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
               const answered = await guard(req, reply)
               if (answered !== undefined) return answered
               // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
-              if (req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
+              if (signer !== undefined && req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
+              if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)
               return undefined
             },
       websocket: upstream.websocket,
+      // Each socket it accepts is tracked under its upgrade's grant, and closed when that ends.
+      // (The types allow wsServerOptions only with a literal `websocket: true`.)
+      ...({ wsServerOptions: { WebSocket: options.websockets.WebSocket } } as object),
       // The gateway logs one line per request itself (onResponse in app.ts).
       disableRequestLogging: true,
       wsClientOptions: wsClientOptions as object,

@@ -30,6 +30,8 @@ export interface BackchannelLogoutOptions {
   providers: Providers
   store: SessionStore
   replay: JtiReplay
+  /** Told of the sessions a logout token ended, once they are (open WebSockets close). */
+  onEnded?: (selector: SessionSelector) => void
 }
 
 /** Log fields of a selector: sub as the request log has it, sid digested (it is a handle on the provider session). */
@@ -103,6 +105,7 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       await options.replay.release(issuer, jti)
       throw err
     }
+    options.onEnded?.(selector)
     req.log.info({ outcome: 'ended', ...logFields(selector) }, 'back-channel logout')
     return reply.code(200).send()
   })

@@ -42,6 +42,8 @@ export interface SignInOptions {
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
   rateLimitStore?: RateLimitStore
+  /** Told of a session a logout ended, once it is (its open WebSockets close). */
+  onEnded?: (session: Session) => void
 }
 
 interface Transaction {
@@ -205,6 +207,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
    */
   async function endSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<string> {
     await store.destroy(req, reply)
+    options.onEnded?.(session)
     const client = providers.get(session.provider)?.client
     noStore(reply)
     if (client === undefined) return ''

@@ -62,6 +62,7 @@ const EXPECTED: GatewayConfig = {
     },
   ],
   assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
+  websocket: { maxLifetimeSeconds: 86400 },
   log: { level: 'info' },
 }
 

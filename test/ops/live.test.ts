@@ -218,3 +218,26 @@ t.test('a reload that removes access rules is logged at warn with their keys (is
   const warning = lines.find((l) => l.msg === 'the new configuration removes access rules')
   t.match(warning, { level: 40, trigger: 'SIGHUP', keys: ['upstreams[0].allow.groups (app)'] })
 })
+
+t.test('a reload that refuses an open WebSocket closes it with 1008; one it still admits stays (issue 16, point 11)', async (t) => {
+  const { live, gw, write } = await setup(t)
+  const withSockets = (c: Record<string, unknown>, allow: Record<string, unknown> = {}) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true, allow }] })
+  write(withSockets)
+  t.equal(await live.reload('SIGHUP'), true)
+  const url = `${gw.replace('http', 'ws')}/socket`
+  const sockets: Record<string, WebSocket> = {}
+  for (const user of ['alice', 'bob']) {
+    const browser = new Browser()
+    await (await browser.signIn(`${gw}/api/v1/openid/redirect`, user)).body?.cancel()
+    const ws = await openSocket(url, { cookie: browser.cookieHeader(gw) })
+    if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
+    t.teardown(() => ws.terminate())
+    t.equal(await echo(ws, user), user)
+    sockets[user] = ws
+  }
+  const aliceClosed = new Promise<number>((resolve) => sockets.alice?.once('close', resolve))
+  write((c) => withSockets(c, { emails: ['bob@example.com'] }))
+  t.equal(await live.reload('SIGHUP'), true, 'the new rules admit bob only')
+  t.equal(await aliceClosed, 1008, "alice's socket is closed: policy violation")
+  t.equal(await echo(sockets.bob as WebSocket, 'still'), 'still', "bob's is not")
+})

@@ -1,0 +1,64 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { WebSocketConfig } from '../config/types.js'
+import type { Identity } from '../identity.js'
+import type { SessionStore } from '../session/types.js'
+import { createAccessDecision } from './guard.js'
+import { canonicalHost, type UpstreamMatcher } from './match.js'
+import type { SocketGrant, SocketVerdict } from './websocket-registry.js'
+
+// The two decisions the WebSocket registry needs from one configuration: the grant an upgrade
+// is opened under (when its socket must close at the latest, which session it belongs to), and
+// whether a grant still holds (the same access decision as any request: the upstream that serves
+// its path and host, `auth`, `publicPaths`, the upstream's providers and `allow` rules), asked
+// again after a reload and by the registry's sweep.
+
+export interface SocketAccessDeps {
+  store: SessionStore
+  matchUpstream: UpstreamMatcher
+  websocket: WebSocketConfig
+  /** session.maxAgeSeconds: a session ends this long after its sign-in. */
+  sessionMaxAgeSeconds: number
+}
+
+function pathOf(url: string): string {
+  const q = url.indexOf('?')
+  return q === -1 ? url : url.slice(0, q)
+}
+
+/** The grant of an upgrade whose access decision passed (`req.identity` set by the guard). */
+export async function socketGrant(deps: SocketAccessDeps, req: FastifyRequest): Promise<SocketGrant> {
+  const identity = req.identity
+  let endsAt = Date.now() + deps.websocket.maxLifetimeSeconds * 1000
+  let sessionId: string | undefined
+  if (identity !== null) {
+    // The session the guard signed it in with (its access token is the identity's), else a Bearer token.
+    const session = await deps.store.load(req)
+    if (session !== undefined && session.accessToken === identity.accessToken && session.provider === identity.provider) {
+      sessionId = session.id
+      endsAt = Math.min(endsAt, (session.createdAt + deps.sessionMaxAgeSeconds) * 1000)
+    } else if (typeof identity.claims.exp === 'number') {
+      endsAt = Math.min(endsAt, identity.claims.exp * 1000)
+    }
+  }
+  return { req, identity, sessionId, endsAt }
+}
+
+/** Whether `grant` still holds: its session still there, and this configuration's decision for it a pass. */
+export function socketVerdict(deps: SocketAccessDeps): SocketVerdict {
+  return async ({ req, identity, sessionId }) => {
+    const path = pathOf(req.url)
+    const upstream = deps.matchUpstream(canonicalHost(req.headers.host ?? ''), path)
+    if (upstream === undefined || !upstream.websocket) return false
+    let current: Identity | undefined = identity ?? undefined
+    if (sessionId !== undefined) {
+      // Ended here or elsewhere (logout, back-channel logout through Redis or another worker).
+      const session = await deps.store.load(req)
+      if (session?.id !== sessionId) current = undefined
+    }
+    // Made per verdict (they are rare): the authenticator answers with this grant's identity.
+    const decide = createAccessDecision(upstream, (names) => async () => (current !== undefined && names.includes(current.provider) ? current : undefined))
+    // The authenticator above answers without a reply: nothing is refreshed or written here.
+    const decision = await decide(req, undefined as unknown as FastifyReply, { path, preflight: false })
+    return decision.outcome === 'pass'
+  }
+}
