@@ -88,8 +88,7 @@ export class SessionLifecycle {
     if (tokens.refreshToken !== undefined) updated.refreshToken = tokens.refreshToken
     if (tokens.idToken !== undefined) updated.idToken = tokens.idToken
     if (tokens.dpopKey !== undefined) updated.dpopKey = tokens.dpopKey
-    // The client has validated the refreshed ID token, its unchanged `sub` included (Core 12.2).
-    if (tokens.claims !== undefined) updated.claims = this.#pick(tokens.claims)
+    if (tokens.claims !== undefined) updated.claims = refreshedClaims(session.claims, this.#pick(tokens.claims))
     await this.#store.save(req, reply, updated)
     return updated
   }
@@ -105,4 +104,19 @@ export class SessionLifecycle {
     for (const name of this.#claimNames) if (claims[name] !== undefined) picked[name] = claims[name]
     return picked as SessionClaims
   }
+}
+
+/**
+ * The claims of a session after a refresh whose ID token carried `fresh`. OpenID Connect Core
+ * 12.2: the refreshed ID token's `sub` must be the sign-in's (the client checks it too; a change
+ * is refused here as well, since the session would otherwise become someone else's), and it need
+ * not carry `sid`: the sign-in's `sid` is kept then, or a back-channel logout naming it (Back-Channel
+ * Logout 1.0, 2.4) would find nothing to end.
+ */
+export function refreshedClaims(signedIn: SessionClaims, fresh: SessionClaims): SessionClaims {
+  if (fresh.sub !== signedIn.sub) {
+    throw new GatewayError('provider_unavailable', 'the refreshed ID token is about another subject than the sign-in (OpenID Connect Core 12.2)')
+  }
+  if (fresh.sid === undefined && signedIn.sid !== undefined) return { ...fresh, sid: signedIn.sid }
+  return fresh
 }
