@@ -49,7 +49,8 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       const updated = await lifecycle.refresh(req, reply, full)
       return { claims: updated.claims, accessToken: updated.accessToken, ...of }
     } catch (err) {
-      if (err instanceof GatewayError && err.code === 'refresh_token_invalid') return 'expired'
+      // Refused, or ended while it was being refreshed (SessionStore.update): signed out.
+      if (err instanceof GatewayError && (err.code === 'refresh_token_invalid' || err.code === 'unauthenticated')) return 'expired'
       throw err
     }
   }

@@ -169,7 +169,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     }
     // Whatever session this browser had is replaced, never extended (no session fixation).
     await store.destroy(req, reply)
-    await store.save(req, reply, session)
+    await store.create(req, reply, session)
     cookies.clearTransaction(reply, state)
     noStore(reply)
     if (transaction.r !== undefined) return reply.redirect(transaction.r, 302)

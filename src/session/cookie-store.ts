@@ -52,7 +52,26 @@ export class CookieSessionStore implements SessionStore {
     return full
   }
 
-  async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+  async create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+    this.#write(req, reply, session)
+  }
+
+  /**
+   * The session lives in the browser, so "still exists" is: not ended by a back-channel logout
+   * (the revocation list). A logout in the same browser clears the cookies; a refresh answered
+   * after it sets them again only in the browser that asked, and its refresh token was revoked at
+   * the provider by that logout (see README, Sessions).
+   */
+  async update(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean> {
+    if (await this.#revocations.isRevoked(session)) {
+      await this.destroy(req, reply)
+      return false
+    }
+    this.#write(req, reply, session)
+    return true
+  }
+
+  #write(req: FastifyRequest, reply: FastifyReply, session: Session): void {
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const main = toSealed(session, false)
     this.#cookies.write(req, reply, 'session', main, endsAt)

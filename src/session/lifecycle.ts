@@ -89,7 +89,8 @@ export class SessionLifecycle {
     if (tokens.idToken !== undefined) updated.idToken = tokens.idToken
     if (tokens.dpopKey !== undefined) updated.dpopKey = tokens.dpopKey
     if (tokens.claims !== undefined) updated.claims = refreshedClaims(session.claims, this.#pick(tokens.claims))
-    await this.#store.save(req, reply, updated)
+    // Ended while the provider answered (logout, back-channel logout): not brought back.
+    if (!(await this.#store.update(req, reply, updated))) throw new GatewayError('unauthenticated', 'the session ended while it was being refreshed')
     return updated
   }
 

@@ -49,14 +49,28 @@ export class MemorySessionStore implements SessionStore {
     return session
   }
 
-  async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
-    const known = this.#sessions.has(session.id)
-    if (!known) this.#makeRoom()
+  async create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+    this.#makeRoom()
     this.#sessions.set(session.id, session)
-    if (!known) {
-      const ref: Reference = { i: session.id }
-      this.#cookies.write(req, reply, 'session', ref, session.createdAt + this.#maxAgeSeconds)
+    const ref: Reference = { i: session.id }
+    this.#cookies.write(req, reply, 'session', ref, session.createdAt + this.#maxAgeSeconds)
+  }
+
+  async update(_req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean> {
+    // A refresh that finishes after the session was logged out, ended by a back-channel logout or
+    // evicted must not bring it back (the Redis store's SET XX).
+    const current = this.#sessions.get(session.id)
+    if (current === undefined || this.#ended(current)) {
+      this.#clearCookies(reply)
+      return false
     }
+    this.#sessions.set(session.id, session)
+    return true
+  }
+
+  #clearCookies(reply: FastifyReply): void {
+    this.#cookies.clear(reply, 'session')
+    this.#cookies.clear(reply, 'credentials')
   }
 
   async destroy(req: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -64,8 +78,7 @@ export class MemorySessionStore implements SessionStore {
     if (typeof ref === 'object' && ref !== null && typeof (ref as Reference).i === 'string') {
       this.#sessions.delete((ref as Reference).i)
     }
-    this.#cookies.clear(reply, 'session')
-    this.#cookies.clear(reply, 'credentials')
+    this.#clearCookies(reply)
   }
 
   async end(selector: SessionSelector): Promise<void> {

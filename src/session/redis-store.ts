@@ -66,13 +66,20 @@ export class RedisSessionStore implements SessionStore {
     return session
   }
 
-  async save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+  async create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+    await this.#store(req, reply, session, false)
+  }
+
+  async update(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean> {
+    return this.#store(req, reply, session, true)
+  }
+
+  async #store(req: FastifyRequest, reply: FastifyReply, session: Session, update: boolean): Promise<boolean> {
     const ref = this.#keys.ref(session.id)
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
-    // The request's own session is updated only while it exists: a refresh that finishes after a
+    // An update stores only while the session exists (SET XX): a refresh that finishes after a
     // logout or back-channel logout deleted it must not bring it back.
-    const update = this.#idOf(req) === session.id
     const indexes = [this.#keys.bySub(session.claims.sub)]
     if (typeof session.claims.sid === 'string') indexes.push(this.#keys.bySid(session.claims.sid))
     const results = await this.#call(async () => {
@@ -86,12 +93,13 @@ export class RedisSessionStore implements SessionStore {
     if (results[0] !== 'OK') {
       // Ended meanwhile: this request finishes with what it has, the browser is signed out.
       this.#clearCookies(reply)
-      return
+      return false
     }
     if (!update) {
       const ref: Reference = { i: session.id }
       this.#cookies.write(req, reply, 'session', ref, endsAt)
     }
+    return true
   }
 
   async destroy(req: FastifyRequest, reply: FastifyReply): Promise<void> {

@@ -54,8 +54,14 @@ export interface SessionStore {
    * with `cookies.credentialsPath: /api/v1/openid` on any other path).
    */
   withCredentials(req: FastifyRequest, session: Session): Promise<Session | undefined>
-  /** Stores `session`, which carries its credentials (from `withCredentials` or a sign-in). */
-  save(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void>
+  /** Stores the session of a completed sign-in (with its credentials), and sets its cookies. */
+  create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void>
+  /**
+   * Stores `session` (a refresh's result, with its credentials) only while it still exists: one
+   * ended meanwhile (logout, back-channel logout, eviction) is not brought back, and the reply
+   * clears its cookies instead. Resolves whether it was stored.
+   */
+  update(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean>
   /** Deletes the session (server side, if any) and every session cookie. */
   destroy(req: FastifyRequest, reply: FastifyReply): Promise<void>
   /**

@@ -62,12 +62,12 @@ t.test('session.store: cookie: a fresh sign-in sets a new session id', async (t)
   const cipher = new CookieCipher([COOKIE_SECRET])
   const browser = await stack.signedIn('alice')
   const alice = browser.cookie('ogw')?.value ?? ''
-  const before = cipher.open('session', alice) as { i: string; c: { sub: string } }
+  const before = cipher.open('session:ogw', alice) as { i: string; c: { sub: string } }
   t.equal(before.c.sub, 'alice')
 
   await signInAgain(stack, browser, 'bob')
   const bob = browser.cookie('ogw')?.value ?? ''
-  const after = cipher.open('session', bob) as { i: string; c: { sub: string } }
+  const after = cipher.open('session:ogw', bob) as { i: string; c: { sub: string } }
   t.not(bob, alice, 'the ogw value changed')
   t.equal(after.c.sub, 'bob')
   t.not(after.i, before.i, 'a new session id')
@@ -76,6 +76,6 @@ t.test('session.store: cookie: a fresh sign-in sets a new session id', async (t)
   // The credentials cookie follows the new session: bob's refresh uses bob's refresh token.
   const refresh = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   t.equal(refresh.status, 200)
-  t.equal(cipher.open('session', browser.cookie('ogw')?.value ?? '') !== undefined, true)
-  t.equal((cipher.open('session', browser.cookie('ogw')?.value ?? '') as { c: { sub: string } }).c.sub, 'bob')
+  t.equal(cipher.open('session:ogw', browser.cookie('ogw')?.value ?? '') !== undefined, true)
+  t.equal((cipher.open('session:ogw', browser.cookie('ogw')?.value ?? '') as { c: { sub: string } }).c.sub, 'bob')
 })

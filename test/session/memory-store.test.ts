@@ -27,7 +27,7 @@ function setup(maxSessions: number) {
       },
     }
     const session: Session = { id, claims: { sub: id }, accessToken: `at-${id}`, expiresAt: createdAt + 300, createdAt, provider: 'default' }
-    await store.save(request(jar), reply as unknown as FastifyReply, session)
+    await store.create(request(jar), reply as unknown as FastifyReply, session)
     return jar
   }
   return { store, signIn }
@@ -64,7 +64,7 @@ t.test('a refresh (saving a known session) neither evicts nor makes a session yo
   const session = await store.load(request(a))
   if (session === undefined) throw new Error('no session a')
   const noCookies = { setCookie: () => noCookies } as unknown as FastifyReply
-  await store.save(request(a), noCookies, { ...session, accessToken: 'refreshed' })
+  await store.update(request(a), noCookies, { ...session, accessToken: 'refreshed' })
   t.equal(store.evictions, 0, 'saving a known session takes no new room')
   t.equal((await store.load(request(a)))?.accessToken, 'refreshed')
   await signIn('c')

@@ -57,7 +57,7 @@ t.test('against a real redis-server with a password', async (t) => {
     t.ok(await store.ping(), 'ping: reachable')
     const signIn = exchange()
     const alice = session('id-alice-1', 'alice', 'sid-1')
-    await store.save(signIn.req, signIn.reply, alice)
+    await store.create(signIn.req, signIn.reply, alice)
     const cookie = signIn.set.ogw
     t.type(cookie, 'string', 'a new session sets the reference cookie')
     const loaded = await store.load(exchange(cookie).req)
@@ -65,27 +65,27 @@ t.test('against a real redis-server with a password', async (t) => {
     t.equal(await store.load(exchange('garbage').req), undefined, 'a foreign cookie is no session')
 
     const refresh = exchange(cookie)
-    await store.save(refresh.req, refresh.reply, { ...alice, accessToken: 'at-2' })
+    t.equal(await store.update(refresh.req, refresh.reply, { ...alice, accessToken: 'at-2' }), true)
     t.same(refresh.set, {}, 'an update sets no cookie')
     t.equal((await store.load(exchange(cookie).req))?.accessToken, 'at-2')
 
     await store.end({ provider: 'default', sub: 'alice' })
     t.equal(await store.load(exchange(cookie).req), undefined, 'ended')
     const late = exchange(cookie)
-    await store.save(late.req, late.reply, { ...alice, accessToken: 'at-3' })
+    t.equal(await store.update(late.req, late.reply, { ...alice, accessToken: 'at-3' }), false, 'not stored')
     t.equal(await store.load(exchange(cookie).req), undefined, 'a late refresh does not recreate it')
     t.equal(late.set.ogw, '', 'and signs the browser out')
   })
 
   t.test('Redis down: operations fail with 503 and are counted, ping is false, nothing unhandled; back by itself', async (t) => {
     const signIn = exchange()
-    await store.save(signIn.req, signIn.reply, session('id-bob', 'bob', 'sid-2'))
+    await store.create(signIn.req, signIn.reply, session('id-bob', 'bob', 'sid-2'))
     const errorsBefore = store.errors
     await server.stop()
     t.notOk(await store.ping(), 'ping: unreachable')
     const operations: Array<[string, () => Promise<unknown>]> = [
       ['load', () => store.load(exchange(signIn.set.ogw).req)],
-      ['save', () => store.save(exchange().req, exchange().reply, session('id-carol', 'carol', 'sid-3'))],
+      ['create', () => store.create(exchange().req, exchange().reply, session('id-carol', 'carol', 'sid-3'))],
       ['destroy', () => store.destroy(exchange(signIn.set.ogw).req, exchange().reply)],
       ['end', () => store.end({ provider: 'default', sub: 'bob' })],
     ]
