@@ -28,7 +28,7 @@ function config(redisUrl: string) {
 }
 
 /** A well-sealed reference to a session that does not exist: reading it needs Redis. */
-const cookie = `ogw=${new CookieCipher([COOKIE_SECRET]).seal('session', { i: 'no-such-session' }, Date.now() / 1000 + 60)}`
+const cookie = `ogw=${new CookieCipher([COOKIE_SECRET]).seal('session:ogw', { i: 'no-such-session' }, Date.now() / 1000 + 60)}`
 const request = { url: '/x', headers: { accept: 'application/json', cookie } }
 
 t.test('at a normal start, the first request finds Redis connected', async (t) => {

@@ -45,7 +45,7 @@ t.test('a session made on one replica is used on the other; the browser holds on
   const gatewayCookies = browser.cookies().filter((c) => c.name.startsWith('ogw'))
   t.same(gatewayCookies.map((c) => c.name), ['ogw'], 'one gateway cookie, no credentials cookie')
   const cookie = browser.cookie('ogw')?.value ?? ''
-  const opened = new CookieCipher([COOKIE_SECRET]).open('session', cookie)
+  const opened = new CookieCipher([COOKIE_SECRET]).open('session:ogw', cookie)
   t.same(Object.keys(opened as object), ['i'], 'the cookie seals the session id alone')
   const id = (opened as { i: string }).i
   t.match(id, /^[A-Za-z0-9_-]{43}$/, 'the id is 256 random bits (base64url), well over 128')

@@ -22,6 +22,7 @@ async function mixUpStack(t: Test) {
     providers: ['honest'],
     provider: { issParameter: false },
     extraProviders: [{ name: 'evil', issuer: evil.issuer }],
+    upstreams: [{ name: 'app', providers: ['*'] }],
     extraRedirectPaths: ['/api/v1/openid/callback'],
   })
   return { stack, evil }
@@ -30,10 +31,12 @@ async function mixUpStack(t: Test) {
 t.test('each provider has its own redirect URI, and signs in there', async (t) => {
   const evil = await startAdversarialProvider()
   t.teardown(() => evil.close())
-  const stack = await startStack(t, { providers: ['honest'], extraProviders: [{ name: 'evil', issuer: evil.issuer }] })
+  const stack = await startStack(t, { providers: ['honest'], extraProviders: [{ name: 'evil', issuer: evil.issuer }], upstreams: [{ name: 'app', providers: ['*'] }] })
   for (const name of ['honest', 'evil']) {
     const res = await fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=0&provider=${name}`)
-    const { value } = (await res.json()) as { value: string }
+    const body = await res.text()
+    t.equal(res.status, 200, `${name}: ${body}`)
+    const { value } = JSON.parse(body) as { value: string }
     t.equal(new URL(value).searchParams.get('redirect_uri'), `${stack.gw}/api/v1/openid/callback/${name}`, `${name}: its own callback`)
   }
   const browser = stack.browser()
