@@ -28,6 +28,7 @@ export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string,
     upstreams: config.upstreams.map((upstream) => normalizeUpstream(upstream, names)),
     assertions: { ...config.assertions },
     websocket: { ...config.websocket },
+    forwardAuth: { ...config.forwardAuth, cache: { ...config.forwardAuth.cache } },
     log: { ...config.log },
   }
 }

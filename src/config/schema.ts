@@ -48,6 +48,11 @@ const WORKERS_AUTO = { pattern: '^auto$', message: 'must be a number of workers 
 /** A provider's name, or `*` for every one (upstreams[].providers, allow.providers). */
 const PROVIDER_REF = '^(\\*|[A-Za-z0-9][A-Za-z0-9_-]*)$'
 
+const EXT_AUTHZ_PATH = {
+  pattern: `^${SIGN_IN_PATH.replace(/\//g, '\\/')}(\\/[A-Za-z0-9._~-]+)+$`,
+  message: `must be a path below ${SIGN_IN_PATH}/ of letters, digits and . _ ~ -, without a trailing slash`,
+}
+
 const UPSTREAM_NAME = {
   pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
   message: 'must start with a letter or digit and contain only letters, digits, _ and -',
@@ -55,7 +60,7 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH].map(({ pattern, message }) => [pattern, message]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -128,6 +133,12 @@ const server = object(
       pattern: WORKERS_AUTO.pattern,
       default: 1,
     },
+    extAuthzGrpcPort: integer(
+      'Port of the Envoy ext_authz gRPC service (envoy.service.auth.v3.Authorization/Check and grpc.health.v1, cleartext HTTP/2) on server.host, for Envoy Gateway, Istio and other Envoy-based gateways. 0 turns it off.',
+      0,
+      65535,
+      0,
+    ),
     watchConfig: boolean(
       'Reload the configuration when the file changes (looked at every 2 s), as on SIGHUP: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration.',
       false,
@@ -434,6 +445,26 @@ const websocket = object(
   { default: {} },
 )
 
+const forwardAuth = object(
+  'The check endpoints that gateways and ingresses call to decide a request they serve themselves: ext_authz (Envoy, Istio, Gateway API), ingress-nginx and Traefik.',
+  {
+    extAuthzPath: string(
+      `Path prefix of the Envoy ext_authz HTTP check: Envoy appends the client's path and query to it. Must be below ${SIGN_IN_PATH}/ (the gateway's own paths, never proxied).`,
+      { pattern: EXT_AUTHZ_PATH.pattern, default: `${SIGN_IN_PATH}/ext-authz` },
+    ),
+    cache: object(
+      'A short-lived cache of the check endpoints\' answers (ext_authz HTTP and gRPC, ingress-nginx, Traefik), keyed by a digest of the credentials and the request checked. Back-channel logout, logout and reload empty it.',
+      {
+        enabled: boolean('Cache decisions. Off: every check is decided afresh.', false),
+        ttlSeconds: integer('How long a cached decision is reused, in seconds; a session ended elsewhere (another replica) may pass for this long.', 1, 60, 5),
+        maxEntries: integer('Most decisions kept; the oldest is dropped first.', 1, 1000000, 10000),
+      },
+      { default: {} },
+    ),
+  },
+  { default: {} },
+)
+
 const log = object(
   'Logging.',
   {
@@ -450,7 +481,7 @@ export const gatewaySchema: JsonSchema = {
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, websocket, log },
+    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, websocket, forwardAuth, log },
     // provider or providers: checks.ts requires exactly one of them, naming both keys.
     { required: ['server', 'cookies', 'upstreams'] },
   ),

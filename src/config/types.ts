@@ -30,6 +30,8 @@ export interface ServerConfig {
   workers: number | 'auto'
   /** Reload when the file changes (ops/live.ts), besides SIGHUP. */
   watchConfig: boolean
+  /** Port of the Envoy ext_authz gRPC service (src/ext-authz/grpc-server.ts) on `host`; 0: none. */
+  extAuthzGrpcPort: number
 }
 
 /** The name of the provider of the one-provider form (`provider:`). */
@@ -172,6 +174,13 @@ export interface WebSocketConfig {
   maxLifetimeSeconds: number
 }
 
+/** The check endpoints (ext_authz, ingress-nginx, Traefik) and their decision cache. */
+export interface ForwardAuthConfig {
+  /** Prefix of the ext_authz HTTP check, below SIGN_IN_PATH; the client's path follows it. */
+  extAuthzPath: string
+  cache: { enabled: boolean; ttlSeconds: number; maxEntries: number }
+}
+
 export interface LogConfig {
   level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 }
@@ -187,6 +196,7 @@ export interface GatewayConfig {
   upstreams: UpstreamConfig[]
   assertions: AssertionsConfig
   websocket: WebSocketConfig
+  forwardAuth: ForwardAuthConfig
   log: LogConfig
 }
 

@@ -13,6 +13,7 @@ const EXPECTED: GatewayConfig = {
     shutdownTimeoutMs: 10000,
     workers: 1,
     watchConfig: false,
+    extAuthzGrpcPort: 0,
   },
   providers: [{
     name: 'default',
@@ -63,6 +64,7 @@ const EXPECTED: GatewayConfig = {
   ],
   assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
   websocket: { maxLifetimeSeconds: 86400 },
+  forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: false, ttlSeconds: 5, maxEntries: 10000 } },
   log: { level: 'info' },
 }
 
