@@ -29,6 +29,7 @@ import { proxyPlugin } from './proxy/plugin.js'
 import { IdentityAssertions } from './proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from './keys/private-key.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
+import { createChecker } from './proxy/check.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from './paths.js'
@@ -320,6 +321,16 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   }
   const errorPage = createErrorPage(pages)
 
+  // The check endpoints' one decision (proxy/check.ts), with its cache.
+  const checker = createChecker({
+    upstreams: config.upstreams,
+    authenticate,
+    publicUrl: config.server.publicUrl,
+    cookieDomain: config.cookies.domain,
+    validateRedirectAfter,
+    cache: config.forwardAuth.cache,
+    isGatewayCookieName: cookies.isGatewayCookieName,
+  })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
@@ -341,7 +352,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     lifecycle,
     validateRedirectAfter,
     rateLimit: config.rateLimit.signIn,
-    onEnded: (session) => websockets.endSession(session.id),
+    onEnded: (session) => {
+      checker.forget()
+      websockets.endSession(session.id)
+    },
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     ...(options.worker === undefined ? {} : { rateLimitStore: options.worker.rateLimitStore }),
   })
@@ -350,15 +364,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     providers,
     store,
     replay: sharedByPrimary?.replay ?? carried(inProcess, 'replay', () => new JtiReplayGuard({ redis, prefix: redisPrefix })),
-    onEnded: (selector) => websockets.endSelected(selector),
+    onEnded: (selector) => {
+      checker.forget()
+      websockets.endSelected(selector)
+    },
   })
-  await app.register(forwardAuthRoutes, {
-    upstreams: config.upstreams,
-    authenticate,
-    publicUrl: config.server.publicUrl,
-    cookieDomain: config.cookies.domain,
-    validateRedirectAfter,
-  })
+  await app.register(forwardAuthRoutes, { checker })
   const signer = await identityAssertions(config)
   if (signer !== undefined) {
     // Outside /api/v1/openid, where verifiers look for it: it shadows an upstream's own file there.

@@ -1,20 +1,24 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { IdentityHeaderNames, UpstreamConfig } from '../config/types.js'
+import type { IdentityHeaderNames } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import type { Authenticator } from './authenticate.js'
-import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, forbiddenError, logForbidden, unauthenticatedError, type AccessDecider } from './guard.js'
+import { isNavigationOf } from '../navigation.js'
+import type { CheckedRequest, Checker } from './check.js'
+import { forbiddenError, unauthenticatedError } from './guard.js'
 import { identityHeaderValues } from './identity-headers.js'
-import { canonicalHost, createUpstreamMatcher } from './match.js'
+import { canonicalHost } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
-import { FORWARD_AUTH_PATH, signInPath } from '../paths.js'
+import { FORWARD_AUTH_PATH } from '../paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
 
 // GET /api/v1/openid/auth: the forward-auth check of the contract, for ingress-nginx (`auth-url`)
 // and Traefik (ForwardAuth). The ingress asks "may this request through?" and serves the request
 // itself; the answer is 200 (with X-Auth-Request-* identity headers to copy onto the request), 401
-// or 403, never a redirect (the ingress sends users to sign in) and never cacheable.
+// or 403, and never cacheable. A browser's page load asked about by Traefik, which hands non-2xx
+// answers to the client as they are, gets a 302 to sign in; ingress-nginx accepts only 2xx, 401
+// and 403 from auth-url (anything else is a 500) and sends the browser to auth-signin itself.
+// The decision is the check endpoints' one (check.ts); this module only reads the ingress's
+// description of the request and renders the verdict.
 //
 // Which request is being asked about comes from headers (issue #6 point 1; oauth2-proxy
 // GHSA-7x63-xv5r-3p2x, where a client-sent X-Forwarded-Uri made skip-auth rules apply to a path
@@ -41,14 +45,7 @@ import { redactUrl } from '../ops/logging.js'
 // No decision reads User-Agent: the same request gets the same answer from curl, a browser or a bot.
 
 export interface ForwardAuthOptions {
-  upstreams: UpstreamConfig[]
-  authenticate: Authenticator
-  /** The gateway's external origin; signInUrl is built on it. */
-  publicUrl: string
-  /** cookies.domain: the session cookie reaches this domain and its subdomains. */
-  cookieDomain: string | undefined
-  /** Returns the safe redirect target or `null` (see redirect-after.ts). */
-  validateRedirectAfter: (value: string) => string | null
+  checker: Checker
 }
 
 /** oauth2-proxy's names for the same headers, which ingress setups already copy upstream. */
@@ -68,20 +65,14 @@ const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_.])?|\[[0-9A-Fa-f:.]+
 const ABSOLUTE_URL = /^(https?):\/\/([^/?#]*)(.*)$/i
 /** RFC 9110 5.6.2: a method is a token. */
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
-/** Hosts named in cookie-reach warnings; every caller can name hosts, so the memory is capped. */
-const MAX_WARNED_HOSTS = 64
-
-/** The request the ingress asks about. */
-interface OriginalRequest {
-  method: string
-  /** Canonical (canonicalHost): the name, and the port when one was sent. */
-  host: string
-  scheme: string
-  target: NormalizedPath
+/** The request the ingress asks about, and which ingress described it. */
+interface OriginalRequest extends CheckedRequest {
+  /** Traefik passes any non-2xx answer on to the client; ingress-nginx takes only 2xx, 401 and 403. */
+  ingress: 'ingress-nginx' | 'traefik'
 }
 
 /** One ingress's description; a part is undefined when its header is absent. */
-type Description = { [K in keyof OriginalRequest]: OriginalRequest[K] | undefined }
+type Description = { [K in keyof CheckedRequest]: CheckedRequest[K] | undefined }
 
 type Headers = FastifyRequest['headers']
 
@@ -141,19 +132,19 @@ function traefikDescription(req: FastifyRequest): Description {
   }
 }
 
-function complete(d: Description): OriginalRequest | undefined {
+function complete(d: Description, ingress: OriginalRequest['ingress']): OriginalRequest | undefined {
   const { method, host, scheme, target } = d
   return method === undefined || host === undefined || scheme === undefined || target === undefined
     ? undefined
-    : { method, host, scheme, target }
+    : { method, host, scheme, target, ingress }
 }
 
 /** The request the caller names: one complete set, with whatever the other set says agreeing. */
 function describe(req: FastifyRequest): OriginalRequest {
   const nginx = nginxDescription(req.headers)
   const traefik = traefikDescription(req)
-  const fromNginx = complete(nginx)
-  const original = fromNginx ?? complete(traefik)
+  const fromNginx = complete(nginx, 'ingress-nginx')
+  const original = fromNginx ?? complete(traefik, 'traefik')
   if (original === undefined) {
     throw badRequest(
       'name the request to check: X-Original-Method and X-Original-URL (ingress-nginx), or X-Forwarded-Method, X-Forwarded-Host and X-Forwarded-Uri (Traefik)',
@@ -172,53 +163,14 @@ function describe(req: FastifyRequest): OriginalRequest {
   return original
 }
 
-/** The name part of a canonical host, as cookies see it (they ignore ports). */
-function hostName(host: string): string {
-  if (host.charCodeAt(0) === 0x5b) return host.slice(0, host.indexOf(']') + 1)
-  const colon = host.indexOf(':')
-  return colon === -1 ? host : host.slice(0, colon)
-}
-
 export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAuthOptions): Promise<void> {
-  const matchUpstream = createUpstreamMatcher(options.upstreams)
-  const isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
-  const deciders = new Map<UpstreamConfig, AccessDecider>(
-    options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate)]),
-  )
-  const { publicUrl, validateRedirectAfter, cookieDomain } = options
-  const publicHost = new URL(publicUrl).hostname
-  const warnedHosts = new Set<string>()
+  const { checker } = options
 
   // An ingress must never cache a decision: it depends on the caller's cookies and on time.
   app.addHook('onSend', (_req, reply, payload, done) => {
     reply.headers(PROBLEM_HEADERS)
     done(null, payload)
   })
-
-  /**
-   * Issue #6 point 12: with host-only cookies (no cookies.domain) the session set on the public
-   * host never reaches an application on another host, so every check there is "not signed in"
-   * and the browser goes round the provider for ever. Said once per host.
-   */
-  function warnIfCookiesCannotReach(req: FastifyRequest, host: string): void {
-    const name = hostName(host)
-    const reachable = name === publicHost || (cookieDomain !== undefined && (name === cookieDomain || name.endsWith(`.${cookieDomain}`)))
-    if (reachable || warnedHosts.has(name) || warnedHosts.size >= MAX_WARNED_HOSTS) return
-    warnedHosts.add(name)
-    req.log.warn(
-      { host: name, cookieHost: publicHost, cookieDomain },
-      'forward-auth: the session cookie never reaches this host, so signed-in browsers are sent to sign in again and again; set cookies.domain to a domain that covers it',
-    )
-  }
-
-  /** The redirect endpoint's URL that brings the user back to the original request. */
-  function signInUrl(original: OriginalRequest): string {
-    const path = original.target.path + original.target.search
-    // An absolute URL is only accepted on the public origin or an allowed host; otherwise the
-    // path alone, which the gateway's own origin serves.
-    const back = validateRedirectAfter(`${original.scheme}://${original.host}${path}`) ?? validateRedirectAfter(path)
-    return publicUrl + signInPath(back ?? undefined)
-  }
 
   app.get(FORWARD_AUTH_PATH, async (req: FastifyRequest, reply: FastifyReply) => {
     let original: OriginalRequest
@@ -229,38 +181,32 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
       throw err
     }
     const { method, host, target } = original
-    const checked = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`) }
-    const logOutcome = (outcome: string, upstream?: UpstreamConfig): void => {
-      reply.logFields = { forwardAuth: { method: checked.method, url: checked.url, upstream: upstream?.name, outcome } }
+    const logged = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`), ingress: original.ingress }
+    let verdict
+    try {
+      verdict = await checker.check(req, reply, original)
+    } catch (err) {
+      reply.logFields = { forwardAuth: { ...logged, outcome: err instanceof GatewayError ? err.code : 'error' } }
+      throw err
     }
-    if (isAmbiguous(host, target.path)) {
-      logOutcome('bad_request')
-      throw badRequest('the path reads as another route in another case or without trailing dots or spaces')
-    }
-    const upstream = matchUpstream(host, target.path)
-    const decide = upstream === undefined ? undefined : deciders.get(upstream)
-    if (upstream === undefined || decide === undefined) {
-      logOutcome('not_found')
-      throw new GatewayError('not_found', 'no upstream serves this host and path')
-    }
-    if (upstream.auth !== 'none') warnIfCookiesCannotReach(req, host)
-    // A preflight only when it can be told: the original method is OPTIONS and the check carries
-    // the client's Access-Control-Request-Method, which both ingresses copy onto it.
-    const preflight = method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
-    const decision = await decide(req, reply, { path: target.path, preflight })
-    logOutcome(decision.outcome, upstream)
-    switch (decision.outcome) {
+    reply.logFields = { forwardAuth: { ...logged, upstream: verdict.upstream.name, outcome: verdict.outcome } }
+    switch (verdict.outcome) {
       case 'unauthenticated':
-        throw unauthenticatedError(decision.expired, signInUrl(original))
+        // Traefik hands a non-2xx answer to the client as it is, so a browser's page load is sent
+        // to sign in here; ingress-nginx turns anything but 2xx/401/403 into a 500, and sends the
+        // browser to sign in itself (auth-signin).
+        if (original.ingress === 'traefik' && isNavigationOf(method, req.headers)) {
+          return reply.redirect(checker.signInUrl(original, verdict.refreshable), 302)
+        }
+        throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false))
       case 'forbidden':
-        logForbidden(req, upstream, decision, checked)
         throw forbiddenError()
       case 'pass': {
-        const identity = decision.identity
+        const identity = verdict.identity
         if (identity !== null) {
           req.identity = identity
           reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer))
-          if (upstream.forwardAccessToken && ACCESS_TOKEN.test(identity.accessToken)) {
+          if (verdict.upstream.forwardAccessToken && ACCESS_TOKEN.test(identity.accessToken)) {
             reply.header(ACCESS_TOKEN_HEADER, identity.accessToken)
           }
         }

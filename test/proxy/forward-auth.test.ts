@@ -12,6 +12,8 @@ import type { Problem } from '../../src/errors.js'
 const AUTH = '/api/v1/openid/auth'
 const CONFIG = { redirects: { allowedHosts: ['app.example.com'] } }
 const APP = 'app.example.com'
+/** A browser's top-level page load. */
+const NAVIGATION = { accept: 'text/html,application/xhtml+xml', 'sec-fetch-mode': 'navigate' }
 
 function check(stack: Stack, headers: OutgoingHttpHeaders, method = 'GET'): Promise<RawResponse> {
   return rawRequest(stack.gw, AUTH, { method, headers })
@@ -80,20 +82,32 @@ t.test('checks', async (t) => {
   })
 
   t.test('not signed in: 401 problem+json with WWW-Authenticate and signInUrl back to the original URL', async (t) => {
-    const navigation = { accept: 'text/html,application/xhtml+xml', 'sec-fetch-mode': 'navigate' }
-    for (const extra of [{}, navigation, { accept: 'application/json' }]) {
-      const res = await check(stack, traefik(APP, '/page?x=1', extra))
-      t.equal(res.status, 401, 'never a redirect: the ingress sends users to sign in')
+    const signInUrl = `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page?x=1')}`
+    const asked = [traefik(APP, '/page?x=1'), traefik(APP, '/page?x=1', { accept: 'application/json' }), nginx('https://app.example.com/page?x=1', NAVIGATION)]
+    for (const headers of asked) {
+      const res = await check(stack, headers)
+      t.equal(res.status, 401, 'a program, or any request ingress-nginx asks about (it takes only 2xx, 401 and 403)')
       t.equal(res.headers.location, undefined)
       t.equal(res.headers['www-authenticate'], 'Bearer')
       t.equal(res.headers['cache-control'], 'no-store')
       t.match(res.headers['content-type'], /^application\/problem\+json/)
       const body = res.json<Problem>()
       t.equal(body.code, 'unauthenticated')
-      t.equal(body.signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page?x=1')}`)
+      t.equal(body.signInUrl, signInUrl)
     }
     const res = await check(stack, traefik(APP, '/page', { cookie: 'ogw=forged; other=1' }))
     t.equal(res.status, 401, 'a forged session cookie is no session')
+  })
+
+  t.test('Traefik, a browser navigation without a session: 302 to sign in (Traefik passes the answer to the browser)', async (t) => {
+    for (const navigation of [NAVIGATION, { accept: 'text/html' }]) {
+      const res = await check(stack, traefik(APP, '/page?x=1', navigation))
+      t.equal(res.status, 302)
+      t.equal(res.headers.location, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page?x=1')}`)
+      t.equal(res.headers['cache-control'], 'no-store')
+    }
+    const post = await check(stack, traefik(APP, '/page', { ...NAVIGATION, 'x-forwarded-method': 'POST' }), 'GET')
+    t.equal(post.status, 401, 'a form POST is no navigation to send to sign in (its body would be lost)')
   })
 
   t.test('signInUrl falls back to the path when the original host is not an allowed redirect target', async (t) => {
@@ -476,10 +490,13 @@ t.test('expired sign-ins', async (t) => {
     const cookie = await sessionCookie(stack, 'alice')
     t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
     await sleep(3300)
-    const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
+    const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'application/json' }))
     t.equal(res.status, 401)
     t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"')
     t.equal(res.headers.location, undefined)
+    const page = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
+    t.equal(page.status, 302, "a browser's page load behind Traefik is sent to sign in again")
+    t.equal(page.headers.location, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
   })
 
 })

@@ -1,0 +1,194 @@
+import { createHash } from 'node:crypto'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { ForwardAuthConfig, UpstreamConfig } from '../config/types.js'
+import { GatewayError } from '../errors.js'
+import type { Identity } from '../identity.js'
+import { TtlCache } from '../lib/ttl-cache.js'
+import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../paths.js'
+import { redactUrl } from '../ops/logging.js'
+import type { Authenticator } from './authenticate.js'
+import { createRoutingAmbiguityCheck } from './ambiguity.js'
+import { createAccessDecision, logForbidden, type AccessDecider } from './guard.js'
+import { canonicalHost, createUpstreamMatcher } from './match.js'
+import type { NormalizedPath } from './path.js'
+
+// The decision of the check endpoints: a gateway or ingress serves the request itself and asks
+// the gateway "may this request through, and as whom?". Four dialects ask it (ingress-nginx and
+// Traefik at /api/v1/openid/auth, Envoy ext_authz over HTTP and over gRPC) and each renders the
+// verdict its own way; the question and the verdict are here, once, and the access decision
+// itself is the proxy guard's (createAccessDecision), so a request gets the same verdict whether
+// the gateway proxies it or is asked about it.
+//
+// - The request checked is the one the dialect established (its method, canonical host, scheme
+//   and normalized target); a variant spelling that routes elsewhere is refused (ambiguity.ts).
+// - The upstream is the one the host and path select, or the one the caller names (Envoy's
+//   context_extensions): a name that is not configured is refused, never matched to something
+//   else (a typo must not fall back to a laxer upstream).
+// - The gateway's own paths (everything under /api/v1/openid, and the JWKS it publishes) are
+//   never allowed by a check: a gateway that routes them through its auth filter is misconfigured,
+//   and answering 200 would let the caller serve its own copy of them. They are decided like any
+//   other path of their upstream (so a browser without a session is still sent to sign in), and
+//   what would pass is refused.
+// - Decisions can be cached (forwardAuth.cache, like ingress-nginx's auth-cache-key): keyed by a
+//   SHA-256 digest of the credentials presented and of the request checked, bounded, for a few
+//   seconds; logout and back-channel logout empty it, a reload replaces it with its app.
+
+export interface CheckedRequest {
+  method: string
+  /** Canonical (canonicalHost): the name, and the port when one was sent. */
+  host: string
+  scheme: string
+  target: NormalizedPath
+}
+
+export type CheckVerdict =
+  | { outcome: 'pass'; upstream: UpstreamConfig; identity: Identity | null }
+  | { outcome: 'unauthenticated'; upstream: UpstreamConfig; expired: boolean; refreshable: boolean }
+  | { outcome: 'forbidden'; upstream: UpstreamConfig }
+
+export interface CheckOptions {
+  upstreams: UpstreamConfig[]
+  authenticate: Authenticator
+  /** The gateway's external origin; sign-in URLs are built on it. */
+  publicUrl: string
+  /** cookies.domain: the session cookie reaches this domain and its subdomains. */
+  cookieDomain: string | undefined
+  /** Returns the safe redirect target or `null` (see redirect-after.ts). */
+  validateRedirectAfter: (value: string) => string | null
+  cache: ForwardAuthConfig['cache']
+  /** Names of the gateway's cookies (the credentials a decision depends on). */
+  isGatewayCookieName: (name: string) => boolean
+}
+
+export interface Checker {
+  /**
+   * The verdict on `checked` for the credentials `req` carries (a refresh may set cookies on
+   * `reply`). `upstreamName`: the upstream whose rules apply, as the caller names it. Throws
+   * GatewayError: bad_request (an ambiguous path), not_found (no upstream serves it), forbidden
+   * (an unknown upstream name), and whatever authentication throws (503 store, 502 provider).
+   */
+  check(req: FastifyRequest, reply: FastifyReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict>
+  /** Where a browser signs in (or, `refreshable`, renews its session) and comes back to `checked`. */
+  signInUrl(checked: CheckedRequest, refreshable: boolean): string
+  /** Empties the decision cache (a session ended). */
+  forget(): void
+}
+
+/** Hosts named in cookie-reach warnings; every caller can name hosts, so the memory is capped. */
+const MAX_WARNED_HOSTS = 64
+
+/** The name part of a canonical host, as cookies see it (they ignore ports). */
+function hostName(host: string): string {
+  if (host.charCodeAt(0) === 0x5b) return host.slice(0, host.indexOf(']') + 1)
+  const colon = host.indexOf(':')
+  return colon === -1 ? host : host.slice(0, colon)
+}
+
+/** Paths the gateway serves itself on its public port. */
+function isServedByGateway(path: string): boolean {
+  return isGatewayPath(path) || path === ASSERTION_JWKS_PATH
+}
+
+export function createChecker(options: CheckOptions): Checker {
+  const matchUpstream = createUpstreamMatcher(options.upstreams)
+  const isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
+  const deciders = new Map<UpstreamConfig, AccessDecider>(options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate)]))
+  const byName = new Map(options.upstreams.map((u) => [u.name, u]))
+  const { publicUrl, validateRedirectAfter, cookieDomain, isGatewayCookieName } = options
+  const publicHost = hostName(canonicalHost(new URL(publicUrl).host))
+  const warnedHosts = new Set<string>()
+  const cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries) : undefined
+  const ttlMs = options.cache.ttlSeconds * 1000
+
+  /**
+   * Issue #6 point 12: with host-only cookies (no cookies.domain) the session set on the public
+   * host never reaches an application on another host, so every check there is "not signed in"
+   * and the browser goes round the provider for ever. Said once per host.
+   */
+  function warnIfCookiesCannotReach(req: FastifyRequest, host: string): void {
+    const name = hostName(host)
+    const reachable = name === publicHost || (cookieDomain !== undefined && (name === cookieDomain || name.endsWith(`.${cookieDomain}`)))
+    if (reachable || warnedHosts.has(name) || warnedHosts.size >= MAX_WARNED_HOSTS) return
+    warnedHosts.add(name)
+    req.log.warn(
+      { host: name, cookieHost: publicHost, cookieDomain },
+      'forward-auth: the session cookie never reaches this host, so signed-in browsers are sent to sign in again and again; set cookies.domain to a domain that covers it',
+    )
+  }
+
+  /**
+   * The cache key: what the verdict depends on. The credentials are the gateway's cookies and the
+   * Authorization header (hashed: the key is kept in memory); the request is its method, host and
+   * path (the query plays no part in a decision), the upstream named, and whether it is a preflight.
+   */
+  function cacheKey(req: FastifyRequest, checked: CheckedRequest, upstreamName: string | undefined, preflight: boolean): string {
+    const hash = createHash('sha256')
+    const cookies = req.cookies
+    for (const name in cookies) {
+      if (isGatewayCookieName(name)) hash.update(`c\0${name}\0${cookies[name] ?? ''}\0`)
+    }
+    const authorization = req.headers.authorization
+    if (authorization !== undefined) hash.update(`a\0${authorization}\0`)
+    hash.update(`r\0${checked.method}\0${checked.host}\0${checked.target.path}\0${upstreamName ?? ''}\0${preflight ? 1 : 0}`)
+    return hash.digest('base64url')
+  }
+
+  async function decide(req: FastifyRequest, reply: FastifyReply, checked: CheckedRequest, upstreamName: string | undefined): Promise<CheckVerdict> {
+    const { method, host, target } = checked
+    if (isAmbiguous(host, target.path)) {
+      throw new GatewayError('bad_request', 'the path reads as another route in another case or without trailing dots or spaces')
+    }
+    let upstream: UpstreamConfig | undefined
+    if (upstreamName === undefined) {
+      upstream = matchUpstream(host, target.path)
+      if (upstream === undefined) throw new GatewayError('not_found', 'no upstream serves this host and path')
+    } else {
+      upstream = byName.get(upstreamName)
+      if (upstream === undefined) throw new GatewayError('forbidden', 'the upstream named for this check is not configured')
+    }
+    const decideAccess = deciders.get(upstream) as AccessDecider
+    if (upstream.auth !== 'none') warnIfCookiesCannotReach(req, host)
+    // A preflight only when it can be told: the original method is OPTIONS and the check carries
+    // the client's Access-Control-Request-Method.
+    const preflight = method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
+    const key = cache === undefined ? undefined : cacheKey(req, checked, upstreamName, preflight)
+    const now = Date.now()
+    const cached = key === undefined ? undefined : cache?.get(key, now)
+    if (cached !== undefined) return cached
+    const decision = await decideAccess(req, reply, { path: target.path, preflight })
+    let verdict: CheckVerdict
+    switch (decision.outcome) {
+      case 'unauthenticated':
+        verdict = { outcome: 'unauthenticated', upstream, expired: decision.expired, refreshable: decision.refreshable }
+        break
+      case 'forbidden':
+        logForbidden(req, upstream, decision, { method, url: redactUrl(`${checked.scheme}://${host}${target.path}${target.search}`) })
+        verdict = { outcome: 'forbidden', upstream }
+        break
+      case 'pass':
+        if (isServedByGateway(target.path)) {
+          req.log.warn({ upstream: upstream.name, path: target.path }, 'a check asked about one of the gateway\'s own paths: refused; route them to the gateway without the auth filter')
+          verdict = { outcome: 'forbidden', upstream }
+        } else {
+          verdict = { outcome: 'pass', upstream, identity: decision.identity }
+        }
+        break
+    }
+    if (key !== undefined && verdict.outcome !== 'unauthenticated') cache?.set(key, verdict, now + ttlMs, now)
+    return verdict
+  }
+
+  return {
+    check: decide,
+    signInUrl(checked, refreshable) {
+      const path = checked.target.path + checked.target.search
+      // An absolute URL is only accepted on the public origin or an allowed host; otherwise the
+      // path alone, which the gateway's own origin serves.
+      const back = validateRedirectAfter(`${checked.scheme}://${checked.host}${path}`) ?? validateRedirectAfter(path) ?? undefined
+      return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))
+    },
+    forget() {
+      cache?.clear()
+    },
+  }
+}
