@@ -30,6 +30,7 @@ import { IdentityAssertions } from './proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from './keys/private-key.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { createChecker } from './proxy/check.js'
+import { extAuthzRoutes } from './proxy/ext-authz.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from './paths.js'
@@ -371,6 +372,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   })
   await app.register(forwardAuthRoutes, { checker })
   const signer = await identityAssertions(config)
+  await app.register(extAuthzRoutes, {
+    checker,
+    path: config.forwardAuth.extAuthzPath,
+    publicUrl: config.server.publicUrl,
+    isGatewayCookie: cookies.isGatewayCookie,
+    assertions: { header: config.assertions.header, signer },
+  })
   if (signer !== undefined) {
     // Outside /api/v1/openid, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {

@@ -20,6 +20,7 @@ export type ProblemCode =
   | 'upstream_unavailable'
   | 'not_ready'
   | 'session_store_unavailable'
+  | 'decision_unavailable'
   | 'upstream_timeout'
   | 'internal_error'
 
@@ -42,6 +43,7 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   upstream_unavailable: [502, 'Upstream unavailable'],
   not_ready: [503, 'Not ready'],
   session_store_unavailable: [503, 'Session store unavailable'],
+  decision_unavailable: [503, 'Decision unavailable'],
   upstream_timeout: [504, 'Upstream timeout'],
   internal_error: [500, 'Internal error'],
 }

@@ -65,6 +65,7 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
   upstream_unavailable: ['The application cannot be reached', 'Try again in a moment.'],
   not_ready: ['The gateway is starting', 'Try again in a moment.'],
   session_store_unavailable: ['Sign-ins cannot be read right now', 'Try again in a moment.'],
+  decision_unavailable: ['This request cannot be checked right now', 'The sign-in service is not answering. Try again in a moment.'],
   upstream_timeout: ['The application did not answer in time', 'Try again in a moment.'],
   internal_error: ['Something went wrong in the gateway', 'Try again; if it keeps happening, tell the administrator.'],
 }

@@ -5,7 +5,7 @@ import { isNavigationOf } from '../navigation.js'
 import type { CheckedRequest, Checker } from './check.js'
 import { forbiddenError, unauthenticatedError } from './guard.js'
 import { identityHeaderValues } from './identity-headers.js'
-import { canonicalHost } from './match.js'
+import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
 import { FORWARD_AUTH_PATH } from '../paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
@@ -60,8 +60,6 @@ const ACCESS_TOKEN_HEADER = 'x-auth-request-access-token'
 /** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
 const ACCESS_TOKEN = /^[\x20-\x7e]+$/
 
-/** A Host-header value: a DNS-ish name, IPv4 or bracketed IPv6, optional port. No lists. */
-const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_.])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{0,5})?$/
 const ABSOLUTE_URL = /^(https?):\/\/([^/?#]*)(.*)$/i
 /** RFC 9110 5.6.2: a method is a token. */
 const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
@@ -105,7 +103,7 @@ function nginxDescription(headers: Headers): Description {
   if (value === undefined) return { method, host: undefined, scheme: undefined, target: undefined }
   const m = ABSOLUTE_URL.exec(value)
   const host = m?.[2] ?? ''
-  if (m === null || !HOST.test(host)) throw badRequest('X-Original-URL must be an absolute http(s) URL')
+  if (m === null || !isHostValue(host)) throw badRequest('X-Original-URL must be an absolute http(s) URL')
   const rest = m[3] ?? ''
   // `https://host` and `https://host?q` are requests for `/` (RFC 9112 3.2.1's origin-form of an empty path).
   const target = rest === '' ? '/' : rest.charCodeAt(0) === 0x3f ? `/${rest}` : rest
@@ -121,7 +119,7 @@ function nginxDescription(headers: Headers): Description {
 function traefikDescription(req: FastifyRequest): Description {
   const headers = req.headers
   const host = header(headers, 'x-forwarded-host')
-  if (host !== undefined && !HOST.test(host)) throw badRequest('X-Forwarded-Host must be one host')
+  if (host !== undefined && !isHostValue(host)) throw badRequest('X-Forwarded-Host must be one host')
   const uri = header(headers, 'x-forwarded-uri')
   const proto = header(headers, 'x-forwarded-proto')?.toLowerCase()
   return {

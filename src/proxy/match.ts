@@ -33,6 +33,13 @@ export type UpstreamMatcher = (host: string, path: string) => UpstreamConfig | u
 
 const PORT_DIGITS = /^[0-9]*$/
 
+/** A Host-header value: a DNS-ish name, IPv4 or bracketed IPv6, optional port. No lists. */
+const HOST = /^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_.])?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{0,5})?$/
+
+export function isHostValue(value: string): boolean {
+  return HOST.test(value)
+}
+
 /**
  * The one spelling of a Host value that every host decision uses (the router, forward-auth's
  * matcher, the cookie-reach warning, X-Forwarded-Host): ASCII-lowercased, trailing dots of the

@@ -1,0 +1,215 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Problem } from '../../src/errors.js'
+import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.js'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+
+// The Envoy ext_authz HTTP check (ANY /api/v1/openid/ext-authz/<path>), driven exactly as Envoy
+// sends it (test/fixtures/envoy.ts, each rule cited there), against a real oidc-provider.
+
+const APP = 'app.example.com'
+const NAVIGATION = { accept: 'text/html,application/xhtml+xml', 'sec-fetch-mode': 'navigate' }
+const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer']
+
+const UPSTREAMS = [
+  { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, publicPaths: ['/public/**'] },
+  { name: 'admin', match: { pathPrefix: '/admin', hosts: [APP] }, allow: { groups: ['admins'] } },
+  { name: 'tokens', match: { pathPrefix: '/tokens', hosts: [APP] }, forwardAccessToken: true },
+  { name: 'cors', match: { pathPrefix: '/cors', hosts: [APP] }, allowPreflight: true },
+  { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' },
+]
+const CONFIG = { redirects: { allowedHosts: [APP] } }
+
+/** Envoy's check for the client request `method path` on `host` with the client's `headers`. */
+function check(stack: Stack, path: string, headers: Record<string, string> = {}, method = 'GET', host = APP): Promise<CheckAnswer> {
+  return sendCheck(stack.gw, checkRequestFor({ method, path, headers: { host, ...headers } }))
+}
+
+/** The gateway's cookies of a browser signed in as `username` (the provider's, on the same host, left out). */
+async function sessionCookie(stack: Stack, username: string): Promise<string> {
+  const browser = await stack.signedIn(username)
+  return browser.cookieHeader(`${stack.gw}/page`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+}
+
+function problem(answer: CheckAnswer): Problem {
+  return JSON.parse(answer.body) as Problem
+}
+
+t.test('ext_authz over HTTP', async (t) => {
+  const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS })
+  const alice = await sessionCookie(stack, 'alice')
+  const bob = await sessionCookie(stack, 'bob')
+
+  t.test('signed in and allowed: exactly 200, identity headers, the others named for removal, the gateway cookies stripped', async (t) => {
+    for (const method of ['GET', 'POST', 'DELETE', 'PATCH']) {
+      const res = await check(stack, '/page?x=1', { cookie: `${alice}; app=1` }, method)
+      t.equal(res.status, 200, method)
+      t.equal(res.body, '')
+      t.equal(res.headers['x-forwarded-user'], 'alice')
+      t.equal(res.headers['x-forwarded-email'], 'alice@example.com')
+      t.equal(res.headers['x-forwarded-groups'], 'admins,staff')
+      t.equal(res.headers['x-forwarded-issuer'], stack.provider?.issuer)
+      t.equal(res.headers.cookie, 'app=1', "the application's cookies, without the gateway's")
+      t.notMatch(String(res.headers['x-envoy-auth-headers-to-remove']), /cookie/)
+      t.equal(res.headers.authorization, undefined, 'no access token: the upstream does not forward it')
+      t.equal(res.headers['cache-control'], 'no-store')
+    }
+    const onlyGateway = await check(stack, '/page', { cookie: alice })
+    t.equal(onlyGateway.status, 200)
+    t.equal(onlyGateway.headers.cookie, undefined)
+    t.match(onlyGateway.headers['x-envoy-auth-headers-to-remove'], /(^|,)cookie(,|$)/, 'nothing left of Cookie: removed')
+    t.equal(stack.upstream.requests.length, 0, 'a check never reaches an upstream')
+  })
+
+  t.test('a Bearer token counts, and forwardAccessToken sets Authorization', async (t) => {
+    const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api' })
+    const res = await check(stack, '/tokens/x', { authorization: `Bearer ${token}` })
+    t.equal(res.status, 200)
+    t.equal(res.headers['x-forwarded-user'], 'service-a')
+    t.equal(res.headers.authorization, `Bearer ${token}`)
+    const removed = String(res.headers['x-envoy-auth-headers-to-remove']).split(',')
+    t.ok(removed.includes('x-forwarded-email') && removed.includes('x-forwarded-groups'), 'identity headers the token does not fill are removed: a forged copy never reaches the upstream')
+    t.notOk(removed.includes('x-forwarded-user'))
+  })
+
+  t.test('not signed in: a program gets 401 with WWW-Authenticate and problem+json', async (t) => {
+    for (const headers of [{}, { accept: 'application/json' }, { cookie: 'ogw=forged' }] as Array<Record<string, string>>) {
+      const res = await check(stack, '/page?x=1', headers)
+      t.equal(res.status, 401)
+      t.equal(res.headers['www-authenticate'], 'Bearer')
+      t.match(res.headers['content-type'], /^application\/problem\+json/)
+      t.equal(problem(res).code, 'unauthenticated')
+      t.equal(problem(res).signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('http://app.example.com/page?x=1')}`)
+    }
+    const post = await check(stack, '/form', NAVIGATION, 'POST')
+    t.equal(post.status, 401, 'a POST is no navigation')
+  })
+
+  t.test('not signed in: a browser navigation gets 302 to sign in, back to the original URL on its host', async (t) => {
+    const res = await check(stack, '/page?x=1', { ...NAVIGATION, 'x-forwarded-proto': 'https' })
+    t.equal(res.status, 302)
+    t.equal(res.headers.location, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page?x=1')}`)
+    const elsewhere = await check(stack, '/deep?y=2', NAVIGATION, 'GET', 'unlisted.example.com')
+    t.equal(elsewhere.status, 404, 'no upstream serves that host')
+  })
+
+  t.test('signed in but refused by the allow rules: 403', async (t) => {
+    const res = await check(stack, '/admin/users', { cookie: bob })
+    t.equal(res.status, 403)
+    t.equal(problem(res).code, 'forbidden')
+    t.equal(res.headers['x-forwarded-user'], undefined)
+    t.equal((await check(stack, '/admin/users', { cookie: alice })).status, 200)
+  })
+
+  t.test('public paths, auth: none and an allowed preflight pass anonymously, with every identity header removed', async (t) => {
+    // A preflight can only be told when Access-Control-Request-Method is allow-listed towards the check.
+    const withPreflight = ['cookie', 'accept', 'access-control-request-method']
+    for (const [path, headers, method, host] of [
+      ['/public/logo.png', {}, 'GET', APP],
+      ['/anything', {}, 'GET', 'open.example.com'],
+      ['/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS', APP],
+    ] as const) {
+      const res = await sendCheck(stack.gw, checkRequestFor({ method, path, headers: { host, ...headers, 'x-forwarded-user': 'forged' } }, withPreflight))
+      t.equal(res.status, 200, path)
+      t.equal(res.headers['x-forwarded-user'], undefined)
+      t.same(String(res.headers['x-envoy-auth-headers-to-remove']).split(',').sort(), [...IDENTITY].sort())
+    }
+    const notAllowListed = await check(stack, '/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS')
+    t.equal(notAllowListed.status, 401, 'without the header allow-listed, an OPTIONS is no preflight')
+    const elsewhere = await sendCheck(stack.gw, checkRequestFor({ method: 'OPTIONS', path: '/page', headers: { host: APP, 'access-control-request-method': 'PUT' } }, withPreflight))
+    t.equal(elsewhere.status, 401, 'a preflight where the upstream does not allow them')
+  })
+
+  t.test('the request checked comes from the request line and Host alone: X-Forwarded-* and X-Original-* change nothing', async (t) => {
+    const spoofs = {
+      'x-forwarded-uri': '/public/x',
+      'x-forwarded-host': 'open.example.com',
+      'x-forwarded-method': 'OPTIONS',
+      'x-original-url': 'http://open.example.com/public/x',
+      'x-original-method': 'GET',
+    }
+    // Envoy passes these only when allow-listed; the operator who does so must still be safe.
+    const allowed = [...Object.keys(spoofs), 'cookie', 'accept']
+    const res = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/admin/users', headers: { host: APP, cookie: bob, ...spoofs } }, allowed))
+    t.equal(res.status, 403, 'decided for /admin/users on app.example.com')
+    const anonymous = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page', headers: { host: APP, ...spoofs } }, allowed))
+    t.equal(anonymous.status, 401, 'not for the public path or open host the headers name')
+  })
+
+  t.test("the gateway's own paths are never answered 200, whatever the upstream's rules", async (t) => {
+    for (const path of ['/api/v1/openid/callback?code=x', '/api/v1/openid/ext-authz/page', '/api/v1/openid', '/.well-known/jwks.json']) {
+      for (const host of [APP, 'open.example.com']) {
+        for (const headers of [{ cookie: alice }, {}, NAVIGATION] as Array<Record<string, string>>) {
+          const res = await check(stack, path, headers, 'GET', host)
+          t.ok(res.status >= 300 && res.status !== 200, `${host}${path}: ${res.status}`)
+        }
+        t.equal((await check(stack, path, { cookie: alice }, 'GET', host)).status, path.startsWith('/api/') ? 404 : 403, 'signed in: refused')
+      }
+    }
+  })
+
+  t.test('a malformed check is 400 or 404, never a decision about another path', async (t) => {
+    t.equal((await sendCheck(stack.gw, { method: 'GET', path: '/api/v1/openid/ext-authz', headers: { host: APP } })).status, 404, 'no path after the prefix')
+    t.equal((await sendCheck(stack.gw, { method: 'GET', path: '/api/v1/openid/ext-authz/page', headers: {} })).status, 400, 'no Host')
+    const climbed = await sendCheck(stack.gw, { method: 'GET', path: '/api/v1/openid/ext-authz/public/../admin/users', headers: { host: APP, cookie: bob } })
+    t.equal(climbed.status, 403, "decided for the path the upstream serves (/admin/users), not for the spelling's /public prefix")
+    const ambiguous = await check(stack, '/ADMIN/users', { cookie: bob })
+    t.equal(ambiguous.status, 400, 'a spelling that another upstream would serve in another case')
+  })
+})
+
+t.test('ext_authz: a refreshed session comes with Set-Cookie on the allow', async (t) => {
+  const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const cookie = await sessionCookie(stack, 'alice')
+  t.equal((await check(stack, '/page', { cookie })).status, 200)
+  // Real time is what is tested: the access token expires.
+  await sleep(2300)
+  const res = await check(stack, '/page', { cookie })
+  t.equal(res.status, 200)
+  const setCookie = res.headers['set-cookie'] ?? []
+  t.ok(setCookie.some((c) => c.startsWith('ogw=')), 'the refreshed session cookie, for Envoy to pass to the client')
+})
+
+t.test('ext_authz: a provider that fails a needed refresh is 503 (Envoy fails closed on 5xx)', async (t) => {
+  const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const cookie = await sessionCookie(stack, 'alice')
+  await stack.provider!.close()
+  await sleep(2300)
+  const res = await check(stack, '/page', { cookie })
+  t.equal(res.status, 503)
+  t.equal(problem(res).code, 'decision_unavailable')
+  t.equal(problem(res).cause, 'provider_unavailable')
+})
+
+t.test('ext_authz: forwardAuth.extAuthzPath moves the check', async (t) => {
+  const stack = await startStack(t, { config: { ...CONFIG, forwardAuth: { extAuthzPath: '/api/v1/openid/envoy' } }, upstreams: UPSTREAMS })
+  const cookie = await sessionCookie(stack, 'alice')
+  const res = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page', headers: { host: APP, cookie } }, undefined, '/api/v1/openid/envoy'))
+  t.equal(res.status, 200)
+  t.equal((await check(stack, '/page', { cookie })).status, 404, 'not at the default prefix')
+})
+
+t.test('forwardAuth.cache', async (t) => {
+  t.test('a decision is reused for ttlSeconds: an expired Bearer token still passes from the cache, and not without it', async (t) => {
+    for (const enabled of [true, false]) {
+      const config = { ...CONFIG, provider: { clockToleranceSeconds: 0 }, forwardAuth: { cache: { enabled, ttlSeconds: 60 } } }
+      const stack = await startStack(t, { config, upstreams: UPSTREAMS })
+      const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', exp: Math.floor(Date.now() / 1000) + 2 })
+      t.equal((await check(stack, '/page', { authorization: `Bearer ${token}` })).status, 200)
+      // Real time is what is tested: the token's exp passes.
+      await sleep(3000)
+      const again = await check(stack, '/page', { authorization: `Bearer ${token}` })
+      t.equal(again.status, enabled ? 200 : 401, enabled ? 'the same credentials and request: from the cache' : 'decided afresh: expired')
+      t.equal((await check(stack, '/other', { authorization: `Bearer ${token}` })).status, 401, 'another request is decided afresh')
+    }
+  })
+
+  t.test('a logout empties it: the ended session is refused at once', async (t) => {
+    const stack = await startStack(t, { config: { ...CONFIG, session: { store: 'memory' }, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } }, upstreams: UPSTREAMS })
+    const browser = await stack.signedIn('alice')
+    const cookie = browser.cookieHeader(`${stack.gw}/page`)
+    t.equal((await check(stack, '/page', { cookie })).status, 200)
+    t.equal((await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })).status, 200)
+    t.equal((await check(stack, '/page', { cookie })).status, 401)
+  })
+})
