@@ -52,3 +52,21 @@ t.test('each URL character helper and the request identity have one home', async
 t.test('the session lifecycle takes a refresh grant, not the provider client', async (t) => {
   t.notMatch(readFileSync(join(SRC, 'session/lifecycle.ts'), 'utf8'), /OidcClient/)
 })
+
+t.test('src/ext-authz takes the decision as `check` and imports none of the gateway behind it', async (t) => {
+  // The gRPC service is transport only: proxy/, routes/, session/, oidc/ and config/ reach it
+  // through the `check` the gateway passes in, so it can be tested and replaced on its own.
+  const allowed = new Set(['ext-authz', 'lib', 'errors.ts', 'ops/logging.ts', 'ops/hygiene.ts'])
+  const outside: string[] = []
+  for (const file of sources(SRC)) {
+    if (folderOf(file) !== 'ext-authz') continue
+    for (const spec of importsOf(file)) {
+      if (!spec.startsWith('.')) continue
+      const target = relative(SRC, join(file, '..', spec)).replace(/\.js$/, '.ts')
+      const folder = folderOf(join(SRC, target))
+      if (!allowed.has(folder) && !allowed.has(target)) outside.push(`${relative(SRC, file)} -> ${spec}`)
+    }
+  }
+  t.strictSame(outside, [])
+  t.ok(sources(join(SRC, 'ext-authz')).length > 0, 'the folder exists')
+})
