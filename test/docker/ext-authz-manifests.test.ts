@@ -11,7 +11,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { gatewaySchema } from '../../src/config/schema.js'
 import type { GatewayConfig } from '../../src/config/types.js'
 import { SIGN_IN_PATH } from '../../src/paths.js'
-import { fixtureSchema, routeFilters, schemaValidator } from './validators.js'
+import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
 
 // The ext_authz overlays (envoy-gateway, envoy-gateway-grpc, gateway-api, istio) agree with the
 // gateway configuration they mount and with the check endpoints' contract: the check's path prefix

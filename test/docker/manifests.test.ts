@@ -15,11 +15,11 @@ import YAML from 'yaml'
 import { parseConfig } from '../../src/config/load.js'
 import { gatewaySchema } from '../../src/config/schema.js'
 import { SIGN_IN_PATH } from '../../src/paths.js'
-import { VALIDATORS } from './validators.js'
+import { VALIDATORS } from '../fixtures/k8s-validators.js'
 
 // Every kustomization under docker/k8s renders (with whichever kubectl is on PATH; CI installs
-// Debian's, kustomize v2.0.3), every object validates against its API schema (test/docker/
-// validators.ts: the Kubernetes models, or a published CRD schema for the kinds they lack), and the
+// Debian's, kustomize v2.0.3), every object validates against its API schema (test/fixtures/
+// k8s-validators.ts: the Kubernetes models, or a published CRD schema for the kinds they lack), and the
 // manifests agree with the code: ports, probe paths, the mounted configuration (which must pass
 // the gateway's own validation), a restrictive securityContext, and secrets only by reference.
 
