@@ -1,0 +1,236 @@
+import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import type { IContainer } from 'kubernetes-models/v1/Container'
+import type { Deployment } from 'kubernetes-models/apps/v1/Deployment'
+import type { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
+import type { Service } from 'kubernetes-models/v1/Service'
+import { IstioOperator } from '@kubernetes-models/istio/install.istio.io/v1alpha1/IstioOperator'
+import t, { type Test } from 'tap'
+import YAML from 'yaml'
+import { parseConfig } from '../../src/config/load.js'
+import { gatewaySchema } from '../../src/config/schema.js'
+import type { GatewayConfig } from '../../src/config/types.js'
+import { SIGN_IN_PATH } from '../../src/paths.js'
+import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
+
+// The ext_authz overlays (envoy-gateway, envoy-gateway-grpc, gateway-api, istio) agree with the
+// gateway configuration they mount and with the check endpoints' contract: the check's path prefix
+// is forwardAuth.extAuthzPath, the gRPC port is server.extAuthzGrpcPort and is exposed, the header
+// lists carry cookie to the check and the upstream's identity headers back, the sign-in endpoints
+// are never behind the check, and nothing waits on Istio's 600 s default timeout. The schema
+// validation of every object is test/docker/manifests.test.ts's.
+
+const K8S = new URL('../../docker/k8s/', import.meta.url).pathname
+const EXT_AUTHZ_PATH_DEFAULT = gatewaySchema.properties?.forwardAuth?.properties?.extAuthzPath?.default
+/** What the check needs from the client besides Host, Method, Path, Content-Length and Authorization. */
+const TO_CHECK = ['cookie', 'accept', 'sec-fetch-mode', 'x-forwarded-proto']
+
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec?: Record<string, unknown> }
+type Rendered = { objects: K8sObject[]; of<T = K8sObject>(kind: string, name?: string): T[]; config: GatewayConfig; namespace: string }
+
+function render(dir: string): Rendered {
+  const result = spawnSync('kubectl', ['kustomize', `${K8S}${dir}`], { encoding: 'utf8' })
+  if (result.error) throw result.error
+  if (result.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${result.stderr}`)
+  const objects = YAML.parseAllDocuments(result.stdout).map((doc) => doc.toJS() as K8sObject)
+  const of = <T>(kind: string, name?: string) => objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name)) as T[]
+  const configMap = of<ConfigMap>('ConfigMap').find((c) => c.metadata?.name?.startsWith('openid-gateway-config'))
+  const env = { OIDC_CLIENT_SECRET: 'dummy', COOKIE_SECRET: 'dummy-cookie-secret-of-at-least-32-bytes-0123456789' }
+  const config = parseConfig(configMap?.data?.['gateway.yaml'] ?? '', env)
+  return { objects, of, config, namespace: of<Deployment>('Deployment', 'openid-gateway')[0]?.metadata?.namespace ?? '' }
+}
+
+const lower = (names: readonly string[] | undefined) => (names ?? []).map((n) => n.toLowerCase())
+
+/** The headers each upstream's check answer sets for the upstream: allowed_upstream_headers must list them. */
+function upstreamHeaders(config: GatewayConfig): string[] {
+  const names = config.upstreams.flatMap((u) => [
+    ...Object.values(u.identityHeaders),
+    ...(u.forwardAccessToken ? ['authorization'] : []),
+    ...(u.identityAssertion ? [config.assertions.header] : []),
+  ])
+  return [...new Set([...lower(names), 'cookie'])]
+}
+
+function includesAll(t: Test, list: readonly string[] | undefined, expected: readonly string[], what: string) {
+  const have = lower(list)
+  const missing = expected.filter((name) => !have.includes(name))
+  t.same(missing, [], `${what} lists ${expected.join(', ')}`)
+}
+
+function gatewayContainer(rendered: Rendered): IContainer {
+  const container = rendered.of<Deployment>('Deployment', 'openid-gateway')[0]?.spec?.template.spec?.containers.find((c) => c.name === 'gateway')
+  if (container === undefined) throw new Error('no gateway container')
+  return container
+}
+
+/** The gateway Service's port `number`, resolved to the container port it reaches. */
+function servicePort(rendered: Rendered, number: number | undefined) {
+  const port = rendered.of<Service>('Service', 'openid-gateway')[0]?.spec?.ports?.find((p) => p.port === number)
+  const container = gatewayContainer(rendered)
+  const target = typeof port?.targetPort === 'string' ? container.ports?.find((p) => p.name === port.targetPort)?.containerPort : port?.targetPort
+  return { port, containerPort: target }
+}
+
+type BackendRef = { name: string; port?: number; namespace?: string }
+type HTTPRouteObject = K8sObject & { spec: { hostnames?: string[]; rules?: { matches?: { path?: { type?: string; value?: string } }[]; backendRefs?: BackendRef[] }[] } }
+
+/** The route sending /api/v1/openid to the gateway's http port. */
+function signInRoute(t: Test, rendered: Rendered): HTTPRouteObject | undefined {
+  const route = rendered.of<HTTPRouteObject>('HTTPRoute').find((r) =>
+    (r.spec.rules ?? []).some((rule) => rule.matches?.some((m) => m.path?.type === 'PathPrefix' && m.path.value === SIGN_IN_PATH) && rule.backendRefs?.some((b) => b.name === 'openid-gateway')),
+  )
+  t.ok(route, `an HTTPRoute sends ${SIGN_IN_PATH} to the gateway`)
+  const backend = route?.spec.rules?.flatMap((r) => r.backendRefs ?? []).find((b) => b.name === 'openid-gateway')
+  t.equal(servicePort(rendered, backend?.port).containerPort, rendered.config.server.port, 'on the port the gateway listens on (server.port)')
+  t.same(route?.spec.hostnames, [new URL(rendered.config.server.publicUrl).hostname], 'on the host of server.publicUrl')
+  return route
+}
+
+/** server.extAuthzGrpcPort is on: a container port and an h2c Service port carry it. */
+function grpcExposed(t: Test, rendered: Rendered, port: number | undefined) {
+  const grpcPort = rendered.config.server.extAuthzGrpcPort
+  t.ok(grpcPort > 0, 'server.extAuthzGrpcPort is set')
+  t.equal(port, grpcPort, 'the gRPC backend port is server.extAuthzGrpcPort')
+  const { port: service, containerPort } = servicePort(rendered, port)
+  t.equal(containerPort, grpcPort, 'the Service port reaches the container port of the gRPC listener')
+  t.ok(gatewayContainer(rendered).ports?.some((p) => p.containerPort === grpcPort), 'the gateway container declares it')
+  t.equal(service?.appProtocol, 'kubernetes.io/h2c', 'the Service port says cleartext HTTP/2 (appProtocol kubernetes.io/h2c)')
+  t.equal(service?.name, 'grpc', 'the Service port is named grpc')
+}
+
+t.test('the extAuthzPath default the overlays use', async (t) => {
+  t.equal(EXT_AUTHZ_PATH_DEFAULT, `${SIGN_IN_PATH}/ext-authz`)
+})
+
+type ExtAuth = {
+  http?: { backendRefs?: BackendRef[]; path?: string; headersToBackend?: string[] }
+  grpc?: { backendRefs?: BackendRef[] }
+  headersToExtAuth?: string[]
+  failOpen?: boolean
+  timeout?: string
+  statusOnError?: number
+}
+type SecurityPolicyObject = K8sObject & { spec: { extAuth?: ExtAuth; targetRefs?: { kind: string; name: string }[]; targetRef?: unknown; targetSelectors?: unknown } }
+
+function securityPolicy(t: Test, rendered: Rendered) {
+  const policies = rendered.of<SecurityPolicyObject>('SecurityPolicy')
+  t.equal(policies.length, 1, 'one SecurityPolicy')
+  const policy = policies[0]
+  const extAuth = policy?.spec.extAuth ?? {}
+  includesAll(t, extAuth.headersToExtAuth, TO_CHECK, 'headersToExtAuth')
+  t.not(extAuth.failOpen, true, 'fails closed (failOpen is not true)')
+  t.match(extAuth.timeout, /^\d+(ms|s)$/, 'an explicit timeout')
+  const signIn = signInRoute(t, rendered)
+  t.same(policy?.spec.targetRef ?? policy?.spec.targetSelectors, undefined, 'targets named routes only (no targetRef to a Gateway, no selectors)')
+  const targets = policy?.spec.targetRefs ?? []
+  t.ok(targets.length > 0 && targets.every((r) => r.kind === 'HTTPRoute'), 'targets HTTPRoutes')
+  t.notOk(targets.some((r) => r.name === signIn?.metadata.name), `the route for ${SIGN_IN_PATH} has no policy`)
+  t.ok(targets.every((r) => rendered.of('HTTPRoute', r.name).length === 1), 'every target is a route of the overlay')
+  return extAuth
+}
+
+t.test('envoy-gateway: SecurityPolicy extAuth.http to the HTTP check', async (t) => {
+  const rendered = render('overlays/envoy-gateway')
+  const extAuth = securityPolicy(t, rendered)
+  t.equal(extAuth.grpc, undefined, 'no grpc')
+  t.equal(extAuth.http?.path, EXT_AUTHZ_PATH_DEFAULT, 'extAuth.http.path is the default extAuthzPath')
+  t.equal(extAuth.http?.path, rendered.config.forwardAuth.extAuthzPath, 'and forwardAuth.extAuthzPath of the mounted configuration')
+  const backend = extAuth.http?.backendRefs?.[0]
+  t.equal(backend?.name, 'openid-gateway', 'to the gateway Service')
+  t.equal(servicePort(rendered, backend?.port).containerPort, rendered.config.server.port, 'on the port the gateway listens on')
+  includesAll(t, extAuth.http?.headersToBackend, upstreamHeaders(rendered.config), 'headersToBackend')
+})
+
+t.test('envoy-gateway-grpc: SecurityPolicy extAuth.grpc to server.extAuthzGrpcPort', async (t) => {
+  const rendered = render('overlays/envoy-gateway-grpc')
+  const extAuth = securityPolicy(t, rendered)
+  t.equal(extAuth.http, undefined, 'no http')
+  const backend = extAuth.grpc?.backendRefs?.[0]
+  t.equal(backend?.name, 'openid-gateway', 'to the gateway Service')
+  grpcExposed(t, rendered, backend?.port)
+  // With a headersToExtAuth list a gRPC check carries only the listed headers.
+  includesAll(t, extAuth.headersToExtAuth, [...TO_CHECK, 'authorization'], 'headersToExtAuth (gRPC)')
+})
+
+type ExternalAuthFilter = {
+  protocol: string
+  backendRef: BackendRef
+  http?: { path?: string; allowedHeaders?: string[]; allowedResponseHeaders?: string[] }
+}
+
+t.test('gateway-api: the ExternalAuth filter to the HTTP check', async (t) => {
+  const rendered = render('overlays/gateway-api')
+  const signIn = signInRoute(t, rendered)
+  t.same(routeFilters(signIn), [], `the route for ${SIGN_IN_PATH} has no filter`)
+  const filters = rendered
+    .of('HTTPRoute')
+    .flatMap((r) => routeFilters(r))
+    .filter((f) => f.type === 'ExternalAuth')
+  t.equal(filters.length, 1, 'one ExternalAuth filter')
+  const filter = filters[0]?.externalAuth as ExternalAuthFilter | undefined
+  t.equal(filter?.protocol, 'HTTP', 'protocol HTTP')
+  t.equal(filter?.http?.path, EXT_AUTHZ_PATH_DEFAULT, 'http.path is the default extAuthzPath')
+  t.equal(filter?.http?.path, rendered.config.forwardAuth.extAuthzPath, 'and forwardAuth.extAuthzPath of the mounted configuration')
+  t.equal(filter?.backendRef.name, 'openid-gateway', 'to the gateway Service')
+  t.equal(servicePort(rendered, filter?.backendRef.port).containerPort, rendered.config.server.port, 'on the port the gateway listens on')
+  includesAll(t, filter?.http?.allowedHeaders, TO_CHECK, 'http.allowedHeaders')
+  includesAll(t, filter?.http?.allowedResponseHeaders, upstreamHeaders(rendered.config), 'http.allowedResponseHeaders (empty would copy every answer header)')
+})
+
+type ExtensionProvider = {
+  name: string
+  envoyExtAuthzHttp?: {
+    service: string
+    port: number
+    pathPrefix?: string
+    timeout?: string
+    failOpen?: boolean
+    includeRequestHeadersInCheck?: string[]
+    headersToUpstreamOnAllow?: string[]
+    headersToDownstreamOnAllow?: string[]
+    headersToDownstreamOnDeny?: string[]
+  }
+  envoyExtAuthzGrpc?: { service: string; port: number; timeout?: string; failOpen?: boolean }
+}
+type AuthorizationPolicyObject = K8sObject & {
+  spec: { action?: string; provider?: { name?: string }; rules?: { to?: { operation?: { paths?: string[]; notPaths?: string[] } }[] }[] }
+}
+
+t.test('istio: extension providers and a CUSTOM AuthorizationPolicy', async (t) => {
+  const rendered = render('overlays/istio')
+  const meshFile = YAML.parse(readFileSync(`${K8S}overlays/istio/mesh-config.yaml`, 'utf8')) as { spec: { meshConfig: { extensionProviders: ExtensionProvider[] } } }
+  t.doesNotThrow(() => new IstioOperator(meshFile as never).validate(), 'mesh-config.yaml is an IstioOperator')
+  const validate = schemaValidator(fixtureSchema('istio-meshconfig-extensionprovider.schema.yaml'))
+  const providers = meshFile.spec.meshConfig.extensionProviders
+  for (const provider of providers) t.ok(validate(provider), `extension provider ${provider.name} validates: ${JSON.stringify(validate.errors ?? [])}`)
+
+  const gatewayHost = `openid-gateway.${rendered.namespace}.svc.cluster.local`
+  for (const provider of providers) {
+    const service = provider.envoyExtAuthzHttp ?? provider.envoyExtAuthzGrpc
+    t.match(service?.timeout, /^\d+(ms|s)$/, `${provider.name}: an explicit timeout (Istio's default is 600 s)`)
+    t.not(service?.failOpen, true, `${provider.name}: fails closed`)
+    t.equal(service?.service, gatewayHost, `${provider.name}: the gateway Service in its namespace`)
+  }
+  const http = providers.find((p) => p.envoyExtAuthzHttp)?.envoyExtAuthzHttp
+  t.equal(http?.pathPrefix, EXT_AUTHZ_PATH_DEFAULT, 'pathPrefix is the default extAuthzPath')
+  t.equal(http?.pathPrefix, rendered.config.forwardAuth.extAuthzPath, 'and forwardAuth.extAuthzPath of the mounted configuration')
+  t.equal(servicePort(rendered, http?.port).containerPort, rendered.config.server.port, 'the HTTP provider reaches server.port')
+  // Istio's defaults are Host, Method, Path and Content-Length: authorization has to be listed.
+  includesAll(t, http?.includeRequestHeadersInCheck, [...TO_CHECK, 'authorization'], 'includeRequestHeadersInCheck')
+  includesAll(t, http?.headersToUpstreamOnAllow, upstreamHeaders(rendered.config), 'headersToUpstreamOnAllow')
+  includesAll(t, http?.headersToDownstreamOnAllow, ['set-cookie'], 'headersToDownstreamOnAllow')
+  includesAll(t, http?.headersToDownstreamOnDeny ?? ['location', 'www-authenticate'], ['location', 'www-authenticate'], 'headersToDownstreamOnDeny')
+  const grpc = providers.find((p) => p.envoyExtAuthzGrpc)?.envoyExtAuthzGrpc
+  grpcExposed(t, rendered, grpc?.port)
+
+  const policies = rendered.of<AuthorizationPolicyObject>('AuthorizationPolicy')
+  t.equal(policies.length, 1, 'one AuthorizationPolicy')
+  const policy = policies[0]
+  t.equal(policy?.spec.action, 'CUSTOM', 'action CUSTOM')
+  t.ok(providers.some((p) => p.name === policy?.spec.provider?.name && (p.envoyExtAuthzHttp ?? p.envoyExtAuthzGrpc)), 'its provider is one of the ext_authz providers')
+  const operations = (policy?.spec.rules ?? []).flatMap((r) => r.to ?? []).map((to) => to.operation ?? {})
+  t.ok(operations.length > 0, 'rules with operations (a CUSTOM policy without rules checks nothing)')
+  t.ok(operations.every((o) => o.notPaths?.includes(`${SIGN_IN_PATH}/*`)), `every rule excludes ${SIGN_IN_PATH}/*`)
+  t.notOk(operations.some((o) => o.paths?.some((p) => p.startsWith(SIGN_IN_PATH))), `no rule names ${SIGN_IN_PATH}`)
+})
