@@ -16,6 +16,8 @@ import { LiveGateway } from './ops/live.js'
 import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
+import { startExtAuthzGrpc, type ExtAuthzGrpc } from './ext-authz/grpc-server.js'
+import { injectedCheck } from './ops/grpc-check.js'
 import type { GatewayConfig } from './config/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
@@ -50,6 +52,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
   const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }, loaded))
   let draining = false
+  let grpc: ExtAuthzGrpc | undefined
   const metrics = gateway.app.management.metrics
   if (worker !== undefined) {
     // The primary serves the management listener: it asks each worker whether it is ready, and
@@ -75,6 +78,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     // management listener closes last: /readyz answers 503 throughout the drain.
     gateway
       .close(shutdownTimeoutMs)
+      .then(() => grpc?.close())
       .then(() => management?.close())
       .then(
         () => {
@@ -95,10 +99,36 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     else if (!draining) void gateway.reload('SIGHUP')
   })
   await gateway.listen()
+  grpc = await startGrpc(gateway, () => draining)
   if (management !== undefined) {
     const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })
     gateway.app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
   }
+}
+
+/**
+ * The Envoy ext_authz gRPC service (server.extAuthzGrpcPort), asking the running app. Its health
+ * service reports the gateway's readiness, looked at once a second (the checks are asynchronous,
+ * the health answer is not).
+ */
+async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<ExtAuthzGrpc | undefined> {
+  const { host, extAuthzGrpcPort } = gateway.config.server
+  if (extAuthzGrpcPort === 0) return undefined
+  let ready = false
+  const look = async (): Promise<void> => {
+    ready = !draining() && (await Promise.all(gateway.checks.map((check) => check.ready()))).every(Boolean)
+  }
+  await look()
+  setInterval(() => void look(), 1000).unref()
+  const grpc = await startExtAuthzGrpc({
+    host,
+    port: extAuthzGrpcPort,
+    check: injectedCheck(() => ({ app: gateway.app, extAuthzPath: gateway.config.forwardAuth.extAuthzPath })),
+    ready: () => ready && !draining(),
+    log: gateway.app.log,
+  })
+  gateway.app.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
+  return grpc
 }
 
 /** A worker's part in the primary's two-phase reload (cluster/reload.ts). */

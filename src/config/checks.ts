@@ -27,6 +27,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkSameSite(read),
     ...checkSecureOverHttp(read),
     ...checkManagementPort(read),
+    ...checkExtAuthzGrpcPort(read),
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkWorkersStore(read),
     ...checkUpstreams(read, upstreams),
@@ -164,6 +165,20 @@ function checkManagementPort(read: Read): Issue[] {
   const management = read(['server', 'managementPort'], isNumber)
   if (port === undefined || management === undefined || management === 0 || management !== port) return []
   return [{ path: ['server', 'managementPort'], message: 'must differ from server.port (0 turns the management listener off)' }]
+}
+
+// The ext_authz gRPC service is a listener of its own: it must not take another's port, and it
+// runs in a single process (the workers of server.workers share the HTTP port through the
+// primary; the gRPC service has not been made to, so it is refused rather than left unbound).
+function checkExtAuthzGrpcPort(read: Read): Issue[] {
+  const grpc = read(['server', 'extAuthzGrpcPort'], isNumber)
+  if (grpc === undefined || grpc === 0) return []
+  const path = ['server', 'extAuthzGrpcPort']
+  if (grpc === read(['server', 'port'], isNumber)) return [{ path, message: 'must differ from server.port' }]
+  if (grpc === read(['server', 'managementPort'], isNumber)) return [{ path, message: 'must differ from server.managementPort' }]
+  const workers = read(['server', 'workers'], (v): v is number | string => typeof v === 'number' || typeof v === 'string')
+  if (workers !== undefined && workers !== 1) return [{ path, message: 'is served by a single process: use server.workers: 1 (several replicas behind a Service instead)' }]
+  return []
 }
 
 // Workers are separate processes: sessions in one worker's memory are unknown to the others.

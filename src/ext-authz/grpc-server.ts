@@ -7,7 +7,7 @@ import {
   type ServerWritableStream,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js'
-import type { Logger } from 'pino'
+import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError, type ProblemCode } from '../errors.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
@@ -42,7 +42,7 @@ export interface ExtAuthzGrpcOptions {
   check(input: CheckInput): Promise<CheckAnswer>
   /** Whether the gateway can decide (provider metadata, keys, session store): the health status. */
   ready(): boolean
-  log: Logger
+  log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>
   /** How long close() waits for calls under way before cutting them, in milliseconds. */
   closeTimeoutMs?: number
 }

@@ -31,6 +31,7 @@ export const RESTART_KEYS = [
   'server.managementHost',
   'server.managementPort',
   'server.workers',
+  'server.extAuthzGrpcPort',
   'session.store',
   'session.redisUrl',
   'session.redis',

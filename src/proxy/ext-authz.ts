@@ -1,3 +1,4 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Identity } from '../identity.js'
@@ -54,6 +55,23 @@ export interface ExtAuthzAllow {
   set: Array<[string, string]>
   /** Request headers the upstream must not receive. */
   remove: string[]
+}
+
+/**
+ * The gRPC service (server.extAuthzGrpcPort) asks this route through app.inject, so that gRPC and
+ * HTTP checks are one code path. Its requests carry this process's random token, which no other
+ * caller can know, and only with it is the upstream the caller names (Envoy's
+ * context_extensions) read, and the allow answered as JSON for the service to encode.
+ */
+export const GRPC_CHECK_HEADER = 'x-openid-gateway-grpc-check'
+export const GRPC_UPSTREAM_HEADER = 'x-openid-gateway-grpc-upstream'
+export const GRPC_CHECK_TOKEN = randomBytes(32).toString('base64url')
+const TOKEN_BYTES = Buffer.from(GRPC_CHECK_TOKEN)
+
+function fromGrpcService(req: FastifyRequest): boolean {
+  const value = req.headers[GRPC_CHECK_HEADER]
+  if (typeof value !== 'string' || value.length !== GRPC_CHECK_TOKEN.length) return false
+  return timingSafeEqual(Buffer.from(value), TOKEN_BYTES)
 }
 
 /** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
@@ -150,9 +168,11 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzOpti
       throw err
     }
     const logged = { method: checked.method, url: redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`) }
+    const viaGrpc = fromGrpcService(req)
+    const named = viaGrpc ? req.headers[GRPC_UPSTREAM_HEADER] : undefined
     let verdict: CheckVerdict
     try {
-      verdict = await checker.check(req, reply, checked)
+      verdict = await checker.check(req, reply, checked, typeof named === 'string' ? named : undefined)
     } catch (err) {
       reply.logFields = { extAuthz: { ...logged, outcome: err instanceof GatewayError ? err.code : 'error' } }
       throw unavailable(err)
@@ -167,6 +187,7 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzOpti
       case 'pass': {
         req.identity = verdict.identity
         const allow = await allowHeaders(verdict, req.headers.cookie, options)
+        if (viaGrpc) return reply.code(200).send(allow)
         for (const [name, value] of allow.set) reply.header(name, value)
         if (allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, allow.remove.join(','))
         return reply.code(200).send()

@@ -1,0 +1,140 @@
+import t, { type Test } from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { startExtAuthzGrpc } from '../../src/ext-authz/grpc-server.js'
+import { injectedCheck } from '../../src/ops/grpc-check.js'
+import { checkRequest, grpcClient, type DecodedCheckResponse, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
+import { startStack, type Stack } from '../fixtures/stack.js'
+
+// Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
+// a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it
+// (ops/grpc-check.ts), a real oidc-provider.
+
+const APP = 'app.example.com'
+const UPSTREAMS = [
+  { name: 'app', match: { pathPrefix: '/', hosts: [APP] } },
+  { name: 'admin', match: { pathPrefix: '/admin', hosts: [APP] }, allow: { groups: ['admins'] } },
+  { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' },
+]
+
+async function grpcStack(t: Test, provider: { accessTokenTtlSeconds?: number } = {}): Promise<{ stack: Stack; client: ExtAuthzClient }> {
+  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider })
+  const grpc = await startExtAuthzGrpc({
+    host: '127.0.0.1',
+    port: 0,
+    check: injectedCheck(() => ({ app: stack.app, extAuthzPath: stack.config.forwardAuth.extAuthzPath })),
+    ready: () => true,
+    log: stack.app.log,
+  })
+  t.teardown(() => grpc.close())
+  const client = grpcClient(`127.0.0.1:${grpc.port}`)
+  t.teardown(() => client.close())
+  return { stack, client }
+}
+
+async function gatewayCookies(stack: Stack, user: string): Promise<string> {
+  const browser = await stack.signedIn(user)
+  return browser.cookieHeader(`${stack.gw}/page`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+}
+
+function http(path: string, headers: Record<string, string> = {}, host = APP, method = 'GET') {
+  return { method, host, path, scheme: 'https', headers: { ':authority': host, ':method': method, ':path': path, ...headers } }
+}
+
+function headerOf(options: Array<{ header: { key: string; value: string } }> | undefined, key: string): string[] {
+  return (options ?? []).filter((o) => o.header.key === key).map((o) => o.header.value)
+}
+
+function denied(res: DecodedCheckResponse): { status: number; headers: Record<string, string>; body: string } {
+  const d = res.denied_response
+  return { status: d?.status?.code ?? 0, headers: Object.fromEntries((d?.headers ?? []).map((o) => [o.header.key, o.header.value])), body: d?.body ?? '' }
+}
+
+t.test('gRPC Check against the gateway', async (t) => {
+  const { stack, client } = await grpcStack(t)
+  const alice = await gatewayCookies(stack, 'alice')
+  const bob = await gatewayCookies(stack, 'bob')
+
+  t.test('signed in: OK with the identity headers to set, the others to remove, the gateway cookies kept from the upstream', async (t) => {
+    const res = await client.check(checkRequest(http('/page?x=1', { cookie: `${alice}; app=1`, 'x-forwarded-user': 'forged' })))
+    t.equal(res.status?.code, 0)
+    t.equal(res.http_response, 'ok_response')
+    const ok = res.ok_response
+    t.same(headerOf(ok?.headers, 'x-forwarded-user'), ['alice'])
+    t.same(headerOf(ok?.headers, 'x-forwarded-groups'), ['admins,staff'])
+    t.same(headerOf(ok?.headers, 'cookie'), ['app=1'])
+    t.same(ok?.headers_to_remove, [], 'every identity header is set')
+    const anonymous = await client.check(checkRequest(http('/x', {}, 'open.example.com')))
+    t.equal(anonymous.status?.code, 0)
+    t.same([...(anonymous.ok_response?.headers_to_remove ?? [])].sort(), ['x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-issuer', 'x-forwarded-preferred-username', 'x-forwarded-user'])
+  })
+
+  t.test('not signed in: UNAUTHENTICATED, 401 for programs and 302 to sign in for a navigation', async (t) => {
+    const program = await client.check(checkRequest(http('/page', { accept: 'application/json' })))
+    t.equal(program.status?.code, 16)
+    t.equal(denied(program).status, 401)
+    t.equal(denied(program).headers['www-authenticate'], 'Bearer')
+    t.equal((JSON.parse(denied(program).body) as { code: string }).code, 'unauthenticated')
+    const page = await client.check(checkRequest(http('/page?x=1', { accept: 'text/html', 'sec-fetch-mode': 'navigate' })))
+    t.equal(page.status?.code, 16)
+    t.equal(denied(page).status, 302)
+    t.equal(denied(page).headers.location, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page?x=1')}`)
+  })
+
+  t.test('refused by the allow rules: PERMISSION_DENIED, 403', async (t) => {
+    const res = await client.check(checkRequest(http('/admin/x', { cookie: bob })))
+    t.equal(res.status?.code, 7)
+    t.equal(denied(res).status, 403)
+    t.equal((await client.check(checkRequest(http('/admin/x', { cookie: alice })))).status?.code, 0)
+  })
+
+  t.test('context_extensions.upstream selects the rules; an unknown name is refused, never matched to another upstream', async (t) => {
+    const named = await client.check(checkRequest(http('/page', { cookie: bob }), { upstream: 'admin' }))
+    t.equal(named.status?.code, 7, "the admin upstream's rules apply to a path the host and path would give to app")
+    t.equal(denied(named).status, 403)
+    const open = await client.check(checkRequest(http('/page', {}), { upstream: 'open' }))
+    t.equal(open.status?.code, 0, 'auth: none of the named upstream')
+    for (const upstream of ['nope', '', 'ADMIN']) {
+      const unknown = await client.check(checkRequest(http('/page', { cookie: alice }), { upstream }))
+      t.equal(unknown.status?.code, 7, `unknown ${JSON.stringify(upstream)}: refused`)
+      t.equal(denied(unknown).status, 403)
+    }
+  })
+
+  t.test('the request comes from attributes.request.http alone: spoofed X-Forwarded-* and X-Original-* change nothing', async (t) => {
+    const res = await client.check(checkRequest(http('/admin/x', { cookie: bob, 'x-forwarded-uri': '/public', 'x-forwarded-host': 'open.example.com', 'x-original-url': 'https://open.example.com/' })))
+    t.equal(res.status?.code, 7)
+  })
+
+  t.test("the gateway's own paths are never allowed", async (t) => {
+    for (const path of ['/api/v1/openid/callback', '/.well-known/jwks.json']) {
+      const res = await client.check(checkRequest(http(path, { cookie: alice }, 'open.example.com')))
+      t.not(res.status?.code, 0, path)
+    }
+  })
+
+  t.test('the internal token a client sends is not honoured', async (t) => {
+    const res = await client.check(checkRequest(http('/page', { cookie: bob, 'x-openid-gateway-grpc-check': 'guess', 'x-openid-gateway-grpc-upstream': 'open' })))
+    t.equal(res.status?.code, 0, 'bob may use app')
+    t.same(headerOf(res.ok_response?.headers, 'x-forwarded-user'), ['bob'], 'and is decided as app, not as the upstream the header names')
+  })
+})
+
+t.test('gRPC: a refreshed session is OK with Set-Cookie for the client', async (t) => {
+  const { stack, client } = await grpcStack(t, { accessTokenTtlSeconds: 2 })
+  const cookie = await gatewayCookies(stack, 'alice')
+  // Real time is what is tested: the access token expires.
+  await sleep(2300)
+  const res = await client.check(checkRequest(http('/page', { cookie })))
+  t.equal(res.status?.code, 0)
+  t.ok(headerOf(res.ok_response?.response_headers_to_add, 'set-cookie').some((c) => c.startsWith('ogw=')), 'the refreshed session cookie')
+})
+
+t.test('gRPC: a provider that fails a needed refresh is UNAVAILABLE, 503', async (t) => {
+  const { stack, client } = await grpcStack(t, { accessTokenTtlSeconds: 2 })
+  const cookie = await gatewayCookies(stack, 'alice')
+  await stack.provider!.close()
+  await sleep(2300)
+  const res = await client.check(checkRequest(http('/page', { cookie })))
+  t.equal(res.status?.code, 14)
+  t.equal(denied(res).status, 503)
+})
