@@ -18,6 +18,12 @@ export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
 /** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */
 export const BACKCHANNEL_LOGOUT_PATH = `${SIGN_IN_PATH}/backchannel-logout`
 
+/**
+ * The first segment below SIGN_IN_PATH of each endpoint the gateway serves there: another route
+ * under one of them (forwardAuth.extAuthzPath) would shadow or collide with the endpoint.
+ */
+export const ENDPOINT_SEGMENTS: readonly string[] = ['redirect', 'callback', 'refresh', 'logout', 'sign-out', 'auth', 'backchannel-logout']
+
 /** The public keys of identity assertions (assertions.signingKeys), where JWT verifiers look. */
 export const ASSERTION_JWKS_PATH = '/.well-known/jwks.json'
 

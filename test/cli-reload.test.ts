@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { cli, configFile, SECRETS_ENV, until, valid } from './fixtures/cli.js'
+import { checkRequest, grpcClient } from './fixtures/ext-authz-grpc.js'
 import { rawRequest } from './fixtures/http.js'
 import { freePort, freePorts } from './fixtures/stack.js'
 import { startEchoUpstream } from './fixtures/upstream.js'
@@ -149,4 +150,23 @@ t.test('server.managementHost: the management listener binds it, not server.host
   await t.rejects(rawRequest(`http://127.0.0.1:${managementPort}`, '/healthz'), 'not on server.host')
   proc.kill('SIGTERM')
   t.equal((await proc.done).code, 0)
+})
+
+t.test('server.extAuthzGrpcPort: run serves the ext_authz gRPC service and its health, and stops it on SIGTERM', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+  const [port, grpcPort] = (await freePorts(2)) as [number, number]
+  const base = valid(port, upstream.url)
+  const path = configFile({ ...base, server: { ...base.server, extAuthzGrpcPort: grpcPort }, provider: { ...base.provider, timeoutMs: 200 } })
+  const proc = cli(['--config', path], SECRETS_ENV)
+  t.teardown(() => proc.kill('SIGKILL'))
+  const client = grpcClient(`127.0.0.1:${grpcPort}`)
+  t.teardown(() => client.close())
+  t.ok(await until(proc, async () => (await client.health()) !== undefined), 'the health service answers')
+  t.equal(await client.health(), 'NOT_SERVING', 'the provider never answers: not ready')
+  const res = await client.check(checkRequest({ method: 'GET', host: `127.0.0.1:${port}`, path: '/x', scheme: 'http', headers: {} }))
+  t.equal(res.status?.code, 0, 'auth: none is decided without the provider')
+  proc.kill('SIGTERM')
+  t.equal((await proc.done).code, 0)
+  await t.rejects(client.health(), 'no longer served')
 })

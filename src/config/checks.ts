@@ -2,6 +2,7 @@
 // whenever the keys it reads are themselves free of problems, whatever is wrong elsewhere, so
 // one run reports as much as possible without building on a broken value.
 
+import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../paths.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
@@ -28,6 +29,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkSecureOverHttp(read),
     ...checkManagementPort(read),
     ...checkExtAuthzGrpcPort(read),
+    ...checkExtAuthzPath(read),
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkWorkersStore(read),
     ...checkUpstreams(read, upstreams),
@@ -179,6 +181,15 @@ function checkExtAuthzGrpcPort(read: Read): Issue[] {
   const workers = read(['server', 'workers'], (v): v is number | string => typeof v === 'number' || typeof v === 'string')
   if (workers !== undefined && workers !== 1) return [{ path, message: 'is served by a single process: use server.workers: 1 (several replicas behind a Service instead)' }]
   return []
+}
+
+// The ext_authz prefix is a route of its own below /api/v1/openid: under an endpoint's segment it
+// would collide with it (the router refuses a second /callback/*, which would stop the start).
+function checkExtAuthzPath(read: Read): Issue[] {
+  const path = read(['forwardAuth', 'extAuthzPath'], isString)
+  const segment = path?.slice(SIGN_IN_PATH.length + 1).split('/')[0]
+  if (segment === undefined || !ENDPOINT_SEGMENTS.includes(segment)) return []
+  return [{ path: ['forwardAuth', 'extAuthzPath'], message: `must not be below the gateway's endpoint ${SIGN_IN_PATH}/${segment}` }]
 }
 
 // Workers are separate processes: sessions in one worker's memory are unknown to the others.

@@ -52,6 +52,21 @@ t.test('server', async (t) => {
       ['server.managementPort: must differ from server.port (0 turns the management listener off)'],
     ],
     'managementPort out of range': [{ server: { managementPort: 70000 } }, ['server.managementPort: must be between 0 and 65535']],
+    'extAuthzGrpcPort equal to the public port': [{ server: { port: 8080, extAuthzGrpcPort: 8080 } }, ['server.extAuthzGrpcPort: must differ from server.port']],
+    'extAuthzGrpcPort equal to the management port': [{ server: { extAuthzGrpcPort: 9091 } }, ['server.extAuthzGrpcPort: must differ from server.managementPort']],
+    'extAuthzGrpcPort with workers': [
+      { server: { extAuthzGrpcPort: 9001, workers: 2 } },
+      ['server.extAuthzGrpcPort: is served by a single process: use server.workers: 1 (several replicas behind a Service instead)'],
+    ],
+    'extAuthzPath outside the gateway paths': [
+      { forwardAuth: { extAuthzPath: '/ext-authz' } },
+      ['forwardAuth.extAuthzPath: must be a path below /api/v1/openid/ of letters, digits and . _ ~ -, without a trailing slash'],
+    ],
+    'extAuthzPath below the callback (it would collide with /callback/<provider>)': [
+      { forwardAuth: { extAuthzPath: '/api/v1/openid/callback/envoy' } },
+      ["forwardAuth.extAuthzPath: must not be below the gateway's endpoint /api/v1/openid/callback"],
+    ],
+    'cache ttlSeconds above a minute': [{ forwardAuth: { cache: { enabled: true, ttlSeconds: 600 } } }, ['forwardAuth.cache.ttlSeconds: must be between 1 and 60']],
     'empty host': [{ server: { host: '' } }, ['server.host: must not be empty']],
     'host with a space': [{ server: { host: 'my host' } }, ['server.host: must be an IP address or a host name']],
     'IPv6 host': valid({ server: { host: '::' } }),
