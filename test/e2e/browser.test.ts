@@ -1,32 +1,10 @@
 import t from 'tap'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import { launch, screenshot, submitProviderForm } from '../fixtures/chromium.js'
 import { startDemoUpstream } from '../../src/dev/upstream.js'
 import { startStack } from '../fixtures/stack.js'
 
 // A real headless Chromium (Debian's package, installed by .ci/run) walks the demo's story:
 // protected page -> provider login and consent -> back with identity -> refresh -> log out.
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-
-async function launch(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // The machine has no network beyond loopback: background services would only fail.
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
-}
-
-/** SCREENSHOT_DIR=/some/dir keeps pictures of the pages for a person to look at. */
-async function screenshot(page: Page, name: string): Promise<void> {
-  const dir = process.env.SCREENSHOT_DIR
-  if (dir !== undefined) await page.screenshot({ path: `${dir}/${name}` })
-}
-
-async function submitProviderForm(page: Page, fields: Record<string, string>): Promise<void> {
-  for (const [name, value] of Object.entries(fields)) await page.fill(`input[name="${name}"]`, value)
-  await Promise.all([page.waitForNavigation(), page.click('button[type="submit"], input[type="submit"]')])
-}
 
 t.test('sign in, see the identity, refresh, log out in a real browser', async (t) => {
   const upstream = await startDemoUpstream()
