@@ -70,3 +70,18 @@ t.test('src/ext-authz takes the decision as `check` and imports none of the gate
   t.strictSame(outside, [])
   t.ok(sources(join(SRC, 'ext-authz')).length > 0, 'the folder exists')
 })
+
+t.test('the check dialects render the one decision of proxy/check.ts and make none of their own', async (t) => {
+  // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (ext-authz.ts) and Envoy gRPC (which asks
+  // ext-authz.ts through ops/grpc-check.ts) take their verdict from the Checker; only check.ts, the
+  // proxy guard and the open-WebSocket verdict call the access decision itself.
+  const callers = sources(SRC)
+    .filter((file) => /\bcreateAccessDecision\(/.test(readFileSync(file, 'utf8')))
+    .map((file) => relative(SRC, file))
+    .sort()
+  t.strictSame(callers, ['proxy/check.ts', 'proxy/guard.ts', 'proxy/websocket-access.ts'])
+  for (const dialect of ['proxy/forward-auth.ts', 'proxy/ext-authz.ts']) {
+    t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\/check\.js'/, `${dialect} renders the Checker's verdict`)
+  }
+  t.notMatch(readFileSync(join(SRC, 'ops/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, 'the gRPC service asks the HTTP route, not the decision')
+})
