@@ -1,11 +1,9 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startExtAuthzGrpc } from '../../src/ext-authz/grpc-server.js'
-import { injectedCheck } from '../../src/ops/grpc-check.js'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
-import { checkRequest, grpcClient, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
+import { checkRequest, serveGatewayGrpc, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
 import { rawRequest } from '../fixtures/http.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
 
 // One access decision, five renderings (contract: "Every check dialect ... and the proxy itself
 // render one access decision"). Each case is asked of the reverse proxy, ingress-nginx's and
@@ -79,25 +77,6 @@ const DIALECTS: Record<string, Dialect> = {
   },
 }
 
-async function serveGrpc(t: Test, stack: Stack): Promise<ExtAuthzClient> {
-  const grpc = await startExtAuthzGrpc({
-    host: '127.0.0.1',
-    port: 0,
-    check: injectedCheck(() => ({ app: stack.app, extAuthzPath: stack.config.forwardAuth.extAuthzPath })),
-    ready: () => true,
-    log: stack.app.log,
-  })
-  t.teardown(() => grpc.close())
-  const client = grpcClient(`127.0.0.1:${grpc.port}`)
-  t.teardown(() => client.close())
-  return client
-}
-
-async function gatewayCookies(stack: Stack, user: string): Promise<string> {
-  const browser = await stack.signedIn(user)
-  return browser.cookieHeader(`${stack.gw}/page`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
-}
-
 /** Asks every dialect about `asked` and expects `expected` from each. */
 async function agree(t: Test, stack: Stack, grpc: ExtAuthzClient, name: string, asked: Asked, expected: Verdict): Promise<void> {
   const answers: Record<string, Verdict> = {}
@@ -109,7 +88,7 @@ const JSON_ACCEPT = { accept: 'application/json' }
 
 t.test('every dialect renders the same decision', async (t) => {
   const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS })
-  const grpc = await serveGrpc(t, stack)
+  const grpc = await serveGatewayGrpc(t, stack)
   const alice = await gatewayCookies(stack, 'alice')
   const bob = await gatewayCookies(stack, 'bob')
   const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api' })
@@ -127,7 +106,7 @@ t.test('every dialect renders the same decision', async (t) => {
 
 t.test('every dialect renders the same decision when a session must be refreshed', async (t) => {
   const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
-  const grpc = await serveGrpc(t, stack)
+  const grpc = await serveGatewayGrpc(t, stack)
   const alice = await gatewayCookies(stack, 'alice')
   const carol = await gatewayCookies(stack, 'carol')
   // Real time is what is tested: the access tokens expire.

@@ -1,9 +1,7 @@
 import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startExtAuthzGrpc } from '../../src/ext-authz/grpc-server.js'
-import { injectedCheck } from '../../src/ops/grpc-check.js'
-import { checkRequest, grpcClient, type DecodedCheckResponse, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
-import { startStack, type Stack } from '../fixtures/stack.js'
+import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
+import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
 // a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it
@@ -18,22 +16,7 @@ const UPSTREAMS = [
 
 async function grpcStack(t: Test, provider: { accessTokenTtlSeconds?: number } = {}): Promise<{ stack: Stack; client: ExtAuthzClient }> {
   const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider })
-  const grpc = await startExtAuthzGrpc({
-    host: '127.0.0.1',
-    port: 0,
-    check: injectedCheck(() => ({ app: stack.app, extAuthzPath: stack.config.forwardAuth.extAuthzPath })),
-    ready: () => true,
-    log: stack.app.log,
-  })
-  t.teardown(() => grpc.close())
-  const client = grpcClient(`127.0.0.1:${grpc.port}`)
-  t.teardown(() => client.close())
-  return { stack, client }
-}
-
-async function gatewayCookies(stack: Stack, user: string): Promise<string> {
-  const browser = await stack.signedIn(user)
-  return browser.cookieHeader(`${stack.gw}/page`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+  return { stack, client: await serveGatewayGrpc(t, stack) }
 }
 
 function http(path: string, headers: Record<string, string> = {}, host = APP, method = 'GET') {

@@ -2,7 +2,7 @@ import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Problem } from '../../src/errors.js'
 import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
 
 // The Envoy ext_authz HTTP check (ANY /api/v1/openid/ext-authz/<path>), driven exactly as Envoy
 // sends it (test/fixtures/envoy.ts, each rule cited there), against a real oidc-provider.
@@ -25,20 +25,14 @@ function check(stack: Stack, path: string, headers: Record<string, string> = {},
   return sendCheck(stack.gw, checkRequestFor({ method, path, headers: { host, ...headers } }))
 }
 
-/** The gateway's cookies of a browser signed in as `username` (the provider's, on the same host, left out). */
-async function sessionCookie(stack: Stack, username: string): Promise<string> {
-  const browser = await stack.signedIn(username)
-  return browser.cookieHeader(`${stack.gw}/page`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
-}
-
 function problem(answer: CheckAnswer): Problem {
   return JSON.parse(answer.body) as Problem
 }
 
 t.test('ext_authz over HTTP', async (t) => {
   const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS })
-  const alice = await sessionCookie(stack, 'alice')
-  const bob = await sessionCookie(stack, 'bob')
+  const alice = await gatewayCookies(stack, 'alice')
+  const bob = await gatewayCookies(stack, 'bob')
 
   t.test('signed in and allowed: exactly 200, identity headers, the others named for removal, the gateway cookies stripped', async (t) => {
     for (const method of ['GET', 'POST', 'DELETE', 'PATCH']) {
@@ -164,7 +158,7 @@ t.test('ext_authz over HTTP', async (t) => {
 
 t.test('ext_authz: a refreshed session comes with Set-Cookie on the allow', async (t) => {
   const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
-  const cookie = await sessionCookie(stack, 'alice')
+  const cookie = await gatewayCookies(stack, 'alice')
   t.equal((await check(stack, '/page', { cookie })).status, 200)
   // Real time is what is tested: the access token expires.
   await sleep(2300)
@@ -176,7 +170,7 @@ t.test('ext_authz: a refreshed session comes with Set-Cookie on the allow', asyn
 
 t.test('ext_authz: a provider that fails a needed refresh is 503 (Envoy fails closed on 5xx)', async (t) => {
   const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
-  const cookie = await sessionCookie(stack, 'alice')
+  const cookie = await gatewayCookies(stack, 'alice')
   await stack.provider!.close()
   await sleep(2300)
   const res = await check(stack, '/page', { cookie })
@@ -187,7 +181,7 @@ t.test('ext_authz: a provider that fails a needed refresh is 503 (Envoy fails cl
 
 t.test('ext_authz: forwardAuth.extAuthzPath moves the check', async (t) => {
   const stack = await startStack(t, { config: { ...CONFIG, forwardAuth: { extAuthzPath: '/api/v1/openid/envoy' } }, upstreams: UPSTREAMS })
-  const cookie = await sessionCookie(stack, 'alice')
+  const cookie = await gatewayCookies(stack, 'alice')
   const res = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page', headers: { host: APP, cookie } }, undefined, '/api/v1/openid/envoy'))
   t.equal(res.status, 200)
   t.equal((await check(stack, '/page', { cookie })).status, 404, 'not at the default prefix')
