@@ -52,7 +52,7 @@ t.test('workers: 2 with session.store: memory is refused by check and run, namin
     }),
   )
   for (const command of [['check'], []]) {
-    const child = spawn(process.execPath, [...process.execArgv, CLI, ...command, '--config', path], { stdio: ['ignore', 'ignore', 'pipe'] })
+    const child = spawn(process.execPath, [CLI, ...command, '--config', path], { stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve))

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { cli } from '../fixtures/cli.js'
 import { generateKeyPairSync } from 'node:crypto'
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -74,24 +74,14 @@ t.test('a configuration file that holds a secret itself is one of those files', 
   if (file) t.notMatch(describeExposure(file), COOKIE_SECRET, 'the warning never quotes the secret')
 })
 
-function cli(args: string[]): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; stdout(): string; kill(): void } {
-  const CLI = new URL('../../src/cli.ts', import.meta.url).pathname
-  const child = spawn(process.execPath, [...process.execArgv, CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-  return { done: new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr }))), stdout: () => stdout, kill: () => child.kill('SIGTERM') }
-}
-
 t.test('check warns on stderr and run in its log, naming the key', async (t) => {
   const open = keyFile('cli-open.pem', 0o644)
   const path = configFile('cli.yaml', base(await freePort(), { provider: { clientSecret: undefined, clientAuthMethod: 'private_key_jwt', clientKey: open } }), 0o600)
-  const check = await cli(['check', '--config', path]).done
+  const check = await cli(['check', '--config', path], env).done
   t.equal(check.code, 0, 'check passes: a warning, not a refusal')
   t.match(check.stderr, `warning: provider.clientKey: the file ${open} is readable by group or others (mode 0644)`)
-  const run = cli(['run', '--config', path])
-  t.teardown(() => run.kill())
+  const run = cli(['run', '--config', path], env)
+  t.teardown(() => run.kill('SIGTERM'))
   const line = await new Promise<Record<string, unknown>>((resolve, reject) => {
     const timer = setInterval(() => {
       const found = run

@@ -4,11 +4,12 @@ import { Browser } from '../fixtures/browser.js'
 import { freePort } from '../fixtures/stack.js'
 
 // `npm run demo` as a new user runs it: one process, a printed URL, sign in, see the identity.
-const DEMO = new URL('../../src/dev/demo.ts', import.meta.url).pathname
+// Built from the source by tap's `before` program (test/build.ts), as `npm run demo` runs it.
+const DEMO = new URL('../../build/dev/demo.js', import.meta.url).pathname
 
 t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exit 0', async (t) => {
   const port = await freePort()
-  const child = spawn(process.execPath, [...process.execArgv, DEMO], {
+  const child = spawn(process.execPath, [DEMO], {
     env: { ...process.env, DEMO_GATEWAY_PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

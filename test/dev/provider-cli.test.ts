@@ -9,10 +9,11 @@ import { startEchoUpstream } from '../fixtures/upstream.js'
 
 // `npm run provider` as a user runs it: start it, copy what it prints into a gateway
 // configuration, sign in.
-const CLI = new URL('../../src/dev/provider-cli.ts', import.meta.url).pathname
+// Built from the source by tap's `before` program (test/build.ts), as `npm run provider` runs it.
+const CLI = new URL('../../build/dev/provider-cli.js', import.meta.url).pathname
 
 function start(args: string[]): { output(): string; exited: Promise<number | null>; kill(signal: NodeJS.Signals): void } {
-  const child = spawn(process.execPath, [...process.execArgv, CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout.on('data', (d: Buffer) => (output += d.toString()))
   child.stderr.on('data', (d: Buffer) => (output += d.toString()))

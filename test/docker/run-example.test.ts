@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import t from 'tap'
+import { CLI } from '../fixtures/cli.js'
 
 // The documented `docker run` commands work as written: the image's configuration
 // (config/gateway.yaml) passes `check` with exactly the variables each example sets, and nothing
@@ -8,7 +9,6 @@ import t from 'tap'
 // what is tested; the shell evaluates the values as it would for `docker run`.
 
 const ROOT = new URL('../../', import.meta.url).pathname
-const CLI = new URL('../../src/cli.ts', import.meta.url).pathname
 
 /** The `docker run` commands in `text` that use the image's own configuration. */
 function dockerRuns(text: string, commentPrefix: RegExp | undefined): string[] {
@@ -35,11 +35,10 @@ function variables(command: string): string[] {
 }
 
 function check(assignments: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  // `env -i`: only what the example passes, plus PATH for the shell, NODE_ENV as the image sets
-  // it, and the TypeScript loader's own switches (TS_NODE_*: it runs from source here).
-  const loader = Object.entries(process.env).filter(([name]) => name.startsWith('TS_NODE_')).map(([name, value]) => `${name}=${JSON.stringify(value)}`)
-  const script = `exec env -i PATH="$PATH" NODE_ENV=production ${loader.join(' ')} ${assignments.join(' ')} "$0" "$@" check --config config/gateway.yaml`
-  const child = spawn('bash', ['-c', script, process.execPath, ...process.execArgv, CLI], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  // `env -i`: only what the example passes, plus PATH for the shell and NODE_ENV as the image sets
+  // it; the built CLI, as the image runs it.
+  const script = `exec env -i PATH="$PATH" NODE_ENV=production ${assignments.join(' ')} "$0" "$@" check --config config/gateway.yaml`
+  const child = spawn('bash', ['-c', script, process.execPath, CLI], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))

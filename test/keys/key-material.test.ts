@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { cli } from '../fixtures/cli.js'
 import { generateKeyPairSync } from 'node:crypto'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -75,16 +75,6 @@ t.test('PEM with attribute lines before its boundary is accepted, inline and in 
   t.notOk(quotes(printed, ecPem))
 })
 
-function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const CLI = new URL('../../src/cli.ts', import.meta.url).pathname
-  const child = spawn(process.execPath, [...process.execArgv, CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
-}
-
 t.test('check and run refuse a base64url DER key naming the key, without printing it', async (t) => {
   const path = join(mkdtempSync(join(tmpdir(), 'ogw-key-cli-')), 'gateway.yaml')
   writeFileSync(
@@ -97,7 +87,7 @@ t.test('check and run refuse a base64url DER key naming the key, without printin
     }),
   )
   for (const command of [['check'], ['run']]) {
-    const run = await cli([...command, '--config', path], { KEY: rsaDerBase64Url })
+    const run = await cli([...command, '--config', path], { KEY: rsaDerBase64Url }).done
     t.equal(run.code, 2, `${command[0]}: exit 2`)
     t.match(run.stderr, /provider\.clientKey: .*the name is too long for a path/, `${command[0]}: names the key`)
     t.notOk(quotes(run.stdout + run.stderr, rsaDerBase64Url), `${command[0]}: the key is not printed`)
