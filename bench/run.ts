@@ -5,6 +5,8 @@
 // connections, a warm-up, then alternating rounds, medians. The figure that survives a noisy
 // machine is the server's own CPU time per request (user + system, from process.cpuUsage in that
 // process). Prints a markdown table and writes it with the raw figures under bench/results/.
+// The Envoy ext_authz gRPC row cannot be driven by autocannon: a closed loop of @grpc/grpc-js
+// calls (grpc-load.ts), as many in flight as autocannon has connections, takes its place.
 
 import { execFileSync, fork, spawn, spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
@@ -15,11 +17,14 @@ import autocannon from 'autocannon'
 import { stringify } from 'yaml'
 import { startDevProvider } from '../src/dev/provider.js'
 import { Browser } from '../test/fixtures/browser.js'
+import { EXT_AUTHZ_PATH } from '../test/fixtures/envoy.js'
+import { checkRequest, grpcClient } from '../test/fixtures/ext-authz-grpc.js'
 import { startRedis } from '../test/fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
+import { grpcLoad } from './grpc-load.js'
 import { treeStats } from './proc.js'
-import type { ServerSpec, Stats } from './server.js'
+import type { Listening, ServerSpec, Stats } from './server.js'
 
 const CONNECTIONS = 50
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 3)
@@ -44,6 +49,8 @@ const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', Stri
 interface Server {
   name: string
   origin: string
+  /** `host:port` of the ext_authz gRPC service, when the spec asked for one. */
+  grpcAddress?: string
   stats(): Promise<Stats>
 }
 
@@ -69,8 +76,8 @@ async function startServer(name: string, spec: ServerSpec): Promise<Server> {
         child.send('exit')
       }),
   )
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('message', (m) => resolve((m as { port: number }).port))
+  const { port, grpcPort } = await new Promise<Listening>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as Listening))
     child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)))
   })
   const stats = (): Promise<Stats> =>
@@ -78,16 +85,30 @@ async function startServer(name: string, spec: ServerSpec): Promise<Server> {
       child.once('message', (m) => resolve(m as Stats))
       child.send('stats')
     })
-  return { name, origin: `http://127.0.0.1:${port}`, stats }
+  return { name, origin: `http://127.0.0.1:${port}`, ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }), stats }
 }
 
-interface Row {
+/** A row autocannon drives: HTTP/1.1 requests of `path` with `headers`, answered `status`. */
+interface HttpRow {
+  kind?: 'http'
   name: string
   server: Server
   path: string
   headers: Record<string, string>
   status: number
 }
+
+/** A row of unary gRPC calls (grpc-load.ts): `call` resolves whether the answer was the expected one. */
+interface GrpcRow {
+  kind: 'grpc'
+  name: string
+  server: Server
+  /** What the row expects, for the results: e.g. `CheckResponse status.code 0 (OK)`. */
+  expected: string
+  call(): Promise<boolean>
+}
+
+type Row = HttpRow | GrpcRow
 
 interface Measure {
   rps: number
@@ -99,8 +120,22 @@ interface Measure {
   unexpected: number
 }
 
+/** Runs the row's load for `seconds`; the server's CPU per request is its CPU time over the requests answered. */
 async function load(row: Row, seconds: number): Promise<Measure> {
   const before = await row.server.stats()
+  if (row.kind === 'grpc') {
+    const result = await grpcLoad(() => row.call(), CONNECTIONS, seconds)
+    const after = await row.server.stats()
+    return {
+      rps: result.rps,
+      p50: result.p50,
+      p99: result.p99,
+      cpuMicrosPerRequest: result.requests === 0 ? Number.NaN : (after.cpuMicros - before.cpuMicros) / result.requests,
+      maxRssMiB: after.maxRssBytes / 1024 / 1024,
+      requests: result.requests,
+      unexpected: result.unexpected + result.errors,
+    }
+  }
   let unexpected = 0
   const result = await autocannon({
     url: row.server.origin + row.path,
@@ -188,7 +223,9 @@ async function main(): Promise<void> {
       ...variant.config,
       upstreams,
     })
-    gateways.set(variant.name, await startServer(`gateway (${variant.name})`, { kind: 'gateway', port: ports[i] as number, yaml }))
+    // The cookie gateway also serves Envoy's ext_authz over gRPC, for the gRPC check row.
+    const grpc = variant.name === 'cookie' ? { grpcPort: 0 } : {}
+    gateways.set(variant.name, await startServer(`gateway (${variant.name})`, { kind: 'gateway', port: ports[i] as number, yaml, ...grpc }))
   }
 
   // dana is in 150 groups: her session cookie is chunked.
@@ -270,6 +307,40 @@ async function main(): Promise<void> {
     headers: { ...json, cookie: forwardCookie, 'x-original-method': 'GET', 'x-original-url': `${cookie.origin}/page` },
     status: 200,
   })
+  // Envoy's ext_authz (test/fixtures/envoy.ts): the client's method, path_prefix + the client's
+  // path, the client's Host (here the gateway's own, which the `app` upstream matches), no body,
+  // and the allow-listed headers; a signed-in session, so 200: allowed.
+  const extAuthzCookie = await signedIn(cookie)
+  rows.push({
+    name: 'ext_authz HTTP check (Envoy)',
+    server: cookie,
+    path: `${EXT_AUTHZ_PATH}/page`,
+    headers: { host: new URL(cookie.origin).host, cookie: extAuthzCookie, ...json, 'content-length': '0' },
+    status: 200,
+  })
+  {
+    // The same check as Envoy's gRPC ext_authz filter asks it: Authorization/Check with the
+    // client's request in attributes.request.http (pseudo-headers included, as Envoy sends them),
+    // over the one HTTP/2 connection of a grpc-js client. OK (status.code 0) is an allow.
+    const client = grpcClient(cookie.grpcAddress as string)
+    teardown.push(() => client.close())
+    const host = new URL(cookie.origin).host
+    const request = checkRequest({
+      method: 'GET',
+      host,
+      path: '/page',
+      scheme: 'http',
+      protocol: 'HTTP/1.1',
+      headers: { ':authority': host, ':method': 'GET', ':path': '/page', ':scheme': 'http', cookie: extAuthzCookie, ...json },
+    })
+    rows.push({
+      kind: 'grpc',
+      name: 'ext_authz gRPC check (Envoy)',
+      server: cookie,
+      expected: 'CheckResponse status.code 0 (OK)',
+      call: async () => (await client.check(request)).status?.code === 0,
+    })
+  }
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
   if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i === 1 || ONLY.some((text) => row.name.includes(text))))
@@ -288,7 +359,7 @@ async function main(): Promise<void> {
     const list = measures.get(row) ?? []
     return {
       name: row.name,
-      expectedStatus: row.status,
+      ...(row.kind === 'grpc' ? { load: 'grpc-load', expected: row.expected } : { load: 'autocannon', expectedStatus: row.status }),
       rps: median(list.map((m) => m.rps)),
       p50Ms: median(list.map((m) => m.p50)),
       p99Ms: median(list.map((m) => m.p99)),

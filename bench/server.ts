@@ -1,7 +1,8 @@
 // One server under test, in a process of its own so that its CPU time and memory are its own:
-// the fast upstream, the bare @fastify/http-proxy baseline, or the gateway from a YAML config.
-// The parent talks to it over IPC: it says where it listens, and answers "stats" with its CPU
-// time and memory.
+// the fast upstream, the bare @fastify/http-proxy baseline, or the gateway from a YAML config
+// (with, when the spec has a grpcPort, the Envoy ext_authz gRPC service wired as the CLI wires
+// it). The parent talks to it over IPC: it says where it listens, and answers "stats" with its
+// CPU time and memory.
 
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -9,11 +10,21 @@ import httpProxy from '@fastify/http-proxy'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { buildApp } from '../src/app.js'
 import { parseConfig } from '../src/config/load.js'
+import { startExtAuthzGrpc } from '../src/ext-authz/grpc-server.js'
+import { injectedCheck } from '../src/ops/grpc-check.js'
 
 export type ServerSpec =
   | { kind: 'upstream' }
   | { kind: 'bare'; upstream: string }
-  | { kind: 'gateway'; port: number; yaml: string }
+  /** grpcPort: also the ext_authz gRPC service on 127.0.0.1 (0 picks a free port). */
+  | { kind: 'gateway'; port: number; yaml: string; grpcPort?: number }
+
+/** What a server says over IPC once it listens. */
+export interface Listening {
+  port: number
+  /** The ext_authz gRPC service's port, when the spec asked for it. */
+  grpcPort?: number
+}
 
 export interface Stats {
   /** Microseconds of user + system CPU since the process started. */
@@ -24,7 +35,7 @@ export interface Stats {
 
 const BODY = Buffer.from('{"ok":true,"payload":"a small JSON answer of an application"}')
 
-async function start(spec: ServerSpec): Promise<number> {
+async function start(spec: ServerSpec): Promise<Listening> {
   if (spec.kind === 'upstream') {
     const server = createServer((req, res) => {
       req.resume()
@@ -33,23 +44,41 @@ async function start(spec: ServerSpec): Promise<number> {
     })
     server.keepAliveTimeout = 60_000
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    return (server.address() as AddressInfo).port
+    return { port: (server.address() as AddressInfo).port }
   }
-  let app: FastifyInstance
   if (spec.kind === 'bare') {
-    app = Fastify({ logger: false })
+    const app = Fastify({ logger: false })
     await app.register(httpProxy, { upstream: spec.upstream })
-  } else {
-    app = await buildApp(parseConfig(spec.yaml, process.env))
-    await app.providerReady
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    return { port: (app.server.address() as AddressInfo).port }
   }
-  await app.listen({ host: '127.0.0.1', port: spec.kind === 'gateway' ? spec.port : 0 })
-  return (app.server.address() as AddressInfo).port
+  const config = parseConfig(spec.yaml, process.env)
+  const app: FastifyInstance = await buildApp(config)
+  await app.providerReady
+  await app.listen({ host: '127.0.0.1', port: spec.port })
+  const port = (app.server.address() as AddressInfo).port
+  if (spec.grpcPort === undefined) return { port }
+  // As src/cli.ts's startGrpc: readiness looked at once a second, each Check asked of the app's
+  // HTTP ext_authz route through app.inject.
+  let ready = false
+  const look = async (): Promise<void> => {
+    ready = (await Promise.all(app.management.checks.map((check) => check.ready()))).every(Boolean)
+  }
+  await look()
+  setInterval(() => void look(), 1000).unref()
+  const grpc = await startExtAuthzGrpc({
+    host: '127.0.0.1',
+    port: spec.grpcPort,
+    check: injectedCheck(() => ({ app, extAuthzPath: config.forwardAuth.extAuthzPath })),
+    ready: () => ready,
+    log: app.log,
+  })
+  return { port, grpcPort: grpc.port }
 }
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as ServerSpec
 start(spec).then(
-  (port) => {
+  (listening) => {
     process.on('message', (message) => {
       // A clean exit, so that --cpu-prof (BENCH_PROFILE) writes its profile.
       if (message === 'exit') process.exit(0)
@@ -58,7 +87,7 @@ start(spec).then(
       const stats: Stats = { cpuMicros: cpu.user + cpu.system, rssBytes: process.memoryUsage().rss, maxRssBytes: process.resourceUsage().maxRSS * 1024 }
       process.send?.(stats)
     })
-    process.send?.({ port })
+    process.send?.(listening)
   },
   (err: unknown) => {
     process.stderr.write(`bench server ${spec.kind} failed: ${err instanceof Error ? err.stack : String(err)}\n`)
