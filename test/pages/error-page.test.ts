@@ -104,11 +104,15 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     t.notMatch(page.body, /<script>|"><script/)
   })
 
-  t.test("forward-auth answers its ingress in problem+json, whatever the browser's headers", async (t) => {
-    const traefik = { 'x-forwarded-method': 'GET', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-uri': '/admin/x' }
-    const res = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...NAVIGATE, ...traefik } })
+  t.test("forward-auth answers ingress-nginx in problem+json whatever the browser's headers; a page load Traefik asks about is sent to sign in", async (t) => {
+    const nginx = { 'x-original-method': 'GET', 'x-original-url': 'http://127.0.0.1/admin/x' }
+    const res = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...NAVIGATE, ...nginx } })
     t.equal(res.status, 401)
     t.match(header(res, 'content-type'), /^application\/problem\+json/)
+    const traefik = { 'x-forwarded-method': 'GET', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-uri': '/admin/x' }
+    const page = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...NAVIGATE, ...traefik } })
+    t.equal(page.status, 302, 'Traefik passes the answer to the browser')
+    t.notMatch(page.body, /<html/i, 'a redirect, not an error page')
   })
 
   t.test('error headers are kept on the page', async (t) => {
