@@ -241,3 +241,20 @@ t.test('a reload that refuses an open WebSocket closes it with 1008; one it stil
   t.equal(await aliceClosed, 1008, "alice's socket is closed: policy violation")
   t.equal(await echo(sockets.bob as WebSocket, 'still'), 'still', "bob's is not")
 })
+
+t.test('a reload empties the decision cache (forwardAuth.cache): a rule the reload adds applies to the next check at once', async (t) => {
+  const { live, gw, write } = await setup(t)
+  const cached = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } })
+  write(cached)
+  t.equal(await live.reload('SIGHUP'), true)
+  const browser = new Browser()
+  t.equal((await browser.signIn(`${gw}/api/v1/openid/redirect`, 'bob')).status, 200)
+  const check = async (): Promise<number> => status(browser, `${gw}/api/v1/openid/ext-authz/page`)
+  t.equal(await check(), 200, 'allowed, and cached for a minute')
+  write((c) => {
+    const next = cached(c)
+    return { ...next, upstreams: [{ ...(next.upstreams as Array<Record<string, unknown>>)[0], allow: { groups: ['admins'] } }] }
+  })
+  t.equal(await live.reload('SIGHUP'), true)
+  t.equal(await check(), 403, 'bob is not in admins: decided afresh')
+})

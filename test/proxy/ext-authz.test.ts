@@ -1,5 +1,7 @@
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import type { Problem } from '../../src/errors.js'
 import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.js'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
@@ -208,6 +210,16 @@ t.test('forwardAuth.cache', async (t) => {
     const cookie = browser.cookieHeader(`${stack.gw}/page`)
     t.equal((await check(stack, '/page', { cookie })).status, 200)
     t.equal((await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })).status, 200)
+    t.equal((await check(stack, '/page', { cookie })).status, 401)
+  })
+
+  t.test('a back-channel logout empties it: the ended session is refused at once', async (t) => {
+    const stack = await startStack(t, { config: { ...CONFIG, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } }, upstreams: UPSTREAMS, backchannelLogout: true })
+    const cookie = await gatewayCookies(stack, 'alice')
+    t.equal((await check(stack, '/page', { cookie })).status, 200)
+    const token = await stack.provider!.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+    const logout = await fetch(`${stack.gw}/api/v1/openid/backchannel-logout`, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
+    t.equal(logout.status, 200)
     t.equal((await check(stack, '/page', { cookie })).status, 401)
   })
 })
