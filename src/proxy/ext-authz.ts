@@ -99,6 +99,9 @@ export async function allowHeaders(
   }
   const { header, signer } = options.assertions
   if (signer !== undefined) names.push(header.toLowerCase())
+  // As on the proxy: an upstream that takes Authorization as the gateway's token never gets the
+  // client's own (an `alg: none` JWT on a public path would otherwise pass for one).
+  if (upstream.forwardAccessToken) names.push('authorization')
   const remove = names.filter((name) => !set.some(([setName]) => setName === name))
   if (cookieHeader !== undefined) {
     const kept = stripCookies(cookieHeader, options.isGatewayCookie)

@@ -66,6 +66,17 @@ t.test('ext_authz over HTTP', async (t) => {
     const removed = String(res.headers['x-envoy-auth-headers-to-remove']).split(',')
     t.ok(removed.includes('x-forwarded-email') && removed.includes('x-forwarded-groups'), 'identity headers the token does not fill are removed: a forged copy never reaches the upstream')
     t.notOk(removed.includes('x-forwarded-user'))
+    t.notOk(removed.includes('authorization'), 'the verified token is set, not removed')
+    const anonymous = await check(stack, '/tokens/x', { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.' })
+    t.equal(anonymous.status, 401, 'a refused token is no sign-in')
+  })
+
+  t.test("a forwardAccessToken upstream never receives the client's own Authorization", async (t) => {
+    const stack = await startStack(t, { config: CONFIG, upstreams: [{ name: 'tokens', match: { pathPrefix: '/', hosts: [APP] }, forwardAccessToken: true, publicPaths: ['/public/**'] }] })
+    const res = await check(stack, '/public/x', { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.' })
+    t.equal(res.status, 200, 'a public path passes anonymously')
+    t.equal(res.headers.authorization, undefined)
+    t.ok(String(res.headers['x-envoy-auth-headers-to-remove']).split(',').includes('authorization'), "the client's header is removed, as the proxy removes it")
   })
 
   t.test('not signed in: a program gets 401 with WWW-Authenticate and problem+json', async (t) => {
