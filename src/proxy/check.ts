@@ -8,7 +8,7 @@ import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../
 import { redactUrl } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, logForbidden, type AccessDecider } from './guard.js'
+import { createAccessDecision, isPreflight, logForbidden, type AccessDecider } from './guard.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
 import type { NormalizedPath } from './path.js'
 
@@ -148,9 +148,8 @@ export function createChecker(options: CheckOptions): Checker {
     }
     const decideAccess = deciders.get(upstream) as AccessDecider
     if (upstream.auth !== 'none') warnIfCookiesCannotReach(req, host)
-    // A preflight only when it can be told: the original method is OPTIONS and the check carries
-    // the client's Access-Control-Request-Method.
-    const preflight = method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
+    // A preflight only when it can be told: the check carries the client's Access-Control-Request-Method.
+    const preflight = isPreflight(method, req.headers)
     const key = cache === undefined ? undefined : cacheKey(req, checked, upstreamName, preflight)
     const now = Date.now()
     const cached = key === undefined ? undefined : cache?.get(key, now)

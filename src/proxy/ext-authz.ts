@@ -8,7 +8,7 @@ import { redactUrl } from '../ops/logging.js'
 import type { CheckedRequest, Checker, CheckVerdict } from './check.js'
 import { forbiddenError, unauthenticatedError } from './guard.js'
 import type { IdentityAssertions } from './identity-assertion.js'
-import { identityHeaderValues, stripCookies } from './identity-headers.js'
+import { identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './identity-headers.js'
 import { isHostValue } from './match.js'
 import { normalizePath } from './path.js'
 
@@ -74,8 +74,6 @@ function fromGrpcService(req: FastifyRequest): boolean {
   return timingSafeEqual(Buffer.from(value), TOKEN_BYTES)
 }
 
-/** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
-const ACCESS_TOKEN = /^[\x20-\x7e]+$/
 /** The header Envoy reads the list of request headers to remove from. */
 export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 
@@ -92,7 +90,7 @@ export async function allowHeaders(
 ): Promise<ExtAuthzAllow> {
   const { upstream, identity } = verdict
   const set: Array<[string, string]> = []
-  const names = Object.values(upstream.identityHeaders).map((name) => name.toLowerCase())
+  const names: string[] = Object.values(lowerNames(upstream.identityHeaders))
   if (identity !== null) {
     for (const [name, value] of Object.entries(identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer))) set.push([name, value])
     await addCredentials(set, upstream, identity, options.assertions)
@@ -117,7 +115,7 @@ async function addCredentials(
   identity: Identity,
   assertions: ExtAuthzOptions['assertions'],
 ): Promise<void> {
-  if (upstream.forwardAccessToken && ACCESS_TOKEN.test(identity.accessToken)) set.push(['authorization', `Bearer ${identity.accessToken}`])
+  if (upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) set.push(['authorization', `Bearer ${identity.accessToken}`])
   if (upstream.identityAssertion && assertions.signer !== undefined) {
     set.push([assertions.header.toLowerCase(), await assertions.signer.assertion(identity.claims, upstream.name, identity.issuer)])
   }

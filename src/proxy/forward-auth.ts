@@ -4,7 +4,7 @@ import { GatewayError } from '../errors.js'
 import { isNavigationOf } from '../navigation.js'
 import type { CheckedRequest, Checker } from './check.js'
 import { forbiddenError, unauthenticatedError } from './guard.js'
-import { identityHeaderValues } from './identity-headers.js'
+import { identityHeaderValues, isHeaderSafeToken } from './identity-headers.js'
 import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
 import { FORWARD_AUTH_PATH } from '../paths.js'
@@ -57,8 +57,6 @@ const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
   issuer: 'X-Auth-Request-Issuer',
 }
 const ACCESS_TOKEN_HEADER = 'x-auth-request-access-token'
-/** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
-const ACCESS_TOKEN = /^[\x20-\x7e]+$/
 
 const ABSOLUTE_URL = /^(https?):\/\/([^/?#]*)(.*)$/i
 /** RFC 9110 5.6.2: a method is a token. */
@@ -204,7 +202,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         if (identity !== null) {
           req.identity = identity
           reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer))
-          if (verdict.upstream.forwardAccessToken && ACCESS_TOKEN.test(identity.accessToken)) {
+          if (verdict.upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
             reply.header(ACCESS_TOKEN_HEADER, identity.accessToken)
           }
         }

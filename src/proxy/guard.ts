@@ -41,6 +41,14 @@ export type AccessDecision =
   | { outcome: 'unauthenticated'; expired: boolean; refreshable: boolean }
   | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal }
 
+/**
+ * A CORS preflight: OPTIONS with Access-Control-Request-Method (Fetch standard, CORS-preflight
+ * request). The check endpoints pass the original request's method and the client's headers.
+ */
+export function isPreflight(method: string, headers: FastifyRequest['headers']): boolean {
+  return method === 'OPTIONS' && headers['access-control-request-method'] !== undefined
+}
+
 export type AccessDecider = (req: FastifyRequest, reply: FastifyReply, request: AccessRequest) => Promise<AccessDecision>
 
 const ANONYMOUS: AccessDecision = { outcome: 'pass', identity: null }
@@ -127,8 +135,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
 
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     req.identity = null
-    const preflight = req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined
-    const decision = await decide(req, reply, { path: pathOf(req.url), preflight })
+    const decision = await decide(req, reply, { path: pathOf(req.url), preflight: isPreflight(req.method, req.headers) })
     switch (decision.outcome) {
       case 'pass':
         req.identity = decision.identity

@@ -153,7 +153,8 @@ export function isReservedHeaderName(name: string): boolean {
 
 const lowerNamesCache = new WeakMap<IdentityHeaderNames, IdentityHeaderNames>()
 
-function lowerNames(names: IdentityHeaderNames): IdentityHeaderNames {
+/** The configured identity header names, lowercased (as Node and Envoy compare them), computed once per configuration. */
+export function lowerNames(names: IdentityHeaderNames): IdentityHeaderNames {
   let lower = lowerNamesCache.get(names)
   if (lower === undefined) {
     lower = {
@@ -347,3 +348,10 @@ export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookieName: (n
     else headers[key] = list
   }
 }
+
+/** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
+export function isHeaderSafeToken(token: string): boolean {
+  return VSCHAR.test(token)
+}
+
+const VSCHAR = /^[\x20-\x7e]+$/
