@@ -10,8 +10,7 @@ import httpProxy from '@fastify/http-proxy'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { buildApp } from '../src/app.js'
 import { parseConfig } from '../src/config/load.js'
-import { startExtAuthzGrpc } from '../src/ext-authz/grpc-server.js'
-import { injectedCheck } from '../src/ops/grpc-check.js'
+import { serveExtAuthzGrpc } from '../src/ops/grpc-check.js'
 
 export type ServerSpec =
   | { kind: 'upstream' }
@@ -58,20 +57,11 @@ async function start(spec: ServerSpec): Promise<Listening> {
   await app.listen({ host: '127.0.0.1', port: spec.port })
   const port = (app.server.address() as AddressInfo).port
   if (spec.grpcPort === undefined) return { port }
-  // As src/cli.ts's startGrpc: readiness looked at once a second, each Check asked of the app's
-  // HTTP ext_authz route through app.inject.
-  let ready = false
-  const look = async (): Promise<void> => {
-    ready = (await Promise.all(app.management.checks.map((check) => check.ready()))).every(Boolean)
-  }
-  await look()
-  setInterval(() => void look(), 1000).unref()
-  const grpc = await startExtAuthzGrpc({
+  const grpc = await serveExtAuthzGrpc({
     host: '127.0.0.1',
     port: spec.grpcPort,
-    check: injectedCheck(() => ({ app, extAuthzPath: config.forwardAuth.extAuthzPath })),
-    ready: () => ready,
-    log: app.log,
+    running: () => ({ app, extAuthzPath: config.forwardAuth.extAuthzPath }),
+    checks: () => app.management.checks,
   })
   return { port, grpcPort: grpc.port }
 }

@@ -16,8 +16,8 @@ import { LiveGateway } from './ops/live.js'
 import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
-import { startExtAuthzGrpc, type ExtAuthzGrpc } from './ext-authz/grpc-server.js'
-import { injectedCheck } from './ops/grpc-check.js'
+import type { ExtAuthzGrpc } from './ext-authz/grpc-server.js'
+import { serveExtAuthzGrpc } from './ops/grpc-check.js'
 import type { GatewayConfig } from './config/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
@@ -106,26 +106,16 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   }
 }
 
-/**
- * The Envoy ext_authz gRPC service (server.extAuthzGrpcPort), asking the running app. Its health
- * service reports the gateway's readiness, looked at once a second (the checks are asynchronous,
- * the health answer is not).
- */
+/** The Envoy ext_authz gRPC service (server.extAuthzGrpcPort), asking the running app. */
 async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<ExtAuthzGrpc | undefined> {
   const { host, extAuthzGrpcPort } = gateway.config.server
   if (extAuthzGrpcPort === 0) return undefined
-  let ready = false
-  const look = async (): Promise<void> => {
-    ready = !draining() && (await Promise.all(gateway.checks.map((check) => check.ready()))).every(Boolean)
-  }
-  await look()
-  setInterval(() => void look(), 1000).unref()
-  const grpc = await startExtAuthzGrpc({
+  const grpc = await serveExtAuthzGrpc({
     host,
     port: extAuthzGrpcPort,
-    check: injectedCheck(() => ({ app: gateway.app, extAuthzPath: gateway.config.forwardAuth.extAuthzPath })),
-    ready: () => ready && !draining(),
-    log: gateway.app.log,
+    running: () => ({ app: gateway.app, extAuthzPath: gateway.config.forwardAuth.extAuthzPath }),
+    checks: () => gateway.checks,
+    draining,
   })
   gateway.app.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
   return grpc

@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify'
+import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../ext-authz/grpc-server.js'
 import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
+import type { ReadinessCheck } from './management.js'
 import { GRPC_CHECK_HEADER, GRPC_CHECK_TOKEN, GRPC_UPSTREAM_HEADER, type ExtAuthzAllow } from '../proxy/ext-authz.js'
 
 // The gRPC ext_authz service's `check`: the request Envoy describes, asked of the running app's
@@ -45,4 +47,37 @@ export function injectedCheck(running: () => RunningApp): (input: CheckInput) =>
     }
     return { allow: false, status: res.statusCode, headers: answered, body: res.payload }
   }
+}
+
+export interface ServeOptions {
+  host: string
+  port: number
+  /** The app serving now, looked up per check (a reload swaps it). */
+  running: () => RunningApp
+  /** The gateway's readiness checks (those of /readyz). */
+  checks: () => readonly ReadinessCheck[]
+  /** True while the process drains: the health service then says NOT_SERVING. */
+  draining?: () => boolean
+}
+
+/**
+ * The ext_authz gRPC service in front of the running app. Its health service reports the
+ * gateway's readiness, looked at once a second (the checks are asynchronous, a health answer is
+ * not).
+ */
+export async function serveExtAuthzGrpc(options: ServeOptions): Promise<ExtAuthzGrpc> {
+  const draining = options.draining ?? (() => false)
+  let ready = false
+  const look = async (): Promise<void> => {
+    ready = !draining() && (await Promise.all(options.checks().map((check) => check.ready()))).every(Boolean)
+  }
+  await look()
+  setInterval(() => void look(), 1000).unref()
+  return startExtAuthzGrpc({
+    host: options.host,
+    port: options.port,
+    check: injectedCheck(options.running),
+    ready: () => ready && !draining(),
+    log: options.running().app.log,
+  })
 }
