@@ -5,24 +5,26 @@
 // connections, a warm-up, then alternating rounds, medians. The figure that survives a noisy
 // machine is the server's own CPU time per request (user + system, from process.cpuUsage in that
 // process). Prints a markdown table and writes it with the raw figures under bench/results/.
-// The Envoy ext_authz gRPC row cannot be driven by autocannon: a closed loop of @grpc/grpc-js
-// calls (grpc-load.ts), as many in flight as autocannon has connections, takes its place.
+// The Envoy ext_authz gRPC row cannot be driven by autocannon: a closed loop of gRPC calls on one
+// HTTP/2 connection (grpc-load.ts), as many in flight as autocannon has connections, takes its place.
 
 import { execFileSync, fork, spawn, spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { MethodDefinition } from '@grpc/grpc-js'
 import autocannon from 'autocannon'
 import { stringify } from 'yaml'
 import { startDevProvider } from '../src/dev/provider.js'
 import { Browser } from '../test/fixtures/browser.js'
 import { EXT_AUTHZ_PATH } from '../test/fixtures/envoy.js'
-import { checkRequest, grpcClient } from '../test/fixtures/ext-authz-grpc.js'
+import { loadExtAuthzServices } from '../src/ext-authz/protos.js'
+import { checkRequest, type DecodedCheckResponse } from '../test/fixtures/ext-authz-grpc.js'
 import { startRedis } from '../test/fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
-import { grpcLoad } from './grpc-load.js'
+import { grpcLoad, rawUnaryCaller } from './grpc-load.js'
 import { treeStats } from './proc.js'
 import type { Listening, ServerSpec, Stats } from './server.js'
 
@@ -321,9 +323,8 @@ async function main(): Promise<void> {
   {
     // The same check as Envoy's gRPC ext_authz filter asks it: Authorization/Check with the
     // client's request in attributes.request.http (pseudo-headers included, as Envoy sends them),
-    // over the one HTTP/2 connection of a grpc-js client. OK (status.code 0) is an allow.
-    const client = grpcClient(cookie.grpcAddress as string)
-    teardown.push(() => client.close())
+    // many calls in flight on one HTTP/2 connection (grpc-load.ts rawUnaryCaller). OK
+    // (status.code 0) is an allow.
     const host = new URL(cookie.origin).host
     const request = checkRequest({
       method: 'GET',
@@ -333,12 +334,18 @@ async function main(): Promise<void> {
       protocol: 'HTTP/1.1',
       headers: { ':authority': host, ':method': 'GET', ':path': '/page', ':scheme': 'http', cookie: extAuthzCookie, ...json },
     })
+    const check = loadExtAuthzServices().authorization.Check as MethodDefinition<object, DecodedCheckResponse>
+    const caller = rawUnaryCaller(cookie.grpcAddress as string, check, request)
+    teardown.push(() => caller.close())
     rows.push({
       kind: 'grpc',
       name: 'ext_authz gRPC check (Envoy)',
       server: cookie,
-      expected: 'CheckResponse status.code 0 (OK)',
-      call: async () => (await client.check(request)).status?.code === 0,
+      expected: 'grpc-status 0 and CheckResponse status.code 0 (OK)',
+      call: async () => {
+        const { status, response } = await caller.call()
+        return status === 0 && response?.status?.code === 0
+      },
     })
   }
 

@@ -60,7 +60,7 @@ async function start(spec: ServerSpec): Promise<Listening> {
   const grpc = await serveExtAuthzGrpc({
     host: '127.0.0.1',
     port: spec.grpcPort,
-    running: () => ({ app, extAuthzPath: config.forwardAuth.extAuthzPath }),
+    running: () => app,
     checks: () => app.management.checks,
   })
   return { port, grpcPort: grpc.port }

@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
 import type { WorkerState } from './cluster/worker-state.js'
+import type { CheckAnswer, CheckInput } from './ext-authz/types.js'
 import { ConfigError } from './config/load.js'
 import type { GatewayConfig, ProviderConfig } from './config/types.js'
 import { GatewayError, type ProblemCode } from './errors.js'
@@ -13,7 +14,7 @@ import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { Providers, type Provider } from './oidc/providers.js'
 import { JtiReplayGuard, type JtiReplay } from './oidc/jti-replay.js'
-import { clientErrorHandler, PROBLEM_HEADERS } from './ops/hygiene.js'
+import { clientErrorHandler } from './ops/hygiene.js'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import type { ManagementOptions, ReadinessCheck } from './ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from './ops/metrics.js'
@@ -23,21 +24,21 @@ import { canonicalHost, createUpstreamMatcher } from './proxy/match.js'
 import { socketGrant, socketVerdict } from './proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from './proxy/websocket-registry.js'
 import { normalizePath } from './proxy/path.js'
-import { createErrorPage, wantsPage, type PageDeps } from './pages/error-page.js'
+import { createErrorPage, createProblemAnswer, wantsPage, type PageDeps } from './pages/error-page.js'
 import { signOutPage } from './pages/sign-out.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { IdentityAssertions } from './proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from './keys/private-key.js'
 import { forwardAuthRoutes } from './proxy/forward-auth.js'
 import { createChecker } from './proxy/check.js'
-import { extAuthzRoutes } from './proxy/ext-authz.js'
+import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from './proxy/ext-authz.js'
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
-import { GatewayCookies } from './session/cookies.js'
+import { GatewayCookies, SetCookieLines } from './session/cookies.js'
 import { CookieSessionStore } from './session/cookie-store.js'
 import { SessionLifecycle, type RefreshGrant } from './session/lifecycle.js'
 import { MemorySessionStore } from './session/memory-store.js'
@@ -97,6 +98,8 @@ declare module 'fastify' {
     revocations: RevocationList | undefined
     /** This configuration's verdict on open WebSockets; a live gateway applies it once it serves. */
     websocketVerdict: SocketVerdict
+    /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (proxy/ext-authz.ts). */
+    extAuthzCheck: (input: CheckInput) => Promise<CheckAnswer>
   }
 }
 
@@ -180,12 +183,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
       req.log.error({ err: { name: err.name, message: err.message, code: err.code } }, 'unexpected error')
       problem = new GatewayError('internal_error', 'the gateway failed unexpectedly; the log has details')
     }
-    if (problem.status >= 500) req.log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
     reply.problemCode = problem.code
     // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
-    if (wantsPage(req)) return errorPage(req, reply, problem, status)
-    return reply.headers(PROBLEM_HEADERS).headers(problem.headers).code(status).type('application/problem+json').send({ ...problem.toProblem(), status })
+    return answerProblem(req, req.log, problem, status, wantsPage(req)).then((answer) => reply.code(answer.status).headers(answer.headers).send(answer.body))
   })
   app.setNotFoundHandler(() => {
     throw new GatewayError('not_found', 'no upstream serves this path')
@@ -320,7 +321,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     validateRedirectAfter,
     endSessionUrls: () => providers.all.map((p) => p.client.endSessionUrl(undefined)),
   }
-  const errorPage = createErrorPage(pages)
+  const answerProblem = createProblemAnswer(createErrorPage(pages))
 
   // The check endpoints' one decision (proxy/check.ts), with its cache.
   const checker = createChecker({
@@ -372,13 +373,21 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   })
   await app.register(forwardAuthRoutes, { checker })
   const signer = await identityAssertions(config)
-  await app.register(extAuthzRoutes, {
-    checker,
-    path: config.forwardAuth.extAuthzPath,
-    publicUrl: config.server.publicUrl,
-    isGatewayCookie: cookies.isGatewayCookie,
-    assertions: { header: config.assertions.header, signer },
-  })
+  const extAuthz = createExtAuthzDecision({ checker, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })
+  await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
+  app.decorate(
+    'extAuthzCheck',
+    createGrpcCheck({
+      decide: extAuthz,
+      publicUrl: config.server.publicUrl,
+      parseCookie: (header) => app.parseCookie(header),
+      setCookies: () => new SetCookieLines((name, value, options) => app.serializeCookie(name, value, options)),
+      expireFormer: (req, reply) => cookies.expireFormer(req, reply),
+      answerProblem: (req, problem, page) => answerProblem(req, app.log, problem, problem.status, page),
+      log: app.log,
+      observe: (method, status, seconds, code) => metrics.observeRequest({ route: GATEWAY_ROUTE, method, status, seconds, routeUrl: undefined, code }),
+    }),
+  )
   if (signer !== undefined) {
     // Outside /api/v1/openid, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {
@@ -437,7 +446,3 @@ function carried<K extends keyof LiveState>(live: LiveState | undefined, key: K,
   return value as NonNullable<LiveState[K]>
 }
 
-function causeOf(err: Error): string | undefined {
-  const cause = err.cause
-  return cause instanceof Error ? `${cause.name}: ${cause.message}` : undefined
-}

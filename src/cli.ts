@@ -113,7 +113,7 @@ async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise
   const grpc = await serveExtAuthzGrpc({
     host,
     port: extAuthzGrpcPort,
-    running: () => ({ app: gateway.app, extAuthzPath: gateway.config.forwardAuth.extAuthzPath }),
+    running: () => gateway.app,
     checks: () => gateway.checks,
     draining,
   })

@@ -13,7 +13,7 @@ import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
 import { checkInputOf } from './check-input.js'
 import { checkResponse, type CheckResponse } from './check-response.js'
-import { AUTHORIZATION_SERVICE, loadExtAuthzServices } from './protos.js'
+import { AUTHORIZATION_SERVICE, loadExtAuthzServices, serverAuthorizationService } from './protos.js'
 import type { CheckAnswer, CheckInput } from './types.js'
 
 // Envoy's external authorization over gRPC: `envoy.service.auth.v3.Authorization/Check`
@@ -81,7 +81,8 @@ function bindAddress(host: string, port: number): string {
 export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<ExtAuthzGrpc> {
   const { check, ready, log } = options
   const services = loadExtAuthzServices()
-  const server = new Server()
+  // Channelz (gRPC's introspection service) is not served here; its per-call bookkeeping is not kept.
+  const server = new Server({ 'grpc.enable_channelz': 0 })
   /** Open Watch calls and what stops each one's polling. */
   const watches = new Map<ServerWritableStream<unknown, { status: ServingStatus }>, () => void>()
 
@@ -159,7 +160,7 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
     },
   }
 
-  server.addService(services.authorization, authorization)
+  server.addService(serverAuthorizationService(services.authorization), authorization)
   server.addService(services.health, health)
 
   const port = await new Promise<number>((resolve, reject) => {

@@ -1,11 +1,13 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { GatewayError, ProblemCode } from '../errors.js'
+import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { escapeHtml } from '../lib/html.js'
 import { isNavigation } from '../navigation.js'
 import { FORWARD_AUTH_PATH, isGatewayPath, SIGN_OUT_PATH, signInPath } from '../paths.js'
 import type { SessionStore } from '../session/types.js'
-import { actions, renderPage, sendPage } from './page.js'
-import { signedInAs } from './who.js'
+import { actions, pageHeaders, renderPage } from './page.js'
+import { signedInAs, type WhoRequest } from './who.js'
 
 // The HTML face of a gateway error, for browser navigations only (the error handler in app.ts
 // decides; everything else keeps problem+json). Same status, same code, the same headers the
@@ -90,6 +92,25 @@ export function formTargetsOf(deps: PageDeps): string[] {
   return [...new Set([origin, ...origins])]
 }
 
+/** A request refused: the page for it says who is signed in and leads back to `url`. */
+export interface ProblemRequest extends WhoRequest {
+  readonly method: string
+  readonly headers: IncomingHttpHeaders
+}
+
+/** A refusal as it is answered: status, headers (content type included) and body. */
+export interface ProblemAnswer {
+  status: number
+  headers: Record<string, string>
+  body: string
+}
+
+/** An error page's headers (the error's own among them) and HTML. */
+export interface ErrorPage {
+  headers: Record<string, string>
+  html: string
+}
+
 function pathOf(url: string): string {
   const q = url.indexOf('?')
   return q === -1 ? url : url.slice(0, q)
@@ -99,14 +120,15 @@ export function createErrorPage(deps: PageDeps) {
   const signOutUrl = deps.publicUrl + SIGN_OUT_PATH
 
   /** Back to this page after signing in, unless it is a gateway path (then the site's root). */
-  function signInUrl(req: FastifyRequest, problem: GatewayError): string {
+  function signInUrl(req: WhoRequest, problem: GatewayError): string {
     const given = problem.extensions.signInUrl
     if (typeof given === 'string') return given
     const target = isGatewayPath(pathOf(req.url)) ? '/' : (deps.validateRedirectAfter(req.url) ?? '/')
     return deps.publicUrl + signInPath(target)
   }
 
-  return async function errorPage(req: FastifyRequest, reply: FastifyReply, problem: GatewayError, status: number): Promise<FastifyReply> {
+  /** `req.url`: the page a browser asked for (a check's is the request checked), where signing in returns. */
+  return async function errorPage(req: WhoRequest, problem: GatewayError, status: number): Promise<ErrorPage> {
     const who = await signedInAs(req, deps.store)
     const [heading, text] = WORDS[problem.code]
     const whoLine =
@@ -122,6 +144,31 @@ export function createErrorPage(deps: PageDeps) {
       whoLine,
       actions(signInUrl(req, problem), who === undefined ? 'Sign in' : 'Sign in again', who === undefined ? undefined : signOutUrl),
     ].join('\n')
-    return sendPage(reply.headers(problem.headers), status, { formTargets: formTargetsOf(deps) }, renderPage(`${heading} (${status})`, body))
+    return { headers: { ...problem.headers, ...pageHeaders({ formTargets: formTargetsOf(deps) }) }, html: renderPage(`${heading} (${status})`, body) }
   }
+}
+
+/**
+ * The answer to a refused request, whichever way it travels (the app's error handler, the gRPC
+ * check): the page (`page`) or RFC 9457 problem+json, with the error's own headers. A 5xx is
+ * logged as a warning with its cause (the answer says only that the log has details).
+ */
+export function createProblemAnswer(errorPage: ReturnType<typeof createErrorPage>) {
+  return async function answerProblem(req: ProblemRequest, log: FastifyBaseLogger, problem: GatewayError, status: number, page: boolean): Promise<ProblemAnswer> {
+    if (problem.status >= 500) log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
+    if (page) {
+      const rendered = await errorPage(req, problem, status)
+      return { status, headers: rendered.headers, body: rendered.html }
+    }
+    return {
+      status,
+      headers: { ...PROBLEM_HEADERS, ...problem.headers, 'content-type': 'application/problem+json; charset=utf-8' },
+      body: JSON.stringify({ ...problem.toProblem(), status }),
+    }
+  }
+}
+
+function causeOf(err: Error): string | undefined {
+  const cause = err.cause
+  return cause instanceof Error ? `${cause.name}: ${cause.message}` : undefined
 }

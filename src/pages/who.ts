@@ -1,5 +1,5 @@
-import type { FastifyRequest } from 'fastify'
-import type { SessionClaims, SessionStore } from '../session/types.js'
+import type { Identity } from '../identity.js'
+import type { SessionClaims, SessionRequest, SessionStore } from '../session/types.js'
 
 // Who a page says is signed in. Read only when a page is written (error path, signed-out page),
 // so ordinary requests never pay for it.
@@ -15,8 +15,13 @@ function text(claims: SessionClaims, name: string): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 
+/** A request a page is written for: its session, and the identity a decision set, if any. */
+export interface WhoRequest extends SessionRequest {
+  readonly identity?: Identity | null
+}
+
 /** The request's identity if a decision set one, else its session's; undefined when neither. */
-export async function signedInAs(req: FastifyRequest, store: SessionStore): Promise<SignedIn | undefined> {
+export async function signedInAs(req: WhoRequest, store: SessionStore): Promise<SignedIn | undefined> {
   let claims = req.identity?.claims
   if (claims === undefined) {
     // A page must still render when the session cannot be read; it then shows nobody.

@@ -1,9 +1,9 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingHttpHeaders } from 'node:http'
 import { GatewayError } from '../errors.js'
 import type { Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Identity } from '../identity.js'
-import type { Session, SessionStore } from '../session/types.js'
+import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed
 // transparently when it has expired), else an Authorization: Bearer token that verifies, in both
@@ -19,7 +19,12 @@ import type { Session, SessionStore } from '../session/types.js'
  */
 export type Authentication = Identity | 'expired' | 'refreshable' | 'invalid_token' | undefined
 
-export type Authenticate = (req: FastifyRequest, reply: FastifyReply) => Promise<Authentication>
+/** What authentication reads of a request: its cookies and path (the session), and its Authorization header. */
+export interface AuthRequest extends SessionRequest {
+  readonly headers: IncomingHttpHeaders
+}
+
+export type Authenticate = (req: AuthRequest, reply: SessionReply) => Promise<Authentication>
 
 /** The authentication of an upstream that accepts the providers `names` lists. */
 export type Authenticator = (names: readonly string[]) => Authenticate
@@ -35,7 +40,7 @@ const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
   const { store, lifecycle, providers } = deps
 
-  async function fromSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Exclude<Authentication, undefined>> {
+  async function fromSession(req: AuthRequest, reply: SessionReply, session: Session): Promise<Exclude<Authentication, undefined>> {
     const issuer = providers.get(session.provider)?.config.issuer
     // The caller checked that the upstream accepts the session's provider, so it is configured.
     if (issuer === undefined) return 'expired'

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ForwardAuthConfig, UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { Identity } from '../identity.js'
@@ -8,7 +7,8 @@ import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../
 import { redactUrl } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, isPreflight, logForbidden, type AccessDecider } from './guard.js'
+import { createAccessDecision, isPreflight, logForbidden, type AccessDecider, type DecisionRequest } from './guard.js'
+import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
 import type { NormalizedPath } from './path.js'
 
@@ -63,15 +63,25 @@ export interface CheckOptions {
 export interface Checker {
   /**
    * The verdict on `checked` for the credentials `req` carries (a refresh may set cookies on
-   * `reply`). `upstreamName`: the upstream whose rules apply, as the caller names it. Throws
+   * `reply`). `req.url` is the checked request's target, not the check's: the browser sent its
+   * cookies with that one (a credentials cookie on /api/v1/openid never reaches /app). `upstreamName`: the upstream whose rules apply, as the caller names it. Throws
    * GatewayError: bad_request (an ambiguous path), not_found (no upstream serves it), forbidden
    * (an unknown upstream name), and whatever authentication throws (503 store, 502 provider).
    */
-  check(req: FastifyRequest, reply: FastifyReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict>
+  check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict>
   /** Where a browser signs in (or, `refreshable`, renews its session) and comes back to `checked`. */
   signInUrl(checked: CheckedRequest, refreshable: boolean): string
   /** Empties the decision cache (a session ended). */
   forget(): void
+}
+
+/**
+ * The request a check decides on, for the session store and the authentication: the client's
+ * cookies and headers as the caller passed them on, and the checked request's target as its URL,
+ * since that is the request the browser chose its cookies for.
+ */
+export function checkContext(req: Pick<DecisionRequest, 'cookies' | 'headers' | 'log'>, checked: CheckedRequest): DecisionRequest {
+  return { url: checked.target.path + checked.target.search, cookies: req.cookies, headers: req.headers, log: req.log }
 }
 
 /** Hosts named in cookie-reach warnings; every caller can name hosts, so the memory is capped. */
@@ -105,7 +115,7 @@ export function createChecker(options: CheckOptions): Checker {
    * host never reaches an application on another host, so every check there is "not signed in"
    * and the browser goes round the provider for ever. Said once per host.
    */
-  function warnIfCookiesCannotReach(req: FastifyRequest, host: string): void {
+  function warnIfCookiesCannotReach(req: DecisionRequest, host: string): void {
     const name = hostName(host)
     const reachable = name === publicHost || (cookieDomain !== undefined && (name === cookieDomain || name.endsWith(`.${cookieDomain}`)))
     if (reachable || warnedHosts.has(name) || warnedHosts.size >= MAX_WARNED_HOSTS) return
@@ -121,7 +131,7 @@ export function createChecker(options: CheckOptions): Checker {
    * Authorization header (hashed: the key is kept in memory); the request is its method, host and
    * path (the query plays no part in a decision), the upstream named, and whether it is a preflight.
    */
-  function cacheKey(req: FastifyRequest, checked: CheckedRequest, upstreamName: string | undefined, preflight: boolean): string {
+  function cacheKey(req: DecisionRequest, checked: CheckedRequest, upstreamName: string | undefined, preflight: boolean): string {
     const hash = createHash('sha256')
     const cookies = req.cookies
     for (const name in cookies) {
@@ -133,7 +143,7 @@ export function createChecker(options: CheckOptions): Checker {
     return hash.digest('base64url')
   }
 
-  async function decide(req: FastifyRequest, reply: FastifyReply, checked: CheckedRequest, upstreamName: string | undefined): Promise<CheckVerdict> {
+  async function decide(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined): Promise<CheckVerdict> {
     const { method, host, target } = checked
     if (isAmbiguous(host, target.path)) {
       throw new GatewayError('bad_request', 'the path reads as another route in another case or without trailing dots or spaces')

@@ -1,15 +1,18 @@
-import { randomBytes, timingSafeEqual } from 'node:crypto'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { performance } from 'node:perf_hooks'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
+import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
 import type { Identity } from '../identity.js'
 import { isNavigationOf } from '../navigation.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
-import type { CheckedRequest, Checker, CheckVerdict } from './check.js'
-import { forbiddenError, unauthenticatedError } from './guard.js'
+import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
+import type { SessionReply, SessionRequest } from '../session/types.js'
+import { checkContext, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
+import { forbiddenError, unauthenticatedError, type DecisionRequest } from './guard.js'
 import type { IdentityAssertions } from './identity-assertion.js'
 import { identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './identity-headers.js'
-import { isHostValue } from './match.js'
+import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath } from './path.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
@@ -37,12 +40,14 @@ import { normalizePath } from './path.js'
 // A browser navigation without a session gets a 302 to the gateway's redirect endpoint, which
 // starts the transaction (its cookie, PKCE, state and nonce, and any pushed authorization
 // request) under the sign-in rate limit: a check never calls the provider to start a sign-in.
+//
+// The gRPC service (server.extAuthzGrpcPort, ext-authz/grpc-server.ts) asks the same decision
+// (createExtAuthzDecision) directly, without an HTTP request: it reads the cookies of the request
+// Envoy describes, collects the cookies a refresh sets as Set-Cookie lines, and renders a refusal
+// with the same problem+json or page as the HTTP route (createGrpcCheck).
 
 export interface ExtAuthzOptions {
   checker: Checker
-  /** forwardAuth.extAuthzPath: below /api/v1/openid, without a trailing slash. */
-  path: string
-  publicUrl: string
   /** A cookie the upstream must not receive (a gateway cookie's name or a gateway seal as its value). */
   isGatewayCookie: (name: string, value: string) => boolean
   /** The assertion header and its signer, when keys are configured. */
@@ -57,22 +62,25 @@ export interface ExtAuthzAllow {
   remove: string[]
 }
 
-/**
- * The gRPC service (server.extAuthzGrpcPort) asks this route through app.inject, so that gRPC and
- * HTTP checks are one code path. Its requests carry this process's random token, which no other
- * caller can know, and only with it is the upstream the caller names (Envoy's
- * context_extensions) read, and the allow answered as JSON for the service to encode.
- */
-export const GRPC_CHECK_HEADER = 'x-openid-gateway-grpc-check'
-export const GRPC_UPSTREAM_HEADER = 'x-openid-gateway-grpc-upstream'
-export const GRPC_CHECK_TOKEN = randomBytes(32).toString('base64url')
-const TOKEN_BYTES = Buffer.from(GRPC_CHECK_TOKEN)
+/** What a check comes to, before a protocol renders it. */
+export type ExtAuthzResult =
+  | { kind: 'allow'; identity: Identity | null; allow: ExtAuthzAllow }
+  /** A browser navigation without a session: 302 to `location`. */
+  | { kind: 'sign_in'; location: string }
+  /** 400, 401, 403, 404, or a 5xx that says the request cannot be decided now. */
+  | { kind: 'refused'; error: GatewayError }
 
-function fromGrpcService(req: FastifyRequest): boolean {
-  const value = req.headers[GRPC_CHECK_HEADER]
-  if (typeof value !== 'string' || value.length !== GRPC_CHECK_TOKEN.length) return false
-  return timingSafeEqual(Buffer.from(value), TOKEN_BYTES)
+export interface ExtAuthzDecision {
+  result: ExtAuthzResult
+  /** The request line's `extAuthz` fields: the request checked, the upstream and the outcome. */
+  logged: Record<string, unknown>
 }
+
+/**
+ * The decision of a check. `req` is the request checked (checkContext): its cookies and headers as
+ * the client sent them, its target the client's. Throws only what is not a GatewayError (a bug).
+ */
+export type ExtAuthzDecide = (req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined) => Promise<ExtAuthzDecision>
 
 /** The header Envoy reads the list of request headers to remove from. */
 export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
@@ -121,32 +129,74 @@ async function addCredentials(
   }
 }
 
+/** The scheme the browser used: X-Forwarded-Proto (HTTP) or `scheme` (gRPC) when it says http(s), else the public URL's. */
+function schemeOf(said: unknown, defaultScheme: string): string {
+  return said === 'https' || said === 'http' ? said : defaultScheme
+}
+
+/** The request checked: the client's method, Host (canonical, never X-Forwarded-Host) and request target. */
+function checkedOf(method: string, host: string | undefined, rawTarget: string, scheme: string): CheckedRequest {
+  const target = rawTarget.charCodeAt(0) === 0x2f ? normalizePath(rawTarget) : null
+  if (target === null) throw new GatewayError('bad_request', 'the path checked is not a valid request path')
+  if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', 'the check must carry the request\'s Host')
+  return { method, host: canonicalHost(host), scheme, target }
+}
+
 /**
- * The request Envoy asks about: this request's method and Host, and its path after the prefix,
- * read from the request line as it arrived (the router saw it normalized: a `..` in the client's
- * path must not climb out of the prefix before it is read).
+ * The request Envoy asks about over HTTP: this request's method and Host, and its path after the
+ * prefix, read from the request line as it arrived (the router saw it normalized: a `..` in the
+ * client's path must not climb out of the prefix before it is read).
  */
 function checkedRequest(req: FastifyRequest, prefix: string, defaultScheme: string): CheckedRequest {
   const raw = req.originalUrl
   if (!raw.startsWith(`${prefix}/`)) throw new GatewayError('bad_request', `the check's path must be ${prefix} followed by the request's path`)
-  const target = normalizePath(raw.slice(prefix.length))
-  if (target === null) throw new GatewayError('bad_request', 'the path checked is not a valid request path')
-  // Canonicalised by the app's rewriteUrl; read as sent, never X-Forwarded-Host.
-  const host = req.headers.host
-  if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', 'the check must carry the request\'s Host')
-  const proto = req.headers['x-forwarded-proto']
-  const scheme = proto === 'https' || proto === 'http' ? proto : defaultScheme
-  return { method: req.method, host, scheme, target }
+  return checkedOf(req.method, req.headers.host, raw.slice(prefix.length), schemeOf(req.headers['x-forwarded-proto'], defaultScheme))
 }
 
 /** The 5xx of a check is Envoy's error case: one code, which says it could not be decided. */
-function unavailable(err: unknown): unknown {
-  if (!(err instanceof GatewayError) || err.status < 500 || err.code === 'session_store_unavailable' || err.code === 'not_ready') return err
+function unavailable(err: GatewayError): GatewayError {
+  if (err.status < 500 || err.code === 'session_store_unavailable' || err.code === 'not_ready') return err
   return new GatewayError('decision_unavailable', 'the request cannot be checked now: the provider is not answering', { extensions: { cause: err.code } })
 }
 
-export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzOptions): Promise<void> {
-  const { checker, path: prefix } = options
+export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide {
+  const { checker } = options
+  return async function decide(req, reply, checked, upstreamName) {
+    const logged: Record<string, unknown> = {
+      method: checked.method,
+      url: redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`),
+    }
+    let verdict: CheckVerdict
+    try {
+      verdict = await checker.check(req, reply, checked, upstreamName)
+    } catch (err) {
+      if (!(err instanceof GatewayError)) throw err
+      logged.outcome = err.code
+      return { result: { kind: 'refused', error: unavailable(err) }, logged }
+    }
+    logged.upstream = verdict.upstream.name
+    logged.outcome = verdict.outcome
+    switch (verdict.outcome) {
+      case 'unauthenticated':
+        if (isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
+        return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false)) }, logged }
+      case 'forbidden':
+        return { result: { kind: 'refused', error: forbiddenError() }, logged }
+      case 'pass':
+        return { result: { kind: 'allow', identity: verdict.identity, allow: await allowHeaders(verdict, req.headers.cookie, options) }, logged }
+    }
+  }
+}
+
+export interface ExtAuthzRouteOptions {
+  decide: ExtAuthzDecide
+  /** forwardAuth.extAuthzPath: below /api/v1/openid, without a trailing slash. */
+  path: string
+  publicUrl: string
+}
+
+export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRouteOptions): Promise<void> {
+  const { decide, path: prefix } = options
   const defaultScheme = new URL(options.publicUrl).protocol.slice(0, -1)
 
   // Envoy sends no body (Content-Length 0) unless with_request_body is configured; whatever comes
@@ -168,31 +218,106 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzOpti
       reply.logFields = { extAuthz: { outcome: 'bad_request', reason: (err as Error).message } }
       throw err
     }
-    const logged = { method: checked.method, url: redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`) }
-    const viaGrpc = fromGrpcService(req)
-    const named = viaGrpc ? req.headers[GRPC_UPSTREAM_HEADER] : undefined
-    let verdict: CheckVerdict
-    try {
-      verdict = await checker.check(req, reply, checked, typeof named === 'string' ? named : undefined)
-    } catch (err) {
-      reply.logFields = { extAuthz: { ...logged, outcome: err instanceof GatewayError ? err.code : 'error' } }
-      throw unavailable(err)
-    }
-    reply.logFields = { extAuthz: { ...logged, upstream: verdict.upstream.name, outcome: verdict.outcome } }
-    switch (verdict.outcome) {
-      case 'unauthenticated':
-        if (isNavigationOf(checked.method, req.headers)) return reply.redirect(checker.signInUrl(checked, verdict.refreshable), 302)
-        throw unauthenticatedError(verdict.expired, checker.signInUrl(checked, false))
-      case 'forbidden':
-        throw forbiddenError()
-      case 'pass': {
-        req.identity = verdict.identity
-        const allow = await allowHeaders(verdict, req.headers.cookie, options)
-        if (viaGrpc) return reply.code(200).send(allow)
-        for (const [name, value] of allow.set) reply.header(name, value)
-        if (allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, allow.remove.join(','))
+    const { result, logged } = await decide(checkContext(req, checked), reply, checked, undefined)
+    reply.logFields = { extAuthz: logged }
+    switch (result.kind) {
+      case 'sign_in':
+        return reply.redirect(result.location, 302)
+      case 'refused':
+        throw result.error
+      case 'allow':
+        req.identity = result.identity
+        for (const [name, value] of result.allow.set) reply.header(name, value)
+        if (result.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, result.allow.remove.join(','))
         return reply.code(200).send()
-      }
     }
   })
+}
+
+/** The Set-Cookie lines of a gRPC check (a refreshed session's, expired former cookies). */
+export interface SetCookieCollector extends SessionReply {
+  readonly lines: readonly string[]
+}
+
+export interface GrpcCheckDeps {
+  decide: ExtAuthzDecide
+  publicUrl: string
+  /** @fastify/cookie's parser, as the HTTP routes read Cookie. */
+  parseCookie: (header: string) => Record<string, string | undefined>
+  /** A collector of the cookies the decision sets, as the reply's setCookie would set them. */
+  setCookies: () => SetCookieCollector
+  /** Expires the gateway cookies of former configurations the request brings (as on every HTTP request). */
+  expireFormer: (req: SessionRequest, reply: SessionReply) => void
+  /** A refusal as the HTTP routes answer it: a page for a browser navigation, problem+json otherwise. */
+  answerProblem: (req: ProblemRequest, problem: GatewayError, page: boolean) => Promise<ProblemAnswer>
+  log: FastifyBaseLogger
+  /** Counts the check in the request metrics. */
+  observe: (method: string, status: number, seconds: number, code: string | undefined) => void
+}
+
+const NO_COOKIES: Readonly<Record<string, string | undefined>> = Object.freeze({})
+
+/**
+ * The gRPC ext_authz check: the request Envoy describes (ext-authz/check-input.ts) decided as the
+ * HTTP route decides it, rendered as a CheckAnswer. `input.upstream` (Envoy's context_extensions)
+ * names the upstream whose rules apply; only Envoy's route configuration can set it.
+ */
+export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Promise<CheckAnswer> {
+  const defaultScheme = new URL(deps.publicUrl).protocol.slice(0, -1)
+
+  return async function check(input) {
+    const started = performance.now()
+    const headers = input.headers
+    const cookieHeader = headers.cookie
+    const cookies = cookieHeader === undefined ? NO_COOKIES : deps.parseCookie(cookieHeader)
+    const jar = deps.setCookies()
+    let answer: CheckAnswer
+    let logged: Record<string, unknown>
+    let identity: Identity | null = null
+    let code: string | undefined
+    // The page a refusal is written for is the request checked (or the path as sent, when it is not one).
+    let page: ProblemRequest = { url: input.path, method: input.method, headers, cookies }
+    try {
+      const checked = checkedOf(input.method, input.host, input.path, schemeOf(input.scheme, defaultScheme))
+      const req = checkContext({ cookies, headers, log: deps.log }, checked)
+      page = { ...req, method: input.method }
+      deps.expireFormer(req, jar)
+      const decision = await deps.decide(req, jar, checked, input.upstream)
+      logged = decision.logged
+      const { result } = decision
+      switch (result.kind) {
+        case 'allow':
+          identity = result.identity
+          answer = { allow: true, upstreamHeaders: result.allow.set, removeHeaders: result.allow.remove, responseHeaders: jar.lines.map((line): [string, string] => ['set-cookie', line]) }
+          break
+        case 'sign_in':
+          answer = { allow: false, status: 302, headers: [['location', result.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)], body: '' }
+          break
+        case 'refused':
+          code = result.error.code
+          answer = await refusal(page, result.error, jar)
+          break
+      }
+    } catch (err) {
+      if (!(err instanceof GatewayError)) throw err
+      logged = { outcome: 'bad_request', reason: err.message }
+      code = err.code
+      answer = await refusal(page, err, jar)
+    }
+    const status = answer.allow ? 200 : answer.status
+    const seconds = (performance.now() - started) / 1000
+    deps.observe(input.method, status, seconds, code)
+    deps.log.info({ method: input.method, grpc: 'Authorization/Check', status, ms: Math.round(seconds * 10_000) / 10, sub: identity?.claims.sub, extAuthz: logged }, 'request')
+    return answer
+  }
+
+  async function refusal(req: ProblemRequest, problem: GatewayError, jar: SetCookieCollector): Promise<CheckAnswer> {
+    const rendered = await deps.answerProblem(req, problem, isNavigationOf(req.method, req.headers))
+    const headers: Array<[string, string]> = [...Object.entries(rendered.headers), ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)]
+    return { allow: false, status: rendered.status, headers, body: rendered.body }
+  }
+}
+
+function setCookieHeaders(jar: SetCookieCollector): Array<[string, string]> {
+  return jar.lines.map((line) => ['set-cookie', line])
 }

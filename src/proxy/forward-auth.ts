@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IdentityHeaderNames } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { isNavigationOf } from '../navigation.js'
-import type { CheckedRequest, Checker } from './check.js'
+import { checkContext, type CheckedRequest, type Checker } from './check.js'
 import { forbiddenError, unauthenticatedError } from './guard.js'
 import { identityHeaderValues, isHeaderSafeToken } from './identity-headers.js'
 import { canonicalHost, isHostValue } from './match.js'
@@ -180,7 +180,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
     const logged = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`), ingress: original.ingress }
     let verdict
     try {
-      verdict = await checker.check(req, reply, original)
+      verdict = await checker.check(checkContext(req, original), reply, original)
     } catch (err) {
       reply.logFields = { forwardAuth: { ...logged, outcome: err instanceof GatewayError ? err.code : 'error' } }
       throw err

@@ -1,10 +1,12 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { refreshPath, signInPath } from '../paths.js'
 import { createAllowPolicy, type AllowRefusal } from './allow.js'
 import type { Identity } from '../identity.js'
-import type { Authenticator } from './authenticate.js'
+import type { AuthRequest, Authenticator } from './authenticate.js'
+import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher } from './public-paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { isNavigation } from '../navigation.js'
@@ -45,11 +47,16 @@ export type AccessDecision =
  * A CORS preflight: OPTIONS with Access-Control-Request-Method (Fetch standard, CORS-preflight
  * request). The check endpoints pass the original request's method and the client's headers.
  */
-export function isPreflight(method: string, headers: FastifyRequest['headers']): boolean {
+export function isPreflight(method: string, headers: IncomingHttpHeaders): boolean {
   return method === 'OPTIONS' && headers['access-control-request-method'] !== undefined
 }
 
-export type AccessDecider = (req: FastifyRequest, reply: FastifyReply, request: AccessRequest) => Promise<AccessDecision>
+/** What a decision reads of a request (AuthRequest), and where it logs. */
+export interface DecisionRequest extends AuthRequest {
+  readonly log: FastifyBaseLogger
+}
+
+export type AccessDecider = (req: DecisionRequest, reply: SessionReply, request: AccessRequest) => Promise<AccessDecision>
 
 const ANONYMOUS: AccessDecision = { outcome: 'pass', identity: null }
 
@@ -64,7 +71,7 @@ const missingClaimsWarned = new WeakMap<UpstreamConfig, Set<string>>()
  * (never a claim value). A claim the identity lacks is also a configuration problem (the scope or
  * mapper that adds it is missing), said once per upstream and claim as a warning.
  */
-export function logForbidden(req: FastifyRequest, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'forbidden' }>, fields: Record<string, unknown> = {}): void {
+export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'forbidden' }>, fields: Record<string, unknown> = {}): void {
   const { refusal } = decision
   req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, rule: refusal.rule, reason: refusal.reason, ...fields }, 'access refused by the allow rules')
   if (refusal.missingClaim === undefined) return

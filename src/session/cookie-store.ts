@@ -1,8 +1,7 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayCookies } from './cookies.js'
 import { MemoryRevocationList, type RevocationList } from './revocation.js'
 import { fromSealed, toSealed } from './sealed.js'
-import type { Session, SessionSelector, SessionStore } from './types.js'
+import type { Session, SessionReply, SessionRequest, SessionSelector, SessionStore } from './types.js'
 
 // The whole session lives in the browser, sealed, in two cookies: the identity and the access
 // token, opened on every request, and the long-lived credentials (refresh token, ID token),
@@ -32,7 +31,7 @@ export class CookieSessionStore implements SessionStore {
     this.#revocations = revocations ?? new MemoryRevocationList({ maxAgeSeconds })
   }
 
-  async load(req: FastifyRequest): Promise<Session | undefined> {
+  async load(req: SessionRequest): Promise<Session | undefined> {
     const sealed = this.#cookies.read(req, 'session')
     const session = fromSealed(sealed)
     if (session === undefined) return undefined
@@ -40,7 +39,7 @@ export class CookieSessionStore implements SessionStore {
     return (await this.#revocations.isRevoked(session)) ? undefined : session
   }
 
-  async withCredentials(req: FastifyRequest, session: Session): Promise<Session | undefined> {
+  async withCredentials(req: SessionRequest, session: Session): Promise<Session | undefined> {
     if (!this.#cookies.reaches(req, 'credentials')) return undefined
     const credentials = this.#cookies.read(req, 'credentials')
     const full: Session = { ...session }
@@ -52,7 +51,7 @@ export class CookieSessionStore implements SessionStore {
     return full
   }
 
-  async create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+  async create(req: SessionRequest, reply: SessionReply, session: Session): Promise<void> {
     this.#write(req, reply, session)
   }
 
@@ -62,7 +61,7 @@ export class CookieSessionStore implements SessionStore {
    * after it sets them again only in the browser that asked, and its refresh token was revoked at
    * the provider by that logout (see README, Sessions).
    */
-  async update(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean> {
+  async update(req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean> {
     if (await this.#revocations.isRevoked(session)) {
       await this.destroy(req, reply)
       return false
@@ -71,7 +70,7 @@ export class CookieSessionStore implements SessionStore {
     return true
   }
 
-  #write(req: FastifyRequest, reply: FastifyReply, session: Session): void {
+  #write(req: SessionRequest, reply: SessionReply, session: Session): void {
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const main = toSealed(session, false)
     this.#cookies.write(req, reply, 'session', main, endsAt)
@@ -85,7 +84,7 @@ export class CookieSessionStore implements SessionStore {
     this.#cookies.write(req, reply, 'credentials', credentials, endsAt)
   }
 
-  async destroy(_req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  async destroy(_req: SessionRequest, reply: SessionReply): Promise<void> {
     this.#cookies.clear(reply, 'session')
     this.#cookies.clear(reply, 'credentials')
   }

@@ -1,9 +1,9 @@
 import type { CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { CookiesConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { CALLBACK_PATH } from '../paths.js'
 import type { CookieCipher } from './cipher.js'
+import type { SessionReply, SessionRequest } from './types.js'
 
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides
 // them so that setting, reading, clearing and stripping (before proxying) always agree.
@@ -98,7 +98,7 @@ export class GatewayCookies {
    * does not use (a former name, prefix or credentials path), each once per request that brings it.
    * Transaction cookies are left to their own 10-minute expiry.
    */
-  expireFormer(req: FastifyRequest, reply: FastifyReply): void {
+  expireFormer(req: SessionRequest, reply: SessionReply): void {
     for (const name in req.cookies) {
       if (this.#current.has(name) || !this.#names.has(name)) continue
       // __Host- cookies exist only with Path=/ and no Domain; the others may have had either.
@@ -117,7 +117,7 @@ export class GatewayCookies {
    * Whether a browser sends this role's cookie with `req` (RFC 6265 5.1.4 path-match). The
    * credentials are used only where their cookie is meant to travel, whatever a browser holds.
    */
-  reaches(req: FastifyRequest, role: CookieRole): boolean {
+  reaches(req: SessionRequest, role: CookieRole): boolean {
     const { path } = this.#roles[role]
     if (path === '/') return true
     const q = req.url.indexOf('?')
@@ -126,7 +126,7 @@ export class GatewayCookies {
   }
 
   /** Opens the value of a role's cookie (joining its chunks), or `undefined` when absent or invalid. */
-  read(req: FastifyRequest, role: CookieRole): unknown {
+  read(req: SessionRequest, role: CookieRole): unknown {
     const { name } = this.#roles[role]
     const first = req.cookies[name]
     if (first === undefined) return undefined
@@ -153,7 +153,7 @@ export class GatewayCookies {
    * Seals and sets a role's cookie, splitting it when it is too large for one cookie. A value
    * that would need more than MAX_CHUNKS cookies is refused rather than set broken.
    */
-  write(req: FastifyRequest, reply: FastifyReply, role: CookieRole, data: unknown, expiresAt: number): void {
+  write(req: SessionRequest, reply: SessionReply, role: CookieRole, data: unknown, expiresAt: number): void {
     const { name, path } = this.#roles[role]
     const sealed = this.#cipher.seal(this.#purpose(role), data, expiresAt)
     const count = Math.ceil(sealed.length / CHUNK_CHARS)
@@ -180,14 +180,14 @@ export class GatewayCookies {
   }
 
   /** Expires a role's cookie and all its chunks (Max-Age=0 on the same name, path and domain). */
-  clear(reply: FastifyReply, role: CookieRole): void {
+  clear(reply: SessionReply, role: CookieRole): void {
     const { name, path } = this.#roles[role]
     this.#expire(reply, name, path)
     for (let i = 1; i < MAX_CHUNKS; i++) this.#expire(reply, `${name}_${i}`, path)
   }
 
   /** Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete. */
-  writeTransaction(reply: FastifyReply, state: string, data: unknown, ttlSeconds: number): void {
+  writeTransaction(reply: SessionReply, state: string, data: unknown, ttlSeconds: number): void {
     const sealed = this.#cipher.seal(`tx:${state}`, data, Date.now() / 1000 + ttlSeconds)
     reply.setCookie(this.#txName(state), sealed, { ...this.#base, path: CALLBACK_PATH, maxAge: ttlSeconds })
   }
@@ -196,12 +196,12 @@ export class GatewayCookies {
    * The transaction started by this browser for `state`, or `undefined`. The state is the
    * authenticated data of the seal, so a cookie only opens for the exact state it was made for.
    */
-  readTransaction(req: FastifyRequest, state: string): unknown {
+  readTransaction(req: SessionRequest, state: string): unknown {
     const sealed = req.cookies[this.#txName(state)]
     return sealed === undefined ? undefined : this.#cipher.open(`tx:${state}`, sealed)
   }
 
-  clearTransaction(reply: FastifyReply, state: string): void {
+  clearTransaction(reply: SessionReply, state: string): void {
     this.#expire(reply, this.#txName(state), CALLBACK_PATH)
   }
 
@@ -211,7 +211,7 @@ export class GatewayCookies {
     return this.#txPrefix + state.slice(0, 16).replace(/[^A-Za-z0-9_-]/g, '')
   }
 
-  #expire(reply: FastifyReply, name: string, path: string): void {
+  #expire(reply: SessionReply, name: string, path: string): void {
     reply.setCookie(name, '', { ...this.#base, path, maxAge: 0, expires: new Date(0) })
   }
 }
@@ -219,4 +219,32 @@ export class GatewayCookies {
 /** The names and their chunks' names (`<name>_1`…). */
 function withChunks(names: readonly string[]): string[] {
   return names.flatMap((name) => [name, ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `${name}_${i + 1}`)])
+}
+
+/** @fastify/cookie's serializer (app.serializeCookie). */
+export type CookieSerializer = (name: string, value: string, options: Omit<CookieSerializeOptions, 'secure'> & { secure?: boolean }) => string
+
+/**
+ * The Set-Cookie lines of an answer that is not a Fastify reply (the gRPC ext_authz check), set as
+ * @fastify/cookie's reply.setCookie sets them: SameSite=Lax unless the options say otherwise, and
+ * one line per name, domain and path (the last one set wins).
+ */
+export class SetCookieLines implements SessionReply {
+  readonly #serialize: CookieSerializer
+  readonly #lines = new Map<string, string>()
+
+  constructor(serialize: CookieSerializer) {
+    this.#serialize = serialize
+  }
+
+  setCookie(name: string, value: string, options: CookieSerializeOptions): void {
+    // `secure: 'auto'` (Secure over https) is never used by the gateway, whose cookies say which;
+    // a check cannot tell the scheme, so it would be Secure.
+    const secure = options.secure === 'auto' ? true : options.secure
+    this.#lines.set(`${name};${options.domain};${options.path ?? '/'}`, this.#serialize(name, value, { sameSite: 'lax', ...options, secure }))
+  }
+
+  get lines(): string[] {
+    return [...this.#lines.values()]
+  }
 }

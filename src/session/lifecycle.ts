@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
 import type { RefreshCoordinator } from './refresh-coordinator.js'
-import type { Session, SessionClaims, SessionStore } from './types.js'
+import type { Session, SessionClaims, SessionReply, SessionRequest, SessionStore } from './types.js'
 
 /** Claims every session keeps: identity headers and the standard `allow` rules read them. */
 export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid'] as const
@@ -69,7 +68,7 @@ export class SessionLifecycle {
    * refresh token ends the session (its cookies are cleared) before the error propagates; a
    * provider fault keeps it.
    */
-  async refresh(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<Session> {
+  async refresh(req: SessionRequest, reply: SessionReply, session: Session): Promise<Session> {
     const refreshToken = session.refreshToken
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
     let tokens: Tokens

@@ -1,6 +1,5 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayCookies } from './cookies.js'
-import { selects, type Session, type SessionSelector, type SessionStore } from './types.js'
+import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in this process's memory; the browser holds only a sealed reference. For a single
 // replica whose tokens are too large for cookies, or that wants no token in the browser at all.
@@ -37,7 +36,7 @@ export class MemorySessionStore implements SessionStore {
     return this.#evictions
   }
 
-  async load(req: FastifyRequest): Promise<Session | undefined> {
+  async load(req: SessionRequest): Promise<Session | undefined> {
     const ref = this.#cookies.read(req, 'session')
     if (typeof ref !== 'object' || ref === null || typeof (ref as Reference).i !== 'string') return undefined
     const session = this.#sessions.get((ref as Reference).i)
@@ -45,18 +44,18 @@ export class MemorySessionStore implements SessionStore {
     return session
   }
 
-  async withCredentials(_req: FastifyRequest, session: Session): Promise<Session> {
+  async withCredentials(_req: SessionRequest, session: Session): Promise<Session> {
     return session
   }
 
-  async create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+  async create(req: SessionRequest, reply: SessionReply, session: Session): Promise<void> {
     this.#makeRoom()
     this.#sessions.set(session.id, session)
     const ref: Reference = { i: session.id }
     this.#cookies.write(req, reply, 'session', ref, session.createdAt + this.#maxAgeSeconds)
   }
 
-  async update(_req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean> {
+  async update(_req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean> {
     // A refresh that finishes after the session was logged out, ended by a back-channel logout or
     // evicted must not bring it back (the Redis store's SET XX).
     const current = this.#sessions.get(session.id)
@@ -68,12 +67,12 @@ export class MemorySessionStore implements SessionStore {
     return true
   }
 
-  #clearCookies(reply: FastifyReply): void {
+  #clearCookies(reply: SessionReply): void {
     this.#cookies.clear(reply, 'session')
     this.#cookies.clear(reply, 'credentials')
   }
 
-  async destroy(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  async destroy(req: SessionRequest, reply: SessionReply): Promise<void> {
     const ref = this.#cookies.read(req, 'session')
     if (typeof ref === 'object' && ref !== null && typeof (ref as Reference).i === 'string') {
       this.#sessions.delete((ref as Reference).i)

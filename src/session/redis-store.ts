@@ -1,11 +1,10 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../errors.js'
 import type { CookieCipher } from './cipher.js'
 import type { GatewayCookies } from './cookies.js'
 import type { RedisKeys } from './redis-keys.js'
 import { fromSealed, toSealed } from './sealed.js'
-import { selects, type Session, type SessionSelector, type SessionStore } from './types.js'
+import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in Redis, shared by every replica. The browser holds only a sealed reference to a random
 // session id (the memory store's cookie). Redis knows a session by a digest of that id, and its
@@ -51,7 +50,7 @@ export class RedisSessionStore implements SessionStore {
     return this.#errors
   }
 
-  async load(req: FastifyRequest): Promise<Session | undefined> {
+  async load(req: SessionRequest): Promise<Session | undefined> {
     const id = this.#idOf(req)
     if (id === undefined) return undefined
     const ref = this.#keys.ref(id)
@@ -62,19 +61,19 @@ export class RedisSessionStore implements SessionStore {
     return session
   }
 
-  async withCredentials(_req: FastifyRequest, session: Session): Promise<Session> {
+  async withCredentials(_req: SessionRequest, session: Session): Promise<Session> {
     return session
   }
 
-  async create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void> {
+  async create(req: SessionRequest, reply: SessionReply, session: Session): Promise<void> {
     await this.#store(req, reply, session, false)
   }
 
-  async update(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean> {
+  async update(req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean> {
     return this.#store(req, reply, session, true)
   }
 
-  async #store(req: FastifyRequest, reply: FastifyReply, session: Session, update: boolean): Promise<boolean> {
+  async #store(req: SessionRequest, reply: SessionReply, session: Session, update: boolean): Promise<boolean> {
     const ref = this.#keys.ref(session.id)
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
@@ -102,7 +101,7 @@ export class RedisSessionStore implements SessionStore {
     return true
   }
 
-  async destroy(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  async destroy(req: SessionRequest, reply: SessionReply): Promise<void> {
     const id = this.#idOf(req)
     if (id !== undefined) {
       const key = this.#keys.session(this.#keys.ref(id))
@@ -148,7 +147,7 @@ export class RedisSessionStore implements SessionStore {
   /** The Redis connection belongs to the app, which closes it after the store. */
   async close(): Promise<void> {}
 
-  #idOf(req: FastifyRequest): string | undefined {
+  #idOf(req: SessionRequest): string | undefined {
     const ref = this.#cookies.read(req, 'session')
     if (typeof ref !== 'object' || ref === null) return undefined
     const id = (ref as Partial<Reference>).i
@@ -159,7 +158,7 @@ export class RedisSessionStore implements SessionStore {
     return fromSealed(this.#cipher.open(purpose(ref), sealed))
   }
 
-  #clearCookies(reply: FastifyReply): void {
+  #clearCookies(reply: SessionReply): void {
     this.#cookies.clear(reply, 'session')
     this.#cookies.clear(reply, 'credentials')
   }

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { CookieSerializeOptions } from '@fastify/cookie'
 import { DEFAULT_PROVIDER } from '../config/types.js'
 import type { DpopKey } from '../oidc/dpop.js'
 
@@ -44,26 +44,42 @@ export function selects(selector: SessionSelector, session: Pick<Session, 'claim
   return selector.sub === undefined || session.claims.sub === selector.sub
 }
 
+/**
+ * What sessions read of a request: its cookies, and its path (which of the gateway's cookies a
+ * browser sends with it, RFC 6265 5.1.4). A Fastify request is one; the gRPC ext_authz check builds
+ * one for the request Envoy describes, whose path is the client's, not the check's.
+ */
+export interface SessionRequest {
+  /** The request target (path and query) the browser sent its cookies with. */
+  readonly url: string
+  readonly cookies: { readonly [name: string]: string | undefined }
+}
+
+/** What sessions write on the answer: cookies (a Fastify reply, or the Set-Cookie lines of a gRPC check). */
+export interface SessionReply {
+  setCookie(name: string, value: string, options: CookieSerializeOptions): unknown
+}
+
 /** Where sessions live. Implementations never throw for a bad or foreign cookie: that is "no session". */
 export interface SessionStore {
   /** The request's session, read as cheaply as possible: this runs on every proxied request. */
-  load(req: FastifyRequest): Promise<Session | undefined>
+  load(req: SessionRequest): Promise<Session | undefined>
   /**
    * `session` with its refresh and ID tokens, read only when they are needed (a refresh, a
    * logout); `undefined` when they are kept where this request does not reach (the cookie store
    * with `cookies.credentialsPath: /api/v1/openid` on any other path).
    */
-  withCredentials(req: FastifyRequest, session: Session): Promise<Session | undefined>
+  withCredentials(req: SessionRequest, session: Session): Promise<Session | undefined>
   /** Stores the session of a completed sign-in (with its credentials), and sets its cookies. */
-  create(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<void>
+  create(req: SessionRequest, reply: SessionReply, session: Session): Promise<void>
   /**
    * Stores `session` (a refresh's result, with its credentials) only while it still exists: one
    * ended meanwhile (logout, back-channel logout, eviction) is not brought back, and the reply
    * clears its cookies instead. Resolves whether it was stored.
    */
-  update(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<boolean>
+  update(req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean>
   /** Deletes the session (server side, if any) and every session cookie. */
-  destroy(req: FastifyRequest, reply: FastifyReply): Promise<void>
+  destroy(req: SessionRequest, reply: SessionReply): Promise<void>
   /**
    * Ends every session `selector` names, on every replica (back-channel logout). Server-side stores
    * delete them; the cookie store, which cannot reach the browsers, refuses them from then on.

@@ -481,7 +481,7 @@ t.test('expired sign-ins', async (t) => {
     })
   }
 
-  t.test('cookies.credentialsPath /api/v1/openid: 401 invalid_token (the refresh token is not sent to applications)', async (t) => {
+  t.test('cookies.credentialsPath /api/v1/openid: 401 invalid_token, a page load to the refresh endpoint (the refresh token is not sent to applications)', async (t) => {
     const stack = await startStack(t, {
       provider: { accessTokenTtlSeconds: 3 },
       config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } },
@@ -495,8 +495,9 @@ t.test('expired sign-ins', async (t) => {
     t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"')
     t.equal(res.headers.location, undefined)
     const page = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
-    t.equal(page.status, 302, "a browser's page load behind Traefik is sent to sign in again")
-    t.equal(page.headers.location, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
+    // As on the proxy: the refresh endpoint, which the credentials cookie reaches, renews it.
+    t.equal(page.status, 302, "a browser's page load behind Traefik is sent to renew its sign-in")
+    t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
   })
 
 })
