@@ -24,7 +24,7 @@ import { checkRequest, type DecodedCheckResponse } from '../test/fixtures/ext-au
 import { startRedis } from '../test/fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
-import { grpcLoad, rawUnaryCaller } from './grpc-load.js'
+import { grpcLoad, h2loadAvailable, h2loadUnary, rawUnaryCaller } from './grpc-load.js'
 import { treeStats } from './proc.js'
 import type { Listening, ServerSpec, Stats } from './server.js'
 
@@ -45,6 +45,8 @@ const SOAK_SAMPLE_SECONDS = 30
 const MiB = 1024 * 1024
 /** BENCH_ROWS=text[,text...]: only the rows whose name contains one of them (the baseline always runs). */
 const ONLY = process.env.BENCH_ROWS?.split(',')
+
+const H2LOAD = h2loadAvailable()
 
 const pinned = cpus().length >= 2 && spawnSync('taskset', ['-p', '-c', '1', String(process.pid)]).status === 0
 
@@ -108,6 +110,8 @@ interface GrpcRow {
   /** What the row expects, for the results: e.g. `CheckResponse status.code 0 (OK)`. */
   expected: string
   call(): Promise<boolean>
+  /** The call on the wire, for h2load: the service's address, the method's path and the encoded request. */
+  wire: { address: string; path: string; message: Buffer }
 }
 
 type Row = HttpRow | GrpcRow
@@ -126,8 +130,11 @@ interface Measure {
 async function load(row: Row, seconds: number): Promise<Measure> {
   const before = await row.server.stats()
   if (row.kind === 'grpc') {
-    const result = await grpcLoad(() => row.call(), CONNECTIONS, seconds)
+    const { address, path, message } = row.wire
+    const result = H2LOAD.available ? await h2loadUnary(address, path, message, CONNECTIONS, seconds, pinned ? 1 : undefined) : await grpcLoad(() => row.call(), CONNECTIONS, seconds)
     const after = await row.server.stats()
+    // h2load reads HTTP statuses only: the answer to the same request is checked once more.
+    if (H2LOAD.available && !(await row.call())) result.unexpected = result.requests
     return {
       rps: result.rps,
       p50: result.p50,
@@ -194,6 +201,7 @@ async function main(): Promise<void> {
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
   const apache = apacheAvailable()
   if (!apache.available) process.stderr.write(`no Apache rows: ${apache.why}\n`)
+  process.stderr.write(`gRPC load: ${H2LOAD.available ? 'h2load' : `the Node HTTP/2 client (${H2LOAD.why ?? ''})`}\n`)
   const apacheModes: ApacheMode[] = apache.available ? ['client-cookie', 'shm'] : []
   const apachePorts = await Promise.all(apacheModes.map(() => freePort()))
   const workersPort = await freePort()
@@ -346,6 +354,7 @@ async function main(): Promise<void> {
         const { status, response } = await caller.call()
         return status === 0 && response?.status?.code === 0
       },
+      wire: { address: cookie.grpcAddress as string, path: check.path, message: check.requestSerialize(request) },
     })
   }
 
@@ -366,7 +375,7 @@ async function main(): Promise<void> {
     const list = measures.get(row) ?? []
     return {
       name: row.name,
-      ...(row.kind === 'grpc' ? { load: 'grpc-load', expected: row.expected } : { load: 'autocannon', expectedStatus: row.status }),
+      ...(row.kind === 'grpc' ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected } : { load: 'autocannon', expectedStatus: row.status }),
       rps: median(list.map((m) => m.rps)),
       p50Ms: median(list.map((m) => m.p50)),
       p99Ms: median(list.map((m) => m.p99)),

@@ -28,34 +28,40 @@ function text(value: unknown): string {
   return typeof value === 'string' ? value : ''
 }
 
-function join(name: string, values: string[]): string {
-  return values.join(name === 'cookie' ? '; ' : ', ')
+function joined(name: string, first: string, next: string): string {
+  return `${first}${name === 'cookie' ? '; ' : ', '}${next}`
 }
 
 /** One map of the request's headers from `headers` and `header_map`. */
 export function headersOf(http: Record<string, unknown>): Record<string, string> {
-  const merged = new Map<string, string[]>()
-  const add = (from: Map<string, string[]>, key: unknown, value: string): void => {
-    if (typeof key !== 'string' || key === '') return
-    const name = asciiLower(key)
-    const values = from.get(name)
-    if (values === undefined) from.set(name, [value])
-    else values.push(value)
+  // No prototype: a header named __proto__ is a header, not a prototype.
+  const merged: Record<string, string> = Object.create(null) as Record<string, string>
+  const map = record(http.headers)
+  if (map !== undefined) {
+    for (const key in map) {
+      if (key === '' || !Object.hasOwn(map, key)) continue
+      const name = asciiLower(key)
+      const value = text(map[key])
+      const before = merged[name]
+      merged[name] = before === undefined ? value : joined(name, before, value)
+    }
   }
-  for (const [key, value] of Object.entries(record(http.headers) ?? {})) add(merged, key, text(value))
-  const raw = new Map<string, string[]>()
   const list = record(http.header_map)?.headers
-  for (const entry of Array.isArray(list) ? list : []) {
+  if (!Array.isArray(list) || list.length === 0) return merged
+  const raw: Record<string, string> = Object.create(null) as Record<string, string>
+  for (const entry of list) {
     const header = record(entry)
-    if (header === undefined) continue
+    const key = header?.key
+    if (header === undefined || typeof key !== 'string' || key === '') continue
     const bytes = header.raw_value
     // Envoy fills raw_value only; `value` is read when raw_value is empty, as another client might.
     const value = bytes instanceof Uint8Array && bytes.length > 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8') : text(header.value)
-    add(raw, header.key, value)
+    const name = asciiLower(key)
+    const before = raw[name]
+    raw[name] = before === undefined ? value : joined(name, before, value)
   }
-  for (const [name, values] of raw) merged.set(name, values)
-  // fromEntries defines own properties: a header named __proto__ is a header, not a prototype.
-  return Object.fromEntries([...merged].map(([name, values]) => [name, join(name, values)]))
+  for (const name in raw) merged[name] = raw[name] as string
+  return merged
 }
 
 /** The request to check, or why there is none. */

@@ -267,20 +267,20 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
 
   return async function check(input) {
     const started = performance.now()
-    const headers = input.headers
+    const { headers, method } = input
     const cookieHeader = headers.cookie
     const cookies = cookieHeader === undefined ? NO_COOKIES : deps.parseCookie(cookieHeader)
     const jar = deps.setCookies()
+    // The page a refusal is written for: the request checked, or the path as sent when it is not one.
+    let url = input.path
     let answer: CheckAnswer
     let logged: Record<string, unknown>
     let identity: Identity | null = null
     let code: string | undefined
-    // The page a refusal is written for is the request checked (or the path as sent, when it is not one).
-    let page: ProblemRequest = { url: input.path, method: input.method, headers, cookies }
     try {
-      const checked = checkedOf(input.method, input.host, input.path, schemeOf(input.scheme, defaultScheme))
+      const checked = checkedOf(method, input.host, input.path, schemeOf(input.scheme, defaultScheme))
       const req = checkContext({ cookies, headers, log: deps.log }, checked)
-      page = { ...req, method: input.method }
+      url = req.url
       deps.expireFormer(req, jar)
       const decision = await deps.decide(req, jar, checked, input.upstream)
       logged = decision.logged
@@ -288,26 +288,26 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
       switch (result.kind) {
         case 'allow':
           identity = result.identity
-          answer = { allow: true, upstreamHeaders: result.allow.set, removeHeaders: result.allow.remove, responseHeaders: jar.lines.map((line): [string, string] => ['set-cookie', line]) }
+          answer = { allow: true, upstreamHeaders: result.allow.set, removeHeaders: result.allow.remove, responseHeaders: setCookieHeaders(jar) }
           break
         case 'sign_in':
           answer = { allow: false, status: 302, headers: [['location', result.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)], body: '' }
           break
         case 'refused':
           code = result.error.code
-          answer = await refusal(page, result.error, jar)
+          answer = await refusal({ url, method, headers, cookies }, result.error, jar)
           break
       }
     } catch (err) {
       if (!(err instanceof GatewayError)) throw err
       logged = { outcome: 'bad_request', reason: err.message }
       code = err.code
-      answer = await refusal(page, err, jar)
+      answer = await refusal({ url, method, headers, cookies }, err, jar)
     }
     const status = answer.allow ? 200 : answer.status
     const seconds = (performance.now() - started) / 1000
-    deps.observe(input.method, status, seconds, code)
-    deps.log.info({ method: input.method, grpc: 'Authorization/Check', status, ms: Math.round(seconds * 10_000) / 10, sub: identity?.claims.sub, extAuthz: logged }, 'request')
+    deps.observe(method, status, seconds, code)
+    deps.log.info({ method, grpc: 'Authorization/Check', status, ms: Math.round(seconds * 10_000) / 10, sub: identity?.claims.sub, extAuthz: logged }, 'request')
     return answer
   }
 

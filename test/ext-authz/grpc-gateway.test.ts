@@ -95,7 +95,27 @@ t.test('gRPC Check against the gateway', async (t) => {
     }
   })
 
-  t.test('the internal token a client sends is not honoured', async (t) => {
+  t.test('a refusal is rendered as the HTTP check renders it: a page for a navigation, problem+json for a program', async (t) => {
+    const page = denied(await client.check(checkRequest(http('/admin/x', { cookie: bob, accept: 'text/html', 'sec-fetch-mode': 'navigate' }))))
+    t.equal(page.status, 403)
+    t.match(page.headers['content-type'], /^text\/html/)
+    t.match(page.headers['content-security-policy'], /default-src 'none'/)
+    t.match(page.body, /Signed in as <strong>bob<\/strong>/)
+    t.equal(page.headers['cache-control'], 'no-store')
+    const program = denied(await client.check(checkRequest(http('/admin/x', { cookie: bob, accept: 'application/json' }))))
+    t.equal(program.headers['content-type'], 'application/problem+json; charset=utf-8')
+    t.equal((JSON.parse(program.body) as { code: string }).code, 'forbidden')
+  })
+
+  t.test('a path that is not a request path is refused 400 (INVALID_ARGUMENT), never decided', async (t) => {
+    for (const path of ['page', '/a/%2e%2e%2f..%2fb', '*']) {
+      const res = await client.check(checkRequest(http(path, { cookie: alice })))
+      t.equal(res.status?.code, 3, path)
+      t.equal(denied(res).status, 400, path)
+    }
+  })
+
+  t.test('a header cannot name the upstream: only context_extensions can', async (t) => {
     const res = await client.check(checkRequest(http('/page', { cookie: bob, 'x-openid-gateway-grpc-check': 'guess', 'x-openid-gateway-grpc-upstream': 'open' })))
     t.equal(res.status?.code, 0, 'bob may use app')
     t.same(headerOf(res.ok_response?.headers, 'x-forwarded-user'), ['bob'], 'and is decided as app, not as the upstream the header names')
@@ -120,4 +140,21 @@ t.test('gRPC: a provider that fails a needed refresh is UNAVAILABLE, 503', async
   const res = await client.check(checkRequest(http('/page', { cookie })))
   t.equal(res.status?.code, 14)
   t.equal(denied(res).status, 503)
+})
+
+t.test('gRPC: with cookies.credentialsPath /api/v1/openid an expired session is renewed at the refresh endpoint', async (t) => {
+  // The browser sends the credentials cookie to /api/v1/openid only, never with the request Envoy
+  // asks about: a page load goes to the refresh endpoint, which reads it, as on the proxy.
+  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] }, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const client = await serveGatewayGrpc(t, stack)
+  const cookie = await gatewayCookies(stack, 'alice')
+  t.equal((await client.check(checkRequest(http('/page', { cookie })))).status?.code, 0)
+  // Real time is what is tested: the access token expires.
+  await sleep(2300)
+  const page = denied(await client.check(checkRequest(http('/page', { cookie, accept: 'text/html' }))))
+  t.equal(page.status, 302)
+  t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
+  const program = denied(await client.check(checkRequest(http('/page', { cookie, accept: 'application/json' }))))
+  t.equal(program.status, 401)
+  t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token"')
 })

@@ -192,6 +192,23 @@ t.test('ext_authz: a provider that fails a needed refresh is 503 (Envoy fails cl
   t.equal(problem(res).cause, 'provider_unavailable')
 })
 
+t.test('ext_authz: with cookies.credentialsPath /api/v1/openid an expired session is renewed at the refresh endpoint', async (t) => {
+  // The check's own path is below /api/v1/openid, but the cookies Envoy passes on are those the
+  // browser sent with its request, without the credentials cookie: a page load goes to the
+  // refresh endpoint, which reads it, as on the proxy.
+  const stack = await startStack(t, { config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const cookie = await gatewayCookies(stack, 'alice')
+  t.equal((await check(stack, '/page', { cookie })).status, 200)
+  // Real time is what is tested: the access token expires.
+  await sleep(2300)
+  const page = await check(stack, '/page', { cookie, accept: 'text/html', 'x-forwarded-proto': 'https' })
+  t.equal(page.status, 302)
+  t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
+  const program = await check(stack, '/page', { cookie, accept: 'application/json' })
+  t.equal(program.status, 401)
+  t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token"')
+})
+
 t.test('ext_authz: forwardAuth.extAuthzPath moves the check', async (t) => {
   const stack = await startStack(t, { config: { ...CONFIG, forwardAuth: { extAuthzPath: '/api/v1/openid/envoy' } }, upstreams: UPSTREAMS })
   const cookie = await gatewayCookies(stack, 'alice')
