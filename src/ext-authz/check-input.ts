@@ -28,27 +28,26 @@ function text(value: unknown): string {
   return typeof value === 'string' ? value : ''
 }
 
-function joined(name: string, first: string, next: string): string {
-  return `${first}${name === 'cookie' ? '; ' : ', '}${next}`
+/** Adds one value of `name` (joined to the ones before it); a header named __proto__ is a header, not a prototype. */
+function add(into: Record<string, string>, name: string, value: string): void {
+  const before = Object.hasOwn(into, name) ? into[name] : undefined
+  const joined = before === undefined ? value : `${before}${name === 'cookie' ? '; ' : ', '}${value}`
+  if (name === '__proto__') Object.defineProperty(into, name, { value: joined, enumerable: true, writable: true, configurable: true })
+  else into[name] = joined
 }
 
 /** One map of the request's headers from `headers` and `header_map`. */
 export function headersOf(http: Record<string, unknown>): Record<string, string> {
-  // No prototype: a header named __proto__ is a header, not a prototype.
-  const merged: Record<string, string> = Object.create(null) as Record<string, string>
+  const merged: Record<string, string> = {}
   const map = record(http.headers)
   if (map !== undefined) {
     for (const key in map) {
-      if (key === '' || !Object.hasOwn(map, key)) continue
-      const name = asciiLower(key)
-      const value = text(map[key])
-      const before = merged[name]
-      merged[name] = before === undefined ? value : joined(name, before, value)
+      if (key !== '' && Object.hasOwn(map, key)) add(merged, asciiLower(key), text(map[key]))
     }
   }
   const list = record(http.header_map)?.headers
   if (!Array.isArray(list) || list.length === 0) return merged
-  const raw: Record<string, string> = Object.create(null) as Record<string, string>
+  const raw: Record<string, string> = {}
   for (const entry of list) {
     const header = record(entry)
     const key = header?.key
@@ -56,11 +55,13 @@ export function headersOf(http: Record<string, unknown>): Record<string, string>
     const bytes = header.raw_value
     // Envoy fills raw_value only; `value` is read when raw_value is empty, as another client might.
     const value = bytes instanceof Uint8Array && bytes.length > 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8') : text(header.value)
-    const name = asciiLower(key)
-    const before = raw[name]
-    raw[name] = before === undefined ? value : joined(name, before, value)
+    add(raw, asciiLower(key), value)
   }
-  for (const name in raw) merged[name] = raw[name] as string
+  // A name in header_map replaces the map's: the same request, raw.
+  for (const name of Object.keys(raw)) {
+    if (Object.hasOwn(merged, name)) delete merged[name]
+    add(merged, name, raw[name] as string)
+  }
   return merged
 }
 

@@ -313,7 +313,8 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
 
   async function refusal(req: ProblemRequest, problem: GatewayError, jar: SetCookieCollector): Promise<CheckAnswer> {
     const rendered = await deps.answerProblem(req, problem, isNavigationOf(req.method, req.headers))
-    const headers: Array<[string, string]> = [...Object.entries(rendered.headers), ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)]
+    // As the HTTP route's onSend hook does: the never-cacheable headers over the rendering's own.
+    const headers: Array<[string, string]> = [...Object.entries({ ...rendered.headers, ...PROBLEM_HEADERS }), ...setCookieHeaders(jar)]
     return { allow: false, status: rendered.status, headers, body: rendered.body }
   }
 }
