@@ -83,5 +83,15 @@ t.test('the check dialects render the one decision of proxy/check.ts and make no
   for (const dialect of ['proxy/forward-auth.ts', 'proxy/ext-authz.ts']) {
     t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\/check\.js'/, `${dialect} renders the Checker's verdict`)
   }
-  t.notMatch(readFileSync(join(SRC, 'ops/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, 'the gRPC service asks the HTTP route, not the decision')
+  t.notMatch(readFileSync(join(SRC, 'ops/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's extAuthzCheck, not the decision")
+})
+
+t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {
+  // The gRPC check decides without an HTTP request (proxy/ext-authz.ts createGrpcCheck): the
+  // session stores read a SessionRequest and write a SessionReply, authentication an AuthRequest,
+  // the access decision and the checker a DecisionRequest.
+  const decision = [...sources(join(SRC, 'session')), ...['authenticate.ts', 'check.ts'].map((name) => join(SRC, 'proxy', name))]
+  const fastify = decision.filter((file) => /FastifyRequest|FastifyReply/.test(readFileSync(file, 'utf8'))).map((file) => relative(SRC, file))
+  t.strictSame(fastify, [])
+  t.match(readFileSync(join(SRC, 'proxy/guard.ts'), 'utf8'), /export type AccessDecider = \(req: DecisionRequest, reply: SessionReply/)
 })
