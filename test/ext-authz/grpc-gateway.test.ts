@@ -161,3 +161,24 @@ t.test('gRPC: with cookies.credentialsPath /api/v1/openid an expired session is 
   t.equal(program.status, 401)
   t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token"')
 })
+
+t.test('gRPC: each check writes one request line, without the credentials, and counts in the request metrics', async (t) => {
+  const lines: string[] = []
+  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] }, log: { level: 'info' } }, upstreams: UPSTREAMS, logStream: { write: (line) => void lines.push(line) } })
+  const client = await serveGatewayGrpc(t, stack)
+  const cookie = await gatewayCookies(stack, 'alice')
+  const requests = async (): Promise<number> => {
+    const metrics = await stack.app.management.metrics.getSingleMetricAsString('openid_gateway_requests_total')
+    return [...metrics.matchAll(/^openid_gateway_requests_total\{[^}]*route="_gateway"[^}]*\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0)
+  }
+  const before = await requests()
+  t.equal((await client.check(checkRequest(http('/page?token=secret', { cookie, authorization: 'Bearer not-logged' })))).status?.code, 0)
+  t.equal(await requests(), before + 1)
+  const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.grpc === 'Authorization/Check')
+  t.equal(logged.length, 1)
+  t.match(logged[0], { msg: 'request', status: 200, sub: 'alice', extAuthz: { method: 'GET', upstream: 'app', outcome: 'pass' } })
+  const text = lines.join('\n')
+  t.notOk(text.includes(cookie.split('=')[1] ?? cookie), 'no cookie value')
+  t.notOk(text.includes('not-logged'), 'no Authorization')
+  t.notOk(text.includes('token=secret'), 'the query redacted')
+})
