@@ -7,6 +7,7 @@ import { isNavigationOf } from '../navigation.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
 import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
+import type { SetCookieLines } from '../session/cookies.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
 import { checkContext, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
 import { forbiddenError, unauthenticatedError, type DecisionRequest } from './guard.js'
@@ -204,11 +205,6 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
   // otherwise be a 400 from the JSON parser, and the client's media type is not ours to refuse).
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined))
-  // Never cacheable: the answer depends on the caller's cookies and on time.
-  app.addHook('onSend', (_req, reply, payload, done) => {
-    reply.headers(PROBLEM_HEADERS)
-    done(null, payload)
-  })
 
   app.all(`${prefix}/*`, async (req: FastifyRequest, reply: FastifyReply) => {
     let checked: CheckedRequest
@@ -220,13 +216,16 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
     }
     const { result, logged } = await decide(checkContext(req, checked), reply, checked, undefined)
     reply.logFields = { extAuthz: logged }
+    // Never cacheable: the answer depends on the caller's cookies and on time. A refusal gets the
+    // same from the error handler's rendering (problem+json, or a page with its own CSP).
     switch (result.kind) {
       case 'sign_in':
-        return reply.redirect(result.location, 302)
+        return reply.headers(PROBLEM_HEADERS).redirect(result.location, 302)
       case 'refused':
         throw result.error
       case 'allow':
         req.identity = result.identity
+        reply.headers(PROBLEM_HEADERS)
         for (const [name, value] of result.allow.set) reply.header(name, value)
         if (result.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, result.allow.remove.join(','))
         return reply.code(200).send()
@@ -234,18 +233,13 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
   })
 }
 
-/** The Set-Cookie lines of a gRPC check (a refreshed session's, expired former cookies). */
-export interface SetCookieCollector extends SessionReply {
-  readonly lines: readonly string[]
-}
-
 export interface GrpcCheckDeps {
   decide: ExtAuthzDecide
   publicUrl: string
   /** @fastify/cookie's parser, as the HTTP routes read Cookie. */
   parseCookie: (header: string) => Record<string, string | undefined>
-  /** A collector of the cookies the decision sets, as the reply's setCookie would set them. */
-  setCookies: () => SetCookieCollector
+  /** A collector of the cookies the decision sets (a refreshed session's, expired former ones). */
+  setCookies: () => SetCookieLines
   /** Expires the gateway cookies of former configurations the request brings (as on every HTTP request). */
   expireFormer: (req: SessionRequest, reply: SessionReply) => void
   /** A refusal as the HTTP routes answer it: a page for a browser navigation, problem+json otherwise. */
@@ -300,7 +294,7 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
       }
     } catch (err) {
       if (!(err instanceof GatewayError)) throw err
-      logged = { outcome: 'bad_request', reason: err.message }
+      logged = { outcome: err.code, reason: err.message }
       code = err.code
       answer = await refusal({ url, method, headers, cookies }, err, jar)
     }
@@ -311,14 +305,12 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
     return answer
   }
 
-  async function refusal(req: ProblemRequest, problem: GatewayError, jar: SetCookieCollector): Promise<CheckAnswer> {
+  async function refusal(req: ProblemRequest, problem: GatewayError, jar: SetCookieLines): Promise<CheckAnswer> {
     const rendered = await deps.answerProblem(req, problem, isNavigationOf(req.method, req.headers))
-    // As the HTTP route's onSend hook does: the never-cacheable headers over the rendering's own.
-    const headers: Array<[string, string]> = [...Object.entries({ ...rendered.headers, ...PROBLEM_HEADERS }), ...setCookieHeaders(jar)]
-    return { allow: false, status: rendered.status, headers, body: rendered.body }
+    return { allow: false, status: rendered.status, headers: [...Object.entries(rendered.headers), ...setCookieHeaders(jar)], body: rendered.body }
   }
 }
 
-function setCookieHeaders(jar: SetCookieCollector): Array<[string, string]> {
+function setCookieHeaders(jar: SetCookieLines): Array<[string, string]> {
   return jar.lines.map((line) => ['set-cookie', line])
 }

@@ -108,6 +108,18 @@ t.test('ext_authz over HTTP', async (t) => {
     t.equal((await check(stack, '/admin/users', { cookie: alice })).status, 200)
   })
 
+  t.test("a browser's refusal is the error page with the page's own headers, never cacheable", async (t) => {
+    // The page's CSP allows its stylesheet and its sign-out form, and its Referrer-Policy keeps
+    // the Origin the sign-out endpoint checks: a check's never-cacheable headers must not replace them.
+    const res = await check(stack, '/admin/users', { cookie: bob, accept: 'text/html', 'sec-fetch-mode': 'navigate' })
+    t.equal(res.status, 403)
+    t.match(res.headers['content-type'], /^text\/html/)
+    t.match(res.headers['content-security-policy'], /style-src 'sha256-[^']+'; form-action /)
+    t.equal(res.headers['referrer-policy'], 'strict-origin')
+    t.equal(res.headers['cache-control'], 'no-store')
+    t.match(res.body, /Signed in as <strong>bob<\/strong>/)
+  })
+
   t.test('public paths, auth: none and an allowed preflight pass anonymously, with every identity header removed', async (t) => {
     // A preflight can only be told when Access-Control-Request-Method is allow-listed towards the check.
     const withPreflight = ['cookie', 'accept', 'access-control-request-method']
