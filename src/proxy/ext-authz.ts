@@ -135,12 +135,15 @@ function schemeOf(said: unknown, defaultScheme: string): string {
   return said === 'https' || said === 'http' ? said : defaultScheme
 }
 
-/** The request checked: the client's method, Host (canonical, never X-Forwarded-Host) and request target. */
+/**
+ * The request checked: the client's method, Host (never X-Forwarded-Host; already canonical:
+ * the app's rewriteUrl made it so over HTTP, the gRPC check does) and request target.
+ */
 function checkedOf(method: string, host: string | undefined, rawTarget: string, scheme: string): CheckedRequest {
   const target = rawTarget.charCodeAt(0) === 0x2f ? normalizePath(rawTarget) : null
   if (target === null) throw new GatewayError('bad_request', 'the path checked is not a valid request path')
   if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', 'the check must carry the request\'s Host')
-  return { method, host: canonicalHost(host), scheme, target }
+  return { method, host, scheme, target }
 }
 
 /**
@@ -272,7 +275,7 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
     let identity: Identity | null = null
     let code: string | undefined
     try {
-      const checked = checkedOf(method, input.host, input.path, schemeOf(input.scheme, defaultScheme))
+      const checked = checkedOf(method, canonicalHost(input.host), input.path, schemeOf(input.scheme, defaultScheme))
       const req = checkContext({ cookies, headers, log: deps.log }, checked)
       url = req.url
       deps.expireFormer(req, jar)

@@ -89,6 +89,12 @@ t.test('gRPC Check against the gateway', async (t) => {
     t.equal(res.status?.code, 7)
   })
 
+  t.test('the host is read in its canonical form, as over HTTP', async (t) => {
+    const res = await client.check(checkRequest(http('/admin/x', { cookie: bob }, 'APP.Example.COM')))
+    t.equal(res.status?.code, 7, "the admin upstream's rules apply whatever the host's case")
+    t.equal((await client.check(checkRequest(http('/admin/x', { cookie: alice }, 'APP.Example.COM')))).status?.code, 0)
+  })
+
   t.test("the gateway's own paths are never allowed", async (t) => {
     for (const path of ['/api/v1/openid/callback', '/.well-known/jwks.json']) {
       const res = await client.check(checkRequest(http(path, { cookie: alice }, 'open.example.com')))
