@@ -15,6 +15,7 @@ import { OidcClient } from './oidc/client.js'
 import { Providers, type Provider } from './oidc/providers.js'
 import { JtiReplayGuard, type JtiReplay } from './oidc/jti-replay.js'
 import { clientErrorHandler } from './ops/hygiene.js'
+import { AccessLog } from './ops/access-log.js'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import type { ManagementOptions, ReadinessCheck } from './ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from './ops/metrics.js'
@@ -145,8 +146,10 @@ function createSessions(
 
 /** Builds the gateway from a validated configuration. Does not listen. */
 export async function buildApp(config: GatewayConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const logStream = options.logStream ?? stdoutDestination()
+  const accessLog = new AccessLog(logStream, config.log.level)
   const app = Fastify({
-    logger: { ...loggerOptions(config.log), stream: options.logStream ?? stdoutDestination() },
+    logger: { ...loggerOptions(config.log), stream: logStream },
     // One line per request, written in onResponse with the gateway's own fields.
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => randomUUID(),
@@ -260,18 +263,16 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
       routeUrl: req.routeOptions.url,
       code: reply.problemCode,
     })
-    req.log.info(
-      {
-        method: req.method,
-        url: req.url,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-        ip: req.ip,
-        sub: req.identity?.claims.sub,
-        ...reply.logFields,
-      },
-      'request',
-    )
+    accessLog.write({
+      reqId: req.id,
+      method: req.method,
+      url: req.url,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 10) / 10,
+      ip: req.ip,
+      sub: req.identity?.claims.sub,
+      fields: reply.logFields,
+    })
     done()
   })
   const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics)))
@@ -385,6 +386,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
       expireFormer: (req, reply) => cookies.expireFormer(req, reply),
       answerProblem: (req, problem, page) => answerProblem(req, app.log, problem, problem.status, page),
       log: app.log,
+      accessLog,
       observe: (method, status, seconds, code) => metrics.observeRequest({ route: GATEWAY_ROUTE, method, status, seconds, routeUrl: undefined, code }),
     }),
   )

@@ -75,6 +75,33 @@ t.test('run serves, with its management listener; SIGTERM: /readyz 503 at once, 
   await t.rejects(rawRequest(management, '/healthz'), 'nor the management listener')
 })
 
+t.test('SIGTERM: every request line logged before it is on stdout after the exit (the log buffer is written at exit)', async (t) => {
+  const upstream = await startEchoUpstream()
+  t.teardown(() => upstream.close())
+  const port = await freePort()
+  const path = configFile({ ...valid(port, upstream.url), log: { level: 'info' } })
+  const proc = cli(['--config', path], SECRETS_ENV)
+  const origin = `http://127.0.0.1:${port}`
+  t.ok(await until(proc, async () => (await rawRequest(origin, '/healthz')).status > 0), 'listening')
+  // More than one batch of lines (bufferedDestination writes about 3 KiB at a time), so that the
+  // last ones are still buffered when the signal comes: the periodic write is a second away.
+  const count = 40
+  for (let n = 0; n < count; n++) t.equal((await rawRequest(origin, `/status/204?n=${n}`)).status, 204)
+  proc.kill('SIGTERM')
+  const run = await proc.done
+  t.equal(run.code, 0, run.stderr)
+  const logged = run.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { msg?: string; url?: string })
+    .filter((line) => line.msg === 'request' && line.url?.startsWith('/status/204?n='))
+  t.same(
+    logged.map((line) => line.url),
+    Array.from({ length: count }, (_, n) => `/status/204?n=${n}`),
+    'all of them, in order',
+  )
+})
+
 t.test('SIGTERM: a request longer than server.shutdownTimeoutMs does not hold the exit', async (t) => {
   const upstream = await startEchoUpstream()
   t.teardown(() => upstream.close())

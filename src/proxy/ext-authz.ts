@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js'
 import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
 import type { Identity } from '../identity.js'
 import { isNavigationOf } from '../navigation.js'
+import type { AccessLog } from '../ops/access-log.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
 import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
@@ -248,6 +249,8 @@ export interface GrpcCheckDeps {
   /** A refusal as the HTTP routes answer it: a page for a browser navigation, problem+json otherwise. */
   answerProblem: (req: ProblemRequest, problem: GatewayError, page: boolean) => Promise<ProblemAnswer>
   log: FastifyBaseLogger
+  /** Where the check's request line goes, as the HTTP routes' lines do. */
+  accessLog: AccessLog
   /** Counts the check in the request metrics. */
   observe: (method: string, status: number, seconds: number, code: string | undefined) => void
 }
@@ -304,7 +307,7 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
     const status = answer.allow ? 200 : answer.status
     const seconds = (performance.now() - started) / 1000
     deps.observe(method, status, seconds, code)
-    deps.log.info({ method, grpc: 'Authorization/Check', status, ms: Math.round(seconds * 10_000) / 10, sub: identity?.claims.sub, extAuthz: logged }, 'request')
+    deps.accessLog.write({ method, grpc: 'Authorization/Check', status, ms: Math.round(seconds * 10_000) / 10, sub: identity?.claims.sub, fields: { extAuthz: logged } })
     return answer
   }
 

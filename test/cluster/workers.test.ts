@@ -5,6 +5,7 @@ import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { workerCount } from '../../src/cluster/primary.js'
+import { LOG_FLUSH_MS } from '../../src/ops/logging.js'
 
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET } from '../fixtures/stack.js'
 import { startWorkers, signedIn, page } from '../fixtures/workers.js'
@@ -24,7 +25,10 @@ t.test('two workers serve one port; a session works on both; /metrics sums them;
   for (let i = 0; i < 20; i++) statuses.push((await page(gateway, cookie, `/p${i}`)).status)
   t.same(statuses, Array(20).fill(200), 'every request passes, whichever worker answers')
   // rawRequest opens a connection per request, and the primary hands connections round-robin.
-  const pids = new Set(gateway.lines().filter((l) => l.msg === 'request' && String(l.url).startsWith('/p')).map((l) => l.pid))
+  // The workers write their lines in batches, at least once every LOG_FLUSH_MS.
+  const answered = () => gateway.lines().filter((l) => l.msg === 'request' && String(l.url).startsWith('/p'))
+  for (const deadline = Date.now() + 5 * LOG_FLUSH_MS; answered().length < 20 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50))
+  const pids = new Set(answered().map((l) => l.pid))
   t.equal(pids.size, 2, 'both workers answered')
   const metrics = await (await fetch(`${gateway.management}/metrics`)).text()
   const served = metrics

@@ -1,0 +1,71 @@
+import { hostname } from 'node:os'
+import { redactUrl } from './logging.js'
+import type { LogConfig } from '../config/types.js'
+
+// The request line: one per request, for the proxy, the gateway's endpoints, the checks over HTTP
+// and over gRPC. Fastify's own request logging is off (app.ts). The line is on every request's
+// path, so it is built here as one string rather than through pino: no per-request child logger,
+// no generic serializer walk, no redaction pass over fields that never hold a header. It keeps
+// pino's shape (level, time, pid, hostname, the request id, msg) and goes to the same destination
+// as pino's lines, so one parser reads every line of the log.
+//
+// What it may carry: the method, the request target with secret query values redacted
+// (logging.ts redactUrl), the status, the client address, the subject of a signed-in request and a
+// route's own fields (reply.logFields: the checks' outcome and the request they checked, already
+// redacted by their owner). Never a header, a cookie or a token.
+
+/** pino's number for `info`, the request line's level. */
+const INFO = 30
+const LEVELS: Record<LogConfig['level'], number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity }
+
+export interface RequestLine {
+  /** Fastify's request id; absent for a gRPC check, which has none. */
+  reqId?: string
+  method: string
+  /** The request target as received; redacted here. */
+  url?: string
+  /** The gRPC method of a check answered over gRPC. */
+  grpc?: string
+  status: number
+  ms: number
+  ip?: string
+  sub?: string
+  /** A route's own fields, already free of secrets. */
+  fields?: Readonly<Record<string, unknown>>
+}
+
+export interface LineDestination {
+  write(line: string): unknown
+}
+
+export class AccessLog {
+  readonly enabled: boolean
+  readonly #destination: LineDestination
+  /** pino's base bindings of every line: `"pid":…,"hostname":…`. */
+  readonly #base: string
+
+  constructor(destination: LineDestination, level: LogConfig['level']) {
+    this.#destination = destination
+    this.enabled = LEVELS[level] <= INFO
+    this.#base = `"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`
+  }
+
+  write(line: RequestLine): void {
+    if (!this.enabled) return
+    let out = `{"level":${INFO},"time":${Date.now()},${this.#base}`
+    if (line.reqId !== undefined) out += `,"reqId":${JSON.stringify(line.reqId)}`
+    out += `,"method":${JSON.stringify(line.method)}`
+    if (line.url !== undefined) out += `,"url":${JSON.stringify(redactUrl(line.url))}`
+    if (line.grpc !== undefined) out += `,"grpc":${JSON.stringify(line.grpc)}`
+    out += `,"status":${line.status},"ms":${line.ms}`
+    if (line.ip !== undefined) out += `,"ip":${JSON.stringify(line.ip)}`
+    if (line.sub !== undefined) out += `,"sub":${JSON.stringify(line.sub)}`
+    if (line.fields !== undefined) {
+      for (const name of Object.keys(line.fields)) {
+        const value = JSON.stringify(line.fields[name])
+        if (value !== undefined) out += `,${JSON.stringify(name)}:${value}`
+      }
+    }
+    this.#destination.write(`${out},"msg":"request"}\n`)
+  }
+}
