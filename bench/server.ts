@@ -8,7 +8,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import httpProxy from '@fastify/http-proxy'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { buildApp } from '../src/app.js'
+import { buildStandaloneApp } from '../src/runtime/process-state.js'
 import { parseConfig } from '../src/config/load.js'
 import { serveExtAuthzGrpc } from '../src/ops/grpc-check.js'
 
@@ -52,7 +52,7 @@ async function start(spec: ServerSpec): Promise<Listening> {
     return { port: (app.server.address() as AddressInfo).port }
   }
   const config = parseConfig(spec.yaml, process.env)
-  const app: FastifyInstance = await buildApp(config)
+  const app: FastifyInstance = await buildStandaloneApp(config)
   await app.providerReady
   await app.listen({ host: '127.0.0.1', port: spec.port })
   const port = (app.server.address() as AddressInfo).port

@@ -4,7 +4,6 @@ import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
-import type { WorkerState } from './cluster/worker-state.js'
 import type { CheckAnswer, CheckInput } from './ext-authz/types.js'
 import { ConfigError } from './config/load.js'
 import type { GatewayConfig, ProviderConfig } from './config/types.js'
@@ -13,7 +12,7 @@ import { decorateIdentity } from './identity.js'
 import { BearerVerifier } from './oidc/bearer.js'
 import { OidcClient } from './oidc/client.js'
 import { Providers, type Provider } from './oidc/providers.js'
-import { JtiReplayGuard, type JtiReplay } from './oidc/jti-replay.js'
+import type { JtiReplay } from './oidc/jti-replay.js'
 import { clientErrorHandler } from './ops/hygiene.js'
 import { AccessLog } from './ops/access-log.js'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
@@ -37,15 +36,15 @@ import { backchannelLogoutRoute } from './routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from './routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from './paths.js'
 import { reservedRoutes } from './routes/reserved.js'
+import type { RateLimitStore } from './routes/sign-in-hardening.js'
 import { signInRoutes } from './routes/sign-in.js'
 import { CookieCipher } from './session/cipher.js'
 import { GatewayCookies, SetCookieLines } from './session/cookies.js'
 import { CookieSessionStore } from './session/cookie-store.js'
 import { SessionLifecycle, type RefreshGrant } from './session/lifecycle.js'
 import { MemorySessionStore } from './session/memory-store.js'
-import { createRevocationList, type RevocationList } from './session/revocation.js'
-import { LocalRefreshCoordinator, type RefreshCoordinator } from './session/refresh-coordinator.js'
-import { connectRedis, firstConnection } from './session/redis-client.js'
+import type { RevocationList } from './session/revocation.js'
+import type { RefreshCoordinator } from './session/refresh-coordinator.js'
 import { RedisKeys } from './session/redis-keys.js'
 import { RedisRefreshCoordinator } from './session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from './session/redis-store.js'
@@ -54,29 +53,39 @@ import type { Session, SessionStore } from './session/types.js'
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
   logStream?: { write(line: string): void }
-  /** On a worker of server.workers > 1: what it shares with the others through the primary. */
-  worker?: WorkerState
+  /** What the process's apps share, built once per process (runtime/process-state.ts). */
+  state: ProcessState
   /**
-   * Under a LiveGateway (ops/live.ts): what outlives one configuration, filled by the first build
-   * and reused by the builds of later reloads. The app then gets a server of its own that never
-   * listens: the live gateway's server hands it requests (`routing`) and upgrades.
+   * Under a LiveGateway (runtime/live.ts): the app gets a server of its own that never listens;
+   * the live gateway's server hands it requests (`routing`) and upgrades, and applies its
+   * WebSocket verdict once it serves.
    */
-  live?: LiveState
+  live?: boolean
 }
 
-/** See BuildOptions.live; each field is set by the first build that needs it. */
-export interface LiveState {
-  metrics?: GatewayMetrics
+/**
+ * What outlives one configuration: built once per process from the first configuration (the
+ * keys that decide it take a restart, runtime/live.ts RESTART_KEYS), handed to every app a
+ * reload builds, closed when the process stops. Where each piece lives (Redis, the primary of
+ * server.workers, or this process) is decided where it is built, not here.
+ */
+export interface ProcessState {
+  /** The process's one Redis connection (session.redisUrl), whatever the number of reloads. */
+  readonly redis: Redis | undefined
+  readonly metrics: GatewayMetrics
+  /** The cookie store's back-channel logout revocation list; undefined with the other stores. */
+  readonly revocations: RevocationList | undefined
+  readonly replay: JtiReplay
+  /** The refresh coordinator of the cookie and memory stores (the Redis store's is in Redis). */
+  readonly coordinator: RefreshCoordinator
   /** The memory store's sign-ins. */
-  memorySessions?: Map<string, Session>
-  /** Without Redis and workers: this process's revocation list, logout-token replay guard and refresh coordinator. */
-  revocations?: RevocationList
-  replay?: JtiReplay
-  coordinator?: RefreshCoordinator
+  readonly memorySessions: Map<string, Session>
+  /** On a worker of server.workers: the sign-in rate-limit counts the primary keeps. */
+  readonly rateLimitStore: RateLimitStore | undefined
   /** Every cookies.name this process has run with: browsers may still send those cookies. */
-  cookieNames?: Set<string>
+  readonly cookieNames: Set<string>
   /** Open proxied WebSockets, whichever configuration opened them. */
-  websockets?: WebSocketRegistry
+  readonly websockets: WebSocketRegistry
 }
 
 declare module 'fastify' {
@@ -115,16 +124,9 @@ interface Sessions {
   coordinator: RefreshCoordinator
 }
 
-function createSessions(
-  config: GatewayConfig,
-  cookies: GatewayCookies,
-  cipher: CookieCipher,
-  redis: Redis | undefined,
-  revocations: RevocationList | undefined,
-  worker: WorkerState | undefined,
-  live: LiveState | undefined,
-): Sessions {
+function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: CookieCipher, state: ProcessState): Sessions {
   const { store, maxAgeSeconds } = config.session
+  const { redis } = state
   if (store === 'redis') {
     // checks.ts makes session.redisUrl required with store: redis, so the client exists.
     if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl'])
@@ -136,16 +138,16 @@ function createSessions(
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs }),
     }
   }
-  const coordinator = worker?.coordinator ?? carried(live, 'coordinator', () => new LocalRefreshCoordinator())
+  const { coordinator } = state
   if (store === 'memory') {
-    const sessions = carried(live, 'memorySessions', () => new Map<string, Session>())
-    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, sessions), coordinator }
+    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, state.memorySessions), coordinator }
   }
-  return { store: new CookieSessionStore(cookies, maxAgeSeconds, revocations), coordinator }
+  return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.revocations), coordinator }
 }
 
 /** Builds the gateway from a validated configuration. Does not listen. */
-export async function buildApp(config: GatewayConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
+export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<FastifyInstance> {
+  const { state } = options
   const logStream = options.logStream ?? stdoutDestination()
   const accessLog = new AccessLog(logStream, config.log.level)
   const app = Fastify({
@@ -156,7 +158,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
     trustProxy: config.server.trustedProxies.length === 0 ? false : config.server.trustedProxies,
     http: { maxHeaderSize: MAX_HEADER_BYTES },
     // Under a live gateway, a server that never listens: the live gateway's hands requests over.
-    ...(options.live === undefined ? {} : { serverFactory: () => createServer() }),
+    ...(options.live === true ? { serverFactory: () => createServer() } : {}),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
     // Every decision (routing, public paths, the path the upstream sees) uses one normalized
@@ -221,38 +223,23 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   app.decorateReply('problemCode', undefined)
   app.decorateReply('logFields', undefined)
   const cipher = new CookieCipher(config.cookies.secrets)
-  const formerCookieNames = carried(options.live, 'cookieNames', () => new Set<string>())
+  const formerCookieNames = state.cookieNames
   const cookies = new GatewayCookies(config.cookies, cipher, formerCookieNames)
   formerCookieNames.add(config.cookies.name)
   app.addHook('onRequest', (req, reply, done) => {
     cookies.expireFormer(req, reply)
     done()
   })
-  // One Redis connection per process, for everything kept in Redis: sessions, the revocation
-  // list and the logout-token replay guard (back-channel logout must reach every replica).
-  const { redisUrl } = config.session
-  const redisPrefix = config.session.redis.keyPrefix
-  const redis = redisUrl === undefined ? undefined : await connectRedis({ url: redisUrl, timeoutMs: config.session.redis.timeoutMs }, app.log)
-  // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
-  const sharedByPrimary = redis === undefined ? options.worker : undefined
-  if (sharedByPrimary !== undefined && config.session.store === 'cookie') await sharedByPrimary.revocations.start()
-  // In memory, the list and the replay guard outlive a reload; in Redis they are there anyway.
-  const inProcess = redis === undefined ? options.live : undefined
-  const revocations =
-    config.session.store !== 'cookie'
-      ? undefined
-      : (sharedByPrimary?.revocations ?? carried(inProcess, 'revocations', () => createRevocationList({ maxAgeSeconds: config.session.maxAgeSeconds, redis, prefix: redisPrefix })))
+  const { redis, revocations } = state
   app.decorate('revocations', revocations)
-  // The cookie store's refreshes are coordinated by the primary even when Redis holds its revocation list.
-  const { store, coordinator } = createSessions(config, cookies, cipher, redis, revocations, options.worker, options.live)
+  const { store, coordinator } = createSessions(config, cookies, cipher, state)
   const sources = {
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
     ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
   }
-  const metrics = options.live?.metrics ?? new GatewayMetrics(sources)
+  const { metrics } = state
   metrics.rebind(sources)
-  if (options.live !== undefined) options.live.metrics = metrics
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
     metrics.observeRequest({
@@ -304,11 +291,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   app.decorate('providerReady', Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined))
   app.addHook('onClose', async () => {
     for (const provider of providers.all) provider.client.stop()
+    // The Redis connection is the process's: it outlives this configuration.
     await store.close()
-    // After the store, which may still use it while it closes.
-    await redis?.quit().catch(() => redis.disconnect())
   })
-  if (redis !== undefined) await firstConnection(redis, config.session.redis.timeoutMs)
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
   const authenticate = createAuthenticator({ store, lifecycle, providers })
@@ -337,11 +322,11 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
-  // its verdict, applied once that configuration serves (ops/live.ts; here without a live gateway).
-  const websockets = carried(options.live, 'websockets', () => new WebSocketRegistry())
+  // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
+  const { websockets } = state
   const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds }
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
-  if (options.live === undefined) websockets.use(app.websocketVerdict)
+  if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
     prefix: SIGN_IN_PATH,
     providers,
@@ -360,13 +345,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions = {}
       websockets.endSession(session.id)
     },
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
-    ...(options.worker === undefined ? {} : { rateLimitStore: options.worker.rateLimitStore }),
+    ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),
   })
   await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
   await app.register(backchannelLogoutRoute, {
     providers,
     store,
-    replay: sharedByPrimary?.replay ?? carried(inProcess, 'replay', () => new JtiReplayGuard({ redis, prefix: redisPrefix })),
+    replay: state.replay,
     onEnded: (selector) => {
       checker.forget()
       websockets.endSelected(selector)
@@ -439,12 +424,3 @@ function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog:
   })
   return { name: provider.name, config: provider, client, bearer }
 }
-
-/** `live[key]`, made and kept there on first use; just made without a live gateway. */
-function carried<K extends keyof LiveState>(live: LiveState | undefined, key: K, make: () => NonNullable<LiveState[K]>): NonNullable<LiveState[K]> {
-  if (live === undefined) return make()
-  const value = live[key] ?? make()
-  live[key] = value
-  return value as NonNullable<LiveState[K]>
-}
-

@@ -4,15 +4,15 @@ import { hangups, type Hangups } from './ops/hangups.js'
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { AggregatorRegistry } from 'prom-client'
-import { callPrimary, CONFIG_TEXT, onBroadcast } from './cluster/ipc.js'
-import { ABORT, COMMIT, isAbortRequest, isCommitRequest, isPrepareRequest, PREPARE, type PrepareAnswer } from './cluster/reload.js'
-import { runPrimary, workerCount } from './cluster/primary.js'
-import { workerState } from './cluster/worker-state.js'
+import { callPrimary, CONFIG_TEXT, onBroadcast } from './runtime/ipc.js'
+import { ABORT, COMMIT, isAbortRequest, isCommitRequest, isPrepareRequest, PREPARE, type PrepareAnswer } from './runtime/reload.js'
+import { runPrimary, workerCount } from './runtime/primary.js'
+import { workerState } from './runtime/worker-state.js'
 import { ConfigError, EXIT_CONFIG, loadConfigFile, loadConfigText, type LoadedConfig } from './config/load.js'
 import { describeExposure, exposedSecretFiles } from './config/file-modes.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { clientJwks } from './oidc/client-auth.js'
-import { LiveGateway } from './ops/live.js'
+import { LiveGateway } from './runtime/live.js'
 import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
@@ -22,7 +22,7 @@ import type { GatewayConfig } from './config/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
 //                                      drain (bounded by server.shutdownTimeoutMs) and exit 0;
-//                                      SIGHUP reloads the file (ops/live.ts); with
+//                                      SIGHUP reloads the file (runtime/live.ts); with
 //                                      server.workers > 1 this process is the primary of its workers
 // openid-gateway check --config PATH   validates and prints the effective config, secrets masked
 // openid-gateway jwks --config PATH [--provider NAME]
@@ -93,7 +93,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
-  // A worker reloads when its primary says so (cluster/reload.ts), never on a signal of its own.
+  // A worker reloads when its primary says so (runtime/reload.ts), never on a signal of its own.
   hangups.handle(() => {
     if (worker !== undefined) gateway.app.log.info('SIGHUP to a worker is ignored: send it to the primary, which reloads every worker')
     else if (!draining) void gateway.reload('SIGHUP')
@@ -121,7 +121,7 @@ async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise
   return grpc
 }
 
-/** A worker's part in the primary's two-phase reload (cluster/reload.ts). */
+/** A worker's part in the primary's two-phase reload (runtime/reload.ts). */
 function serveReloads(gateway: LiveGateway): void {
   onBroadcast(PREPARE, async (args): Promise<PrepareAnswer> => {
     if (!isPrepareRequest(args)) return { ok: false, problems: ['a malformed reload request'], reason: 'internal error' }

@@ -95,3 +95,21 @@ t.test('the decision reads no Fastify request: sessions, authentication and the 
   t.strictSame(fastify, [])
   t.match(readFileSync(join(SRC, 'proxy/guard.ts'), 'utf8'), /export type AccessDecider = \(req: DecisionRequest, reply: SessionReply/)
 })
+
+t.test('the process model is src/runtime: only the entry points (cli.ts, dev/) import it, and it alone opens Redis', async (t) => {
+  // buildApp is wiring: what outlives a configuration (the Redis connection, the state shared
+  // through the primary) is built by runtime/process-state.ts and handed in, so app.ts and the
+  // folders below it cannot reach back into the process that runs them.
+  const inward: string[] = []
+  const connects: string[] = []
+  for (const file of sources(SRC)) {
+    const from = relative(SRC, file)
+    if (/\bconnectRedis\(/.test(readFileSync(file, 'utf8')) && from !== 'session/redis-client.ts') connects.push(from)
+    if (folderOf(file) === 'runtime' || from === 'cli.ts' || folderOf(file) === 'dev') continue
+    for (const spec of importsOf(file)) {
+      if (spec.startsWith('.') && folderOf(join(file, '..', spec)) === 'runtime') inward.push(`${from} -> ${spec}`)
+    }
+  }
+  t.strictSame(inward, [], 'nothing below the entry points imports runtime/')
+  t.strictSame(connects, ['runtime/process-state.ts'], 'one place opens the Redis connection')
+})

@@ -2,7 +2,7 @@ import type { AllowRules, GatewayConfig, UpstreamConfig } from './types.js'
 
 // What a new configuration opens that the running one kept closed: the keys of access rules it
 // removes. A reload that does so may be meant, or may be a file caught halfway through an edit
-// or a bad merge; either way the operator hears of it, by key, at warn (ops/live.ts).
+// or a bad merge; either way the operator hears of it, by key, at warn (runtime/live.ts).
 
 const KINDS = ['providers', 'emails', 'emailDomains', 'groups'] as const satisfies ReadonlyArray<keyof AllowRules>
 

@@ -28,7 +28,7 @@ export interface ServerConfig {
   shutdownTimeoutMs: number
   /** Worker processes (node:cluster); `auto`: one per core. */
   workers: number | 'auto'
-  /** Reload when the file changes (ops/live.ts), besides SIGHUP. */
+  /** Reload when the file changes (runtime/live.ts), besides SIGHUP. */
   watchConfig: boolean
   /** Port of the Envoy ext_authz gRPC service (src/ext-authz/grpc-server.ts) on `host`; 0: none. */
   extAuthzGrpcPort: number

@@ -8,7 +8,7 @@ import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { buildApp } from '../app.js'
+import { buildStandaloneApp } from '../runtime/process-state.js'
 import { ConfigError, loadConfig } from '../config/load.js'
 import type { LogConfig } from '../config/types.js'
 import { startDevProvider } from './provider.js'
@@ -129,7 +129,7 @@ async function main(): Promise<void> {
     // The console is for the instructions below; the gateway speaks up only about problems.
     config.log = { ...config.log, level }
 
-    const app = await buildApp(config)
+    const app = await buildStandaloneApp(config)
     closers.push(() => app.close())
     await app.listen({ host: HOST, port: gatewayPort })
 

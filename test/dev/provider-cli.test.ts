@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
-import { buildApp } from '../../src/app.js'
+import { buildStandaloneApp } from '../../src/runtime/process-state.js'
 import { parseConfig } from '../../src/config/load.js'
 import { Browser } from '../fixtures/browser.js'
 import { freePort } from '../fixtures/stack.js'
@@ -51,7 +51,7 @@ t.test('prints issuer, client and users; the printed configuration signs in thro
     upstreams: [{ name: 'app', target: upstream.url }],
     log: { level: 'silent' },
   }), {})
-  const app = await buildApp(config)
+  const app = await buildStandaloneApp(config)
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: gatewayPort })
   await app.providerReady

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { buildApp } from '../../src/app.js'
+import { buildStandaloneApp } from '../../src/runtime/process-state.js'
 import type { GatewayConfig } from '../../src/config/types.js'
 import { REFRESH_MS } from '../../src/session/revocation.js'
 import { startRedis } from '../fixtures/redis.js'
@@ -18,11 +18,11 @@ t.test('cookie store, two replicas sharing Redis: a back-channel logout ends the
   await stack.app.close()
   const port = new URL(stack.gw).port
   const config: GatewayConfig = { ...stack.config, session: { ...stack.config.session, redisUrl: redisServer.url } }
-  const one = await buildApp(config)
+  const one = await buildStandaloneApp(config)
   t.teardown(() => one.close())
   await one.listen({ host: '127.0.0.1', port: Number(port) })
   const twoPort = await freePort()
-  const two = await buildApp({ ...config, server: { ...config.server, port: twoPort } })
+  const two = await buildStandaloneApp({ ...config, server: { ...config.server, port: twoPort } })
   t.teardown(() => two.close())
   await two.listen({ host: '127.0.0.1', port: twoPort })
   await Promise.all([one.providerReady, two.providerReady])

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { stringify } from 'yaml'
-import { buildApp } from '../../src/app.js'
+import { buildStandaloneApp } from '../../src/runtime/process-state.js'
 import { parseConfig } from '../../src/config/load.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { startRedis } from '../fixtures/redis.js'
@@ -33,7 +33,7 @@ const request = { url: '/x', headers: { accept: 'application/json', cookie } }
 
 t.test('at a normal start, the first request finds Redis connected', async (t) => {
   const redis = await startRedis(t)
-  const app = await buildApp(config(redis.url))
+  const app = await buildStandaloneApp(config(redis.url))
   t.teardown(() => app.close())
   const res = await app.inject(request)
   t.equal(res.statusCode, 401, 'the session is looked up (and not found), not 503')
@@ -43,7 +43,7 @@ t.test('Redis down at start: the gateway starts anyway, answers 503, and serves 
   const redis = await startRedis(t)
   await redis.stop()
   const started = Date.now()
-  const app = await buildApp(config(redis.url))
+  const app = await buildStandaloneApp(config(redis.url))
   t.teardown(() => app.close())
   t.ok(Date.now() - started < TIMEOUT_MS + 1000, 'the start waited at most about session.redis.timeoutMs')
   const down = await app.inject(request)
@@ -64,13 +64,13 @@ t.test('closing the app closes its Redis connection; it does not hang while Redi
   t.teardown(() => observer.disconnect())
   const gatewayClients = async (): Promise<number> =>
     String(await observer.client('LIST')).split('\n').filter((line) => line.includes('name=openid-gateway')).length
-  const app = await buildApp(config(redis.url))
+  const app = await buildStandaloneApp(config(redis.url))
   t.equal(await gatewayClients(), 1, 'one connection per gateway process')
   await app.close()
   await new Promise((resolve) => setTimeout(resolve, 100))
   t.equal(await gatewayClients(), 0, 'closed with the app')
 
-  const second = await buildApp(config(redis.url))
+  const second = await buildStandaloneApp(config(redis.url))
   await redis.stop()
   const started = Date.now()
   await second.close()

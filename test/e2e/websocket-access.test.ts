@@ -9,7 +9,7 @@ import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 // An open WebSocket does not outlive the access it was opened with (issue 16, point 11): it is
 // closed with 1008 (policy violation, RFC 6455 7.4.1) when its session is logged out, here or by
 // the provider's back-channel logout, and when its credential expires. (A reload that refuses it:
-// test/ops/live.test.ts.)
+// test/runtime/live.test.ts.)
 
 /** The close code the gateway sends, or 'open' if the socket is still open after `boundMs`. */
 function closeCode(ws: WebSocket, boundMs = 5000): Promise<number | 'open'> {

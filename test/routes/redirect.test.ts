@@ -1,7 +1,7 @@
 import t from 'tap'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
 import { freePort } from '../fixtures/stack.js'
-import { buildApp } from '../../src/app.js'
+import { buildStandaloneApp } from '../../src/runtime/process-state.js'
 import { parseConfig } from '../../src/config/load.js'
 import { stringify } from 'yaml'
 
@@ -155,7 +155,7 @@ t.test('503 not_ready while the provider metadata is not loaded', async (t) => {
     }),
     {},
   )
-  const app = await buildApp(config)
+  const app = await buildStandaloneApp(config)
   t.teardown(() => app.close())
   const res = await app.inject({ method: 'GET', url: '/api/v1/openid/redirect' })
   t.equal(res.statusCode, 503)

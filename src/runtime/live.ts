@@ -4,12 +4,13 @@ import { createServer, ServerResponse, type IncomingMessage, type Server } from 
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
-import { buildApp, MAX_HEADER_BYTES, type BuildOptions, type LiveState } from '../app.js'
+import { buildApp, MAX_HEADER_BYTES } from '../app.js'
 import { ConfigError, loadConfigFile, loadConfigText, type ConfigState, type LoadedConfig } from '../config/load.js'
 import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../config/types.js'
-import { clientErrorHandler } from './hygiene.js'
-import type { ReadinessCheck } from './management.js'
+import { clientErrorHandler } from '../ops/hygiene.js'
+import type { ReadinessCheck } from '../ops/management.js'
+import { createProcessState, type OwnedProcessState, type ProcessStateOptions } from './process-state.js'
 
 // Live reload: the gateway behind one listening server, whose configuration can be replaced while
 // it runs (SIGHUP, or a change of the file with server.watchConfig). The new file is read and
@@ -18,7 +19,7 @@ import type { ReadinessCheck } from './management.js'
 // request. Requests under way finish on the app they started on, which is closed once they have
 // (at most server.shutdownTimeoutMs later); proxied WebSockets stay open. What outlives one
 // configuration (sessions of the memory store, the revocation list, the logout-token replay guard,
-// refreshes under way, the metrics) is carried from app to app (app.ts's LiveState). A file that
+// refreshes under way, the metrics) is carried from app to app (runtime/process-state.ts). A file that
 // fails anything keeps the running configuration, and the log names every problem by key.
 
 /**
@@ -47,7 +48,7 @@ const HEADERS_TIMEOUT_MS = 60_000
 /** How often a watched file is looked at (server.watchConfig). */
 export const WATCH_INTERVAL_MS = 2000
 
-export interface LiveOptions extends Omit<BuildOptions, 'live'> {
+export interface LiveOptions extends ProcessStateOptions {
   /** The configuration file, read again on every reload. */
   path: string
   env?: NodeJS.ProcessEnv
@@ -229,7 +230,8 @@ class Generation {
 export class LiveGateway {
   readonly server: Server
   readonly #options: LiveOptions
-  readonly #live: LiveState
+  /** What every configuration's app of this process shares (runtime/process-state.ts). */
+  readonly #state: OwnedProcessState
   #current: Generation
   /** Closing apps of earlier configurations, awaited by close(). */
   readonly #retiring = new Set<Promise<void>>()
@@ -238,9 +240,9 @@ export class LiveGateway {
   /** A configuration built by prepare(), waiting for commit() or abort(). */
   #prepared: Generation | undefined
 
-  private constructor(options: LiveOptions, live: LiveState, current: Generation) {
+  private constructor(options: LiveOptions, state: OwnedProcessState, current: Generation) {
     this.#options = options
-    this.#live = live
+    this.#state = state
     this.#current = current
     // As Fastify configures its own server (its defaults), with the gateway's header limit.
     // Node looks for requests past their time every connectionsCheckingInterval (30 s by default,
@@ -251,15 +253,20 @@ export class LiveGateway {
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
     this.#watcher = new ConfigWatcher(options.path, () => void this.reload('file'))
     this.#loaded(current.loaded)
-    live.websockets?.use(current.app.websocketVerdict)
+    state.websockets.use(current.app.websocketVerdict)
   }
 
   /** Builds the first app from `loaded` (loadConfigFile of `options.path`). */
   static async start(options: LiveOptions, loaded: LoadedConfig = loadConfigFile(options.path, options.env)): Promise<LiveGateway> {
-    const live: LiveState = {}
-    const app = await buildApp(loaded.config, { ...options, live })
-    await app.ready()
-    return new LiveGateway(options, live, new Generation(app, loaded))
+    const state = await createProcessState(loaded.config, options)
+    try {
+      const app = await buildApp(loaded.config, { ...(options.logStream === undefined ? {} : { logStream: options.logStream }), state, live: true })
+      await app.ready()
+      return new LiveGateway(options, state, new Generation(app, loaded))
+    } catch (err) {
+      await state.close()
+      throw err
+    }
   }
 
   /** The app serving new requests. */
@@ -326,6 +333,7 @@ export class LiveGateway {
     clearTimeout(bound)
     await this.#discard()
     await Promise.all([...this.#retiring, this.app.close()])
+    await this.#state.close()
   }
 
   async #reload(trigger: ReloadTrigger): Promise<boolean> {
@@ -373,7 +381,7 @@ export class LiveGateway {
     const run = this.#queue.then(async () => {
       await this.#discard()
       this.app.log.error({ trigger, reason: refusal.reason, problems: refusal.problems.length, config: this.state.hash }, 'configuration reload refused: the running configuration is kept')
-      this.#live.metrics?.observeReload('failure')
+      this.#state.metrics.observeReload('failure')
     })
     this.#queue = run.catch(() => undefined)
     return run
@@ -387,7 +395,7 @@ export class LiveGateway {
 
   #refuse(trigger: ReloadTrigger, refusal: Refusal): false {
     logRefusal(this.app.log, trigger, refusal, this.state)
-    this.#live.metrics?.observeReload('failure')
+    this.#state.metrics.observeReload('failure')
     return false
   }
 
@@ -397,7 +405,7 @@ export class LiveGateway {
     if (!('config' in loaded)) return loaded
     let next: FastifyInstance | undefined
     try {
-      next = await buildApp(loaded.config, { ...this.#options, live: this.#live })
+      next = await buildApp(loaded.config, { ...(this.#options.logStream === undefined ? {} : { logStream: this.#options.logStream }), state: this.#state, live: true })
       await next.ready()
       // A reload never turns a gateway whose providers are discovered into one whose are not.
       const undiscovered = await discovered(next, loaded.config).then(() => undefined, (err: unknown) => err)
@@ -416,10 +424,10 @@ export class LiveGateway {
     const previous = this.#current
     this.#current = next
     this.#loaded(next.loaded)
-    this.#live.metrics?.observeReload('success')
+    this.#state.metrics.observeReload('success')
     // Open WebSockets are asked again: those the new configuration refuses close (1008).
-    this.#live.websockets?.use(next.app.websocketVerdict)
-    void this.#live.websockets?.recheck()
+    this.#state.websockets.use(next.app.websocketVerdict)
+    void this.#state.websockets.recheck()
     this.#retire(previous)
     next.app.log.info({ trigger, config: next.loaded.state.hash }, 'configuration reloaded')
   }
@@ -430,7 +438,7 @@ export class LiveGateway {
     // 408 and the connection closed. Upgraded (WebSocket) connections are no longer requests.
     this.server.requestTimeout = config.server.requestTimeoutMs
     this.server.headersTimeout = Math.min(config.server.requestTimeoutMs, HEADERS_TIMEOUT_MS)
-    this.#live.metrics?.configLoaded(state.hash, new Date(state.loadedAt))
+    this.#state.metrics.configLoaded(state.hash, new Date(state.loadedAt))
     this.#watcher.set(config.server.watchConfig && this.#options.worker === undefined)
     // The file as loaded now is the one later looks compare with (a SIGHUP's reload included).
     this.#watcher.rebase()

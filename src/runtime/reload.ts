@@ -1,4 +1,4 @@
-import type { Refusal } from '../ops/live.js'
+import type { Refusal } from './live.js'
 
 // A reload with server.workers > 1, in two phases, all or nothing (issue 16, point 7). The
 // primary reads and validates the file once and sends its text to every worker (so all build the

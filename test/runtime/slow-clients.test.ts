@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { stringify } from 'yaml'
-import { LiveGateway } from '../../src/ops/live.js'
+import { LiveGateway } from '../../src/runtime/live.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { workerCount } from '../../src/cluster/primary.js'
+import { workerCount } from '../../src/runtime/primary.js'
 import { LOG_FLUSH_MS } from '../../src/ops/logging.js'
 
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET } from '../fixtures/stack.js'

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { loosenedKeys } from '../../src/config/loosening.js'
-import { ConfigWatcher } from '../../src/ops/live.js'
+import { ConfigWatcher } from '../../src/runtime/live.js'
 import { resolve } from '../fixtures/config/base.js'
 
 // server.watchConfig (issue 16, point 8): a file written in place in steps is loaded only once it

@@ -1,4 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs'
+import { Redis } from 'ioredis'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,9 +8,10 @@ import { stringify } from 'yaml'
 import WebSocket from 'ws'
 import { startDevProvider } from '../../src/dev/provider.js'
 import { configHash } from '../../src/config/load.js'
-import { LiveGateway } from '../../src/ops/live.js'
+import { LiveGateway } from '../../src/runtime/live.js'
 import { Browser } from '../fixtures/browser.js'
 import { echo, openSocket } from '../fixtures/http.js'
+import { startRedis } from '../fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 
@@ -27,7 +29,7 @@ interface Setup {
   second: string
 }
 
-async function setup(t: Test, store: 'cookie' | 'memory' = 'cookie'): Promise<Setup> {
+async function setup(t: Test, store: 'cookie' | 'memory' | 'redis' = 'cookie', overrides: { redisUrl?: string; shutdownTimeoutMs?: number } = {}): Promise<Setup> {
   const port = await freePort()
   const gw = `http://127.0.0.1:${port}`
   const provider = await startDevProvider({
@@ -38,10 +40,10 @@ async function setup(t: Test, store: 'cookie' | 'memory' = 'cookie'): Promise<Se
   t.teardown(() => upstream.close())
   t.teardown(() => other.close())
   const base = {
-    server: { host: '127.0.0.1', port, publicUrl: gw, managementPort: 0 },
+    server: { host: '127.0.0.1', port, publicUrl: gw, managementPort: 0, ...(overrides.shutdownTimeoutMs === undefined ? {} : { shutdownTimeoutMs: overrides.shutdownTimeoutMs }) },
     provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true, timeoutMs: 2000, scopes: ['openid', 'profile', 'email', 'offline_access'] },
     cookies: { secrets: [COOKIE_SECRET], secure: false },
-    session: { store },
+    session: { store, ...(overrides.redisUrl === undefined ? {} : { redisUrl: overrides.redisUrl }) },
     rateLimit: { signIn: { max: 1000000 } },
     upstreams: [{ name: 'app', target: upstream.url }],
     log: { level: 'info' },
@@ -60,6 +62,28 @@ async function setup(t: Test, store: 'cookie' | 'memory' = 'cookie'): Promise<Se
   await live.listen()
   return { live, gw, write, lines, second: other.url }
 }
+
+t.test('redis store: ten reloads use the one Redis connection of the process, also while a request holds a retired configuration', async (t) => {
+  const redis = await startRedis(t)
+  // A retired configuration waits this long for its requests before it closes.
+  const { live, gw } = await setup(t, 'redis', { redisUrl: redis.url, shutdownTimeoutMs: 60_000 })
+  const admin = new Redis(redis.url)
+  t.teardown(() => admin.disconnect())
+  const gatewayClients = async (): Promise<number> => String(await admin.call('CLIENT', 'LIST')).split('\n').filter((line) => / name=openid-gateway /.test(line)).length
+  const connectionsReceived = async (): Promise<number> => Number(/total_connections_received:(\d+)/.exec(await admin.info('stats'))?.[1])
+  t.equal(await gatewayClients(), 1, 'one connection at start')
+  const before = await connectionsReceived()
+
+  // A proxied request under way keeps the first configuration's app open across the reloads.
+  const held = request(`${gw}/slow?ms=60000`, { headers: { accept: 'application/json' } })
+  held.on('error', () => undefined)
+  held.end()
+  t.teardown(() => held.destroy())
+  for (let i = 0; i < 10; i++) t.equal(await live.reload('SIGHUP'), true, `reload ${i + 1}`)
+
+  t.equal(await gatewayClients(), 1, 'still one connection')
+  t.equal((await connectionsReceived()) - before, 0, 'and no new one was ever opened')
+})
 
 async function status(browser: Browser, url: string): Promise<number> {
   const res = await browser.fetch(url, { headers: { accept: 'application/json' } })

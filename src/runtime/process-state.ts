@@ -1,0 +1,93 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import { pino } from 'pino'
+import { buildApp, type BuildOptions, type ProcessState } from '../app.js'
+import type { WorkerState } from './worker-state.js'
+import type { GatewayConfig } from '../config/types.js'
+import { JtiReplayGuard } from '../oidc/jti-replay.js'
+import { loggerOptions, stdoutDestination } from '../ops/logging.js'
+import { GatewayMetrics, type MetricSources } from '../ops/metrics.js'
+import { WebSocketRegistry } from '../proxy/websocket-registry.js'
+import { connectRedis, firstConnection } from '../session/redis-client.js'
+import { LocalRefreshCoordinator } from '../session/refresh-coordinator.js'
+import { createRevocationList } from '../session/revocation.js'
+
+// What a process keeps across its configurations, and the one place that decides where each
+// piece lives:
+// - in Redis, when session.redisUrl is set: sessions (store: redis), the revocation list, the
+//   logout-token replay guard, refreshes; every replica sees the same;
+// - in the primary, on a worker of server.workers without Redis: what the workers must agree on
+//   (runtime/worker-state.ts), asked over IPC;
+// - in this process otherwise.
+// The Redis connection is opened once, here, and closed when the process stops: a reload builds a
+// new app on the same connection (app.ts never opens one), so neither reloads nor a retired app
+// held open by a long request or a WebSocket multiply connections. Everything here is decided by
+// keys that take a restart (runtime/live.ts RESTART_KEYS), so the first configuration decides it.
+
+export interface ProcessStateOptions {
+  /** On a worker of server.workers > 1: what it shares with the others through the primary. */
+  worker?: WorkerState
+  /** Where the Redis connection's log lines go (default stdout). */
+  logStream?: BuildOptions['logStream']
+}
+
+export interface OwnedProcessState extends ProcessState {
+  /** Closes the Redis connection; after the last app of the process has closed. */
+  close(): Promise<void>
+}
+
+export async function createProcessState(config: GatewayConfig, options: ProcessStateOptions = {}): Promise<OwnedProcessState> {
+  const { session } = config
+  const log: FastifyBaseLogger = pino(loggerOptions(config.log), options.logStream ?? stdoutDestination())
+  const redis = session.redisUrl === undefined ? undefined : await connectRedis({ url: session.redisUrl, timeoutMs: session.redis.timeoutMs }, log)
+  // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
+  const primary = redis === undefined ? options.worker : undefined
+  let revocations: ProcessState['revocations']
+  if (session.store === 'cookie') {
+    if (primary !== undefined) await primary.revocations.start()
+    revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, prefix: session.redis.keyPrefix })
+  }
+  // The series a store's counts feed are registered by kind (session.store takes a restart); each
+  // app rebinds them to its own store.
+  const sources: MetricSources = {
+    ...(session.store === 'redis' ? { storeErrors: () => 0 } : {}),
+    ...(session.store === 'memory' ? { evictions: () => 0 } : {}),
+    ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
+  }
+  const state: OwnedProcessState = {
+    redis,
+    metrics: new GatewayMetrics(sources),
+    revocations,
+    replay: primary?.replay ?? new JtiReplayGuard({ redis, prefix: session.redis.keyPrefix }),
+    coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(),
+    memorySessions: new Map(),
+    // Counted by the primary even with Redis: the per-process count would give each worker a budget.
+    rateLimitStore: options.worker?.rateLimitStore,
+    cookieNames: new Set(),
+    websockets: new WebSocketRegistry(),
+    async close() {
+      await redis?.quit().catch(() => redis.disconnect())
+    },
+  }
+  // At a normal start the first requests find Redis ready; a Redis that is down does not stop the
+  // start (readiness says so).
+  if (redis !== undefined) await firstConnection(redis, session.redis.timeoutMs)
+  return state
+}
+
+/**
+ * An app with a process state of its own, closed with it: a process that serves one
+ * configuration and never reloads (the demo, the bench, tests of one app). The CLI runs a
+ * LiveGateway instead.
+ */
+export async function buildStandaloneApp(config: GatewayConfig, options: Omit<BuildOptions, 'state' | 'live'> & ProcessStateOptions = {}): Promise<FastifyInstance> {
+  const state = await createProcessState(config, options)
+  let app: FastifyInstance
+  try {
+    app = await buildApp(config, { ...(options.logStream === undefined ? {} : { logStream: options.logStream }), state })
+  } catch (err) {
+    await state.close()
+    throw err
+  }
+  app.addHook('onClose', () => state.close())
+  return app
+}
