@@ -4,7 +4,7 @@ import { hangups, type Hangups } from './ops/hangups.js'
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { AggregatorRegistry } from 'prom-client'
-import { callPrimary, CONFIG_TEXT, onBroadcast } from './runtime/ipc.js'
+import { callPrimary, onBroadcast } from './runtime/ipc.js'
 import { ABORT, COMMIT, isAbortRequest, isCommitRequest, isPrepareRequest, PREPARE, type PrepareAnswer } from './runtime/reload.js'
 import { runPrimary, workerCount } from './runtime/primary.js'
 import { workerState } from './runtime/worker-state.js'
@@ -134,9 +134,7 @@ function serveReloads(gateway: LiveGateway): void {
 
 /** A worker runs the file its primary runs (it may have changed since, in a refused reload). */
 async function workerConfig(path: string): Promise<LoadedConfig> {
-  const text = await callPrimary<unknown>(CONFIG_TEXT, null)
-  if (typeof text !== 'string') throw new Error('the primary did not send its configuration')
-  return loadConfigText(text, path)
+  return loadConfigText(await callPrimary('config.text', null), path)
 }
 
 /** The JWKS of the provider with a clientKey: the only one, or the one `--provider` names. */

@@ -1,9 +1,8 @@
 import { TtlCache } from '../lib/ttl-cache.js'
 import type { Tokens } from '../oidc/client.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
-import { MemoryRevocationList, type RevocationEntry } from '../session/revocation.js'
-import type { SessionSelector } from '../session/types.js'
-import type { RefreshBegin, RefreshEnd, RefreshTurn } from './worker-state.js'
+import { MemoryRevocationList } from '../session/revocation.js'
+import type { PrimaryHandlers, RefreshBegin, RefreshEnd, RefreshTurn } from './ipc.js'
 
 // The state the primary keeps for its workers (see worker-state.ts for their side): the
 // authoritative revocation list, the logout-token jti memory, who is redeeming which session's
@@ -35,34 +34,25 @@ export class PrimaryState {
     this.#broadcast = broadcast
   }
 
-  /** Answers a worker's call; `worker` is its cluster id. Unknown operations are refused. */
-  async handle(worker: number, op: string, args: unknown): Promise<unknown> {
-    switch (op) {
-      case 'revocations':
-        return this.#revocations.snapshot()
-      case 'revoke': {
-        const entry: RevocationEntry = this.#revocations.add(args as SessionSelector)
-        await this.#broadcast('revocation', entry)
+  /** The answers to the workers' calls (ipc.ts PrimaryOps), but for the configuration's text, which the primary's loop holds. */
+  handlers(): Omit<PrimaryHandlers, 'config.text'> {
+    return {
+      revocations: () => this.#revocations.snapshot(),
+      revoke: async (_worker, selector) => {
+        await this.#broadcast('revocation', this.#revocations.add(selector))
         return null
-      }
-      case 'jti.firstUse': {
-        const { issuer, jti, until } = args as { issuer: string; jti: string; until: number }
-        return this.#replay.firstUse(issuer, jti, until)
-      }
-      case 'jti.release': {
-        const { issuer, jti } = args as { issuer: string; jti: string }
+      },
+      'jti.firstUse': (_worker, { issuer, jti, until }) => this.#replay.firstUse(issuer, jti, until),
+      'jti.release': async (_worker, { issuer, jti }) => {
         await this.#replay.release(issuer, jti)
         return null
-      }
-      case 'refresh.begin':
-        return this.#begin(worker, args as RefreshBegin)
-      case 'refresh.end':
-        this.#end(args as RefreshEnd)
+      },
+      'refresh.begin': (worker, begin) => this.#begin(worker, begin),
+      'refresh.end': (_worker, end) => {
+        this.#end(end)
         return null
-      case 'ratelimit.incr':
-        return this.#incr(args as { key: string; timeWindow: number })
-      default:
-        throw new Error(`unknown operation ${op}`)
+      },
+      'ratelimit.incr': (_worker, { key, timeWindow }) => this.#incr(key, timeWindow),
     }
   }
 
@@ -98,7 +88,7 @@ export class PrimaryState {
   }
 
   /** @fastify/rate-limit's fixed window, as its per-process store counts it. */
-  #incr({ key, timeWindow }: { key: string; timeWindow: number }): { current: number; ttl: number } {
+  #incr(key: string, timeWindow: number): { current: number; ttl: number } {
     const nowMs = Date.now()
     let count = this.#counts.get(key)
     if (count === undefined || count.startMs + timeWindow <= nowMs) {

@@ -8,7 +8,7 @@ import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import type { Hangups } from '../ops/hangups.js'
 import { buildManagement } from '../ops/management.js'
-import { CONFIG_TEXT, isMessage, type Message } from './ipc.js'
+import { answerCall, isMessage, type Message, type PrimaryHandlers } from './ipc.js'
 import { ABORT, COMMIT, PREPARE, prepareVerdict, type AbortRequest, type CommitRequest, type PrepareRequest } from './reload.js'
 import { PrimaryState } from './primary-state.js'
 
@@ -85,20 +85,20 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   const state = new PrimaryState(config.session.maxAgeSeconds, async (op, args) => {
     await broadcast(op, args)
   })
+  const handlers: PrimaryHandlers = {
+    ...state.handlers(),
+    // A worker starting (or restarted) runs the file the others run, not the file as it is now.
+    'config.text': () => running.text,
+  }
 
   const onMessage = (worker: Worker, message: unknown): void => {
     if (!isMessage(message)) return
     if (message.ogw === 'ack') return acknowledged(message.id, worker.id, { value: message.result })
     if (message.ogw !== 'call') return
-    const reply = (body: { result?: unknown; error?: string }): void => {
-      if (worker.isConnected()) worker.send({ ogw: 'reply', id: message.id, ...body } satisfies Message)
-    }
-    // A worker starting (or restarted) runs the file the others run, not the file as it is now.
-    if (message.op === CONFIG_TEXT) return reply({ result: running.text })
-    state.handle(worker.id, message.op, message.args).then(
-      (result) => reply({ result }),
-      (err: unknown) => reply({ error: err instanceof Error ? err.message : String(err) }),
-    )
+    const { id, op } = message
+    void answerCall(handlers, worker.id, op, message.args, (err) => log.error({ err, op, worker: worker.process.pid }, 'the primary failed answering a worker')).then((body) => {
+      if (worker.isConnected()) worker.send({ ogw: 'reply', id, ...body } satisfies Message)
+    })
   }
 
   const fork = (): void => {

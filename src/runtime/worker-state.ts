@@ -1,37 +1,16 @@
-import { GatewayError, type ProblemCode } from '../errors.js'
+import { GatewayError } from '../errors.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { graceEnd, graceKey, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'
-import { MemoryRevocationList, type RevocationEntry, type RevocationList, type RevocationSnapshot } from '../session/revocation.js'
+import { MemoryRevocationList, type RevocationEntry, type RevocationList } from '../session/revocation.js'
 import type { Session, SessionSelector } from '../session/types.js'
-import { callPrimary, onBroadcast } from './ipc.js'
+import { callPrimary, onBroadcast, type RefreshEnd } from './ipc.js'
 
 // What a worker (server.workers > 1) shares with the others through the primary, when there is
 // no Redis to share it: back-channel logouts, logout-token replays, refreshes and sign-in rate
 // limits. Only the rare operations cross processes; the check on every request (is this session
 // revoked?) reads a local copy of the list, which the primary updates in every worker before a
 // logout is answered.
-
-/** A worker asks to redeem session `sessionId`'s refresh token (`key`: its graceKey). */
-export interface RefreshBegin {
-  sessionId: string
-  key: string
-}
-
-/** The redeeming worker's result: the tokens (and until when they answer the spent token), or its error. */
-export interface RefreshEnd extends RefreshBegin {
-  tokens?: Tokens
-  graceUntil?: number | null
-  error?: { code: ProblemCode; message: string }
-}
-
-/** The primary's answer to "may I redeem this session's refresh token?" (see primary-state.ts). */
-export type RefreshTurn =
-  | { kind: 'lead' }
-  | { kind: 'result'; tokens: Tokens }
-  | { kind: 'error'; code: ProblemCode; message: string }
-  /** The worker that was redeeming it died: ask again. */
-  | { kind: 'retry' }
 
 export class WorkerRevocationList implements RevocationList {
   readonly #local: MemoryRevocationList
@@ -43,7 +22,7 @@ export class WorkerRevocationList implements RevocationList {
 
   /** Takes the primary's list: a worker started after logouts refuses those sessions too. */
   async start(): Promise<void> {
-    this.#local.restore(await callPrimary<RevocationSnapshot>('revocations', null))
+    this.#local.restore(await callPrimary('revocations', null))
   }
 
   /** Resolves once every worker has the entry. */
@@ -62,7 +41,7 @@ export class WorkerRevocationList implements RevocationList {
 
 export class WorkerJtiReplay implements JtiReplay {
   firstUse(issuer: string, jti: string, until: number): Promise<boolean> {
-    return callPrimary<boolean>('jti.firstUse', { issuer, jti, until })
+    return callPrimary('jti.firstUse', { issuer, jti, until })
   }
 
   async release(issuer: string, jti: string): Promise<void> {
@@ -75,7 +54,7 @@ export class WorkerRefreshCoordinator implements RefreshCoordinator {
   async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
     const key = graceKey(sessionId, refreshToken)
     for (;;) {
-      const turn = await callPrimary<RefreshTurn>('refresh.begin', { sessionId, key } satisfies RefreshBegin)
+      const turn = await callPrimary('refresh.begin', { sessionId, key })
       if (turn.kind === 'result') return turn.tokens
       if (turn.kind === 'error') throw new GatewayError(turn.code, turn.message)
       if (turn.kind === 'retry') continue
@@ -84,11 +63,11 @@ export class WorkerRefreshCoordinator implements RefreshCoordinator {
         fresh = await grant()
       } catch (err) {
         const error: RefreshEnd['error'] = err instanceof GatewayError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'the refresh failed' }
-        await callPrimary('refresh.end', { sessionId, key, error } satisfies RefreshEnd).catch(() => undefined)
+        await callPrimary('refresh.end', { sessionId, key, error }).catch(() => undefined)
         throw err
       }
       const graceUntil = rotated(refreshToken, fresh) ? graceEnd(fresh, Date.now() / 1000) : null
-      await callPrimary('refresh.end', { sessionId, key, tokens: fresh, graceUntil } satisfies RefreshEnd)
+      await callPrimary('refresh.end', { sessionId, key, tokens: fresh, graceUntil })
       return fresh
     }
   }
@@ -99,7 +78,7 @@ type RateLimitCallback = (err: Error | null, result?: { current: number; ttl: nu
 /** A @fastify/rate-limit store whose counts the primary keeps: N workers do not make N budgets. */
 export class WorkerRateLimitStore {
   incr(key: string, callback: RateLimitCallback, timeWindow: number): void {
-    callPrimary<{ current: number; ttl: number }>('ratelimit.incr', { key, timeWindow }).then(
+    callPrimary('ratelimit.incr', { key, timeWindow }).then(
       (result) => callback(null, result),
       (err: Error) => callback(err),
     )
