@@ -255,7 +255,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       method: req.method,
       url: req.url,
       status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 10) / 10,
+      ms: reply.elapsedTime,
       ip: req.ip,
       sub: req.identity?.claims.sub,
       fields: reply.logFields,

@@ -27,6 +27,7 @@ export interface RequestLine {
   /** The gRPC method of a check answered over gRPC. */
   grpc?: string
   status: number
+  /** Milliseconds from the request to its answer; written to a tenth. */
   ms: number
   ip?: string
   sub?: string
@@ -57,7 +58,7 @@ export class AccessLog {
     out += `,"method":${JSON.stringify(line.method)}`
     if (line.url !== undefined) out += `,"url":${JSON.stringify(redactUrl(line.url))}`
     if (line.grpc !== undefined) out += `,"grpc":${JSON.stringify(line.grpc)}`
-    out += `,"status":${line.status},"ms":${line.ms}`
+    out += `,"status":${line.status},"ms":${Math.round(line.ms * 10) / 10}`
     if (line.ip !== undefined) out += `,"ip":${JSON.stringify(line.ip)}`
     if (line.sub !== undefined) out += `,"sub":${JSON.stringify(line.sub)}`
     if (line.fields !== undefined) {

@@ -307,7 +307,7 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
     const status = answer.allow ? 200 : answer.status
     const seconds = (performance.now() - started) / 1000
     deps.observe(method, status, seconds, code)
-    deps.accessLog.write({ method, grpc: 'Authorization/Check', status, ms: Math.round(seconds * 10_000) / 10, sub: identity?.claims.sub, fields: { extAuthz: logged } })
+    deps.accessLog.write({ method, grpc: 'Authorization/Check', status, ms: seconds * 1000, sub: identity?.claims.sub, fields: { extAuthz: logged } })
     return answer
   }
 

@@ -260,7 +260,7 @@ export class LiveGateway {
   static async start(options: LiveOptions, loaded: LoadedConfig = loadConfigFile(options.path, options.env)): Promise<LiveGateway> {
     const state = await createProcessState(loaded.config, options)
     try {
-      const app = await buildApp(loaded.config, { ...(options.logStream === undefined ? {} : { logStream: options.logStream }), state, live: true })
+      const app = await buildApp(loaded.config, { logStream: options.logStream, state, live: true })
       await app.ready()
       return new LiveGateway(options, state, new Generation(app, loaded))
     } catch (err) {
@@ -405,7 +405,7 @@ export class LiveGateway {
     if (!('config' in loaded)) return loaded
     let next: FastifyInstance | undefined
     try {
-      next = await buildApp(loaded.config, { ...(this.#options.logStream === undefined ? {} : { logStream: this.#options.logStream }), state: this.#state, live: true })
+      next = await buildApp(loaded.config, { logStream: this.#options.logStream, state: this.#state, live: true })
       await next.ready()
       // A reload never turns a gateway whose providers are discovered into one whose are not.
       const undiscovered = await discovered(next, loaded.config).then(() => undefined, (err: unknown) => err)

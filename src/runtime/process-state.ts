@@ -83,7 +83,7 @@ export async function buildStandaloneApp(config: GatewayConfig, options: Omit<Bu
   const state = await createProcessState(config, options)
   let app: FastifyInstance
   try {
-    app = await buildApp(config, { ...(options.logStream === undefined ? {} : { logStream: options.logStream }), state })
+    app = await buildApp(config, { logStream: options.logStream, state })
   } catch (err) {
     await state.close()
     throw err

@@ -38,6 +38,9 @@ t.test('the target is redacted, absent fields are left out, strings are escaped'
   t.equal(line.grpc, 'Authorization/Check')
   t.notOk('reqId' in line || 'ip' in line || 'sub' in line || 'skipped' in line, 'nothing undefined is written')
   t.equal(line.note, 'a "quoted"\nvalue')
+  const timed = collect()
+  new AccessLog(timed, 'info').write({ method: 'GET', url: '/', status: 200, ms: 12.3456 })
+  t.equal((JSON.parse(timed.lines[0] ?? '') as { ms: number }).ms, 12.3, 'the duration to a tenth of a millisecond')
   t.equal(out.lines[0]?.split('\n').length, 2, 'one line, whatever the values hold')
 })
 
