@@ -10,7 +10,7 @@ import httpProxy from '@fastify/http-proxy'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { buildStandaloneApp } from '../src/runtime/process-state.js'
 import { parseConfig } from '../src/config/load.js'
-import { serveExtAuthzGrpc } from '../src/ops/grpc-check.js'
+import { serveExtAuthzGrpc } from '../src/runtime/grpc-check.js'
 
 export type ServerSpec =
   | { kind: 'upstream' }

@@ -17,8 +17,8 @@ import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
 import type { ExtAuthzGrpc } from './ext-authz/grpc-server.js'
-import { serveExtAuthzGrpc } from './ops/grpc-check.js'
-import type { GatewayConfig } from './config/types.js'
+import { serveExtAuthzGrpc } from './runtime/grpc-check.js'
+import type { GatewayConfig } from './options/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
 //                                      drain (bounded by server.shutdownTimeoutMs) and exit 0;

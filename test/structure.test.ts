@@ -2,9 +2,10 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import t from 'tap'
 
-// The layout the README describes, kept true: the proxy (access decision, forward-auth, header
-// policy) and the sign-in endpoints are separate concerns that share modules at the top level
-// (paths.ts, identity.ts) or in lib/, never each other.
+// The layout ARCHITECTURE.md describes, kept true: the folders of src/ form no import cycle; the
+// contract vocabulary (contract/) and the option types (options/) sit at the bottom; the proxy
+// (access decision, forward-auth, header policy) and the sign-in endpoints are separate concerns
+// that share contract/ and lib/, never each other.
 
 const SRC = new URL('../src/', import.meta.url).pathname
 
@@ -21,6 +22,58 @@ function importsOf(file: string): string[] {
 function folderOf(file: string): string {
   return relative(SRC, file).split('/')[0] ?? ''
 }
+
+/** The folder a source imports from, per folder of src/ (a file at the top level is its own node). */
+function folderGraph(): Map<string, Map<string, string[]>> {
+  const graph = new Map<string, Map<string, string[]>>()
+  for (const file of sources(SRC)) {
+    const from = folderOf(file)
+    for (const spec of importsOf(file)) {
+      if (!spec.startsWith('.')) continue
+      const to = folderOf(join(file, '..', spec)).replace(/\.js$/, '.ts')
+      if (to === from) continue
+      const edges = graph.get(from) ?? new Map<string, string[]>()
+      edges.set(to, [...(edges.get(to) ?? []), `${relative(SRC, file)} -> ${spec}`])
+      graph.set(from, edges)
+    }
+  }
+  return graph
+}
+
+/** Each import cycle between folders, as the chain of imports that closes it. */
+function folderCycles(graph: Map<string, Map<string, string[]>>): string[] {
+  const cycles: string[] = []
+  const done = new Set<string>()
+  const visit = (node: string, trail: string[]): void => {
+    const at = trail.indexOf(node)
+    if (at !== -1) {
+      const loop = [...trail.slice(at), node]
+      cycles.push(loop.slice(0, -1).map((from, i) => graph.get(from)?.get(loop[i + 1] ?? '')?.[0] ?? from).join(' ; '))
+      return
+    }
+    if (done.has(node)) return
+    for (const to of graph.get(node)?.keys() ?? []) visit(to, [...trail, node])
+    done.add(node)
+  }
+  for (const node of graph.keys()) visit(node, [])
+  return cycles
+}
+
+t.test('the folders of src/ import each other without a cycle', async (t) => {
+  // A cycle between folders means neither can be understood, tested or moved without the other.
+  // The order from the bottom: contract/ and lib/, options/, the concerns (oidc/, session/,
+  // proxy/, routes/, ...), config/ (which asks each concern for its rules), app/, runtime/, cli.ts.
+  t.strictSame(folderCycles(folderGraph()), [])
+})
+
+t.test('contract/ imports nothing of the gateway and options/ only contract/', async (t) => {
+  // The leaf option types, the schema and its defaults are what every folder reads; validation
+  // (config/) asks the owners of each rule, so it sits above them and options/ below.
+  const graph = folderGraph()
+  t.strictSame([...(graph.get('contract')?.values() ?? [])].flat(), [])
+  t.strictSame([...(graph.get('options')?.keys() ?? [])], ['contract'])
+  t.strictSame([...(graph.get('app')?.keys() ?? [])].filter((to) => to === 'runtime' || to === 'cli.ts'), [], 'app/ never imports runtime/')
+})
 
 t.test('src/proxy and src/routes do not import each other', async (t) => {
   const crossings: string[] = []
@@ -46,7 +99,7 @@ t.test('each URL character helper and the request identity have one home', async
     if (/interface FastifyRequest\s*{[^}]*\bidentity\b/.test(text)) definitions.set('identity', [...(definitions.get('identity') ?? []), relative(SRC, file)])
   }
   for (const [name, files] of definitions) t.equal(files.length, 1, `${name}: ${files.join(', ')}`)
-  t.strictSame(definitions.get('identity'), ['identity.ts'])
+  t.strictSame(definitions.get('identity'), ['contract/identity.ts'])
 })
 
 t.test('the session lifecycle takes a refresh grant, not the provider client', async (t) => {
@@ -56,7 +109,7 @@ t.test('the session lifecycle takes a refresh grant, not the provider client', a
 t.test('src/ext-authz takes the decision as `check` and imports none of the gateway behind it', async (t) => {
   // The gRPC service is transport only: proxy/, routes/, session/, oidc/ and config/ reach it
   // through the `check` the gateway passes in, so it can be tested and replaced on its own.
-  const allowed = new Set(['ext-authz', 'lib', 'errors.ts', 'ops/logging.ts', 'ops/hygiene.ts'])
+  const allowed = new Set(['ext-authz', 'lib', 'contract/errors.ts', 'ops/logging.ts', 'ops/hygiene.ts'])
   const outside: string[] = []
   for (const file of sources(SRC)) {
     if (folderOf(file) !== 'ext-authz') continue
@@ -73,7 +126,7 @@ t.test('src/ext-authz takes the decision as `check` and imports none of the gate
 
 t.test('the check dialects render the one decision of proxy/check.ts and make none of their own', async (t) => {
   // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (ext-authz.ts) and Envoy gRPC (which asks
-  // ext-authz.ts through ops/grpc-check.ts) take their verdict from the Checker; only check.ts, the
+  // ext-authz.ts through runtime/grpc-check.ts) take their verdict from the Checker; only check.ts, the
   // proxy guard and the open-WebSocket verdict call the access decision itself.
   const callers = sources(SRC)
     .filter((file) => /\bcreateAccessDecision\(/.test(readFileSync(file, 'utf8')))
@@ -83,7 +136,7 @@ t.test('the check dialects render the one decision of proxy/check.ts and make no
   for (const dialect of ['proxy/forward-auth.ts', 'proxy/ext-authz.ts']) {
     t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\/check\.js'/, `${dialect} renders the Checker's verdict`)
   }
-  t.notMatch(readFileSync(join(SRC, 'ops/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's extAuthzCheck, not the decision")
+  t.notMatch(readFileSync(join(SRC, 'runtime/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's extAuthzCheck, not the decision")
 })
 
 t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {

@@ -2,12 +2,12 @@
 // whenever the keys it reads are themselves free of problems, whatever is wrong elsewhere, so
 // one run reports as much as possible without building on a broken value.
 
-import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../paths.js'
+import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/identity-headers.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
-import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from './types.js'
+import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../options/types.js'
 
 /** Reads the value at `path` when it has the expected type and no known issue touches it. */
 type Read = <T>(path: Path, is: (value: unknown) => value is T) => T | undefined

@@ -2,7 +2,7 @@
 // text, so an environment value is always one string scalar and cannot add keys or structure.
 
 import type { Issue, Path } from './path.js'
-import type { JsonSchema } from './schema.js'
+import type { JsonSchema } from '../options/schema.js'
 
 export type Env = Readonly<Record<string, string | undefined>>
 

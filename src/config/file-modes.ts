@@ -7,7 +7,7 @@
 
 import { readFileSync, statSync } from 'node:fs'
 import { isInlineKey } from '../keys/private-key.js'
-import { DEFAULT_PROVIDER, type GatewayConfig } from './types.js'
+import { DEFAULT_PROVIDER, type GatewayConfig } from '../options/types.js'
 
 /** Group- or world-readable. */
 const READABLE_BY_OTHERS = 0o044

@@ -3,7 +3,7 @@
 // repeats the value, since some of these values are secrets.
 
 import { BlockList, isIP } from 'node:net'
-import { SIGN_IN_PATH, isGatewayPath } from '../paths.js'
+import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
 import { isReservedHeaderName } from '../proxy/identity-headers.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'

@@ -9,8 +9,8 @@ import { crossCheck } from './checks.js'
 import { type Env, expandEnv } from './env.js'
 import { normalizeConfig } from './normalize.js'
 import { formatIssue, type Issue, type Path, type PathSegment, startsWith } from './path.js'
-import { gatewaySchema } from './schema.js'
-import type { GatewayConfig } from './types.js'
+import { gatewaySchema } from '../options/schema.js'
+import type { GatewayConfig } from '../options/types.js'
 import { validateSchema } from './validate.js'
 
 /** The exit code of a process that refused its configuration. */

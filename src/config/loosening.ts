@@ -1,4 +1,4 @@
-import type { AllowRules, GatewayConfig, UpstreamConfig } from './types.js'
+import type { AllowRules, GatewayConfig, UpstreamConfig } from '../options/types.js'
 
 // What a new configuration opens that the running one kept closed: the keys of access rules it
 // removes. A reload that does so may be meant, or may be a file caught halfway through an edit

@@ -3,8 +3,8 @@
 
 import YAML from 'yaml'
 import { isInlineKey } from '../keys/private-key.js'
-import { gatewaySchema, type JsonSchema } from './schema.js'
-import type { GatewayConfig } from './types.js'
+import { gatewaySchema, type JsonSchema } from '../options/schema.js'
+import type { GatewayConfig } from '../options/types.js'
 
 export const MASK = '********'
 

@@ -3,7 +3,7 @@
 
 import { asciiLower } from '../lib/url-chars.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
-import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from './types.js'
+import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from '../options/types.js'
 
 /** The container image sets it (docker/Dockerfile): the management listener's default address there. */
 export const MANAGEMENT_HOST_ENV = 'OPENID_GATEWAY_MANAGEMENT_HOST'

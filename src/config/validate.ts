@@ -4,8 +4,8 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { FORMATS } from './formats.js'
 import type { Issue, Path, PathSegment } from './path.js'
 import { formatPath } from './path.js'
-import { gatewaySchema, PATTERN_MESSAGES } from './schema.js'
-import type { ConfigFile } from './types.js'
+import { gatewaySchema, PATTERN_MESSAGES } from '../options/schema.js'
+import type { ConfigFile } from '../options/types.js'
 
 export type SchemaResult = { ok: true; config: ConfigFile } | { ok: false; issues: Issue[] }
 

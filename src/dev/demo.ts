@@ -10,10 +10,10 @@ import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { buildStandaloneApp } from '../runtime/process-state.js'
 import { ConfigError, loadConfig } from '../config/load.js'
-import type { LogConfig } from '../config/types.js'
+import type { LogConfig } from '../options/types.js'
 import { startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
-import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../paths.js'
+import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../contract/endpoints.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080

@@ -4,7 +4,7 @@
 
 import { randomBytes } from 'node:crypto'
 import { parseArgs } from 'node:util'
-import { CALLBACK_PATH, SIGN_OUT_PATH } from '../paths.js'
+import { CALLBACK_PATH, SIGN_OUT_PATH } from '../contract/endpoints.js'
 import { startDevProvider } from './provider.js'
 
 const USAGE = `usage: npm run provider -- [--port 9000] [--host 127.0.0.1] [--client-id gateway]

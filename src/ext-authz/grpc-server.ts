@@ -8,7 +8,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js'
 import type { FastifyBaseLogger } from 'fastify'
-import { GatewayError, type ProblemCode } from '../errors.js'
+import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
 import { redactUrl } from '../ops/logging.js'
 import { checkInputOf } from './check-input.js'

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { IntrospectionResponse } from 'openid-client'
-import type { SessionClaims } from '../session/types.js'
+import type { SessionClaims } from '../contract/identity.js'
 import { describe } from './errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { deepFreeze } from '../lib/deep-freeze.js'
@@ -23,8 +23,6 @@ import { TtlCache } from '../lib/ttl-cache.js'
 // a minute), a refused introspection for REFUSED_TTL_MS, so that a client repeating a junk token
 // costs the provider one request per interval. Every cache is bounded and keyed by a SHA-256 of
 // the token, so a flood of distinct tokens can neither grow memory nor keep tokens in it.
-
-export { ASYMMETRIC_ALGORITHMS } from './algorithms.js'
 
 export const CACHE_ENTRIES = 10_000
 export const INTROSPECTION_TTL_MS = 60_000

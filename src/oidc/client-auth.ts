@@ -4,7 +4,7 @@
 
 import * as jose from 'jose'
 import * as oidc from 'openid-client'
-import type { ProviderConfig } from '../config/types.js'
+import type { ProviderConfig } from '../options/types.js'
 import { algorithmsOf, parsePrivateKey, signingKey, type SigningAlgorithm } from '../keys/private-key.js'
 import { ProviderMetadataError } from './errors.js'
 

@@ -1,9 +1,10 @@
 import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
-import type { ProviderConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
-import { ASYMMETRIC_ALGORITHMS, idTokenSigningAlgs, type AsymmetricAlgorithm } from './algorithms.js'
+import type { ProviderConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
+import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
+import { idTokenSigningAlgs } from './algorithms.js'
 import { clientAuthentication } from './client-auth.js'
 import { profileAlgorithms } from './profile.js'
 import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
@@ -71,7 +72,7 @@ export class OidcClient {
   readonly #dpopNonces = new DpopNonces()
 
   /**
-   * `callbackPath` is this provider's redirect URI path (paths.ts callbackPath); `observe` is
+   * `callbackPath` is this provider's redirect URI path (contract/endpoints.ts callbackPath); `observe` is
    * told of every call to the provider (metrics).
    */
   constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, observe?: ProviderCallObserver) {

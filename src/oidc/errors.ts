@@ -1,5 +1,5 @@
 import * as oidc from 'openid-client'
-import { GatewayError, type ProblemCode } from '../errors.js'
+import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { ProviderFaultError } from './fetch.js'
 
 // openid-client throws several families of errors; the contract needs to tell apart "the

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 
 // Back-Channel Logout 1.0, 2.6 step 9: a logout token whose jti was already received is refused.

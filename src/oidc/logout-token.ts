@@ -1,5 +1,5 @@
 import * as jose from 'jose'
-import type { SubjectSelector } from '../session/types.js'
+import type { SubjectSelector } from '../contract/identity.js'
 import { isAsymmetric } from './algorithms.js'
 
 // Logout tokens of OpenID Connect Back-Channel Logout 1.0, validated per its section 2.6. Each

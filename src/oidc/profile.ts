@@ -2,7 +2,7 @@
 // and 5.4: PAR, PKCE S256, sender-constrained tokens, `iss` in the authorization response (RFC
 // 9207), private_key_jwt or mTLS, and only PS256, ES256 and EdDSA signatures.
 
-import type { ProviderConfig } from '../config/types.js'
+import type { ProviderConfig } from '../options/types.js'
 
 /** FAPI 2.0 5.4.1: the JWS algorithms allowed; Ed25519 is EdDSA's fully specified name (RFC 9864). */
 export const FAPI2_ALGORITHMS: readonly string[] = ['PS256', 'ES256', 'EdDSA', 'Ed25519']

@@ -1,5 +1,5 @@
 import * as jose from 'jose'
-import type { ProviderConfig } from '../config/types.js'
+import type { ProviderConfig } from '../options/types.js'
 import type { BearerVerifier } from './bearer.js'
 import type { OidcClient } from './client.js'
 

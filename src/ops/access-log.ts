@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import { redactUrl } from './logging.js'
-import type { LogConfig } from '../config/types.js'
+import type { LogConfig } from '../options/types.js'
 
 // The request line: one per request, for the proxy, the gateway's endpoints, the checks over HTTP
 // and over gRPC. Fastify's own request logging is off (app.ts). The line is on every request's

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 
 // Headers of every response the gateway writes itself (sign-in endpoints, problem+json errors).
 // Those bodies are JSON for scripts, never documents: nothing in them may be sniffed as HTML,

@@ -1,6 +1,6 @@
 import type { FastifyLoggerOptions } from 'fastify'
 import { destination, type DestinationStream, type LoggerOptions } from 'pino'
-import type { LogConfig } from '../config/types.js'
+import type { LogConfig } from '../options/types.js'
 
 // Logs are pino JSON, one line per request. Tokens travel in headers and, on the callback, in
 // the query string, so both are redacted before anything reaches a log line.

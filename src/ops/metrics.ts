@@ -1,11 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { ProviderCall } from '../oidc/client.js'
-import { SIGN_IN_PATH } from '../paths.js'
+import { SIGN_IN_PATH } from '../contract/endpoints.js'
 
 // The gateway's Prometheus metrics, in a registry of its own per app (never prom-client's global
 // one: two apps in a process, as in the tests, must not share series). Every label takes its
 // value from a fixed set: configured upstream names, a method list, status classes, the problem
-// codes of errors.ts, fixed endpoint and provider-call names. Nothing a client sends (a path, a
+// codes of contract/errors.ts, fixed endpoint and provider-call names. Nothing a client sends (a path, a
 // host, a user) becomes a label, so no request can grow the number of series.
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])

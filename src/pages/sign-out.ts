@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { escapeHtml } from '../lib/html.js'
-import { SIGN_OUT_PATH, signInPath } from '../paths.js'
+import { SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { formTargetsOf, type PageDeps } from './error-page.js'
 import { actions, renderPage, sendPage } from './page.js'
 import { signedInAs } from './who.js'

@@ -1,5 +1,6 @@
-import type { Identity } from '../identity.js'
-import type { SessionClaims, SessionRequest, SessionStore } from '../session/types.js'
+import type { Identity } from '../contract/identity.js'
+import type { SessionClaims } from '../contract/identity.js'
+import type { SessionRequest, SessionStore } from '../session/types.js'
 
 // Who a page says is signed in. Read only when a page is written (error path, signed-out page),
 // so ordinary requests never pay for it.

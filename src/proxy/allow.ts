@@ -39,7 +39,7 @@
 // client). `missingClaim` is set when the identity lacks the claim the rule reads: usually the
 // provider was not asked for it (a scope or mapper is missing), which the operator must fix.
 
-import type { AllowRules } from '../config/types.js'
+import type { AllowRules } from '../options/types.js'
 import { asciiLower } from '../lib/url-chars.js'
 
 export type AllowRule = 'providers' | 'emails' | 'emailDomains' | 'groups' | 'claims'

@@ -16,7 +16,7 @@
 // Cost: a path that folding does not change, with a configuration that folding does not change,
 // is answered by one regex test; otherwise one more matcher pass.
 
-import type { UpstreamConfig } from '../config/types.js'
+import type { UpstreamConfig } from '../options/types.js'
 import { asciiLower } from '../lib/url-chars.js'
 import { createUpstreamMatcher } from './match.js'
 import { createPublicPathMatcher, type PublicPathMatcher } from './public-paths.js'

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import type { Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
-import type { Identity } from '../identity.js'
+import type { Identity } from '../contract/identity.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed

@@ -1,15 +1,15 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
-import type { UpstreamConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
-import { refreshPath, signInPath } from '../paths.js'
+import type { UpstreamConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
+import { refreshPath, signInPath } from '../contract/endpoints.js'
 import { createAllowPolicy, type AllowRefusal } from './allow.js'
-import type { Identity } from '../identity.js'
+import type { Identity } from '../contract/identity.js'
 import type { AuthRequest, Authenticator } from './authenticate.js'
 import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher } from './public-paths.js'
 import { PROBLEM_HEADERS } from '../ops/hygiene.js'
-import { isNavigation } from '../navigation.js'
+import { isNavigation } from '../contract/navigation.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is
 // signed in, may pass, and with which identity. Runs on every proxied request (and on WebSocket

@@ -4,7 +4,7 @@
 // until half its lifetime is gone, so the hot path does not sign per request.
 
 import * as jose from 'jose'
-import type { SessionClaims } from '../session/types.js'
+import type { SessionClaims } from '../contract/identity.js'
 import type { SigningKey } from '../keys/private-key.js'
 
 export interface AssertionOptions {

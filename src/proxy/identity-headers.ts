@@ -1,7 +1,7 @@
 // The header policy towards upstreams: what a client may not send, what the gateway asserts, and
 // which cookies stay behind.
 
-import type { IdentityHeaderNames } from '../config/types.js'
+import type { IdentityHeaderNames } from '../options/types.js'
 
 export type HeaderBag = Record<string, string | string[] | undefined>
 export type HeaderScrubber = (headers: HeaderBag) => void

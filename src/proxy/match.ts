@@ -24,9 +24,9 @@
 //
 // test/proxy/match.test.ts cross-checks this function against the real router.
 
-import type { UpstreamConfig } from '../config/types.js'
+import type { UpstreamConfig } from '../options/types.js'
 import { asciiLower } from '../lib/url-chars.js'
-import { isGatewayPath } from '../paths.js'
+import { isGatewayPath } from '../contract/endpoints.js'
 
 /** `path` is a normalized path (normalizePath in path.ts) without its query. */
 export type UpstreamMatcher = (host: string, path: string) => UpstreamConfig | undefined

@@ -1,8 +1,8 @@
 import type { IdentityAssertions } from './identity-assertion.js'
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { UpstreamConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
+import type { UpstreamConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
 import { createGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues } from './forwarded.js'
 import {

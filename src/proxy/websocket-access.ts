@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { WebSocketConfig } from '../config/types.js'
-import type { Identity } from '../identity.js'
+import type { WebSocketConfig } from '../options/types.js'
+import type { Identity } from '../contract/identity.js'
 import type { SessionStore } from '../session/types.js'
 import { createAccessDecision } from './guard.js'
 import { canonicalHost, type UpstreamMatcher } from './match.js'

@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream'
 import type { FastifyRequest } from 'fastify'
 import { WebSocket } from 'ws'
-import type { Identity } from '../identity.js'
+import type { Identity } from '../contract/identity.js'
 import { selects, type SessionSelector } from '../session/types.js'
 
 // Proxied WebSockets, once open, are no longer requests: nothing would look at them again, and a

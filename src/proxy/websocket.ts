@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 
 // What an upgrade request must pass before its upstream sees it, besides the access rules every
 // request passes: the upstream must take WebSockets at all, and the page that opens the socket

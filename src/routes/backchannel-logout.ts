@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyReply } from 'fastify'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { KeysNotLoadedError } from '../oidc/keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
 import type { Providers } from '../oidc/providers.js'
 import { SECURITY_HEADERS } from '../ops/hygiene.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../paths.js'
+import { BACKCHANNEL_LOGOUT_PATH } from '../contract/endpoints.js'
 import type { SessionSelector, SessionStore } from '../session/types.js'
 
 // POST /api/v1/openid/backchannel-logout (OpenID Connect Back-Channel Logout 1.0, 2.5 to 2.8):

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 
 // Query parameters of the sign-in endpoints are read from the raw query string, not Fastify's
 // parsed `req.query`, because a parameter given twice must be refused rather than silently

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
-import { GatewayError } from '../errors.js'
-import { SIGN_IN_PATH, isGatewayPath } from '../paths.js'
+import { GatewayError } from '../contract/errors.js'
+import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
 
 // Every path under /api/v1/openid belongs to the gateway and is never proxied: a known endpoint
 // with another method is a 405 naming the methods its routes accept, anything else a 404. The

@@ -1,9 +1,9 @@
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
-import type { RateLimitConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
+import type { RateLimitConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
 import { SECURITY_HEADERS } from '../ops/hygiene.js'
-import { SIGN_IN_PATH } from '../paths.js'
+import { SIGN_IN_PATH } from '../contract/endpoints.js'
 
 // What every sign-in endpoint gets before its handler runs: the security headers of responses
 // the gateway writes itself, and the per-client budget of sign-in requests. Called inside the

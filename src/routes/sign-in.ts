@@ -1,15 +1,15 @@
 import * as oidc from 'openid-client'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { RateLimitConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
-import { DEFAULT_PROVIDER } from '../config/types.js'
+import type { RateLimitConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
+import { DEFAULT_PROVIDER } from '../options/types.js'
 import type { Provider, Providers } from '../oidc/providers.js'
 import { generateDpopKey, isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { SIGN_OUT_PATH, signInPath } from '../paths.js'
+import { SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 
 // The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the sign-out
@@ -130,7 +130,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return { value: location }
   })
 
-  // One handler for the single provider's path and for each provider's own (paths.ts
+  // One handler for the single provider's path and for each provider's own (contract/endpoints.ts
   // callbackPath); the client checks that the response came back on its transaction's path.
   const callback = async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     const params = queryOf(req)

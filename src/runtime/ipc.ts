@@ -1,4 +1,4 @@
-import { GatewayError, type ProblemCode } from '../errors.js'
+import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import type { Tokens } from '../oidc/client.js'
 import type { RevocationSnapshot } from '../session/revocation.js'
 import type { SessionSelector } from '../session/types.js'

@@ -1,4 +1,4 @@
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { graceEnd, graceKey, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'

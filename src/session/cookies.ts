@@ -1,7 +1,7 @@
 import type { CookieSerializeOptions } from '@fastify/cookie'
-import type { CookiesConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
-import { CALLBACK_PATH } from '../paths.js'
+import type { CookiesConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
+import { CALLBACK_PATH } from '../contract/endpoints.js'
 import type { CookieCipher } from './cipher.js'
 import type { SessionReply, SessionRequest } from './types.js'
 

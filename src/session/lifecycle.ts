@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import type { Tokens } from '../oidc/client.js'
 import type { RefreshCoordinator } from './refresh-coordinator.js'
-import type { Session, SessionClaims, SessionReply, SessionRequest, SessionStore } from './types.js'
+import type { SessionClaims } from '../contract/identity.js'
+import type { Session, SessionReply, SessionRequest, SessionStore } from './types.js'
 
 /** Claims every session keeps: identity headers and the standard `allow` rules read them. */
 export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid'] as const

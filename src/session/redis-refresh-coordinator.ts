@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
 import type { IDToken } from 'openid-client'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import type { Tokens } from '../oidc/client.js'
 import { isDpopKey, type DpopKey } from '../oidc/dpop.js'

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import type { CookieCipher } from './cipher.js'
 import type { GatewayCookies } from './cookies.js'
 import type { RedisKeys } from './redis-keys.js'

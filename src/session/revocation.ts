@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from '../contract/errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { providerScope, type Session, type SessionSelector } from './types.js'
 

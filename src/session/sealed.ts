@@ -1,6 +1,7 @@
-import { DEFAULT_PROVIDER } from '../config/types.js'
+import { DEFAULT_PROVIDER } from '../options/types.js'
 import { isDpopKey, type DpopKey } from '../oidc/dpop.js'
-import type { Session, SessionClaims } from './types.js'
+import type { SessionClaims } from '../contract/identity.js'
+import type { Session } from './types.js'
 
 // The shape of a session once sealed, in a cookie or in Redis: one-letter names, because the
 // cookie travels with every request. The cookie store keeps the credentials (r, d) in a cookie of

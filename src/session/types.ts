@@ -1,9 +1,7 @@
 import type { CookieSerializeOptions } from '@fastify/cookie'
-import { DEFAULT_PROVIDER } from '../config/types.js'
+import { DEFAULT_PROVIDER } from '../options/types.js'
 import type { DpopKey } from '../oidc/dpop.js'
-
-/** The identity claims kept from the ID token: only what identity headers and `allow` rules read. */
-export type SessionClaims = { sub: string } & Record<string, unknown>
+import type { SessionClaims, SubjectSelector } from '../contract/identity.js'
 
 export interface Session {
   /** Random per sign-in; a new sign-in never reuses it (no fixation). */
@@ -33,9 +31,6 @@ export interface Session {
  * two providers may use the same `sub` for different people.
  */
 export type SessionSelector = { provider: string } & SubjectSelector
-
-/** What a logout token names: a `sid` (and maybe its `sub`), or a `sub`. */
-export type SubjectSelector = { sid: string; sub?: string } | { sid?: undefined; sub: string }
 
 /** Whether `session` is one that `selector` names. */
 export function selects(selector: SessionSelector, session: Pick<Session, 'claims' | 'provider'>): boolean {

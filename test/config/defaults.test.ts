@@ -1,5 +1,5 @@
 import t from 'tap'
-import type { GatewayConfig } from '../../src/config/types.js'
+import type { GatewayConfig } from '../../src/options/types.js'
 import { CLIENT_SECRET, COOKIE_SECRET, minimal, resolve } from '../fixtures/config/base.js'
 import { resolveConfig } from '../../src/config/load.js'
 

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
 import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js'
-import { gatewaySchema, type JsonSchema } from '../../src/config/schema.js'
+import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
 import { COOKIE_SECRET, issuesOf } from '../fixtures/config/base.js'
 
 const file = (path: string): string => fileURLToPath(new URL(`../../${path}`, import.meta.url))

@@ -1,7 +1,7 @@
 import t from 'tap'
 import YAML from 'yaml'
 import { formatEffectiveConfig, MASK, maskConfig } from '../../src/config/mask.js'
-import type { GatewayConfig } from '../../src/config/types.js'
+import type { GatewayConfig } from '../../src/options/types.js'
 import { CLIENT_SECRET, COOKIE_SECRET, resolve } from '../fixtures/config/base.js'
 
 const OLD_COOKIE_SECRET = 'old-cookie-secret-ffffffffffffffffffffffff'

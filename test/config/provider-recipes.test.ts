@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
 import { ConfigError, loadConfig } from '../../src/config/load.js'
-import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../../src/paths.js'
+import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../../src/contract/endpoints.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 
 const ROOT = new URL('../../', import.meta.url)

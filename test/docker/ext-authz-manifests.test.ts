@@ -8,9 +8,9 @@ import { IstioOperator } from '@kubernetes-models/istio/install.istio.io/v1alpha
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { parseConfig } from '../../src/config/load.js'
-import { gatewaySchema } from '../../src/config/schema.js'
-import type { GatewayConfig } from '../../src/config/types.js'
-import { SIGN_IN_PATH } from '../../src/paths.js'
+import { gatewaySchema } from '../../src/options/schema.js'
+import type { GatewayConfig } from '../../src/options/types.js'
+import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
 
 // The ext_authz overlays (envoy-gateway, envoy-gateway-grpc, gateway-api, istio) agree with the

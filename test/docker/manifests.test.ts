@@ -13,8 +13,8 @@ import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { parseConfig } from '../../src/config/load.js'
-import { gatewaySchema } from '../../src/config/schema.js'
-import { SIGN_IN_PATH } from '../../src/paths.js'
+import { gatewaySchema } from '../../src/options/schema.js'
+import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { VALIDATORS } from '../fixtures/k8s-validators.js'
 
 // Every kustomization under docker/k8s renders (with whichever kubectl is on PATH; CI installs

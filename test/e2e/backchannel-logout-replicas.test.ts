@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { buildStandaloneApp } from '../../src/runtime/process-state.js'
-import type { GatewayConfig } from '../../src/config/types.js'
+import type { GatewayConfig } from '../../src/options/types.js'
 import { REFRESH_MS } from '../../src/session/revocation.js'
 import { startRedis } from '../fixtures/redis.js'
 import { freePort, startStack } from '../fixtures/stack.js'

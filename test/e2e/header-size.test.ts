@@ -4,7 +4,7 @@ import t from 'tap'
 import { rawRequest } from '../fixtures/http.js'
 import { listen } from '../../src/dev/listen.js'
 import { startStack, type Teardown } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 // Oversized and malformed requests are refused by Node's parser before Fastify sees them; the
 // gateway's clientErrorHandler (ops/hygiene.ts) answers them with problem+json. Session cookie

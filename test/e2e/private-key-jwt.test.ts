@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import * as jose from 'jose'
 import t from 'tap'
 import { clientJwks } from '../../src/oidc/client-auth.js'
-import type { ProviderConfig } from '../../src/config/types.js'
+import type { ProviderConfig } from '../../src/options/types.js'
 import { problemCode } from '../fixtures/http.js'
 import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
 

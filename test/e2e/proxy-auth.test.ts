@@ -3,7 +3,7 @@ import t from 'tap'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { rawRequest } from '../fixtures/http.js'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 // rateLimit.signIn: one budget per client address for the redirect, callback and refresh
 // endpoints (routes/sign-in-hardening.ts); the client address is Fastify's req.ip.

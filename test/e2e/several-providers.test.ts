@@ -1,7 +1,7 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
+import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
 import type { Browser } from '../fixtures/browser.js'
 import { problemCode } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 import { rawRequest } from '../fixtures/http.js'
 import { startStack, type Stack } from '../fixtures/stack.js'
 

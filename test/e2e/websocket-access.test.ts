@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type WebSocket from 'ws'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
+import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
 import { echo, openSocket } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 

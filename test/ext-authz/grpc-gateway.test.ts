@@ -6,7 +6,7 @@ import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
 // a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it
-// (ops/grpc-check.ts), a real oidc-provider.
+// (runtime/grpc-check.ts), a real oidc-provider.
 
 const APP = 'app.example.com'
 const UPSTREAMS = [

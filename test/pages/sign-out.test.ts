@@ -1,5 +1,5 @@
 import t from 'tap'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 import { startStack } from '../fixtures/stack.js'
 
 // Sign-out for people: GET /api/v1/openid/sign-out is a page, POST its form (a page without

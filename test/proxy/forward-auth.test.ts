@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { OutgoingHttpHeaders } from 'node:http'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 // GET /api/v1/openid/auth, as ingress-nginx (auth-url: X-Original-Method/-URL) and Traefik
 // (ForwardAuth: X-Forwarded-Method/-Host/-Uri) call it. The test client is 127.0.0.1, which is

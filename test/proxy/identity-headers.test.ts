@@ -11,7 +11,7 @@ import {
   stripHopByHop,
   type HeaderBag,
 } from '../../src/proxy/identity-headers.js'
-import type { IdentityHeaderNames } from '../../src/config/types.js'
+import type { IdentityHeaderNames } from '../../src/options/types.js'
 import { deepFreeze } from '../../src/lib/deep-freeze.js'
 
 const NUM_RUNS = 2000

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import type { UpstreamConfig } from '../../src/config/types.js'
+import type { UpstreamConfig } from '../../src/options/types.js'
 import { createRoutingAmbiguityCheck } from '../../src/proxy/ambiguity.js'
 import { canonicalHost, createUpstreamMatcher } from '../../src/proxy/match.js'
 import { normalizePath } from '../../src/proxy/path.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 t.test('GET /api/v1/openid/callback', async (t) => {
   const stack = await startStack(t)

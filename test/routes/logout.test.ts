@@ -1,6 +1,6 @@
 import t from 'tap'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 t.test('DELETE /api/v1/openid/logout', async (t) => {
   const stack = await startStack(t)

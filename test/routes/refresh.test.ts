@@ -1,6 +1,6 @@
 import t from 'tap'
 import { startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/errors.js'
+import type { Problem } from '../../src/contract/errors.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

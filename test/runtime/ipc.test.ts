@@ -1,5 +1,5 @@
 import t from 'tap'
-import { GatewayError } from '../../src/errors.js'
+import { GatewayError } from '../../src/contract/errors.js'
 import { answerCall, callPrimary, type Message, type PrimaryHandlers } from '../../src/runtime/ipc.js'
 
 // The calls between a worker and its primary: a defect in the primary is a 500 fault, logged

@@ -1,7 +1,7 @@
 import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import t from 'tap'
-import type { CookiesConfig } from '../../src/config/types.js'
+import type { CookiesConfig } from '../../src/options/types.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { CookieSessionStore } from '../../src/session/cookie-store.js'
 import { GatewayCookies } from '../../src/session/cookies.js'

@@ -2,10 +2,10 @@ import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fc from 'fast-check'
 import t from 'tap'
-import type { CookiesConfig } from '../../src/config/types.js'
-import { GatewayError } from '../../src/errors.js'
+import type { CookiesConfig } from '../../src/options/types.js'
+import { GatewayError } from '../../src/contract/errors.js'
 import { CookieCipher } from '../../src/session/cipher.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/paths.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '../../src/session/cookies.js'
 
 // GatewayCookies at the cookie level: whatever a browser (or an attacker) sends, reading yields

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/paths.js'
+import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
 import { refreshedClaims } from '../../src/session/lifecycle.js'
 import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
 import { CLIENT_ID } from '../fixtures/stack.js'

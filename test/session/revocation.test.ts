@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { GatewayError } from '../../src/errors.js'
+import { GatewayError } from '../../src/contract/errors.js'
 import { MemoryRevocationList, REFRESH_MS, RedisRevocationList, type RevocationList } from '../../src/session/revocation.js'
 import type { Session } from '../../src/session/types.js'
 import { startRedis } from '../fixtures/redis.js'

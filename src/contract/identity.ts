@@ -1,9 +1,17 @@
 import type { FastifyInstance } from 'fastify'
-import type { SessionClaims } from './session/types.js'
 
 // Who a request is, once the access decision (proxy guard or forward-auth) has established it.
 // The identity headers towards upstreams, forward-auth's X-Auth-Request-* headers and the request
 // log line all read it from here.
+
+/**
+ * The identity claims kept from an ID token or a Bearer token's claims: only what identity headers
+ * and `allow` rules read. Sessions keep them; the Bearer path produces them without a session.
+ */
+export type SessionClaims = { sub: string } & Record<string, unknown>
+
+/** What a logout token names: a `sid` (and maybe its `sub`), or a `sub` (Back-Channel Logout 1.0, 2.4). */
+export type SubjectSelector = { sid: string; sub?: string } | { sid?: undefined; sub: string }
 
 export interface Identity {
   claims: SessionClaims

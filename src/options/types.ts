@@ -1,7 +1,7 @@
 // The validated, defaults-applied configuration. Every module receives the slice it needs;
 // nothing reads the YAML or the environment after startup.
 
-import type { AsymmetricAlgorithm } from '../oidc/algorithms.js'
+import type { AsymmetricAlgorithm } from './algorithms.js'
 
 export type AuthMode = 'required' | 'optional' | 'none'
 export type SameSite = 'lax' | 'strict' | 'none'

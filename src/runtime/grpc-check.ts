@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../ext-authz/grpc-server.js'
-import type { ReadinessCheck } from './management.js'
+import type { ReadinessCheck } from '../ops/management.js'
 
 // The gRPC ext_authz service in front of the running app: each Check is the running app's
 // extAuthzCheck (proxy/ext-authz.ts), the decision and rendering of the HTTP ext_authz route,

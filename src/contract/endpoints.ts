@@ -8,7 +8,7 @@ export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
 /**
  * The redirect URI path of a provider: CALLBACK_PATH with a single provider, and one of its own
  * per provider when there are several (RFC 9700 4.4.2: distinct redirect URIs are a mix-up
- * defence). Provider names are path-safe (config/schema.ts).
+ * defence). Provider names are path-safe (options/schema.ts).
  */
 export function callbackPath(provider: string, several: boolean): string {
   return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH

@@ -8,8 +8,8 @@
 // Only `properties`, `additionalProperties` and `items` nest here (no $ref, no combinators):
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
-import { ASYMMETRIC_ALGORITHMS } from '../oidc/algorithms.js'
-import { SIGN_IN_PATH } from '../paths.js'
+import { ASYMMETRIC_ALGORITHMS } from './algorithms.js'
+import { SIGN_IN_PATH } from '../contract/endpoints.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'

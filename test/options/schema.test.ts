@@ -1,12 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import t from 'tap'
 import { FORMATS } from '../../src/config/formats.js'
-import { gatewaySchema, type JsonSchema, schemaJson } from '../../src/config/schema.js'
+import { gatewaySchema, type JsonSchema, schemaJson } from '../../src/options/schema.js'
 
 const SCHEMA_FILE = new URL('../../config/gateway.schema.json', import.meta.url)
 
 // The TypeScript value is the source; the JSON file is its copy for editors. Regenerate with
-// UPDATE_SCHEMA=1 npx tap test/config/schema.test.ts
+// UPDATE_SCHEMA=1 npx tap test/options/schema.test.ts
 if (process.env.UPDATE_SCHEMA === '1') writeFileSync(SCHEMA_FILE, schemaJson())
 
 function* objectSchemas(schema: JsonSchema, path = '(root)'): Generator<[string, JsonSchema]> {
@@ -23,7 +23,7 @@ function* formats(schema: JsonSchema): Generator<string> {
   if (schema.items) yield* formats(schema.items)
 }
 
-t.test('config/gateway.schema.json is the schema of src/config/schema.ts', async (t) => {
+t.test('config/gateway.schema.json is the schema of src/options/schema.ts', async (t) => {
   const text = readFileSync(SCHEMA_FILE, 'utf8')
   t.same(JSON.parse(text), gatewaySchema)
   t.equal(text, schemaJson(), 'byte for byte (regenerate with UPDATE_SCHEMA=1)')
