@@ -91,35 +91,35 @@ const port = (description: string, defaultValue: number): JsonSchema => integer(
 const server = object(
   'Listeners and the public address of the gateway.',
   {
-    host: string('Address the gateway listens on.', { minLength: 1, format: 'listen-host', default: '0.0.0.0' }),
-    port: port('Port of the gateway listener (0 picks a free port).', 8080),
+    host: string('Address the gateway listens on (an IP address or a host name).', { minLength: 1, format: 'listen-host', default: '0.0.0.0' }),
+    port: port('Port of the gateway listener (`0` picks a free port).', 8080),
     publicUrl: string(
-      'External origin of the gateway as browsers see it (scheme, host, optional port; no path). The redirect_uri is this plus /api/v1/openid/callback (with several providers, /api/v1/openid/callback/<name>).',
+      'External origin of the gateway as browsers see it: scheme, host and optional port, without a path, query or fragment (a trailing `/` is removed). The `redirect_uri` is this origin plus `/api/v1/openid/callback` (`/api/v1/openid/callback/<name>` with [several providers](#several-providers)).',
       { format: 'http-origin' },
     ),
     trustedProxies: list(
-      'IP addresses or CIDRs of reverse proxies whose X-Forwarded-* headers are believed. Empty: none.',
+      'IP addresses or CIDRs of the reverse proxies whose `X-Forwarded-For`/`-Proto`/`-Host` headers are believed: from them these headers are extended (and `X-Forwarded-For` is read right to left, skipping these peers, for the client address); from any other peer they are replaced. Empty: none. Forward-auth does not use it (see [Which request is checked](#which-request-is-checked)).',
       string('IP address or CIDR', { format: 'ip-or-cidr' }),
       { default: [] },
     ),
     managementHost: string(
-      'Address of the management listener. Its /metrics and /config answer anyone who reaches it, so the default is 127.0.0.1 (this host only); the container image sets OPENID_GATEWAY_MANAGEMENT_HOST=0.0.0.0, which becomes the default there, because kubelet probes and Prometheus reach the pod from outside.',
+      'Address of the [management listener](#management-listener-probes-and-metrics). Its `/metrics` and `/config` are unauthenticated and answer anyone who reaches it, so unset it is `$OPENID_GATEWAY_MANAGEMENT_HOST` when that is set, else `127.0.0.1` (this host only); the container image sets `OPENID_GATEWAY_MANAGEMENT_HOST=0.0.0.0` because kubelet probes and Prometheus reach the pod from outside.',
       { minLength: 1, format: 'listen-host' },
     ),
     managementPort: integer(
-      'Port of the management listener (/healthz, /readyz, /metrics, /config), on server.managementHost; never served on the public port. 0 turns it off.',
+      'Port of the [management listener](#management-listener-probes-and-metrics) (`/healthz`, `/readyz`, `/metrics`, `/config`) on `server.managementHost`; must differ from `server.port` (never served on the public port). `0` turns it off.',
       0,
       65535,
       9091,
     ),
     requestTimeoutMs: integer(
-      'Time a client has to send a whole request, headers and body, in milliseconds; then 408 and the connection is closed (a client trickling a body holds no connection longer). WebSockets and responses are not limited by it.',
+      'Time a client has to send a whole request, headers and body, in milliseconds; then `408` and the connection is closed. A client that trickles a body (to back-channel logout, or to a protected path) holds a connection no longer. WebSockets and upstream answers are not limited by it (see `upstreams[].timeoutMs`).',
       1000,
       MAX_TIMER_MS,
       30000,
     ),
     shutdownTimeoutMs: integer(
-      'On SIGTERM/SIGINT: how long in-flight requests may still finish before the gateway exits anyway, in milliseconds.',
+      'On SIGTERM/SIGINT: how long in-flight requests may still finish, in milliseconds; then the remaining connections are closed and the gateway exits 0.',
       0,
       MAX_TIMER_MS,
       10000,
@@ -127,20 +127,20 @@ const server = object(
     workers: {
       type: ['integer', 'string'],
       description:
-        'Processes serving the port (node:cluster): 1 is a single process; more, or auto (one per core), start a primary that runs them and the management listener. session.store memory cannot be shared by workers.',
+        'Processes serving `server.port` (`node:cluster`, see [Workers](#workers-several-cores)): `1` is a single process; more, or `auto` (one per core), start a primary that runs them and the management listener. More than one is refused with `session.store: memory`, which workers cannot share.',
       minimum: 1,
       maximum: 64,
       pattern: WORKERS_AUTO.pattern,
       default: 1,
     },
     extAuthzGrpcPort: integer(
-      'Port of the Envoy ext_authz gRPC service (envoy.service.auth.v3.Authorization/Check and grpc.health.v1, cleartext HTTP/2) on server.host, for Envoy Gateway, Istio and other Envoy-based gateways. 0 turns it off.',
+      'Port of the [Envoy ext_authz](#envoy-ext_authz-http-and-grpc) gRPC service (`envoy.service.auth.v3.Authorization/Check` and `grpc.health.v1`, cleartext HTTP/2) on `server.host`, for Envoy Gateway, Istio and other Envoy-based gateways. `0` turns it off.',
       0,
       65535,
       0,
     ),
     watchConfig: boolean(
-      'Reload the configuration when the file changes (looked at every 2 s), as on SIGHUP: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration.',
+      '[Reload](#live-reload) the configuration when the file changes (looked at every 2 s), as SIGHUP does: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration.',
       false,
     ),
   },
@@ -149,85 +149,85 @@ const server = object(
 
 const providerKeys: Record<string, JsonSchema> = {
     issuer: string(
-      'Issuer identifier; discovery is read from <issuer>/.well-known/openid-configuration. Must be https unless allowInsecureHttp is true.',
+      'Issuer identifier, kept exactly as written: it must match the `iss` claim. Discovery is read from `<issuer>/.well-known/openid-configuration`. Must be https unless `allowInsecureHttp` is true; no query or fragment.',
       { format: 'issuer-url' },
     ),
     clientId: string('Client identifier registered at the provider.', { minLength: 1 }),
     clientSecret: string(
-      'Client secret of client_secret_basic and client_secret_post; supply it through the environment, e.g. ${OIDC_CLIENT_SECRET}.',
+      'Client secret: **required** with `client_secret_basic` and `client_secret_post`, refused with `private_key_jwt`. Supply it through the environment, e.g. `${OIDC_CLIENT_SECRET}`.',
       { minLength: 1 },
     ),
     clientAuthMethod: string(
-      'How the client authenticates at the token, PAR, introspection and revocation endpoints. private_key_jwt signs a JWT with provider.clientKey (register its public key: openid-gateway jwks).',
+      'How the client authenticates at the token, PAR, introspection and revocation endpoints. `private_key_jwt` signs a JWT with `clientKey` (register its public key: `openid-gateway jwks`); see [Client authentication with a key](#client-authentication-with-a-key-private_key_jwt).',
       { enum: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'], default: 'client_secret_basic' },
     ),
     clientKey: string(
-      'Private key of private_key_jwt: PEM (PKCS#8, PKCS#1 or SEC1) or JWK text, e.g. ${OIDC_CLIENT_KEY}, or the path of a file holding it. RSA (2048 bits or more; PS256, else RS256), EC P-256/384/521 (ES256/384/512) or Ed25519; a JWK alg pins the algorithm.',
+      'Private key of `private_key_jwt` (**required** there, refused otherwise): PEM (PKCS#8, PKCS#1 or SEC1) or JWK text, e.g. `${OIDC_CLIENT_KEY}`, or the path of a file holding it. RSA (2048 bits or more; PS256, else RS256), EC P-256/384/521 (ES256/384/512) or Ed25519; a JWK `alg` pins the algorithm. Masked by `check` when inline.',
       { format: 'private-key' },
     ),
-    clientKeyId: string('kid of provider.clientKey. Unset: the JWK\'s own kid, else the RFC 7638 thumbprint of the public key.', {
+    clientKeyId: string('`kid` of the client assertions signed with `clientKey` and of the JWKS `openid-gateway jwks` prints. Unset: the JWK\'s own `kid`, else the RFC 7638 thumbprint of the public key.', {
       minLength: 1,
     }),
     pushedAuthorizationRequests: string(
-      'RFC 9126 pushed authorization requests: auto uses them when the provider requires them (require_pushed_authorization_requests); required always (the provider must offer them); off never (a provider that requires them is refused).',
+      '[Pushed authorization requests](#pushed-authorization-requests-par) (RFC 9126): `auto` uses them when the provider requires them (`require_pushed_authorization_requests`); `required` always (the provider must offer them); `off` never (a provider that requires them is refused).',
       { enum: ['auto', 'required', 'off'], default: 'auto' },
     ),
     profile: string(
-      'oidc: OpenID Connect with PKCE. fapi2: the FAPI 2.0 Security Profile: requires clientAuthMethod private_key_jwt, turns on dpop and pushedAuthorizationRequests required (off is refused), requires iss in the authorization response and accepts only PS256, ES256 and EdDSA signatures.',
+      '`oidc`: OpenID Connect with PKCE. `fapi2`: the [FAPI 2.0 Security Profile](#fapi-20-profile): requires `clientAuthMethod: private_key_jwt`, turns on `dpop` and `pushedAuthorizationRequests: required` (`off` is refused), requires `iss` in the authorization response and accepts only PS256, ES256 and EdDSA signatures.',
       { enum: ['oidc', 'fapi2'], default: 'oidc' },
     ),
     dpop: boolean(
-      'Bind the session\'s access and refresh tokens to a key of its own with DPoP (RFC 9449): a stolen token is useless without the key, which stays sealed in the session. The provider must accept ES256 proofs. DPoP-bound tokens are never forwarded to upstreams (forwardAccessToken is refused).',
+      'Bind the session\'s access and refresh tokens to a key of its own with [DPoP](#dpop-sender-constrained-tokens) (RFC 9449): a stolen token is useless without the key, which stays sealed in the session. The provider must accept ES256 proofs. DPoP-bound tokens are never forwarded to upstreams (`forwardAccessToken: true` is refused).',
       false,
     ),
-    scopes: list('Scopes requested at sign-in; must include openid.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
+    scopes: list('Scopes requested at sign-in; must include `openid`.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
       uniqueItems: true,
       contains: { const: 'openid' },
       default: ['openid', 'profile', 'email', 'offline_access'],
     }),
     audiences: list(
-      'Accepted `aud` values of Bearer access tokens (for an introspected token without aud: accepted client_id values). Empty: [clientId].',
+      'Accepted `aud` values of Bearer access tokens (for an introspected token without `aud`: the accepted `client_id` values). Empty: `[clientId]`.',
       string('audience', { minLength: 1 }),
       { uniqueItems: true, default: [] },
     ),
     bearer: object(
-      'Bearer access tokens sent by API clients instead of a session cookie.',
+      '[Bearer tokens](#bearer-tokens) sent by API clients instead of a session cookie.',
       {
         algorithms: list(
-          'JWS algorithms accepted on Bearer JWTs. Asymmetric only: none and HS* are never accepted.',
+          'JWS algorithms accepted on Bearer JWTs. Asymmetric only: `none` and `HS*` are refused by validation.',
           string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
           { minItems: 1, uniqueItems: true, default: [...ASYMMETRIC_ALGORITHMS] },
         ),
         introspection: boolean(
-          'Check Bearer tokens that are not JWTs at the provider\'s RFC 7662 introspection endpoint (results cached up to 60 s).',
+          'Check Bearer tokens that are not JWTs at the provider\'s RFC 7662 `introspection_endpoint` (results cached up to 60 s).',
           false,
         ),
       },
       { default: {} },
     ),
     idTokenAlgorithms: list(
-      'JWS algorithms ID tokens may be signed with. Unset: every asymmetric algorithm in the provider\'s id_token_signing_alg_values_supported (RS256 when it lists none). none and HS* are never accepted.',
+      'Pins the JWS algorithms ID tokens may be signed with ([ID token signing algorithm](#id-token-signing-algorithm)). Unset: every asymmetric algorithm in the provider\'s `id_token_signing_alg_values_supported` (RS256 when it lists none). `none` and `HS*` are refused by validation.',
       string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
       { minItems: 1, uniqueItems: true },
     ),
     timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
-    postLogoutRedirectUri: string('Where the provider sends the browser after logout (post_logout_redirect_uri). Optional.', {
+    postLogoutRedirectUri: string('Where the provider sends the browser after RP-initiated logout (`post_logout_redirect_uri`). Optional.', {
       format: 'http-url',
     }),
-    clockToleranceSeconds: integer('Clock skew tolerated on exp/iat/nbf, in seconds.', 0, 300, 30),
-    allowInsecureHttp: boolean('Allow a plain-http issuer. For local development and tests only.', false),
+    clockToleranceSeconds: integer('Clock skew tolerated on `exp`, `iat` and `nbf`, in seconds.', 0, 300, 30),
+    allowInsecureHttp: boolean('Allow a plain-http (`http://`) issuer. For local development and tests only.', false),
 }
 
-const provider = object('The OpenID Connect provider and this gateway\'s client registration there (the one-provider form of providers).', providerKeys, {
+const provider = object('The OpenID Connect provider and this gateway\'s client registration there: the one-provider form of `providers`, a provider named `default`. Exactly one of `provider` and `providers` is given.', providerKeys, {
   required: ['issuer', 'clientId'],
 })
 
 const providers = list(
-  'Several OpenID Connect providers (instead of provider). Each upstream names those that may sign in to it (upstreams[].providers); sessions remember theirs; a Bearer token\'s iss selects its provider.',
+  '[Several providers](#several-providers) instead of `provider` (never both): each entry has a unique `name` and the keys of `provider`. Each upstream names those that may sign in to it (`upstreams[].providers`); sessions remember theirs; a Bearer token\'s `iss` selects its provider.',
   object(
     'A provider and this gateway\'s client registration there.',
     {
-      name: string('Unique name: the redirect endpoint\'s provider=<name>, upstreams[].providers, logs. Renaming a provider ends its sessions.', {
+      name: string('Unique name: the redirect endpoint\'s `provider=<name>`, `upstreams[].providers`, logs. Renaming a provider ends its sessions.', {
         pattern: UPSTREAM_NAME.pattern,
         maxLength: 63,
       }),
@@ -241,25 +241,25 @@ const providers = list(
 const cookies = object(
   'The gateway\'s cookies (every one of them encrypted and HttpOnly).',
   {
-    name: string('Base name of the cookies; prefixed with __Host- or __Secure- when secure.', {
+    name: string('Base name of the cookies. When `secure`, it gets the `__Host-` prefix, or `__Secure-` when `domain` is set.', {
       pattern: COOKIE_NAME.pattern,
       default: 'ogw',
     }),
     secrets: list(
-      'Encryption secrets, each at least 32 bytes. The first encrypts, all decrypt (prepend a new one to rotate).',
+      'Encryption secrets, each at least 32 bytes (UTF-8). The first encrypts, all decrypt; to rotate, put the new secret first.',
       string('secret', { format: 'cookie-secret' }),
       { minItems: 1 },
     ),
-    secure: boolean('Set the Secure attribute (and the __Host-/__Secure- prefix). Only false for plain-http development.', true),
-    sameSite: string('SameSite attribute of the session cookies; none requires secure: true.', {
+    secure: boolean('Set the `Secure` attribute (and the `__Host-`/`__Secure-` prefix). Only false for plain-http development: must be false when `server.publicUrl` is plain http on a host other than localhost.', true),
+    sameSite: string('`SameSite` attribute of the session cookies; `none` requires `secure: true`.', {
       enum: ['lax', 'strict', 'none'],
       default: 'lax',
     }),
-    domain: string('Domain attribute, to share the sign-in with subdomains. Optional; disables the __Host- prefix.', {
+    domain: string('`Domain` attribute, to share the sign-in with subdomains. Optional; disables the `__Host-` prefix. A leading dot is dropped and the value is lowercased.', {
       format: 'cookie-domain',
     }),
     credentialsPath: string(
-      `Path of the cookie holding the refresh and ID tokens (store: cookie). /: sent with every request, so expired access tokens are refreshed for every request; ${SIGN_IN_PATH}: sent to the sign-in endpoints only, so only page navigations are refreshed (through a redirect).`,
+      `Path of the cookie holding the refresh and ID tokens (\`session.store: cookie\` only). \`/\`: sent with every request, so expired access tokens are refreshed for every request; \`${SIGN_IN_PATH}\`: sent to the sign-in endpoints only, so the refresh token never travels with application requests and only page navigations are refreshed (through a redirect). See [Sessions](#sessions).`,
       { enum: ['/', SIGN_IN_PATH], default: '/' },
     ),
   },
@@ -269,12 +269,12 @@ const cookies = object(
 const session = object(
   'Where sign-ins are kept.',
   {
-    store: string('cookie: encrypted in the browser; memory: this process only; redis: shared by every replica through session.redisUrl.', {
+    store: string('`cookie`: encrypted in the browser; `memory`: this process only; `redis`: shared by every replica through `session.redisUrl` (see [Redis store](#redis-store)).', {
       enum: ['cookie', 'memory', 'redis'],
       default: 'cookie',
     }),
     redisUrl: string(
-      'Redis server of store: redis (redis://, or rediss:// for TLS; user and password in the URL, e.g. rediss://:${REDIS_PASSWORD}@redis:6379/0). Required by store: redis.',
+      'Redis server of `store: redis` (`redis://`, or `rediss://` for TLS; user and password in the URL, from the environment: `rediss://:${REDIS_PASSWORD}@redis:6379/0`). Required by `store: redis`. Masked by `check`.',
       { format: 'redis-url' },
     ),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
@@ -286,14 +286,14 @@ const session = object(
       { default: {} },
     ),
     redis: object(
-      'The Redis connection (session.redisUrl).',
+      'The Redis connection (`session.redisUrl`).',
       {
         keyPrefix: string('Prefix of every key the gateway writes, so several gateways can share one Redis database.', {
           pattern: KEY_PREFIX.pattern,
           default: 'openid-gateway:',
         }),
         timeoutMs: integer(
-          'Time to connect and to answer each command, in milliseconds; past it the request answers 503 session_store_unavailable.',
+          'Time to connect and to answer each command, in milliseconds; past it, requests that need a session answer 503 `session_store_unavailable`.',
           1,
           MAX_TIMER_MS,
           2000,
@@ -306,10 +306,10 @@ const session = object(
 )
 
 const redirects = object(
-  'Where the gateway may send a browser after sign-in (redirectAfter), besides its own origin.',
+  'Where the gateway may send a browser after sign-in (`redirectAfter`), besides its own origin.',
   {
     allowedHosts: list(
-      'Exact hosts (app.example.com, app.example.com:8443) or .example.com entries (example.com and every subdomain). No scheme, path or *. Also the origins allowed to open WebSockets.',
+      'Hosts that `redirectAfter` may point to, and whose pages may open WebSockets: exact hosts (`app.example.com`, `app.example.com:8443`) or `.example.com` entries (example.com and every subdomain). No scheme, path or `*`. Entries are lowercased.',
       string('host', { format: 'allowed-host' }),
       { default: [] },
     ),
@@ -318,12 +318,12 @@ const redirects = object(
 )
 
 const rateLimit = object(
-  'Limits on requests the gateway answers itself, per client address (the address X-Forwarded-For names when the peer is in server.trustedProxies, otherwise the peer; IPv6 clients count per /64). Counted in this process: each replica keeps its own budget.',
+  'Limits on requests the gateway answers itself, per client address (the address `X-Forwarded-For` names when the peer is in `server.trustedProxies`, otherwise the peer; IPv6 clients count per /64). Counted in this process: each replica keeps its own budget. See [Rate limit on the sign-in endpoints](#rate-limit-on-the-sign-in-endpoints).',
   {
     signIn: object(
-      'One budget shared by GET /api/v1/openid/redirect, /callback and /refresh (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 rate_limited with Retry-After.',
+      'One budget shared by GET `/api/v1/openid/redirect`, `/callback` and `/refresh` (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 `rate_limited` with `Retry-After`.',
       {
-        max: integer('Requests allowed per client address in each window; 0 turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.', 0, 1000000, 6000),
+        max: integer('Requests allowed per client address in each window; `0` turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.', 0, 1000000, 6000),
         windowSeconds: integer('Length of the window, in seconds; it starts at the first request of the address.', 1, 86400, 60),
       },
       { default: {} },
@@ -338,18 +338,18 @@ const allow = object(
   'Who may use the upstream once signed in. Every kind given must pass; omit a kind to not restrict by it.',
   {
     providers: stringList(
-      "Providers whose users the rules admit; ['*'] is every provider of the upstream. Unset with several providers and any other rule: the upstream's default provider alone (a group or email of one provider says nothing about another's users).",
+      "Providers whose users the other rules admit ([Several providers](#several-providers)); `['*']` is every provider of the upstream. Unset with several providers on the upstream and any other rule: the upstream's default provider alone (a group or email of one provider says nothing about another's users).",
       string('provider name', { pattern: PROVIDER_REF }),
     ),
-    emails: stringList('Accepted email addresses (ASCII case-insensitive).', string('email', { format: 'email-address' })),
+    emails: stringList('Accepted email addresses, exact but ASCII case-insensitive (lowercased).', string('email', { format: 'email-address' })),
     emailDomains: stringList(
-      'Accepted domains of the email claim (the part after @); .example.com accepts the subdomains of example.com.',
+      'Accepted domains of the `email` claim: the part after `@`, written without the `@`; `.example.com` accepts the subdomains of example.com. Lowercased.',
       string('domain', { format: 'email-domain' }),
     ),
-    groups: stringList('Accepted groups; any one in the groups claim passes.', string('group', { minLength: 1 })),
+    groups: stringList('Accepted groups; any one of them in the `groups` claim passes.', string('group', { minLength: 1 })),
     claims: {
       type: 'object',
-      description: 'Claim name to accepted values; the claim (or one of its values if it is a list) must be one of them.',
+      description: 'Claim name to accepted values (string, number or boolean); the claim (or one of its values if it is a list) must be one of them.',
       minProperties: 1,
       propertyNames: { minLength: 1 },
       additionalProperties: stringList('accepted values', { type: ['string', 'number', 'boolean'] }),
@@ -362,13 +362,13 @@ const headerName = (description: string, defaultValue: string): JsonSchema =>
   string(description, { format: 'identity-header', default: defaultValue })
 
 const identityHeaders = object(
-  'Names of the headers carrying the signed-in identity to the upstream.',
+  'Names of the headers carrying the signed-in identity to the upstream. Each must be a valid header name, must not repeat another (case, `_` and `-` count as the same), and must not be one that HTTP or the gateway manages (`Authorization`, `Cookie`, `Host`, `X-Forwarded-For`, `X-Auth-Request-*`, …).',
   {
-    user: headerName('Carries the sub claim.', 'X-Forwarded-User'),
-    email: headerName('Carries the email claim.', 'X-Forwarded-Email'),
-    groups: headerName('Carries the groups claim, comma-separated.', 'X-Forwarded-Groups'),
-    preferredUsername: headerName('Carries the preferred_username claim.', 'X-Forwarded-Preferred-Username'),
-    issuer: headerName("Carries the issuer of the user's provider (two providers may use the same sub for different people).", 'X-Forwarded-Issuer'),
+    user: headerName('Carries the `sub` claim.', 'X-Forwarded-User'),
+    email: headerName('Carries the `email` claim.', 'X-Forwarded-Email'),
+    groups: headerName('Carries the `groups` claim, comma-separated.', 'X-Forwarded-Groups'),
+    preferredUsername: headerName('Carries the `preferred_username` claim.', 'X-Forwarded-Preferred-Username'),
+    issuer: headerName("Carries the issuer of the user's provider (two providers may use the same `sub` for different people).", 'X-Forwarded-Issuer'),
   },
   { default: {} },
 )
@@ -376,41 +376,58 @@ const identityHeaders = object(
 const upstream = object(
   'An application behind the gateway.',
   {
-    name: string('Unique name, used in logs and metrics.', {
+    name: string('Unique name (the comparison ignores case), used in logs and metrics.', {
       pattern: UPSTREAM_NAME.pattern,
       maxLength: 63,
     }),
     match: object(
       'Which requests go to this upstream: optional hosts, then the longest matching path prefix.',
       {
-        pathPrefix: string('Path prefix: the path itself and everything below it (a trailing slash is ignored).', { format: 'path-prefix', default: '/' }),
-        hosts: stringList('Host names (optionally with :port) this upstream serves. Omit to serve any host.', string('host', { format: 'host' })),
+        pathPrefix: string(
+          'Path prefix: matches the path itself and everything below it. It must start with `/` and may not contain `//`, `?`, `#`, `\\`, `.` or `..` segments, encoded dots, encoded slashes or whitespace. It may not contain `:`, `*` (route syntax: a parameter, a wildcard) or `%` (write non-ASCII characters as they are, e.g. `/café`), and may not be `/api/v1/openid` or below it. A trailing `/` is removed.',
+          { format: 'path-prefix', default: '/' },
+        ),
+        hosts: stringList(
+          'Host names (optionally with `:port`) this upstream serves; omit to serve any host. Entries are lowercased. The same hosts with the same `pathPrefix` in two upstreams is an error.',
+          string('host', { format: 'host' }),
+        ),
       },
       { default: {} },
     ),
-    target: string('URL of the upstream (http or https, no query or fragment).', { format: 'base-url' }),
-    auth: string('required: sign-in needed; optional: identity forwarded when present; none: no check.', {
+    target: string(
+      "URL of the upstream (http or https, without credentials, query or fragment). An https upstream's certificate is always verified against Node's CA store (add a private CA with the `NODE_EXTRA_CA_CERTS` environment variable); a certificate that does not verify makes the upstream unreachable (502).",
+      { format: 'base-url' },
+    ),
+    auth: string('`required`: sign-in needed; `optional`: identity forwarded when present; `none`: no check.', {
       enum: ['required', 'optional', 'none'],
       default: 'required',
     }),
     publicPaths: list(
-      'Path globs that need no sign-in, e.g. /public/** (*, **, ? and [...]; braces, extglobs and a leading ! are literal).',
+      'Path globs that need no sign-in, e.g. `/public/**`. Each starts with `/`; `*` matches within one segment, `**` at any depth, and `?` and `[...]` work as usual; braces, extglobs and a leading `!` are literal.',
       string('glob', { format: 'path-glob' }),
       { default: [] },
     ),
     allow,
-    forwardAccessToken: boolean("Send Authorization: Bearer <access token> to the upstream; a client's own Authorization never reaches it.", false),
+    forwardAccessToken: boolean(
+      "Send `Authorization: Bearer <access token>` to the upstream; a client's own `Authorization` then never reaches it (without this key it passes unchanged).",
+      false,
+    ),
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
-    websocket: boolean('Proxy WebSocket upgrades (checked like any request, and Origin must be the public origin or an allowed host); without it upgrades are refused with 400.', false),
+    websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
-    connectTimeoutMs: integer('Time a connection to the upstream may take to open, in milliseconds (502 after: unreachable).', 1, MAX_TIMER_MS, 5000),
+    connectTimeoutMs: integer(
+      'Time a connection to the upstream may take to open, in milliseconds; after it the upstream is unreachable: 502 `upstream_unavailable` (a firewall that drops packets would otherwise hold the request for the whole `timeoutMs`).',
+      1,
+      MAX_TIMER_MS,
+      5000,
+    ),
     identityHeaders,
     identityAssertion: boolean(
-      'Add a short-lived JWT of the identity (iss: server.publicUrl, aud: this upstream\'s name, sub, email, groups), signed with assertions.signingKeys, in the assertions.header header; verify it against /.well-known/jwks.json.',
+      'Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream\'s name, `sub`, `email`, `groups`), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`.',
       false,
     ),
     providers: list(
-      "Names of the providers that may sign in to this upstream; the first is the one the redirect endpoint uses unless asked for another (provider=<name>). Unset: the first configured provider alone; ['*']: every provider, the first configured being the default. A session or Bearer token of another provider is not signed in here.",
+      "Names of the providers that may sign in to this upstream ([Several providers](#several-providers)); the first is its default, the one the redirect endpoint uses unless asked for another (`provider=<name>`). Unset: the first configured provider alone; `['*']`: every provider, in configuration order, the first being the default. A session or Bearer token of another provider is not signed in here.",
       string('provider name', { pattern: PROVIDER_REF }),
       { minItems: 1, uniqueItems: true },
     ),
@@ -419,24 +436,24 @@ const upstream = object(
 )
 
 const assertions = object(
-  'Signed identity assertions for upstreams with identityAssertion: true.',
+  '[Signed identity assertions](#signed-identity-for-upstreams) for upstreams with `identityAssertion: true`.',
   {
     signingKeys: list(
-      'Private keys, PEM or JWK text or file paths; the first signs, all are published at /.well-known/jwks.json (rotation: prepend the new key, remove the old one once no assertion signed with it is alive). EC P-256 signs ES256, RSA PS256, Ed25519 Ed25519.',
+      'Private keys, PEM or JWK text or file paths; the first signs, all are published at `/.well-known/jwks.json` (rotation: prepend the new key, remove the old one once no assertion signed with it is alive). EC P-256 signs ES256, RSA PS256, Ed25519 Ed25519. Inline keys are masked by `check`.',
       string('key', { format: 'private-key' }),
       { minItems: 1 },
     ),
     header: string('Header carrying the assertion; a client\'s own is always removed.', { format: 'identity-header', default: 'X-Identity-Assertion' }),
-    ttlSeconds: integer('Lifetime of an assertion; it is reused for half of it.', 10, 3600, 60),
+    ttlSeconds: integer('Lifetime of an assertion, in seconds; it is reused for half of it.', 10, 3600, 60),
   },
   { default: {} },
 )
 
 const websocket = object(
-  'Proxied WebSockets (upstreams[].websocket: true).',
+  'Proxied WebSockets (`upstreams[].websocket: true`).',
   {
     maxLifetimeSeconds: integer(
-      "Longest a proxied WebSocket stays open; it is closed (1008) sooner when its session ends (session.maxAgeSeconds after sign-in, logout, back-channel logout) or its Bearer token expires, and when a reload refuses it access.",
+      "Longest a proxied WebSocket stays open, in seconds; it is closed (1008) sooner when its session ends (`session.maxAgeSeconds` after sign-in, logout, back-channel logout) or its Bearer token expires, and when a reload refuses it access.",
       60,
       Math.floor(MAX_TIMER_MS / 1000),
       86400,
@@ -446,14 +463,14 @@ const websocket = object(
 )
 
 const forwardAuth = object(
-  'The check endpoints that gateways and ingresses call to decide a request they serve themselves: ext_authz (Envoy, Istio, Gateway API), ingress-nginx and Traefik.',
+  'The [check endpoints](#forward-auth-ingress-nginx-traefik-envoy) that gateways and ingresses call to decide a request they serve themselves: ext_authz (Envoy, Istio, Gateway API), ingress-nginx and Traefik.',
   {
     extAuthzPath: string(
-      `Path prefix of the Envoy ext_authz HTTP check: Envoy appends the client's path and query to it. Must be below ${SIGN_IN_PATH}/ (the gateway's own paths, never proxied).`,
+      `Path prefix of the [Envoy ext_authz](#envoy-ext_authz-http-and-grpc) HTTP check: Envoy appends the client's path and query to it. Must be below \`${SIGN_IN_PATH}/\` (the gateway's own paths, never proxied) and not under one of its endpoints.`,
       { pattern: EXT_AUTHZ_PATH.pattern, default: `${SIGN_IN_PATH}/ext-authz` },
     ),
     cache: object(
-      'A short-lived cache of the check endpoints\' answers (ext_authz HTTP and gRPC, ingress-nginx, Traefik), keyed by a digest of the credentials and the request checked. Back-channel logout, logout and reload empty it.',
+      'A short-lived [cache](#decision-cache) of the check endpoints\' answers (ext_authz HTTP and gRPC, ingress-nginx, Traefik), keyed by a digest of the credentials and the request checked. Back-channel logout, logout and reload empty it.',
       {
         enabled: boolean('Cache decisions. Off: every check is decided afresh.', false),
         ttlSeconds: integer('How long a cached decision is reused, in seconds; a session ended elsewhere (another replica) may pass for this long.', 1, 60, 5),
