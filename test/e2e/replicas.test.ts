@@ -1,5 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { rawRequest } from '../fixtures/http.js'
 import { KEY_PREFIX, MAX_AGE_SECONDS, startRedisSessions } from '../fixtures/redis-sessions.js'
@@ -45,7 +46,7 @@ t.test('a session made on one replica is used on the other; the browser holds on
   const gatewayCookies = browser.cookies().filter((c) => c.name.startsWith('ogw'))
   t.same(gatewayCookies.map((c) => c.name), ['ogw'], 'one gateway cookie, no credentials cookie')
   const cookie = browser.cookie('ogw')?.value ?? ''
-  const opened = new CookieCipher([COOKIE_SECRET]).open('session:ogw', cookie)
+  const opened = new CookieCipher([COOKIE_SECRET], systemClock).open('session:ogw', cookie)
   t.same(Object.keys(opened as object), ['i'], 'the cookie seals the session id alone')
   const id = (opened as { i: string }).i
   t.match(id, /^[A-Za-z0-9_-]{43}$/, 'the id is 256 random bits (base64url), well over 128')
