@@ -166,3 +166,30 @@ t.test('the process model is src/runtime: only the entry points (cli.ts, dev/) i
   t.strictSame(inward, [], 'nothing below the entry points imports runtime/')
   t.strictSame(connects, ['runtime/process-state.ts'], 'one place opens the Redis connection')
 })
+
+t.test('what judges by time reads the injected clock: no Date.now() in the session, authentication, check and cache modules', async (t) => {
+  // The process chooses one clock (runtime/process-state.ts) and hands it down (lib/clock.ts): a
+  // module that also read the system's time would judge part of an expiry on another clock, and a
+  // test moving the gateway's time would not move it.
+  const onTheClock = [
+    'lib/ttl-cache.ts',
+    'oidc/bearer.ts',
+    'oidc/client.ts',
+    'oidc/dpop.ts',
+    'oidc/jti-replay.ts',
+    'proxy/authenticate.ts',
+    'proxy/check.ts',
+    'session/cipher.ts',
+    'session/cookie-store.ts',
+    'session/cookies.ts',
+    'session/lifecycle.ts',
+    'session/memory-store.ts',
+    'session/redis-refresh-coordinator.ts',
+    'session/redis-store.ts',
+    'session/refresh-coordinator.ts',
+    'session/revocation.ts',
+  ]
+  const readers = onTheClock.filter((file) => /\bDate\.now\b|new Date\(\)/.test(readFileSync(join(SRC, file), 'utf8')))
+  t.strictSame(readers, [])
+  t.strictSame(onTheClock.filter((file) => !/\bClock\b/.test(readFileSync(join(SRC, file), 'utf8'))), ['session/cookies.ts'], "each takes a Clock (cookies.ts its cipher's)")
+})

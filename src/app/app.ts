@@ -9,6 +9,7 @@ import { ConfigError } from '../config/load.js'
 import type { GatewayConfig, ProviderConfig } from '../options/types.js'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { decorateIdentity } from '../contract/identity.js'
+import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from '../oidc/bearer.js'
 import { OidcClient } from '../oidc/client.js'
 import { Providers, type Provider } from '../oidc/providers.js'
@@ -70,6 +71,8 @@ export interface BuildOptions {
  * server.workers, or this process) is decided where it is built, not here.
  */
 export interface ProcessState {
+  /** What every expiry and cache of the process's apps is judged by (lib/clock.ts). */
+  readonly clock: Clock
   /** The process's one Redis connection (session.redisUrl), whatever the number of reloads. */
   readonly redis: Redis | undefined
   readonly metrics: GatewayMetrics
@@ -134,15 +137,15 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
-      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds }),
-      coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs }),
+      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock }),
+      coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
     }
   }
   const { coordinator } = state
   if (store === 'memory') {
-    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, state.memorySessions), coordinator }
+    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, state.clock, state.memorySessions), coordinator }
   }
-  return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.revocations), coordinator }
+  return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.clock, state.revocations), coordinator }
 }
 
 /** Builds the gateway from a validated configuration. Does not listen. */
@@ -222,7 +225,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   decorateIdentity(app)
   app.decorateReply('problemCode', undefined)
   app.decorateReply('logFields', undefined)
-  const cipher = new CookieCipher(config.cookies.secrets)
+  const cipher = new CookieCipher(config.cookies.secrets, state.clock)
   const formerCookieNames = state.cookieNames
   const cookies = new GatewayCookies(config.cookies, cipher, formerCookieNames)
   formerCookieNames.add(config.cookies.name)
@@ -262,7 +265,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     })
     done()
   })
-  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics)))
+  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock)))
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
   const refreshGrant: RefreshGrant = async (token, session) => {
     try {
@@ -276,7 +279,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       throw err
     }
   }
-  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds)
+  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock)
   const checks: ReadinessCheck[] = [
     { name: 'provider_metadata', ready: () => providers.all.every((p) => p.client.ready) },
     { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },
@@ -296,7 +299,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
-  const authenticate = createAuthenticator({ store, lifecycle, providers })
+  const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock })
   const validateRedirectAfter = createRedirectAfterValidator({
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
@@ -318,6 +321,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     validateRedirectAfter,
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
+    clock: state.clock,
   })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
@@ -406,10 +410,10 @@ async function identityAssertions(config: GatewayConfig): Promise<IdentityAssert
 }
 
 /** A provider's client and Bearer verifier; with several providers their log lines name it. */
-function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics): Provider {
+function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics, clock: Clock): Provider {
   const log = config.providers.length === 1 ? appLog : appLog.child({ provider: provider.name })
   const callback = callbackPath(provider.name, config.providers.length > 1)
-  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, callback, log, (url, seconds, failed) =>
+  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, callback, log, clock, (url, seconds, failed) =>
     metrics.observeProviderCall(client.callOf(url), seconds, failed),
   )
   const bearer = new BearerVerifier({
@@ -421,6 +425,7 @@ function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog:
     getKey: client.keys.getKey,
     ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
     log,
+    clock,
   })
   return { name: provider.name, config: provider, client, bearer }
 }

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { IntrospectionResponse } from 'openid-client'
 import type { SessionClaims } from '../contract/identity.js'
+import type { Clock } from '../lib/clock.js'
 import { describe } from './errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { deepFreeze } from '../lib/deep-freeze.js'
@@ -50,8 +51,8 @@ export interface BearerOptions {
   log: Pick<FastifyBaseLogger, 'warn' | 'debug'>
   /** Entries per cache; tests lower it. */
   cacheEntries?: number
-  /** Milliseconds since the epoch; tests replace it. */
-  now?: () => number
+  /** What tokens' expiry and the caches are judged by. */
+  clock: Clock
 }
 
 export interface IntrospectionContext {
@@ -200,7 +201,7 @@ function cacheKey(token: string): string {
 
 export class BearerVerifier {
   readonly #options: BearerOptions
-  readonly #now: () => number
+  readonly #clock: Clock
   /** Verified and introspected tokens alike. */
   readonly #accepted: TtlCache<SessionClaims>
   readonly #refused: TtlCache<true>
@@ -210,9 +211,9 @@ export class BearerVerifier {
 
   constructor(options: BearerOptions) {
     this.#options = options
-    this.#now = options.now ?? Date.now
-    this.#accepted = new TtlCache(options.cacheEntries ?? CACHE_ENTRIES)
-    this.#refused = new TtlCache(options.cacheEntries ?? CACHE_ENTRIES)
+    this.#clock = options.clock
+    this.#accepted = new TtlCache(options.cacheEntries ?? CACHE_ENTRIES, options.clock)
+    this.#refused = new TtlCache(options.cacheEntries ?? CACHE_ENTRIES, options.clock)
   }
 
   /** Entries of the caches: accepted tokens and refused introspections. */
@@ -222,13 +223,13 @@ export class BearerVerifier {
 
   /** The verified claims, or `undefined` for any token that does not sign the request in. */
   async verify(token: string): Promise<SessionClaims | undefined> {
-    const now = this.#now()
+    const now = this.#clock.now()
     const key = cacheKey(token)
-    const cached = this.#accepted.get(key, now)
+    const cached = this.#accepted.get(key)
     if (cached !== undefined) return cached
     if (isJwt(token)) return this.#verifyJwt(token, key, now)
     if (this.#options.introspect === undefined) return undefined
-    if (this.#refused.get(key, now) !== undefined) return undefined
+    if (this.#refused.get(key) !== undefined) return undefined
     // Concurrent requests with one token share one introspection.
     const introspect = this.#options.introspect
     if (!this.#introspecting.has(key) && this.#introspecting.size >= MAX_CONCURRENT_INTROSPECTIONS) {
@@ -267,7 +268,7 @@ export class BearerVerifier {
     }
     // Frozen: every request with this token shares them (and so their identity headers).
     const claims = deepFreeze(payload as SessionClaims)
-    this.#accepted.set(key, claims, (payload.exp as number) * 1000, now)
+    this.#accepted.set(key, claims, (payload.exp as number) * 1000)
     return claims
   }
 
@@ -291,17 +292,17 @@ export class BearerVerifier {
     const violation = introspectionViolation(response, { issuer, audiences, clockToleranceSeconds, now })
     if (violation !== undefined) {
       this.#options.log.debug({ reason: violation }, 'introspected Bearer token refused')
-      this.#refused.set(key, true, now + REFUSED_TTL_MS, now)
+      this.#refused.set(key, true, now + REFUSED_TTL_MS)
       return undefined
     }
     const claims = deepFreeze(introspectionClaims(response as IntrospectionResponse & { sub: string }))
     const exp = typeof response.exp === 'number' ? response.exp * 1000 : Number.POSITIVE_INFINITY
-    this.#accepted.set(key, claims, Math.min(exp, now + INTROSPECTION_TTL_MS), now)
+    this.#accepted.set(key, claims, Math.min(exp, now + INTROSPECTION_TTL_MS))
     return claims
   }
 
   #failure(err: Record<string, unknown>): void {
-    const now = this.#now()
+    const now = this.#clock.now()
     if (now - this.#lastFailureLog < FAILURE_LOG_INTERVAL_MS) {
       this.#unloggedFailures++
       return

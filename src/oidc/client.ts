@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { ProviderConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
 import { idTokenSigningAlgs } from './algorithms.js'
 import { clientAuthentication } from './client-auth.js'
@@ -69,14 +70,18 @@ export class OidcClient {
   #retryTimer: NodeJS.Timeout | undefined
 
   readonly #fetch: oidc.CustomFetch
-  readonly #dpopNonces = new DpopNonces()
+  readonly #dpopNonces: DpopNonces
+  /** What a token response's expires_in counts from. */
+  readonly #clock: Clock
 
   /**
    * `callbackPath` is this provider's redirect URI path (contract/endpoints.ts callbackPath); `observe` is
    * told of every call to the provider (metrics).
    */
-  constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, observe?: ProviderCallObserver) {
+  constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, clock: Clock, observe?: ProviderCallObserver) {
     this.#config = config
+    this.#clock = clock
+    this.#dpopNonces = new DpopNonces(clock)
     this.#callbackPath = callbackPath
     this.#redirectUri = publicUrl + callbackPath
     this.#log = log
@@ -410,7 +415,7 @@ export class OidcClient {
     if (dpopKey !== undefined && response.token_type !== 'dpop') {
       throw new GatewayError('provider_unavailable', 'the OpenID provider issued an access token not bound to the DPoP key (token_type is not DPoP)')
     }
-    const tokens = toTokens(response)
+    const tokens = toTokens(response, this.#clock)
     if (dpopKey !== undefined) tokens.dpopKey = dpopKey
     if (tokens.idToken !== undefined && tokens.claims !== undefined) {
       const violation = idTokenViolation(tokens.idToken, tokens.claims, {
@@ -475,11 +480,11 @@ function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, g
   log.warn({ check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
 }
 
-function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): Tokens {
+function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, clock: Clock): Tokens {
   const expiresIn = response.expiresIn()
   return {
     accessToken: response.access_token,
-    expiresAt: expiresIn === undefined ? undefined : Math.floor(Date.now() / 1000) + expiresIn,
+    expiresAt: expiresIn === undefined ? undefined : Math.floor(clock.now() / 1000) + expiresIn,
     refreshToken: response.refresh_token,
     idToken: response.id_token,
     claims: response.claims(),

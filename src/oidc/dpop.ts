@@ -5,6 +5,7 @@
 
 import * as jose from 'jose'
 import * as oidc from 'openid-client'
+import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 
 /** ES256: the algorithm every DPoP-capable provider accepts (oidc-provider's default list). */
@@ -40,13 +41,18 @@ const NONCE_TTL_MS = 5 * 60_000
  * (use_dpop_nonce) before it is retried with the nonce.
  */
 export class DpopNonces {
-  readonly #nonces = new TtlCache<string>(64)
+  readonly #nonces: TtlCache<string>
+  readonly #clock: Clock
+
+  constructor(clock: Clock) {
+    this.#clock = clock
+    this.#nonces = new TtlCache(64, clock)
+  }
 
   /** Notes the nonce a provider response carries. */
   observe(url: string, response: Response): void {
     const nonce = response.headers.get('dpop-nonce')
-    const now = Date.now()
-    if (nonce !== null && nonce !== '') this.#nonces.set(new URL(url).origin, nonce, now + NONCE_TTL_MS, now)
+    if (nonce !== null && nonce !== '') this.#nonces.set(new URL(url).origin, nonce, this.#clock.now() + NONCE_TTL_MS)
   }
 
   /** A DPoP handle of `key` for `configuration`, whose proofs carry the origin's latest nonce. */
@@ -59,7 +65,7 @@ export class DpopNonces {
     return oidc.getDPoPHandle(configuration, keyPair, {
       [oidc.modifyAssertion]: (_header, payload) => {
         if (payload.nonce === undefined && typeof payload.htu === 'string') {
-          const nonce = this.#nonces.get(new URL(payload.htu).origin, Date.now())
+          const nonce = this.#nonces.get(new URL(payload.htu).origin)
           if (nonce !== undefined) payload.nonce = nonce
         }
       },

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 
 // Back-Channel Logout 1.0, 2.6 step 9: a logout token whose jti was already received is refused.
@@ -20,8 +21,7 @@ export interface JtiReplayOptions {
   redis?: Redis | undefined
   prefix?: string
   maxEntries?: number
-  /** Milliseconds since the epoch; tests replace it. */
-  now?: () => number
+  clock: Clock
 }
 
 /** A digest: the key's length does not depend on what the token carries. */
@@ -39,13 +39,13 @@ export class JtiReplayGuard implements JtiReplay {
   readonly #redis: Redis | undefined
   readonly #prefix: string
   readonly #seen: TtlCache<true>
-  readonly #now: () => number
+  readonly #clock: Clock
 
-  constructor(options: JtiReplayOptions = {}) {
+  constructor(options: JtiReplayOptions) {
     this.#redis = options.redis
     this.#prefix = `${options.prefix ?? 'ogw:'}logout-jti:`
-    this.#seen = new TtlCache(options.maxEntries ?? REMEMBERED_JTIS)
-    this.#now = options.now ?? Date.now
+    this.#seen = new TtlCache(options.maxEntries ?? REMEMBERED_JTIS, options.clock)
+    this.#clock = options.clock
   }
 
   /**
@@ -55,12 +55,12 @@ export class JtiReplayGuard implements JtiReplay {
    */
   async firstUse(issuer: string, jti: string, until: number): Promise<boolean> {
     const key = keyOf(issuer, jti)
-    const now = this.#now() / 1000
     if (this.#redis === undefined) {
-      if (this.#seen.get(key, now) !== undefined) return false
-      this.#seen.set(key, true, until, now)
+      if (this.#seen.get(key) !== undefined) return false
+      this.#seen.set(key, true, until * 1000)
       return true
     }
+    const now = this.#clock.now() / 1000
     const ttl = Math.max(1, Math.ceil(until - now))
     try {
       return (await this.#redis.set(this.#prefix + key, '1', 'EX', ttl, 'NX')) === 'OK'

@@ -1,5 +1,6 @@
 import * as jose from 'jose'
 import type { SubjectSelector } from '../contract/identity.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import { isAsymmetric } from './algorithms.js'
 
 // Logout tokens of OpenID Connect Back-Channel Logout 1.0, validated per its section 2.6. Each
@@ -41,8 +42,11 @@ export interface LogoutTokenContext {
   clockToleranceSeconds: number
   /** The provider's key for a JWS header (ProviderKeys.getKey: refetches once for an unknown kid). */
   getKey: jose.JWTVerifyGetKey
-  /** Milliseconds since the epoch; tests replace it. */
-  now?: () => number
+  /**
+   * What the token's iat and exp are judged by; the system clock unless a test sets one. The
+   * gateway passes none: a logout token is the provider's, judged on real time like its ID tokens.
+   */
+  clock?: Clock
 }
 
 export interface LogoutToken {
@@ -102,7 +106,7 @@ function joseCheck(err: jose.errors.JOSEError): LogoutTokenCheck {
  */
 export async function verifyLogoutToken(token: string, ctx: LogoutTokenContext): Promise<LogoutToken> {
   headerRules(token, ctx)
-  const nowMs = (ctx.now ?? Date.now)()
+  const nowMs = (ctx.clock ?? systemClock).now()
   const tolerance = ctx.clockToleranceSeconds
   let payload: jose.JWTPayload
   try {

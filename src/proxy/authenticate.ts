@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import type { Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Identity } from '../contract/identity.js'
@@ -33,19 +34,21 @@ export interface AuthenticateDeps {
   store: SessionStore
   lifecycle: SessionLifecycle
   providers: Providers
+  /** What an access token's expiry is judged by. */
+  clock: Clock
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 
 export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
-  const { store, lifecycle, providers } = deps
+  const { store, lifecycle, providers, clock } = deps
 
   async function fromSession(req: AuthRequest, reply: SessionReply, session: Session): Promise<Exclude<Authentication, undefined>> {
     const issuer = providers.get(session.provider)?.config.issuer
     // The caller checked that the upstream accepts the session's provider, so it is configured.
     if (issuer === undefined) return 'expired'
     const of = { provider: session.provider, issuer }
-    if (session.expiresAt > Date.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
+    if (session.expiresAt > clock.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)
     if (full === undefined) return 'refreshable'

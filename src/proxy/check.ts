@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import type { ForwardAuthConfig, UpstreamConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import type { Identity } from '../contract/identity.js'
+import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../contract/endpoints.js'
 import { redactUrl } from '../ops/logging.js'
@@ -58,6 +59,8 @@ export interface CheckOptions {
   cache: ForwardAuthConfig['cache']
   /** Names of the gateway's cookies (the credentials a decision depends on). */
   isGatewayCookieName: (name: string) => boolean
+  /** What cached decisions expire by. */
+  clock: Clock
 }
 
 export interface Checker {
@@ -107,7 +110,7 @@ export function createChecker(options: CheckOptions): Checker {
   const { publicUrl, validateRedirectAfter, cookieDomain, isGatewayCookieName } = options
   const publicHost = hostName(canonicalHost(new URL(publicUrl).host))
   const warnedHosts = new Set<string>()
-  const cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries) : undefined
+  const cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries, options.clock) : undefined
   const ttlMs = options.cache.ttlSeconds * 1000
 
   /**
@@ -161,8 +164,9 @@ export function createChecker(options: CheckOptions): Checker {
     // A preflight only when it can be told: the check carries the client's Access-Control-Request-Method.
     const preflight = isPreflight(method, req.headers)
     const key = cache === undefined ? undefined : cacheKey(req, checked, upstreamName, preflight)
-    const now = Date.now()
-    const cached = key === undefined ? undefined : cache?.get(key, now)
+    // The decision's time: a verdict is kept ttlSeconds from when it was asked for.
+    const now = options.clock.now()
+    const cached = key === undefined ? undefined : cache?.get(key)
     if (cached !== undefined) return cached
     const decision = await decideAccess(req, reply, { path: target.path, preflight })
     let verdict: CheckVerdict
@@ -183,7 +187,7 @@ export function createChecker(options: CheckOptions): Checker {
         }
         break
     }
-    if (key !== undefined && verdict.outcome !== 'unauthenticated') cache?.set(key, verdict, now + ttlMs, now)
+    if (key !== undefined && verdict.outcome !== 'unauthenticated') cache?.set(key, verdict, now + ttlMs)
     return verdict
   }
 

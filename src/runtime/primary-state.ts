@@ -1,3 +1,4 @@
+import { systemClock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 import type { Tokens } from '../oidc/client.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
@@ -6,7 +7,8 @@ import type { PrimaryHandlers, RefreshBegin, RefreshEnd, RefreshTurn } from './i
 
 // The state the primary keeps for its workers (see worker-state.ts for their side): the
 // authoritative revocation list, the logout-token jti memory, who is redeeming which session's
-// refresh token and the results of recent rotations, and the sign-in rate-limit counts.
+// refresh token and the results of recent rotations, and the sign-in rate-limit counts. The
+// primary runs on the system clock: its workers' clocks are chosen in their own processes.
 
 /** Bound of the grace memo, as in LocalRefreshCoordinator. */
 const GRACE_ENTRIES = 10_000
@@ -23,14 +25,14 @@ export type Broadcast = (op: string, args: unknown) => Promise<void>
 
 export class PrimaryState {
   readonly #revocations: MemoryRevocationList
-  readonly #replay = new JtiReplayGuard()
+  readonly #replay = new JtiReplayGuard({ clock: systemClock })
   readonly #flights = new Map<string, Flight>()
-  readonly #grace = new TtlCache<Tokens>(GRACE_ENTRIES)
+  readonly #grace = new TtlCache<Tokens>(GRACE_ENTRIES, systemClock)
   readonly #counts = new Map<string, { current: number; startMs: number }>()
   readonly #broadcast: Broadcast
 
   constructor(maxAgeSeconds: number, broadcast: Broadcast) {
-    this.#revocations = new MemoryRevocationList({ maxAgeSeconds })
+    this.#revocations = new MemoryRevocationList({ maxAgeSeconds, clock: systemClock })
     this.#broadcast = broadcast
   }
 
@@ -66,7 +68,7 @@ export class PrimaryState {
   }
 
   #begin(worker: number, { sessionId, key }: RefreshBegin): RefreshTurn | Promise<RefreshTurn> {
-    const graced = this.#grace.get(key, Date.now() / 1000)
+    const graced = this.#grace.get(key)
     if (graced !== undefined) return { kind: 'result', tokens: graced }
     const flight = this.#flights.get(sessionId)
     if (flight === undefined) {
@@ -79,9 +81,8 @@ export class PrimaryState {
   #end({ sessionId, key, tokens, graceUntil, error }: RefreshEnd): void {
     const flight = this.#flights.get(sessionId)
     this.#flights.delete(sessionId)
-    const now = Date.now() / 1000
     // Remembered before the waiters hear of it, so no request falls between the two.
-    if (tokens !== undefined && typeof graceUntil === 'number') this.#grace.set(key, tokens, graceUntil, now)
+    if (tokens !== undefined && typeof graceUntil === 'number') this.#grace.set(key, tokens, graceUntil * 1000)
     const turn: RefreshTurn =
       tokens !== undefined ? { kind: 'result', tokens } : { kind: 'error', code: error?.code ?? 'internal_error', message: error?.message ?? 'the refresh failed' }
     for (const waiter of flight?.waiters ?? []) waiter(turn)

@@ -3,6 +3,7 @@ import { pino } from 'pino'
 import { buildApp, type BuildOptions, type ProcessState } from '../app/app.js'
 import type { WorkerState } from './worker-state.js'
 import type { GatewayConfig } from '../options/types.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { GatewayMetrics, type MetricSources } from '../ops/metrics.js'
@@ -28,6 +29,8 @@ export interface ProcessStateOptions {
   worker?: WorkerState
   /** Where the Redis connection's log lines go (default stdout). */
   logStream?: BuildOptions['logStream']
+  /** The process's clock (default the system's); tests move it instead of waiting. */
+  clock?: Clock
 }
 
 export interface OwnedProcessState extends ProcessState {
@@ -37,6 +40,7 @@ export interface OwnedProcessState extends ProcessState {
 
 export async function createProcessState(config: GatewayConfig, options: ProcessStateOptions = {}): Promise<OwnedProcessState> {
   const { session } = config
+  const clock = options.clock ?? systemClock
   const log: FastifyBaseLogger = pino(loggerOptions(config.log), options.logStream ?? stdoutDestination())
   const redis = session.redisUrl === undefined ? undefined : await connectRedis({ url: session.redisUrl, timeoutMs: session.redis.timeoutMs }, log)
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
@@ -44,7 +48,7 @@ export async function createProcessState(config: GatewayConfig, options: Process
   let revocations: ProcessState['revocations']
   if (session.store === 'cookie') {
     if (primary !== undefined) await primary.revocations.start()
-    revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, prefix: session.redis.keyPrefix })
+    revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, prefix: session.redis.keyPrefix, clock })
   }
   // The series a store's counts feed are registered by kind (session.store takes a restart); each
   // app rebinds them to its own store.
@@ -54,11 +58,12 @@ export async function createProcessState(config: GatewayConfig, options: Process
     ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
   }
   const state: OwnedProcessState = {
+    clock,
     redis,
     metrics: new GatewayMetrics(sources),
     revocations,
-    replay: primary?.replay ?? new JtiReplayGuard({ redis, prefix: session.redis.keyPrefix }),
-    coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(),
+    replay: primary?.replay ?? new JtiReplayGuard({ redis, prefix: session.redis.keyPrefix, clock }),
+    coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(clock),
     memorySessions: new Map(),
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     rateLimitStore: options.worker?.rateLimitStore,

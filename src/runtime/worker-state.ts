@@ -1,4 +1,5 @@
 import { GatewayError } from '../contract/errors.js'
+import { systemClock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { graceEnd, graceKey, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'
@@ -10,13 +11,14 @@ import { callPrimary, onBroadcast, type RefreshEnd } from './ipc.js'
 // no Redis to share it: back-channel logouts, logout-token replays, refreshes and sign-in rate
 // limits. Only the rare operations cross processes; the check on every request (is this session
 // revoked?) reads a local copy of the list, which the primary updates in every worker before a
-// logout is answered.
+// logout is answered. Workers run on the system clock, as the primary does (primary-state.ts):
+// their times are compared with each other's.
 
 export class WorkerRevocationList implements RevocationList {
   readonly #local: MemoryRevocationList
 
   constructor(maxAgeSeconds: number) {
-    this.#local = new MemoryRevocationList({ maxAgeSeconds })
+    this.#local = new MemoryRevocationList({ maxAgeSeconds, clock: systemClock })
     onBroadcast('revocation', (entry) => this.#local.apply(entry as RevocationEntry))
   }
 
@@ -66,7 +68,7 @@ export class WorkerRefreshCoordinator implements RefreshCoordinator {
         await callPrimary('refresh.end', { sessionId, key, error }).catch(() => undefined)
         throw err
       }
-      const graceUntil = rotated(refreshToken, fresh) ? graceEnd(fresh, Date.now() / 1000) : null
+      const graceUntil = rotated(refreshToken, fresh) ? graceEnd(fresh, systemClock.now() / 1000) : null
       await callPrimary('refresh.end', { sessionId, key, tokens: fresh, graceUntil })
       return fresh
     }

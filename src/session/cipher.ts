@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto'
+import type { Clock } from '../lib/clock.js'
 import { deepFreeze } from '../lib/deep-freeze.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 
@@ -45,9 +46,11 @@ function deriveKey(secret: string): Key {
 export class CookieCipher {
   readonly #sealKey: Key
   readonly #keys: Map<string, Buffer>
-  readonly #opened = new TtlCache<{ purpose: string; data: unknown }>(OPENED_ENTRIES)
+  readonly #opened: TtlCache<{ purpose: string; data: unknown }>
+  /** What seals expire by: the cookies' Max-Age is counted on it too (cookies.ts). */
+  readonly clock: Clock
 
-  constructor(secrets: readonly string[]) {
+  constructor(secrets: readonly string[], clock: Clock) {
     if (secrets.length === 0) throw new TypeError('at least one cookie secret is required')
     for (const s of secrets) {
       if (Buffer.byteLength(s) < MIN_SECRET_BYTES) {
@@ -57,12 +60,15 @@ export class CookieCipher {
     const keys = secrets.map(deriveKey)
     this.#sealKey = keys[0] as Key
     this.#keys = new Map(keys.map((k) => [k.id, k.key]))
+    this.clock = clock
+    this.#opened = new TtlCache(OPENED_ENTRIES, clock)
   }
 
   /**
    * Seals `data` for one purpose (the cookie's role). The purpose is authenticated data, so a
    * value sealed for one cookie cannot be replayed as another.
    */
+  /** `expiresAt`: epoch seconds. */
   seal(purpose: string, data: unknown, expiresAt: number): string {
     const iv = randomBytes(IV_BYTES)
     const cipher = createCipheriv('aes-256-gcm', this.#sealKey.key, iv)
@@ -84,8 +90,8 @@ export class CookieCipher {
    * Opens a sealed value (returned frozen). Anything wrong (unknown key, tampering, truncation, another purpose,
    * expiry, malformed JSON) yields `undefined`: a bad cookie means "no session", never an error.
    */
-  open(purpose: string, sealed: string, now: number = Date.now() / 1000): unknown {
-    const known = this.#opened.get(sealed, now)
+  open(purpose: string, sealed: string): unknown {
+    const known = this.#opened.get(sealed)
     if (known !== undefined && known.purpose === purpose) return known.data
     if (sealed.length <= KEY_ID_CHARS + 1 || sealed.charCodeAt(KEY_ID_CHARS) !== 46 /* . */) return undefined
     const key = this.#keys.get(sealed.slice(0, KEY_ID_CHARS))
@@ -99,10 +105,10 @@ export class CookieCipher {
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES))
       const plain = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()])
       const envelope = JSON.parse(plain.toString('utf8')) as Envelope
-      if (typeof envelope.e !== 'number' || !(envelope.e > now)) return undefined
+      if (typeof envelope.e !== 'number' || !(envelope.e > this.clock.now() / 1000)) return undefined
       // Frozen: every request that presents this cookie shares the one value.
       const data = deepFreeze(envelope.d)
-      this.#opened.set(sealed, { purpose, data }, envelope.e, now)
+      this.#opened.set(sealed, { purpose, data }, envelope.e * 1000)
       return data
     } catch {
       return undefined

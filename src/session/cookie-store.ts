@@ -1,3 +1,4 @@
+import type { Clock } from '../lib/clock.js'
 import type { GatewayCookies } from './cookies.js'
 import { MemoryRevocationList, type RevocationList } from './revocation.js'
 import { fromSealed, toSealed } from './sealed.js'
@@ -25,10 +26,10 @@ export class CookieSessionStore implements SessionStore {
   readonly #maxAgeSeconds: number
   readonly #revocations: RevocationList
 
-  constructor(cookies: GatewayCookies, maxAgeSeconds: number, revocations?: RevocationList) {
+  constructor(cookies: GatewayCookies, maxAgeSeconds: number, clock: Clock, revocations?: RevocationList) {
     this.#cookies = cookies
     this.#maxAgeSeconds = maxAgeSeconds
-    this.#revocations = revocations ?? new MemoryRevocationList({ maxAgeSeconds })
+    this.#revocations = revocations ?? new MemoryRevocationList({ maxAgeSeconds, clock })
   }
 
   async load(req: SessionRequest): Promise<Session | undefined> {

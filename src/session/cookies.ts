@@ -163,7 +163,7 @@ export class GatewayCookies {
         'the provider issued tokens too large for cookie sessions; configure session.store: memory or redis',
       )
     }
-    const maxAge = Math.max(0, Math.floor(expiresAt - Date.now() / 1000))
+    const maxAge = Math.max(0, Math.floor(expiresAt - this.#cipher.clock.now() / 1000))
     const options = { ...this.#base, path, maxAge }
     if (count === 1) {
       reply.setCookie(name, sealed, options)
@@ -188,7 +188,7 @@ export class GatewayCookies {
 
   /** Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete. */
   writeTransaction(reply: SessionReply, state: string, data: unknown, ttlSeconds: number): void {
-    const sealed = this.#cipher.seal(`tx:${state}`, data, Date.now() / 1000 + ttlSeconds)
+    const sealed = this.#cipher.seal(`tx:${state}`, data, this.#cipher.clock.now() / 1000 + ttlSeconds)
     reply.setCookie(this.#txName(state), sealed, { ...this.#base, path: CALLBACK_PATH, maxAge: ttlSeconds })
   }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import type { RefreshCoordinator } from './refresh-coordinator.js'
 import type { SessionClaims } from '../contract/identity.js'
@@ -29,6 +30,7 @@ export class SessionLifecycle {
   readonly #claimNames: readonly string[]
   readonly #maxAgeSeconds: number
   readonly #coordinator: RefreshCoordinator
+  readonly #clock: Clock
 
   constructor(
     grant: RefreshGrant,
@@ -36,18 +38,20 @@ export class SessionLifecycle {
     coordinator: RefreshCoordinator,
     extraClaims: Iterable<string>,
     maxAgeSeconds: number,
+    clock: Clock,
   ) {
     this.#grant = grant
     this.#store = store
     this.#coordinator = coordinator
     this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...extraClaims])]
     this.#maxAgeSeconds = maxAgeSeconds
+    this.#clock = clock
   }
 
   /** A new session for a completed sign-in at `provider`: always a fresh id, so an old session is never reused. */
   create(tokens: Tokens, provider: string): Session {
     if (tokens.claims === undefined) throw new GatewayError('id_token_invalid', 'the token response carried no ID token')
-    const now = Math.floor(Date.now() / 1000)
+    const now = Math.floor(this.#clock.now() / 1000)
     const session: Session = {
       id: randomBytes(SESSION_ID_BYTES).toString('base64url'),
       claims: this.#pick(tokens.claims),
@@ -82,7 +86,7 @@ export class SessionLifecycle {
     const updated: Session = {
       ...session,
       accessToken: tokens.accessToken,
-      expiresAt: this.#expiry(tokens, Math.floor(Date.now() / 1000)),
+      expiresAt: this.#expiry(tokens, Math.floor(this.#clock.now() / 1000)),
     }
     // Providers that rotate refresh tokens send a new one; the others keep the old one valid.
     if (tokens.refreshToken !== undefined) updated.refreshToken = tokens.refreshToken

@@ -1,3 +1,4 @@
+import type { Clock } from '../lib/clock.js'
 import type { GatewayCookies } from './cookies.js'
 import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
@@ -20,11 +21,13 @@ export class MemorySessionStore implements SessionStore {
   /** In sign-in order: a Map iterates in insertion order, and an update keeps the key's place. */
   readonly #sessions: Map<string, Session>
   readonly #sweeper: NodeJS.Timeout
+  readonly #clock: Clock
   #evictions = 0
 
   /** `sessions`: the map of the store this one replaces (a configuration reload), whose sign-ins it keeps. */
-  constructor(cookies: GatewayCookies, maxAgeSeconds: number, maxSessions: number, sessions = new Map<string, Session>()) {
+  constructor(cookies: GatewayCookies, maxAgeSeconds: number, maxSessions: number, clock: Clock, sessions = new Map<string, Session>()) {
     this.#cookies = cookies
+    this.#clock = clock
     this.#sessions = sessions
     this.#maxAgeSeconds = maxAgeSeconds
     this.#maxSessions = maxSessions
@@ -94,7 +97,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   #ended(session: Session): boolean {
-    return session.createdAt + this.#maxAgeSeconds <= Date.now() / 1000
+    return session.createdAt + this.#maxAgeSeconds <= this.#clock.now() / 1000
   }
 
   #makeRoom(): void {

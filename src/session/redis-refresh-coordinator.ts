@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
 import type { IDToken } from 'openid-client'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import type { Tokens } from '../oidc/client.js'
 import { isDpopKey, type DpopKey } from '../oidc/dpop.js'
@@ -52,6 +53,8 @@ export interface RedisRefreshOptions {
   lockMs: number
   /** How long a request waits for another replica's refresh before answering 503. */
   waitMs: number
+  /** What the grace of a rotation is counted on. */
+  clock: Clock
 }
 
 export class RedisRefreshCoordinator implements RefreshCoordinator {
@@ -61,6 +64,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   readonly #lock: RedisLock
   readonly #lockMs: number
   readonly #waitMs: number
+  readonly #clock: Clock
   readonly #flights = new SingleFlight<Tokens>()
 
   constructor(options: RedisRefreshOptions) {
@@ -70,6 +74,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     this.#lock = new RedisLock(options.redis)
     this.#lockMs = options.lockMs
     this.#waitMs = options.waitMs
+    this.#clock = options.clock
   }
 
   redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
@@ -79,7 +84,8 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   async #coordinated(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
     const resultKey = this.#keys.refreshResult(sessionId, refreshToken)
     const lockKey = this.#keys.refreshLock(sessionId)
-    const deadline = Date.now() + this.#waitMs
+    // A bound on real waiting (the polls below sleep), so monotonic time, not the clock.
+    const deadline = performance.now() + this.#waitMs
     for (;;) {
       const remembered = await this.#recall(resultKey)
       if (remembered !== undefined) return remembered
@@ -98,7 +104,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
           await this.#lock.release(lockKey, token).catch(() => false)
         }
       }
-      if (Date.now() >= deadline) {
+      if (performance.now() >= deadline) {
         throw new GatewayError('session_store_unavailable', 'another replica is refreshing this session and has not finished; try again', {
           headers: { 'retry-after': '1' },
         })
@@ -118,7 +124,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   }
 
   async #remember(key: string, fresh: Tokens): Promise<void> {
-    const now = Date.now() / 1000
+    const now = this.#clock.now() / 1000
     const until = graceEnd(fresh, now)
     if (until <= now) return
     const value: SealedTokens = { a: fresh.accessToken }

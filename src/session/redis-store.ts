@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import type { CookieCipher } from './cipher.js'
 import type { GatewayCookies } from './cookies.js'
 import type { RedisKeys } from './redis-keys.js'
@@ -27,6 +28,7 @@ export interface RedisStoreOptions {
   cookies: GatewayCookies
   cipher: CookieCipher
   maxAgeSeconds: number
+  clock: Clock
 }
 
 export class RedisSessionStore implements SessionStore {
@@ -35,6 +37,7 @@ export class RedisSessionStore implements SessionStore {
   readonly #cookies: GatewayCookies
   readonly #cipher: CookieCipher
   readonly #maxAgeSeconds: number
+  readonly #clock: Clock
   #errors = 0
 
   constructor(options: RedisStoreOptions) {
@@ -43,6 +46,7 @@ export class RedisSessionStore implements SessionStore {
     this.#cookies = options.cookies
     this.#cipher = options.cipher
     this.#maxAgeSeconds = options.maxAgeSeconds
+    this.#clock = options.clock
   }
 
   /** Redis operations that failed (unreachable, timed out), since start: a counter for metrics. */
@@ -57,7 +61,7 @@ export class RedisSessionStore implements SessionStore {
     const sealed = await this.#call(() => this.#redis.get(this.#keys.session(ref)))
     if (sealed === null) return undefined
     const session = this.#open(ref, sealed)
-    if (session === undefined || session.id !== id || session.createdAt + this.#maxAgeSeconds <= Date.now() / 1000) return undefined
+    if (session === undefined || session.id !== id || session.createdAt + this.#maxAgeSeconds <= this.#clock.now() / 1000) return undefined
     return session
   }
 

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import type { Clock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { TtlCache } from '../lib/ttl-cache.js'
@@ -46,17 +47,22 @@ const GRACE_ENTRIES = 10_000
 /** Coordination within this process: enough for the cookie and memory stores (one replica's sessions). */
 export class LocalRefreshCoordinator implements RefreshCoordinator {
   readonly #flights = new SingleFlight<Tokens>()
-  readonly #redeemed = new TtlCache<Tokens>(GRACE_ENTRIES)
+  readonly #redeemed: TtlCache<Tokens>
+  readonly #clock: Clock
+
+  constructor(clock: Clock) {
+    this.#clock = clock
+    this.#redeemed = new TtlCache(GRACE_ENTRIES, clock)
+  }
 
   async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
     const key = graceKey(sessionId, refreshToken)
     return (
-      this.#redeemed.get(key, Date.now() / 1000) ??
+      this.#redeemed.get(key) ??
       this.#flights.run(sessionId, async () => {
         const fresh = await grant()
-        const now = Date.now() / 1000
         // Remembered before the flight ends, so no request falls between the two.
-        if (rotated(refreshToken, fresh)) this.#redeemed.set(key, fresh, graceEnd(fresh, now), now)
+        if (rotated(refreshToken, fresh)) this.#redeemed.set(key, fresh, graceEnd(fresh, this.#clock.now() / 1000) * 1000)
         return fresh
       })
     )

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
+import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { providerScope, type Session, type SessionSelector } from './types.js'
 
@@ -53,8 +54,8 @@ function keyOf(selector: SessionSelector): string {
   return selector.sid !== undefined ? `sid:${scope}${selector.sid}` : `sub:${scope}${selector.sub}`
 }
 
-function nowSeconds(now: () => number): number {
-  return Math.floor(now() / 1000)
+function nowSeconds(clock: Clock): number {
+  return Math.floor(clock.now() / 1000)
 }
 
 /** The rules at the top of this file, over entries (key -> epoch seconds of the logout) and a floor. */
@@ -72,14 +73,13 @@ function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session:
 export interface RevocationOptions {
   /** session.maxAgeSeconds: how long an entry is kept. */
   maxAgeSeconds: number
-  /** Milliseconds since the epoch; tests replace it. */
-  now?: () => number
+  clock: Clock
 }
 
 export class MemoryRevocationList implements RevocationList {
   readonly #maxAgeSeconds: number
   readonly #maxEntries: number
-  readonly #now: () => number
+  readonly #clock: Clock
   /** In logout order: a re-revoked key moves to the end. */
   readonly #entries = new Map<string, number>()
   #floor = Number.NEGATIVE_INFINITY
@@ -87,7 +87,7 @@ export class MemoryRevocationList implements RevocationList {
   constructor(options: RevocationOptions & { maxEntries?: number }) {
     this.#maxAgeSeconds = options.maxAgeSeconds
     this.#maxEntries = options.maxEntries ?? MEMORY_REVOCATIONS
-    this.#now = options.now ?? Date.now
+    this.#clock = options.clock
   }
 
   async revoke(selector: SessionSelector): Promise<void> {
@@ -96,14 +96,14 @@ export class MemoryRevocationList implements RevocationList {
 
   /** Revokes, and returns the entry made: what other copies of the list apply (server.workers). */
   add(selector: SessionSelector): RevocationEntry {
-    const entry: RevocationEntry = { key: keyOf(selector), at: nowSeconds(this.#now) }
+    const entry: RevocationEntry = { key: keyOf(selector), at: nowSeconds(this.#clock) }
     this.apply(entry)
     return entry
   }
 
   /** Records an entry made by the list this one copies. */
   apply(entry: RevocationEntry): void {
-    this.#purge(nowSeconds(this.#now))
+    this.#purge(nowSeconds(this.#clock))
     this.#entries.delete(entry.key)
     if (this.#entries.size >= this.#maxEntries) {
       // Full: the oldest entry goes, and with it every session it could refuse, and more
@@ -117,7 +117,7 @@ export class MemoryRevocationList implements RevocationList {
 
   /** Every entry and the floor, for a new copy of the list (a worker that starts). */
   snapshot(): RevocationSnapshot {
-    this.#purge(nowSeconds(this.#now))
+    this.#purge(nowSeconds(this.#clock))
     return { entries: [...this.#entries].map(([key, at]) => ({ key, at })), floor: Number.isFinite(this.#floor) ? this.#floor : null }
   }
 
@@ -132,7 +132,7 @@ export class MemoryRevocationList implements RevocationList {
   }
 
   async size(): Promise<number> {
-    this.#purge(nowSeconds(this.#now))
+    this.#purge(nowSeconds(this.#clock))
     return this.#entries.size
   }
 
@@ -155,7 +155,7 @@ interface Snapshot {
 export class RedisRevocationList implements RevocationList {
   readonly #redis: Redis
   readonly #maxAgeSeconds: number
-  readonly #now: () => number
+  readonly #clock: Clock
   readonly #key: string
   readonly #versionKey: string
   readonly #sinceKey: string
@@ -165,18 +165,18 @@ export class RedisRevocationList implements RevocationList {
   constructor(redis: Redis, options: RevocationOptions & { prefix?: string }) {
     this.#redis = redis
     this.#maxAgeSeconds = options.maxAgeSeconds
-    this.#now = options.now ?? Date.now
+    this.#clock = options.clock
     const base = `${options.prefix ?? 'ogw:'}revocations`
     this.#key = base
     this.#versionKey = `${base}:version`
     this.#sinceKey = `${base}:since`
     // Started now, before this replica creates sessions, rather than at the first check (which
     // would refuse the sessions created in between). Redis down: the first check starts it.
-    this.#redis.set(this.#sinceKey, String(nowSeconds(this.#now)), 'NX').catch(() => undefined)
+    this.#redis.set(this.#sinceKey, String(nowSeconds(this.#clock)), 'NX').catch(() => undefined)
   }
 
   async revoke(selector: SessionSelector): Promise<void> {
-    const now = nowSeconds(this.#now)
+    const now = nowSeconds(this.#clock)
     try {
       await this.#redis
         .multi()
@@ -200,7 +200,7 @@ export class RedisRevocationList implements RevocationList {
 
   async size(): Promise<number> {
     try {
-      return await this.#redis.zcount(this.#key, nowSeconds(this.#now) - this.#maxAgeSeconds + 1, '+inf')
+      return await this.#redis.zcount(this.#key, nowSeconds(this.#clock) - this.#maxAgeSeconds + 1, '+inf')
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
     }
@@ -208,7 +208,7 @@ export class RedisRevocationList implements RevocationList {
 
   async #current(): Promise<Snapshot> {
     const snapshot = this.#snapshot
-    if (snapshot !== undefined && this.#now() - snapshot.checkedAt < REFRESH_MS) return snapshot
+    if (snapshot !== undefined && this.#clock.now() - snapshot.checkedAt < REFRESH_MS) return snapshot
     return this.#refreshes.run('', async () => {
       try {
         this.#snapshot = await this.#read(snapshot)
@@ -221,21 +221,21 @@ export class RedisRevocationList implements RevocationList {
 
   /** The list as Redis has it: one GET when it has not changed since `known`. */
   async #read(known: Snapshot | undefined): Promise<Snapshot> {
-    const checkedAt = this.#now()
+    const checkedAt = this.#clock.now()
     const version = await this.#redis.get(this.#versionKey)
     if (known !== undefined && version === known.version && version !== null) return { ...known, checkedAt }
     // The first read, a change, or a list that is gone (Redis restarted empty): the whole list.
     // `since` is when the list started; every session created before it is refused, since the
     // list cannot tell which of them a lost entry ended (on a first deployment, those signed in
     // before it).
-    await this.#redis.set(this.#sinceKey, String(nowSeconds(this.#now)), 'NX')
+    await this.#redis.set(this.#sinceKey, String(nowSeconds(this.#clock)), 'NX')
     const [entries, since] = await Promise.all([
-      this.#redis.zrangebyscore(this.#key, nowSeconds(this.#now) - this.#maxAgeSeconds + 1, '+inf', 'WITHSCORES'),
+      this.#redis.zrangebyscore(this.#key, nowSeconds(this.#clock) - this.#maxAgeSeconds + 1, '+inf', 'WITHSCORES'),
       this.#redis.get(this.#sinceKey),
     ])
     const map = new Map<string, number>()
     for (let i = 0; i + 1 < entries.length; i += 2) map.set(entries[i] as string, Number(entries[i + 1]))
-    return { version, entries: map, floor: since === null ? nowSeconds(this.#now) : Number(since) - 1, checkedAt }
+    return { version, entries: map, floor: since === null ? nowSeconds(this.#clock) : Number(since) - 1, checkedAt }
   }
 }
 

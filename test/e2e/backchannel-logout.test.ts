@@ -3,6 +3,7 @@ import t from 'tap'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
 import type { Browser } from '../fixtures/browser.js'
+import { manualClock } from '../fixtures/clock.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 
 // Back-channel logout with the real oidc-provider: the user signs out at the provider itself (its
@@ -56,20 +57,21 @@ for (const store of ['cookie', 'memory'] as const) {
   })
 
   t.test(`${store} store: a logout token naming only the subject ends every session of it`, async (t) => {
-    const stack = await startStack(t, { backchannelLogout: true, config: { session: { store } } })
+    const clock = manualClock()
+    const stack = await startStack(t, { clock, backchannelLogout: true, config: { session: { store } } })
     const alice1 = await stack.signedIn('alice')
     const alice2 = await stack.signedIn('alice')
     const bob = await stack.signedIn('bob')
-    // The revocation list counts whole seconds: the logout comes after the sign-ins' second.
-    await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 10))
+    // The revocation list counts whole seconds: the logout comes a second after the sign-ins.
+    clock.advance(1000)
     const token = await stack.provider!.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
     const res = await fetch(stack.gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
     t.equal(res.status, 200)
     t.equal(await status(stack, alice1), 401)
     t.equal(await status(stack, alice2), 401)
     t.equal(await status(stack, bob), 200, "another subject's session is left alone")
-    // After the logout's second, a new sign-in of that subject works.
-    await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 10))
+    // A second after the logout, a new sign-in of that subject works.
+    clock.advance(1000)
     const again = await alice1.signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
     await again.body?.cancel()
     t.equal(await status(stack, alice1), 200, 'signing in again works')

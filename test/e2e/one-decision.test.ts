@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { manualClock } from '../fixtures/clock.js'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
 import { checkRequest, serveGatewayGrpc, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
 import { rawRequest } from '../fixtures/http.js'
@@ -105,12 +105,13 @@ t.test('every dialect renders the same decision', async (t) => {
 })
 
 t.test('every dialect renders the same decision when a session must be refreshed', async (t) => {
-  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
   const grpc = await serveGatewayGrpc(t, stack)
   const alice = await gatewayCookies(stack, 'alice')
   const carol = await gatewayCookies(stack, 'carol')
-  // Real time is what is tested: the access tokens expire.
-  await sleep(2300)
+  // Past the access tokens' expiry, on the gateway's clock.
+  clock.advance(2300)
   // Every dialect presents the same (expired) cookies: the first refreshes, the others are
   // answered from that refresh (the rotated token is never redeemed twice).
   await agree(t, stack, grpc, 'an expired session with a refresh token', { path: '/page', headers: { ...JSON_ACCEPT, cookie: alice } }, 'allow:alice')

@@ -1,5 +1,6 @@
 import * as jose from 'jose'
 import t from 'tap'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { rawRequest } from '../fixtures/http.js'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
@@ -103,7 +104,7 @@ t.test('auth: required', async (t) => {
   t.test('a tampered, truncated or foreign session cookie is no session, never a 500', async (t) => {
     const browser = await stack.signedIn('alice')
     const value = browser.cookie('ogw')?.value ?? ''
-    const foreign = new CookieCipher(['another-gateway-secret-0123456789abcdef']).seal('session:ogw', { i: 'x', c: { sub: 'mallory' }, a: 't', x: 9e9, t: 1 }, 9e9)
+    const foreign = new CookieCipher(['another-gateway-secret-0123456789abcdef'], systemClock).seal('session:ogw', { i: 'x', c: { sub: 'mallory' }, a: 't', x: 9e9, t: 1 }, 9e9)
     const flip = (s: string, i: number) => s.slice(0, i) + (s[i] === 'A' ? 'B' : 'A') + s.slice(i + 1)
     for (const cookie of [flip(value, 20), flip(value, value.length - 3), value.slice(0, -10), value.slice(0, 9), foreign, '', '%%%', 'a.b.c']) {
       const res = await rawRequest(stack.gw, '/private', { headers: { ...JSON_ACCEPT, cookie: `ogw=${cookie}` } })

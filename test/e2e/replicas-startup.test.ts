@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import { stringify } from 'yaml'
 import { buildStandaloneApp } from '../../src/runtime/process-state.js'
 import { parseConfig } from '../../src/config/load.js'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { startRedis } from '../fixtures/redis.js'
 import { COOKIE_SECRET } from '../fixtures/stack.js'
@@ -28,7 +29,7 @@ function config(redisUrl: string) {
 }
 
 /** A well-sealed reference to a session that does not exist: reading it needs Redis. */
-const cookie = `ogw=${new CookieCipher([COOKIE_SECRET]).seal('session:ogw', { i: 'no-such-session' }, Date.now() / 1000 + 60)}`
+const cookie = `ogw=${new CookieCipher([COOKIE_SECRET], systemClock).seal('session:ogw', { i: 'no-such-session' }, Date.now() / 1000 + 60)}`
 const request = { url: '/x', headers: { accept: 'application/json', cookie } }
 
 t.test('at a normal start, the first request finds Redis connected', async (t) => {

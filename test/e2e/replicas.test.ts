@@ -1,6 +1,8 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
+import { manualClock } from '../fixtures/clock.js'
 import { rawRequest } from '../fixtures/http.js'
 import { KEY_PREFIX, MAX_AGE_SECONDS, startRedisSessions } from '../fixtures/redis-sessions.js'
 import { COOKIE_SECRET, type Stack } from '../fixtures/stack.js'
@@ -45,7 +47,7 @@ t.test('a session made on one replica is used on the other; the browser holds on
   const gatewayCookies = browser.cookies().filter((c) => c.name.startsWith('ogw'))
   t.same(gatewayCookies.map((c) => c.name), ['ogw'], 'one gateway cookie, no credentials cookie')
   const cookie = browser.cookie('ogw')?.value ?? ''
-  const opened = new CookieCipher([COOKIE_SECRET]).open('session:ogw', cookie)
+  const opened = new CookieCipher([COOKIE_SECRET], systemClock).open('session:ogw', cookie)
   t.same(Object.keys(opened as object), ['i'], 'the cookie seals the session id alone')
   const id = (opened as { i: string }).i
   t.match(id, /^[A-Za-z0-9_-]{43}$/, 'the id is 256 random bits (base64url), well over 128')
@@ -64,7 +66,8 @@ t.test('a session made on one replica is used on the other; the browser holds on
 })
 
 t.test('a session expires with session.maxAgeSeconds: its Redis entry ends at createdAt + maxAgeSeconds, a refresh does not extend it', async (t) => {
-  const { stack, raw, sessionOf } = await startRedisSessions(t, { provider: { accessTokenTtlSeconds: 2 } })
+  const clock = manualClock()
+  const { stack, raw, sessionOf } = await startRedisSessions(t, { clock, provider: { accessTokenTtlSeconds: 2 } })
   const [, b] = replicaUrls(stack)
   const browser = await stack.signedIn('alice')
   const cookie = browser.cookie('ogw')?.value ?? ''
@@ -72,7 +75,7 @@ t.test('a session expires with session.maxAgeSeconds: its Redis entry ends at cr
   const [key] = await raw.keys(`${KEY_PREFIX}session:*`)
   const endsAt = ((await raw.pexpiretime(key ?? '')) as number) / 1000
   t.equal(endsAt, (session?.createdAt ?? 0) + MAX_AGE_SECONDS, 'Redis expires the entry at the absolute end of the session')
-  await sleep(2300)
+  clock.advance(2300)
   t.equal((await browser.fetch(`${b}/later`)).status, 200, 'refreshed on B')
   t.not((await sessionOf(cookie))?.accessToken, session?.accessToken, 'with a new access token')
   t.equal(((await raw.pexpiretime(key ?? '')) as number) / 1000, endsAt, 'and the same end')
@@ -85,7 +88,9 @@ t.test('a session expires with session.maxAgeSeconds: its Redis entry ends at cr
 })
 
 t.test('refresh on both replicas at once with a rotating provider: every request passes, each refresh token is redeemed once', async (t) => {
+  const clock = manualClock()
   const { stack } = await startRedisSessions(t, {
+    clock,
     provider: { accessTokenTtlSeconds: 2, rotateRefreshTokens: true },
     upstreams: [{ name: 'app', forwardAccessToken: true }],
   })
@@ -94,7 +99,7 @@ t.test('refresh on both replicas at once with a rotating provider: every request
   const browser = await stack.signedIn('alice')
   const cookie = `ogw=${browser.cookie('ogw')?.value}`
   for (let round = 1; round <= 2; round++) {
-    await sleep(2300)
+    clock.advance(2300)
     const results = await Promise.all(
       Array.from({ length: 16 }, (_, i) => rawRequest(i % 2 === 0 ? a : b, `/round-${round}-${i}`, { headers: { ...JSON_ACCEPT, cookie } })),
     )

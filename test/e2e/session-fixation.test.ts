@@ -1,4 +1,5 @@
 import t from 'tap'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import type { Browser } from '../fixtures/browser.js'
 import { rawRequest } from '../fixtures/http.js'
@@ -59,7 +60,7 @@ t.test('session.store: memory: a planted session cookie is never adopted by the 
 
 t.test('session.store: cookie: a fresh sign-in sets a new session id', async (t) => {
   const stack = await startStack(t)
-  const cipher = new CookieCipher([COOKIE_SECRET])
+  const cipher = new CookieCipher([COOKIE_SECRET], systemClock)
   const browser = await stack.signedIn('alice')
   const alice = browser.cookie('ogw')?.value ?? ''
   const before = cipher.open('session:ogw', alice) as { i: string; c: { sub: string } }

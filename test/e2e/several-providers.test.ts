@@ -2,7 +2,9 @@ import { generateKeyPairSync, randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
+import type { Clock } from '../../src/lib/clock.js'
 import type { Browser } from '../fixtures/browser.js'
+import { manualClock } from '../fixtures/clock.js'
 import { problemCode } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 
@@ -19,8 +21,8 @@ const UPSTREAMS = [
   { name: 'staff-tools', match: { pathPrefix: '/staff' }, providers: ['staff'] },
 ]
 
-async function twoProviders(t: Test, config: Record<string, unknown> = {}): Promise<{ stack: Stack; staff: string; partners: string }> {
-  const stack = await startStack(t, { providers: ['staff', 'partners'], upstreams: UPSTREAMS, backchannelLogout: true, config })
+async function twoProviders(t: Test, config: Record<string, unknown> = {}, clock?: Clock): Promise<{ stack: Stack; staff: string; partners: string }> {
+  const stack = await startStack(t, { providers: ['staff', 'partners'], upstreams: UPSTREAMS, backchannelLogout: true, config, ...(clock === undefined ? {} : { clock }) })
   const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
   return { stack, staff, partners }
 }
@@ -124,13 +126,14 @@ t.test("a Bearer token's iss selects its provider, among those the upstream acce
 })
 
 t.test('back-channel logout: the logout token ends the sessions of its own provider only', async (t) => {
-  const { stack } = await twoProviders(t)
+  const clock = manualClock()
+  const { stack } = await twoProviders(t, {}, clock)
   const [staff, partners] = stack.providers as [NonNullable<Stack['provider']>, NonNullable<Stack['provider']>]
   const atStaff = await signIn(stack, 'staff')
   const atPartners = await signIn(stack, 'partners')
   t.same([await status(stack, atStaff, '/'), await status(stack, atPartners, '/')], [200, 200])
-  // The revocation list counts whole seconds: the logout comes after the sign-ins' second.
-  await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 10))
+  // The revocation list counts whole seconds: the logout comes a second after the sign-ins.
+  clock.advance(1000)
 
   const logout = async (provider: typeof staff): Promise<number> => {
     const token = await provider.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })

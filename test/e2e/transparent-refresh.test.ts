@@ -1,11 +1,15 @@
 import t from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { Problem } from '../../src/contract/errors.js'
+import { manualClock } from '../fixtures/clock.js'
 import { rawRequest } from '../fixtures/http.js'
 import { startStack, type Stack } from '../fixtures/stack.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
-/** Access tokens live this long at the provider; tests wait TTL_MS + a margin for them to expire. */
+/**
+ * Access tokens live this long at the provider; tests move the gateway's clock past it (the
+ * provider keeps real time: the refresh token stays valid, and the refreshed access token's
+ * expires_in is counted from the gateway's clock).
+ */
 const TTL_SECONDS = 2
 const EXPIRED_MS = TTL_SECONDS * 1000 + 300
 
@@ -24,7 +28,9 @@ function countRefreshes(stack: Stack): { succeeded: number; refused: number } {
 }
 
 t.test('memory store: an expired access token is refreshed transparently, once per session', async (t) => {
+  const clock = manualClock()
   const stack = await startStack(t, {
+    clock,
     provider: { accessTokenTtlSeconds: 3 },
     config: { session: { store: 'memory' } },
     upstreams: [{ name: 'app', forwardAccessToken: true }],
@@ -34,7 +40,7 @@ t.test('memory store: an expired access token is refreshed transparently, once p
   const cookie = `ogw=${browser.cookie('ogw')?.value}`
   await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie } })
   const firstToken = stack.upstream.requests.at(-1)?.headers.authorization
-  await sleep(3300)
+  clock.advance(3300)
   const results = await Promise.all(Array.from({ length: 8 }, () => rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie } })))
   t.same(results.map((r) => r.status), Array(8).fill(200), 'every parallel request passes')
   t.equal(refreshes.succeeded, 1, 'one refresh for eight parallel requests')
@@ -44,7 +50,9 @@ t.test('memory store: an expired access token is refreshed transparently, once p
 })
 
 t.test('cookie store (default): a script request after expiry is refreshed transparently', async (t) => {
+  const clock = manualClock()
   const stack = await startStack(t, {
+    clock,
     provider: { accessTokenTtlSeconds: TTL_SECONDS },
     upstreams: [{ name: 'app', forwardAccessToken: true }],
   })
@@ -55,7 +63,7 @@ t.test('cookie store (default): a script request after expiry is refreshed trans
   browser.setCookie('app_pref', 'dark')
   t.equal((await browser.fetch(`${stack.gw}/data`)).status, 200)
   const firstToken = stack.upstream.requests.at(-1)?.headers.authorization
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
 
   // A page script's fetch(): Accept */*, Sec-Fetch-Mode cors, no text/html.
   const res = await browser.fetch(`${stack.gw}/data`)
@@ -74,7 +82,7 @@ t.test('cookie store (default): a script request after expiry is refreshed trans
   t.equal(refreshes.succeeded, 1)
 
   // Forward-auth reads the same cookies and refreshes the same way.
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   const check = await rawRequest(stack.gw, '/api/v1/openid/auth', {
     headers: {
       cookie: browser.cookieHeader(`${stack.gw}/data`),
@@ -89,13 +97,15 @@ t.test('cookie store (default): a script request after expiry is refreshed trans
 })
 
 t.test('cookie store: concurrent requests of one session cause one refresh, and all succeed', async (t) => {
+  const clock = manualClock()
   const stack = await startStack(t, {
+    clock,
     provider: { accessTokenTtlSeconds: TTL_SECONDS, rotateRefreshTokens: true },
     upstreams: [{ name: 'app', forwardAccessToken: true }],
   })
   const refreshes = countRefreshes(stack)
   const browser = await stack.signedIn('bob')
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   const results = await Promise.all(Array.from({ length: 8 }, (_, i) => browser.fetch(`${stack.gw}/api/${i}`)))
   t.same(results.map((r) => r.status), Array(8).fill(200), 'every parallel request passes')
   t.equal(refreshes.succeeded, 1, 'one refresh for eight parallel requests')
@@ -105,20 +115,22 @@ t.test('cookie store: concurrent requests of one session cause one refresh, and 
   t.equal(tokens.size, 1, 'they all carry the same refreshed token')
   // Whichever response the browser applied last, its cookies hold the rotated refresh token.
   t.equal((await browser.fetch(`${stack.gw}/after`)).status, 200)
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   t.equal((await browser.fetch(`${stack.gw}/later`)).status, 200, 'the next refresh uses the rotated token')
   t.equal(refreshes.succeeded, 2)
   t.equal(refreshes.refused, 0)
 })
 
 t.test('cookie store: a request still carrying the spent refresh token shares the refresh result', async (t) => {
+  const clock = manualClock()
   const stack = await startStack(t, {
+    clock,
     provider: { accessTokenTtlSeconds: TTL_SECONDS, rotateRefreshTokens: true },
     upstreams: [{ name: 'app', forwardAccessToken: true }],
   })
   const refreshes = countRefreshes(stack)
   const browser = await stack.signedIn('alice')
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   // Sent by the browser before the refreshed cookies arrived: the old cookies, after the refresh.
   const oldCookies = browser.cookieHeader(`${stack.gw}/x`)
   t.equal((await browser.fetch(`${stack.gw}/x`)).status, 200)
@@ -132,12 +144,13 @@ t.test('cookie store: a request still carrying the spent refresh token shares th
 })
 
 t.test('cookie store: a refused refresh token ends the session; the request is then unauthenticated', async (t) => {
-  const stack = await startStack(t, { provider: { accessTokenTtlSeconds: TTL_SECONDS } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, provider: { accessTokenTtlSeconds: TTL_SECONDS } })
   const browser = await stack.signedIn('alice')
   const copied = browser.cookieHeader(`${stack.gw}/x`)
   // Logout revokes the refresh token at the provider; a copy of the cookies is replayed after expiry.
   t.equal((await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })).status, 200)
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   const api = await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie: copied } })
   t.equal(api.status, 401)
   t.equal(api.json<Problem>().code, 'unauthenticated')
@@ -153,10 +166,11 @@ t.test('cookie store: a refused refresh token ends the session; the request is t
 })
 
 t.test('cookie store: a provider outage keeps the session (502 provider_unavailable)', async (t) => {
-  const stack = await startStack(t, { provider: { accessTokenTtlSeconds: TTL_SECONDS } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, provider: { accessTokenTtlSeconds: TTL_SECONDS } })
   const browser = await stack.signedIn('alice')
   await stack.provider?.close()
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   const res = await browser.fetch(`${stack.gw}/x`)
   t.equal(res.status, 502)
   t.equal(((await res.json()) as Problem).code, 'provider_unavailable')
@@ -165,14 +179,16 @@ t.test('cookie store: a provider outage keeps the session (502 provider_unavaila
 })
 
 t.test('cookies.credentialsPath: /api/v1/openid restores the path-scoped credentials', async (t) => {
+  const clock = manualClock()
   const stack = await startStack(t, {
+    clock,
     provider: { accessTokenTtlSeconds: TTL_SECONDS },
     config: { cookies: { credentialsPath: '/api/v1/openid' } },
   })
   const refreshes = countRefreshes(stack)
   const browser = await stack.signedIn('bob')
   t.equal(browser.cookies().find((c) => c.name === 'ogw_cred')?.path, '/api/v1/openid')
-  await sleep(EXPIRED_MS)
+  clock.advance(EXPIRED_MS)
   const api = await browser.fetch(`${stack.gw}/data`, { headers: JSON_ACCEPT })
   t.equal(api.status, 401, 'a script request gets 401')
   t.equal(api.headers.get('www-authenticate'), 'Bearer error="invalid_token"')

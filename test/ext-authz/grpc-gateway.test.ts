@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
+import type { Clock } from '../../src/lib/clock.js'
+import { manualClock } from '../fixtures/clock.js'
 import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
 import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
@@ -15,8 +16,8 @@ const UPSTREAMS = [
   { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' },
 ]
 
-async function grpcStack(t: Test, provider: { accessTokenTtlSeconds?: number } = {}): Promise<{ stack: Stack; client: ExtAuthzClient }> {
-  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider })
+async function grpcStack(t: Test, provider: { accessTokenTtlSeconds?: number } = {}, clock?: Clock): Promise<{ stack: Stack; client: ExtAuthzClient }> {
+  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider, ...(clock === undefined ? {} : { clock }) })
   return { stack, client: await serveGatewayGrpc(t, stack) }
 }
 
@@ -137,20 +138,22 @@ t.test('gRPC Check against the gateway', async (t) => {
 })
 
 t.test('gRPC: a refreshed session is OK with Set-Cookie for the client', async (t) => {
-  const { stack, client } = await grpcStack(t, { accessTokenTtlSeconds: 2 })
+  const clock = manualClock()
+  const { stack, client } = await grpcStack(t, { accessTokenTtlSeconds: 2 }, clock)
   const cookie = await gatewayCookies(stack, 'alice')
-  // Real time is what is tested: the access token expires.
-  await sleep(2300)
+  // Past the access token's expiry, on the gateway's clock.
+  clock.advance(2300)
   const res = await client.check(checkRequest(http('/page', { cookie })))
   t.equal(res.status?.code, 0)
   t.ok(headerOf(res.ok_response?.response_headers_to_add, 'set-cookie').some((c) => c.startsWith('ogw=')), 'the refreshed session cookie')
 })
 
 t.test('gRPC: a provider that fails a needed refresh is UNAVAILABLE, 503', async (t) => {
-  const { stack, client } = await grpcStack(t, { accessTokenTtlSeconds: 2 })
+  const clock = manualClock()
+  const { stack, client } = await grpcStack(t, { accessTokenTtlSeconds: 2 }, clock)
   const cookie = await gatewayCookies(stack, 'alice')
   await stack.provider!.close()
-  await sleep(2300)
+  clock.advance(2300)
   const res = await client.check(checkRequest(http('/page', { cookie })))
   t.equal(res.status?.code, 14)
   t.equal(denied(res).status, 503)
@@ -159,12 +162,13 @@ t.test('gRPC: a provider that fails a needed refresh is UNAVAILABLE, 503', async
 t.test('gRPC: with cookies.credentialsPath /api/v1/openid an expired session is renewed at the refresh endpoint', async (t) => {
   // The browser sends the credentials cookie to /api/v1/openid only, never with the request Envoy
   // asks about: a page load goes to the refresh endpoint, which reads it, as on the proxy.
-  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] }, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, config: { redirects: { allowedHosts: [APP] }, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
   const client = await serveGatewayGrpc(t, stack)
   const cookie = await gatewayCookies(stack, 'alice')
   t.equal((await client.check(checkRequest(http('/page', { cookie })))).status?.code, 0)
-  // Real time is what is tested: the access token expires.
-  await sleep(2300)
+  // Past the access token's expiry, on the gateway's clock.
+  clock.advance(2300)
   const page = denied(await client.check(checkRequest(http('/page', { cookie, accept: 'text/html' }))))
   t.equal(page.status, 302)
   t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)

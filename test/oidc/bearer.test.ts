@@ -10,6 +10,7 @@ import {
   REFUSED_TTL_MS,
   type BearerOptions,
 } from '../../src/oidc/bearer.js'
+import { manualClock, type ManualClock } from '../fixtures/clock.js'
 
 // The Bearer verifier on its own: a local key set, a fake introspection endpoint and a clock the
 // test moves (the end-to-end cases are in test/e2e/proxy-auth.test.ts and bearer-introspection).
@@ -22,7 +23,7 @@ const T0 = 1_800_000_000_000
 
 interface Harness {
   verifier: BearerVerifier
-  clock: { now: number }
+  clock: ManualClock
   keyLookups: () => number
   introspections: string[]
   warnings: unknown[]
@@ -40,7 +41,7 @@ async function harness(options: Partial<BearerOptions> & { introspection?: (toke
     ],
   })
   let lookups = 0
-  const clock = { now: T0 }
+  const clock = manualClock(T0)
   const introspections: string[] = []
   const warnings: unknown[] = []
   const debug: Array<Record<string, unknown>> = []
@@ -56,7 +57,7 @@ async function harness(options: Partial<BearerOptions> & { introspection?: (toke
       return local(header, token)
     },
     log: { warn: (obj: unknown) => void warnings.push(obj), debug: (obj: Record<string, unknown>) => void debug.push(obj) },
-    now: () => clock.now,
+    clock,
     ...(introspection === undefined
       ? {}
       : {
@@ -68,7 +69,7 @@ async function harness(options: Partial<BearerOptions> & { introspection?: (toke
     ...rest,
   })
   const sign = (claims: jose.JWTPayload = {}, alg = 'RS256'): Promise<string> => {
-    const now = Math.floor(clock.now / 1000)
+    const now = Math.floor(clock.now() / 1000)
     return new jose.SignJWT({ iss: ISSUER, aud: AUDIENCE, sub: 'svc', iat: now, exp: now + 300, ...claims })
       .setProtectedHeader({ alg, kid: alg === 'ES256' ? 'k2' : 'k1' })
       .sign(alg === 'ES256' ? ec.privateKey : rsa.privateKey)
@@ -100,10 +101,10 @@ t.test('JWTs: a cached token is refused once it expires', async (t) => {
   const h = await harness()
   const token = await h.sign({ exp: Math.floor(T0 / 1000) + 60 })
   t.equal((await h.verifier.verify(token))?.sub, 'svc')
-  h.clock.now = T0 + 59_000
+  h.clock.advance(59_000)
   t.equal((await h.verifier.verify(token))?.sub, 'svc', 'still valid')
   t.equal(h.keyLookups(), 1, 'from the cache')
-  h.clock.now = T0 + 60_000
+  h.clock.advance(1_000)
   t.equal(await h.verifier.verify(token), undefined, 'expired: refused')
   t.same(h.verifier.cacheSizes, { accepted: 0, refused: 0 }, 'and dropped from the cache')
 })
@@ -155,9 +156,9 @@ t.test('introspection: identity from the response, cached at most 60 s', async (
   t.equal((await h.verifier.verify('opaque-1'))?.sub, 'alice')
   t.equal(h.introspections.length, 1, 'the second call is answered from the cache')
   response = { active: false }
-  h.clock.now = T0 + INTROSPECTION_TTL_MS - 1
+  h.clock.advance(INTROSPECTION_TTL_MS - 1)
   t.equal((await h.verifier.verify('opaque-1'))?.sub, 'alice')
-  h.clock.now = T0 + INTROSPECTION_TTL_MS
+  h.clock.advance(1)
   t.equal(await h.verifier.verify('opaque-1'), undefined, 'after 60 s the provider is asked again (revoked meanwhile)')
   t.equal(h.introspections.length, 2)
 })
@@ -165,7 +166,7 @@ t.test('introspection: identity from the response, cached at most 60 s', async (
 t.test('introspection: cached no longer than exp', async (t) => {
   const h = await harness({ introspection: async () => active({ exp: Math.floor(T0 / 1000) + 10 }) })
   t.equal((await h.verifier.verify('opaque'))?.sub, 'alice')
-  h.clock.now = T0 + 10_000
+  h.clock.advance(10_000)
   t.equal(await h.verifier.verify('opaque'), undefined, 'expired: asked again, and the answer is expired too')
   t.equal(h.introspections.length, 2)
 })
@@ -175,7 +176,7 @@ t.test('introspection: refusals cached 10 s, bounded', async (t) => {
   t.equal(await h.verifier.verify('junk'), undefined)
   t.equal(await h.verifier.verify('junk'), undefined)
   t.equal(h.introspections.length, 1, 'a repeated junk token costs one request')
-  h.clock.now = T0 + REFUSED_TTL_MS
+  h.clock.advance(REFUSED_TTL_MS)
   t.equal(await h.verifier.verify('junk'), undefined)
   t.equal(h.introspections.length, 2, 'asked again after 10 s')
   for (const token of ['j1', 'j2', 'j3', 'j4']) await h.verifier.verify(token)
@@ -276,7 +277,7 @@ t.test('JWTs: ID tokens are refused, access tokens accepted, in the shapes of Ke
     clockToleranceSeconds: 0,
     getKey: local,
     log: { warn: () => undefined, debug: (obj: Record<string, unknown>) => void debug.push(obj) },
-    now: () => T0,
+    clock: manualClock(T0),
   })
   const now = Math.floor(T0 / 1000)
   const sign = (claims: jose.JWTPayload, typ?: string): Promise<string> =>

@@ -3,6 +3,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { startDevProvider } from '../../src/dev/provider.js'
 import { buildManagement } from '../../src/ops/management.js'
+import { manualClock } from '../fixtures/clock.js'
 import { rawRequest } from '../fixtures/http.js'
 import { startRedis } from '../fixtures/redis.js'
 import { CLIENT_ID, CLIENT_SECRET, freePort, startStack, type Teardown } from '../fixtures/stack.js'
@@ -48,7 +49,9 @@ t.test('healthz, readyz and metrics answer on the management port; readyz is 503
 })
 
 t.test('requests are counted by upstream, method and status class; sign-in, refresh and provider calls by outcome', async (t) => {
+  const clock = manualClock()
   const stack = await startStack(t, {
+    clock,
     provider: { accessTokenTtlSeconds: 2 },
     upstreams: [{ name: 'app' }, { name: 'docs', match: { pathPrefix: '/docs' }, auth: 'none' }],
   })
@@ -59,8 +62,8 @@ t.test('requests are counted by upstream, method and status class; sign-in, refr
   await rawRequest(stack.gw, '/page', { headers: { accept: 'application/json' } })
   await rawRequest(stack.gw, '/page', { method: 'PROPFIND', headers: { accept: 'application/json' } })
   await rawRequest(stack.gw, '/api/v1/openid/callback?code=x&state=y', { headers: { accept: 'application/json' } })
-  // The access token expires: the next request refreshes it transparently.
-  await new Promise((resolve) => setTimeout(resolve, 2100))
+  // The access token expires (on the gateway's clock): the next request refreshes it transparently.
+  clock.advance(2100)
   t.equal((await browser.fetch(`${stack.gw}/page`)).status, 200)
 
   const text = await metrics(origin)

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import type { Problem } from '../../src/contract/errors.js'
+import { manualClock } from '../fixtures/clock.js'
 import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.js'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
 
@@ -182,11 +182,12 @@ t.test('ext_authz over HTTP', async (t) => {
 })
 
 t.test('ext_authz: a refreshed session comes with Set-Cookie on the allow', async (t) => {
-  const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
   const cookie = await gatewayCookies(stack, 'alice')
   t.equal((await check(stack, '/page', { cookie })).status, 200)
-  // Real time is what is tested: the access token expires.
-  await sleep(2300)
+  // Past the access token's expiry, on the gateway's clock.
+  clock.advance(2300)
   const res = await check(stack, '/page', { cookie })
   t.equal(res.status, 200)
   const setCookie = res.headers['set-cookie'] ?? []
@@ -194,10 +195,11 @@ t.test('ext_authz: a refreshed session comes with Set-Cookie on the allow', asyn
 })
 
 t.test('ext_authz: a provider that fails a needed refresh is 503 (Envoy fails closed on 5xx)', async (t) => {
-  const stack = await startStack(t, { config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, config: CONFIG, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
   const cookie = await gatewayCookies(stack, 'alice')
   await stack.provider!.close()
-  await sleep(2300)
+  clock.advance(2300)
   const res = await check(stack, '/page', { cookie })
   t.equal(res.status, 503)
   t.equal(problem(res).code, 'decision_unavailable')
@@ -208,11 +210,12 @@ t.test('ext_authz: with cookies.credentialsPath /api/v1/openid an expired sessio
   // The check's own path is below /api/v1/openid, but the cookies Envoy passes on are those the
   // browser sent with its request, without the credentials cookie: a page load goes to the
   // refresh endpoint, which reads it, as on the proxy.
-  const stack = await startStack(t, { config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const clock = manualClock()
+  const stack = await startStack(t, { clock, config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
   const cookie = await gatewayCookies(stack, 'alice')
   t.equal((await check(stack, '/page', { cookie })).status, 200)
-  // Real time is what is tested: the access token expires.
-  await sleep(2300)
+  // Past the access token's expiry, on the gateway's clock.
+  clock.advance(2300)
   const page = await check(stack, '/page', { cookie, accept: 'text/html', 'x-forwarded-proto': 'https' })
   t.equal(page.status, 302)
   t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
@@ -232,15 +235,20 @@ t.test('ext_authz: forwardAuth.extAuthzPath moves the check', async (t) => {
 t.test('forwardAuth.cache', async (t) => {
   t.test('a decision is reused for ttlSeconds: an expired Bearer token still passes from the cache, and not without it', async (t) => {
     for (const enabled of [true, false]) {
+      const clock = manualClock()
       const config = { ...CONFIG, provider: { clockToleranceSeconds: 0 }, forwardAuth: { cache: { enabled, ttlSeconds: 60 } } }
-      const stack = await startStack(t, { config, upstreams: UPSTREAMS })
-      const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', exp: Math.floor(Date.now() / 1000) + 2 })
+      const stack = await startStack(t, { clock, config, upstreams: UPSTREAMS })
+      const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', exp: Math.floor(clock.now() / 1000) + 2 })
       t.equal((await check(stack, '/page', { authorization: `Bearer ${token}` })).status, 200)
-      // Real time is what is tested: the token's exp passes.
-      await sleep(3000)
+      // Past the token's exp, on the gateway's clock.
+      clock.advance(3000)
       const again = await check(stack, '/page', { authorization: `Bearer ${token}` })
       t.equal(again.status, enabled ? 200 : 401, enabled ? 'the same credentials and request: from the cache' : 'decided afresh: expired')
       t.equal((await check(stack, '/other', { authorization: `Bearer ${token}` })).status, 401, 'another request is decided afresh')
+      if (enabled) {
+        clock.advance(57_000)
+        t.equal((await check(stack, '/page', { authorization: `Bearer ${token}` })).status, 401, 'ttlSeconds after the decision: decided afresh')
+      }
     }
   })
 

@@ -1,6 +1,6 @@
 import t, { type Test as Tap } from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import type { OutgoingHttpHeaders } from 'node:http'
+import { manualClock } from '../fixtures/clock.js'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 import type { Problem } from '../../src/contract/errors.js'
@@ -468,10 +468,11 @@ t.test('a warning, once per host, when the session cookie cannot reach the host 
 t.test('expired sign-ins', async (t) => {
   for (const store of ['cookie', 'memory']) {
     t.test(`${store} store: refreshed transparently, as on the proxy`, async (t) => {
-      const stack = await startStack(t, { provider: { accessTokenTtlSeconds: 3 }, config: { ...CONFIG, session: { store } }, upstreams: UPSTREAMS })
+      const clock = manualClock()
+      const stack = await startStack(t, { clock, provider: { accessTokenTtlSeconds: 3 }, config: { ...CONFIG, session: { store } }, upstreams: UPSTREAMS })
       const cookie = await sessionCookie(stack, 'alice')
       const first = await check(stack, traefik(APP, '/tokens', { cookie }))
-      await sleep(3300)
+      clock.advance(3300)
       const res = await check(stack, traefik(APP, '/tokens', { cookie }))
       t.equal(res.status, 200)
       t.equal(res.headers['x-auth-request-user'], 'alice')
@@ -482,14 +483,16 @@ t.test('expired sign-ins', async (t) => {
   }
 
   t.test('cookies.credentialsPath /api/v1/openid: 401 invalid_token, a page load to the refresh endpoint (the refresh token is not sent to applications)', async (t) => {
+    const clock = manualClock()
     const stack = await startStack(t, {
+      clock,
       provider: { accessTokenTtlSeconds: 3 },
       config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } },
       upstreams: UPSTREAMS,
     })
     const cookie = await sessionCookie(stack, 'alice')
     t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
-    await sleep(3300)
+    clock.advance(3300)
     const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'application/json' }))
     t.equal(res.status, 401)
     t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"')

@@ -7,6 +7,7 @@ import t from 'tap'
 import { GatewayError } from '../../src/contract/errors.js'
 import { KeysNotLoadedError } from '../../src/oidc/keys.js'
 import { JtiReplayGuard } from '../../src/oidc/jti-replay.js'
+import { systemClock } from '../../src/lib/clock.js'
 import { Providers, type Provider } from '../../src/oidc/providers.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
@@ -126,7 +127,7 @@ function inject(app: FastifyInstance, token: string) {
 }
 
 t.test('the selector of the token reaches the store: sid (with sub), or sub alone', async (t) => {
-  const { app, ended } = await routeApp(t, new JtiReplayGuard())
+  const { app, ended } = await routeApp(t, new JtiReplayGuard({ clock: systemClock }))
   t.equal((await inject(app, await sign())).statusCode, 200)
   t.equal((await inject(app, await sign({ sid: undefined }))).statusCode, 200)
   t.equal((await inject(app, await sign({ sub: undefined }))).statusCode, 200)
@@ -134,7 +135,7 @@ t.test('the selector of the token reaches the store: sid (with sub), or sub alon
 })
 
 t.test('a logout that fails is a 5xx, and the provider may send the same token again', async (t) => {
-  const { app, ended } = await routeApp(t, new JtiReplayGuard())
+  const { app, ended } = await routeApp(t, new JtiReplayGuard({ clock: systemClock }))
   const token = await sign()
   ended.fail = new GatewayError('session_store_unavailable', 'down')
   const failed = await inject(app, token)
@@ -147,7 +148,7 @@ t.test('a logout that fails is a 5xx, and the provider may send the same token a
 })
 
 t.test('before discovery: 503 not_ready, the token is not judged', async (t) => {
-  const { app, ended } = await routeApp(t, new JtiReplayGuard(), { ready: false })
+  const { app, ended } = await routeApp(t, new JtiReplayGuard({ clock: systemClock }), { ready: false })
   const res = await inject(app, await sign())
   t.equal(res.statusCode, 503)
   t.same(res.json(), { code: 'not_ready' })
@@ -155,11 +156,11 @@ t.test('before discovery: 503 not_ready, the token is not judged', async (t) => 
 })
 
 t.test("the provider's keys cannot be had: 503 not_ready before they are loaded, else 502", async (t) => {
-  const loading = await routeApp(t, new JtiReplayGuard(), { getKey: () => Promise.reject(new KeysNotLoadedError('not yet')) })
+  const loading = await routeApp(t, new JtiReplayGuard({ clock: systemClock }), { getKey: () => Promise.reject(new KeysNotLoadedError('not yet')) })
   const notReady = await inject(loading.app, await sign())
   t.equal(notReady.statusCode, 503)
   t.same(notReady.json(), { code: 'not_ready' })
-  const down = await routeApp(t, new JtiReplayGuard(), { getKey: () => Promise.reject(new TypeError('fetch failed')) })
+  const down = await routeApp(t, new JtiReplayGuard({ clock: systemClock }), { getKey: () => Promise.reject(new TypeError('fetch failed')) })
   const unavailable = await inject(down.app, await sign())
   t.equal(unavailable.statusCode, 502)
   t.same(unavailable.json(), { code: 'provider_unavailable' })
@@ -173,8 +174,8 @@ t.test('redis: a token replayed to another replica is refused', async (t) => {
     a.disconnect()
     b.disconnect()
   })
-  const one = await routeApp(t, new JtiReplayGuard({ redis: a }))
-  const two = await routeApp(t, new JtiReplayGuard({ redis: b }))
+  const one = await routeApp(t, new JtiReplayGuard({ redis: a, clock: systemClock }))
+  const two = await routeApp(t, new JtiReplayGuard({ redis: b, clock: systemClock }))
   const token = await sign()
   t.equal((await inject(one.app, token)).statusCode, 200, 'replica one ends the sessions')
   const replay = await inject(two.app, token)
@@ -192,7 +193,7 @@ t.test('redis unreachable: 503 session_store_unavailable, never a logout taken f
   const redis = new Redis(server.url, { commandTimeout: 300, maxRetriesPerRequest: 0, enableOfflineQueue: false })
   t.teardown(() => redis.disconnect())
   await once(redis, 'ready')
-  const { app, ended } = await routeApp(t, new JtiReplayGuard({ redis }))
+  const { app, ended } = await routeApp(t, new JtiReplayGuard({ redis, clock: systemClock }))
   await server.stop()
   const res = await inject(app, await sign())
   t.equal(res.statusCode, 503)

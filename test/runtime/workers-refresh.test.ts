@@ -15,6 +15,7 @@ t.test('concurrent refreshes of one session on both workers against a rotating p
     if (ctx.oidc?.params?.grant_type === 'refresh_token') refused++
   })
   const cookie = await signedIn(gateway)
+  // Real time (worker processes take no injected clock): the 2 s access token expires.
   await sleep(2300)
   const results = await Promise.all(Array.from({ length: 16 }, (_, i) => page(gateway, cookie, `/r${i}`)))
   t.same(results.map((r) => r.status), Array(16).fill(200), 'all 16 pass')

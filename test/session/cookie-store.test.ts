@@ -2,6 +2,7 @@ import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import t from 'tap'
 import type { CookiesConfig } from '../../src/options/types.js'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { CookieSessionStore } from '../../src/session/cookie-store.js'
 import { GatewayCookies } from '../../src/session/cookies.js'
@@ -16,16 +17,16 @@ const NOW = Math.floor(Date.now() / 1000)
 
 class CountingCipher extends CookieCipher {
   opened: string[] = []
-  override open(purpose: string, sealed: string, now?: number): unknown {
+  override open(purpose: string, sealed: string): unknown {
     this.opened.push(purpose)
-    return super.open(purpose, sealed, now)
+    return super.open(purpose, sealed)
   }
 }
 
 function setup(credentialsPath: CookiesConfig['credentialsPath']) {
-  const cipher = new CountingCipher([SECRET])
+  const cipher = new CountingCipher([SECRET], systemClock)
   const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath }, cipher)
-  const store = new CookieSessionStore(cookies, 3600)
+  const store = new CookieSessionStore(cookies, 3600, systemClock)
   return { cipher, store }
 }
 

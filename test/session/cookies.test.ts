@@ -4,6 +4,7 @@ import fc from 'fast-check'
 import t from 'tap'
 import type { CookiesConfig } from '../../src/options/types.js'
 import { GatewayError } from '../../src/contract/errors.js'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '../../src/session/cookies.js'
@@ -22,7 +23,7 @@ interface SetCookie {
 }
 
 function codec(config: Partial<CookiesConfig> = {}): { cookies: GatewayCookies; cipher: CookieCipher } {
-  const cipher = new CookieCipher([SECRET])
+  const cipher = new CookieCipher([SECRET], systemClock)
   const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: SIGN_IN_PATH, ...config }, cipher)
   return { cookies, cipher }
 }
@@ -241,7 +242,7 @@ t.test('isGatewayCookie covers every name the gateway sets', async (t) => {
 })
 
 t.test('every name the gateway could have set is its own: each prefix, role and chunk, of the current and former base names', async (t) => {
-  const cipher = new CookieCipher([SECRET])
+  const cipher = new CookieCipher([SECRET], systemClock)
   const cookies = new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher, ['ogw'])
   for (const base of ['gw2', 'ogw']) {
     for (const prefix of ['', '__Host-', '__Secure-']) {
@@ -260,11 +261,11 @@ t.test('a gateway seal is the gateway\'s cookie whatever its name (a rename by r
   t.ok(cookies.isGatewayCookie('renamed', sealed), 'a seal of a configured key')
   t.ok(cookies.isGatewayCookie('renamed', `2~${sealed.slice(0, 100)}`), "a chunked seal's first part")
   t.notOk(cookies.isGatewayCookie('app', 'abcdefgh.xyz'), 'a value of the same shape under an unknown key id')
-  t.notOk(new GatewayCookies({ name: 'x', secrets: ['another-secret-0123456789abcdef-0123456789'], secure: false, sameSite: 'lax', credentialsPath: '/' }, new CookieCipher(['another-secret-0123456789abcdef-0123456789'])).isGatewayCookie('renamed', sealed), 'a seal of a key no longer configured')
+  t.notOk(new GatewayCookies({ name: 'x', secrets: ['another-secret-0123456789abcdef-0123456789'], secure: false, sameSite: 'lax', credentialsPath: '/' }, new CookieCipher(['another-secret-0123456789abcdef-0123456789'], systemClock)).isGatewayCookie('renamed', sealed), 'a seal of a key no longer configured')
 })
 
 t.test('a seal is bound to its cookie name: copied under another name, it does not open', async (t) => {
-  const cipher = new CookieCipher([SECRET])
+  const cipher = new CookieCipher([SECRET], systemClock)
   const config: Omit<CookiesConfig, 'name'> = { secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }
   const before = new GatewayCookies({ ...config, name: 'ogw' }, cipher)
   const after = new GatewayCookies({ ...config, name: 'gw2' }, cipher)
@@ -276,7 +277,7 @@ t.test('a seal is bound to its cookie name: copied under another name, it does n
 })
 
 t.test('expireFormer: gateway cookies the configuration does not use are expired once seen', async (t) => {
-  const cipher = new CookieCipher([SECRET])
+  const cipher = new CookieCipher([SECRET], systemClock)
   const cookies = new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: SIGN_IN_PATH }, cipher, ['ogw'])
   const out = reply()
   cookies.expireFormer(request({ gw2: 'x', gw2_cred: 'x', ogw: 'x', ogw_cred_1: 'x', '__Host-gw2': 'x', app: 'x', ogw_tx_abc: 'x' }), out.reply)

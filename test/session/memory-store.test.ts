@@ -5,6 +5,7 @@ import { CookieCipher } from '../../src/session/cipher.js'
 import { GatewayCookies } from '../../src/session/cookies.js'
 import { MemorySessionStore } from '../../src/session/memory-store.js'
 import type { Session } from '../../src/session/types.js'
+import { manualClock } from '../fixtures/clock.js'
 
 // The memory store's bound: sign-ins are created by clients, so their number must not decide
 // the gateway's memory. When full, the oldest sign-in goes first, and each eviction is counted.
@@ -13,12 +14,13 @@ const SECRET = 'cookie-secret-0123456789abcdef-0123456789'
 const MAX_AGE = 3600
 
 function setup(maxSessions: number) {
-  const cipher = new CookieCipher([SECRET])
+  const clock = manualClock()
+  const cipher = new CookieCipher([SECRET], clock)
   const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher)
-  const store = new MemorySessionStore(cookies, MAX_AGE, maxSessions)
+  const store = new MemorySessionStore(cookies, MAX_AGE, maxSessions, clock)
   t.teardown(() => store.close())
   /** Saves a session and returns the browser's cookie jar for it. */
-  async function signIn(id: string, createdAt = Math.floor(Date.now() / 1000)): Promise<Record<string, string>> {
+  async function signIn(id: string, createdAt = Math.floor(clock.now() / 1000)): Promise<Record<string, string>> {
     const jar: Record<string, string> = {}
     const reply = {
       setCookie(name: string, value: string, options: CookieSerializeOptions) {
@@ -30,7 +32,7 @@ function setup(maxSessions: number) {
     await store.create(request(jar), reply as unknown as FastifyReply, session)
     return jar
   }
-  return { store, signIn }
+  return { store, signIn, clock }
 }
 
 function request(jar: Record<string, string>): FastifyRequest {
@@ -73,8 +75,9 @@ t.test('a refresh (saving a known session) neither evicts nor makes a session yo
 })
 
 t.test('ended sessions make room first and are not counted as evictions', async (t) => {
-  const { store, signIn } = setup(2)
-  const old = await signIn('old', Math.floor(Date.now() / 1000) - MAX_AGE - 1)
+  const { store, signIn, clock } = setup(2)
+  const old = await signIn('old')
+  clock.advance(MAX_AGE * 1000)
   const live = await signIn('live')
   const next = await signIn('next')
   t.equal(store.evictions, 0, 'the ended session made the room')

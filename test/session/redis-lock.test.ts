@@ -31,6 +31,7 @@ t.test('a Redis lock against a real redis-server', async (t) => {
   t.test('it expires by itself, and an expired holder cannot release the next holder', async (t) => {
     const dead = await lock.acquire('lock:three', 150)
     t.type(dead, 'string')
+    // Real time: Redis expires the lock (PX) on its own clock.
     await sleep(300)
     t.notOk(await held('lock:three'), 'a holder that died leaves no lock behind')
     const next = await lock.acquire('lock:three', 5000)

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis'
 import pino from 'pino'
 import { GatewayError } from '../../src/contract/errors.js'
 import type { Tokens } from '../../src/oidc/client.js'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { connectRedis, firstConnection } from '../../src/session/redis-client.js'
 import { RedisKeys } from '../../src/session/redis-keys.js'
@@ -34,12 +35,12 @@ function rotatingProvider(delayMs = 100) {
 
 t.test('refresh coordination across replicas through a real Redis', async (t) => {
   const server = await startRedis(t)
-  const cipher = new CookieCipher([SECRET])
+  const cipher = new CookieCipher([SECRET], systemClock)
   const replica = async (options: { lockMs?: number; waitMs?: number } = {}) => {
     const redis = await connectRedis({ url: server.url, timeoutMs: 1000 }, pino({ level: 'silent' }))
     t.teardown(() => redis.disconnect())
     await firstConnection(redis, 1000)
-    return { redis, coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs: options.lockMs ?? 5000, waitMs: options.waitMs ?? 10000 }) }
+    return { redis, coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs: options.lockMs ?? 5000, waitMs: options.waitMs ?? 10000, clock: systemClock }) }
   }
   const a = await replica()
   const b = await replica()

@@ -2,6 +2,7 @@ import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import pino from 'pino'
+import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { GatewayCookies } from '../../src/session/cookies.js'
 import { connectRedis, firstConnection, reconnectDelay, redisEndpoint } from '../../src/session/redis-client.js'
@@ -12,7 +13,7 @@ import { startRedis } from '../fixtures/redis.js'
 
 const SECRET = 'redis-store-test-secret-0123456789abcdef'
 const PASSWORD = 'redis-test-pa55word'
-const cipher = new CookieCipher([SECRET])
+const cipher = new CookieCipher([SECRET], systemClock)
 const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher)
 
 /** A request carrying `cookieValue` as the session cookie, and a reply that records Set-Cookie. */
@@ -51,7 +52,7 @@ t.test('against a real redis-server with a password', async (t) => {
   const redis = await connectRedis({ url, timeoutMs: 500 }, log)
   t.teardown(() => redis.disconnect())
   await firstConnection(redis, 2000)
-  const store = new RedisSessionStore({ redis, keys: new RedisKeys('unit:'), cookies, cipher, maxAgeSeconds: 600 })
+  const store = new RedisSessionStore({ redis, keys: new RedisKeys('unit:'), cookies, cipher, maxAgeSeconds: 600, clock: systemClock })
 
   t.test('save, load, end; a refresh finishing after end does not bring the session back', async (t) => {
     t.ok(await store.ping(), 'ping: reachable')
@@ -95,6 +96,7 @@ t.test('against a real redis-server with a password', async (t) => {
     t.equal(store.errors, errorsBefore + 4, 'store.errors counts every failed operation')
 
     // An outage that outlasts several reconnection attempts (100, 200, ... ms): none is the last.
+    // Real time: ioredis' reconnection timers are what is waited for, not an expiry.
     await sleep(2500)
     await server.start()
     let back = false

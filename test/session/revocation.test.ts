@@ -4,6 +4,7 @@ import t, { type Test } from 'tap'
 import { GatewayError } from '../../src/contract/errors.js'
 import { MemoryRevocationList, REFRESH_MS, RedisRevocationList, type RevocationList } from '../../src/session/revocation.js'
 import type { Session } from '../../src/session/types.js'
+import { manualClock, type ManualClock } from '../fixtures/clock.js'
 import { startRedis } from '../fixtures/redis.js'
 
 // The cookie store's revocation list, in memory and in a real Redis: the sessions a back-channel
@@ -13,22 +14,14 @@ import { startRedis } from '../fixtures/redis.js'
 const MAX_AGE = 3600
 const T0 = 1_800_000_000
 
-function clock(start = T0 * 1000) {
-  let now = start
-  return {
-    now: () => now,
-    advance(ms: number) {
-      now += ms
-    },
-  }
-}
+const clock = (start = T0 * 1000): ManualClock => manualClock(start)
 
 function session(sub: string, createdAt: number, sid?: string): Pick<Session, 'claims' | 'createdAt' | 'provider'> {
   return { claims: sid === undefined ? { sub } : { sub, sid }, createdAt, provider: 'default' }
 }
 
 /** The rules every list keeps; `c` is the list's clock. */
-async function sharedRules(t: Test, list: RevocationList, c: ReturnType<typeof clock>): Promise<void> {
+async function sharedRules(t: Test, list: RevocationList, c: ManualClock): Promise<void> {
   const before = session('alice', T0 - 10, 'sid-a')
   const otherSid = session('alice', T0 - 10, 'sid-b')
   const bob = session('bob', T0 - 10, 'sid-c')
@@ -60,12 +53,12 @@ async function sharedRules(t: Test, list: RevocationList, c: ReturnType<typeof c
 
 t.test('memory: sid, sub, session lifetime', async (t) => {
   const c = clock()
-  await sharedRules(t, new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, now: c.now }), c)
+  await sharedRules(t, new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, clock: c }), c)
 })
 
 t.test('memory: a re-revoked sub moves its time forward', async (t) => {
   const c = clock()
-  const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, now: c.now })
+  const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, clock: c })
   await list.revoke({ provider: 'default', sub: 'alice' })
   c.advance(60_000)
   t.notOk(await list.isRevoked(session('alice', T0 + 30)), 'signed in after the first logout')
@@ -76,7 +69,7 @@ t.test('memory: a re-revoked sub moves its time forward', async (t) => {
 
 t.test('memory: when full, the oldest entry becomes a floor, never a session that passes again', async (t) => {
   const c = clock()
-  const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, maxEntries: 2, now: c.now })
+  const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, maxEntries: 2, clock: c })
   await list.revoke({ provider: 'default', sid: 'sid-1' })
   c.advance(10_000)
   await list.revoke({ provider: 'default', sid: 'sid-2' })
@@ -99,8 +92,8 @@ t.test('redis: the same rules, and shared by every replica', async (t) => {
     a.disconnect()
     b.disconnect()
   })
-  const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, now: c.now })
-  const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, now: c.now })
+  const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, clock: c })
+  const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, clock: c })
   c.advance(100_000)
   const s = session('zed', T0 - 10, 'sid-z')
   t.notOk(await listB.isRevoked(s), 'replica B has read the (empty) list')
@@ -124,7 +117,7 @@ t.test('redis: unreachable, the check fails with 503 instead of passing', async 
   const redis = new Redis(server.url, { commandTimeout: 300, maxRetriesPerRequest: 0, enableOfflineQueue: false })
   t.teardown(() => redis.disconnect())
   await once(redis, 'ready')
-  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, now: c.now })
+  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c })
   c.advance(100_000)
   const s = session('alice', T0 - 10, 'sid-a')
   t.notOk(await list.isRevoked(s))
@@ -145,7 +138,7 @@ t.test('redis: a list that lost its data refuses every session created before it
   const c = clock((T0 - 100) * 1000)
   const redis = new Redis(server.url)
   t.teardown(() => redis.disconnect())
-  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, now: c.now })
+  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c })
   c.advance(100_000)
   await list.revoke({ provider: 'default', sid: 'sid-a' })
   const ended = session('alice', T0 - 10, 'sid-a')

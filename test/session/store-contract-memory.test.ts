@@ -1,16 +1,20 @@
 import t from 'tap'
+import type { Clock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
 import { GatewayCookies } from '../../src/session/cookies.js'
 import { MemorySessionStore } from '../../src/session/memory-store.js'
-import { CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.js'
+import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.js'
 
 // The session store contract (test/fixtures/store-contract.ts) against the memory store.
 
-const cipher = new CookieCipher([CONTRACT_SECRET])
-const cookies = new GatewayCookies({ name: 'ogw', secrets: [CONTRACT_SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher)
+/** The cookies of a store on `clock`: its seals expire by it too. */
+function cookiesOn(clock: Clock): { cipher: CookieCipher; cookies: GatewayCookies } {
+  const cipher = new CookieCipher([CONTRACT_SECRET], clock)
+  return { cipher, cookies: new GatewayCookies({ name: 'ogw', secrets: [CONTRACT_SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher) }
+}
 
-storeContract(t, async (t) => {
-  const store = new MemorySessionStore(cookies, 600, 100)
+storeContract(t, async (t, clock) => {
+  const store = new MemorySessionStore(cookiesOn(clock).cookies, CONTRACT_MAX_AGE, 100, clock)
   t.teardown(() => store.close())
   return store
 })
