@@ -331,10 +331,13 @@ export class LiveGateway {
 
   /**
    * Stops accepting connections and waits for requests under way (cut after `boundMs`), then
-   * closes every app.
+   * closes every app. Proxied WebSockets are closed at once: they are no requests that end, and
+   * the server counts their connections until they close, which neither its close() nor
+   * closeAllConnections() does (the drain would never end); their clients reconnect elsewhere.
    */
   async close(boundMs: number): Promise<void> {
     this.#watcher.set(false)
+    this.#state.websockets.closeAll()
     const bound = setTimeout(() => {
       this.app.log.warn('shutdown timeout reached: closing the remaining connections')
       this.server.closeAllConnections()

@@ -264,3 +264,23 @@ t.test('a reload empties the decision cache (forwardAuth.cache): a rule the relo
   t.equal(await live.reload('SIGHUP'), true)
   t.equal(await check(), 403, 'bob is not in admins: decided afresh')
 })
+
+t.test('close() with a proxied WebSocket open: the socket is closed and the drain ends, long before its bound', async (t) => {
+  const { live, gw, write } = await setup(t)
+  write((c) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true }] }))
+  t.equal(await live.reload('SIGHUP'), true)
+  const browser = new Browser()
+  await (await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')).body?.cancel()
+  const ws = await openSocket(`${gw.replace('http', 'ws')}/socket`, { cookie: browser.cookieHeader(gw) })
+  if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
+  t.teardown(() => ws.terminate())
+  t.equal(await echo(ws, 'open'), 'open')
+  let code: number | undefined
+  ws.once('close', (c) => (code = c))
+  // An upgraded connection is no request: neither the server's close nor its closeAllConnections ends it.
+  let drained = false
+  void live.close(60_000).then(() => (drained = true))
+  await eventually('the drain ends', () => drained, 10_000).catch(() => undefined)
+  t.ok(drained, 'the drain ended within seconds of its 60 s bound')
+  t.equal(await eventually('the socket closes', () => code, 1000).catch(() => undefined), 1008, 'the socket was closed by the gateway (policy: it is stopping)')
+})
