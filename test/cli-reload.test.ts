@@ -1,13 +1,15 @@
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { closeSync, constants, mkdtempSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { cli, configFile, SECRETS_ENV, until, valid } from './fixtures/cli.js'
 import { checkRequest, grpcClient } from './fixtures/ext-authz-grpc.js'
 import { rawRequest } from './fixtures/http.js'
+import { eventually } from './fixtures/poll.js'
 import { freePort, freePorts } from './fixtures/stack.js'
 import { startEchoUpstream } from './fixtures/upstream.js'
 
@@ -73,32 +75,48 @@ t.test('server.watchConfig: a change of the file reloads it without a signal', a
   t.equal((await proc.done).code, 0)
 })
 
-/**
- * Serves `text` on the FIFO at `path` to every reader until `stop` resolves: the gateway blocks
- * in its read of the file (startup is under way) until a writer comes. `onReader` runs when the
- * first reader is there, before anything is written.
- */
-async function serveFifo(path: string, text: string, onReader: () => void, stop: Promise<unknown>): Promise<number> {
-  let stopped = false
-  void stop.then(() => (stopped = true))
-  let readers = 0
-  while (!stopped) {
-    let fd: number | undefined
+/** Whether process `pid` has `path` open (Linux: its descriptors in /proc). */
+function hasOpen(pid: number, path: string): boolean {
+  const fds = `/proc/${pid}/fd`
+  if (!existsSync(fds)) return false
+  return readdirSync(fds).some((fd) => {
     try {
-      // Non-blocking: ENXIO while no process has the FIFO open for reading.
-      fd = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK)
+      return readlinkSync(join(fds, fd)) === path
     } catch {
-      await new Promise((r) => setTimeout(r, 5))
-      continue
+      return false
     }
-    if (readers++ === 0) onReader()
-    // A pipe holds 64 KiB: the whole file goes in one write.
-    writeSync(fd, text)
-    closeSync(fd)
-    // The reader sees the end of the file and closes; wait until it has, before looking again.
-    await new Promise((r) => setTimeout(r, 20))
+  })
+}
+
+/**
+ * Serves `text` on the FIFO at `path` to every reader until `stop` resolves: the gateway (process
+ * `pid`) blocks in its read of the file (startup is under way) until a writer comes. `onReader`
+ * runs when the first reader is there, before anything is written.
+ */
+async function serveFifo(path: string, pid: number, text: string, onReader: () => void, stop: Promise<unknown>): Promise<number> {
+  // Opening a FIFO to write waits for a reader (in libuv's thread pool: the event loop runs on).
+  // Once stopped, a reader of the test's own holds it open, so that an open under way returns.
+  let unblock: number | undefined
+  void stop.then(() => (unblock = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)))
+  let readers = 0
+  try {
+    for (;;) {
+      const file = await open(path, 'w')
+      if (unblock !== undefined) {
+        await file.close()
+        return readers
+      }
+      if (readers++ === 0) onReader()
+      // A pipe holds 64 KiB: the whole file goes in one write.
+      await file.write(text)
+      await file.close()
+      // The reader sees the end of the file and closes it; until it has, the next open would
+      // write into the same read.
+      await eventually('the gateway closes the file it read', () => !hasOpen(pid, path))
+    }
+  } finally {
+    if (unblock !== undefined) closeSync(unblock)
   }
-  return readers
 }
 
 t.test('SIGHUP during startup (issue 16, point 12): remembered, not fatal; the reload runs once the gateway is up', async (t) => {
@@ -126,7 +144,7 @@ t.test('SIGHUP during startup (issue 16, point 12): remembered, not fatal; the r
     })
   })
   const config = { ...base, provider: { ...base.provider, timeoutMs: 200 }, log: { level: 'info' } }
-  const readers = await serveFifo(path, stringify(config), () => proc.kill('SIGHUP'), reloaded)
+  const readers = await serveFifo(path, proc.pid as number, stringify(config), () => proc.kill('SIGHUP'), reloaded)
   t.ok(readers >= 2, 'the file was read at startup and again for the reload')
   const lines = proc.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; trigger?: string })
   t.ok(lines.some((l) => l.msg === 'listening'), 'the gateway started')

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { createPublicKey, generateKeyPairSync } from 'node:crypto'
 import { rawRequest } from './fixtures/http.js'
+import { eventually } from './fixtures/poll.js'
 import { cli, configFile, COOKIE, SECRET, SECRETS_ENV, until, valid } from './fixtures/cli.js'
 import { freePort, freePorts } from './fixtures/stack.js'
 import { startEchoUpstream } from './fixtures/upstream.js'
@@ -55,12 +56,15 @@ t.test('run serves, with its management listener; SIGTERM: /readyz 503 at once, 
   t.notMatch((await rawRequest(origin, '/metrics')).body, /openid_gateway_/, 'metrics are not served on the public port')
 
   const inFlight = rawRequest(origin, '/slow?ms=800', { headers: { accept: 'application/json' } })
-  await new Promise((r) => setTimeout(r, 200))
+  await eventually('the slow request reaches the upstream', () => upstream.requests.some((r) => r.url.startsWith('/slow')))
   proc.kill('SIGTERM')
-  await new Promise((r) => setTimeout(r, 100))
-  const ready = await rawRequest(management, '/readyz')
+  // The signal is handled when the process gets to it. (Not ready before it too: the provider of
+  // `valid` never answers.)
+  const ready = await eventually('/readyz says draining', async () => {
+    const res = await rawRequest(management, '/readyz')
+    return (res.json() as { status?: string }).status === 'draining' ? res : undefined
+  })
   t.equal(ready.status, 503, 'while draining, /readyz says not ready')
-  t.match(ready.json(), { status: 'draining' })
   const res = await inFlight
   t.equal(res.status, 200, 'the in-flight request completed')
   const run = await proc.done
@@ -115,7 +119,7 @@ t.test('SIGTERM: a request longer than server.shutdownTimeoutMs does not hold th
     () => 'answered',
     () => 'cut',
   )
-  await new Promise((r) => setTimeout(r, 200))
+  await eventually('the slow request reaches the upstream', () => upstream.requests.some((r) => r.url.startsWith('/slow')))
   const signalled = Date.now()
   proc.kill('SIGTERM')
   const run = await proc.done

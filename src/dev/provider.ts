@@ -104,6 +104,13 @@ export interface DevProvider {
    * as `undefined` is left out of the token.
    */
   signJwt(claims: Record<string, unknown>, options?: SignJwtOptions): Promise<string>
+  /**
+   * Resolves when the provider has delivered its next back-channel logout token (the client's
+   * URI answered 2xx: oidc-provider's `backchannel.success`); rejects with the provider's error
+   * when it could not (`backchannel.error`, which is the only place oidc-provider reports a failed
+   * delivery: the end-session page looks the same). Ask before the logout that sends it.
+   */
+  nextBackchannelLogout(): Promise<void>
   close(): Promise<void>
 }
 
@@ -316,6 +323,21 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     return jwt.sign(key)
   }
 
+  function nextBackchannelLogout(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const success = (): void => {
+        provider.off('backchannel.error', failure)
+        resolve()
+      }
+      const failure = (_ctx: unknown, err: unknown): void => {
+        provider.off('backchannel.success', success)
+        reject(err instanceof Error ? err : new Error(String(err)))
+      }
+      provider.once('backchannel.success', success)
+      provider.once('backchannel.error', failure)
+    })
+  }
+
   let closing: Promise<void> | undefined
   function close(): Promise<void> {
     closing ??= new Promise<void>((resolve) => {
@@ -331,6 +353,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     provider,
     jwks: { keys: [structuredClone(privateJwk)] },
     signJwt,
+    nextBackchannelLogout,
     close,
   }
 }

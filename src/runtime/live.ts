@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFile, stat } from 'node:fs/promises'
 import { createServer, ServerResponse, type IncomingMessage, type Server } from 'node:http'
-import type { Socket } from 'node:net'
+import type { Server as NetServer, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { buildApp, MAX_HEADER_BYTES } from '../app/app.js'
@@ -52,6 +52,14 @@ export interface LiveOptions extends ProcessStateOptions {
   /** The configuration file, read again on every reload. */
   path: string
   env?: NodeJS.ProcessEnv
+  /**
+   * A socket already listening on server.host and server.port, which listen() takes over instead
+   * of binding them (Node's server.listen(handle)); closing the gateway closes it. For a gateway
+   * started in the process of its tests (test/fixtures/stack.ts): its port is in publicUrl, so it
+   * is reserved before the configuration is written, and released and bound again it could be
+   * taken by another process meanwhile. The CLI binds the configured address.
+   */
+  listening?: NetServer
 }
 
 export type ReloadTrigger = 'SIGHUP' | 'file' | 'primary'
@@ -295,12 +303,15 @@ export class LiveGateway {
 
   async listen(): Promise<string> {
     const { host, port } = this.config.server
+    const { listening } = this.#options
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject)
-      this.server.listen({ host, port }, () => {
+      const listened = (): void => {
         this.server.off('error', reject)
         resolve()
-      })
+      }
+      if (listening === undefined) this.server.listen({ host, port }, listened)
+      else this.server.listen(listening, listened)
     })
     const address = this.server.address()
     const where = typeof address === 'string' || address === null ? String(address) : `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
@@ -320,10 +331,13 @@ export class LiveGateway {
 
   /**
    * Stops accepting connections and waits for requests under way (cut after `boundMs`), then
-   * closes every app.
+   * closes every app. Proxied WebSockets are closed at once: they are no requests that end, and
+   * the server counts their connections until they close, which neither its close() nor
+   * closeAllConnections() does (the drain would never end); their clients reconnect elsewhere.
    */
   async close(boundMs: number): Promise<void> {
     this.#watcher.set(false)
+    this.#state.websockets.closeAll()
     const bound = setTimeout(() => {
       this.app.log.warn('shutdown timeout reached: closing the remaining connections')
       this.server.closeAllConnections()
@@ -473,6 +487,7 @@ export class LiveGateway {
     const closing = previous
       .idle(previous.loaded.config.server.shutdownTimeoutMs)
       .then(() => previous.app.close())
+      .then(() => previous.app.log.debug({ config: previous.loaded.state.hash }, 'previous configuration closed'))
       .catch((err: unknown) => this.app.log.warn({ err }, 'closing the previous configuration failed'))
       .finally(() => this.#retiring.delete(closing))
     this.#retiring.add(closing)

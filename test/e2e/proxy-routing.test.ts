@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { createServer as createHttpsServer } from 'node:https'
 import { connect, type AddressInfo } from 'node:net'
@@ -59,7 +60,9 @@ async function blackholePort(t: Teardown): Promise<number> {
   const fillers = [0, 1].map(() => connect(port, '127.0.0.1'))
   for (const socket of fillers) socket.on('error', () => {})
   t.teardown(() => fillers.forEach((s) => s.destroy()))
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  // A filler's handshake done: the queue of a listener with backlog 0 is full (the other filler's
+  // SYN may be the one dropped).
+  await Promise.any(fillers.map((socket) => once(socket, 'connect')))
   return port
 }
 

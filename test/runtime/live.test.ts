@@ -1,19 +1,15 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
 import { Redis } from 'ioredis'
 import { Agent, request } from 'node:http'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { stringify } from 'yaml'
 import WebSocket from 'ws'
-import { startDevProvider } from '../../src/dev/provider.js'
 import { configHash } from '../../src/config/load.js'
-import { LiveGateway } from '../../src/runtime/live.js'
+import type { LiveGateway } from '../../src/runtime/live.js'
 import { Browser } from '../fixtures/browser.js'
 import { echo, openSocket } from '../fixtures/http.js'
+import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
-import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
-import { startEchoUpstream } from '../fixtures/upstream.js'
+import { COOKIE_SECRET, startStack, type Replica } from '../fixtures/stack.js'
+import { startEchoUpstream, type EchoUpstream } from '../fixtures/upstream.js'
 
 // Live reload in process, against a real oidc-provider and real upstreams: LiveGateway reads the
 // file again, validates it in full and swaps a new app in; sessions, connections and requests
@@ -24,43 +20,26 @@ const NEW_COOKIE_SECRET = 'rotated-cookie-secret-0123456789abcdefghij'
 interface Setup {
   live: LiveGateway
   gw: string
-  write(patch?: (config: Record<string, unknown>) => Record<string, unknown>): string
+  write: Replica['rewrite']
   lines: Array<Record<string, unknown>>
+  upstream: EchoUpstream
   second: string
 }
 
-async function setup(t: Test, store: 'cookie' | 'memory' | 'redis' = 'cookie', overrides: { redisUrl?: string; shutdownTimeoutMs?: number } = {}): Promise<Setup> {
-  const port = await freePort()
-  const gw = `http://127.0.0.1:${port}`
-  const provider = await startDevProvider({
-    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${gw}/api/v1/openid/callback`], postLogoutRedirectUris: [`${gw}/`] }],
-  })
-  t.teardown(() => provider.close())
-  const [upstream, other] = [await startEchoUpstream(), await startEchoUpstream()]
-  t.teardown(() => upstream.close())
+async function setup(t: Test, store: 'cookie' | 'memory' | 'redis' = 'cookie', overrides: { redisUrl?: string; shutdownTimeoutMs?: number; logLevel?: string } = {}): Promise<Setup> {
+  const other = await startEchoUpstream()
   t.teardown(() => other.close())
-  const base = {
-    server: { host: '127.0.0.1', port, publicUrl: gw, managementPort: 0, ...(overrides.shutdownTimeoutMs === undefined ? {} : { shutdownTimeoutMs: overrides.shutdownTimeoutMs }) },
-    provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true, timeoutMs: 2000, scopes: ['openid', 'profile', 'email', 'offline_access'] },
-    cookies: { secrets: [COOKIE_SECRET], secure: false },
-    session: { store, ...(overrides.redisUrl === undefined ? {} : { redisUrl: overrides.redisUrl }) },
-    rateLimit: { signIn: { max: 1000000 } },
-    upstreams: [{ name: 'app', target: upstream.url }],
-    log: { level: 'info' },
-  }
-  const path = join(mkdtempSync(join(tmpdir(), 'ogw-live-')), 'gateway.yaml')
-  const write = (patch: (config: Record<string, unknown>) => Record<string, unknown> = (c) => c): string => {
-    const text = stringify(patch(structuredClone(base)))
-    writeFileSync(path, text)
-    return text
-  }
-  write()
   const lines: Array<Record<string, unknown>> = []
-  const live = await LiveGateway.start({ path, env: {}, logStream: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } })
-  t.teardown(() => live.close(1000))
-  await live.app.providerReady
-  await live.listen()
-  return { live, gw, write, lines, second: other.url }
+  const stack = await startStack(t, {
+    config: {
+      server: overrides.shutdownTimeoutMs === undefined ? {} : { shutdownTimeoutMs: overrides.shutdownTimeoutMs },
+      session: { store, ...(overrides.redisUrl === undefined ? {} : { redisUrl: overrides.redisUrl }) },
+      log: { level: overrides.logLevel ?? 'info' },
+    },
+    logStream: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const [replica] = stack.replicas as [Replica]
+  return { live: stack.live, gw: stack.gw, write: replica.rewrite, lines, upstream: stack.upstream, second: other.url }
 }
 
 t.test('redis store: ten reloads use the one Redis connection of the process, also while a request holds a retired configuration', async (t) => {
@@ -98,7 +77,7 @@ async function reloads(live: LiveGateway): Promise<string> {
 
 for (const store of ['cookie', 'memory'] as const) {
   t.test(`${store} store: a reload swaps routes, rules and cookie secrets; sessions and a keep-alive connection survive`, async (t) => {
-    const { live, gw, write, second } = await setup(t, store)
+    const { live, gw, write, upstream, second } = await setup(t, store)
     const browser = new Browser()
     const signedIn = await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')
     t.equal(signedIn.status, 200)
@@ -123,7 +102,7 @@ for (const store of ['cookie', 'memory'] as const) {
     t.equal(await get('/x'), 200)
     // A request under way when the reload happens finishes, on the configuration it started on.
     const inFlight = get('/slow?ms=1500')
-    await new Promise((r) => setTimeout(r, 200))
+    await eventually('the slow request reaches the upstream', () => upstream.requests.some((r) => r.url.startsWith('/slow')))
 
     const text = write((c) => ({
       ...c,
@@ -187,7 +166,8 @@ t.test('a reload whose provider cannot be discovered is refused while the runnin
 })
 
 t.test('WebSocket upgrades through the live server: refused without websocket: true, proxied once a reload allows them, and kept open across a reload', async (t) => {
-  const { live, gw, write } = await setup(t)
+  // At debug: the line that says a retired configuration's app has closed.
+  const { live, gw, write, lines } = await setup(t, 'cookie', { logLevel: 'debug' })
   const browser = new Browser()
   const signedIn = await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')
   await signedIn.body?.cancel()
@@ -204,10 +184,12 @@ t.test('WebSocket upgrades through the live server: refused without websocket: t
   t.teardown(() => ws.close())
   t.equal(await echo(ws, 'before'), 'before', 'proxied after the reload that allowed it')
 
+  const proxying = live.state.hash
   write((c) => ({ ...withSockets(c), rateLimit: { signIn: { max: 999999 } } }))
   t.equal(await live.reload('SIGHUP'), true)
-  // The previous configuration's app is closed once its requests are done; its sockets stay.
-  await new Promise((r) => setTimeout(r, 200))
+  // The previous configuration's app, which proxied the upgrade, is closed once its requests are
+  // done; its sockets stay.
+  await eventually('the retired app closes', () => lines.some((l) => l.msg === 'previous configuration closed' && l.config === proxying))
   t.equal(ws.readyState, WebSocket.OPEN, 'still open after the reload')
   t.equal(await echo(ws, 'after'), 'after', 'and still proxied')
   const again = await openSocket(url, { cookie })
@@ -281,4 +263,24 @@ t.test('a reload empties the decision cache (forwardAuth.cache): a rule the relo
   })
   t.equal(await live.reload('SIGHUP'), true)
   t.equal(await check(), 403, 'bob is not in admins: decided afresh')
+})
+
+t.test('close() with a proxied WebSocket open: the socket is closed and the drain ends, long before its bound', async (t) => {
+  const { live, gw, write } = await setup(t)
+  write((c) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true }] }))
+  t.equal(await live.reload('SIGHUP'), true)
+  const browser = new Browser()
+  await (await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')).body?.cancel()
+  const ws = await openSocket(`${gw.replace('http', 'ws')}/socket`, { cookie: browser.cookieHeader(gw) })
+  if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
+  t.teardown(() => ws.terminate())
+  t.equal(await echo(ws, 'open'), 'open')
+  let code: number | undefined
+  ws.once('close', (c) => (code = c))
+  // An upgraded connection is no request: neither the server's close nor its closeAllConnections ends it.
+  let drained = false
+  void live.close(60_000).then(() => (drained = true))
+  await eventually('the drain ends', () => drained, 10_000).catch(() => undefined)
+  t.ok(drained, 'the drain ended within seconds of its 60 s bound')
+  t.equal(await eventually('the socket closes', () => code, 1000).catch(() => undefined), 1008, 'the socket was closed by the gateway (policy: it is stopping)')
 })

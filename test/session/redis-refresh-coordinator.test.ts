@@ -1,5 +1,4 @@
 import t from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { GatewayError } from '../../src/contract/errors.js'
@@ -9,19 +8,23 @@ import { CookieCipher } from '../../src/session/cipher.js'
 import { connectRedis, firstConnection } from '../../src/session/redis-client.js'
 import { RedisKeys } from '../../src/session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../../src/session/redis-refresh-coordinator.js'
+import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
 
 const SECRET = 'coordinator-test-secret-0123456789abcdef'
 const keys = new RedisKeys('test:')
 
-/** A provider that rotates refresh tokens with reuse detection: a spent token revokes the grant. */
-function rotatingProvider(delayMs = 100) {
+/**
+ * A provider that rotates refresh tokens with reuse detection: a spent token revokes the grant.
+ * Each redemption answers once `answer` resolves (a provider's latency, ended by the test).
+ */
+function rotatingProvider(answer: () => Promise<unknown> = async () => undefined) {
   let current = 'rt-0'
   let serial = 0
   const state = { redeemed: [] as string[], revoked: false }
   const grant = (token: string) => async (): Promise<Tokens> => {
     state.redeemed.push(token)
-    await sleep(delayMs)
+    await answer()
     if (token !== current || state.revoked) {
       state.revoked = true
       throw new GatewayError('refresh_token_invalid', 'reused refresh token')
@@ -48,7 +51,11 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
   t.teardown(() => raw.disconnect())
 
   t.test('concurrent refreshes of one session on two replicas redeem the token once and all succeed', async (t) => {
-    const provider = rotatingProvider()
+    // The provider answers once both replicas have asked Redis for the lock (one SET NX each: a
+    // replica's own callers share its one attempt), so the other one is surely left waiting.
+    const setCalls = async (): Promise<number> => Number(/^cmdstat_set:calls=(\d+)/m.exec(await raw.info('commandstats'))?.[1] ?? 0)
+    const before = await setCalls()
+    const provider = rotatingProvider(() => eventually('both replicas ask for the lock', async () => (await setCalls()) >= before + 2))
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? a : b).coordinator.redeem('session-1', 'rt-0', provider.grant('rt-0'))),
     )
@@ -82,7 +89,7 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
   })
 
   t.test('a lock holder that died: its lock expires and the next request redeems', async (t) => {
-    const provider = rotatingProvider(10)
+    const provider = rotatingProvider()
     await raw.set(keys.refreshLock('session-3'), 'dead-holder', 'PX', 400)
     const started = Date.now()
     const result = await a.coordinator.redeem('session-3', 'rt-0', provider.grant('rt-0'))
@@ -93,7 +100,7 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
 
   t.test('the wait is bounded: 503, never a second redemption', async (t) => {
     const impatient = await replica({ waitMs: 300 })
-    const provider = rotatingProvider(10)
+    const provider = rotatingProvider()
     await raw.set(keys.refreshLock('session-4'), 'slow-holder', 'PX', 10_000)
     const error = await impatient.coordinator.redeem('session-4', 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
     t.ok(error instanceof GatewayError)
@@ -102,7 +109,7 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
   })
 
   t.test('Redis unreachable: 503 session_store_unavailable, the token is not redeemed', async (t) => {
-    const provider = rotatingProvider(10)
+    const provider = rotatingProvider()
     await server.stop()
     t.teardown(() => server.start())
     const error = await a.coordinator.redeem('session-5', 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
