@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import t from 'tap'
+import ts from 'typescript'
+import { SIGN_IN_PATH } from '../src/contract/endpoints.js'
 
 // The layout ARCHITECTURE.md describes, kept true: the folders of src/ form no import cycle; the
 // contract vocabulary (contract/) and the option types (options/) sit at the bottom; the proxy
@@ -165,4 +167,23 @@ t.test('the process model is src/runtime: only the entry points (cli.ts, dev/) i
   }
   t.strictSame(inward, [], 'nothing below the entry points imports runtime/')
   t.strictSame(connects, ['runtime/process-state.ts'], 'one place opens the Redis connection')
+})
+
+t.test('the gateway\'s URL space is written in one file: no string outside contract/endpoints.ts spells SIGN_IN_PATH', async (t) => {
+  // The metrics, the rate limit, the reserved paths and the routes read the endpoints table; a
+  // path written out elsewhere is one they would not know of. Comments may name the paths.
+  const spelled: string[] = []
+  for (const file of sources(SRC)) {
+    const from = relative(SRC, file)
+    if (from === 'contract/endpoints.ts') continue
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
+    const visit = (node: ts.Node): void => {
+      if ((ts.isStringLiteral(node) || ts.isTemplateLiteralToken(node) || ts.isNoSubstitutionTemplateLiteral(node)) && node.text.includes(SIGN_IN_PATH)) {
+        spelled.push(`${from}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`)
+      }
+      ts.forEachChild(node, visit)
+    }
+    visit(source)
+  }
+  t.strictSame(spelled, [])
 })

@@ -34,7 +34,7 @@ import { createChecker } from '../proxy/check.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
@@ -328,7 +328,6 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
-    prefix: SIGN_IN_PATH,
     providers,
     providersFor(target) {
       const url = new URL(target, config.server.publicUrl)
@@ -347,7 +346,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),
   })
-  await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
+  await app.register(signOutPage, pages)
   await app.register(backchannelLogoutRoute, {
     providers,
     store,
@@ -376,7 +375,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     }),
   )
   if (signer !== undefined) {
-    // Outside /api/v1/openid, where verifiers look for it: it shadows an upstream's own file there.
+    // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {
       reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
     })

@@ -9,7 +9,7 @@
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
 import { ASYMMETRIC_ALGORITHMS } from './algorithms.js'
-import { SIGN_IN_PATH } from '../contract/endpoints.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
@@ -94,7 +94,7 @@ const server = object(
     host: string('Address the gateway listens on.', { minLength: 1, format: 'listen-host', default: '0.0.0.0' }),
     port: port('Port of the gateway listener (0 picks a free port).', 8080),
     publicUrl: string(
-      'External origin of the gateway as browsers see it (scheme, host, optional port; no path). The redirect_uri is this plus /api/v1/openid/callback (with several providers, /api/v1/openid/callback/<name>).',
+      `External origin of the gateway as browsers see it (scheme, host, optional port; no path). The redirect_uri is this plus ${CALLBACK_PATH} (with several providers, ${CALLBACK_PATH}/<name>).`,
       { format: 'http-origin' },
     ),
     trustedProxies: list(
@@ -321,7 +321,7 @@ const rateLimit = object(
   'Limits on requests the gateway answers itself, per client address (the address X-Forwarded-For names when the peer is in server.trustedProxies, otherwise the peer; IPv6 clients count per /64). Counted in this process: each replica keeps its own budget.',
   {
     signIn: object(
-      'One budget shared by GET /api/v1/openid/redirect, /callback and /refresh (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 rate_limited with Retry-After.',
+      `One budget shared by GET ${SIGN_IN_PATH}/redirect, /callback and /refresh (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 rate_limited with Retry-After.`,
       {
         max: integer('Requests allowed per client address in each window; 0 turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.', 0, 1000000, 6000),
         windowSeconds: integer('Length of the window, in seconds; it starts at the first request of the address.', 1, 86400, 60),

@@ -9,11 +9,11 @@ import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
+import { ENDPOINTS, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 
-// The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the sign-out
-// form of the gateway's pages.
+// The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
+// the gateway's pages.
 
 /** A sign-in transaction lives at most this long (the contract's 10 minutes). */
 const TRANSACTION_SECONDS = 600
@@ -110,7 +110,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache')
   }
 
-  app.get('/redirect', async (req, reply) => {
+  app.get(ENDPOINTS.redirect.path, async (req, reply) => {
     const params = queryOf(req)
     const redirectAfter = redirectAfterOf(params)
     const performRedirect = parseFlag('performRedirect', single(params, 'performRedirect'), true)
@@ -175,10 +175,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     if (transaction.r !== undefined) return reply.redirect(transaction.r, 302)
     return { value: session.accessToken }
   }
-  app.get('/callback', callback)
-  app.get('/callback/:provider', callback)
+  app.get(ENDPOINTS.callback.path, callback)
+  app.get(ENDPOINTS.providerCallback.path, callback)
 
-  app.get('/refresh', async (req, reply) => {
+  app.get(ENDPOINTS.refresh.path, async (req, reply) => {
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
     // a redirect: back to the page when the refresh worked, through sign-in when it cannot.
     const redirectAfter = redirectAfterOf(queryOf(req))
@@ -217,7 +217,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return client.endSessionUrl(session.idToken)
   }
 
-  app.delete('/logout', async (req: FastifyRequest, reply) => {
+  app.delete(ENDPOINTS.logout.path, async (req: FastifyRequest, reply) => {
     const session = await loadWithCredentials(req)
     if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
     return { value: await endSession(req, reply, session) }
@@ -232,7 +232,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) {
     app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 1024 }, (_req, _body, done) => done(null, undefined))
   }
-  app.post('/sign-out', async (req: FastifyRequest, reply) => {
+  app.post(ENDPOINTS.signOut.path, async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
     if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')
