@@ -45,7 +45,7 @@ import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
 import { MemorySessionStore } from '../session/memory-store.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
-import { RedisKeys } from '../session/redis-keys.js'
+import type { RedisKeys } from '../session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
 import type { Session, SessionStore } from '../session/types.js'
@@ -72,6 +72,8 @@ export interface BuildOptions {
 export interface ProcessState {
   /** The process's one Redis connection (session.redisUrl), whatever the number of reloads. */
   readonly redis: Redis | undefined
+  /** Every key the gateway writes in that Redis, under session.redis.keyPrefix. */
+  readonly keys: RedisKeys
   readonly metrics: GatewayMetrics
   /** The cookie store's back-channel logout revocation list; undefined with the other stores. */
   readonly revocations: RevocationList | undefined
@@ -126,11 +128,10 @@ interface Sessions {
 
 function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: CookieCipher, state: ProcessState): Sessions {
   const { store, maxAgeSeconds } = config.session
-  const { redis } = state
+  const { redis, keys } = state
   if (store === 'redis') {
     // checks.ts makes session.redisUrl required with store: redis, so the client exists.
     if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl'])
-    const keys = new RedisKeys(config.session.redis.keyPrefix)
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {

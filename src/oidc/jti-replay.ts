@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import { TtlCache } from '../lib/ttl-cache.js'
+import type { RedisKeys, RedisWithKeys } from '../session/redis-keys.js'
 
 // Back-Channel Logout 1.0, 2.6 step 9: a logout token whose jti was already received is refused.
 // Replaying one would end the sessions it names again, a sign-in made after the logout included
@@ -16,9 +17,7 @@ import { TtlCache } from '../lib/ttl-cache.js'
  */
 export const REMEMBERED_JTIS = 100_000
 
-export interface JtiReplayOptions {
-  redis?: Redis | undefined
-  prefix?: string
+export type JtiReplayOptions = RedisWithKeys & {
   maxEntries?: number
   /** Milliseconds since the epoch; tests replace it. */
   now?: () => number
@@ -36,14 +35,12 @@ export interface JtiReplay {
 }
 
 export class JtiReplayGuard implements JtiReplay {
-  readonly #redis: Redis | undefined
-  readonly #prefix: string
+  readonly #redis: { client: Redis; keys: RedisKeys } | undefined
   readonly #seen: TtlCache<true>
   readonly #now: () => number
 
   constructor(options: JtiReplayOptions = {}) {
-    this.#redis = options.redis
-    this.#prefix = `${options.prefix ?? 'ogw:'}logout-jti:`
+    this.#redis = options.redis === undefined ? undefined : { client: options.redis, keys: options.keys }
     this.#seen = new TtlCache(options.maxEntries ?? REMEMBERED_JTIS)
     this.#now = options.now ?? Date.now
   }
@@ -63,7 +60,7 @@ export class JtiReplayGuard implements JtiReplay {
     }
     const ttl = Math.max(1, Math.ceil(until - now))
     try {
-      return (await this.#redis.set(this.#prefix + key, '1', 'EX', ttl, 'NX')) === 'OK'
+      return (await this.#redis.client.set(this.#redis.keys.logoutJti(key), '1', 'EX', ttl, 'NX')) === 'OK'
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the logout token replay cache in Redis cannot be reached', { cause })
     }
@@ -77,7 +74,7 @@ export class JtiReplayGuard implements JtiReplay {
       return
     }
     try {
-      await this.#redis.del(this.#prefix + key)
+      await this.#redis.client.del(this.#redis.keys.logoutJti(key))
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the logout token replay cache in Redis cannot be reached', { cause })
     }
