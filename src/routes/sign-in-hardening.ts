@@ -2,7 +2,7 @@ import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
 import type { RateLimitConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
-import { SECURITY_HEADERS } from '../ops/hygiene.js'
+import { SECURITY_HEADERS } from '../ops/response-headers.js'
 import { ENDPOINT_LIST } from '../contract/endpoints.js'
 
 // What every sign-in endpoint gets before its handler runs: the security headers of responses
