@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import { TtlCache } from '../lib/ttl-cache.js'
-import type { RedisKeys, RedisWithKeys } from '../session/redis-keys.js'
 
 // Back-Channel Logout 1.0, 2.6 step 9: a logout token whose jti was already received is refused.
 // Replaying one would end the sessions it names again, a sign-in made after the logout included
@@ -17,7 +16,13 @@ import type { RedisKeys, RedisWithKeys } from '../session/redis-keys.js'
  */
 export const REMEMBERED_JTIS = 100_000
 
-export type JtiReplayOptions = RedisWithKeys & {
+/** Where the guard's keys live in Redis: session/redis-keys.ts (RedisKeys), without importing session/. */
+export interface JtiKeys {
+  logoutJti(digest: string): string
+}
+
+/** A Redis client comes with the keys to use in it. */
+export type JtiReplayOptions = ({ redis?: undefined; keys?: JtiKeys } | { redis: Redis | undefined; keys: JtiKeys }) & {
   maxEntries?: number
   /** Milliseconds since the epoch; tests replace it. */
   now?: () => number
@@ -35,7 +40,7 @@ export interface JtiReplay {
 }
 
 export class JtiReplayGuard implements JtiReplay {
-  readonly #redis: { client: Redis; keys: RedisKeys } | undefined
+  readonly #redis: { client: Redis; keys: JtiKeys } | undefined
   readonly #seen: TtlCache<true>
   readonly #now: () => number
 
