@@ -4,7 +4,7 @@ import type { RateLimitConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { DEFAULT_PROVIDER } from '../options/types.js'
 import type { Provider, Providers } from '../oidc/providers.js'
-import { generateDpopKey, isDpopKey, type DpopKey } from '../oidc/dpop.js'
+import { generateDpopKey } from '../oidc/dpop.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
@@ -44,28 +44,6 @@ export interface SignInOptions {
   rateLimitStore?: RateLimitStore
   /** Told of a session a logout ended, once it is (its open WebSockets close). */
   onEnded?: (session: Session) => void
-}
-
-interface Transaction {
-  /** The provider's name; absent in transactions started before several providers existed (DEFAULT_PROVIDER). */
-  p?: string
-  n: string
-  v: string
-  r?: string
-  /** The sign-in's DPoP key (provider.dpop): the code is bound to it. */
-  k?: DpopKey
-}
-
-function isTransaction(v: unknown): v is Transaction {
-  if (typeof v !== 'object' || v === null) return false
-  const t = v as Partial<Transaction>
-  return (
-    typeof t.n === 'string' &&
-    typeof t.v === 'string' &&
-    (t.p === undefined || typeof t.p === 'string') &&
-    (t.r === undefined || typeof t.r === 'string') &&
-    (t.k === undefined || isDpopKey(t.k))
-  )
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
@@ -121,10 +99,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
     const dpopKey = client.dpop ? await generateDpopKey() : undefined
     const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }) })
-    const transaction: Transaction = { p: name, n: nonce, v: codeVerifier }
-    if (dpopKey !== undefined) transaction.k = dpopKey
-    if (redirectAfter !== undefined) transaction.r = redirectAfter
-    cookies.writeTransaction(reply, state, transaction, TRANSACTION_SECONDS)
+    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter }, TRANSACTION_SECONDS)
     noStore(reply)
     if (performRedirect) return reply.redirect(location, 302)
     return { value: location }
@@ -145,10 +120,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     }
     const state = single(params, 'state')
     const transaction = state === undefined || state === '' ? undefined : cookies.readTransaction(req, state)
-    if (state === undefined || !isTransaction(transaction)) {
+    if (state === undefined || transaction === undefined) {
       throw new GatewayError('state_mismatch', 'the sign-in state is missing, expired or was started in another browser')
     }
-    const provider = providers.get(transaction.p ?? DEFAULT_PROVIDER)
+    const provider = providers.get(transaction.provider ?? DEFAULT_PROVIDER)
     if (provider === undefined) throw new GatewayError('state_mismatch', 'the sign-in was started with a provider that is no longer configured')
     const { client } = provider
     const query = req.url.indexOf('?')
@@ -157,9 +132,9 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     try {
       const tokens = await client.exchangeCode(path, query === -1 ? '' : req.url.slice(query), {
         state,
-        nonce: transaction.n,
-        codeVerifier: transaction.v,
-        ...(transaction.k === undefined ? {} : { dpopKey: transaction.k }),
+        nonce: transaction.nonce,
+        codeVerifier: transaction.codeVerifier,
+        ...(transaction.dpopKey === undefined ? {} : { dpopKey: transaction.dpopKey }),
       }, req.log)
       session = lifecycle.create(tokens, provider.name)
     } catch (err) {
@@ -172,7 +147,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     await store.create(req, reply, session)
     cookies.clearTransaction(reply, state)
     noStore(reply)
-    if (transaction.r !== undefined) return reply.redirect(transaction.r, 302)
+    if (transaction.redirectAfter !== undefined) return reply.redirect(transaction.redirectAfter, 302)
     return { value: session.accessToken }
   }
   app.get(ENDPOINTS.callback.path, callback)
