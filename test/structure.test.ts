@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import t from 'tap'
+import ts from 'typescript'
+import { SIGN_IN_PATH } from '../src/contract/endpoints.js'
 
 // The layout ARCHITECTURE.md describes, kept true: the folders of src/ form no import cycle; the
 // contract vocabulary (contract/) and the option types (options/) sit at the bottom; the proxy
@@ -109,7 +111,7 @@ t.test('the session lifecycle takes a refresh grant, not the provider client', a
 t.test('src/ext-authz takes the decision as `check` and imports none of the gateway behind it', async (t) => {
   // The gRPC service is transport only: proxy/, routes/, session/, oidc/ and config/ reach it
   // through the `check` the gateway passes in, so it can be tested and replaced on its own.
-  const allowed = new Set(['ext-authz', 'lib', 'contract/errors.ts', 'ops/logging.ts', 'ops/hygiene.ts'])
+  const allowed = new Set(['ext-authz', 'lib', 'contract/errors.ts', 'ops/logging.ts', 'ops/response-headers.ts'])
   const outside: string[] = []
   for (const file of sources(SRC)) {
     if (folderOf(file) !== 'ext-authz') continue
@@ -192,4 +194,23 @@ t.test('what judges by time reads the injected clock: no Date.now() in the sessi
   const readers = onTheClock.filter((file) => /\bDate\.now\b|new Date\(\)/.test(readFileSync(join(SRC, file), 'utf8')))
   t.strictSame(readers, [])
   t.strictSame(onTheClock.filter((file) => !/\bClock\b/.test(readFileSync(join(SRC, file), 'utf8'))), ['session/cookies.ts'], "each takes a Clock (cookies.ts its cipher's)")
+})
+
+t.test('the gateway\'s URL space is written in one file: no string outside contract/endpoints.ts spells SIGN_IN_PATH', async (t) => {
+  // The metrics, the rate limit, the reserved paths and the routes read the endpoints table; a
+  // path written out elsewhere is one they would not know of. Comments may name the paths.
+  const spelled: string[] = []
+  for (const file of sources(SRC)) {
+    const from = relative(SRC, file)
+    if (from === 'contract/endpoints.ts') continue
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
+    const visit = (node: ts.Node): void => {
+      if ((ts.isStringLiteral(node) || ts.isTemplateLiteralToken(node) || ts.isNoSubstitutionTemplateLiteral(node)) && node.text.includes(SIGN_IN_PATH)) {
+        spelled.push(`${from}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}`)
+      }
+      ts.forEachChild(node, visit)
+    }
+    visit(source)
+  }
+  t.strictSame(spelled, [])
 })

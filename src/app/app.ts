@@ -14,7 +14,7 @@ import { BearerVerifier } from '../oidc/bearer.js'
 import { OidcClient } from '../oidc/client.js'
 import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
-import { clientErrorHandler } from '../ops/hygiene.js'
+import { clientErrorHandler } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
@@ -35,7 +35,7 @@ import { createChecker } from '../proxy/check.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath, SIGN_IN_PATH } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
@@ -46,7 +46,7 @@ import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
 import { MemorySessionStore } from '../session/memory-store.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
-import { RedisKeys } from '../session/redis-keys.js'
+import type { RedisKeys } from '../session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
 import type { Session, SessionStore } from '../session/types.js'
@@ -75,6 +75,8 @@ export interface ProcessState {
   readonly clock: Clock
   /** The process's one Redis connection (session.redisUrl), whatever the number of reloads. */
   readonly redis: Redis | undefined
+  /** Every key the gateway writes in that Redis, under session.redis.keyPrefix. */
+  readonly keys: RedisKeys
   readonly metrics: GatewayMetrics
   /** The cookie store's back-channel logout revocation list; undefined with the other stores. */
   readonly revocations: RevocationList | undefined
@@ -129,11 +131,10 @@ interface Sessions {
 
 function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: CookieCipher, state: ProcessState): Sessions {
   const { store, maxAgeSeconds } = config.session
-  const { redis } = state
+  const { redis, keys } = state
   if (store === 'redis') {
     // checks.ts makes session.redisUrl required with store: redis, so the client exists.
     if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl'])
-    const keys = new RedisKeys(config.session.redis.keyPrefix)
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
@@ -332,7 +333,6 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
-    prefix: SIGN_IN_PATH,
     providers,
     providersFor(target) {
       const url = new URL(target, config.server.publicUrl)
@@ -351,7 +351,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),
   })
-  await app.register(signOutPage, { prefix: SIGN_IN_PATH, ...pages })
+  await app.register(signOutPage, pages)
   await app.register(backchannelLogoutRoute, {
     providers,
     store,
@@ -380,7 +380,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     }),
   )
   if (signer !== undefined) {
-    // Outside /api/v1/openid, where verifiers look for it: it shadows an upstream's own file there.
+    // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {
       reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
     })

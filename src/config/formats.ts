@@ -4,7 +4,7 @@
 
 import { BlockList, isIP } from 'node:net'
 import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
-import { isReservedHeaderName } from '../proxy/identity-headers.js'
+import { isReservedHeaderName } from '../proxy/header-policy.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
 import { globProblem } from '../proxy/public-paths.js'

@@ -1,9 +1,57 @@
 // The gateway's own URL space. Everything at and below SIGN_IN_PATH belongs to the gateway and is
 // never proxied; cookies, the callback URL registered at the provider, the router and the
-// redirects the proxy sends all derive from these.
+// redirects the proxy sends all derive from these. ENDPOINTS is the one table of the endpoints:
+// the routes register its paths, and the metrics, the sign-in rate limit, the reserved paths'
+// 405s and the configuration's extAuthzPath check read it, so none keeps a list of its own.
 
 export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
+
+export type EndpointMethod = 'GET' | 'POST' | 'DELETE'
+
+export interface Endpoint {
+  /** The route as registered (a router pattern). */
+  readonly path: string
+  /** The methods its routes accept; HEAD comes with GET (the router adds it). */
+  readonly methods: readonly EndpointMethod[]
+  /** Its `endpoint` label in openid_gateway_endpoint_outcomes_total; undefined: not counted. */
+  readonly metric: string | undefined
+  /** Counted against rateLimit.signIn: it costs something per request (a transaction, a token request). */
+  readonly signInRateLimit: boolean
+  /**
+   * At or below SIGN_IN_PATH: never proxied, and another method there is a 405 naming `methods`
+   * (routes/reserved.ts). Otherwise the path is an upstream's when the gateway does not serve it.
+   */
+  readonly reserved: boolean
+}
+
+export const ENDPOINTS = {
+  redirect: { path: `${SIGN_IN_PATH}/redirect`, methods: ['GET'], metric: 'redirect', signInRateLimit: true, reserved: true },
+  callback: { path: CALLBACK_PATH, methods: ['GET'], metric: 'callback', signInRateLimit: true, reserved: true },
+  // Outside the sign-in budget as the limit has always been written (it named the single
+  // provider's path only); a decision to take on its own, not here.
+  providerCallback: { path: `${CALLBACK_PATH}/:provider`, methods: ['GET'], metric: 'callback', signInRateLimit: false, reserved: true },
+  refresh: { path: `${SIGN_IN_PATH}/refresh`, methods: ['GET'], metric: 'refresh', signInRateLimit: true, reserved: true },
+  // Never limited: signing out must always work.
+  logout: { path: `${SIGN_IN_PATH}/logout`, methods: ['DELETE'], metric: 'logout', signInRateLimit: false, reserved: true },
+  /**
+   * Sign-out for people: GET is a page (signed out, or a sign-out button; a good
+   * `provider.postLogoutRedirectUri`), POST is its form. The contract's DELETE logout is for scripts.
+   */
+  signOut: { path: `${SIGN_IN_PATH}/sign-out`, methods: ['POST', 'GET'], metric: 'sign_out', signInRateLimit: false, reserved: true },
+  /** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */
+  backchannelLogout: { path: `${SIGN_IN_PATH}/backchannel-logout`, methods: ['POST'], metric: 'backchannel_logout', signInRateLimit: false, reserved: true },
+  /** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
+  forwardAuth: { path: `${SIGN_IN_PATH}/auth`, methods: ['GET'], metric: 'forward_auth', signInRateLimit: false, reserved: true },
+  /**
+   * The public keys of identity assertions (assertions.signingKeys), where JWT verifiers look;
+   * served only with signing keys, so the path is an upstream's otherwise.
+   */
+  assertionJwks: { path: '/.well-known/jwks.json', methods: ['GET'], metric: undefined, signInRateLimit: false, reserved: false },
+} as const satisfies Record<string, Endpoint>
+
+/** The table's rows, for those that read every endpoint. */
+export const ENDPOINT_LIST: readonly Endpoint[] = Object.values(ENDPOINTS)
 
 /**
  * The redirect URI path of a provider: CALLBACK_PATH with a single provider, and one of its own
@@ -13,19 +61,18 @@ export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
 export function callbackPath(provider: string, several: boolean): string {
   return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH
 }
-/** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
-export const FORWARD_AUTH_PATH = `${SIGN_IN_PATH}/auth`
-/** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */
-export const BACKCHANNEL_LOGOUT_PATH = `${SIGN_IN_PATH}/backchannel-logout`
+export const FORWARD_AUTH_PATH = ENDPOINTS.forwardAuth.path
+export const BACKCHANNEL_LOGOUT_PATH = ENDPOINTS.backchannelLogout.path
+export const SIGN_OUT_PATH = ENDPOINTS.signOut.path
+export const ASSERTION_JWKS_PATH = ENDPOINTS.assertionJwks.path
 
 /**
  * The first segment below SIGN_IN_PATH of each endpoint the gateway serves there: another route
  * under one of them (forwardAuth.extAuthzPath) would shadow or collide with the endpoint.
  */
-export const ENDPOINT_SEGMENTS: readonly string[] = ['redirect', 'callback', 'refresh', 'logout', 'sign-out', 'auth', 'backchannel-logout']
-
-/** The public keys of identity assertions (assertions.signingKeys), where JWT verifiers look. */
-export const ASSERTION_JWKS_PATH = '/.well-known/jwks.json'
+export const ENDPOINT_SEGMENTS: readonly string[] = [
+  ...new Set(ENDPOINT_LIST.filter((e) => e.reserved).map((e) => e.path.slice(SIGN_IN_PATH.length + 1).split('/')[0] ?? '')),
+]
 
 /** True for SIGN_IN_PATH itself and every path below it (on a segment boundary). */
 export function isGatewayPath(path: string): boolean {
@@ -34,17 +81,11 @@ export function isGatewayPath(path: string): boolean {
 
 /** The redirect endpoint that starts a sign-in and brings the user back to `target` (validated). */
 export function signInPath(target?: string): string {
-  const start = `${SIGN_IN_PATH}/redirect`
+  const start = ENDPOINTS.redirect.path
   return target === undefined ? start : `${start}?redirectAfter=${encodeURIComponent(target)}`
 }
 
 /** The refresh endpoint in its redirecting form: renew the access token, then back to `target`. */
 export function refreshPath(target: string): string {
-  return `${SIGN_IN_PATH}/refresh?redirectAfter=${encodeURIComponent(target)}`
+  return `${ENDPOINTS.refresh.path}?redirectAfter=${encodeURIComponent(target)}`
 }
-
-/**
- * Sign-out for people: GET is a page (signed out, or a sign-out button; a good
- * `provider.postLogoutRedirectUri`), POST is its form. The contract's DELETE logout is for scripts.
- */
-export const SIGN_OUT_PATH = `${SIGN_IN_PATH}/sign-out`

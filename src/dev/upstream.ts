@@ -4,6 +4,7 @@
 
 import { createHash } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { ENDPOINTS } from '../contract/endpoints.js'
 import { escapeHtml } from '../lib/html.js'
 import { listen } from './listen.js'
 
@@ -27,13 +28,14 @@ const IDENTITY_HEADERS = [
 ]
 const FORWARDING_HEADERS = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']
 
-// No user data is ever interpolated into this script; it is static so its hash can pin it in the CSP.
+// No user data is ever interpolated into this script (only the gateway's fixed endpoint paths); it is
+// static so its hash can pin it in the CSP.
 const SCRIPT = `
 const out = document.getElementById('result')
 document.getElementById('refresh').addEventListener('click', async () => {
   out.textContent = 'Refreshing...'
   try {
-    const res = await fetch('/api/v1/openid/refresh', { credentials: 'same-origin' })
+    const res = await fetch('${ENDPOINTS.refresh.path}', { credentials: 'same-origin' })
     out.textContent = res.ok
       ? 'Refresh: ' + res.status + ' ' + res.statusText + ', a new access token was issued (not shown).'
       : 'Refresh: ' + res.status + ' ' + res.statusText
@@ -44,7 +46,7 @@ document.getElementById('refresh').addEventListener('click', async () => {
 document.getElementById('logout').addEventListener('click', async () => {
   out.textContent = 'Signing out...'
   try {
-    const res = await fetch('/api/v1/openid/logout', { method: 'DELETE', credentials: 'same-origin' })
+    const res = await fetch('${ENDPOINTS.logout.path}', { method: 'DELETE', credentials: 'same-origin' })
     let next = ''
     if (res.ok) {
       const body = await res.json()

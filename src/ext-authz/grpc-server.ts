@@ -9,7 +9,7 @@ import {
 } from '@grpc/grpc-js'
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
-import { PROBLEM_HEADERS } from '../ops/hygiene.js'
+import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { redactUrl } from '../ops/logging.js'
 import { checkInputOf } from './check-input.js'
 import { checkResponse, type CheckResponse } from './check-response.js'

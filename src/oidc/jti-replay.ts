@@ -17,9 +17,13 @@ import { TtlCache } from '../lib/ttl-cache.js'
  */
 export const REMEMBERED_JTIS = 100_000
 
-export interface JtiReplayOptions {
-  redis?: Redis | undefined
-  prefix?: string
+/** Where the guard's keys live in Redis: session/redis-keys.ts (RedisKeys), without importing session/. */
+export interface JtiKeys {
+  logoutJti(digest: string): string
+}
+
+/** A Redis client comes with the keys to use in it. */
+export type JtiReplayOptions = ({ redis?: undefined; keys?: JtiKeys } | { redis: Redis | undefined; keys: JtiKeys }) & {
   maxEntries?: number
   clock: Clock
 }
@@ -36,14 +40,12 @@ export interface JtiReplay {
 }
 
 export class JtiReplayGuard implements JtiReplay {
-  readonly #redis: Redis | undefined
-  readonly #prefix: string
+  readonly #redis: { client: Redis; keys: JtiKeys } | undefined
   readonly #seen: TtlCache<true>
   readonly #clock: Clock
 
   constructor(options: JtiReplayOptions) {
-    this.#redis = options.redis
-    this.#prefix = `${options.prefix ?? 'ogw:'}logout-jti:`
+    this.#redis = options.redis === undefined ? undefined : { client: options.redis, keys: options.keys }
     this.#seen = new TtlCache(options.maxEntries ?? REMEMBERED_JTIS, options.clock)
     this.#clock = options.clock
   }
@@ -63,7 +65,7 @@ export class JtiReplayGuard implements JtiReplay {
     const now = this.#clock.now() / 1000
     const ttl = Math.max(1, Math.ceil(until - now))
     try {
-      return (await this.#redis.set(this.#prefix + key, '1', 'EX', ttl, 'NX')) === 'OK'
+      return (await this.#redis.client.set(this.#redis.keys.logoutJti(key), '1', 'EX', ttl, 'NX')) === 'OK'
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the logout token replay cache in Redis cannot be reached', { cause })
     }
@@ -77,7 +79,7 @@ export class JtiReplayGuard implements JtiReplay {
       return
     }
     try {
-      await this.#redis.del(this.#prefix + key)
+      await this.#redis.client.del(this.#redis.keys.logoutJti(key))
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the logout token replay cache in Redis cannot be reached', { cause })
     }

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { ProviderCall } from '../oidc/client.js'
-import { SIGN_IN_PATH } from '../contract/endpoints.js'
+import { ENDPOINT_LIST } from '../contract/endpoints.js'
 
 // The gateway's Prometheus metrics, in a registry of its own per app (never prom-client's global
 // one: two apps in a process, as in the tests, must not share series). Every label takes its
@@ -10,17 +10,8 @@ import { SIGN_IN_PATH } from '../contract/endpoints.js'
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 
-/** The gateway's own endpoints whose outcomes are counted, by route URL. */
-const ENDPOINTS: Record<string, string> = {
-  [`${SIGN_IN_PATH}/redirect`]: 'redirect',
-  [`${SIGN_IN_PATH}/callback`]: 'callback',
-  [`${SIGN_IN_PATH}/callback/:provider`]: 'callback',
-  [`${SIGN_IN_PATH}/refresh`]: 'refresh',
-  [`${SIGN_IN_PATH}/logout`]: 'logout',
-  [`${SIGN_IN_PATH}/sign-out`]: 'sign_out',
-  [`${SIGN_IN_PATH}/backchannel-logout`]: 'backchannel_logout',
-  [`${SIGN_IN_PATH}/auth`]: 'forward_auth',
-}
+/** The `endpoint` label of the gateway's own endpoints whose outcomes are counted, by route URL. */
+const ENDPOINT_LABELS: ReadonlyMap<string, string> = new Map(ENDPOINT_LIST.flatMap((e) => (e.metric === undefined ? [] : [[e.path, e.metric]])))
 
 /** Label of a request that no upstream route served: the gateway's own endpoints, or nothing. */
 export const GATEWAY_ROUTE = '_gateway'
@@ -187,7 +178,7 @@ export class GatewayMetrics {
     }
     series.count.inc()
     series.duration.observe(o.seconds)
-    const endpoint = o.routeUrl === undefined ? undefined : ENDPOINTS[o.routeUrl]
+    const endpoint = o.routeUrl === undefined ? undefined : ENDPOINT_LABELS.get(o.routeUrl)
     if (endpoint !== undefined) this.#outcomes.inc({ endpoint, code: o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`) })
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()
   }

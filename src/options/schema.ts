@@ -9,7 +9,7 @@
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
 import { ASYMMETRIC_ALGORITHMS } from './algorithms.js'
-import { SIGN_IN_PATH } from '../contract/endpoints.js'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
@@ -94,7 +94,7 @@ const server = object(
     host: string('Address the gateway listens on (an IP address or a host name).', { minLength: 1, format: 'listen-host', default: '0.0.0.0' }),
     port: port('Port of the gateway listener (`0` picks a free port).', 8080),
     publicUrl: string(
-      'External origin of the gateway as browsers see it: scheme, host and optional port, without a path, query or fragment (a trailing `/` is removed). The `redirect_uri` is this origin plus `/api/v1/openid/callback` (`/api/v1/openid/callback/<name>` with [several providers](#several-providers)).',
+      `External origin of the gateway as browsers see it: scheme, host and optional port, without a path, query or fragment (a trailing \`/\` is removed). The \`redirect_uri\` is this origin plus \`${CALLBACK_PATH}\` (\`${CALLBACK_PATH}/<name>\` with [several providers](#several-providers)).`,
       { format: 'http-origin' },
     ),
     trustedProxies: list(
@@ -321,7 +321,7 @@ const rateLimit = object(
   'Limits on requests the gateway answers itself, per client address (the address `X-Forwarded-For` names when the peer is in `server.trustedProxies`, otherwise the peer; IPv6 clients count per /64). Counted in this process: each replica keeps its own budget. See [Rate limit on the sign-in endpoints](#rate-limit-on-the-sign-in-endpoints).',
   {
     signIn: object(
-      'One budget shared by GET `/api/v1/openid/redirect`, `/callback` and `/refresh` (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 `rate_limited` with `Retry-After`.',
+      `One budget shared by GET \`${SIGN_IN_PATH}/redirect\`, \`/callback\` and \`/refresh\` (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 \`rate_limited\` with \`Retry-After\`.`,
       {
         max: integer('Requests allowed per client address in each window; `0` turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.', 0, 1000000, 6000),
         windowSeconds: integer('Length of the window, in seconds; it starts at the first request of the address.', 1, 86400, 60),
@@ -384,7 +384,7 @@ const upstream = object(
       'Which requests go to this upstream: optional hosts, then the longest matching path prefix.',
       {
         pathPrefix: string(
-          'Path prefix: matches the path itself and everything below it. It must start with `/` and may not contain `//`, `?`, `#`, `\\`, `.` or `..` segments, encoded dots, encoded slashes or whitespace. It may not contain `:`, `*` (route syntax: a parameter, a wildcard) or `%` (write non-ASCII characters as they are, e.g. `/café`), and may not be `/api/v1/openid` or below it. A trailing `/` is removed.',
+          `Path prefix: matches the path itself and everything below it. It must start with \`/\` and may not contain \`//\`, \`?\`, \`#\`, \`\\\`, \`.\` or \`..\` segments, encoded dots, encoded slashes or whitespace. It may not contain \`:\`, \`*\` (route syntax: a parameter, a wildcard) or \`%\` (write non-ASCII characters as they are, e.g. \`/café\`), and may not be \`${SIGN_IN_PATH}\` or below it. A trailing \`/\` is removed.`,
           { format: 'path-prefix', default: '/' },
         ),
         hosts: stringList(

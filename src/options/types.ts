@@ -1,6 +1,7 @@
 // The validated, defaults-applied configuration. Every module receives the slice it needs;
 // nothing reads the YAML or the environment after startup.
 
+import type { SIGN_IN_PATH } from '../contract/endpoints.js'
 import type { AsymmetricAlgorithm } from './algorithms.js'
 
 export type AuthMode = 'required' | 'optional' | 'none'
@@ -87,7 +88,7 @@ export interface CookiesConfig {
   /** Optional Domain attribute (disables the __Host- prefix). */
   domain?: string
   /** Path of the credentials cookie (refresh and ID tokens): everywhere, or the sign-in endpoints only. */
-  credentialsPath: '/' | '/api/v1/openid'
+  credentialsPath: '/' | typeof SIGN_IN_PATH
 }
 
 export interface SessionConfig {

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { GatewayError, ProblemCode } from '../contract/errors.js'
-import { PROBLEM_HEADERS } from '../ops/hygiene.js'
+import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { escapeHtml } from '../lib/html.js'
 import { isNavigation } from '../contract/navigation.js'
 import { FORWARD_AUTH_PATH, isGatewayPath, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'

@@ -11,7 +11,7 @@ import { signedInAs } from './who.js'
 // provider's post-logout redirect when `provider.postLogoutRedirectUri` points here.
 
 export async function signOutPage(app: FastifyInstance, deps: PageDeps): Promise<void> {
-  app.get('/sign-out', async (req, reply) => {
+  app.get(SIGN_OUT_PATH, async (req, reply) => {
     const who = await signedInAs(req, deps.store)
     const body =
       who === undefined

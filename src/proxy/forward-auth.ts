@@ -4,11 +4,11 @@ import { GatewayError } from '../contract/errors.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, type CheckedRequest, type Checker } from './check.js'
 import { forbiddenError, unauthenticatedError } from './guard.js'
-import { identityHeaderValues, isHeaderSafeToken } from './identity-headers.js'
+import { identityHeaderValues, isHeaderSafeToken } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
 import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
-import { PROBLEM_HEADERS } from '../ops/hygiene.js'
+import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { redactUrl } from '../ops/logging.js'
 
 // GET /api/v1/openid/auth: the forward-auth check of the contract, for ingress-nginx (`auth-url`)

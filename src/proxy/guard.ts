@@ -8,7 +8,7 @@ import type { Identity } from '../contract/identity.js'
 import type { AuthRequest, Authenticator } from './authenticate.js'
 import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher } from './public-paths.js'
-import { PROBLEM_HEADERS } from '../ops/hygiene.js'
+import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { isNavigation } from '../contract/navigation.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is

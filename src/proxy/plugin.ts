@@ -12,7 +12,7 @@ import {
   scrubResponseHeaders,
   stripCookies,
   stripHopByHop,
-} from './identity-headers.js'
+} from './header-policy.js'
 import { hostPattern } from './match.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedUrlTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'

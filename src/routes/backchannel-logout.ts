@@ -5,7 +5,7 @@ import type { JtiReplay } from '../oidc/jti-replay.js'
 import { KeysNotLoadedError } from '../oidc/keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
 import type { Providers } from '../oidc/providers.js'
-import { SECURITY_HEADERS } from '../ops/hygiene.js'
+import { SECURITY_HEADERS } from '../ops/response-headers.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../contract/endpoints.js'
 import type { SessionSelector, SessionStore } from '../session/types.js'
 

@@ -1,33 +1,23 @@
-import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
-import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
+import { ENDPOINT_LIST, SIGN_IN_PATH } from '../contract/endpoints.js'
 
-// Every path under /api/v1/openid belongs to the gateway and is never proxied: a known endpoint
-// with another method is a 405 naming the methods its routes accept, anything else a 404. The
-// endpoints are recorded as they are registered (onRoute), so a new endpoint needs no entry here,
-// and a request path is only ever compared with them as a string: handed to the router as a
-// route pattern, `/api/v1/openid/**` or `/api/v1/openid/:x(` made it throw (a 500, and an
-// "unsafe regex" in the log).
+// Every path at and below SIGN_IN_PATH belongs to the gateway and is never proxied: a reserved
+// endpoint of contract/endpoints.ts with another method is a 405 naming the methods it accepts,
+// anything else a 404. A request path is only ever compared with the table's paths as a string:
+// handed to the router as a route pattern, `${SIGN_IN_PATH}/**` or `${SIGN_IN_PATH}/:x(` made it
+// throw (a 500, and an "unsafe regex" in the log).
 
-/** The catch-all routes below: they accept everything, and are not endpoints. */
-const CATCH_ALL = new Set([SIGN_IN_PATH, `${SIGN_IN_PATH}/*`])
+/** The Allow header of each reserved endpoint: its methods, HEAD with GET (the router serves it). */
+const ALLOW: ReadonlyMap<string, string> = new Map(
+  ENDPOINT_LIST.filter((e) => e.reserved).map((e) => [e.path, e.methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ')]),
+)
 
 async function reservedRoutes(app: FastifyInstance): Promise<void> {
-  const endpoints = new Map<string, Set<string>>()
-  app.addHook('onRoute', (route: RouteOptions) => {
-    if (!isGatewayPath(route.url) || CATCH_ALL.has(route.url)) return
-    const methods = endpoints.get(route.url) ?? new Set<string>()
-    for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method)
-    endpoints.set(route.url, methods)
-  })
-
   const handler = async (req: FastifyRequest): Promise<never> => {
     const q = req.url.indexOf('?')
-    const methods = endpoints.get(q === -1 ? req.url : req.url.slice(0, q))
-    if (methods !== undefined) {
-      const allow = [...methods].join(', ')
-      throw new GatewayError('method_not_allowed', `this endpoint accepts ${allow}`, { headers: { allow } })
-    }
+    const allow = ALLOW.get(q === -1 ? req.url : req.url.slice(0, q))
+    if (allow !== undefined) throw new GatewayError('method_not_allowed', `this endpoint accepts ${allow}`, { headers: { allow } })
     throw new GatewayError('not_found', 'no such sign-in endpoint')
   }
   app.all(SIGN_IN_PATH, handler)
@@ -35,7 +25,7 @@ async function reservedRoutes(app: FastifyInstance): Promise<void> {
 }
 
 // Registered on the root instance rather than in a scope of its own (what fastify-plugin does),
-// so its onRoute hook sees the endpoints that other plugins register after it.
+// so the root's hooks reach its catch-all routes as they reach the endpoints.
 Object.assign(reservedRoutes, { [Symbol.for('skip-override')]: true })
 
 export { reservedRoutes }

@@ -2,19 +2,15 @@ import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
 import type { RateLimitConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
-import { SECURITY_HEADERS } from '../ops/hygiene.js'
-import { SIGN_IN_PATH } from '../contract/endpoints.js'
+import { SECURITY_HEADERS } from '../ops/response-headers.js'
+import { ENDPOINT_LIST } from '../contract/endpoints.js'
 
 // What every sign-in endpoint gets before its handler runs: the security headers of responses
 // the gateway writes itself, and the per-client budget of sign-in requests. Called inside the
 // sign-in plugin, so the hooks are scoped to its routes and never touch proxied responses.
 
-/**
- * The endpoints that cost something per request (a transaction, a token request at the
- * provider). Logout is left out on purpose: signing out must always work, and a session is
- * needed to reach the provider there.
- */
-const LIMITED = new Set(['redirect', 'callback', 'refresh'].map((name) => `${SIGN_IN_PATH}/${name}`))
+/** The route URLs of the endpoints the sign-in budget covers (contract/endpoints.ts, signInRateLimit). */
+const LIMITED: ReadonlySet<string> = new Set(ENDPOINT_LIST.filter((e) => e.signInRateLimit).map((e) => e.path))
 
 /** Client addresses remembered per replica; the least recently seen are dropped beyond it. */
 const TRACKED_ADDRESSES = 10_000

@@ -4,16 +4,16 @@ import type { RateLimitConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { DEFAULT_PROVIDER } from '../options/types.js'
 import type { Provider, Providers } from '../oidc/providers.js'
-import { generateDpopKey, isDpopKey, type DpopKey } from '../oidc/dpop.js'
+import { generateDpopKey } from '../oidc/dpop.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
+import { ENDPOINTS, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 
-// The four sign-in endpoints of the contract, mounted under /api/v1/openid, and the sign-out
-// form of the gateway's pages.
+// The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
+// the gateway's pages.
 
 /** A sign-in transaction lives at most this long (the contract's 10 minutes). */
 const TRANSACTION_SECONDS = 600
@@ -44,28 +44,6 @@ export interface SignInOptions {
   rateLimitStore?: RateLimitStore
   /** Told of a session a logout ended, once it is (its open WebSockets close). */
   onEnded?: (session: Session) => void
-}
-
-interface Transaction {
-  /** The provider's name; absent in transactions started before several providers existed (DEFAULT_PROVIDER). */
-  p?: string
-  n: string
-  v: string
-  r?: string
-  /** The sign-in's DPoP key (provider.dpop): the code is bound to it. */
-  k?: DpopKey
-}
-
-function isTransaction(v: unknown): v is Transaction {
-  if (typeof v !== 'object' || v === null) return false
-  const t = v as Partial<Transaction>
-  return (
-    typeof t.n === 'string' &&
-    typeof t.v === 'string' &&
-    (t.p === undefined || typeof t.p === 'string') &&
-    (t.r === undefined || typeof t.r === 'string') &&
-    (t.k === undefined || isDpopKey(t.k))
-  )
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
@@ -110,7 +88,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache')
   }
 
-  app.get('/redirect', async (req, reply) => {
+  app.get(ENDPOINTS.redirect.path, async (req, reply) => {
     const params = queryOf(req)
     const redirectAfter = redirectAfterOf(params)
     const performRedirect = parseFlag('performRedirect', single(params, 'performRedirect'), true)
@@ -121,10 +99,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
     const dpopKey = client.dpop ? await generateDpopKey() : undefined
     const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }) })
-    const transaction: Transaction = { p: name, n: nonce, v: codeVerifier }
-    if (dpopKey !== undefined) transaction.k = dpopKey
-    if (redirectAfter !== undefined) transaction.r = redirectAfter
-    cookies.writeTransaction(reply, state, transaction, TRANSACTION_SECONDS)
+    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter }, TRANSACTION_SECONDS)
     noStore(reply)
     if (performRedirect) return reply.redirect(location, 302)
     return { value: location }
@@ -145,10 +120,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     }
     const state = single(params, 'state')
     const transaction = state === undefined || state === '' ? undefined : cookies.readTransaction(req, state)
-    if (state === undefined || !isTransaction(transaction)) {
+    if (state === undefined || transaction === undefined) {
       throw new GatewayError('state_mismatch', 'the sign-in state is missing, expired or was started in another browser')
     }
-    const provider = providers.get(transaction.p ?? DEFAULT_PROVIDER)
+    const provider = providers.get(transaction.provider ?? DEFAULT_PROVIDER)
     if (provider === undefined) throw new GatewayError('state_mismatch', 'the sign-in was started with a provider that is no longer configured')
     const { client } = provider
     const query = req.url.indexOf('?')
@@ -157,9 +132,9 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     try {
       const tokens = await client.exchangeCode(path, query === -1 ? '' : req.url.slice(query), {
         state,
-        nonce: transaction.n,
-        codeVerifier: transaction.v,
-        ...(transaction.k === undefined ? {} : { dpopKey: transaction.k }),
+        nonce: transaction.nonce,
+        codeVerifier: transaction.codeVerifier,
+        ...(transaction.dpopKey === undefined ? {} : { dpopKey: transaction.dpopKey }),
       }, req.log)
       session = lifecycle.create(tokens, provider.name)
     } catch (err) {
@@ -172,13 +147,13 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     await store.create(req, reply, session)
     cookies.clearTransaction(reply, state)
     noStore(reply)
-    if (transaction.r !== undefined) return reply.redirect(transaction.r, 302)
+    if (transaction.redirectAfter !== undefined) return reply.redirect(transaction.redirectAfter, 302)
     return { value: session.accessToken }
   }
-  app.get('/callback', callback)
-  app.get('/callback/:provider', callback)
+  app.get(ENDPOINTS.callback.path, callback)
+  app.get(ENDPOINTS.providerCallback.path, callback)
 
-  app.get('/refresh', async (req, reply) => {
+  app.get(ENDPOINTS.refresh.path, async (req, reply) => {
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
     // a redirect: back to the page when the refresh worked, through sign-in when it cannot.
     const redirectAfter = redirectAfterOf(queryOf(req))
@@ -217,7 +192,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     return client.endSessionUrl(session.idToken)
   }
 
-  app.delete('/logout', async (req: FastifyRequest, reply) => {
+  app.delete(ENDPOINTS.logout.path, async (req: FastifyRequest, reply) => {
     const session = await loadWithCredentials(req)
     if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
     return { value: await endSession(req, reply, session) }
@@ -232,7 +207,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) {
     app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 1024 }, (_req, _body, done) => done(null, undefined))
   }
-  app.post('/sign-out', async (req: FastifyRequest, reply) => {
+  app.post(ENDPOINTS.signOut.path, async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
     if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')

@@ -8,7 +8,7 @@ import { buildApp, MAX_HEADER_BYTES } from '../app/app.js'
 import { ConfigError, loadConfigFile, loadConfigText, type ConfigState, type LoadedConfig } from '../config/load.js'
 import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../options/types.js'
-import { clientErrorHandler } from '../ops/hygiene.js'
+import { clientErrorHandler } from '../ops/client-errors.js'
 import type { ReadinessCheck } from '../ops/management.js'
 import { createProcessState, type OwnedProcessState, type ProcessStateOptions } from './process-state.js'
 

@@ -9,6 +9,7 @@ import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { GatewayMetrics, type MetricSources } from '../ops/metrics.js'
 import { WebSocketRegistry } from '../proxy/websocket-registry.js'
 import { connectRedis, firstConnection } from '../session/redis-client.js'
+import { RedisKeys } from '../session/redis-keys.js'
 import { LocalRefreshCoordinator } from '../session/refresh-coordinator.js'
 import { createRevocationList } from '../session/revocation.js'
 
@@ -43,12 +44,13 @@ export async function createProcessState(config: GatewayConfig, options: Process
   const clock = options.clock ?? systemClock
   const log: FastifyBaseLogger = pino(loggerOptions(config.log), options.logStream ?? stdoutDestination())
   const redis = session.redisUrl === undefined ? undefined : await connectRedis({ url: session.redisUrl, timeoutMs: session.redis.timeoutMs }, log)
+  const keys = new RedisKeys(session.redis.keyPrefix)
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
   const primary = redis === undefined ? options.worker : undefined
   let revocations: ProcessState['revocations']
   if (session.store === 'cookie') {
     if (primary !== undefined) await primary.revocations.start()
-    revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, prefix: session.redis.keyPrefix, clock })
+    revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, keys, clock })
   }
   // The series a store's counts feed are registered by kind (session.store takes a restart); each
   // app rebinds them to its own store.
@@ -60,9 +62,10 @@ export async function createProcessState(config: GatewayConfig, options: Process
   const state: OwnedProcessState = {
     clock,
     redis,
+    keys,
     metrics: new GatewayMetrics(sources),
     revocations,
-    replay: primary?.replay ?? new JtiReplayGuard({ redis, prefix: session.redis.keyPrefix, clock }),
+    replay: primary?.replay ?? new JtiReplayGuard({ redis, keys, clock }),
     coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(clock),
     memorySessions: new Map(),
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.

@@ -1,7 +1,7 @@
 import type { Clock } from '../lib/clock.js'
 import type { GatewayCookies } from './cookies.js'
 import { MemoryRevocationList, type RevocationList } from './revocation.js'
-import { fromSealed, toSealed } from './sealed.js'
+import { fromSealed, SEALED_CREDENTIALS, toSealed } from './sealed.js'
 import type { Session, SessionReply, SessionRequest, SessionSelector, SessionStore } from './types.js'
 
 // The whole session lives in the browser, sealed, in two cookies: the identity and the access
@@ -10,16 +10,6 @@ import type { Session, SessionReply, SessionRequest, SessionSelector, SessionSto
 // every request by default, or only to /api/v1/openid (cookies.credentialsPath). A back-channel
 // logout cannot reach the browsers' cookies: the sessions it ends go on a revocation list,
 // checked on every load.
-
-interface SealedCredentials {
-  i: string
-  r?: string
-  d?: string
-}
-
-function isSealedCredentials(v: unknown): v is SealedCredentials {
-  return typeof v === 'object' && v !== null && typeof (v as SealedCredentials).i === 'string'
-}
 
 export class CookieSessionStore implements SessionStore {
   readonly #cookies: GatewayCookies
@@ -42,12 +32,12 @@ export class CookieSessionStore implements SessionStore {
 
   async withCredentials(req: SessionRequest, session: Session): Promise<Session | undefined> {
     if (!this.#cookies.reaches(req, 'credentials')) return undefined
-    const credentials = this.#cookies.read(req, 'credentials')
+    const credentials = SEALED_CREDENTIALS.decode(this.#cookies.read(req, 'credentials'))
     const full: Session = { ...session }
     // Credentials of another sign-in (e.g. a stale cookie) are never combined with this one.
-    if (isSealedCredentials(credentials) && credentials.i === session.id) {
-      if (credentials.r !== undefined) full.refreshToken = credentials.r
-      if (credentials.d !== undefined) full.idToken = credentials.d
+    if (credentials !== undefined && credentials.id === session.id) {
+      if (credentials.refreshToken !== undefined) full.refreshToken = credentials.refreshToken
+      if (credentials.idToken !== undefined) full.idToken = credentials.idToken
     }
     return full
   }
@@ -79,9 +69,7 @@ export class CookieSessionStore implements SessionStore {
       this.#cookies.clear(reply, 'credentials')
       return
     }
-    const credentials: SealedCredentials = { i: session.id }
-    if (session.refreshToken !== undefined) credentials.r = session.refreshToken
-    if (session.idToken !== undefined) credentials.d = session.idToken
+    const credentials = SEALED_CREDENTIALS.encode({ id: session.id, refreshToken: session.refreshToken, idToken: session.idToken })
     this.#cookies.write(req, reply, 'credentials', credentials, endsAt)
   }
 

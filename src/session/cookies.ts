@@ -3,6 +3,7 @@ import type { CookiesConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { CALLBACK_PATH } from '../contract/endpoints.js'
 import type { CookieCipher } from './cipher.js'
+import { SEALED_TRANSACTION, type SignInTransaction } from './sealed.js'
 import type { SessionReply, SessionRequest } from './types.js'
 
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides
@@ -187,8 +188,8 @@ export class GatewayCookies {
   }
 
   /** Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete. */
-  writeTransaction(reply: SessionReply, state: string, data: unknown, ttlSeconds: number): void {
-    const sealed = this.#cipher.seal(`tx:${state}`, data, this.#cipher.clock.now() / 1000 + ttlSeconds)
+  writeTransaction(reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number): void {
+    const sealed = this.#cipher.seal(`tx:${state}`, SEALED_TRANSACTION.encode(transaction), this.#cipher.clock.now() / 1000 + ttlSeconds)
     reply.setCookie(this.#txName(state), sealed, { ...this.#base, path: CALLBACK_PATH, maxAge: ttlSeconds })
   }
 
@@ -196,9 +197,9 @@ export class GatewayCookies {
    * The transaction started by this browser for `state`, or `undefined`. The state is the
    * authenticated data of the seal, so a cookie only opens for the exact state it was made for.
    */
-  readTransaction(req: SessionRequest, state: string): unknown {
+  readTransaction(req: SessionRequest, state: string): SignInTransaction | undefined {
     const sealed = req.cookies[this.#txName(state)]
-    return sealed === undefined ? undefined : this.#cipher.open(`tx:${state}`, sealed)
+    return sealed === undefined ? undefined : SEALED_TRANSACTION.decode(this.#cipher.open(`tx:${state}`, sealed))
   }
 
   clearTransaction(reply: SessionReply, state: string): void {

@@ -1,5 +1,6 @@
 import type { Clock } from '../lib/clock.js'
 import type { GatewayCookies } from './cookies.js'
+import { SEALED_REFERENCE } from './sealed.js'
 import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in this process's memory; the browser holds only a sealed reference. For a single
@@ -7,10 +8,6 @@ import { selects, type Session, type SessionReply, type SessionRequest, type Ses
 // Sessions are lost on restart; use the redis store for several replicas. The store is bounded
 // (session.memory.maxSessions): sign-ins are what clients create, so their number must not
 // decide the gateway's memory. When full, the oldest sign-in is evicted; it ends soonest anyway.
-
-interface Reference {
-  i: string
-}
 
 const SWEEP_INTERVAL_MS = 60_000
 
@@ -40,9 +37,9 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async load(req: SessionRequest): Promise<Session | undefined> {
-    const ref = this.#cookies.read(req, 'session')
-    if (typeof ref !== 'object' || ref === null || typeof (ref as Reference).i !== 'string') return undefined
-    const session = this.#sessions.get((ref as Reference).i)
+    const ref = SEALED_REFERENCE.decode(this.#cookies.read(req, 'session'))
+    if (ref === undefined) return undefined
+    const session = this.#sessions.get(ref.id)
     if (session === undefined || this.#ended(session)) return undefined
     return session
   }
@@ -54,8 +51,7 @@ export class MemorySessionStore implements SessionStore {
   async create(req: SessionRequest, reply: SessionReply, session: Session): Promise<void> {
     this.#makeRoom()
     this.#sessions.set(session.id, session)
-    const ref: Reference = { i: session.id }
-    this.#cookies.write(req, reply, 'session', ref, session.createdAt + this.#maxAgeSeconds)
+    this.#cookies.write(req, reply, 'session', SEALED_REFERENCE.encode({ id: session.id }), session.createdAt + this.#maxAgeSeconds)
   }
 
   async update(_req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean> {
@@ -76,10 +72,8 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async destroy(req: SessionRequest, reply: SessionReply): Promise<void> {
-    const ref = this.#cookies.read(req, 'session')
-    if (typeof ref === 'object' && ref !== null && typeof (ref as Reference).i === 'string') {
-      this.#sessions.delete((ref as Reference).i)
-    }
+    const ref = SEALED_REFERENCE.decode(this.#cookies.read(req, 'session'))
+    if (ref !== undefined) this.#sessions.delete(ref.id)
     this.#clearCookies(reply)
   }
 

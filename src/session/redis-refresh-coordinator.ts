@@ -1,16 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Redis } from 'ioredis'
-import type { IDToken } from 'openid-client'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import type { Tokens } from '../oidc/client.js'
-import { isDpopKey, type DpopKey } from '../oidc/dpop.js'
 import type { CookieCipher } from './cipher.js'
 import { graceEnd, rotated, type RefreshCoordinator } from './refresh-coordinator.js'
 import type { RedisKeys } from './redis-keys.js'
 import { RedisLock } from './redis-lock.js'
 import { storeUnavailable } from './redis-store.js'
+import { SEALED_REFRESH_RESULT } from './sealed.js'
 
 // Refreshes coordinated across replicas. One replica at a time holds a session's refresh lock
 // (RedisLock) and redeems the token; when the provider rotated it, the result is kept in Redis,
@@ -22,28 +21,6 @@ import { storeUnavailable } from './redis-store.js'
 // after a bounded wait with 503 rather than redeem the token a second time.
 
 const POLL_MS = 25
-
-interface SealedTokens {
-  a: string
-  x?: number
-  r?: string
-  d?: string
-  c?: IDToken
-  k?: DpopKey
-}
-
-function isSealedTokens(v: unknown): v is SealedTokens {
-  if (typeof v !== 'object' || v === null) return false
-  const t = v as Partial<SealedTokens>
-  return (
-    typeof t.a === 'string' &&
-    (t.x === undefined || typeof t.x === 'number') &&
-    (t.r === undefined || typeof t.r === 'string') &&
-    (t.d === undefined || typeof t.d === 'string') &&
-    (t.c === undefined || (typeof t.c === 'object' && t.c !== null && typeof t.c.sub === 'string')) &&
-    (t.k === undefined || isDpopKey(t.k))
-  )
-}
 
 export interface RedisRefreshOptions {
   redis: Redis
@@ -116,10 +93,10 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   async #recall(key: string): Promise<Tokens | undefined> {
     const sealed = await this.#redisCall(() => this.#redis.get(key))
     if (sealed === null) return undefined
-    const value = this.#cipher.open(purpose(key), sealed)
-    if (!isSealedTokens(value)) return undefined
-    const tokens: Tokens = { accessToken: value.a, expiresAt: value.x, refreshToken: value.r, idToken: value.d, claims: value.c }
-    if (value.k !== undefined) tokens.dpopKey = value.k
+    const value = SEALED_REFRESH_RESULT.decode(this.#cipher.open(purpose(key), sealed))
+    if (value === undefined) return undefined
+    const tokens: Tokens = { accessToken: value.accessToken, expiresAt: value.expiresAt, refreshToken: value.refreshToken, idToken: value.idToken, claims: value.claims }
+    if (value.dpopKey !== undefined) tokens.dpopKey = value.dpopKey
     return tokens
   }
 
@@ -127,13 +104,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const now = this.#clock.now() / 1000
     const until = graceEnd(fresh, now)
     if (until <= now) return
-    const value: SealedTokens = { a: fresh.accessToken }
-    if (fresh.expiresAt !== undefined) value.x = fresh.expiresAt
-    if (fresh.refreshToken !== undefined) value.r = fresh.refreshToken
-    if (fresh.idToken !== undefined) value.d = fresh.idToken
-    if (fresh.claims !== undefined) value.c = fresh.claims
-    if (fresh.dpopKey !== undefined) value.k = fresh.dpopKey
-    const sealed = this.#cipher.seal(purpose(key), value, until)
+    const sealed = this.#cipher.seal(purpose(key), SEALED_REFRESH_RESULT.encode(fresh), until)
     await this.#redisCall(() => this.#redis.set(key, sealed, 'PX', Math.ceil((until - now) * 1000)))
   }
 

@@ -4,7 +4,7 @@ import type { Clock } from '../lib/clock.js'
 import type { CookieCipher } from './cipher.js'
 import type { GatewayCookies } from './cookies.js'
 import type { RedisKeys } from './redis-keys.js'
-import { fromSealed, toSealed } from './sealed.js'
+import { fromSealed, SEALED_REFERENCE, toSealed } from './sealed.js'
 import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in Redis, shared by every replica. The browser holds only a sealed reference to a random
@@ -17,10 +17,6 @@ import { selects, type Session, type SessionReply, type SessionRequest, type Ses
 // Fail closed: when Redis cannot be reached, every operation that needs it throws GatewayError
 // session_store_unavailable (503). A session that cannot be read is not "no session": that would
 // send a signed-in user to the provider in a loop, or let an ended session look merely absent.
-
-interface Reference {
-  i: string
-}
 
 export interface RedisStoreOptions {
   redis: Redis
@@ -99,8 +95,7 @@ export class RedisSessionStore implements SessionStore {
       return false
     }
     if (!update) {
-      const ref: Reference = { i: session.id }
-      this.#cookies.write(req, reply, 'session', ref, endsAt)
+      this.#cookies.write(req, reply, 'session', SEALED_REFERENCE.encode({ id: session.id }), endsAt)
     }
     return true
   }
@@ -152,10 +147,7 @@ export class RedisSessionStore implements SessionStore {
   async close(): Promise<void> {}
 
   #idOf(req: SessionRequest): string | undefined {
-    const ref = this.#cookies.read(req, 'session')
-    if (typeof ref !== 'object' || ref === null) return undefined
-    const id = (ref as Partial<Reference>).i
-    return typeof id === 'string' ? id : undefined
+    return SEALED_REFERENCE.decode(this.#cookies.read(req, 'session'))?.id
   }
 
   #open(ref: string, sealed: string): Session | undefined {

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
+import type { RedisKeys, RedisWithKeys } from './redis-keys.js'
 import { providerScope, type Session, type SessionSelector } from './types.js'
 
 // The sessions a back-channel logout ended, for the cookie store: it cannot delete the cookies
@@ -162,14 +163,13 @@ export class RedisRevocationList implements RevocationList {
   readonly #refreshes = new SingleFlight<Snapshot>()
   #snapshot: Snapshot | undefined
 
-  constructor(redis: Redis, options: RevocationOptions & { prefix?: string }) {
+  constructor(redis: Redis, options: RevocationOptions & { keys: RedisKeys }) {
     this.#redis = redis
     this.#maxAgeSeconds = options.maxAgeSeconds
     this.#clock = options.clock
-    const base = `${options.prefix ?? 'ogw:'}revocations`
-    this.#key = base
-    this.#versionKey = `${base}:version`
-    this.#sinceKey = `${base}:since`
+    this.#key = options.keys.revocations()
+    this.#versionKey = options.keys.revocationsVersion()
+    this.#sinceKey = options.keys.revocationsSince()
     // Started now, before this replica creates sessions, rather than at the first check (which
     // would refuse the sessions created in between). Redis down: the first check starts it.
     this.#redis.set(this.#sinceKey, String(nowSeconds(this.#clock)), 'NX').catch(() => undefined)
@@ -240,6 +240,6 @@ export class RedisRevocationList implements RevocationList {
 }
 
 /** The list for the cookie store: in Redis when the gateway has a Redis client, else in memory. */
-export function createRevocationList(options: RevocationOptions & { redis?: Redis | undefined; prefix?: string }): RevocationList {
+export function createRevocationList(options: RevocationOptions & RedisWithKeys): RevocationList {
   return options.redis === undefined ? new MemoryRevocationList(options) : new RedisRevocationList(options.redis, options)
 }

@@ -7,7 +7,7 @@ import { startStack, type Teardown } from '../fixtures/stack.js'
 import type { Problem } from '../../src/contract/errors.js'
 
 // Oversized and malformed requests are refused by Node's parser before Fastify sees them; the
-// gateway's clientErrorHandler (ops/hygiene.ts) answers them with problem+json. Session cookie
+// gateway's clientErrorHandler (ops/client-errors.ts) answers them with problem+json. Session cookie
 // chunks are capped (session/cookies.ts MAX_CHUNKS): forged chunk cookies are "no session".
 
 /** Sends `bytes` as they are and returns everything the server wrote until it closed. */

@@ -3,7 +3,7 @@ import { rawRequest } from '../fixtures/http.js'
 import { freePort, startStack } from '../fixtures/stack.js'
 
 // Responses the gateway writes itself (sign-in endpoints, every problem+json error) carry the
-// security headers of ops/hygiene.ts and Cache-Control: no-store; upstream responses are passed
+// security headers of ops/response-headers.ts and Cache-Control: no-store; upstream responses are passed
 // through exactly as the upstream sent them.
 
 const EXPECTED: Record<string, string> = {

@@ -8,6 +8,7 @@ import { GatewayError } from '../../src/contract/errors.js'
 import { KeysNotLoadedError } from '../../src/oidc/keys.js'
 import { JtiReplayGuard } from '../../src/oidc/jti-replay.js'
 import { systemClock } from '../../src/lib/clock.js'
+import { RedisKeys } from '../../src/session/redis-keys.js'
 import { Providers, type Provider } from '../../src/oidc/providers.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
@@ -15,6 +16,8 @@ import { backchannelLogoutRoute, MAX_BODY_BYTES } from '../../src/routes/backcha
 import type { SessionSelector, SessionStore } from '../../src/session/types.js'
 import { startRedis } from '../fixtures/redis.js'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+
+const KEYS = new RedisKeys('test:')
 
 // POST /api/v1/openid/backchannel-logout: the answers of section 2.8 through the whole gateway
 // (tokens signed by the real dev provider), then the route alone with a local key, for what needs
@@ -174,15 +177,15 @@ t.test('redis: a token replayed to another replica is refused', async (t) => {
     a.disconnect()
     b.disconnect()
   })
-  const one = await routeApp(t, new JtiReplayGuard({ redis: a, clock: systemClock }))
-  const two = await routeApp(t, new JtiReplayGuard({ redis: b, clock: systemClock }))
+  const one = await routeApp(t, new JtiReplayGuard({ redis: a, keys: KEYS, clock: systemClock }))
+  const two = await routeApp(t, new JtiReplayGuard({ redis: b, keys: KEYS, clock: systemClock }))
   const token = await sign()
   t.equal((await inject(one.app, token)).statusCode, 200, 'replica one ends the sessions')
   const replay = await inject(two.app, token)
   t.equal(replay.statusCode, 400, 'replica two refuses the replay')
   t.equal(replay.json().error, 'invalid_request')
   t.equal(two.ended.selectors.length, 0)
-  const keys = await a.keys('ogw:logout-jti:*')
+  const keys = await a.keys('test:logout-jti:*')
   t.equal(keys.length, 1, 'one key per jti, digested')
   const ttl = await a.ttl(keys[0]!)
   t.ok(ttl > 0 && ttl <= 300 + 30, `kept until the token could no longer be accepted (${ttl} s)`)
@@ -193,7 +196,7 @@ t.test('redis unreachable: 503 session_store_unavailable, never a logout taken f
   const redis = new Redis(server.url, { commandTimeout: 300, maxRetriesPerRequest: 0, enableOfflineQueue: false })
   t.teardown(() => redis.disconnect())
   await once(redis, 'ready')
-  const { app, ended } = await routeApp(t, new JtiReplayGuard({ redis, clock: systemClock }))
+  const { app, ended } = await routeApp(t, new JtiReplayGuard({ redis, keys: KEYS, clock: systemClock }))
   await server.stop()
   const res = await inject(app, await sign())
   t.equal(res.statusCode, 503)

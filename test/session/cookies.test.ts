@@ -15,6 +15,8 @@ import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '../../
 const SECRET = 'cookie-secret-0123456789abcdef-0123456789'
 const ROLES: CookieRole[] = ['session', 'credentials']
 const LATER = Math.floor(Date.now() / 1000) + 3600
+/** A sign-in transaction, as the redirect endpoint writes it. */
+const TX = { nonce: 'n', codeVerifier: 'v' }
 
 interface SetCookie {
   name: string
@@ -97,7 +99,7 @@ t.test('names and attributes', async (t) => {
   const { cookies } = codec({ secure: true, sameSite: 'strict' })
   cookies.write(request({}), secure.reply, 'session', 1, LATER)
   cookies.write(request({}), secure.reply, 'credentials', 1, LATER)
-  cookies.writeTransaction(secure.reply, 'state-1', 1, 600)
+  cookies.writeTransaction(secure.reply, 'state-1', TX, 600)
   t.strictSame(secure.set.map((c) => c.name), ['__Host-ogw', '__Secure-ogw_cred', '__Secure-ogw_tx_state-1'])
   t.ok(secure.set.every((c) => c.options.secure === true && c.options.sameSite === 'strict'))
   const domain = reply()
@@ -203,8 +205,8 @@ t.test('transaction cookies: one per state, each opening only for its own state'
   const a = 'AAAAAAAAAAAAAAAAAAAA-state-a'
   const b = 'BBBBBBBBBBBBBBBBBBBB-state-b'
   const { reply: r, set } = reply()
-  cookies.writeTransaction(r, a, { n: 'a' }, 600)
-  cookies.writeTransaction(r, b, { n: 'b' }, 600)
+  cookies.writeTransaction(r, a, { nonce: 'a', codeVerifier: 'va' }, 600)
+  cookies.writeTransaction(r, b, { nonce: 'b', codeVerifier: 'vb' }, 600)
   t.equal(set.length, 2)
   t.not(set[0]?.name, set[1]?.name, 'two tabs, two cookies')
   for (const c of set) {
@@ -213,8 +215,8 @@ t.test('transaction cookies: one per state, each opening only for its own state'
     t.equal(c.options.httpOnly, true)
   }
   const jar = apply({}, set)
-  t.same(cookies.readTransaction(request(jar), a), { n: 'a' })
-  t.same(cookies.readTransaction(request(jar), b), { n: 'b' })
+  t.same(cookies.readTransaction(request(jar), a), { nonce: 'a', codeVerifier: 'va' })
+  t.same(cookies.readTransaction(request(jar), b), { nonce: 'b', codeVerifier: 'vb' })
   t.equal(cookies.readTransaction(request(jar), 'CCCC'), undefined)
 
   // States sharing the 16 characters the name is made of share a cookie name, but the seal is
@@ -227,12 +229,12 @@ t.test('transaction cookies: one per state, each opening only for its own state'
   t.strictSame(cleared.set.map((c) => [c.name, c.options.path, c.options.maxAge]), [[set[0]?.name, CALLBACK_PATH, 0]])
   const after = apply(jar, cleared.set)
   t.equal(cookies.readTransaction(request(after), a), undefined)
-  t.same(cookies.readTransaction(request(after), b), { n: 'b' }, 'the other tab is untouched')
+  t.same(cookies.readTransaction(request(after), b), { nonce: 'b', codeVerifier: 'vb' }, 'the other tab is untouched')
 
   const odd = reply()
-  cookies.writeTransaction(odd.reply, 'a;b=c d\u00e9\n', 1, 600)
+  cookies.writeTransaction(odd.reply, 'a;b=c d\u00e9\n', TX, 600)
   t.match(odd.set[0]?.name, /^ogw_tx_[A-Za-z0-9_-]*$/, 'only cookie-name-safe characters of the state')
-  t.equal(cookies.readTransaction(request(apply({}, odd.set)), 'a;b=c d\u00e9\n'), 1)
+  t.same(cookies.readTransaction(request(apply({}, odd.set)), 'a;b=c d\u00e9\n'), TX)
 })
 
 t.test('isGatewayCookie covers every name the gateway sets', async (t) => {
@@ -353,7 +355,7 @@ t.test('property: written values read back exactly, or as nothing once tampered 
     session: fc.record({ v: fc.jsonValue({ maxDepth: 3 }), pad: fc.string({ unit: 'grapheme', maxLength: 4000 }) }),
     credentials: fc.record({ v: fc.jsonValue({ maxDepth: 2 }), pad: fc.string({ maxLength: 12000 }) }),
     state: fc.string({ minLength: 1, maxLength: 43 }),
-    tx: fc.jsonValue({ maxDepth: 2 }),
+    tx: fc.record({ nonce: fc.string(), codeVerifier: fc.string(), redirectAfter: fc.option(fc.string(), { nil: undefined }) }),
   })
   fc.assert(
     fc.property(written, forgedJar, fc.boolean(), (w, forged, honestWins) => {

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { GatewayError } from '../../src/contract/errors.js'
 import { MemoryRevocationList, REFRESH_MS, RedisRevocationList, type RevocationList } from '../../src/session/revocation.js'
+import { RedisKeys } from '../../src/session/redis-keys.js'
 import type { Session } from '../../src/session/types.js'
 import { manualClock, type ManualClock } from '../fixtures/clock.js'
 import { startRedis } from '../fixtures/redis.js'
@@ -12,6 +13,7 @@ import { startRedis } from '../fixtures/redis.js'
 // lifetime, and the list never fails open (full in memory, Redis unreachable or emptied).
 
 const MAX_AGE = 3600
+const KEYS = new RedisKeys('test:')
 const T0 = 1_800_000_000
 
 const clock = (start = T0 * 1000): ManualClock => manualClock(start)
@@ -92,8 +94,8 @@ t.test('redis: the same rules, and shared by every replica', async (t) => {
     a.disconnect()
     b.disconnect()
   })
-  const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, clock: c })
-  const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, clock: c })
+  const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
+  const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   c.advance(100_000)
   const s = session('zed', T0 - 10, 'sid-z')
   t.notOk(await listB.isRevoked(s), 'replica B has read the (empty) list')
@@ -117,7 +119,7 @@ t.test('redis: unreachable, the check fails with 503 instead of passing', async 
   const redis = new Redis(server.url, { commandTimeout: 300, maxRetriesPerRequest: 0, enableOfflineQueue: false })
   t.teardown(() => redis.disconnect())
   await once(redis, 'ready')
-  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c })
+  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   c.advance(100_000)
   const s = session('alice', T0 - 10, 'sid-a')
   t.notOk(await list.isRevoked(s))
@@ -138,7 +140,7 @@ t.test('redis: a list that lost its data refuses every session created before it
   const c = clock((T0 - 100) * 1000)
   const redis = new Redis(server.url)
   t.teardown(() => redis.disconnect())
-  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c })
+  const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   c.advance(100_000)
   await list.revoke({ provider: 'default', sid: 'sid-a' })
   const ended = session('alice', T0 - 10, 'sid-a')

@@ -10,7 +10,7 @@ import {
   stripCookies,
   stripHopByHop,
   type HeaderBag,
-} from '../../src/proxy/identity-headers.js'
+} from '../../src/proxy/header-policy.js'
 import type { IdentityHeaderNames } from '../../src/options/types.js'
 import { deepFreeze } from '../../src/lib/deep-freeze.js'
 
