@@ -68,6 +68,19 @@ t.test('callback and refresh count towards the same budget as redirect', async (
   t.equal((await rawRequest(stack.gw, '/api/v1/openid/callback')).status, 429)
 })
 
+t.test("with several providers, each provider's own callback counts towards the budget too", async (t) => {
+  const stack = await startStack(t, {
+    providers: ['corp', 'partner'],
+    config: { rateLimit: { signIn: { max: 2, windowSeconds: 60 } } },
+    upstreams: [{ name: 'app', providers: ['*'] }],
+  })
+  const callback = (name: string): Promise<RawResponse> => rawRequest(stack.gw, `/api/v1/openid/callback/${name}?code=x&state=y`, { headers: { accept: 'application/json' } })
+  t.not((await callback('corp')).status, 429)
+  t.not((await callback('partner')).status, 429)
+  assertRateLimited(t, await callback('corp'), 60)
+  assertRateLimited(t, await rawRequest(stack.gw, REDIRECT), 60)
+})
+
 t.test('the budget comes back after the window', async (t) => {
   const stack = await limited(t, { max: 1, windowSeconds: 1 })
   t.strictSame(await statuses(stack, REDIRECT, 2), [200, 429])
