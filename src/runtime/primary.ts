@@ -9,7 +9,7 @@ import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import type { Hangups } from '../ops/hangups.js'
 import { buildManagement } from '../ops/management.js'
 import { answerCall, isMessage, type Message, type PrimaryHandlers } from './ipc.js'
-import { ABORT, COMMIT, PREPARE, prepareVerdict, type AbortRequest, type CommitRequest, type PrepareRequest } from './reload.js'
+import { ABORT, COMMIT, PREPARE, behindAfterCommit, prepareVerdict, type AbortRequest, type CommitRequest, type PrepareRequest } from './reload.js'
 import { PrimaryState } from './primary-state.js'
 
 // server.workers > 1: this process serves nothing itself. It forks the workers, which share the
@@ -44,7 +44,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   let running = loaded
   let draining = false
   let nextBroadcast = 0
-  const acks = new Map<number, { waiting: Set<number>; results: unknown[]; resolve(): void }>()
+  const acks = new Map<number, { waiting: Set<number>; results: Map<number, unknown>; resolve(): void }>()
   /** Ends broadcast `id` with the answers it has (all of them, or what came before the timeout). */
   const settle = (id: number): void => {
     const entry = acks.get(id)
@@ -57,19 +57,22 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     const entry = acks.get(id)
     if (entry === undefined) return
     entry.waiting.delete(worker)
-    if (result !== undefined) entry.results.push(result.value)
+    if (result !== undefined) entry.results.set(worker, result.value)
     if (entry.waiting.size === 0) settle(id)
   }
 
   const live = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected())
 
-  /** Sends to every live worker; resolves with their answers once all have acknowledged, or at the timeout. */
-  const broadcast = (op: string, args: unknown, timeoutMs = ACK_TIMEOUT_MS): Promise<unknown[]> => {
+  /**
+   * Sends to every live worker; resolves with each one's answer, by worker id, once all have
+   * acknowledged, or at the timeout (a worker that did not answer has no entry).
+   */
+  const broadcast = (op: string, args: unknown, timeoutMs = ACK_TIMEOUT_MS): Promise<Map<number, unknown>> => {
     const workers = live()
-    if (workers.length === 0) return Promise.resolve([])
+    if (workers.length === 0) return Promise.resolve(new Map())
     const id = ++nextBroadcast
     return new Promise((resolve) => {
-      const results: unknown[] = []
+      const results = new Map<number, unknown>()
       const timer = setTimeout(() => settle(id), timeoutMs)
       acks.set(id, {
         waiting: new Set(workers.map((w) => w.id)),
@@ -137,7 +140,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
               ready: async () => {
                 if (live().length < count) return false
                 const answers = await broadcast('ready', null, READY_TIMEOUT_MS)
-                return answers.length === count && answers.every((ready) => ready === true)
+                return answers.size === count && [...answers.values()].every((ready) => ready === true)
               },
             },
           ],
@@ -161,7 +164,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     const asked = live().length
     log.info({ trigger, config: next.state.hash, workers: asked }, 'configuration valid: the workers prepare it')
     const answers = await broadcast(PREPARE, { text: next.text } satisfies PrepareRequest, prepareTimeoutMs(next.config))
-    const refusal = prepareVerdict(asked, answers)
+    const refusal = prepareVerdict(asked, [...answers.values()])
     if (refusal !== undefined) {
       logRefusal(log, trigger, refusal, running.state)
       lastReload = { outcome: 'refused', at: new Date().toISOString(), reason: refusal.reason }
@@ -171,9 +174,18 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     warnLoosening(log, trigger, running.config, next.config)
     // Adopted before the workers are told: one that starts meanwhile asks for this file.
     running = next
-    await broadcast(COMMIT, { hash: next.state.hash } satisfies CommitRequest)
+    const committed = await broadcast(COMMIT, { hash: next.state.hash } satisfies CommitRequest)
     lastReload = { outcome: 'reloaded', at: new Date().toISOString() }
-    log.info({ trigger, config: running.state.hash, workers: asked }, 'configuration reloaded by every worker')
+    // A worker that did not serve the file (it started between prepare and commit, or did not
+    // answer) runs another configuration than /config reports: it is replaced, and its successor
+    // starts on the running file ('config.text').
+    const laggards = new Set(behindAfterCommit(live().map((worker) => worker.id), committed))
+    const behind = live().filter((worker) => laggards.has(worker.id))
+    for (const worker of behind) {
+      log.error({ trigger, config: running.state.hash, worker: worker.process.pid }, 'a worker did not take the reloaded configuration; replacing it')
+      worker.process.kill('SIGTERM')
+    }
+    log.info({ trigger, config: running.state.hash, workers: asked, replaced: behind.length }, 'configuration reloaded by every worker')
     watcher.set(next.config.server.watchConfig)
     watcher.rebase()
   }

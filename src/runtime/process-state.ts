@@ -6,7 +6,7 @@ import type { GatewayConfig } from '../options/types.js'
 import { systemClock, type Clock } from '../lib/clock.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
-import { GatewayMetrics, type MetricSources } from '../ops/metrics.js'
+import { GatewayMetrics } from '../ops/metrics.js'
 import { WebSocketRegistry } from '../proxy/websocket-registry.js'
 import { connectRedis, firstConnection } from '../session/redis-client.js'
 import { RedisKeys } from '../session/redis-keys.js'
@@ -52,18 +52,12 @@ export async function createProcessState(config: GatewayConfig, options: Process
     if (primary !== undefined) await primary.revocations.start()
     revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, keys, clock })
   }
-  // The series a store's counts feed are registered by kind (session.store takes a restart); each
-  // app rebinds them to its own store.
-  const sources: MetricSources = {
-    ...(session.store === 'redis' ? { storeErrors: () => 0 } : {}),
-    ...(session.store === 'memory' ? { evictions: () => 0 } : {}),
-    ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
-  }
   const state: OwnedProcessState = {
     clock,
     redis,
     keys,
-    metrics: new GatewayMetrics(sources),
+    // Registered by kind (session.store takes a restart); each app binds its own store's counts.
+    metrics: new GatewayMetrics({ store: session.store, ...(revocations === undefined ? {} : { revocations: () => revocations.size() }) }),
     revocations,
     replay: primary?.replay ?? new JtiReplayGuard({ redis, keys, clock }),
     coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(clock),

@@ -62,3 +62,13 @@ export function prepareVerdict(asked: number, answers: readonly unknown[]): Refu
   if (missing > 0) problems.push(`${missing} of ${asked} workers did not prepare it in time`)
   return { problems, reason: 'a worker could not start the new configuration; every worker keeps the running one' }
 }
+
+/**
+ * The workers, of `workers` (ids of those alive after `commit`), that do not serve the committed
+ * file: those that answered false (they prepared another file, or none: they started after
+ * `prepare`) and those that did not answer in time. Each runs another configuration than the
+ * primary reports, so the primary replaces it; its successor starts on the running file.
+ */
+export function behindAfterCommit(workers: readonly number[], answers: ReadonlyMap<number, unknown>): number[] {
+  return workers.filter((worker) => answers.get(worker) !== true)
+}
