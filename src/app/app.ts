@@ -237,13 +237,11 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const { redis, revocations } = state
   app.decorate('revocations', revocations)
   const { store, coordinator } = createSessions(config, cookies, cipher, state)
-  const sources = {
+  const { metrics } = state
+  metrics.bindStore({
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
-    ...(revocations === undefined ? {} : { revocations: () => revocations.size() }),
-  }
-  const { metrics } = state
-  metrics.rebind(sources)
+  })
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
     metrics.observeRequest({

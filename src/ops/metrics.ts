@@ -29,12 +29,19 @@ export interface RequestObservation {
   code: string | undefined
 }
 
-export interface MetricSources {
-  /** Failed session-store operations since start (RedisSessionStore.errors). */
+/** The counts a session store keeps since it was built (each app builds its own). */
+export interface StoreCounts {
+  /** Failed session-store operations (RedisSessionStore.errors). */
   storeErrors?: () => number
-  /** Sessions evicted from a full memory store since start (MemorySessionStore.evictions). */
+  /** Sessions evicted from a full memory store (MemorySessionStore.evictions). */
   evictions?: () => number
-  /** Entries in the back-channel logout revocation list (cookie store). */
+}
+
+/** What decides the process's series: they are registered once, by kind. */
+export interface MetricSeries {
+  /** session.store (it takes a restart): redis has store errors, memory evictions. */
+  store: 'cookie' | 'memory' | 'redis'
+  /** Entries in the back-channel logout revocation list (cookie store), which outlives reloads. */
   revocations?: () => Promise<number>
 }
 
@@ -73,12 +80,13 @@ export class GatewayMetrics {
   readonly #reloads: Counter<'outcome'>
   readonly #configLoaded: Gauge
   readonly #configInfo: Gauge<'hash'>
-  /** Read at scrape time; an app built by a reload rebinds them to its own store (see rebind). */
-  #sources: MetricSources
+  /** The running app's store, read at scrape time (bindStore). */
+  #store: StoreCounts = {}
+  /** What the stores of retired apps counted, so the mirrored totals never go back. */
+  readonly #retired = { storeErrors: 0, evictions: 0 }
   readonly #requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>()
 
-  constructor(sources: MetricSources = {}) {
-    this.#sources = sources
+  constructor(series: MetricSeries = { store: 'cookie' }) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
     this.#requests = new Counter({
@@ -144,15 +152,14 @@ export class GatewayMetrics {
       registers,
       aggregator: 'max',
     })
-    // The store's counts change object on a reload (rebind), never kind: session.store needs a restart.
-    if (sources.storeErrors !== undefined) {
-      mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', () => this.#sources.storeErrors?.() ?? 0)
+    if (series.store === 'redis') {
+      mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', () => this.#retired.storeErrors + (this.#store.storeErrors?.() ?? 0))
     }
-    if (sources.evictions !== undefined) {
-      mirror(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted from a full memory store.', () => this.#sources.evictions?.() ?? 0)
+    if (series.store === 'memory') {
+      mirror(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted from a full memory store.', () => this.#retired.evictions + (this.#store.evictions?.() ?? 0))
     }
-    if (sources.revocations !== undefined) {
-      const revocations = (): Promise<number> => this.#sources.revocations?.() ?? Promise.resolve(0)
+    const { revocations } = series
+    if (revocations !== undefined) {
       new Gauge({
         name: 'openid_gateway_revocation_list_entries',
         help: 'Entries in the back-channel logout revocation list (cookie store).',
@@ -183,9 +190,14 @@ export class GatewayMetrics {
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()
   }
 
-  /** An app built by a reload reads its own store's counts from now on. */
-  rebind(sources: MetricSources): void {
-    this.#sources = sources
+  /**
+   * The store of the app now serving: a reload builds a new one, whose counts start at zero; what
+   * the previous one counted is kept, so the counters stay monotone.
+   */
+  bindStore(counts: StoreCounts): void {
+    this.#retired.storeErrors += this.#store.storeErrors?.() ?? 0
+    this.#retired.evictions += this.#store.evictions?.() ?? 0
+    this.#store = counts
   }
 
   observeReload(outcome: 'success' | 'failure'): void {
