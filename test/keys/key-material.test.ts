@@ -23,7 +23,11 @@ const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey
 const ecPem = ec.export({ format: 'pem', type: 'pkcs8' }).toString()
 // The DER key in base64 on one line (what `openssl pkey -outform DER | base64 -w0` prints).
 const rsaDerBase64 = rsa.export({ format: 'der', type: 'pkcs8' }).toString('base64')
-// The same in base64url: no '/', so read as a path it is one name longer than any file system's.
+// An EC key's DER in base64 (184 characters): read as a path, each '/'-separated name is shorter
+// than NAME_MAX (255), so the file is simply missing (ENOENT). The RSA key's base64 would be read
+// as names that are too long whenever a run of 256 characters without '/' happens to occur.
+const ecDerBase64 = ec.export({ format: 'der', type: 'pkcs8' }).toString('base64')
+// The RSA key in base64url: no '/', so read as a path it is one name longer than any file system's.
 const rsaDerBase64Url = rsa.export({ format: 'der', type: 'pkcs8' }).toString('base64url')
 // A PEM key base64-encoded once more: a Kubernetes Secret's data value put where text belongs.
 const base64Pem = Buffer.from(ecPem).toString('base64')
@@ -41,7 +45,7 @@ function quotes(text: string, secret: string): boolean {
 t.test('a value that is not a key is named by kind, never quoted', async (t) => {
   const cases: Record<string, [string, RegExp]> = {
     'base64url DER (read as a path: ENAMETOOLONG)': [rsaDerBase64Url, /provider\.clientKey: must be a PEM or JWK private key.*the name is too long for a path/],
-    'base64 DER (read as a path: ENOENT)': [rsaDerBase64, /provider\.clientKey: must be a PEM or JWK private key.*no such file/],
+    'base64 DER (read as a path: ENOENT)': [ecDerBase64, /provider\.clientKey: must be a PEM or JWK private key.*no such file/],
     'base64-encoded PEM': [base64Pem, /provider\.clientKey: is a base64-encoded PEM key: decode it once \(base64 -d\)/],
     'longer than any path': [rsaDerBase64.repeat(3), /provider\.clientKey: is neither PEM nor JWK private key text, nor the path of a file/],
     'spanning lines without a boundary': [`${rsaDerBase64.slice(0, 64)}\n${rsaDerBase64.slice(64, 128)}`, /provider\.clientKey: is neither PEM nor JWK/],
