@@ -1,12 +1,14 @@
-// The README's key reference, rendered from the schema so that the schema stays the one source of
-// every key, type, default and description: a key added to the schema appears in the README (a
-// test compares the two), and no default can be documented differently from the one ajv applies.
+// The key reference of docs/configuration.md, rendered from the schema so that the schema stays
+// the one source of every key, type, default and description: a key added to the schema appears
+// in the docs (a test compares the two), and no default can be documented differently from the
+// one ajv applies.
 //
 // The output is a GitHub-flavoured Markdown table. A `|` ends a cell even inside a code span
 // there, so every one is escaped; a `<` outside a code span would start an HTML tag and swallow
 // text such as <issuer>, so it is written as an entity. Descriptions may use Markdown (code
-// spans, links to the README's sections): editors showing config/gateway.schema.json print them
-// as they are.
+// spans, links): editors showing config/gateway.schema.json print them as they are. A link to a
+// section is written `[text](#anchor)`, naming the section and not the page, so that moving a
+// section between pages of docs/ changes no description; the caller says where each anchor lives.
 
 import { type JsonSchema, type JsonValue, PATTERN_MESSAGES } from './schema.js'
 
@@ -155,13 +157,21 @@ function keyCell(keys: Row['keys']): string {
   return keys.map(({ path, required }) => (required ? `**\`${path}\`**` : `\`${path}\``)).join(', ')
 }
 
+/** Where a `#anchor` of a description leads, as a link target; the default keeps it as it is. */
+export type SectionLink = (anchor: string) => string
+
+/** Rewrites the targets of `[text](#anchor)` links; the rest of the text is left as it is. */
+function linkSections(text: string, link: SectionLink): string {
+  return text.replace(/\]\(#([^)\s]+)\)/g, (_, anchor: string) => `](${link(anchor)})`)
+}
+
 /** The Markdown table of every key the schema accepts: Key, Type, Default, Meaning. */
-export function keyReference(schema: JsonSchema): string {
+export function keyReference(schema: JsonSchema, link: SectionLink = (anchor) => `#${anchor}`): string {
   const lines = ['| Key | Type | Default | Meaning |', '|---|---|---|---|']
   for (const { keys, schema: node } of rows(schema)) {
     if ((node.description ?? '').trim() === '') throw new KeyReferenceError(`${keys[0]?.path ?? '?'} has no description`)
     if ((node.description ?? '').split('`').length % 2 === 0) throw new KeyReferenceError(`${keys[0]?.path ?? '?'}: unbalanced code span`)
-    lines.push(`| ${[keyCell(keys), typeOf(node), defaultOf(node), node.description ?? ''].map(cell).join(' | ')} |`)
+    lines.push(`| ${[keyCell(keys), typeOf(node), defaultOf(node), linkSections(node.description ?? '', link)].map(cell).join(' | ')} |`)
   }
   return `${lines.join('\n')}\n`
 }

@@ -1,6 +1,6 @@
 // The provider recipes (config/providers/*.yaml) are configurations an operator copies: each must
 // pass the gateway's own validation, carry the issuer shape its provider documents, and be
-// described in the README's "Provider recipes" section (and every recipe named there must exist).
+// described on its page of docs/providers/ (and every recipe named there must exist).
 
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -24,7 +24,7 @@ t.teardown(() => {
   }
 })
 
-// The issuer each provider documents (README, "Provider recipes").
+// The issuer each provider documents (docs/providers/README.md and each provider's page).
 const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
   // https://HOST/realms/REALM
   keycloak: /^https:\/\/[^/]+\/realms\/[^/]+$/,
@@ -51,28 +51,33 @@ const recipeFiles = readdirSync(RECIPES)
   .toSorted()
 const recipeNames = recipeFiles.map((name) => name.replace(/\.yaml$/, ''))
 
-function readmeSection(): string {
-  const readme = readFileSync(new URL('README.md', ROOT), 'utf8')
-  const start = readme.indexOf('\n## Provider recipes\n')
-  if (start === -1) return ''
-  const end = readme.indexOf('\n## ', start + 1)
-  return readme.slice(start, end === -1 ? undefined : end)
+const PAGES = new URL('docs/providers/', ROOT)
+
+/** docs/providers/: the page of what every provider needs (README.md), and one page per provider. */
+function providerPages(): Map<string, string> {
+  return new Map(
+    readdirSync(PAGES)
+      .filter((name) => name.endsWith('.md'))
+      .map((name) => [name.replace(/\.md$/, ''), readFileSync(new URL(name, PAGES), 'utf8')]),
+  )
 }
 
 t.test('every provider has a recipe, and every recipe a documented issuer shape', async (t) => {
   t.strictSame(recipeNames, Object.keys(ISSUER_SHAPES).toSorted())
 })
 
-t.test('the README section names exactly the recipe files', async (t) => {
-  const section = readmeSection()
-  t.not(section, '', 'README.md has a "## Provider recipes" section')
-  const named = [...new Set([...section.matchAll(/config\/providers\/([a-z0-9-]+)\.yaml/g)].map((match) => match[1]))].toSorted()
+t.test('the provider pages name exactly the recipe files, each on its own page', async (t) => {
+  const pages = providerPages()
+  const text = [...pages.values()].join('\n')
+  const named = [...new Set([...text.matchAll(/config\/providers\/([a-z0-9-]+)\.yaml/g)].map((match) => match[1]))].toSorted()
   t.strictSame(named, recipeNames)
+  for (const name of recipeNames) t.ok(pages.get(name)?.includes(`config/providers/${name}.yaml`), `docs/providers/${name}.md describes its recipe`)
 })
 
-t.test('the README tells what to register with the gateway\'s real paths', async (t) => {
-  const section = readmeSection()
-  for (const path of REGISTERED_PATHS) t.ok(section.includes(`\`<publicUrl>${path}\``), `README names <publicUrl>${path}`)
+t.test('docs/providers/README.md tells what to register with the gateway\'s real paths', async (t) => {
+  const page = providerPages().get('README') ?? ''
+  t.not(page, '', 'docs/providers/README.md exists')
+  for (const path of REGISTERED_PATHS) t.ok(page.includes(`\`<publicUrl>${path}\``), `docs/providers/README.md names <publicUrl>${path}`)
 })
 
 for (const name of recipeNames) {

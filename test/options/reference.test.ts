@@ -1,28 +1,40 @@
 import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import t from 'tap'
 import { FORMATS } from '../../src/config/formats.js'
-import { cell, FORMAT_TYPES, keyReference } from '../../src/options/reference.js'
+import { cell, FORMAT_TYPES, keyReference, type SectionLink } from '../../src/options/reference.js'
 import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
+import { anchors, DOCS, docsAnchorIndex } from '../fixtures/markdown.js'
 
-const README = new URL('../../README.md', import.meta.url)
+const PAGE = join(DOCS, 'configuration.md')
 const BEGIN = '<!-- keys:begin -->\n'
 const END = '<!-- keys:end -->\n'
 
-function splitReadme(text: string): { before: string; table: string; after: string } {
+function splitPage(text: string): { before: string; table: string; after: string } {
   const begin = text.indexOf(BEGIN)
   const end = text.indexOf(END)
-  if (begin === -1 || end < begin) throw new Error(`README.md lacks ${BEGIN.trim()} ... ${END.trim()}`)
+  if (begin === -1 || end < begin) throw new Error(`docs/configuration.md lacks ${BEGIN.trim()} ... ${END.trim()}`)
   return { before: text.slice(0, begin + BEGIN.length), table: text.slice(begin + BEGIN.length, end), after: text.slice(end) }
 }
 
-// The schema is the source; the README's table is its rendering. Regenerate with
-// npm run docs:keys (UPDATE_README=1 npx tap test/options/reference.test.ts).
-if (process.env.UPDATE_README === '1') {
-  const { before, after } = splitReadme(readFileSync(README, 'utf8'))
-  writeFileSync(README, `${before}${keyReference(gatewaySchema)}${after}`)
+// A description links a section by its anchor alone; the table, in docs/configuration.md, links
+// the page of docs/ that has that heading. A missing or twice-used heading stops the rendering.
+const { page: pageOf, ambiguous } = docsAnchorIndex()
+const link: SectionLink = (anchor) => {
+  if (ambiguous.has(anchor)) throw new Error(`#${anchor}: a heading of several pages of docs/; rename one`)
+  const page = pageOf.get(anchor)
+  if (page === undefined) throw new Error(`#${anchor}: no heading of docs/ has this anchor`)
+  return page === 'configuration.md' ? `#${anchor}` : `${page}#${anchor}`
 }
 
-const table = splitReadme(readFileSync(README, 'utf8')).table
+// The schema is the source; the table of docs/configuration.md is its rendering. Regenerate with
+// npm run docs:keys (UPDATE_DOCS=1 npx tap test/options/reference.test.ts).
+if (process.env.UPDATE_DOCS === '1') {
+  const { before, after } = splitPage(readFileSync(PAGE, 'utf8'))
+  writeFileSync(PAGE, `${before}${keyReference(gatewaySchema, link)}${after}`)
+}
+
+const table = splitPage(readFileSync(PAGE, 'utf8')).table
 
 /** The cells of a table row, split where GitHub splits them: on every `|` not escaped. */
 function cells(row: string): string[] {
@@ -38,16 +50,8 @@ function* keyPaths(schema: JsonSchema, prefix = ''): Generator<string> {
   }
 }
 
-/** GitHub's anchor of a heading: lowercase, punctuation but - and _ dropped, spaces to -. */
-function anchor(heading: string): string {
-  return heading
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
-    .replace(/\s/g, '-')
-}
-
-t.test("README.md's key reference is the one generated from src/options/schema.ts", async (t) => {
-  t.equal(table, keyReference(gatewaySchema), 'regenerate with npm run docs:keys')
+t.test("docs/configuration.md's key reference is the one generated from src/options/schema.ts", async (t) => {
+  t.equal(table, keyReference(gatewaySchema, link), 'regenerate with npm run docs:keys')
 })
 
 t.test('every key the schema accepts has a row', async (t) => {
@@ -88,10 +92,9 @@ t.test('every format the schema uses has a name in the Type column', async (t) =
   t.strictSame(Object.keys(FORMAT_TYPES).sort(), Object.keys(FORMATS).sort())
 })
 
-t.test("every link of the table leads to a heading of README.md", async (t) => {
-  const readme = readFileSync(README, 'utf8')
-  const anchors = new Set([...readme.matchAll(/^#+ (.+)$/gm)].map((m) => anchor(m[1] ?? '')))
-  const links = [...table.matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1] ?? '')
+t.test('every link of the table leads to a heading of a page of docs/', async (t) => {
+  const links = [...table.matchAll(/\]\(([^)#]*)#([^)]+)\)/g)].map((m) => ({ page: m[1] || 'configuration.md', anchor: m[2] ?? '' }))
   t.ok(links.length > 10, `${links.length} links`)
-  for (const link of links) t.ok(anchors.has(link), link)
+  t.ok(links.some(({ page }) => page !== 'configuration.md'), 'links lead to other pages too')
+  for (const { page, anchor } of links) t.ok(anchors(readFileSync(join(DOCS, page), 'utf8')).has(anchor), `${page}#${anchor}`)
 })
