@@ -50,7 +50,7 @@ export class CookieSessionStore implements SessionStore {
    * The session lives in the browser, so "still exists" is: not ended by a back-channel logout
    * (the revocation list). A logout in the same browser clears the cookies; a refresh answered
    * after it sets them again only in the browser that asked, and its refresh token was revoked at
-   * the provider by that logout (see README, Sessions).
+   * the provider by that logout (see docs/features/sessions.md).
    */
   async update(req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean> {
     if (await this.#revocations.isRevoked(session)) {

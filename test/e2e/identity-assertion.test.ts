@@ -1,5 +1,5 @@
 // Signed identity for upstreams: an upstream verifies the assertion with jose against the JWKS the
-// gateway publishes, as the README shows.
+// gateway publishes, as docs/features/identity-assertions.md shows.
 
 import { generateKeyPairSync } from 'node:crypto'
 import { mkdtempSync, writeFileSync } from 'node:fs'
@@ -38,7 +38,7 @@ t.test('an upstream verifies the assertion against /.well-known/jwks.json', asyn
   const assertion = first.headers['x-identity-assertion'] ?? ''
   t.not(assertion, 'forged', 'a client\'s own header never reaches the upstream')
 
-  // What an upstream does (README, "Signed identity for upstreams"):
+  // What an upstream does (docs/features/identity-assertions.md):
   const jwks = jose.createRemoteJWKSet(new URL(`${stack.gw}/.well-known/jwks.json`))
   const { payload, protectedHeader } = await jose.jwtVerify(assertion, jwks, { issuer: stack.gw, audience: 'app' })
   t.equal(protectedHeader.alg, 'ES256', 'the first key signs, ES256 for a P-256 key')
