@@ -1,0 +1,150 @@
+// The documentation holds together: every relative link of README.md, ARCHITECTURE.md,
+// SECURITY.md and docs/ leads to a file that exists, and to a heading of it when it names one
+// (GitHub's anchors); and every configuration key the pages name is one the schema accepts, so a
+// renamed or removed key cannot live on in the prose.
+//
+// A key is recognised as GitHub readers see one: an inline code span holding a dotted key path
+// (`provider.timeoutMs`, `upstreams[1].target`, `upstreams[].allow.groups`), alone or followed by
+// `: value` (`session.store: redis`), whose first segment is a top-level key of the schema; or
+// whose first segment is an object key of an upstream or a provider (`allow.groups`,
+// `match.pathPrefix`, `bearer.introspection`), which is then read below `upstreams[]` or
+// `provider`. Anything else in backticks (`app.revocations.size()`, `process.env`, file names)
+// is not a key path and is not checked.
+
+import { existsSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join, relative } from 'node:path'
+import t from 'tap'
+import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
+import { anchors, markdownFiles, proseLines, ROOT } from '../fixtures/markdown.js'
+
+const PAGES = [join(ROOT, 'README.md'), join(ROOT, 'ARCHITECTURE.md'), join(ROOT, 'SECURITY.md'), ...markdownFiles()]
+
+/** A line's prose: inline code spans blanked, so that `[a](b)` written as code is no link. */
+function withoutCode(line: string): string {
+  return line.replace(/(`+)[^`]*?\1/g, (span) => ' '.repeat(span.length))
+}
+
+/** Inline code spans of a line, without their backticks. */
+function codeSpans(line: string): string[] {
+  return [...line.matchAll(/(`+)([^`]+?)\1/g)].map((m) => (m[2] ?? '').trim())
+}
+
+interface Link {
+  page: string
+  line: number
+  target: string
+}
+
+/** Inline links and images `[text](target "title")` and reference definitions `[x]: target`. */
+function links(page: string): Link[] {
+  const out: Link[] = []
+  for (const { line, number } of proseLines(readFileSync(page, 'utf8'))) {
+    const prose = withoutCode(line)
+    for (const m of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) out.push({ page, line: number, target: m[1] ?? '' })
+    const definition = /^ {0,3}\[[^\]]+\]:\s+<?([^\s>]+)>?/.exec(prose)?.[1]
+    if (definition !== undefined) out.push({ page, line: number, target: definition })
+  }
+  return out
+}
+
+/** A link to another site or protocol, which this test does not follow. */
+const EXTERNAL = /^[a-z][a-z0-9+.-]*:/i
+
+t.test('every relative link leads to a file that exists, and its #anchor to a heading there', async (t) => {
+  const all = PAGES.flatMap(links)
+  const relativeLinks = all.filter(({ target }) => !EXTERNAL.test(target))
+  t.ok(relativeLinks.length > 100, `${relativeLinks.length} relative links in ${PAGES.length} pages`)
+  for (const { page, line, target } of relativeLinks) {
+    const where = `${relative(ROOT, page)}:${line} ${target}`
+    const [path = '', fragment] = target.split('#', 2)
+    const file = path === '' ? page : join(dirname(page), decodeURIComponent(path))
+    if (!existsSync(file)) {
+      t.fail(`${where}: no such file`)
+      continue
+    }
+    if (fragment === undefined) continue
+    if (!statSync(file).isFile() || !file.endsWith('.md')) {
+      t.fail(`${where}: an anchor into something that is not a Markdown page`)
+      continue
+    }
+    t.ok(anchors(readFileSync(file, 'utf8')).has(decodeURIComponent(fragment)), `${where}: a heading of ${relative(ROOT, file)}`)
+  }
+})
+
+/** Every key path the schema accepts, lists written `[]`; and the maps, below which any name goes. */
+function schemaKeys(): { paths: Set<string>; maps: string[] } {
+  const paths = new Set<string>()
+  const maps: string[] = []
+  const visit = (schema: JsonSchema, prefix: string): void => {
+    for (const [key, child] of Object.entries(schema.properties ?? {})) {
+      const path = `${prefix}${key}`
+      paths.add(path)
+      if (typeof child.additionalProperties === 'object') maps.push(path)
+      visit(child, `${path}.`)
+      if (child.items) visit(child.items, `${path}[].`)
+    }
+  }
+  visit(gatewaySchema, '')
+  return { paths, maps }
+}
+
+const { paths: KEYS, maps: MAPS } = schemaKeys()
+const TOP = new Set(Object.keys(gatewaySchema.properties ?? {}))
+
+/** Object keys of an upstream or a provider, which prose names without their parent. */
+const RELATIVE = new Map<string, string>()
+for (const parent of ['upstreams[]', 'provider']) {
+  for (const path of KEYS) {
+    const rest = path.startsWith(`${parent}.`) ? path.slice(parent.length + 1) : undefined
+    const first = rest?.split('.')[0]
+    if (first !== undefined && rest !== first && !TOP.has(first)) RELATIVE.set(first, parent)
+  }
+}
+
+const KEY_PATH = /^([A-Za-z][A-Za-z0-9]*(?:\[\d*\])?(?:\.[A-Za-z][A-Za-z0-9_]*(?:\[\d*\])?)+)(?::(?:\s.*)?)?$/
+
+/** The schema's form of a key path named in prose, or undefined when the span is no key path. */
+function keyNamed(span: string): string | undefined {
+  const path = KEY_PATH.exec(span)?.[1]?.replace(/\[\d*\]/g, '[]').replace(/\[\]$/, '')
+  const first = path?.split(/[.[]/)[0] ?? ''
+  if (path === undefined) return undefined
+  if (TOP.has(first)) return path
+  const parent = RELATIVE.get(first)
+  return parent === undefined ? undefined : `${parent}.${path}`
+}
+
+/** Fields of other software that read like a key path of ours, by page. */
+const NOT_OURS: ReadonlyArray<{ page: string; span: string; whose: string }> = [
+  { page: 'docs/deploy/kubernetes.md', span: 'provider.name', whose: "Istio AuthorizationPolicy's field" },
+]
+
+function isKey(path: string): boolean {
+  return KEYS.has(path) || MAPS.some((map) => path.startsWith(`${map}.`))
+}
+
+t.test('the key pattern reads what prose writes, and nothing else', async (t) => {
+  t.equal(keyNamed('provider.timeoutMs'), 'provider.timeoutMs')
+  t.equal(keyNamed('upstreams[1].target: must be an http(s) URL'), 'upstreams[].target')
+  t.equal(keyNamed('cookies.secrets[1]'), 'cookies.secrets')
+  t.equal(keyNamed('session.store: redis'), 'session.store')
+  t.equal(keyNamed('allow.groups'), 'upstreams[].allow.groups')
+  t.equal(keyNamed('bearer.introspection'), 'provider.bearer.introspection')
+  for (const other of ['app.revocations.size()', 'process.env', 'redis.yaml', 'src/proxy/check.ts', 'server', 'ogw_1']) t.equal(keyNamed(other), undefined, other)
+  t.ok(isKey('upstreams[].allow.claims.hd'), 'any name below a map')
+  t.notOk(isKey('provider.timeoutMS'))
+})
+
+t.test('every configuration key the pages name is one the schema accepts', async (t) => {
+  let named = 0
+  for (const page of PAGES) {
+    for (const { line, number } of proseLines(readFileSync(page, 'utf8'))) {
+      for (const span of codeSpans(line)) {
+        const key = keyNamed(span)
+        if (key === undefined || NOT_OURS.some((other) => other.page === relative(ROOT, page) && other.span === span)) continue
+        named++
+        if (!isKey(key)) t.fail(`${relative(ROOT, page)}:${number} \`${span}\`: no key ${key} in src/options/schema.ts`)
+      }
+    }
+  }
+  t.ok(named > 300, `${named} key names checked`)
+})
