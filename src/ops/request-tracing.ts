@@ -14,9 +14,8 @@ import type { Tracing } from './tracing.js'
 // - `access decision` below it (authentication and allow rules: session reads, refreshes);
 // - the upstream call, a client span whose `traceparent` the upstream receives (a client's own
 //   `traceparent` and `tracestate` never reach it: they are replaced).
-// The span is the active one while Fastify runs the request (onRequest, and again preHandler,
-// after a body has been read on the socket's events), so provider calls and Redis commands nest
-// below it. Attributes hold no query string, header value, cookie or token.
+// The span is the active one from onRequest on (AsyncLocalStorage carries it through the hooks,
+// a body read later and the handler), so provider calls and Redis commands nest below it. Attributes hold no query string, header value, cookie or token.
 
 interface RequestTrace {
   readonly span: Span
@@ -78,11 +77,6 @@ export function traceRequests(app: FastifyInstance, options: RequestTracingOptio
     const active = trace.setSpan(parent, span)
     ;(req as Traced)[kTrace] = { span, context: active }
     context.with(active, done)
-  })
-  app.addHook('preHandler', (req, _reply, done) => {
-    const traced = (req as Traced)[kTrace]
-    if (traced === undefined) done()
-    else context.with(traced.context, done)
   })
   app.addHook('onResponse', (req, reply, done) => {
     const traced = (req as Traced)[kTrace]

@@ -1,3 +1,4 @@
+import { request } from 'node:http'
 import t from 'tap'
 import { problems } from '../fixtures/config/base.js'
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../fixtures/otlp.js'
@@ -179,4 +180,36 @@ t.test('the configuration refuses a bad endpoint and a ratio out of range, namin
   t.strictSame(problems({ telemetry: { tracing: { endpoint: 'http://collector:4318/v1/traces', sampleRatio: 1.5 } } }), ['telemetry.tracing.sampleRatio: must be between 0 and 1'])
   t.strictSame(problems({ telemetry: { tracing: {} } }), ['telemetry.tracing.endpoint: is required'])
   t.strictSame(problems({ telemetry: { tracing: { endpoint: 'http://collector:4318/v1/traces' } } }), [])
+})
+
+t.test('a sign-out: the revocation call below its server span, though the form body arrived after the request was routed', async (t) => {
+  const { stack, receiver } = await tracedStack(t)
+  const browser = await stack.signedIn()
+  // Expect: 100-continue holds the body back until the gateway has taken the request (Node answers
+  // 100 as it hands the request over): the body is then read on the socket's events, outside the
+  // request's first run through Fastify's hooks.
+  const status = await new Promise<number | undefined>((resolve, reject) => {
+    const req = request(`${stack.gw}/api/v1/openid/sign-out`, {
+      method: 'POST',
+      headers: {
+        cookie: browser.cookieHeader(`${stack.gw}/api/v1/openid/sign-out`),
+        origin: stack.gw,
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': '3',
+        expect: '100-continue',
+      },
+    })
+    req.on('continue', () => req.end('a=b'))
+    req.on('response', (res) => {
+      res.resume()
+      resolve(res.statusCode)
+    })
+    req.on('error', reject)
+    req.flushHeaders()
+  })
+  t.equal(status, 303)
+  const server = await serverSpan(receiver, '/api/v1/openid/sign-out')
+  const revocation = await eventually('the revocation call', () => receiver.spans.find((span) => span.attributes['openid_gateway.provider.call'] === 'revocation'))
+  t.equal(revocation.traceId, server.traceId)
+  t.equal(revocation.parentSpanId, server.spanId)
 })
