@@ -11,6 +11,8 @@
 import { execFileSync, fork, spawn, spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { MethodDefinition } from '@grpc/grpc-js'
@@ -195,6 +197,18 @@ async function main(): Promise<void> {
     { name: 'dpop', config: {}, provider: { dpop: true } },
     { name: 'assertion', config: { assertions: { signingKeys: [assertionKey] } }, upstream: { identityAssertion: true } },
   ]
+  // telemetry.tracing at 100% and 1% sampled (off is the cookie row), exporting to a collector
+  // that accepts and discards, in this process: the cost is the gateway's spans, batches and posts.
+  const collector = createHttpServer((req, res) => {
+    req.resume()
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'))
+  })
+  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve))
+  teardown.push(() => new Promise<void>((resolve) => collector.close(() => resolve())))
+  const endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces`
+  for (const [name, sampleRatio] of [['tracing 100%', 1], ['tracing 1%', 0.01]] as const) {
+    variants.push({ name, config: { telemetry: { tracing: { endpoint, sampleRatio } } } })
+  }
   let redisUrl: string | undefined
   if (redisInstalled) {
     const redis = await startRedis({ teardown: (fn) => teardown.push(fn) })
@@ -264,7 +278,12 @@ async function main(): Promise<void> {
     const gateway = gateways.get(name)
     if (gateway !== undefined) rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }
-  for (const [name, row] of [['dpop', 'DPoP-bound session (provider.dpop)'], ['assertion', 'identity assertion (ES256, cached)']] as const) {
+  for (const [name, row] of [
+    ['dpop', 'DPoP-bound session (provider.dpop)'],
+    ['assertion', 'identity assertion (ES256, cached)'],
+    ['tracing 100%', 'tracing on, 100% sampled'],
+    ['tracing 1%', 'tracing on, 1% sampled'],
+  ] as const) {
     const gateway = gateways.get(name) as Server
     rows.push({ name: `gateway, cookie session, ${row}`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }

@@ -17,11 +17,14 @@ import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
+import { traceFields, traceRequests, upstreamTracing } from '../ops/request-tracing.js'
+import type { Tracing } from '../ops/tracing.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from '../ops/metrics.js'
 import { createRoutingAmbiguityCheck } from '../proxy/ambiguity.js'
 import { createAuthenticator } from '../proxy/authenticate.js'
 import { canonicalHost, createUpstreamMatcher } from '../proxy/match.js'
+import { createTrustCheck } from '../proxy/forwarded.js'
 import { socketGrant, socketVerdict } from '../proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
 import { normalizePath } from '../proxy/path.js'
@@ -91,6 +94,8 @@ export interface ProcessState {
   readonly cookieNames: Set<string>
   /** Open proxied WebSockets, whichever configuration opened them. */
   readonly websockets: WebSocketRegistry
+  /** The process's tracer (telemetry.tracing); undefined when tracing is off. */
+  readonly tracing: Tracing | undefined
 }
 
 declare module 'fastify' {
@@ -201,6 +206,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     throw new GatewayError('not_found', 'no upstream serves this path')
   })
 
+  const { tracing } = state
+  // First, so that every request's work runs under its server span.
+  if (tracing !== undefined) traceRequests(app, { tracing, isTrustedProxy: createTrustCheck(config.server.trustedProxies) })
   const isAmbiguous = createRoutingAmbiguityCheck(config.upstreams)
   // The hooks that run on every request take a callback: an async hook costs a promise and a
   // microtask per request for work that never waits.
@@ -261,10 +269,11 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       ip: req.ip,
       sub: req.identity?.claims.sub,
       fields: reply.logFields,
+      trace: traceFields(req),
     })
     done()
   })
-  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock)))
+  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock, tracing)))
   const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
   const refreshGrant: RefreshGrant = async (token, session) => {
     try {
@@ -395,6 +404,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     publicUrl: config.server.publicUrl,
     websockets,
     grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),
+    ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
   return app
 }
@@ -408,11 +418,12 @@ async function identityAssertions(config: GatewayConfig): Promise<IdentityAssert
 }
 
 /** A provider's client and Bearer verifier; with several providers their log lines name it. */
-function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics, clock: Clock): Provider {
+function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics, clock: Clock, tracing: Tracing | undefined): Provider {
   const log = config.providers.length === 1 ? appLog : appLog.child({ provider: provider.name })
   const callback = callbackPath(provider.name, config.providers.length > 1)
   const client: OidcClient = new OidcClient(provider, config.server.publicUrl, callback, log, clock, (url, seconds, failed) =>
     metrics.observeProviderCall(client.callOf(url), seconds, failed),
+    tracing?.tracer,
   )
   const bearer = new BearerVerifier({
     issuer: provider.issuer,

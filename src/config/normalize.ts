@@ -30,6 +30,7 @@ export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string,
     websocket: { ...config.websocket },
     forwardAuth: { ...config.forwardAuth, cache: { ...config.forwardAuth.cache } },
     log: { ...config.log },
+    telemetry: config.telemetry.tracing === undefined ? {} : { tracing: { ...config.telemetry.tracing } },
   }
 }
 

@@ -11,6 +11,7 @@ import { profileAlgorithms } from './profile.js'
 import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
 import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
 import { observedFetch, type ProviderCallObserver } from './fetch.js'
+import type { Tracer } from '@opentelemetry/api'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
@@ -76,16 +77,16 @@ export class OidcClient {
 
   /**
    * `callbackPath` is this provider's redirect URI path (contract/endpoints.ts callbackPath); `observe` is
-   * told of every call to the provider (metrics).
+   * told of every call to the provider (metrics); with `tracer`, each call is a span.
    */
-  constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, clock: Clock, observe?: ProviderCallObserver) {
+  constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, clock: Clock, observe?: ProviderCallObserver, tracer?: Tracer) {
     this.#config = config
     this.#clock = clock
     this.#dpopNonces = new DpopNonces(clock)
     this.#callbackPath = callbackPath
     this.#redirectUri = publicUrl + callbackPath
     this.#log = log
-    const observed = observedFetch(observe)
+    const observed = observedFetch(observe, tracer && { tracer, provider: config.name, callOf: (url) => this.callOf(url) })
     this.#fetch = !config.dpop
       ? observed
       : async (url, options) => {

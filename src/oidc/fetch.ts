@@ -1,4 +1,6 @@
+import { SpanKind, type Tracer } from '@opentelemetry/api'
 import type { CustomFetch } from 'openid-client'
+import { failSpan, inSpan } from '../lib/spans.js'
 
 // Every call to the provider goes through this fetch. It settles "is the provider broken?"
 // before openid-client parses anything: a redirect, a server error, a success that is not
@@ -57,18 +59,55 @@ export const providerFetch: CustomFetch = async (url, options) => {
 /** Told of every provider call: its URL, how long it took and whether it failed. */
 export type ProviderCallObserver = (url: string, seconds: number, failed: boolean) => void
 
-/** providerFetch, measured by `observe` (a thrown error or a 5xx is a failure). */
-export function observedFetch(observe: ProviderCallObserver | undefined): CustomFetch {
-  if (observe === undefined) return providerFetch
-  return async (url, options) => {
-    const started = performance.now()
-    try {
-      const res = await providerFetch(url, options)
-      observe(url, (performance.now() - started) / 1000, false)
-      return res
-    } catch (err) {
-      observe(url, (performance.now() - started) / 1000, true)
-      throw err
+/** What a provider call's span says besides HTTP: the provider's name and which endpoint the URL is. */
+export interface ProviderCallTracing {
+  tracer: Tracer
+  provider: string
+  callOf(url: string): string
+}
+
+/**
+ * providerFetch, measured by `observe` (a thrown error or a 5xx is a failure) and, with tracing,
+ * in a client span per call. The span carries the endpoint's URL without its query, the grant
+ * type of a token request and the status; never a body, a header or a token. No `traceparent` is
+ * sent: the provider is often another organization's, and the gateway's trace ids stay its own.
+ */
+export function observedFetch(observe: ProviderCallObserver | undefined, tracing?: ProviderCallTracing): CustomFetch {
+  const measured: CustomFetch =
+    observe === undefined
+      ? providerFetch
+      : async (url, options) => {
+          const started = performance.now()
+          try {
+            const res = await providerFetch(url, options)
+            observe(url, (performance.now() - started) / 1000, false)
+            return res
+          } catch (err) {
+            observe(url, (performance.now() - started) / 1000, true)
+            throw err
+          }
+        }
+  if (tracing === undefined) return measured
+  return (url, options) => {
+    const target = new URL(url)
+    const method = options.method ?? 'GET'
+    const grantType = options.body instanceof URLSearchParams ? options.body.get('grant_type') : null
+    const attributes = {
+      'http.request.method': method,
+      'url.full': target.origin + target.pathname,
+      'url.template': target.pathname,
+      'server.address': target.hostname,
+      'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)),
+      'openid_gateway.provider': tracing.provider,
+      'openid_gateway.provider.call': tracing.callOf(url),
+      ...(grantType === null ? {} : { 'openid_gateway.grant_type': grantType }),
     }
+    // HTTP client spans are named `{method} {url.template}`; a provider's endpoints are few and fixed.
+    return inSpan(tracing.tracer, `${method} ${target.pathname}`, { kind: SpanKind.CLIENT, attributes }, async (span) => {
+      const res = await measured(url, options)
+      span.setAttribute('http.response.status_code', res.status)
+      if (res.status >= 400) failSpan(span, String(res.status))
+      return res
+    })
   }
 }

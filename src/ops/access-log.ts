@@ -33,6 +33,8 @@ export interface RequestLine {
   sub?: string
   /** A route's own fields, already free of secrets. */
   fields?: Readonly<Record<string, unknown>>
+  /** The request's server span (telemetry.tracing), as `trace_id` and `span_id`: hex, no quoting needed. */
+  trace?: { traceId: string; spanId: string } | undefined
 }
 
 export interface LineDestination {
@@ -61,6 +63,7 @@ export class AccessLog {
     out += `,"status":${line.status},"ms":${Math.round(line.ms * 10) / 10}`
     if (line.ip !== undefined) out += `,"ip":${JSON.stringify(line.ip)}`
     if (line.sub !== undefined) out += `,"sub":${JSON.stringify(line.sub)}`
+    if (line.trace !== undefined) out += `,"trace_id":"${line.trace.traceId}","span_id":"${line.trace.spanId}"`
     if (line.fields !== undefined) {
       for (const name of Object.keys(line.fields)) {
         const value = JSON.stringify(line.fields[name])

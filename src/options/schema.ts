@@ -493,12 +493,43 @@ const log = object(
   { default: {} },
 )
 
+const telemetry = object(
+  'OpenTelemetry. Off unless `telemetry.tracing` is set.',
+  {
+    tracing: object(
+      'Traces over OTLP/HTTP (JSON): a server span per request, spans for the access decision, the upstream call, every provider call and Redis command; W3C Trace Context (`traceparent`) passed to the upstream, `trace_id` and `span_id` in the request line. Absent: nothing is traced and no tracing code is loaded.',
+      {
+        endpoint: string(
+          'The collector\'s OTLP/HTTP traces URL, path included (an OpenTelemetry Collector or Jaeger: `http://collector:4318/v1/traces`).',
+          { format: 'http-url' },
+        ),
+        sampleRatio: {
+          type: 'number',
+          description:
+            'Share of the traces the gateway starts that are recorded and sent, 0 to 1 (parent-based ratio sampling, by trace id). A request whose `traceparent` is trusted (`trustIncoming`) follows its sampled flag instead. `0` records nothing the gateway starts but still passes a `traceparent` upstream and logs its trace id.',
+          minimum: 0,
+          maximum: 1,
+          default: 1,
+        },
+        serviceName: string('`service.name` of the spans.', { minLength: 1, default: 'openid-gateway' }),
+        trustIncoming: string(
+          "Whose `traceparent` and `tracestate` the gateway continues: `trustedProxies` (default), only a peer in `server.trustedProxies` (with none, nobody); `always`, any client; `never`. An untrusted request's trace context is ignored and replaced upstream by the gateway's own: a client cannot join its requests to another trace or force sampling on.",
+          { enum: ['trustedProxies', 'always', 'never'], default: 'trustedProxies' },
+        ),
+        batchDelayMs: integer('How long a finished span waits to be sent with others, in milliseconds; a clean stop sends what is left.', 10, 60000, 5000),
+      },
+      { required: ['endpoint'] },
+    ),
+  },
+  { default: {} },
+)
+
 export const gatewaySchema: JsonSchema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, websocket, forwardAuth, log },
+    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, websocket, forwardAuth, log, telemetry },
     // provider or providers: checks.ts requires exactly one of them, naming both keys.
     { required: ['server', 'cookies', 'upstreams'] },
   ),

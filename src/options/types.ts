@@ -186,6 +186,23 @@ export interface LogConfig {
   level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 }
 
+/** OpenTelemetry traces (ops/tracing.ts); absent, the gateway traces nothing and loads no SDK. */
+export interface TracingConfig {
+  /** OTLP over HTTP (JSON), the traces URL itself: `http://collector:4318/v1/traces`. */
+  endpoint: string
+  /** Share of new traces kept, 0 to 1; a trusted parent's decision is followed. */
+  sampleRatio: number
+  serviceName: string
+  /** Whose `traceparent`/`tracestate` the gateway continues. */
+  trustIncoming: 'trustedProxies' | 'always' | 'never'
+  /** How long a finished span waits to be sent with others. */
+  batchDelayMs: number
+}
+
+export interface TelemetryConfig {
+  tracing?: TracingConfig
+}
+
 export interface GatewayConfig {
   server: ServerConfig
   /** At least one; names unique. */
@@ -199,6 +216,7 @@ export interface GatewayConfig {
   websocket: WebSocketConfig
   forwardAuth: ForwardAuthConfig
   log: LogConfig
+  telemetry: TelemetryConfig
 }
 
 /**

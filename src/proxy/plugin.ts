@@ -2,6 +2,7 @@ import type { IdentityAssertions } from './identity-assertion.js'
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
+import type { UpstreamTracing } from '../ops/request-tracing.js'
 import { GatewayError } from '../contract/errors.js'
 import { createGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues } from './forwarded.js'
@@ -37,6 +38,8 @@ export interface ProxyOptions extends GuardDeps {
   isTrustedUrl: TrustedUrlTest
   /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
   assertions: { header: string; signer: IdentityAssertions | undefined }
+  /** With telemetry.tracing: the decision's and the upstream call's spans, and the traceparent sent upstream. */
+  tracing?: UpstreamTracing
 }
 
 type Headers = Record<string, string | string[] | undefined>
@@ -109,6 +112,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       // A connection that could not be opened in connectTimeoutMs is an unreachable upstream
       // (502), though reply-from reports it as 504 like an upstream that took too long to answer.
       const timedOut = error.statusCode === 504 && error.code !== 'UND_ERR_CONNECT_TIMEOUT'
+      tracing?.failed(reply.request, timedOut ? 'timeout' : (error.code ?? 'unreachable'))
       reply.send(
         timedOut
           ? new GatewayError('upstream_timeout', `the upstream ${upstream.name} did not answer in time`)
@@ -116,7 +120,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       )
     }
 
-    const guard = createGuard(upstream, options)
+    const { tracing } = options
+    const untracedGuard = createGuard(upstream, options)
+    const guard = tracing === undefined ? untracedGuard : (req: FastifyRequest, reply: FastifyReply) => tracing.decide(req, upstream.name, () => untracedGuard(req, reply))
     const enforceUpgradePolicy = createUpgradePolicy({
       upstream: upstream.name,
       websocket: upstream.websocket,
@@ -170,7 +176,14 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         connect: { timeout: upstream.connectTimeoutMs, rejectUnauthorized: true },
       },
       replyOptions: {
-        rewriteRequestHeaders: (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers,
+        rewriteRequestHeaders:
+          tracing === undefined
+            ? (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers
+            : (req, headers) => {
+                const rewritten = rewrite(req as FastifyRequest, headers as Headers)
+                tracing.forward(req as FastifyRequest, rewritten, upstream.target)
+                return rewritten as typeof headers
+              },
         rewriteHeaders: (headers) => {
           scrubResponseHeaders(headers as Headers, options.isGatewayCookieName)
           return headers

@@ -38,6 +38,7 @@ export const RESTART_KEYS = [
   'session.redis',
   'session.maxAgeSeconds',
   'session.memory',
+  'telemetry.tracing',
 ] as const
 
 /** How often Node's server looks for requests past server.requestTimeoutMs. */

@@ -7,6 +7,7 @@ import { systemClock, type Clock } from '../lib/clock.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { GatewayMetrics } from '../ops/metrics.js'
+import { startTracing } from '../ops/tracing.js'
 import { WebSocketRegistry } from '../proxy/websocket-registry.js'
 import { connectRedis, firstConnection } from '../session/redis-client.js'
 import { RedisKeys } from '../session/redis-keys.js'
@@ -24,6 +25,7 @@ import { createRevocationList } from '../session/revocation.js'
 // new app on the same connection (app.ts never opens one), so neither reloads nor a retired app
 // held open by a long request or a WebSocket multiply connections. Everything here is decided by
 // keys that take a restart (runtime/live.ts RESTART_KEYS), so the first configuration decides it.
+// So is the tracer (telemetry.tracing): one exporter per process, flushed by close().
 
 export interface ProcessStateOptions {
   /** On a worker of server.workers > 1: what it shares with the others through the primary. */
@@ -43,7 +45,8 @@ export async function createProcessState(config: GatewayConfig, options: Process
   const { session } = config
   const clock = options.clock ?? systemClock
   const log: FastifyBaseLogger = pino(loggerOptions(config.log), options.logStream ?? stdoutDestination())
-  const redis = session.redisUrl === undefined ? undefined : await connectRedis({ url: session.redisUrl, timeoutMs: session.redis.timeoutMs }, log)
+  const tracing = config.telemetry.tracing === undefined ? undefined : await startTracing(config.telemetry.tracing, log)
+  const redis = session.redisUrl === undefined ? undefined : await connectRedis({ url: session.redisUrl, timeoutMs: session.redis.timeoutMs }, log, tracing?.tracer)
   const keys = new RedisKeys(session.redis.keyPrefix)
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
   const primary = redis === undefined ? options.worker : undefined
@@ -66,8 +69,11 @@ export async function createProcessState(config: GatewayConfig, options: Process
     rateLimitStore: options.worker?.rateLimitStore,
     cookieNames: new Set(),
     websockets: new WebSocketRegistry(),
+    tracing,
     async close() {
       await redis?.quit().catch(() => redis.disconnect())
+      // The spans of the last requests are sent before the process goes.
+      await tracing?.shutdown()
     },
   }
   // At a normal start the first requests find Redis ready; a Redis that is down does not stop the

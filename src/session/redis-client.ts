@@ -1,5 +1,7 @@
+import { context, SpanKind, trace, type Tracer } from '@opentelemetry/api'
 import type { Redis } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
+import { errorType, failSpan } from '../lib/spans.js'
 
 // The one Redis connection of a process, shared by the session store, the refresh coordinator and
 // whatever else needs Redis. Commands never wait for Redis: while it is unreachable each one fails
@@ -32,7 +34,7 @@ export function redisEndpoint(url: string): string {
  * here, only by gateways that use Redis: it adds some 20 MiB to the resident memory of every
  * process that imports it.
  */
-export async function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger): Promise<Redis> {
+export async function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger, tracer?: Tracer): Promise<Redis> {
   const endpoint = redisEndpoint(options.url)
   const { Redis } = await import('ioredis')
   const redis = new Redis(options.url, {
@@ -43,6 +45,7 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
     retryStrategy: reconnectDelay,
     connectionName: 'openid-gateway',
   })
+  if (tracer !== undefined) traceCommands(redis, tracer, options.url)
   // One line per state change, not one per failed attempt: 'reconnecting' follows both a dropped
   // connection and every failed attempt, 'ready' every (re)connection.
   let down = false
@@ -61,6 +64,36 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
     lastError = `${err.name}: ${err.message}`
   })
   return redis
+}
+
+/**
+ * One client span per command sent (a MULTI's commands each, and its EXEC), named by the command,
+ * with no key and no argument (keys hold session ids). Only inside a trace: the connection's own
+ * commands and background work (the revocation list's polling) would each start one.
+ */
+function traceCommands(redis: Redis, tracer: Tracer, url: string): void {
+  const { hostname, port, pathname } = new URL(url)
+  const base = {
+    'db.system.name': 'redis',
+    'server.address': hostname,
+    'server.port': Number(port || 6379),
+    'db.namespace': pathname.length > 1 ? pathname.slice(1) : '0',
+  }
+  const send = redis.sendCommand.bind(redis)
+  redis.sendCommand = (command, stream) => {
+    const active = context.active()
+    if (trace.getSpan(active) === undefined) return send(command, stream)
+    const name = command.name.toUpperCase()
+    const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes: { ...base, 'db.operation.name': name } }, active)
+    command.promise.then(
+      () => span.end(),
+      (err: unknown) => {
+        failSpan(span, errorType(err))
+        span.end()
+      },
+    )
+    return send(command, stream)
+  }
 }
 
 /**

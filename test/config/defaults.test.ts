@@ -66,6 +66,7 @@ const EXPECTED: GatewayConfig = {
   websocket: { maxLifetimeSeconds: 86400 },
   forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: false, ttlSeconds: 5, maxEntries: 10000 } },
   log: { level: 'info' },
+  telemetry: {},
 }
 
 t.test('a minimal configuration gets every default', async (t) => {
