@@ -116,6 +116,7 @@ function keyNamed(span: string): string | undefined {
 /** Fields of other software that read like a key path of ours, by page. */
 const NOT_OURS: ReadonlyArray<{ page: string; span: string; whose: string }> = [
   { page: 'docs/deploy/kubernetes.md', span: 'provider.name', whose: "Istio AuthorizationPolicy's field" },
+  { page: 'docs/features/tracing.md', span: 'server.address', whose: "the OpenTelemetry semantic conventions' attribute" },
 ]
 
 function isKey(path: string): boolean {
