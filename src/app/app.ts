@@ -16,7 +16,7 @@ import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
-import { loggerOptions, stdoutDestination } from '../ops/logging.js'
+import { loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from '../ops/metrics.js'
 import { createRoutingAmbiguityCheck } from '../proxy/ambiguity.js'
@@ -153,7 +153,8 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
 export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<FastifyInstance> {
   const { state } = options
   const logStream = options.logStream ?? stdoutDestination()
-  const accessLog = new AccessLog(logStream, config.log.level)
+  const redactUrl = urlRedactor(config.log)
+  const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
   const app = Fastify({
     logger: { ...loggerOptions(config.log), stream: logStream },
     // One line per request, written in onResponse with the gateway's own fields.
@@ -265,7 +266,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     done()
   })
   const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock)))
-  const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
+  const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
   const refreshGrant: RefreshGrant = async (token, session) => {
     try {
       const provider = providers.get(session.provider)
@@ -321,6 +322,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
+    redactUrl,
   })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)

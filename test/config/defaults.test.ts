@@ -46,6 +46,7 @@ const EXPECTED: GatewayConfig = {
       auth: 'required',
       publicPaths: [],
       allow: {},
+      rules: [],
       forwardAccessToken: false,
       allowPreflight: false,
       websocket: false,
@@ -65,7 +66,7 @@ const EXPECTED: GatewayConfig = {
   assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
   websocket: { maxLifetimeSeconds: 86400 },
   forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: false, ttlSeconds: 5, maxEntries: 10000 } },
-  log: { level: 'info' },
+  log: { level: 'info', redactQueryParams: ['password', 'passwd', 'secret', 'token', 'api_key', 'apikey', 'key', 'jwt', 'session', 'auth', 'code', 'state'] },
 }
 
 t.test('a minimal configuration gets every default', async (t) => {
