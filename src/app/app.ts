@@ -16,7 +16,7 @@ import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
-import { loggerOptions, stdoutDestination } from '../ops/logging.js'
+import { loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
 import { traceFields, traceRequests, upstreamTracing } from '../ops/request-tracing.js'
 import type { Tracing } from '../ops/tracing.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
@@ -158,7 +158,8 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
 export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<FastifyInstance> {
   const { state } = options
   const logStream = options.logStream ?? stdoutDestination()
-  const accessLog = new AccessLog(logStream, config.log.level)
+  const redactUrl = urlRedactor(config.log)
+  const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
   const app = Fastify({
     logger: { ...loggerOptions(config.log), stream: logStream },
     // One line per request, written in onResponse with the gateway's own fields.
@@ -274,7 +275,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     done()
   })
   const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock, tracing)))
-  const allowClaims = config.upstreams.flatMap((u) => Object.keys(u.allow.claims ?? {}))
+  const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
   const refreshGrant: RefreshGrant = async (token, session) => {
     try {
       const provider = providers.get(session.provider)
@@ -330,6 +331,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
+    redactUrl,
   })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)

@@ -5,6 +5,8 @@
 import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/header-policy.js'
+import { foldPath } from '../proxy/ambiguity.js'
+import { createPublicPathMatcher } from '../proxy/public-paths.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../options/types.js'
@@ -33,6 +35,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
     ...checkWorkersStore(read),
     ...checkUpstreams(read, upstreams),
+    ...checkPathRules(read, upstreams),
     ...checkUpstreamProviders(read, upstreams, providers),
     ...checkDpopForwarding(read, upstreams, providers),
     ...checkAssertionKeys(read, upstreams, valueAt(data, ['assertions', 'signingKeys'])),
@@ -232,6 +235,70 @@ function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
   ]
 }
 
+function ruleIndexes(read: Read, upstream: number): number[] {
+  const rules = read(['upstreams', upstream, 'rules'], Array.isArray)
+  return rules === undefined ? [] : rules.map((_, index) => index)
+}
+
+// Per-path rules (proxy/rules.ts): each must be able to decide some request, and which one decides
+// a path must never depend on the order they are written in or on how a case-insensitive upstream
+// spells the path. Refused, naming the rule's path:
+// - a path outside the upstream's prefix, which no request of the upstream reaches, or equal to
+//   it, which is the upstream's own `allow` written twice;
+// - a path another rule has, exactly or once folded (`/Admin` and `/admin`: ambiguity.ts refuses
+//   every request under them, since the folded path selects another rule);
+// - a path a publicPaths glob makes public: public paths are decided first, so its allow would
+//   never apply (a public tree inside it, `/admin/assets/**`, is fine: that part is public);
+// - any rule with `auth: none`, which reads no identity.
+function checkPathRules(read: Read, upstreams: unknown): Issue[] {
+  if (!Array.isArray(upstreams)) return []
+  return upstreams.flatMap((_, index) => {
+    const rules = ruleIndexes(read, index)
+    if (rules.length === 0) return []
+    const at = (rule: number): Path => ['upstreams', index, 'rules', rule, 'path']
+    if (read(['upstreams', index, 'auth'], isString) === 'none') {
+      return [{ path: ['upstreams', index, 'rules'], message: `never apply with ${formatPath(['upstreams', index, 'auth'])}: none (no request is signed in there); remove them or require a sign-in` }]
+    }
+    const match = read(['upstreams', index, 'match'], isMatch)
+    const prefix = match === undefined ? undefined : normalizePathPrefix(match.pathPrefix)
+    const globs = read(['upstreams', index, 'publicPaths'], isStringArray) ?? []
+    const issues: Issue[] = []
+    const seen = new Map<string, number>()
+    for (const rule of rules) {
+      const raw = read(at(rule), isString)
+      if (raw === undefined) continue
+      const path = normalizePathPrefix(raw)
+      if (prefix !== undefined && path === prefix) {
+        issues.push({ path: at(rule), message: `is the whole upstream (${formatPath(['upstreams', index, 'match', 'pathPrefix'])}): write its allow as ${formatPath(['upstreams', index, 'allow'])}` })
+        continue
+      }
+      if (prefix !== undefined && prefix !== '/' && !path.startsWith(`${prefix}/`)) {
+        issues.push({ path: at(rule), message: `is not below ${formatPath(['upstreams', index, 'match', 'pathPrefix'])} (${prefix}): the rule would never apply` })
+        continue
+      }
+      const folded = foldPath(path)
+      const first = seen.get(folded)
+      if (first !== undefined) {
+        const same = normalizePathPrefix(read(at(first), isString) ?? '') === path
+        issues.push({ path: at(rule), message: `${same ? 'same path as' : 'same path, ignoring case and trailing dots, as'} ${formatPath(at(first))}: which rule decides would be ambiguous` })
+        continue
+      }
+      seen.set(folded, rule)
+      const publicGlob = globs.findIndex((glob) => {
+        try {
+          return createPublicPathMatcher([glob])(path)
+        } catch {
+          return false // a glob with a problem of its own is reported where it is
+        }
+      })
+      if (publicGlob !== -1) {
+        issues.push({ path: at(rule), message: `is public (${formatPath(['upstreams', index, 'publicPaths', publicGlob])} matches it): its allow would never apply` })
+      }
+    }
+    return issues
+  })
+}
+
 /** The names of the providers at `at`; the one-provider form's is DEFAULT_PROVIDER. */
 function providerNames(read: Read, at: readonly Path[]): Array<string | undefined> {
   return at.map((path) => (path.length === 1 ? DEFAULT_PROVIDER : read([...path, 'name'], isString)))
@@ -253,6 +320,7 @@ function checkUpstreamProviders(read: Read, upstreams: unknown, at: readonly Pat
   return upstreams.flatMap((_, index) => [
     ...check(['upstreams', index, 'providers'], names, 'configured'),
     ...check(['upstreams', index, 'allow', 'providers'], acceptedBy(read, index, names), 'the upstream accepts'),
+    ...ruleIndexes(read, index).flatMap((rule) => check(['upstreams', index, 'rules', rule, 'allow', 'providers'], acceptedBy(read, index, names), 'the upstream accepts')),
   ])
 }
 

@@ -10,18 +10,30 @@ function restricts(list: readonly unknown[] | undefined): boolean {
   return list !== undefined && list.length > 0
 }
 
+function allowLoosening(at: string, before: AllowRules, after: AllowRules): string[] {
+  const keys: string[] = []
+  for (const kind of KINDS) {
+    if (restricts(before[kind]) && !restricts(after[kind])) keys.push(`${at}.${kind}`)
+  }
+  for (const claim of Object.keys(before.claims ?? {})) {
+    if (after.claims?.[claim] === undefined) keys.push(`${at}.claims.${claim}`)
+  }
+  return keys
+}
+
 function upstreamLoosening(at: string, before: UpstreamConfig, after: UpstreamConfig): string[] {
   const keys: string[] = []
   if (before.auth === 'required' && after.auth !== 'required') keys.push(`${at}.auth`)
   if (before.auth !== 'none' && after.auth === 'none') {
     if (!keys.includes(`${at}.auth`)) keys.push(`${at}.auth`)
   }
-  for (const kind of KINDS) {
-    if (restricts(before.allow[kind]) && !restricts(after.allow[kind])) keys.push(`${at}.allow.${kind}`)
-  }
-  for (const claim of Object.keys(before.allow.claims ?? {})) {
-    if (after.allow.claims?.[claim] === undefined) keys.push(`${at}.allow.claims.${claim}`)
-  }
+  keys.push(...allowLoosening(`${at}.allow`, before.allow, after.allow))
+  // A rule gone leaves its path to the upstream's allow (or to a shorter rule's).
+  before.rules.forEach((rule, index) => {
+    const next = after.rules.find((r) => r.path === rule.path)
+    if (next === undefined) keys.push(`${at}.rules[${index}] (${rule.path}): removed`)
+    else keys.push(...allowLoosening(`${at}.rules[${index}].allow`, rule.allow, next.allow))
+  })
   const publicBefore = new Set(before.publicPaths)
   if (after.publicPaths.some((glob) => !publicBefore.has(glob))) keys.push(`${at}.publicPaths`)
   return keys

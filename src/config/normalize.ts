@@ -29,7 +29,7 @@ export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string,
     assertions: { ...config.assertions },
     websocket: { ...config.websocket },
     forwardAuth: { ...config.forwardAuth, cache: { ...config.forwardAuth.cache } },
-    log: { ...config.log },
+    log: { ...config.log, redactQueryParams: [...config.log.redactQueryParams] },
     telemetry: config.telemetry.tracing === undefined ? {} : { tracing: { ...config.telemetry.tracing } },
   }
 }
@@ -79,8 +79,11 @@ export function allowProviders(allow: AllowRules, accepted: readonly string[]): 
 function normalizeUpstream(upstream: ConfigFile['upstreams'][number], providers: readonly string[]): UpstreamConfig {
   const { hosts } = upstream.match
   const accepted = upstreamProviders(upstream.providers, providers)
-  const allow = normalizeAllow(upstream.allow)
-  const admitted = allowProviders(allow, accepted)
+  const explicit = (rules: AllowRules): AllowRules => {
+    const allow = normalizeAllow(rules)
+    const admitted = allowProviders(allow, accepted)
+    return admitted === undefined ? allow : { ...allow, providers: admitted }
+  }
   return {
     ...upstream,
     providers: accepted,
@@ -88,7 +91,9 @@ function normalizeUpstream(upstream: ConfigFile['upstreams'][number], providers:
       pathPrefix: normalizePathPrefix(upstream.match.pathPrefix),
       ...(hosts === undefined ? {} : { hosts: normalizeHosts(hosts) }),
     },
-    allow: admitted === undefined ? allow : { ...allow, providers: admitted },
+    allow: explicit(upstream.allow),
+    // Each rule's allow is explicit about providers as the upstream's is.
+    rules: upstream.rules.map((rule) => ({ path: normalizePathPrefix(rule.path), allow: explicit(rule.allow) })),
     identityHeaders: { ...upstream.identityHeaders },
   }
 }

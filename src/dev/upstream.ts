@@ -150,8 +150,10 @@ ${headerTable(req)}
 function publicPage(req: IncomingMessage): string {
   return page('openid-gateway demo upstream: public page', `
 <h1>Public page, no sign-in needed</h1>
-<p>The gateway forwards this path without asking anyone to sign in. Identity headers appear only
-if you happen to be signed in.</p>
+<p>The gateway forwards this path without asking anyone to sign in, and without reading any
+session: no identity headers reach it, even when you are signed in (the gateway removes any a
+client sends itself). A path that should see who is signed in, without requiring a sign-in, belongs
+to an upstream with <code>auth: optional</code>.</p>
 <h2>Headers received from the gateway</h2>
 ${headerTable(req)}
 <p><a href="/">Back to the protected page</a></p>

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os'
-import { redactUrl } from './logging.js'
+import { redactUrl, type UrlRedactor } from './logging.js'
 import type { LogConfig } from '../options/types.js'
 
 // The request line: one per request, for the proxy, the gateway's endpoints, the checks over HTTP
@@ -10,7 +10,7 @@ import type { LogConfig } from '../options/types.js'
 // as pino's lines, so one parser reads every line of the log.
 //
 // What it may carry: the method, the request target with secret query values redacted
-// (logging.ts redactUrl), the status, the client address, the subject of a signed-in request and a
+// (logging.ts, log.redactQueryParams), the status, the client address, the subject of a signed-in request and a
 // route's own fields (reply.logFields: the checks' outcome and the request they checked, already
 // redacted by their owner). Never a header, a cookie or a token.
 
@@ -46,9 +46,12 @@ export class AccessLog {
   readonly #destination: LineDestination
   /** pino's base bindings of every line: `"pid":…,"hostname":…`. */
   readonly #base: string
+  /** log.redactQueryParams applied (logging.ts urlRedactor). */
+  readonly redactUrl: UrlRedactor
 
-  constructor(destination: LineDestination, level: LogConfig['level']) {
+  constructor(destination: LineDestination, level: LogConfig['level'], redact: UrlRedactor = redactUrl) {
     this.#destination = destination
+    this.redactUrl = redact
     this.enabled = LEVELS[level] <= INFO
     this.#base = `"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`
   }
@@ -58,7 +61,7 @@ export class AccessLog {
     let out = `{"level":${INFO},"time":${Date.now()},${this.#base}`
     if (line.reqId !== undefined) out += `,"reqId":${JSON.stringify(line.reqId)}`
     out += `,"method":${JSON.stringify(line.method)}`
-    if (line.url !== undefined) out += `,"url":${JSON.stringify(redactUrl(line.url))}`
+    if (line.url !== undefined) out += `,"url":${JSON.stringify(this.redactUrl(line.url))}`
     if (line.grpc !== undefined) out += `,"grpc":${JSON.stringify(line.grpc)}`
     out += `,"status":${line.status},"ms":${Math.round(line.ms * 10) / 10}`
     if (line.ip !== undefined) out += `,"ip":${JSON.stringify(line.ip)}`

@@ -1,12 +1,29 @@
 import type { FastifyLoggerOptions } from 'fastify'
 import { destination, type DestinationStream, type LoggerOptions } from 'pino'
 import type { LogConfig } from '../options/types.js'
+import { DEFAULT_REDACTED_QUERY_PARAMS } from '../options/schema.js'
 
 // Logs are pino JSON, one line per request. Tokens travel in headers and, on the callback, in
 // the query string, so both are redacted before anything reaches a log line.
+//
+// Query strings carry more than the gateway's own credentials: applications put passwords, API
+// keys and reset tokens there (`?password=…&api_key=…`), and a log line outlives the request, is
+// shipped and read by more people than the application's database. OWASP's Logging Cheat Sheet
+// ("Data to exclude": session identifiers, access tokens, passwords, keys) and RFC 6750 5.3
+// ("Don't pass bearer tokens in page URLs") both say such values must not be logged. So every
+// parameter whose name contains one of `log.redactQueryParams` (case-insensitive, inside larger
+// names too: `user_password`, `X-Api-Key`, `accessToken`) has its value replaced; its name and
+// the other parameters stay as they were sent, so the line still says what was asked.
 
-/** Query parameters whose values are secrets or one-time credentials. */
-const SECRET_PARAMS = /^(code|state|session_state|id_token|id_token_hint|access_token|refresh_token|token|logout_token|client_secret|nonce)$/i
+/**
+ * The gateway's own one-time credentials and tokens (the callback's `code` and `state`, logout's
+ * `id_token_hint`, ...): redacted whatever `log.redactQueryParams` says, exact names.
+ */
+const PROTOCOL_PARAMS = /^(code|state|session_state|id_token|id_token_hint|access_token|refresh_token|token|logout_token|client_secret|nonce)$/i
+
+
+/** What a redacted value becomes. */
+export const REDACTED = '[redacted]'
 
 export const REDACTED_PATHS = [
   'req.headers.cookie',
@@ -17,37 +34,69 @@ export const REDACTED_PATHS = [
   'headers.authorization',
 ]
 
-/** The same names, found without parsing: every logged request passes here. */
-const SECRET_PARAM_IN_QUERY = new RegExp(`(?:^|&)${SECRET_PARAMS.source.slice(1, -1)}(?:=|&|$)`, 'i')
+export type UrlRedactor = (url: string) => string
 
-/** The request target with the values of secret query parameters replaced. */
-export function redactUrl(url: string): string {
-  const q = url.indexOf('?')
-  if (q === -1) return url
-  const query = url.slice(q + 1)
-  // Only a query that names a secret parameter, possibly percent-encoded (`%63ode` is `code` to
-  // every parser), is parsed and rewritten.
-  if (!query.includes('%') && !SECRET_PARAM_IN_QUERY.test(query)) return url
-  const params = new URLSearchParams(query)
-  let changed = false
-  for (const name of new Set(params.keys())) {
-    if (SECRET_PARAMS.test(name)) {
-      params.set(name, '[redacted]')
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
+
+/** A name as every parser reads it: `+` is a space, `%xx` decoded (`%63ode` is `code`). */
+function decodeName(raw: string): string {
+  if (!raw.includes('%') && !raw.includes('+')) return raw
+  try {
+    return decodeURIComponent(raw.replace(/\+/g, ' '))
+  } catch {
+    return raw
+  }
+}
+
+/**
+ * The request target with the values of credential-like query parameters replaced by REDACTED.
+ * `names`: the parts of a name that make it a credential (log.redactQueryParams).
+ */
+export function createUrlRedactor(names: readonly string[]): UrlRedactor {
+  const fragments = names.map((name) => escapeRegExp(name))
+  const secretName = fragments.length === 0 ? PROTOCOL_PARAMS : new RegExp(`${fragments.join('|')}|${PROTOCOL_PARAMS.source}`, 'i')
+  // A quick look at the whole query: when no name could be a secret (no fragment anywhere, no
+  // percent-encoding that could hide one), the URL is returned untouched without splitting it.
+  const anywhere = new RegExp(fragments.length === 0 ? PROTOCOL_PARAMS.source.slice(1, -1) : [...fragments, PROTOCOL_PARAMS.source.slice(1, -1)].join('|'), 'i')
+  return (url) => {
+    const q = url.indexOf('?')
+    if (q === -1) return url
+    const query = url.slice(q + 1)
+    if (!query.includes('%') && !anywhere.test(query)) return url
+    const pairs = query.split('&')
+    let changed = false
+    for (let i = 0; i < pairs.length; i++) {
+      const pair = pairs[i] as string
+      const eq = pair.indexOf('=')
+      const raw = eq === -1 ? pair : pair.slice(0, eq)
+      if (raw === '' || !secretName.test(decodeName(raw))) continue
+      pairs[i] = `${raw}=${REDACTED}`
       changed = true
     }
+    return changed ? `${url.slice(0, q)}?${pairs.join('&')}` : url
   }
-  return changed ? `${url.slice(0, q)}?${params.toString()}` : url
+}
+
+/** The request target redacted with the default list; where no configuration is at hand. */
+export const redactUrl: UrlRedactor = createUrlRedactor(DEFAULT_REDACTED_QUERY_PARAMS)
+
+/** The redactor of a `log` configuration (the default list where the key is not filled in, as in tests' partial configurations). */
+export function urlRedactor(config: Partial<Pick<LogConfig, 'redactQueryParams'>>): UrlRedactor {
+  return config.redactQueryParams === undefined ? redactUrl : createUrlRedactor(config.redactQueryParams)
 }
 
 export function loggerOptions(config: LogConfig): FastifyLoggerOptions & LoggerOptions {
+  const redact = urlRedactor(config)
   return {
     level: config.level,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     serializers: {
-      req: (req: { method: string; url: string; id: string }) => ({ method: req.method, url: redactUrl(req.url), id: req.id }),
+      req: (req: { method: string; url: string; id: string }) => ({ method: req.method, url: redact(req.url), id: req.id }),
       // Every `url` field of every line, the libraries' included: the WebSocket proxy logs the
       // upstream URL at debug, query (`?access_token=...`) and all.
-      url: (url: unknown) => (typeof url === 'string' ? redactUrl(url) : url),
+      url: (url: unknown) => (typeof url === 'string' ? redact(url) : url),
     },
   }
 }

@@ -53,6 +53,8 @@ const EXT_AUTHZ_PATH = {
   message: `must be a path below ${SIGN_IN_PATH}/ of letters, digits and . _ ~ -, without a trailing slash`,
 }
 
+const QUERY_PARAM_PART = { pattern: '^[A-Za-z0-9_.-]{1,64}$', message: 'must be 1 to 64 letters, digits, _, - or .' }
+
 const UPSTREAM_NAME = {
   pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
   message: 'must start with a letter or digit and contain only letters, digits, _ and -',
@@ -60,7 +62,7 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART].map(({ pattern, message }) => [pattern, message]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -358,6 +360,14 @@ const allow = object(
   { default: {} },
 )
 
+// A rule's own `allow` is required: a rule that left it out would admit every signed-in user.
+const { default: _allowDefault, ...ruleAllow } = allow
+
+const pathRulePath = string(
+  'Path prefix the rule covers: the path itself and everything below it, written as `match.pathPrefix` (the same characters are refused); a trailing `/` is removed.',
+  { format: 'path-prefix' },
+)
+
 const headerName = (description: string, defaultValue: string): JsonSchema =>
   string(description, { format: 'identity-header', default: defaultValue })
 
@@ -408,6 +418,11 @@ const upstream = object(
       { default: [] },
     ),
     allow,
+    rules: list(
+      "Per-path `allow` rules, so that part of an application (an admin area) needs other users than the rest without a second upstream. `path` is a prefix written as `match.pathPrefix` is, covering that path and everything below it; the rule with the longest `path` covering a request decides with its `allow` **instead of** the upstream's `allow` (rules are not added together); paths no rule covers keep the upstream's `allow`. `auth`, `publicPaths` and `allowPreflight` are decided first: a rule never makes a path public, and never requires a sign-in on a public path. Refused: a `path` outside `match.pathPrefix` or equal to it, two rules with the same `path` (also once case and trailing dots are ignored), a `path` that a `publicPaths` glob makes public, and rules with `auth: none`.",
+      object('A path and who may use it.', { path: pathRulePath, allow: { ...ruleAllow, description: "Who may use the rule's path once signed in, instead of the upstream's `allow`: the same kinds, with the same meaning." } }, { required: ['path', 'allow'] }),
+      { default: [] },
+    ),
     forwardAccessToken: boolean(
       "Send `Authorization: Bearer <access token>` to the upstream; a client's own `Authorization` then never reaches it (without this key it passes unchanged).",
       false,
@@ -482,6 +497,9 @@ const forwardAuth = object(
   { default: {} },
 )
 
+/** `log.redactQueryParams`' default: what the name of a credential contains. */
+export const DEFAULT_REDACTED_QUERY_PARAMS: readonly string[] = ['password', 'passwd', 'secret', 'token', 'api_key', 'apikey', 'key', 'jwt', 'session', 'auth', 'code', 'state']
+
 const log = object(
   'Logging.',
   {
@@ -489,6 +507,11 @@ const log = object(
       enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
       default: 'info',
     }),
+    redactQueryParams: list(
+      "Query parameters whose values never reach a log line (the request line's `url`, and every logged URL): a parameter is redacted when its name contains one of these, ASCII case-insensitive (`password` covers `user_password` and `Password`; `key` covers `X-Api-Key` and `apikey`); its value becomes `[redacted]`, its name and the other parameters stay. The list replaces the default (so it can also narrow it, e.g. without `code` when `postcode` must stay readable); the gateway's own sign-in parameters (`code`, `state`, `id_token_hint`, `access_token`, `refresh_token`, `token`, `logout_token`, `client_secret`, `nonce`, `session_state`, `id_token`) are redacted whatever it says. Entries: letters, digits, `_`, `-` and `.`.",
+      string('part of a parameter name', { pattern: QUERY_PARAM_PART.pattern }),
+      { default: [...DEFAULT_REDACTED_QUERY_PARAMS], uniqueItems: true },
+    ),
   },
   { default: {} },
 )

@@ -140,6 +140,13 @@ export interface IdentityHeaderNames {
   issuer: string
 }
 
+/** One of an upstream's per-path rules (proxy/rules.ts): the longest covering `path` decides with its `allow`. */
+export interface PathRule {
+  /** A path prefix, as match.pathPrefix. */
+  path: string
+  allow: AllowRules
+}
+
 export interface UpstreamConfig {
   name: string
   match: { pathPrefix: string; hosts?: string[] }
@@ -147,6 +154,8 @@ export interface UpstreamConfig {
   auth: AuthMode
   publicPaths: string[]
   allow: AllowRules
+  /** Per-path `allow` rules inside the upstream; the upstream's `allow` decides the paths none covers. */
+  rules: PathRule[]
   forwardAccessToken: boolean
   allowPreflight: boolean
   websocket: boolean
@@ -184,6 +193,8 @@ export interface ForwardAuthConfig {
 
 export interface LogConfig {
   level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+  /** Parts of query parameter names whose values are redacted in every logged URL (ops/logging.ts). */
+  redactQueryParams: string[]
 }
 
 /** OpenTelemetry traces (ops/tracing.ts); absent, the gateway traces nothing and loads no SDK. */

@@ -9,8 +9,9 @@
 //
 // The rule: fold the path (ASCII lowercase; trailing `.` and `%20` removed from every segment,
 // segments left empty dropped) and fold the configuration the same way (prefixes, publicPaths
-// globs). When the folded path reaches another upstream, or another public/protected decision,
-// than the exact path, the request is ambiguous. The proxy (app.ts, before routing decides
+// globs, the paths of per-path `rules`). When the folded path reaches another upstream, another
+// public/protected decision or another per-path rule than the exact path, the request is
+// ambiguous. The proxy (app.ts, before routing decides
 // anything) and forward-auth (for the request its caller names) both ask this one check.
 //
 // Cost: a path that folding does not change, with a configuration that folding does not change,
@@ -20,6 +21,7 @@ import type { UpstreamConfig } from '../options/types.js'
 import { asciiLower } from '../lib/url-chars.js'
 import { createUpstreamMatcher } from './match.js'
 import { createPublicPathMatcher, type PublicPathMatcher } from './public-paths.js'
+import { ruleIndex } from './rules.js'
 
 /** `(host, path)`: canonical host, normalized path without the query. True when ambiguous. */
 export type RoutingAmbiguityCheck = (host: string, path: string) => boolean
@@ -53,6 +55,8 @@ function foldGlob(glob: string): string {
 interface Rules {
   upstream: UpstreamConfig
   isPublic: PublicPathMatcher
+  /** The paths of the upstream's per-path rules, as written or folded. */
+  rulePaths: Array<{ path: string }>
 }
 
 export function createRoutingAmbiguityCheck(upstreams: readonly UpstreamConfig[]): RoutingAmbiguityCheck {
@@ -62,10 +66,18 @@ export function createRoutingAmbiguityCheck(upstreams: readonly UpstreamConfig[]
   for (const upstream of upstreams) {
     const prefix = foldPath(upstream.match.pathPrefix)
     const globs = upstream.publicPaths.map(foldGlob)
-    if (prefix !== upstream.match.pathPrefix || globs.some((g, i) => g !== upstream.publicPaths[i])) stable = false
-    const rules = { upstream, isPublic: createPublicPathMatcher(upstream.publicPaths) }
+    const rulePaths = upstream.rules.map((rule) => ({ path: rule.path }))
+    const foldedRulePaths = rulePaths.map((rule) => ({ path: foldPath(rule.path) }))
+    if (
+      prefix !== upstream.match.pathPrefix ||
+      globs.some((g, i) => g !== upstream.publicPaths[i]) ||
+      foldedRulePaths.some((r, i) => r.path !== rulePaths[i]?.path)
+    ) {
+      stable = false
+    }
+    const rules = { upstream, isPublic: createPublicPathMatcher(upstream.publicPaths), rulePaths }
     exact.set(upstream, rules)
-    folded.set({ ...upstream, match: { ...upstream.match, pathPrefix: prefix } }, { upstream, isPublic: createPublicPathMatcher(globs) })
+    folded.set({ ...upstream, match: { ...upstream.match, pathPrefix: prefix } }, { upstream, isPublic: createPublicPathMatcher(globs), rulePaths: foldedRulePaths })
   }
   const matchExact = createUpstreamMatcher([...exact.keys()])
   const matchFolded = createUpstreamMatcher([...folded.keys()])
@@ -80,6 +92,7 @@ export function createRoutingAmbiguityCheck(upstreams: readonly UpstreamConfig[]
     const bRules = b === undefined ? undefined : folded.get(b)
     if (aRules?.upstream !== bRules?.upstream) return true
     if (aRules === undefined || bRules === undefined) return false
-    return aRules.isPublic(path) !== bRules.isPublic(foldedPath)
+    if (aRules.isPublic(path) !== bRules.isPublic(foldedPath)) return true
+    return aRules.rulePaths.length > 0 && ruleIndex(aRules.rulePaths, path) !== ruleIndex(bRules.rulePaths, foldedPath)
   }
 }

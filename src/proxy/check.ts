@@ -5,7 +5,7 @@ import type { Identity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../contract/endpoints.js'
-import { redactUrl } from '../ops/logging.js'
+import type { UrlRedactor } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
 import { createAccessDecision, isPreflight, logForbidden, type AccessDecider, type DecisionRequest } from './guard.js'
@@ -45,7 +45,8 @@ export interface CheckedRequest {
 export type CheckVerdict =
   | { outcome: 'pass'; upstream: UpstreamConfig; identity: Identity | null }
   | { outcome: 'unauthenticated'; upstream: UpstreamConfig; expired: boolean; refreshable: boolean }
-  | { outcome: 'forbidden'; upstream: UpstreamConfig }
+  /** `identity`: who was refused, when established (the request line's `sub`). */
+  | { outcome: 'forbidden'; upstream: UpstreamConfig; identity: Identity | null }
 
 export interface CheckOptions {
   upstreams: UpstreamConfig[]
@@ -61,6 +62,8 @@ export interface CheckOptions {
   isGatewayCookieName: (name: string) => boolean
   /** What cached decisions expire by. */
   clock: Clock
+  /** log.redactQueryParams applied (ops/logging.ts). */
+  redactUrl: UrlRedactor
 }
 
 export interface Checker {
@@ -76,6 +79,8 @@ export interface Checker {
   signInUrl(checked: CheckedRequest, refreshable: boolean): string
   /** Empties the decision cache (a session ended). */
   forget(): void
+  /** The checked request's URL as log lines carry it: secret query values redacted. */
+  loggedUrl(checked: CheckedRequest): string
 }
 
 /**
@@ -112,6 +117,7 @@ export function createChecker(options: CheckOptions): Checker {
   const warnedHosts = new Set<string>()
   const cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries, options.clock) : undefined
   const ttlMs = options.cache.ttlSeconds * 1000
+  const loggedUrl = (checked: CheckedRequest): string => options.redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`)
 
   /**
    * Issue #6 point 12: with host-only cookies (no cookies.domain) the session set on the public
@@ -175,13 +181,13 @@ export function createChecker(options: CheckOptions): Checker {
         verdict = { outcome: 'unauthenticated', upstream, expired: decision.expired, refreshable: decision.refreshable }
         break
       case 'forbidden':
-        logForbidden(req, upstream, decision, { method, url: redactUrl(`${checked.scheme}://${host}${target.path}${target.search}`) })
-        verdict = { outcome: 'forbidden', upstream }
+        logForbidden(req, upstream, decision, { method, url: loggedUrl(checked) })
+        verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
         break
       case 'pass':
         if (isServedByGateway(target.path)) {
           req.log.warn({ upstream: upstream.name, path: target.path }, 'a check asked about one of the gateway\'s own paths: refused; route them to the gateway without the auth filter')
-          verdict = { outcome: 'forbidden', upstream }
+          verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
         } else {
           verdict = { outcome: 'pass', upstream, identity: decision.identity }
         }
@@ -203,5 +209,6 @@ export function createChecker(options: CheckOptions): Checker {
     forget() {
       cache?.clear()
     },
+    loggedUrl,
   }
 }

@@ -6,7 +6,6 @@ import type { Identity } from '../contract/identity.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import type { AccessLog } from '../ops/access-log.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import { redactUrl } from '../ops/logging.js'
 import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SetCookieLines } from '../session/cookies.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
@@ -69,8 +68,8 @@ export type ExtAuthzResult =
   | { kind: 'allow'; identity: Identity | null; allow: ExtAuthzAllow }
   /** A browser navigation without a session: 302 to `location`. */
   | { kind: 'sign_in'; location: string }
-  /** 400, 401, 403, 404, or a 5xx that says the request cannot be decided now. */
-  | { kind: 'refused'; error: GatewayError }
+  /** 400, 401, 403, 404, or a 5xx that says the request cannot be decided now; `identity`: who a 403 refused. */
+  | { kind: 'refused'; error: GatewayError; identity?: Identity | null }
 
 export interface ExtAuthzDecision {
   result: ExtAuthzResult
@@ -169,7 +168,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
   return async function decide(req, reply, checked, upstreamName) {
     const logged: Record<string, unknown> = {
       method: checked.method,
-      url: redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`),
+      url: checker.loggedUrl(checked),
     }
     let verdict: CheckVerdict
     try {
@@ -186,7 +185,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
         if (isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
         return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false)) }, logged }
       case 'forbidden':
-        return { result: { kind: 'refused', error: forbiddenError() }, logged }
+        return { result: { kind: 'refused', error: forbiddenError(), identity: verdict.identity }, logged }
       case 'pass':
         return { result: { kind: 'allow', identity: verdict.identity, allow: await allowHeaders(verdict, req.headers.cookie, options) }, logged }
     }
@@ -226,6 +225,8 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
       case 'sign_in':
         return reply.headers(PROBLEM_HEADERS).redirect(result.location, 302)
       case 'refused':
+        // Who a 403 refused, for the request line.
+        req.identity = result.identity ?? null
         throw result.error
       case 'allow':
         req.identity = result.identity
@@ -295,6 +296,7 @@ export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Pro
           break
         case 'refused':
           code = result.error.code
+          identity = result.identity ?? null
           answer = await refusal({ url, method, headers, cookies }, result.error, jar)
           break
       }

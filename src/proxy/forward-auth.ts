@@ -9,7 +9,6 @@ import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
 import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import { redactUrl } from '../ops/logging.js'
 
 // GET /api/v1/openid/auth: the forward-auth check of the contract, for ingress-nginx (`auth-url`)
 // and Traefik (ForwardAuth). The ingress asks "may this request through?" and serves the request
@@ -176,8 +175,8 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
       reply.logFields = { forwardAuth: { outcome: 'bad_request', reason: (err as Error).message } }
       throw err
     }
-    const { method, host, target } = original
-    const logged = { method, url: redactUrl(`${original.scheme}://${host}${target.path}${target.search}`), ingress: original.ingress }
+    const { method } = original
+    const logged = { method, url: checker.loggedUrl(original), ingress: original.ingress }
     let verdict
     try {
       verdict = await checker.check(checkContext(req, original), reply, original)
@@ -196,6 +195,8 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         }
         throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false))
       case 'forbidden':
+        // Who was refused, for the request line.
+        req.identity = verdict.identity
         throw forbiddenError()
       case 'pass': {
         const identity = verdict.identity

@@ -3,7 +3,8 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { refreshPath, signInPath } from '../contract/endpoints.js'
-import { createAllowPolicy, type AllowRefusal } from './allow.js'
+import type { AllowRefusal } from './allow.js'
+import { createPathPolicies } from './rules.js'
 import type { Identity } from '../contract/identity.js'
 import type { AuthRequest, Authenticator } from './authenticate.js'
 import type { SessionReply } from '../session/types.js'
@@ -41,7 +42,7 @@ export interface AccessRequest {
 export type AccessDecision =
   | { outcome: 'pass'; identity: Identity | null }
   | { outcome: 'unauthenticated'; expired: boolean; refreshable: boolean }
-  | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal }
+  | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal; rulePath?: string }
 
 /**
  * A CORS preflight: OPTIONS with Access-Control-Request-Method (Fetch standard, CORS-preflight
@@ -73,7 +74,8 @@ const missingClaimsWarned = new WeakMap<UpstreamConfig, Set<string>>()
  */
 export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'forbidden' }>, fields: Record<string, unknown> = {}): void {
   const { refusal } = decision
-  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, rule: refusal.rule, reason: refusal.reason, ...fields }, 'access refused by the allow rules')
+  const at = decision.rulePath === undefined ? {} : { path: decision.rulePath }
+  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, ...at, rule: refusal.rule, reason: refusal.reason, ...fields }, 'access refused by the allow rules')
   if (refusal.missingClaim === undefined) return
   let warned = missingClaimsWarned.get(upstream)
   if (warned === undefined) missingClaimsWarned.set(upstream, (warned = new Set()))
@@ -89,11 +91,12 @@ export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: Upstre
  * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
  * any session; a preflight passes when the upstream allows preflights; otherwise the caller must
  * be signed in (session or Bearer of a provider it accepts, see authenticate.ts) unless `auth: optional`, and then pass the
- * `allow` rules.
+ * `allow` rules: those of the most specific of the upstream's `rules` covering the path, else the
+ * upstream's own (rules.ts).
  */
 export function createAccessDecision(upstream: UpstreamConfig, authenticator: Authenticator): AccessDecider {
   const isPublic = createPublicPathMatcher(upstream.publicPaths)
-  const isAllowed = createAllowPolicy(upstream.allow)
+  const policyFor = createPathPolicies(upstream)
   const authenticate = authenticator(upstream.providers)
   return async function decide(req, reply, request) {
     if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
@@ -103,8 +106,9 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
       if (upstream.auth === 'optional') return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
-    const allowed = isAllowed(identity.claims, identity.provider)
-    if (!allowed.allowed) return { outcome: 'forbidden', identity, refusal: allowed }
+    const { policy, path } = policyFor(request.path)
+    const allowed = policy(identity.claims, identity.provider)
+    if (!allowed.allowed) return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
     return { outcome: 'pass', identity }
   }
 }
@@ -150,6 +154,8 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
       case 'unauthenticated':
         return refuse(req, reply, decision.expired, decision.refreshable)
       case 'forbidden':
+        // Established, though refused: the request line names who was refused (ops/access-log.ts).
+        req.identity = decision.identity
         logForbidden(req, upstream, decision)
         throw forbiddenError()
     }

@@ -80,8 +80,11 @@ export function hostPattern(hosts: readonly string[]): RegExp {
   return new RegExp(`^(?:${names})(?::\\d+)?$`, 'i')
 }
 
-/** The path as find-my-way compares it, or undefined where it would refuse it (a bad URL). */
-function routerPath(path: string): string | undefined {
+/**
+ * The path as find-my-way compares it, or undefined where it would refuse it (a bad URL). The
+ * per-path rules of an upstream (rules.ts) compare their prefixes with the same spelling.
+ */
+export function routerPath(path: string): string | undefined {
   if (!path.includes('%')) return path
   try {
     // find-my-way re-encodes `%25` before decodeURI so that it stays `%25`.
@@ -91,7 +94,8 @@ function routerPath(path: string): string | undefined {
   }
 }
 
-function underPrefix(prefix: string, path: string): boolean {
+/** `path` is `prefix` or below it, on a segment boundary (`/app` covers `/app/x`, never `/apple`). */
+export function underPrefix(prefix: string, path: string): boolean {
   if (prefix === '/') return true
   return path === prefix || (path.startsWith(prefix) && path.charCodeAt(prefix.length) === 0x2f)
 }

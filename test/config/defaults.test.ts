@@ -1,5 +1,6 @@
 import t from 'tap'
 import type { GatewayConfig } from '../../src/options/types.js'
+import { DEFAULT_REDACTED_QUERY_PARAMS } from '../../src/options/schema.js'
 import { CLIENT_SECRET, COOKIE_SECRET, minimal, resolve } from '../fixtures/config/base.js'
 import { resolveConfig } from '../../src/config/load.js'
 
@@ -46,6 +47,7 @@ const EXPECTED: GatewayConfig = {
       auth: 'required',
       publicPaths: [],
       allow: {},
+      rules: [],
       forwardAccessToken: false,
       allowPreflight: false,
       websocket: false,
@@ -65,7 +67,7 @@ const EXPECTED: GatewayConfig = {
   assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
   websocket: { maxLifetimeSeconds: 86400 },
   forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: false, ttlSeconds: 5, maxEntries: 10000 } },
-  log: { level: 'info' },
+  log: { level: 'info', redactQueryParams: ['password', 'passwd', 'secret', 'token', 'api_key', 'apikey', 'key', 'jwt', 'session', 'auth', 'code', 'state'] },
   telemetry: {},
 }
 
@@ -91,7 +93,7 @@ t.test('a key given as null (empty in YAML) takes its default', async (t) => {
   const config = resolve({ server: { port: null }, session: null, log: null, provider: { postLogoutRedirectUri: null } })
   t.equal(config.server.port, 8080)
   t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } })
-  t.same(config.log, { level: 'info' })
+  t.same(config.log, { level: 'info', redactQueryParams: [...DEFAULT_REDACTED_QUERY_PARAMS] })
   t.notOk('postLogoutRedirectUri' in config.providers[0]!)
 })
 

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
 import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js'
-import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
+import { DEFAULT_REDACTED_QUERY_PARAMS, gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
 import { COOKIE_SECRET, issuesOf } from '../fixtures/config/base.js'
 
 const file = (path: string): string => fileURLToPath(new URL(`../../${path}`, import.meta.url))
@@ -96,7 +96,7 @@ t.test('empty keys in YAML take their defaults', async (t) => {
   const yaml = readFileSync(fixture('minimal.yaml'), 'utf8') + 'session:\nlog:\n  level:\n'
   const config = parseConfig(yaml, SECRETS)
   t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } })
-  t.same(config.log, { level: 'info' })
+  t.same(config.log, { level: 'info', redactQueryParams: [...DEFAULT_REDACTED_QUERY_PARAMS] })
 })
 
 t.test('every problem of a broken file at once, in the order of the file', async (t) => {
@@ -151,6 +151,7 @@ t.test('config/gateway.yaml loads with its environment', async (t) => {
   const config = loadConfig(file('config/gateway.yaml'), env)
   t.equal(config.server.port, 8443)
   t.equal(config.server.managementPort, 9091, 'the management listener on its default port')
+  t.equal(loadConfig(file('config/gateway.yaml'), { ...env, MANAGEMENT_PORT: '9191' }).server.managementPort, 9191, 'MANAGEMENT_PORT moves it, as documented')
   t.equal(config.server.publicUrl, 'https://gateway.example.net')
   t.equal(config.providers[0]!.issuer, 'https://login.example.net')
   t.equal(config.providers[0]!.clientId, 'gateway')

@@ -491,3 +491,46 @@ t.test('unknown keys named __proto__ are reported, not merged', async (t) => {
   t.strictSame(issues, ['__proto__: unknown key'])
   t.equal(({} as Tree).polluted, undefined)
 })
+
+t.test('upstreams[].rules: per-path allow rules are refused where they could not decide, naming the rule', async (t) => {
+  const rules = (list: Tree[], upstream: Tree = {}): Case => upstreamCase({ ...upstream, rules: list }, [])
+  const admin = { path: '/admin', allow: { groups: ['admins'] } }
+  table(t, {
+    'a rule': rules([admin]),
+    'nested rules (the longest decides)': rules([admin, { path: '/admin/help', allow: {} }]),
+    'a public tree inside a rule': rules([admin], { publicPaths: ['/admin/assets/**'] }),
+    'a rule below the upstream prefix': rules([{ path: '/app/admin', allow: {} }], { match: { pathPrefix: '/app' } }),
+  })
+  table(t, {
+    'path missing': upstreamCase({ rules: [{ allow: {} }] }, ['upstreams[0].rules[0].path: is required']),
+    'allow missing (it would admit everyone)': upstreamCase({ rules: [{ path: '/admin' }] }, ['upstreams[0].rules[0].allow: is required']),
+    'a path with a wildcard': upstreamCase({ rules: [{ path: '/admin/*', allow: {} }] }, ['upstreams[0].rules[0].path: must not contain : or *']),
+    'an unknown allow kind': upstreamCase({ rules: [{ path: '/admin', allow: { group: ['a'] } }] }, ['upstreams[0].rules[0].allow.group: unknown key']),
+    'the same path twice': upstreamCase({ rules: [admin, { path: '/admin/', allow: {} }] }, [
+      'upstreams[0].rules[1].path: same path as upstreams[0].rules[0].path: which rule decides would be ambiguous',
+    ]),
+    'the same path in another case': upstreamCase({ rules: [admin, { path: '/Admin', allow: {} }] }, [
+      'upstreams[0].rules[1].path: same path, ignoring case and trailing dots, as upstreams[0].rules[0].path: which rule decides would be ambiguous',
+    ]),
+    'a public path': upstreamCase({ publicPaths: ['/admin/**'], rules: [admin] }, [
+      'upstreams[0].rules[0].path: is public (upstreams[0].publicPaths[0] matches it): its allow would never apply',
+    ]),
+    'outside the upstream': upstreamCase({ match: { pathPrefix: '/app' }, rules: [admin] }, [
+      'upstreams[0].rules[0].path: is not below upstreams[0].match.pathPrefix (/app): the rule would never apply',
+    ]),
+    'the whole upstream': upstreamCase({ match: { pathPrefix: '/app' }, rules: [{ path: '/app/', allow: {} }] }, [
+      'upstreams[0].rules[0].path: is the whole upstream (upstreams[0].match.pathPrefix): write its allow as upstreams[0].allow',
+    ]),
+    'with auth: none': upstreamCase({ auth: 'none', rules: [admin] }, [
+      'upstreams[0].rules: never apply with upstreams[0].auth: none (no request is signed in there); remove them or require a sign-in',
+    ]),
+    'a provider the upstream does not accept': upstreamCase({ rules: [{ path: '/admin', allow: { providers: ['other'] } }] }, [
+      'upstreams[0].rules[0].allow.providers[0]: names no provider (the upstream accepts: default)',
+    ]),
+  })
+})
+
+t.test('upstreams[].rules: normalized as the upstream is', async (t) => {
+  const config = resolve(withUpstream({ rules: [{ path: '/Admin/', allow: { emails: ['Boss@Example.com'] } }] }))
+  t.strictSame(config.upstreams[0]?.rules, [{ path: '/Admin', allow: { emails: ['boss@example.com'] } }])
+})

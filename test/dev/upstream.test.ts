@@ -1,6 +1,7 @@
 import t from 'tap'
 import WebSocket from 'ws'
 import { startDemoUpstream } from '../../src/dev/upstream.js'
+import { startStack } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 
 t.test('demo upstream: JSON echo for Accept: application/json and /echo', async (t) => {
@@ -72,6 +73,20 @@ t.test('demo upstream: public page', async (t) => {
   const html = await (await fetch(`${upstream.url}/public/anything`, { headers: { accept: 'text/html' } })).text()
   t.match(html, /public page, no sign-in needed/i)
   t.notMatch(html, 'id="logout"', 'no script on the public page')
+  // Issue 19: it said identity headers appear when signed in; public paths never send them.
+  t.match(html, /no identity headers reach it, even when you are signed in/)
+  t.notMatch(html, /Identity headers appear/i, 'no promise of identity headers')
+})
+
+t.test('what the public page says is what the gateway does: a signed-in request to a public path carries no identity', async (t) => {
+  const stack = await startStack(t, { upstreams: [{ name: 'app', publicPaths: ['/public/**'] }] })
+  const browser = await stack.signedIn('alice')
+  const signedIn = (await (await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })).json()) as { headers: Record<string, string> }
+  t.equal(signedIn.headers['x-forwarded-user'], 'alice', 'a protected path is sent who is signed in')
+  const res = await browser.fetch(`${stack.gw}/public/anything`, { headers: { accept: 'application/json', 'x-forwarded-user': 'mallory' } })
+  const body = (await res.json()) as { headers: Record<string, string> }
+  t.equal(body.headers['x-forwarded-user'], undefined, 'the public path is sent no identity, not even a client\'s own')
+  t.equal(body.headers['x-forwarded-email'], undefined)
 })
 
 t.test('echo upstream records requests and bodies', async (t) => {

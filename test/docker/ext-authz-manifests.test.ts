@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import type { IContainer } from 'kubernetes-models/v1/Container'
 import type { Deployment } from 'kubernetes-models/apps/v1/Deployment'
@@ -12,6 +11,7 @@ import { gatewaySchema } from '../../src/options/schema.js'
 import type { GatewayConfig } from '../../src/options/types.js'
 import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
+import { K8S, kustomize } from '../fixtures/kustomize.js'
 
 // The ext_authz overlays (envoy-gateway, envoy-gateway-grpc, gateway-api, istio) agree with the
 // gateway configuration they mount and with the check endpoints' contract: the check's path prefix
@@ -20,7 +20,6 @@ import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-va
 // are never behind the check, and nothing waits on Istio's 600 s default timeout. The schema
 // validation of every object is test/docker/manifests.test.ts's.
 
-const K8S = new URL('../../docker/k8s/', import.meta.url).pathname
 const EXT_AUTHZ_PATH_DEFAULT = gatewaySchema.properties?.forwardAuth?.properties?.extAuthzPath?.default
 /** What the check needs from the client besides Host, Method, Path, Content-Length and Authorization. */
 const TO_CHECK = ['cookie', 'accept', 'sec-fetch-mode', 'x-forwarded-proto']
@@ -29,10 +28,7 @@ type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; n
 type Rendered = { objects: K8sObject[]; of<T = K8sObject>(kind: string, name?: string): T[]; config: GatewayConfig; namespace: string }
 
 function render(dir: string): Rendered {
-  const result = spawnSync('kubectl', ['kustomize', `${K8S}${dir}`], { encoding: 'utf8' })
-  if (result.error) throw result.error
-  if (result.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${result.stderr}`)
-  const objects = YAML.parseAllDocuments(result.stdout).map((doc) => doc.toJS() as K8sObject)
+  const objects = kustomize<K8sObject>(dir)
   const of = <T>(kind: string, name?: string) => objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name)) as T[]
   const configMap = of<ConfigMap>('ConfigMap').find((c) => c.metadata?.name?.startsWith('openid-gateway-config'))
   const env = { OIDC_CLIENT_SECRET: 'dummy', COOKIE_SECRET: 'dummy-cookie-secret-of-at-least-32-bytes-0123456789' }

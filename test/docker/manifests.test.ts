@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { posix } from 'node:path'
 import type { Deployment } from 'kubernetes-models/apps/v1/Deployment'
@@ -11,11 +10,11 @@ import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
 import type { Service } from 'kubernetes-models/v1/Service'
 import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
 import t, { type Test } from 'tap'
-import YAML from 'yaml'
 import { parseConfig } from '../../src/config/load.js'
 import { gatewaySchema } from '../../src/options/schema.js'
 import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { VALIDATORS } from '../fixtures/k8s-validators.js'
+import { K8S, kustomize } from '../fixtures/kustomize.js'
 
 // Every kustomization under docker/k8s renders (with whichever kubectl is on PATH; CI installs
 // Debian's, kustomize v2.0.3), every object validates against its API schema (test/fixtures/
@@ -23,7 +22,6 @@ import { VALIDATORS } from '../fixtures/k8s-validators.js'
 // manifests agree with the code: ports, probe paths, the mounted configuration (which must pass
 // the gateway's own validation), a restrictive securityContext, and secrets only by reference.
 
-const K8S = new URL('../../docker/k8s/', import.meta.url).pathname
 const DOCKERFILE = new URL('../../docker/Dockerfile', import.meta.url)
 
 const serverSchema = gatewaySchema.properties?.server?.properties
@@ -31,19 +29,16 @@ const HTTP_PORT = serverSchema?.port?.default
 // The management listener's port; 9091 until the schema gives server.managementPort a default.
 const MANAGEMENT_PORT = serverSchema?.managementPort?.default ?? 9091
 
+/** The identity headers of forward-auth's 200 (proxy/forward-auth.ts). */
+const AUTH_REQUEST_HEADERS = ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups', 'X-Auth-Request-Preferred-Username', 'X-Auth-Request-Issuer']
+
 const KUSTOMIZATIONS = ['base', ...readdirSync(`${K8S}overlays`).map((name) => `overlays/${name}`)]
 
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string> } }
 type Rendered = { objects: K8sObject[]; of<T>(kind: string, name?: string): T[] }
 
 function render(dir: string): Rendered {
-  const result = spawnSync('kubectl', ['kustomize', `${K8S}${dir}`], { encoding: 'utf8' })
-  if (result.error) throw result.error
-  if (result.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${result.stderr}`)
-  const objects = YAML.parseAllDocuments(result.stdout).map((doc) => {
-    if (doc.errors.length > 0) throw doc.errors[0]
-    return doc.toJS() as K8sObject
-  })
+  const objects = kustomize<K8sObject>(dir)
   return {
     objects,
     of: <T>(kind: string, name?: string) =>
@@ -175,6 +170,18 @@ for (const dir of KUSTOMIZATIONS) {
       t.equal(portNumber(container, servicePort('metrics')?.targetPort), MANAGEMENT_PORT, 'to the management listener')
     })
 
+    t.test('a preStop sleep, then a drain that fits the grace period', async (t) => {
+      const { container, pod } = gateway(rendered)
+      const command = container.lifecycle?.preStop?.exec?.command ?? []
+      t.equal(command[0], 'sleep', 'preStop sleeps (the endpoints stop sending before SIGTERM)')
+      const sleepSeconds = Number(command[1])
+      t.ok(sleepSeconds >= 3 && sleepSeconds <= 15, `a few seconds (${command[1]})`)
+      const { shutdownTimeoutMs } = gatewayConfig(rendered).config.server
+      const grace = pod.terminationGracePeriodSeconds ?? 30
+      // A few seconds more to close the session store and exit after the drain.
+      t.ok(grace >= sleepSeconds + shutdownTimeoutMs / 1000 + 3, `terminationGracePeriodSeconds ${grace} covers preStop ${sleepSeconds} s, the drain ${shutdownTimeoutMs / 1000} s and the exit`)
+    })
+
     t.test('the mounted configuration is the one --config names, and it is valid', async (t) => {
       const { configPath, yamlText, container } = gateway(rendered)
       t.match(configPath, /^\/.+\.yaml$/, 'an absolute --config path')
@@ -254,7 +261,11 @@ t.test('ingress-nginx: forward-auth annotations that match the gateway', async (
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-url'], authUrl, 'auth-url is the gateway Service\'s check')
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin'], `${config.server.publicUrl}${SIGN_IN_PATH}/redirect`, 'auth-signin is the sign-in endpoint')
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin-redirect-param'], 'redirectAfter')
-  t.same(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(','), ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups'], 'auth-response-headers: user, email, groups')
+  t.same(
+    annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(','),
+    AUTH_REQUEST_HEADERS,
+    'auth-response-headers: every identity header of the check\'s answer (ingress-nginx overwrites a client\'s copy of each)',
+  )
   const appHost = app?.spec?.rules?.[0]?.host ?? ''
   t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), 'cookies.domain covers the application\'s host')
   t.ok(new URL(config.server.publicUrl).hostname.endsWith(`.${config.cookies.domain}`), 'and the gateway\'s')
@@ -269,7 +280,7 @@ t.test('traefik: a ForwardAuth middleware used by the application\'s Ingress', a
   t.equal(middleware?.spec?.forwardAuth?.address, authUrl, 'the address is the gateway Service\'s check')
   t.same(
     middleware?.spec?.forwardAuth?.authResponseHeaders,
-    ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups', 'X-Auth-Request-Preferred-Username', 'X-Auth-Request-Issuer'],
+    AUTH_REQUEST_HEADERS,
     'authResponseHeaders: every identity header of the check\'s answer (Traefik removes a client\'s copy of each)',
   )
   t.notOk(middleware?.spec?.forwardAuth?.authSigninURL, 'no authSigninURL: the gateway itself answers a browser with 302 to the sign-in')
@@ -312,7 +323,13 @@ t.test('Dockerfile', async (t) => {
   const users = final.filter((l) => /^USER\s/i.test(l))
   t.match(users.at(-1), /^USER [1-9]\d*(:[1-9]\d*)?$/, 'a numeric non-root USER')
   const healthcheck = final.find((l) => /^HEALTHCHECK\s/i.test(l)) ?? ''
-  t.match(healthcheck, new RegExp(`CMD \\["node", "-e", ".*fetch\\('http://127\\.0\\.0\\.1:${MANAGEMENT_PORT}/healthz'`), 'HEALTHCHECK fetches /healthz on the management port with node')
+  t.match(
+    healthcheck,
+    new RegExp(`CMD \\["node", "-e", ".*fetch\\('http://127\\.0\\.0\\.1:'\\+\\(process\\.env\\.MANAGEMENT_PORT\\|\\|${MANAGEMENT_PORT}\\)\\+'/healthz'`),
+    'HEALTHCHECK fetches /healthz on the management port with node: MANAGEMENT_PORT, as config/gateway.yaml reads it, else the default',
+  )
+  const shipped = readFileSync(new URL('../../config/gateway.yaml', import.meta.url), 'utf8')
+  t.match(shipped, new RegExp(`managementPort: \\$\\{MANAGEMENT_PORT:-${MANAGEMENT_PORT}\\}`), 'the image\'s configuration reads the same variable with the same default')
   for (const line of lines.filter((l) => /^(ENV|ARG)\s/i.test(l))) t.notMatch(line, SECRET_LIKE, `no secret in the image: ${line}`)
   // Issue 16: the management listener is 127.0.0.1 by default, every address in the image (probes).
   t.ok(final.includes('ENV OPENID_GATEWAY_MANAGEMENT_HOST=0.0.0.0'), 'the image serves the management listener to its pod')

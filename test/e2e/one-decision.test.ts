@@ -3,6 +3,7 @@ import { manualClock } from '../fixtures/clock.js'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
 import { checkRequest, serveGatewayGrpc, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
 import { rawRequest } from '../fixtures/http.js'
+import { eventually } from '../fixtures/poll.js'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
 
 // One access decision, five renderings (contract: "Every check dialect ... and the proxy itself
@@ -117,4 +118,56 @@ t.test('every dialect renders the same decision when a session must be refreshed
   await agree(t, stack, grpc, 'an expired session with a refresh token', { path: '/page', headers: { ...JSON_ACCEPT, cookie: alice } }, 'allow:alice')
   await stack.provider!.close()
   await agree(t, stack, grpc, 'an expired session while the provider is down', { path: '/page', headers: { ...JSON_ACCEPT, cookie: carol } }, 'unavailable')
+})
+
+// issue 19: an admin-only path inside one upstream (upstreams[].rules), decided by the one
+// decision whichever dialect asks.
+const ONE_UPSTREAM = [
+  {
+    name: 'app',
+    match: { pathPrefix: '/', hosts: [APP] },
+    publicPaths: ['/public/**'],
+    rules: [
+      { path: '/admin', allow: { groups: ['admins'] } },
+      // More specific than /admin: its own rule decides, not /admin's.
+      { path: '/admin/help', allow: {} },
+    ],
+  },
+]
+
+t.test('a per-path rule inside one upstream: every dialect renders the same decision', async (t) => {
+  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: ONE_UPSTREAM })
+  const grpc = await serveGatewayGrpc(t, stack)
+  const alice = await gatewayCookies(stack, 'alice')
+  const bob = await gatewayCookies(stack, 'bob')
+
+  await agree(t, stack, grpc, 'a non-admin outside the rule', { path: '/page', headers: { ...JSON_ACCEPT, cookie: bob } }, 'allow:bob')
+  await agree(t, stack, grpc, 'a non-admin on the admin path', { path: '/admin/users', headers: { ...JSON_ACCEPT, cookie: bob } }, 'refused')
+  await agree(t, stack, grpc, 'a non-admin on the admin path itself', { path: '/admin', headers: { ...JSON_ACCEPT, cookie: bob } }, 'refused')
+  await agree(t, stack, grpc, 'an admin on the admin path', { path: '/admin/users', headers: { ...JSON_ACCEPT, cookie: alice } }, 'allow:alice')
+  await agree(t, stack, grpc, 'a path next to the rule, not below it', { path: '/administration', headers: { ...JSON_ACCEPT, cookie: bob } }, 'allow:bob')
+  await agree(t, stack, grpc, 'the most specific rule decides', { path: '/admin/help/faq', headers: { ...JSON_ACCEPT, cookie: bob } }, 'allow:bob')
+  await agree(t, stack, grpc, 'no session on the admin path', { path: '/admin/users', headers: JSON_ACCEPT }, 'sign_in')
+  await agree(t, stack, grpc, 'a public path', { path: '/public/logo.png', headers: JSON_ACCEPT }, 'allow:')
+  // What a case-insensitive upstream reads as /admin/users is refused, never decided by the upstream's allow.
+  const proxied = await rawRequest(stack.gw, '/ADMIN/users', { headers: { host: APP, ...JSON_ACCEPT, cookie: bob } })
+  t.equal(proxied.status, 400, 'a folded spelling of the admin path is ambiguous')
+})
+
+t.test('the request line of a 403 by the allow rules names who was refused, in every dialect', async (t) => {
+  const lines: string[] = []
+  const stack = await startStack(t, {
+    config: { redirects: { allowedHosts: [APP] }, log: { level: 'info' } },
+    logStream: { write: (line: string) => void lines.push(line) },
+    upstreams: ONE_UPSTREAM,
+  })
+  const grpc = await serveGatewayGrpc(t, stack)
+  const bob = await gatewayCookies(stack, 'bob')
+  await agree(t, stack, grpc, 'a non-admin on the admin path', { path: '/admin/users', headers: { ...JSON_ACCEPT, cookie: bob } }, 'refused')
+  const refusedLines = (): Array<Record<string, unknown>> =>
+    lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request' && l.status === 403)
+  // One line per dialect: the proxy, forward-auth twice (ingress-nginx, Traefik), ext_authz HTTP and gRPC.
+  const refused = await eventually('the five request lines of the 403s', () => (refusedLines().length >= 5 ? refusedLines() : undefined))
+  t.equal(refused.length, 5)
+  for (const line of refused) t.equal(line.sub, 'bob', `${String(line.url ?? line.grpc)}: sub`)
 })

@@ -1,6 +1,7 @@
 import t from 'tap'
-import { redactUrl } from '../../src/ops/logging.js'
+import { createUrlRedactor, redactUrl, urlRedactor } from '../../src/ops/logging.js'
 import { openEchoed, rawRequest } from '../fixtures/http.js'
+import { eventually } from '../fixtures/poll.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.js'
 
 t.test('no token, code, cookie or secret in any log line, even at trace level', async (t) => {
@@ -54,14 +55,55 @@ t.test('no token, code, cookie or secret in any log line, even at trace level', 
   t.same(new Set(perRequest.map((l) => l.msg)), new Set(['request']), 'at info level, exactly one line per request')
 })
 
-t.test('redactUrl hides the values of secret query parameters only', async (t) => {
-  t.equal(redactUrl('/cb?code=abc&state=def&x=1'), '/cb?code=%5Bredacted%5D&state=%5Bredacted%5D&x=1')
+t.test('redactUrl hides the values of credential-like query parameters only', async (t) => {
+  t.equal(redactUrl('/cb?code=abc&state=def&x=1'), '/cb?code=[redacted]&state=[redacted]&x=1')
   t.equal(redactUrl('/page?q=1'), '/page?q=1')
   t.equal(redactUrl('/p'), '/p')
-  t.equal(redactUrl('/p?ID_TOKEN_HINT=x'), '/p?ID_TOKEN_HINT=%5Bredacted%5D')
-  t.equal(redactUrl('/cb?x=1&%63ode=abc'), '/cb?x=1&code=%5Bredacted%5D', 'a percent-encoded name is the same parameter')
-  t.equal(redactUrl('/cb?a=1&state'), '/cb?a=1&state=%5Bredacted%5D', 'a name without a value')
-  t.equal(redactUrl('/p?barcode=1&statement=2'), '/p?barcode=1&statement=2', 'names that only contain a secret name')
+  t.equal(redactUrl('/p?ID_TOKEN_HINT=x'), '/p?ID_TOKEN_HINT=[redacted]')
+  t.equal(redactUrl('/cb?x=1&%63ode=abc'), '/cb?x=1&%63ode=[redacted]', 'a percent-encoded name is the same parameter; it stays as sent')
+  t.equal(redactUrl('/cb?a=1&state'), '/cb?a=1&state=[redacted]', 'a name without a value')
+  t.equal(redactUrl('/p?q=a%20b&password=x&page=2'), '/p?q=a%20b&password=[redacted]&page=2', 'the other parameters stay byte for byte')
+  t.equal(redactUrl('/p?q=token'), '/p?q=token', 'a value that looks like a name is not a name')
+})
+
+t.test('every name that contains a credential word is redacted, case-insensitive, inside larger names', async (t) => {
+  const secret = [
+    'password', 'user_password', 'PASSWORD', 'passwd', 'db_passwd', 'secret', 'client_secret', 'ClientSecret',
+    'token', 'accessToken', 'reset-token', 'api_key', 'X-Api-Key', 'x_api_key', 'apikey', 'ApiKey', 'key',
+    'jwt', 'id_jwt', 'session', 'sessionId', 'auth', 'Authorization', 'oauth_verifier', 'code', 'barcode',
+    'state', 'statement', 'nonce', 'pass%77ord',
+  ]
+  for (const name of secret) {
+    t.equal(redactUrl(`/p?${name}=VALUE&page=2`), `/p?${name}=[redacted]&page=2`, name)
+  }
+  const plain = ['page', 'q', 'sort', 'user', 'email', 'id', 'lang', 'pass', 'word', 'ke', 'stat', 'cod', 'to-ken']
+  for (const name of plain) t.equal(redactUrl(`/p?${name}=VALUE`), `/p?${name}=VALUE`, name)
+})
+
+t.test('log.redactQueryParams replaces the default list; the sign-in parameters stay redacted', async (t) => {
+  const redact = createUrlRedactor(['ssn'])
+  t.equal(redact('/p?user_ssn=1&password=2&postcode=3'), '/p?user_ssn=[redacted]&password=2&postcode=3')
+  t.equal(redact('/cb?code=1&state=2&id_token_hint=3'), '/cb?code=[redacted]&state=[redacted]&id_token_hint=[redacted]', 'the gateway\'s own parameters, whatever the list')
+  t.equal(createUrlRedactor([])('/p?api_key=1&token=2'), '/p?api_key=1&token=[redacted]', 'an empty list keeps only them')
+  t.equal(urlRedactor({})('/p?api_key=1'), '/p?api_key=[redacted]', 'unset is the default list')
+})
+
+t.test('a proxied request with credentials in its query string logs none of their values', async (t) => {
+  const lines: string[] = []
+  const stack = await startStack(t, {
+    config: { log: { level: 'info' } },
+    logStream: { write: (line: string) => void lines.push(line) },
+    upstreams: [{ name: 'app', auth: 'none' }],
+  })
+  const response = await rawRequest(stack.gw, '/search?password=hunter2-secret&api_key=k-0123456789&page=2')
+  t.equal(response.status, 200, 'proxied')
+  const line = await eventually('the request line', () =>
+    lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'request' && String(l.url).startsWith('/search')),
+  )
+  const all = lines.join('')
+  t.notOk(all.includes('hunter2-secret'), 'no password value')
+  t.notOk(all.includes('k-0123456789'), 'no API key value')
+  t.equal(line.url, '/search?password=[redacted]&api_key=[redacted]&page=2', 'the names and the other parameters stay')
 })
 
 t.test('the proxy libraries log no secret either: WebSocket URLs, upstream errors, at trace level', async (t) => {

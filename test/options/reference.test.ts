@@ -75,7 +75,7 @@ t.test('every row renders as four cells, with defaults and required keys where t
   const byKey = new Map(rows.slice(2).map((row) => [cells(row)[0], cells(row)]))
   t.strictSame(byKey.get('`server.port`')?.slice(1, 3), ['integer 0–65535', '`8080`'])
   t.strictSame(byKey.get('`server.workers`')?.slice(1, 3), ['integer 1–64 or `auto`', '`1`'])
-  t.strictSame(byKey.get('`upstreams[].allow.claims`')?.[1], 'map of name → non-empty list of string, number or boolean')
+  t.strictSame(byKey.get('`upstreams[].allow.claims`, `upstreams[].rules[].allow.claims`')?.[1], 'map of name → non-empty list of string, number or boolean')
   t.ok(byKey.has('**`server.publicUrl`**'), 'a required key is bold')
   t.ok(byKey.has('**`provider.issuer`**, **`providers[].issuer`**'), 'required in both of its places')
 })

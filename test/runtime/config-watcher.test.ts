@@ -70,6 +70,19 @@ t.test('a file that goes back to what was loaded is no change; rebase takes the 
   t.same(changes, [], 'loaded by other means (SIGHUP): not reloaded again')
 })
 
+t.test('loosenedKeys: a per-path rule removed, or a kind of its allow', async (t) => {
+  const app = (rules: unknown[]) => resolve({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', rules }] })
+  const before = app([
+    { path: '/admin', allow: { groups: ['admins'] } },
+    { path: '/reports', allow: { emails: ['a@example.com'], claims: { tenant: ['acme'] } } },
+  ])
+  t.same(loosenedKeys(before, before), [])
+  t.same(loosenedKeys(before, app([{ path: '/reports', allow: { emails: ['a@example.com'] } }])), [
+    'upstreams[0].rules[0] (/admin): removed (app)',
+    'upstreams[0].rules[1].allow.claims.tenant (app)',
+  ])
+})
+
 t.test('loosenedKeys: the access rules a new configuration removes, by key', async (t) => {
   const before = resolve({
     upstreams: [
