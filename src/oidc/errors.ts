@@ -1,6 +1,6 @@
 import * as oidc from 'openid-client'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
-import { loggableUrl, ProviderFaultError, ProviderUnreachableError } from './fetch.js'
+import { loggableUrl, oauthErrorOf, ProviderFaultError, ProviderUnreachableError } from './fetch.js'
 
 // openid-client throws several families of errors; the contract needs to tell apart "the
 // user's grant is bad" (403/409: nothing to retry) from "the provider is broken" (502: the user
@@ -40,6 +40,7 @@ function providerErrorCode(err: unknown): { error: string; description: string |
   if (err instanceof oidc.WWWAuthenticateChallengeError) {
     const parameters = err.cause[0]?.parameters
     if (parameters?.error !== undefined) return { error: parameters.error, description: parameters.error_description }
+    return oauthErrorOf(err.response)
   }
   return undefined
 }

@@ -118,7 +118,30 @@ export const providerFetch: CustomFetch = async (url, options) => {
   // A Response built here has no URL; the one openid-client puts in its errors is what the log
   // names as the call that was refused.
   Object.defineProperty(copy, 'url', { value: url })
+  if (res.status >= 400) rememberOAuthError(copy, body)
   return copy
+}
+
+/** The OAuth error (RFC 6749 5.2) in the body of each 4xx answer, by response. */
+const oauthErrors = new WeakMap<Response, { error: string; description: string | undefined }>()
+
+function rememberOAuthError(res: Response, body: string): void {
+  try {
+    const parsed: unknown = JSON.parse(body)
+    if (typeof parsed !== 'object' || parsed === null || !('error' in parsed) || typeof parsed.error !== 'string') return
+    const description = 'error_description' in parsed && typeof parsed.error_description === 'string' ? parsed.error_description : undefined
+    oauthErrors.set(res, { error: parsed.error, description })
+  } catch {
+    // Not JSON: no OAuth error to name.
+  }
+}
+
+/**
+ * The OAuth error in the body of a provider's 4xx answer. openid-client does not read the body
+ * of a 401 that carries a WWW-Authenticate challenge, though the error is often only there.
+ */
+export function oauthErrorOf(res: Response): { error: string; description: string | undefined } | undefined {
+  return oauthErrors.get(res)
 }
 
 /** Told of every provider call: its URL, how long it took and whether it failed. */
