@@ -343,6 +343,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
     providers,
+    publicUrl: config.server.publicUrl,
     providersFor(target) {
       const url = new URL(target, config.server.publicUrl)
       const path = normalizePath(url.pathname)

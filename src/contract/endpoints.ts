@@ -63,6 +63,11 @@ export function callbackPath(provider: string, several: boolean): string {
 export const FORWARD_AUTH_PATH = ENDPOINTS.forwardAuth.path
 export const BACKCHANNEL_LOGOUT_PATH = ENDPOINTS.backchannelLogout.path
 export const SIGN_OUT_PATH = ENDPOINTS.signOut.path
+/**
+ * The sign-out page's query when the session ended at the gateway only: the provider could not be
+ * told (it is down), so the page says its own sign-in there may still be active.
+ */
+export const PROVIDER_NOT_TOLD = 'provider=unreachable'
 export const ASSERTION_JWKS_PATH = ENDPOINTS.assertionJwks.path
 
 /**

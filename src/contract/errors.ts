@@ -17,6 +17,7 @@ export type ProblemCode =
   | 'rate_limited'
   | 'session_too_large'
   | 'provider_unavailable'
+  | 'provider_rejected_client'
   | 'upstream_unavailable'
   | 'not_ready'
   | 'session_store_unavailable'
@@ -40,6 +41,7 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   rate_limited: [429, 'Too many requests'],
   session_too_large: [502, 'Session too large for cookies'],
   provider_unavailable: [502, 'OpenID provider unavailable'],
+  provider_rejected_client: [502, "OpenID provider rejected the gateway's client"],
   upstream_unavailable: [502, 'Upstream unavailable'],
   not_ready: [503, 'Not ready'],
   session_store_unavailable: [503, 'Session store unavailable'],
@@ -47,6 +49,12 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   upstream_timeout: [504, 'Upstream timeout'],
   internal_error: [500, 'Internal error'],
 }
+
+/**
+ * The `reason` extension of a `not_ready` problem once the provider's discovery has failed for
+ * provider.notReadyPageAfterMs: the provider is unreachable, the gateway is not merely starting.
+ */
+export const NOT_READY_PROVIDER_UNREACHABLE = 'provider_unreachable'
 
 export interface Problem {
   type: string
@@ -65,11 +73,16 @@ export class GatewayError extends Error {
   readonly extensions: Record<string, unknown>
   /** Response headers that belong to this error, e.g. `Allow` or `WWW-Authenticate`. */
   readonly headers: Record<string, string>
+  /**
+   * Its cause is already in the log, in the one line that names it (a provider's refusal, logged
+   * where the call failed): the error handler adds no second line.
+   */
+  readonly logged: boolean
 
   constructor(
     code: ProblemCode,
     detail: string,
-    options: { cause?: unknown; extensions?: Record<string, unknown>; headers?: Record<string, string> } = {},
+    options: { cause?: unknown; extensions?: Record<string, unknown>; headers?: Record<string, string>; logged?: boolean } = {},
   ) {
     // A GatewayError is an answer, not a fault: its stack is never logged or shown (the error
     // handler logs the code, message and cause), and capturing one was a fifth of the CPU of an
@@ -88,6 +101,7 @@ export class GatewayError extends Error {
     this.title = title
     this.extensions = options.extensions ?? {}
     this.headers = options.headers ?? {}
+    this.logged = options.logged ?? false
   }
 
   toProblem(): Problem {

@@ -111,6 +111,9 @@ async function main(): Promise<void> {
         backchannelLogoutUri: publicUrl + BACKCHANNEL_LOGOUT_PATH,
       }],
       quiet: true,
+      // Like Keycloak: a refresh token without offline_access, so no consent screen at sign-in
+      // (config/demo.yaml asks for none) and the demo page's refresh button still works.
+      refreshTokenPolicy: 'always',
     })
     closers.push(() => provider.close())
 

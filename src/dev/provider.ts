@@ -1,6 +1,9 @@
 // A development OpenID provider (oidc-provider 9) for `npm run demo` and the integration tests.
 // It behaves like a strict real-world IdP: PKCE required, refresh tokens only through
-// offline_access + consent, revocation and RP-initiated logout enabled. Never use it in production:
+// offline_access + consent, revocation and RP-initiated logout enabled. Its clients are first-party,
+// as a company's gateway is at its own IdP: what they ask for is granted without a consent screen,
+// except prompt=consent (which offline_access needs, OpenID Connect Core 1.0 section 11), which
+// always shows it. Never use it in production:
 // accounts are invented from whatever username is typed, and all state lives in memory.
 
 import { randomBytes, randomUUID } from 'node:crypto'
@@ -111,6 +114,8 @@ export interface DevProvider {
    * delivery: the end-session page looks the same). Ask before the logout that sends it.
    */
   nextBackchannelLogout(): Promise<void>
+  /** From now on, requests are read and never answered: a provider that hangs (until close). */
+  stopAnswering(): void
   close(): Promise<void>
 }
 
@@ -221,6 +226,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
     // The gateway takes identity from the ID token, so scope-requested claims must appear there.
     conformIdTokenClaims: false,
+    loadExistingGrant: grantFirstParty,
     findAccount: (_ctx: KoaContextWithOIDC, sub: string): Account => ({
       accountId: sub,
       claims: () => devAccountClaims(sub),
@@ -279,7 +285,11 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     throw err
   }
   if (options.issParameter === false) provider.use(withoutIssParameter)
-  server.on('request', provider.callback())
+  const handle = provider.callback()
+  let answering = true
+  server.on('request', (req, res) => {
+    if (answering) void handle(req, res)
+  })
 
   const rsaKeys = new Map<string, jose.CryptoKey | Uint8Array>([['RS256', privateKey]])
   async function rsaKey(alg: string): Promise<jose.CryptoKey | Uint8Array> {
@@ -354,8 +364,30 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     jwks: { keys: [structuredClone(privateJwk)] },
     signJwt,
     nextBackchannelLogout,
+    stopAnswering: () => {
+      answering = false
+    },
     close,
   }
+}
+
+/**
+ * oidc-provider's loadExistingGrant, granting the scopes a request asks for (offline_access
+ * aside: that one is granted on the consent screen prompt=consent brings), so a first-party client
+ * signs in without a consent screen.
+ */
+async function grantFirstParty(ctx: KoaContextWithOIDC): Promise<InstanceType<Provider['Grant']> | undefined> {
+  const { client, session, provider } = ctx.oidc
+  if (client === undefined || session?.accountId === undefined) return undefined
+  const grantId = ctx.oidc.result?.consent?.grantId ?? session.grantIdFor(client.clientId)
+  const grant = (grantId === undefined ? undefined : await provider.Grant.find(grantId)) ?? new provider.Grant({ clientId: client.clientId, accountId: session.accountId })
+  const scopes = [...ctx.oidc.requestParamScopes].filter((scope) => scope !== 'offline_access')
+  const missing = scopes.filter((scope) => !(grant.getOIDCScope() ?? '').split(' ').includes(scope))
+  if (missing.length > 0 || grantId === undefined) {
+    grant.addOIDCScope(scopes.join(' '))
+    await grant.save()
+  }
+  return grant
 }
 
 /** Koa middleware: no RFC 9207 `iss` in authorization responses (query mode) nor in discovery. */

@@ -233,7 +233,7 @@ export class BearerVerifier {
     // Concurrent requests with one token share one introspection.
     const introspect = this.#options.introspect
     if (!this.#introspecting.has(key) && this.#introspecting.size >= MAX_CONCURRENT_INTROSPECTIONS) {
-      this.#failure({ message: `more than ${MAX_CONCURRENT_INTROSPECTIONS} introspections under way` })
+      this.#failure({ err: { message: `more than ${MAX_CONCURRENT_INTROSPECTIONS} introspections under way` } })
       return undefined
     }
     return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
@@ -301,13 +301,14 @@ export class BearerVerifier {
     return claims
   }
 
-  #failure(err: Record<string, unknown>): void {
+  /** `described`: the failure's log fields (errors.ts describe). */
+  #failure(described: Record<string, unknown>): void {
     const now = this.#clock.now()
     if (now - this.#lastFailureLog < FAILURE_LOG_INTERVAL_MS) {
       this.#unloggedFailures++
       return
     }
-    this.#options.log.warn({ err, unlogged: this.#unloggedFailures }, 'Bearer token introspection failed; the request is not signed in')
+    this.#options.log.warn({ call: 'introspection', ...described, unlogged: this.#unloggedFailures }, 'Bearer token introspection failed; the request is not signed in')
     this.#lastFailureLog = now
     this.#unloggedFailures = 0
   }

@@ -2,7 +2,7 @@ import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { ProviderConfig } from '../options/types.js'
-import { GatewayError } from '../contract/errors.js'
+import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
 import { idTokenSigningAlgs } from './algorithms.js'
@@ -10,7 +10,7 @@ import { clientAuthentication } from './client-auth.js'
 import { profileAlgorithms } from './profile.js'
 import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
 import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
-import { observedFetch, type ProviderCallObserver } from './fetch.js'
+import { observedFetch, ProviderFaultError, ProviderUnreachableError, type ProviderCallObserver } from './fetch.js'
 import type { Tracer } from '@opentelemetry/api'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
@@ -39,6 +39,8 @@ export interface AuthorizationChecks {
 /** The provider endpoints, by a fixed name (metrics label them so, never by URL). */
 export type ProviderCall = 'discovery' | 'jwks' | 'token' | 'par' | 'introspection' | 'revocation' | 'userinfo' | 'other'
 
+/** The longest a sign-out waits to learn whether the provider's end-session endpoint answers. */
+const END_SESSION_PROBE_MS = 2000
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
 
@@ -67,6 +69,10 @@ export class OidcClient {
   readonly #callbackPath: string
   readonly #log: FastifyBaseLogger
   #discovered: Discovered | undefined
+  /** When discovery started failing (clock time), until it succeeds: for the not-ready page. */
+  #failingSince: number | undefined
+  /** provider.scopes, and offline_access with provider.offlineAccess. */
+  readonly #scopes: readonly string[]
   #stopped = false
   #retryTimer: NodeJS.Timeout | undefined
 
@@ -86,6 +92,7 @@ export class OidcClient {
     this.#callbackPath = callbackPath
     this.#redirectUri = publicUrl + callbackPath
     this.#log = log
+    this.#scopes = config.offlineAccess && !config.scopes.includes('offline_access') ? [...config.scopes, 'offline_access'] : config.scopes
     const observed = observedFetch(observe, tracer && { tracer, provider: config.name, callOf: (url) => this.callOf(url) })
     this.#fetch = !config.dpop
       ? observed
@@ -252,14 +259,23 @@ export class OidcClient {
   start(): Promise<void> {
     return new Promise((resolve) => {
       const attempt = (delay: number): void => {
+        const started = this.#clock.now()
         this.discover().then(
           () => {
+            this.#failingSince = undefined
             this.#log.info({ issuer: this.#config.issuer }, 'provider metadata loaded')
             resolve()
           },
           (err: unknown) => {
             if (this.#stopped) return resolve()
-            this.#log.warn({ issuer: this.#config.issuer, err: describe(err), retryInMs: delay }, 'provider discovery failed')
+            this.#failingSince ??= started
+            const described = describe(err)
+            // The discovery document, or the key set it names (fetched before the metadata is kept).
+            const call = typeof described.url === 'string' ? this.callOf(described.url) : 'discovery'
+            this.#log.warn(
+              { issuer: this.#config.issuer, call: call === 'other' ? 'discovery' : call, ...described, failingForMs: this.#clock.now() - this.#failingSince, retryInMs: delay },
+              'provider discovery failed',
+            )
             this.#retryTimer = setTimeout(() => attempt(Math.min(delay * 2, RETRY_MAX_MS)), delay)
           },
         )
@@ -279,7 +295,7 @@ export class OidcClient {
    */
   async authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string }): Promise<string> {
     const { configuration, par } = this.#require()
-    const scope = this.#config.scopes.join(' ')
+    const scope = this.#scopes.join(' ')
     const params: Record<string, string> = {
       redirect_uri: this.#redirectUri,
       scope,
@@ -288,8 +304,10 @@ export class OidcClient {
       code_challenge: checks.codeChallenge,
       code_challenge_method: 'S256',
     }
-    // OpenID Connect Core 11: a request for offline_access must carry prompt=consent.
-    if (this.#config.scopes.includes('offline_access')) params.prompt = 'consent'
+    // OpenID Connect Core 1.0 section 11: a provider ignores offline_access unless the request
+    // carries prompt=consent (or has other means of permitting offline access, which the gateway
+    // cannot know of). So only a sign-in that asks for a refresh token asks for consent.
+    if (this.#scopes.includes('offline_access')) params.prompt = 'consent'
     // RFC 9449 10: the code is bound to the sign-in's DPoP key, by the pushed request's proof or
     // by the key's thumbprint.
     const dpopKey = checks.dpopKey
@@ -301,9 +319,12 @@ export class OidcClient {
       const options = dpopKey === undefined ? undefined : { DPoP: await this.#dpopNonces.handle(configuration, dpopKey) }
       return (await oidc.buildAuthorizationUrlWithPAR(configuration, params, options)).href
     } catch (err) {
-      // Whether the provider failed or refused the push, the user can do nothing about it.
-      this.#log.warn({ err: describe(err) }, 'pushed authorization request failed')
-      throw new GatewayError('provider_unavailable', 'the OpenID provider did not accept the pushed authorization request', { cause: err })
+      // Whether the provider failed or refused the push, the user can do nothing about it; a
+      // refused client authentication is the operator's to fix.
+      const problem = grantProblem(err, 'provider_unavailable', 'provider_unavailable', 'pushed authorization request', true)
+      const code = problem.code === 'provider_rejected_client' ? problem.code : 'provider_unavailable'
+      this.#log.warn({ call: 'par', problem: code, ...describe(err) }, 'pushed authorization request failed')
+      throw new GatewayError(code, problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request', { cause: err, logged: true })
     }
   }
 
@@ -323,7 +344,7 @@ export class OidcClient {
     })
     if (violation !== undefined) {
       log.warn({ rule: violation.rule, issuer: this.#config.issuer }, 'authorization response refused')
-      throw new GatewayError('authorization_response_invalid', violation.message)
+      throw new GatewayError('authorization_response_invalid', violation.message, { logged: true })
     }
     try {
       const configuration = this.#forGrant()
@@ -339,10 +360,13 @@ export class OidcClient {
     } catch (err) {
       if (err instanceof oidc.AuthorizationResponseError) {
         // The provider answered the authorization request with an error instead of a code.
-        throw new GatewayError('code_invalid', 'the OpenID provider returned an error instead of a code', { cause: err })
+        log.warn({ call: 'authorization', problem: 'code_invalid', ...describe(err) }, 'sign-in refused by the OpenID provider')
+        throw new GatewayError('code_invalid', 'the OpenID provider returned an error instead of a code', { cause: err, logged: true })
       }
-      const problem = grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange')
+      if (err instanceof GatewayError && err.code !== 'id_token_invalid') throw err
+      const problem = grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange', true)
       if (problem.code === 'id_token_invalid') logIdTokenRefusal(log, err, 'sign-in')
+      else log.warn({ call: 'token', problem: problem.code, ...describe(err) }, 'code exchange failed')
       throw problem
     }
   }
@@ -361,9 +385,14 @@ export class OidcClient {
       // A provider that breaks ID token rules on refresh is broken, not the user's grant: 502.
       return this.#checked(response, 'provider_unavailable', subject, key)
     } catch (err) {
-      const problem = grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh')
       // No request here (refreshes are shared between requests): the gateway's logger.
-      if (isValidationFailure(err) || (err instanceof GatewayError && err.cause instanceof IdTokenRuleError)) logIdTokenRefusal(this.#log, err, 'refresh')
+      if (isValidationFailure(err) || (err instanceof GatewayError && err.cause instanceof IdTokenRuleError)) {
+        logIdTokenRefusal(this.#log, err, 'refresh')
+        throw grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh', true)
+      }
+      if (err instanceof GatewayError) throw err
+      const problem = grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh', true)
+      this.#log.warn({ call: 'refresh', problem: problem.code, ...describe(err) }, 'refresh failed')
       throw problem
     }
   }
@@ -376,12 +405,48 @@ export class OidcClient {
       await oidc.tokenRevocation(discovered.configuration, refreshToken, { token_type_hint: 'refresh_token' })
       return true
     } catch (err) {
-      this.#log.warn({ err: describe(err) }, 'refresh token revocation failed')
+      this.#log.warn({ call: 'revocation', ...describe(err) }, 'refresh token revocation failed')
       return false
     }
   }
 
-  /** RP-initiated logout URL, or '' when the provider has no end-session endpoint. */
+  /**
+   * Where a sign-out sends the browser: the RP-initiated logout URL, '' when the provider has no
+   * end-session endpoint, or `undefined` when the provider cannot be told: its metadata is not
+   * loaded, or its end-session endpoint does not answer the gateway (END_SESSION_PROBE_MS). A
+   * browser sent there would meet a connection error instead of a signed-out page.
+   */
+  async endSession(idToken: string | undefined): Promise<string | undefined> {
+    const endpoint = this.#discovered?.server.end_session_endpoint
+    if (this.#discovered === undefined) {
+      this.#log.warn({ call: 'end_session', issuer: this.#config.issuer }, 'signed out at the gateway only: the provider metadata is not loaded')
+      return undefined
+    }
+    if (endpoint === undefined) return ''
+    return (await this.#answers(endpoint)) ? this.endSessionUrl(idToken) : undefined
+  }
+
+  /**
+   * Whether `endpoint` answers at all: any HTTP answer below 500, a redirect or a page included.
+   * Sent bare (no hint, no cookie of the user's): an end-session request without either ends no
+   * session.
+   */
+  async #answers(endpoint: string): Promise<boolean> {
+    const timeoutMs = Math.min(this.#config.timeoutMs, END_SESSION_PROBE_MS)
+    let failure: Error
+    try {
+      const res = await fetch(endpoint, { method: 'GET', redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) })
+      await res.body?.cancel()
+      if (res.status < 500) return true
+      failure = new ProviderFaultError(`the end-session endpoint answered HTTP ${res.status}`, { url: endpoint, status: res.status })
+    } catch (err) {
+      failure = new ProviderUnreachableError(endpoint, err)
+    }
+    this.#log.warn({ call: 'end_session', timeoutMs, ...describe(failure) }, "signed out at the gateway only: the provider's end-session endpoint does not answer")
+    return false
+  }
+
+  /** RP-initiated logout URL, or '' when the provider has no end-session endpoint (or none is known yet). */
   endSessionUrl(idToken: string | undefined): string {
     const discovered = this.#discovered
     if (discovered?.server.end_session_endpoint === undefined) return ''
@@ -430,8 +495,26 @@ export class OidcClient {
     return tokens
   }
 
+  /**
+   * How long discovery has been failing, once that is at least provider.notReadyPageAfterMs:
+   * the provider is then said to be unreachable rather than the gateway to be starting.
+   */
+  get unreachableForMs(): number | undefined {
+    if (this.#discovered !== undefined || this.#failingSince === undefined) return undefined
+    const failing = this.#clock.now() - this.#failingSince
+    return failing >= this.#config.notReadyPageAfterMs ? failing : undefined
+  }
+
   #require(): Discovered {
     if (this.#discovered === undefined) {
+      const unreachable = this.unreachableForMs
+      if (unreachable !== undefined) {
+        throw new GatewayError(
+          'not_ready',
+          `the OpenID provider has been unreachable for ${Math.round(unreachable / 1000)} s (its discovery keeps failing; the gateway's log names the cause)`,
+          { headers: { 'retry-after': '5' }, extensions: { reason: NOT_READY_PROVIDER_UNREACHABLE } },
+        )
+      }
       throw new GatewayError('not_ready', 'the OpenID provider metadata is not loaded yet; retry shortly', {
         headers: { 'retry-after': '1' },
       })
@@ -478,7 +561,7 @@ function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, g
     if (e instanceof SyntaxError) break
     if (!reasons.some((r) => r.endsWith(e.message))) reasons.push(e.message)
   }
-  log.warn({ check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
+  log.warn({ call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
 }
 
 function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, clock: Clock): Tokens {

@@ -11,8 +11,62 @@ import { failSpan, inSpan } from '../lib/spans.js'
 /** Far above any real token, JWKS or discovery document. */
 export const MAX_PROVIDER_BODY_BYTES = 1024 * 1024
 
+/** A provider URL as it may be logged: no userinfo, no query string (a request_uri, a hint). */
+export function loggableUrl(url: string): string {
+  try {
+    const u = new URL(url)
+    return u.origin + u.pathname
+  } catch {
+    return '(not a URL)'
+  }
+}
+
+/** The provider answered, but not like a provider (redirect, 5xx, not JSON, too large). */
 export class ProviderFaultError extends Error {
   override readonly name = 'ProviderFaultError'
+  /** The call's URL (loggableUrl), when known. */
+  readonly url: string | undefined
+  readonly status: number | undefined
+
+  constructor(message: string, options: { url?: string; status?: number; cause?: unknown } = {}) {
+    super(message, { cause: options.cause })
+    this.url = options.url === undefined ? undefined : loggableUrl(options.url)
+    this.status = options.status
+  }
+}
+
+/**
+ * The provider could not be reached or did not answer in time. A TypeError, like fetch's own
+ * "fetch failed", so openid-client passes it on unchanged; unlike it, it says where and why:
+ * `reason` is `timeout`, or the transport's code (ECONNREFUSED, UND_ERR_CONNECT_TIMEOUT,
+ * ENOTFOUND, CERT_HAS_EXPIRED, DEPTH_ZERO_SELF_SIGNED_CERT...).
+ */
+export class ProviderUnreachableError extends TypeError {
+  override readonly name = 'ProviderUnreachableError'
+  readonly url: string
+  readonly reason: string
+
+  constructor(url: string, cause: unknown) {
+    const reason = transportReason(cause)
+    super(`${loggableUrl(url)} could not be reached (${reason})`, { cause })
+    this.url = loggableUrl(url)
+    this.reason = reason
+  }
+}
+
+/** `timeout`, `aborted`, or the deepest transport error code of a failed fetch. */
+function transportReason(err: unknown): string {
+  // fetch's TypeError wraps undici's error, which may wrap the socket's (an AggregateError of
+  // each address tried carries the code too). An aborted signal is a DOMException.
+  let code: string | undefined
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (e.name === 'TimeoutError') return 'timeout'
+    if (e.name === 'AbortError') return 'aborted'
+    const own = (e as Error & { code?: unknown }).code
+    if (typeof own === 'string') code = own
+  }
+  if (code !== undefined) return code
+  return err instanceof Error ? err.name : 'unknown'
 }
 
 async function readLimited(res: Response, limit: number): Promise<string> {
@@ -26,7 +80,7 @@ async function readLimited(res: Response, limit: number): Promise<string> {
     size += value.byteLength
     if (size > limit) {
       await reader.cancel()
-      throw new ProviderFaultError(`the response is larger than ${limit} bytes`)
+      throw new ProviderFaultError(`the response is larger than ${limit} bytes`, { url: res.url, status: res.status })
     }
     chunks.push(value)
   }
@@ -34,26 +88,62 @@ async function readLimited(res: Response, limit: number): Promise<string> {
 }
 
 export const providerFetch: CustomFetch = async (url, options) => {
-  const res = await fetch(url, options as RequestInit)
-  const where = new URL(url).pathname
-  if ((res.status >= 300 && res.status < 400) || res.status >= 500) {
-    await res.body?.cancel()
-    throw new ProviderFaultError(`${where} answered HTTP ${res.status}`)
-  }
-  const body = await readLimited(res, MAX_PROVIDER_BODY_BYTES)
-  if (res.status < 300 && body !== '') {
-    // OAuth 2.0 (RFC 6749 5.1) and discovery answer application/json; anything else is not an
-    // answer we can trust, even if it happens to parse.
-    if (!/^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i.test(res.headers.get('content-type') ?? '')) {
-      throw new ProviderFaultError(`${where} answered ${res.headers.get('content-type') ?? 'no content type'}, not JSON`)
+  let res: Response
+  let body: string
+  try {
+    res = await fetch(url, options as RequestInit)
+    const where = new URL(url).pathname
+    const fault = { url, status: res.status }
+    if ((res.status >= 300 && res.status < 400) || res.status >= 500) {
+      await res.body?.cancel()
+      throw new ProviderFaultError(`${where} answered HTTP ${res.status}`, fault)
     }
-    try {
-      JSON.parse(body)
-    } catch {
-      throw new ProviderFaultError(`${where} answered malformed JSON`)
+    body = await readLimited(res, MAX_PROVIDER_BODY_BYTES)
+    if (res.status < 300 && body !== '') {
+      // OAuth 2.0 (RFC 6749 5.1) and discovery answer application/json; anything else is not an
+      // answer we can trust, even if it happens to parse.
+      if (!/^application\/([a-z0-9.+-]+\+)?json\s*(;|$)/i.test(res.headers.get('content-type') ?? '')) {
+        throw new ProviderFaultError(`${where} answered ${res.headers.get('content-type') ?? 'no content type'}, not JSON`, fault)
+      }
+      try {
+        JSON.parse(body)
+      } catch {
+        throw new ProviderFaultError(`${where} answered malformed JSON`, fault)
+      }
     }
+  } catch (err) {
+    if (err instanceof ProviderFaultError) throw err
+    // Connection refused, DNS, TLS, or the call's deadline (openid-client's, or the caller's).
+    throw new ProviderUnreachableError(url, err)
   }
-  return new Response(body === '' ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers })
+  const copy = new Response(body === '' ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers })
+  // A Response built here has no URL; the one openid-client puts in its errors is what the log
+  // names as the call that was refused.
+  Object.defineProperty(copy, 'url', { value: url })
+  if (res.status >= 400) rememberOAuthError(copy, body)
+  return copy
+}
+
+/** The OAuth error (RFC 6749 5.2) in the body of each 4xx answer, by response. */
+const oauthErrors = new WeakMap<Response, { error: string; description: string | undefined }>()
+
+function rememberOAuthError(res: Response, body: string): void {
+  try {
+    const parsed: unknown = JSON.parse(body)
+    if (typeof parsed !== 'object' || parsed === null || !('error' in parsed) || typeof parsed.error !== 'string') return
+    const description = 'error_description' in parsed && typeof parsed.error_description === 'string' ? parsed.error_description : undefined
+    oauthErrors.set(res, { error: parsed.error, description })
+  } catch {
+    // Not JSON: no OAuth error to name.
+  }
+}
+
+/**
+ * The OAuth error in the body of a provider's 4xx answer. openid-client does not read the body
+ * of a 401 that carries a WWW-Authenticate challenge, though the error is often only there.
+ */
+export function oauthErrorOf(res: Response): { error: string; description: string | undefined } | undefined {
+  return oauthErrors.get(res)
 }
 
 /** Told of every provider call: its URL, how long it took and whether it failed. */

@@ -150,7 +150,7 @@ export class ProviderKeys {
     try {
       return await this.#refresh()
     } catch (err) {
-      this.#log.warn({ err: describe(err) }, 'JWKS refresh failed; keeping the keys fetched before')
+      this.#log.warn({ call: 'jwks', ...describe(err) }, 'JWKS refresh failed; keeping the keys fetched before')
       return set
     }
   }
@@ -185,15 +185,15 @@ export class ProviderKeys {
     })
     if (res.status !== 200) {
       await res.body?.cancel()
-      throw new ProviderFaultError(`${uri.pathname} answered HTTP ${res.status}`)
+      throw new ProviderFaultError(`${uri.pathname} answered HTTP ${res.status}`, { url: uri.href, status: res.status })
     }
     const jwks: unknown = await res.json()
-    if (!isJwks(jwks)) throw new ProviderFaultError(`${uri.pathname} is not a JSON Web Key Set`)
+    if (!isJwks(jwks)) throw new ProviderFaultError(`${uri.pathname} is not a JSON Web Key Set`, { url: uri.href })
     let select: KeySet['select']
     try {
       select = jose.createLocalJWKSet(jwks)
     } catch (cause) {
-      throw new ProviderFaultError(`${uri.pathname} is not a JSON Web Key Set`, { cause })
+      throw new ProviderFaultError(`${uri.pathname} is not a JSON Web Key Set`, { url: uri.href, cause })
     }
     const set: KeySet = { jwks, select, fetchedAt: this.#now() }
     this.#set = set

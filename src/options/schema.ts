@@ -182,11 +182,15 @@ const providerKeys: Record<string, JsonSchema> = {
       'Bind the session\'s access and refresh tokens to a key of its own with [DPoP](#dpop-sender-constrained-tokens) (RFC 9449): a stolen token is useless without the key, which stays sealed in the session. The provider must accept ES256 proofs. DPoP-bound tokens are never forwarded to upstreams (`forwardAccessToken: true` is refused).',
       false,
     ),
-    scopes: list('Scopes requested at sign-in; must include `openid`.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
+    scopes: list('Scopes requested at sign-in; must include `openid`. Listing `offline_access` here does what `offlineAccess: true` does.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
       uniqueItems: true,
       contains: { const: 'openid' },
-      default: ['openid', 'profile', 'email', 'offline_access'],
+      default: ['openid', 'profile', 'email'],
     }),
+    offlineAccess: boolean(
+      'Ask the provider for a refresh token: adds `offline_access` to `scopes`, and `prompt=consent`, which OpenID Connect Core 1.0 section 11 requires for it (most providers then show a consent screen at every sign-in). Without a refresh token a session ends when its access token expires, and the next request signs in again through the provider\'s own session. Keycloak issues refresh tokens without it.',
+      false,
+    ),
     audiences: list(
       'Accepted `aud` values of Bearer access tokens (for an introspected token without `aud`: the accepted `client_id` values). Empty: `[clientId]`.',
       string('audience', { minLength: 1 }),
@@ -213,6 +217,12 @@ const providerKeys: Record<string, JsonSchema> = {
       { minItems: 1, uniqueItems: true },
     ),
     timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
+    notReadyPageAfterMs: integer(
+      'Once the provider\'s discovery has failed for this long (in milliseconds), sign-ins answer 503 `not_ready` saying the provider is unreachable (with the request id), instead of "the gateway is starting". The log names each failure\'s cause.',
+      0,
+      MAX_TIMER_MS,
+      30000,
+    ),
     postLogoutRedirectUri: string('Where the provider sends the browser after RP-initiated logout (`post_logout_redirect_uri`). Optional.', {
       format: 'http-url',
     }),

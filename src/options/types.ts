@@ -58,12 +58,16 @@ export interface ProviderConfig {
   /** fapi2: the FAPI 2.0 Security Profile (src/oidc/profile.ts); implies dpop and PAR required. */
   profile: 'oidc' | 'fapi2'
   scopes: string[]
+  /** Ask for a refresh token: offline_access is added to `scopes`, with prompt=consent. */
+  offlineAccess: boolean
   /** Accepted `aud` values of Bearer tokens (JWT or introspected); defaults to [clientId]. */
   audiences: string[]
   bearer: BearerConfig
   /** ID token algorithms, pinned; unset: the provider's advertised asymmetric ones. */
   idTokenAlgorithms?: AsymmetricAlgorithm[]
   timeoutMs: number
+  /** After discovery has failed this long, not_ready says the provider is unreachable. */
+  notReadyPageAfterMs: number
   postLogoutRedirectUri?: string
   /** Seconds of clock skew tolerated on `exp`/`iat`/`nbf`. */
   clockToleranceSeconds: number

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import type { GatewayError, ProblemCode } from '../contract/errors.js'
+import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE, type ProblemCode } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { escapeHtml } from '../lib/html.js'
 import { isNavigation } from '../contract/navigation.js'
@@ -64,12 +64,27 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     "The identity provider's tokens do not fit in cookies. The administrator needs to configure a server-side session store.",
   ],
   provider_unavailable: ['The identity provider cannot be reached', 'Signing in is not possible right now. Try again in a moment.'],
+  provider_rejected_client: [
+    'Signing in is misconfigured',
+    "The identity provider refused this gateway's own credentials: the gateway's provider settings are wrong. Trying again will not help; tell the administrator, quoting the request id below.",
+  ],
   upstream_unavailable: ['The application cannot be reached', 'Try again in a moment.'],
   not_ready: ['The gateway is starting', 'Try again in a moment.'],
   session_store_unavailable: ['Sign-ins cannot be read right now', 'Try again in a moment.'],
   decision_unavailable: ['This request cannot be checked right now', 'The sign-in service is not answering. Try again in a moment.'],
   upstream_timeout: ['The application did not answer in time', 'Try again in a moment.'],
   internal_error: ['Something went wrong in the gateway', 'Try again; if it keeps happening, tell the administrator.'],
+}
+
+/** A not_ready past provider.notReadyPageAfterMs: no longer "starting" (oidc/client.ts #require). */
+const PROVIDER_UNREACHABLE: [heading: string, text: string] = [
+  'The identity provider cannot be reached',
+  'The gateway has not been able to reach its identity provider for a while, so nobody can sign in. Try again later; if it lasts, tell the administrator, quoting the request id below.',
+]
+
+function wordsOf(problem: GatewayError): [heading: string, text: string] {
+  if (problem.code === 'not_ready' && problem.extensions.reason === NOT_READY_PROVIDER_UNREACHABLE) return PROVIDER_UNREACHABLE
+  return WORDS[problem.code]
 }
 
 /** The provider's own words on a callback that carries no code (RFC 6749 4.1.2.1). */
@@ -94,6 +109,8 @@ export function formTargetsOf(deps: PageDeps): string[] {
 
 /** A request refused: the page for it says who is signed in and leads back to `url`. */
 export interface ProblemRequest extends WhoRequest {
+  /** The request's id (Fastify's req.id, `reqId` in the log), when it has one. */
+  readonly id?: string
   readonly method: string
   readonly headers: IncomingHttpHeaders
 }
@@ -130,7 +147,8 @@ export function createErrorPage(deps: PageDeps) {
   /** `req.url`: the page a browser asked for (a check's is the request checked), where signing in returns. */
   return async function errorPage(req: WhoRequest, problem: GatewayError, status: number): Promise<ErrorPage> {
     const who = await signedInAs(req, deps.store)
-    const [heading, text] = WORDS[problem.code]
+    const [heading, text] = wordsOf(problem)
+    const requestId = problem.extensions.requestId
     const whoLine =
       who === undefined
         ? '<p class="who">You are not signed in.</p>'
@@ -141,6 +159,7 @@ export function createErrorPage(deps: PageDeps) {
       `<p>${escapeHtml(text)}</p>`,
       providerAnswer(problem),
       `<p class="detail">${escapeHtml(problem.message)}</p>`,
+      typeof requestId === 'string' ? `<p class="detail">Request id: <code>${escapeHtml(requestId)}</code></p>` : '',
       whoLine,
       actions(signInUrl(req, problem), who === undefined ? 'Sign in' : 'Sign in again', who === undefined ? undefined : signOutUrl),
     ].join('\n')
@@ -151,11 +170,14 @@ export function createErrorPage(deps: PageDeps) {
 /**
  * The answer to a refused request, whichever way it travels (the app's error handler, the gRPC
  * check): the page (`page`) or RFC 9457 problem+json, with the error's own headers. A 5xx is
- * logged as a warning with its cause (the answer says only that the log has details).
+ * logged as a warning with its cause, unless the failure was logged where it happened (one line
+ * per refusal), and answered with the request's id (`requestId`), which the log lines carry as
+ * `reqId`: what a user quotes to the operator.
  */
 export function createProblemAnswer(errorPage: ReturnType<typeof createErrorPage>) {
-  return async function answerProblem(req: ProblemRequest, log: FastifyBaseLogger, problem: GatewayError, status: number, page: boolean): Promise<ProblemAnswer> {
-    if (problem.status >= 500) log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
+  return async function answerProblem(req: ProblemRequest, log: FastifyBaseLogger, given: GatewayError, status: number, page: boolean): Promise<ProblemAnswer> {
+    const problem = given.status >= 500 && typeof req.id === 'string' ? withRequestId(given, req.id) : given
+    if (problem.status >= 500 && !problem.logged) log.warn({ code: problem.code, cause: causeOf(problem) }, problem.message)
     if (page) {
       const rendered = await errorPage(req, problem, status)
       return { status, headers: rendered.headers, body: rendered.html }
@@ -166,6 +188,15 @@ export function createProblemAnswer(errorPage: ReturnType<typeof createErrorPage
       body: JSON.stringify({ ...problem.toProblem(), status }),
     }
   }
+}
+
+function withRequestId(problem: GatewayError, requestId: string): GatewayError {
+  return new GatewayError(problem.code, problem.message, {
+    cause: problem.cause,
+    extensions: { ...problem.extensions, requestId },
+    headers: problem.headers,
+    logged: problem.logged,
+  })
 }
 
 function causeOf(err: Error): string | undefined {

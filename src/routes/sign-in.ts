@@ -9,7 +9,7 @@ import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
-import { ENDPOINTS, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
+import { ENDPOINTS, PROVIDER_NOT_TOLD, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 
 // The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
@@ -42,6 +42,8 @@ export interface SignInOptions {
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
   rateLimitStore?: RateLimitStore
+  /** server.publicUrl: a sign-out the provider cannot be told of ends on the gateway's page there. */
+  publicUrl: string
   /** Told of a session a logout ended, once it is (its open WebSockets close). */
   onEnded?: (session: Session) => void
 }
@@ -116,7 +118,12 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         const value = params.get(name)
         if (value !== null) extensions[name] = value.slice(0, ECHO_CHARS)
       }
-      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions })
+      // The provider refused the authorization request (RFC 6749 4.1.2.1): a cancelled sign-in
+      // (access_denied), or a request it does not accept (invalid_scope, unauthorized_client...),
+      // which only the operator can fix. A callback without either is no refusal of the provider's.
+      const logged = extensions.error !== undefined
+      if (logged) req.log.warn({ call: 'authorization', problem: 'code_missing', ...extensions }, 'sign-in refused by the OpenID provider')
+      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions, logged })
     }
     const state = single(params, 'state')
     const transaction = state === undefined || state === '' ? undefined : cookies.readTransaction(req, state)
@@ -177,10 +184,13 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   })
 
   /**
-   * Ends the session here and at its provider's token endpoint; the end-session URL, or ''. A
-   * session whose provider is no longer configured ends here only.
+   * Ends the session here and at its provider's token endpoint; then where the browser goes: the
+   * end-session URL, '' (no end-session endpoint, or a provider no longer configured), or the
+   * gateway's signed-out page saying the provider could not be told (OidcClient.endSession). The
+   * session here is ended first, whatever the provider does: a provider that is down never keeps
+   * anyone signed in to the gateway.
    */
-  async function endSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<string> {
+  async function endSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<string | undefined> {
     await store.destroy(req, reply)
     options.onEnded?.(session)
     const client = providers.get(session.provider)?.client
@@ -189,13 +199,15 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     // Offline refresh tokens outlive the provider's browser session, so they are revoked
     // explicitly; a failure is logged and does not fail the logout.
     if (session.refreshToken !== undefined) await client.revoke(session.refreshToken)
-    return client.endSessionUrl(session.idToken)
+    return client.endSession(session.idToken)
   }
+  /** The signed-out page, saying the provider could not be told. */
+  const signedOutUntold = `${SIGN_OUT_PATH}?${PROVIDER_NOT_TOLD}`
 
   app.delete(ENDPOINTS.logout.path, async (req: FastifyRequest, reply) => {
     const session = await loadWithCredentials(req)
     if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
-    return { value: await endSession(req, reply, session) }
+    return { value: (await endSession(req, reply, session)) ?? options.publicUrl + signedOutUntold }
   })
 
   // POST /api/v1/openid/sign-out: the sign-out form of the gateway's pages (a page without script
@@ -215,6 +227,6 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const session = await loadWithCredentials(req)
     const next = session === undefined ? '' : await endSession(req, reply, session)
     noStore(reply)
-    return reply.redirect(next === '' ? SIGN_OUT_PATH : next, 303)
+    return reply.redirect(next === undefined ? signedOutUntold : next === '' ? SIGN_OUT_PATH : next, 303)
   })
 }

@@ -70,8 +70,10 @@ t.test('a push the provider refuses or fails: 502 provider_unavailable, logged w
     t.equal(res.status, 502, par)
     t.equal(await problemCode(res), 'provider_unavailable')
     t.same(res.headers.getSetCookie(), [], 'no sign-in transaction is started')
-    const line = lines.map((l) => JSON.parse(l) as { msg?: string; err?: unknown }).find((l) => l.msg === 'pushed authorization request failed')
+    const line = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'pushed authorization request failed')
     t.ok(line, 'logged')
-    if (par === 'invalid_request') t.match(line?.err, { error: 'invalid_request' }, "with the provider's error code")
+    t.match(line, { call: 'par', url: /\/par$/ }, 'with the call and its URL')
+    if (par === 'invalid_request') t.match(line, { error: 'invalid_request', status: 400 }, "with the provider's error code")
+    else t.match(line, { status: 500 })
   }
 })

@@ -189,12 +189,21 @@ t.test('token endpoint refusals and faults', async (t) => {
     await assertSignedIn(t, stack, provider, await signIn(stack))
   })
 
-  for (const fault of ['invalid_grant', 'invalid_client', 'invalid_client_challenge'] as const) {
-    t.test(`${fault}: 403 code_invalid`, async (t) => {
+  t.test('invalid_grant: 403 code_invalid', async (t) => {
+    provider.set({ tokenFault: 'invalid_grant' })
+    const outcome = await signIn(stack)
+    await assertRefused(t, outcome, 403, 'code_invalid')
+    assertTransactionCleared(t, outcome)
+  })
+
+  // The gateway's own credentials refused (in the body, or in a WWW-Authenticate challenge): a
+  // configuration fault, never the user's code (CONTRACT.md, callback).
+  for (const fault of ['invalid_client', 'invalid_client_challenge'] as const) {
+    t.test(`${fault}: 502 provider_rejected_client`, async (t) => {
       provider.set({ tokenFault: fault })
       const outcome = await signIn(stack)
-      await assertRefused(t, outcome, 403, 'code_invalid')
-      assertTransactionCleared(t, outcome)
+      await assertRefused(t, outcome, 502, 'provider_rejected_client')
+      assertTransactionKept(t, outcome)
     })
   }
 

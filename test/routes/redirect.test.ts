@@ -5,6 +5,29 @@ import { buildStandaloneApp } from '../../src/runtime/process-state.js'
 import { parseConfig } from '../../src/config/load.js'
 import { stringify } from 'yaml'
 
+t.test('scopes: none for a refresh token by default; offlineAccess or an explicit offline_access asks for one, with prompt=consent', async (t) => {
+  const cases: Array<[name: string, provider: Record<string, unknown>, scope: string, prompt: string | null]> = [
+    ['the defaults', { scopes: null, offlineAccess: null }, 'openid profile email', null],
+    ['offlineAccess: true', { scopes: null, offlineAccess: true }, 'openid profile email offline_access', 'consent'],
+    ['offline_access listed', { scopes: ['openid', 'offline_access'], offlineAccess: false }, 'openid offline_access', 'consent'],
+    ['both', { scopes: ['openid', 'offline_access'], offlineAccess: true }, 'openid offline_access', 'consent'],
+  ]
+  const stack = await startStack(t)
+  for (const [name, provider, scope, prompt] of cases) {
+    stack.replicas[0]?.rewrite((config) => {
+      const merged: Record<string, unknown> = { ...(config.provider as Record<string, unknown>), ...provider }
+      for (const key of Object.keys(provider)) if (merged[key] === null) delete merged[key]
+      return { ...config, provider: merged }
+    })
+    t.equal(await stack.live.reload('SIGHUP'), true, name)
+    await stack.app.providerReady
+    const res = await fetch(`${stack.gw}/api/v1/openid/redirect`, { redirect: 'manual' })
+    const q = new URL(res.headers.get('location') ?? '').searchParams
+    t.equal(q.get('scope'), scope, `${name}: scope`)
+    t.equal(q.get('prompt'), prompt, `${name}: prompt (OpenID Connect Core 1.0 section 11)`)
+  }
+})
+
 t.test('GET /api/v1/openid/redirect', async (t) => {
   const stack = await startStack(t)
   const endpoint = `${stack.gw}/api/v1/openid/redirect`

@@ -62,7 +62,7 @@ t.test('GET /api/v1/openid/refresh', async (t) => {
 })
 
 t.test('400 when the provider issued no refresh token', async (t) => {
-  const stack = await startStack(t, { config: { provider: { scopes: ['openid', 'email'] } } })
+  const stack = await startStack(t, { config: { provider: { scopes: ['openid', 'email'], offlineAccess: false } } })
   const browser = await stack.signedIn('alice')
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   t.equal(res.status, 400)
