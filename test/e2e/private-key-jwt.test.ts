@@ -64,12 +64,12 @@ t.test('RSA key as an inline JWK: PS256, which the provider advertises, and the 
   t.equal(header.kid, 'rsa-2026')
 })
 
-t.test('a key the provider does not know: the code is refused, 403 code_invalid', async (t) => {
+t.test('a key the provider does not know: invalid_client, a configuration fault: 502 provider_rejected_client, never code_invalid', async (t) => {
   const otherFile = join(dir, 'other.pem')
   writeFileSync(otherFile, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }))
   const { stack, assertions } = await stackWith(t, otherFile, ecFile)
   const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
-  t.equal(res.status, 403)
-  t.equal(await problemCode(res), 'code_invalid')
+  t.equal(res.status, 502)
+  t.equal(await problemCode(res), 'provider_rejected_client')
   t.equal(assertions.length, 0)
 })
