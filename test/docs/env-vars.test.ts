@@ -19,7 +19,11 @@ const NOT_VARIABLES = new Set([
   // HTTP methods, gRPC status codes, signals, Redis commands and options, npm's error codes
   'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE',
   'INVALID_ARGUMENT', 'PERMISSION_DENIED', 'UNAUTHENTICATED', 'UNAVAILABLE', 'NOT_FOUND', 'DEADLINE_EXCEEDED',
-  'SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP', 'PING', 'EXAT', 'PXAT', 'EBADENGINE', 'ENOENT', 'EACCES', 'ECONNREFUSED',
+  'SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP', 'PING', 'SET', 'EXEC', 'EXAT', 'PXAT', 'EBADENGINE', 'ENOENT', 'EACCES', 'ECONNREFUSED',
+  // Transport and TLS error codes, and openid-client's, as the provider-failure log lines carry them
+  'ENOTFOUND', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'ERR_TLS_CERT_ALTNAME_INVALID', 'OAUTH_RESPONSE_IS_NOT_CONFORM',
+  // Another program's variable: Jaeger v1's, in the tracing page's collector example
+  'COLLECTOR_OTLP_ENABLED',
   // Dockerfile instructions, token and protocol words, Istio's policy action
   'HEALTHCHECK', 'JWT', 'JWKS', 'JSON', 'HTML', 'HTTP', 'HTTPS', 'TLS', 'URL', 'CUSTOM',
   // Placeholders inside a provider's URLs (`https://login.microsoftonline.com/TENANT_ID/v2.0`)

@@ -1,12 +1,20 @@
 // The configurations a reader copies first (README.md's "Protect an application", and
 // docs/getting-started.md's file for the development provider) pass the gateway's own
 // validation, and protect what their prose says: the application for any signed-in user,
-// `/public/**` for everyone, `/admin` for the group `admins` only, all on one target.
+// `/public/**` for everyone, `/admin` and below for the group `admins` only, by a rule of the
+// one upstream. Decided by the gateway's own router and access decision (proxy/match.ts,
+// proxy/guard.ts), with the users the prose names: `alice` (admins, staff), `bob` (staff).
 
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import type { FastifyBaseLogger } from 'fastify'
+import { pino } from 'pino'
 import t from 'tap'
 import { parseConfig } from '../../src/config/load.js'
+import type { Identity } from '../../src/contract/identity.js'
+import type { Authenticator } from '../../src/proxy/authenticate.js'
+import { createAccessDecision, type AccessDecision } from '../../src/proxy/guard.js'
+import { createUpstreamMatcher } from '../../src/proxy/match.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 import { ROOT } from '../fixtures/markdown.js'
 
@@ -31,23 +39,43 @@ const EXAMPLES = [
   { page: 'docs/getting-started.md', heading: '## Your own configuration against the development provider' },
 ]
 
+const USERS: Readonly<Record<string, string[]>> = { alice: ['admins', 'staff'], bob: ['staff'] }
+const log: FastifyBaseLogger = pino({ level: 'silent' })
+
+/** Signs in the user the request's `user` cookie names (none: not signed in). */
+const authenticator: Authenticator = () => async (req) => {
+  const sub = req.cookies.user
+  if (sub === undefined) return undefined
+  const identity: Identity = { claims: { sub, groups: USERS[sub] }, accessToken: 'access-token', provider: 'default', issuer: 'https://login.example.com' }
+  return identity
+}
+
 for (const { page, heading } of EXAMPLES) {
   t.test(`${page}, "${heading.replace(/^#+ /, '')}"`, async (t) => {
     const config = parseConfig(yamlAfter(page, heading), ENV, page)
-    // The upstream a path reaches: the longest matching prefix, as the gateway routes.
-    const upstreamOf = (path: string) =>
-      config.upstreams
-        .filter(({ match }) => path === match.pathPrefix || path.startsWith(match.pathPrefix === '/' ? '/' : `${match.pathPrefix}/`))
-        .toSorted((a, b) => b.match.pathPrefix.length - a.match.pathPrefix.length)[0]
-    const app = upstreamOf('/page')
-    const admin = upstreamOf('/admin/users')
-    t.ok(app && admin, 'every path reaches an upstream')
-    t.equal(app?.auth, 'required', 'the application needs a sign-in')
-    t.strictSame(app?.allow, {}, 'any signed-in user')
-    t.ok(app?.publicPaths.includes('/public/**'), '/public/** is public')
-    t.strictSame(admin?.allow.groups, ['admins'], '/admin: admins only')
-    t.equal(admin?.auth, 'required')
-    t.strictSame(admin?.publicPaths, [], 'nothing public below /admin')
-    t.equal(admin?.target, app?.target, 'one application behind both')
+    const route = createUpstreamMatcher(config.upstreams)
+    const deciders = new Map(config.upstreams.map((upstream) => [upstream, createAccessDecision(upstream, authenticator)]))
+    /** What the gateway decides for `user` (undefined: not signed in) on `path`. */
+    async function decide(path: string, user?: string): Promise<AccessDecision> {
+      const upstream = route('app.example.com', path)
+      const decider = upstream === undefined ? undefined : deciders.get(upstream)
+      if (decider === undefined) throw new Error(`${path} reaches no upstream`)
+      const cookies = user === undefined ? {} : { user }
+      return decider({ url: path, cookies, headers: {}, log }, { setCookie: () => undefined }, { path, preflight: false })
+    }
+    const outcome = async (path: string, user?: string) => (await decide(path, user)).outcome
+
+    t.equal(route('app.example.com', '/admin/users'), route('app.example.com', '/page'), 'one application: /admin is a rule of its upstream')
+    t.equal(await outcome('/page'), 'unauthenticated', 'the application needs a sign-in')
+    t.equal(await outcome('/page', 'bob'), 'pass', 'any signed-in user')
+    t.equal(await outcome('/public/about'), 'pass', '/public/** needs no sign-in')
+    for (const path of ['/admin', '/admin/users']) {
+      const refused = await decide(path, 'bob')
+      t.equal(refused.outcome, 'forbidden', `${path}: bob is not an admin`)
+      t.equal(refused.outcome === 'forbidden' ? refused.rulePath : undefined, '/admin', `${path} is decided by the rule on /admin`)
+      t.equal(await outcome(path, 'alice'), 'pass', `${path}: alice is an admin`)
+      t.equal(await outcome(path), 'unauthenticated', `${path} needs a sign-in`)
+    }
+    t.equal(await outcome('/administration', 'bob'), 'pass', 'the rule is a prefix on segment boundaries')
   })
 }

@@ -11,11 +11,6 @@ import { fencedBlocks, userPages, type Block } from '../fixtures/markdown.js'
 // (docker/k8s/overlays/*), wherever the snippet lives. A snippet may leave a field out (it shows
 // part of the object), but a field it gives must say what the overlay says; header lists are
 // compared as sets of lowercased names.
-//
-// README.md is being restructured into docs/ (issue 19 point 3): a disagreement in README.md is
-// reported (t.comment) rather than failed, and its correction is in docs/pending/truth.md. Remove
-// README.md from REPORT_ONLY once the restructured README holds no such snippet.
-const REPORT_ONLY = new Set(['README.md'])
 
 type Fields = Record<string, unknown>
 
@@ -102,19 +97,11 @@ t.test('every snippet that configures a check agrees with its overlay', async (t
   const shipped = overlayFields()
   t.ok(shipped.nginx && shipped.traefik && shipped.envoy.http && shipped.envoy.grpc, 'the overlays render with their checks')
   const found = { nginx: 0, traefik: 0, envoy: 0 }
-  const reported: string[] = []
 
   /** Every field the snippet gives must be the overlay's. */
   function compare(block: Block, what: string, snippet: Fields, overlay: Fields | undefined): void {
     const given = Object.fromEntries(Object.keys(snippet).map((key) => [key, overlay?.[key]]))
-    const where = `${block.file}:${block.line} ${what}`
-    if (!REPORT_ONLY.has(block.file)) {
-      t.strictSame(snippet, given, `${where} says what the overlay says`)
-      return
-    }
-    for (const key of Object.keys(snippet)) {
-      if (JSON.stringify(snippet[key]) !== JSON.stringify(given[key])) reported.push(`${where} ${key}: ${JSON.stringify(snippet[key])}; the overlay: ${JSON.stringify(given[key])}`)
-    }
+    t.strictSame(snippet, given, `${block.file}:${block.line} ${what} says what the overlay says`)
   }
 
   for (const page of userPages()) {
@@ -147,7 +134,6 @@ t.test('every snippet that configures a check agrees with its overlay', async (t
   // The documentation shows both forward-auth setups somewhere; a test that found none would check nothing.
   t.ok(found.nginx > 0, 'an ingress-nginx snippet was found')
   t.ok(found.traefik > 0, 'a Traefik snippet was found')
-  for (const line of reported) t.comment(`to correct (docs/pending/truth.md): ${line}`)
 })
 
 t.test('the comparison sees a header missing from a snippet', async (t) => {
