@@ -10,7 +10,6 @@ import {
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import { redactUrl } from '../ops/logging.js'
 import { checkInputOf } from './check-input.js'
 import { checkResponse, type CheckResponse } from './check-response.js'
 import { AUTHORIZATION_SERVICE, loadExtAuthzServices, serverAuthorizationService } from './protos.js'
@@ -97,8 +96,9 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
       return checkResponse(await check(input))
     } catch (err) {
       // The decision failed (provider or store down, or a bug): fail closed. Method, host and
-      // path say which request; its headers stay out of the log.
-      log.error({ err, method: input.method, host: input.host, path: redactUrl(input.path), upstream: input.upstream }, 'ext_authz check failed')
+      // path say which request; its headers stay out of the log. The path goes in `url`, which
+      // the gateway's logger redacts with log.redactQueryParams (ops/logging.ts).
+      log.error({ err, method: input.method, host: input.host, url: input.path, upstream: input.upstream }, 'ext_authz check failed')
       return checkResponse(problemAnswer('internal_error', 503, 'the gateway could not decide; the log has details'))
     }
   }

@@ -1,5 +1,7 @@
 import { Client, credentials, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js'
 import pino from 'pino'
+import { loggerOptions } from '../../src/ops/logging.js'
+import { DEFAULT_REDACTED_QUERY_PARAMS } from '../../src/options/schema.js'
 import t from 'tap'
 import { startExtAuthzGrpc, type ExtAuthzGrpcOptions } from '../../src/ext-authz/grpc-server.js'
 import type { CheckAnswer, CheckInput } from '../../src/ext-authz/types.js'
@@ -35,7 +37,8 @@ async function start(t: Teardown, overrides: Partial<ExtAuthzGrpcOptions> = {}):
   const service = await startExtAuthzGrpc({
     host: '127.0.0.1',
     port: 0,
-    log: pino({ level: 'debug' }, { write: (line: string) => lines.push(line) }),
+    // The gateway's own logger options: its serializers redact every `url` field.
+    log: pino(loggerOptions({ level: 'debug', redactQueryParams: [...DEFAULT_REDACTED_QUERY_PARAMS] }), { write: (line: string) => lines.push(line) }),
     check: async (input) => {
       inputs.push(input)
       if (answer instanceof Error) throw answer
@@ -238,7 +241,7 @@ t.test('a check that fails: UNAVAILABLE and 503, the error logged without the he
   t.match(JSON.parse(response.body ?? '') as unknown, { status: 503, code: 'internal_error' })
   t.notMatch(response.body, /session store unreachable/, 'the cause stays in the log')
   t.match(logs(), /session store unreachable/)
-  t.match(logs(), /"path":"\/cb\?code=\[redacted\]&x=1"/, 'secret query parameters redacted')
+  t.match(logs(), /"url":"\/cb\?code=\[redacted\]&x=1"/, 'secret query parameters redacted')
   t.notMatch(logs(), /sealed-session-secret|secret-token|secret-code/)
 })
 
@@ -340,4 +343,15 @@ t.test('close() waits for a check under way, then cuts it after its bound', asyn
   t.ok(Date.now() - started >= 250, 'waited for the call')
   await t.rejects(pending, 'the call under way was cut')
   release()
+})
+
+t.test('a failed check logs the path as url, redacted by the configured log.redactQueryParams', async (t) => {
+  const lines: string[] = []
+  const log = pino(loggerOptions({ level: 'info', redactQueryParams: ['ssn'] }), { write: (line: string) => lines.push(line) })
+  const { client, answer } = await start(t, { log })
+  answer(new Error('store down'))
+  await client.check(checkRequest({ ...HTTP, path: '/page?user_ssn=123-45-6789&page=2' }))
+  const line = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'ext_authz check failed')
+  t.equal(line?.url, '/page?user_ssn=[redacted]&page=2', 'the configured list, not the default one')
+  t.notMatch(lines.join(''), '123-45-6789')
 })
