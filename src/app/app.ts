@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
-import type { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
 import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
 import { ConfigError } from '../config/load.js'
@@ -49,6 +48,7 @@ import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
 import { MemorySessionStore } from '../session/memory-store.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
+import { pingRedis, type RedisClient } from '../session/redis-client.js'
 import type { RedisKeys } from '../session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
@@ -76,8 +76,8 @@ export interface BuildOptions {
 export interface ProcessState {
   /** What every expiry and cache of the process's apps is judged by (lib/clock.ts). */
   readonly clock: Clock
-  /** The process's one Redis connection (session.redisUrl), whatever the number of reloads. */
-  readonly redis: Redis | undefined
+  /** The process's one Redis connection (session.redisUrl, sentinels or cluster), whatever the number of reloads. */
+  readonly redis: RedisClient | undefined
   /** Every key the gateway writes in that Redis, under session.redis.keyPrefix. */
   readonly keys: RedisKeys
   readonly metrics: GatewayMetrics
@@ -138,8 +138,8 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
   const { store, maxAgeSeconds } = config.session
   const { redis, keys } = state
   if (store === 'redis') {
-    // checks.ts makes session.redisUrl required with store: redis, so the client exists.
-    if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl'])
+    // checks.ts makes a Redis required with store: redis, so the client exists.
+    if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster'])
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
@@ -294,10 +294,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },
     { name: 'session_store', ready: () => store.ping() },
   ]
-  // The revocation list and the logout-token replay guard live there too.
-  if (redis !== undefined && !(store instanceof RedisSessionStore)) {
-    checks.push({ name: 'redis', ready: () => redis.ping().then(() => true, () => false) })
-  }
+  // The revocation list and the logout-token replay guard live there too; with Sentinel or
+  // Cluster, `redis` is what names a failover in progress (no primary, or a shard without one).
+  if (redis !== undefined) checks.push({ name: 'redis', ready: () => pingRedis(redis) })
   app.decorate('management', { metrics: metrics.registry, checks })
 
   app.decorate('providerReady', Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined))

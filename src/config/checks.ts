@@ -32,7 +32,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkManagementPort(read),
     ...checkExtAuthzGrpcPort(read),
     ...checkExtAuthzPath(read),
-    ...checkRedisStore(read, valueAt(data, ['session', 'redisUrl'])),
+    ...checkRedisStore(read, data),
     ...checkWorkersStore(read),
     ...checkUpstreams(read, upstreams),
     ...checkPathRules(read, upstreams),
@@ -202,10 +202,32 @@ function checkWorkersStore(read: Read): Issue[] {
   return [{ path: ['session', 'store'], message: 'memory cannot be shared by server.workers processes: use cookie or redis, or server.workers: 1' }]
 }
 
-// A redisUrl with its own problem is reported where it is; this rule is only about a missing one.
-function checkRedisStore(read: Read, redisUrl: unknown): Issue[] {
-  if (read(['session', 'store'], isString) !== 'redis' || redisUrl !== undefined) return []
-  return [{ path: ['session', 'store'], message: 'redis requires session.redisUrl' }]
+// Where Redis is: one node (redisUrl), Sentinel or Cluster, never two of them (which would the
+// gateway use?). A topology with its own problem is reported where it is; these rules are about a
+// missing one, a second one, and keys that mean nothing with the one given.
+function checkRedisStore(read: Read, data: unknown): Issue[] {
+  const given = (['redisUrl', 'redis.sentinels', 'redis.cluster'] as const).filter((key) => valueAt(data, ['session', ...key.split('.')]) !== undefined)
+  const issues: Issue[] = []
+  if (read(['session', 'store'], isString) === 'redis' && given.length === 0) {
+    issues.push({ path: ['session', 'store'], message: 'redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster' })
+  }
+  if (given.length > 1) {
+    const [, second = 'redis.cluster'] = given
+    issues.push({ path: ['session', ...second.split('.')], message: `must not be given with session.${given[0]}: give one of session.redisUrl, session.redis.sentinels and session.redis.cluster` })
+  }
+  if (given[0] === 'redisUrl') {
+    for (const key of ['username', 'password', 'tls'] as const) {
+      const value = valueAt(data, ['session', 'redis', key])
+      // tls has a default (false): only a `true` was written.
+      if (value !== undefined && value !== false) {
+        issues.push({ path: ['session', 'redis', key], message: `applies to sentinels and cluster only; with session.redisUrl, ${key === 'tls' ? 'write rediss://' : 'write it in the URL'}` })
+      }
+    }
+  }
+  if (given.length === 0 && valueAt(data, ['session', 'redis', 'waitReplicas']) !== undefined) {
+    issues.push({ path: ['session', 'redis', 'waitReplicas'], message: 'needs a Redis: session.redisUrl, session.redis.sentinels or session.redis.cluster' })
+  }
+  return issues
 }
 
 interface Match {

@@ -72,6 +72,8 @@ function holdsSecrets(config: GatewayConfig, configPath: string): boolean {
     ...config.cookies.secrets,
     ...(config.assertions.signingKeys ?? []).filter(isInlineKey),
     config.session.redisUrl === undefined || !URL.canParse(config.session.redisUrl) ? undefined : new URL(config.session.redisUrl).password,
+    config.session.redis.password,
+    config.session.redis.sentinels?.password,
   ]
   return secrets.some(
     (secret) =>

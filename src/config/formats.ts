@@ -141,6 +141,14 @@ function checkRedisUrl(value: string): string | undefined {
   return new URL(value).hostname === '' ? message : undefined
 }
 
+// A Redis node: host and port both (Redis has no default port a cluster or sentinel list could
+// rely on), parsed by session/redis-client.ts parseHostPort.
+function checkHostPort(value: string): string | undefined {
+  const message = 'must be host:port (a host name or IP address, and a port from 1 to 65535)'
+  if (!/:\d+$/.test(value)) return message
+  return isHostWithPort(value) ? undefined : message
+}
+
 function checkEmail(value: string): string | undefined {
   const [local = '', domain, ...rest] = value.split('@')
   const valid = rest.length === 0 && domain !== undefined && local !== '' && !INVISIBLE.test(local) && isHostname(domain)
@@ -187,6 +195,7 @@ export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'cookie-secret': checkSecret,
   'cookie-domain': checkCookieDomain,
   'redis-url': checkRedisUrl,
+  'host-port': checkHostPort,
   'email-address': checkEmail,
   'email-domain': checkEmailDomain,
   'listen-host': checkListenHost,

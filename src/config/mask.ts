@@ -22,6 +22,8 @@ export function maskConfig(cfg: GatewayConfig): unknown {
   if (copy.assertions.signingKeys !== undefined) copy.assertions.signingKeys = copy.assertions.signingKeys.map((key) => (isInlineKey(key) ? MASK : key))
   copy.cookies.secrets = copy.cookies.secrets.map(() => MASK)
   if (copy.session.redisUrl !== undefined) copy.session.redisUrl = maskUrlCredentials(copy.session.redisUrl)
+  if (copy.session.redis.password !== undefined) copy.session.redis.password = MASK
+  if (copy.session.redis.sentinels?.password !== undefined) copy.session.redis.sentinels.password = MASK
   return copy
 }
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
@@ -23,7 +23,7 @@ export interface JtiKeys {
 }
 
 /** A Redis client comes with the keys to use in it. */
-export type JtiReplayOptions = ({ redis?: undefined; keys?: JtiKeys } | { redis: Redis | undefined; keys: JtiKeys }) & {
+export type JtiReplayOptions = ({ redis?: undefined; keys?: JtiKeys } | { redis: Redis | Cluster | undefined; keys: JtiKeys }) & {
   maxEntries?: number
   clock: Clock
 }
@@ -40,7 +40,7 @@ export interface JtiReplay {
 }
 
 export class JtiReplayGuard implements JtiReplay {
-  readonly #redis: { client: Redis; keys: JtiKeys } | undefined
+  readonly #redis: { client: Redis | Cluster; keys: JtiKeys } | undefined
   readonly #seen: TtlCache<true>
   readonly #clock: Clock
 

@@ -43,7 +43,8 @@ export type JsonSchema = {
 // JSON Schema has no place for a human message, so each pattern carries its own here.
 const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
 const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
-const KEY_PREFIX = { pattern: '^[\\x21-\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces' }
+// No brace: a `{` in the prefix would move the hash tag of every key (session/redis-keys.ts).
+const KEY_PREFIX = { pattern: '^[\\x21-\\x7A\\x7C\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces or braces' }
 const WORKERS_AUTO = { pattern: '^auto$', message: 'must be a number of workers (1 to 64) or auto' }
 /** A provider's name, or `*` for every one (upstreams[].providers, allow.providers). */
 const PROVIDER_REF = '^(\\*|[A-Za-z0-9][A-Za-z0-9_-]*)$'
@@ -281,12 +282,12 @@ const cookies = object(
 const session = object(
   'Where sign-ins are kept.',
   {
-    store: string('`cookie`: encrypted in the browser; `memory`: this process only; `redis`: shared by every replica through `session.redisUrl` (see [Redis store](#redis-store)).', {
+    store: string('`cookie`: encrypted in the browser; `memory`: this process only; `redis`: shared by every replica through `session.redisUrl`, `session.redis.sentinels` or `session.redis.cluster` (see [Redis store](#redis-store)).', {
       enum: ['cookie', 'memory', 'redis'],
       default: 'cookie',
     }),
     redisUrl: string(
-      'Redis server of `store: redis` (`redis://`, or `rediss://` for TLS; user and password in the URL, from the environment: `rediss://:${REDIS_PASSWORD}@redis:6379/0`). Required by `store: redis`. Masked by `check`.',
+      'One Redis server (`redis://`, or `rediss://` for TLS; user and password in the URL, from the environment: `rediss://:${REDIS_PASSWORD}@redis:6379/0`). `store: redis` needs it, `session.redis.sentinels` or `session.redis.cluster` (one of the three). With `store: cookie`, Redis keeps the back-channel logout revocation list for every replica. Masked by `check`.',
       { format: 'redis-url' },
     ),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
@@ -310,6 +311,49 @@ const session = object(
           MAX_TIMER_MS,
           2000,
         ),
+        username: string('ACL user of the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, the user is in the URL).', { minLength: 1 }),
+        password: string('Password of the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, it is in the URL); from the environment: `${REDIS_PASSWORD}`. Masked by `check`.', {
+          minLength: 1,
+        }),
+        tls: boolean('TLS to the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, `rediss://` says it). Certificates are checked against the system CAs.', false),
+        sentinels: object(
+          'Redis Sentinel: the gateway asks the sentinels for the primary and follows a failover by itself (see [High availability](#high-availability)). Instead of `session.redisUrl`.',
+          {
+            name: string('Name of the primary the sentinels monitor (`sentinel monitor <name> ...`).', { minLength: 1 }),
+            nodes: list('The sentinels, `host:port` each.', string('host:port', { format: 'host-port' }), { minItems: 1, uniqueItems: true }),
+            username: string('ACL user of the sentinels, when they require one.', { minLength: 1 }),
+            password: string('Password of the sentinels (`requirepass` on the sentinels), when they require one. Masked by `check`.', { minLength: 1 }),
+            tls: boolean('TLS to the sentinels.', false),
+          },
+          { required: ['name', 'nodes'] },
+        ),
+        cluster: object(
+          'Redis Cluster: keys are spread by hash slot over several primaries, each with replicas (see [High availability](#high-availability)). Instead of `session.redisUrl`.',
+          {
+            nodes: list('Seed nodes, `host:port` each: one is enough, the others are discovered; list several so that a start finds one up.', string('host:port', { format: 'host-port' }), {
+              minItems: 1,
+              uniqueItems: true,
+            }),
+            natMap: {
+              type: 'object',
+              description:
+                'Where the gateway reaches each node, by the `host:port` the cluster announces: `{"10.0.1.5:6379": "redis-0.example.com:6379"}`. For nodes behind NAT or a port-forward, whose announced addresses the gateway cannot reach.',
+              propertyNames: { format: 'host-port' },
+              additionalProperties: string('host:port', { format: 'host-port' }),
+            },
+            dnsLookup: string(
+              '`system`: resolve node names with the system resolver; `passthrough`: connect by the names as given, so that TLS checks the certificate against them (AWS ElastiCache and MemoryDB with TLS need it).',
+              { enum: ['system', 'passthrough'], default: 'system' },
+            ),
+          },
+          { required: ['nodes'] },
+        ),
+        waitReplicas: integer(
+          'Replicas a session write waits for (Redis `WAIT`) before the gateway answers, so that a sign-in, refresh or logout it acknowledged survives a failover. Unset: 1 with `sentinels` or `cluster`, 0 with `session.redisUrl`. A write that fewer replicas acknowledge in `waitTimeoutMs` is still kept (it is on the primary), logged and counted; `min-replicas-to-write` on the primary refuses it instead.',
+          0,
+          16,
+        ),
+        waitTimeoutMs: integer('How long a write waits for `waitReplicas`, in milliseconds.', 1, 60000, 500),
       },
       { default: {} },
     ),

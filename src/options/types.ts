@@ -105,12 +105,41 @@ export interface SessionConfig {
     /** Bound of the memory store; the oldest sign-in is evicted beyond it. */
     maxSessions: number
   }
-  redis: {
-    /** Prefix of every key the gateway writes. */
-    keyPrefix: string
-    /** Connect and per-command timeout. */
-    timeoutMs: number
+  redis: RedisConfig
+}
+
+export interface RedisConfig {
+  /** Prefix of every key the gateway writes. */
+  keyPrefix: string
+  /** Connect and per-command timeout. */
+  timeoutMs: number
+  /** The data nodes' ACL user and password, with sentinels or cluster (redisUrl carries its own). */
+  username?: string
+  password?: string
+  /** TLS to the data nodes, with sentinels or cluster (redisUrl says it by rediss://). */
+  tls: boolean
+  /** Sentinel: the primary the sentinels name. */
+  sentinels?: {
+    name: string
+    /** host:port of each sentinel. */
+    nodes: string[]
+    username?: string
+    password?: string
+    tls: boolean
   }
+  /** Redis Cluster: seed nodes, and what managed services need. */
+  cluster?: {
+    /** host:port of one or more nodes; the others are discovered. */
+    nodes: string[]
+    /** The addresses nodes announce (host:port) -> where this gateway reaches them (host:port). */
+    natMap?: Record<string, string>
+    /** `passthrough`: connect by the names as given, so TLS verifies them (AWS ElastiCache). */
+    dnsLookup: 'system' | 'passthrough'
+  }
+  /** Replicas a write waits for (WAIT); unset: 1 with sentinels or cluster, 0 with redisUrl. */
+  waitReplicas?: number
+  /** How long a write waits for them. */
+  waitTimeoutMs: number
 }
 
 export interface RedirectsConfig {

@@ -9,14 +9,14 @@ import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { GatewayMetrics } from '../ops/metrics.js'
 import { startTracing } from '../ops/tracing.js'
 import { WebSocketRegistry } from '../proxy/websocket-registry.js'
-import { connectRedis, firstConnection } from '../session/redis-client.js'
+import { connectRedis, defaultWaitReplicas, firstConnection, redisTopology } from '../session/redis-client.js'
 import { RedisKeys } from '../session/redis-keys.js'
 import { LocalRefreshCoordinator } from '../session/refresh-coordinator.js'
 import { createRevocationList } from '../session/revocation.js'
 
 // What a process keeps across its configurations, and the one place that decides where each
 // piece lives:
-// - in Redis, when session.redisUrl is set: sessions (store: redis), the revocation list, the
+// - in Redis, when one is configured (session.redisUrl, sentinels or cluster): sessions (store: redis), the revocation list, the
 //   logout-token replay guard, refreshes; every replica sees the same;
 // - in the primary, on a worker of server.workers without Redis: what the workers must agree on
 //   (runtime/worker-state.ts), asked over IPC;
@@ -46,11 +46,27 @@ export async function createProcessState(config: GatewayConfig, options: Process
   const clock = options.clock ?? systemClock
   const log: FastifyBaseLogger = pino(loggerOptions(config.log), options.logStream ?? stdoutDestination())
   const tracing = config.telemetry.tracing === undefined ? undefined : await startTracing(config.telemetry.tracing, log)
-  const redis = session.redisUrl === undefined ? undefined : await connectRedis({ url: session.redisUrl, timeoutMs: session.redis.timeoutMs }, log, tracing?.tracer)
+  // Registered by kind (session.store takes a restart); each app binds its own store's counts.
+  // The revocation list is read at scrape time, once it exists.
+  let revocations: ProcessState['revocations']
+  const metrics = new GatewayMetrics({ store: session.store, ...(session.store === 'cookie' ? { revocations: () => revocations?.size() ?? Promise.resolve(0) } : {}) })
+  const topology = redisTopology(session)
+  const redis =
+    topology === undefined
+      ? undefined
+      : await connectRedis(
+          {
+            topology,
+            timeoutMs: session.redis.timeoutMs,
+            wait: { replicas: session.redis.waitReplicas ?? defaultWaitReplicas(topology), timeoutMs: session.redis.waitTimeoutMs },
+            observer: metrics.redisObserver(),
+          },
+          log,
+          tracing?.tracer,
+        )
   const keys = new RedisKeys(session.redis.keyPrefix)
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
   const primary = redis === undefined ? options.worker : undefined
-  let revocations: ProcessState['revocations']
   if (session.store === 'cookie') {
     if (primary !== undefined) await primary.revocations.start()
     revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, keys, clock })
@@ -59,8 +75,7 @@ export async function createProcessState(config: GatewayConfig, options: Process
     clock,
     redis,
     keys,
-    // Registered by kind (session.store takes a restart); each app binds its own store's counts.
-    metrics: new GatewayMetrics({ store: session.store, ...(revocations === undefined ? {} : { revocations: () => revocations.size() }) }),
+    metrics,
     revocations,
     replay: primary?.replay ?? new JtiReplayGuard({ redis, keys, clock }),
     coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(clock),

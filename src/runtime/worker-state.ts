@@ -2,7 +2,7 @@ import { GatewayError } from '../contract/errors.js'
 import { systemClock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
-import { graceEnd, graceKey, rotated, type RefreshCoordinator } from '../session/refresh-coordinator.js'
+import { graceEnd, graceKey, rotated, type RefreshCoordinator, type RefreshingSession } from '../session/refresh-coordinator.js'
 import { MemoryRevocationList, type RevocationEntry, type RevocationList } from '../session/revocation.js'
 import type { Session, SessionSelector } from '../session/types.js'
 import { callPrimary, onBroadcast, type RefreshEnd } from './ipc.js'
@@ -53,7 +53,8 @@ export class WorkerJtiReplay implements JtiReplay {
 
 /** One redemption per session across workers, and the grace result of a rotation (RefreshCoordinator). */
 export class WorkerRefreshCoordinator implements RefreshCoordinator {
-  async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+  async redeem(session: RefreshingSession, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+    const sessionId = session.id
     const key = graceKey(sessionId, refreshToken)
     for (;;) {
       const turn = await callPrimary('refresh.begin', { sessionId, key })

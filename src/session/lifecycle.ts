@@ -78,7 +78,7 @@ export class SessionLifecycle {
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
     let tokens: Tokens
     try {
-      tokens = await this.#coordinator.redeem(session.id, refreshToken, () => this.#grant(refreshToken, session))
+      tokens = await this.#coordinator.redeem(session, refreshToken, () => this.#grant(refreshToken, session))
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err

@@ -1,18 +1,86 @@
 import { context, SpanKind, trace, type Tracer } from '@opentelemetry/api'
-import type { Redis } from 'ioredis'
+import type { ChainableCommander, Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
+import type { ConnectionOptions } from 'node:tls'
 import { errorType, failSpan } from '../lib/spans.js'
+import type { SessionConfig } from '../options/types.js'
+import { defineScripts } from './redis-scripts.js'
 
 // The one Redis connection of a process, shared by the session store, the refresh coordinator and
-// whatever else needs Redis. Commands never wait for Redis: while it is unreachable each one fails
-// at once (no offline queue, no retry of a command), so a request answers 503 instead of hanging;
-// the connection itself is retried forever with capped backoff, so service resumes by itself.
+// whatever else needs Redis, on one of three topologies:
+// - one node (`session.redisUrl`);
+// - Sentinel (`session.redis.sentinels`): ioredis asks the sentinels for the primary, follows a
+//   failover they announce (`+switch-master`, its failoverDetector) and reconnects to the new
+//   primary by itself;
+// - Cluster (`session.redis.cluster`): ioredis routes each command by hash slot, follows MOVED and
+//   ASK redirections and refreshes its slot map after a failover.
+// Commands never wait for Redis: while it is unreachable each one fails at once (no offline
+// queue, no retry of a command), so a request answers 503 instead of hanging; the connection itself
+// is retried forever with capped backoff, so service resumes by itself.
+//
+// Writes that must survive a failover (sessions, their ends, refresh results, revocations) are
+// followed by `WAIT <replicas> <timeoutMs>` on the same connection (durableWrite): Redis
+// replication is asynchronous, and a write acknowledged by a primary that dies before its replicas
+// have it is lost with it (Redis replication documentation, "Allow writes only with N attached
+// replicas"; WAIT command). A WAIT that times out does not fail the write: it is on the primary,
+// and refusing sign-ins while one replica lags would turn a replica's outage into the gateway's.
+// It is counted and logged; `min-replicas-to-write` on the primary refuses such writes instead
+// (they answer 503), for those who want that trade.
+
+export type RedisClient = Redis | Cluster
+
+export interface HostPort {
+  host: string
+  port: number
+}
+
+export type RedisTopology =
+  | { kind: 'single'; url: string }
+  | {
+      kind: 'sentinel'
+      name: string
+      sentinels: HostPort[]
+      sentinelUsername?: string
+      sentinelPassword?: string
+      sentinelTls: boolean
+      username?: string
+      password?: string
+      tls: boolean
+    }
+  | {
+      kind: 'cluster'
+      nodes: HostPort[]
+      natMap?: Record<string, HostPort>
+      /** Keep host names as given (no DNS lookup of the seeds), so TLS checks the name: AWS ElastiCache. */
+      passthroughDns: boolean
+      username?: string
+      password?: string
+      tls: boolean
+    }
+
+/** What the metrics see of the connection (ops/metrics.ts implements it). */
+export interface RedisObserver {
+  /** A command's round trip, with the kind of its failure if it failed. */
+  command(name: string, seconds: number, failure: RedisFailureKind | undefined): void
+  /** A Cluster redirection that ioredis followed. */
+  redirection(kind: 'moved' | 'ask'): void
+  /** The primary (Sentinel) or a shard's primary (Cluster) changed. */
+  failover(): void
+  /** A durable write whose WAIT saw fewer replicas than asked. */
+  unreplicated(): void
+}
+
+export type RedisFailureKind = 'timeout' | 'connection' | 'other'
 
 export interface RedisClientOptions {
-  /** redis:// or rediss:// (TLS); user and password, when any, in the URL. */
-  url: string
+  /** redis:// or rediss:// (TLS), user and password in the URL; or a topology. */
+  url?: string
+  topology?: RedisTopology
   /** Connect timeout and timeout of every command. */
   timeoutMs: number
+  /** Replicas a durable write waits for, and how long (default: none). */
+  wait?: { replicas: number; timeoutMs: number }
+  observer?: RedisObserver
 }
 
 const RECONNECT_STEP_MS = 100
@@ -29,41 +97,277 @@ export function redisEndpoint(url: string): string {
   return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`
 }
 
+/** `host:port` (the schema's `host-port` format; an IPv6 host in brackets). */
+export function parseHostPort(value: string): HostPort {
+  const at = value.lastIndexOf(':')
+  const host = value.slice(0, at).replace(/^\[(.*)\]$/, '$1')
+  return { host, port: Number(value.slice(at + 1)) }
+}
+
+/** The topology the session configuration names, if any (config/checks.ts allows at most one). */
+export function redisTopology(session: SessionConfig): RedisTopology | undefined {
+  const { redis } = session
+  if (session.redisUrl !== undefined) return { kind: 'single', url: session.redisUrl }
+  const auth = { ...(redis.username === undefined ? {} : { username: redis.username }), ...(redis.password === undefined ? {} : { password: redis.password }) }
+  if (redis.sentinels !== undefined) {
+    const s = redis.sentinels
+    return {
+      kind: 'sentinel',
+      name: s.name,
+      sentinels: s.nodes.map(parseHostPort),
+      ...(s.username === undefined ? {} : { sentinelUsername: s.username }),
+      ...(s.password === undefined ? {} : { sentinelPassword: s.password }),
+      sentinelTls: s.tls,
+      ...auth,
+      tls: redis.tls,
+    }
+  }
+  if (redis.cluster !== undefined) {
+    const c = redis.cluster
+    return {
+      kind: 'cluster',
+      nodes: c.nodes.map(parseHostPort),
+      ...(c.natMap === undefined ? {} : { natMap: Object.fromEntries(Object.entries(c.natMap).map(([from, to]) => [from, parseHostPort(to)])) }),
+      passthroughDns: c.dnsLookup === 'passthrough',
+      ...auth,
+      tls: redis.tls,
+    }
+  }
+  return undefined
+}
+
+/** What WAIT asks by default: one replica with Sentinel and Cluster (which have replicas), none on one node. */
+export function defaultWaitReplicas(topology: RedisTopology): number {
+  return topology.kind === 'single' ? 0 : 1
+}
+
+/** What may be logged of a topology: where it is, never a password. */
+export function topologyEndpoint(topology: RedisTopology): string {
+  switch (topology.kind) {
+    case 'single':
+      return redisEndpoint(topology.url)
+    case 'sentinel':
+      return `sentinel:${topology.name}@${topology.sentinels.map((n) => `${n.host}:${n.port}`).join(',')}`
+    case 'cluster':
+      return `cluster:${topology.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`
+  }
+}
+
+interface WritePolicy {
+  replicas: number
+  timeoutMs: number
+  observer: RedisObserver | undefined
+  log: FastifyBaseLogger
+}
+
+const policies = new WeakMap<RedisClient, WritePolicy>()
+
+/**
+ * Runs the commands `build` queues (all on keys of one hash slot) as one pipeline, then WAITs for
+ * the client's replicas on the same connection, so that what the pipeline wrote is on a replica
+ * before the caller acknowledges it. Resolves the commands' replies (without WAIT's); throws the
+ * first command error.
+ */
+export async function durableWrite(client: RedisClient, build: (pipeline: ChainableCommander) => void): Promise<unknown[]> {
+  const policy = policies.get(client)
+  defineScripts(client)
+  const pipeline = client.pipeline()
+  build(pipeline)
+  const waits = policy !== undefined && policy.replicas > 0
+  if (waits) pipeline.call('WAIT', policy.replicas, policy.timeoutMs)
+  const replies = checkedReplies(await pipeline.exec())
+  if (waits) {
+    const acknowledged = replies.pop()
+    if (typeof acknowledged === 'number' && acknowledged < policy.replicas) {
+      policy.observer?.unreplicated()
+      policy.log.warn({ replicas: acknowledged, wanted: policy.replicas, waitMs: policy.timeoutMs }, 'a Redis write reached fewer replicas than session.redis.waitReplicas; it is lost if the primary fails before they catch up')
+    }
+  }
+  return replies
+}
+
+/** The replies of a pipeline or transaction; throws the first command error (exec answers them in the list). */
+export function checkedReplies(results: Array<[Error | null, unknown]> | null): unknown[] {
+  if (results === null) throw new Error('the Redis transaction was aborted')
+  return results.map(([err, result]) => {
+    if (err !== null) throw err
+    return result
+  })
+}
+
+/** Whether Redis answers: with Cluster, every primary (a shard without one cannot serve its users). */
+export async function pingRedis(client: RedisClient): Promise<boolean> {
+  try {
+    if (isCluster(client)) {
+      const primaries = client.nodes('master')
+      if (client.status !== 'ready' || primaries.length === 0) return false
+      const answers = await Promise.all(primaries.map((node) => node.ping()))
+      return answers.every((answer) => answer === 'PONG')
+    }
+    return (await client.ping()) === 'PONG'
+  } catch {
+    return false
+  }
+}
+
+export function isCluster(client: RedisClient): client is Cluster {
+  return (client as { isCluster?: boolean }).isCluster === true
+}
+
 /**
  * Connects in the background; commands fail fast until the connection is up. ioredis is loaded
  * here, only by gateways that use Redis: it adds some 20 MiB to the resident memory of every
  * process that imports it.
  */
-export async function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger, tracer?: Tracer): Promise<Redis> {
-  const endpoint = redisEndpoint(options.url)
-  const { Redis } = await import('ioredis')
-  const redis = new Redis(options.url, {
+export async function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger, tracer?: Tracer): Promise<RedisClient> {
+  const topology: RedisTopology = options.topology ?? { kind: 'single', url: options.url ?? '' }
+  const endpoint = topologyEndpoint(topology)
+  const { Redis, Cluster } = await import('ioredis')
+  const common: RedisOptions = {
     connectTimeout: options.timeoutMs,
     commandTimeout: options.timeoutMs,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     retryStrategy: reconnectDelay,
     connectionName: 'openid-gateway',
-  })
-  if (tracer !== undefined) traceCommands(redis, tracer, options.url)
-  // One line per state change, not one per failed attempt: 'reconnecting' follows both a dropped
-  // connection and every failed attempt, 'ready' every (re)connection.
+  }
+  let client: RedisClient
+  switch (topology.kind) {
+    case 'single':
+      client = new Redis(topology.url, common)
+      break
+    case 'sentinel':
+      client = new Redis({
+        ...common,
+        sentinels: topology.sentinels,
+        name: topology.name,
+        ...credentials(topology),
+        ...(topology.tls ? { tls: {} } : {}),
+        ...(topology.sentinelUsername === undefined ? {} : { sentinelUsername: topology.sentinelUsername }),
+        ...(topology.sentinelPassword === undefined ? {} : { sentinelPassword: topology.sentinelPassword }),
+        ...(topology.sentinelTls ? { sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
+        sentinelRetryStrategy: reconnectDelay,
+        sentinelCommandTimeout: options.timeoutMs,
+        // Subscribes to the sentinels' +switch-master: the primary changes without waiting for
+        // the old one's connection to break (a primary that is slow, not dead, would keep it).
+        failoverDetector: true,
+        // A demoted primary answers writes with READONLY: reconnect, through the sentinels.
+        reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      })
+      break
+    case 'cluster': {
+      const tls: ConnectionOptions | undefined = topology.tls ? {} : undefined
+      const clusterOptions: ClusterOptions = {
+        redisOptions: { ...common, ...credentials(topology), ...(tls === undefined ? {} : { tls }) },
+        enableOfflineQueue: false,
+        clusterRetryStrategy: reconnectDelay,
+        // A command to a shard whose primary just failed is tried again once the slot map is
+        // refreshed, within the command's own timeout.
+        retryDelayOnFailover: 100,
+        retryDelayOnClusterDown: 100,
+        slotsRefreshTimeout: options.timeoutMs,
+        ...(topology.natMap === undefined ? {} : { natMap: topology.natMap }),
+        ...(topology.passthroughDns ? { dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => callback(null, address) } : {}),
+      }
+      client = new Cluster(topology.nodes, clusterOptions)
+      break
+    }
+  }
+  if (options.wait !== undefined) policies.set(client, { ...options.wait, observer: options.observer, log })
+  if (options.observer !== undefined) observeCommands(client, options.observer)
+  if (tracer !== undefined) traceCommands(client, tracer, topology)
+  watchPrimaries(client, endpoint, log, options.observer)
+  return client
+}
+
+function credentials(topology: { username?: string; password?: string }): Pick<RedisOptions, 'username' | 'password'> {
+  return { ...(topology.username === undefined ? {} : { username: topology.username }), ...(topology.password === undefined ? {} : { password: topology.password }) }
+}
+
+/**
+ * One line per state change, not one per failed attempt, and a failover counted when the primary
+ * (a shard's, with Cluster) is another than before.
+ */
+function watchPrimaries(client: RedisClient, endpoint: string, log: FastifyBaseLogger, observer: RedisObserver | undefined): void {
   let down = false
   let lastError: string | undefined
-  redis.on('ready', () => {
+  let primaries: string | undefined
+  const changed = (now: string): void => {
+    if (primaries !== undefined && now !== primaries) {
+      observer?.failover()
+      log.warn({ redis: endpoint, from: primaries, to: now }, 'redis primary changed (failover)')
+    }
+    primaries = now
+  }
+  client.on('ready', () => {
     log.info({ redis: endpoint }, down ? 'redis connection back' : 'redis connected')
     down = false
+    if (!isCluster(client)) changed(`${client.stream?.remoteAddress ?? ''}:${client.stream?.remotePort ?? ''}`)
   })
-  redis.on('reconnecting', () => {
+  const lost = (): void => {
     if (down) return
     down = true
     log.error({ redis: endpoint, err: lastError }, 'redis connection lost; reconnecting')
-  })
+  }
+  client.on('reconnecting', lost)
+  if (isCluster(client)) {
+    client.on('node error', (err: Error) => {
+      lastError = `${err.name}: ${err.message}`
+    })
+    client.on('refresh', () => {
+      changed(
+        client
+          .nodes('master')
+          .map((node) => `${node.options.host}:${node.options.port}`)
+          .sort()
+          .join(','),
+      )
+    })
+  }
   // Without an 'error' listener ioredis prints "Unhandled error event" for every failed attempt.
-  redis.on('error', (err: Error) => {
+  client.on('error', (err: Error) => {
     lastError = `${err.name}: ${err.message}`
   })
-  return redis
+}
+
+type Send = Redis['sendCommand']
+
+/** Wraps the client's sendCommand (pipelines and scripts go through it too). */
+function wrapSend(client: RedisClient, wrap: (send: Send) => Send): void {
+  const target = client as unknown as { sendCommand: Send }
+  target.sendCommand = wrap(target.sendCommand.bind(client))
+}
+
+function failureKind(err: unknown): RedisFailureKind {
+  const message = err instanceof Error ? err.message : ''
+  if (/timed? ?out/i.test(message)) return 'timeout'
+  if (/Connection is closed|isn't writeable|ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EHOSTUNREACH|Cluster isn't ready|None of startup nodes|All sentinels are unreachable|CLUSTERDOWN|Failed to refresh slots cache/i.test(message)) {
+    return 'connection'
+  }
+  return 'other'
+}
+
+function observeCommands(client: RedisClient, observer: RedisObserver): void {
+  wrapSend(client, (send) => (command, stream, ...rest) => {
+    const started = performance.now()
+    const name = command.name.toLowerCase()
+    command.promise.then(
+      () => observer.command(name, (performance.now() - started) / 1000, undefined),
+      (err: unknown) => observer.command(name, (performance.now() - started) / 1000, failureKind(err)),
+    )
+    return (send as (...args: unknown[]) => ReturnType<Send>)(command, stream, ...rest)
+  })
+  if (isCluster(client)) {
+    // ioredis follows MOVED and ASK inside Cluster#handleError (a public method, marked @ignore);
+    // counting there sees every redirection, which the command's own promise never does.
+    const target = client as unknown as { handleError: (error: Error, ...rest: unknown[]) => unknown }
+    const handle = target.handleError.bind(client)
+    target.handleError = (error, ...rest) => {
+      if (error.message.startsWith('MOVED ')) observer.redirection('moved')
+      else if (error.message.startsWith('ASK ')) observer.redirection('ask')
+      return handle(error, ...rest)
+    }
+  }
 }
 
 /**
@@ -71,18 +375,18 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
  * with no key and no argument (keys hold session ids). Only inside a trace: the connection's own
  * commands and background work (the revocation list's polling) would each start one.
  */
-function traceCommands(redis: Redis, tracer: Tracer, url: string): void {
-  const { hostname, port, pathname } = new URL(url)
-  const base = {
-    'db.system.name': 'redis',
-    'server.address': hostname,
-    'server.port': Number(port || 6379),
-    'db.namespace': pathname.length > 1 ? pathname.slice(1) : '0',
+function traceCommands(client: RedisClient, tracer: Tracer, topology: RedisTopology): void {
+  const base: Record<string, string | number> = { 'db.system.name': 'redis' }
+  if (topology.kind === 'single') {
+    const { hostname, port, pathname } = new URL(topology.url)
+    Object.assign(base, { 'server.address': hostname, 'server.port': Number(port || 6379), 'db.namespace': pathname.length > 1 ? pathname.slice(1) : '0' })
+  } else {
+    Object.assign(base, { 'db.namespace': '0' })
   }
-  const send = redis.sendCommand.bind(redis)
-  redis.sendCommand = (command, stream) => {
+  wrapSend(client, (send) => (command, stream, ...rest) => {
     const active = context.active()
-    if (trace.getSpan(active) === undefined) return send(command, stream)
+    const call = (): ReturnType<Send> => (send as (...args: unknown[]) => ReturnType<Send>)(command, stream, ...rest)
+    if (trace.getSpan(active) === undefined) return call()
     const name = command.name.toUpperCase()
     const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes: { ...base, 'db.operation.name': name } }, active)
     command.promise.then(
@@ -92,15 +396,15 @@ function traceCommands(redis: Redis, tracer: Tracer, url: string): void {
         span.end()
       },
     )
-    return send(command, stream)
-  }
+    return call()
+  })
 }
 
 /**
  * Waits until `redis` is connected, at most `timeoutMs`, and never fails: the gateway starts while
  * Redis is down (readiness says so), but at a normal start its first requests find Redis ready.
  */
-export async function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
+export async function firstConnection(redis: RedisClient, timeoutMs: number): Promise<void> {
   if (redis.status === 'ready') return
   await new Promise<void>((resolve) => {
     const done = (): void => {

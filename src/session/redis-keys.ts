@@ -1,16 +1,33 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './redis-client.js'
+import { providerScope } from './types.js'
 
 // Every key the gateway writes in Redis, all under session.redis.keyPrefix (so several gateways
 // can share one database). Keys carry digests, never a session id, subject or token: a key
 // listing (or a dump) names nobody and gives nothing a browser could present.
+//
+// Redis Cluster runs a command, a transaction or a script only on keys of one hash slot, and the
+// slot of a key with a `{...}` hash tag is that of the tag alone (Redis Cluster specification,
+// "Hash tags"). So every key that one operation touches together carries the same tag:
+// - a user's keys (their sessions, the sid and sub indexes, refresh locks and results) carry the
+//   user's tag, a digest of the provider and `sub`: storing a session with its indexes, a refresh
+//   claim or settlement, and a logout sweep each stay in one slot, whatever the topology;
+// - the revocation list's three keys carry `{revocations}`;
+// - a single-key value (a logout token's jti, the sid -> user link) needs no tag.
+// keyPrefix may hold no brace (options/schema.ts), or it would move the tag.
 
 function digest(value: string): string {
   return createHash('sha256').update(value).digest('base64url')
 }
 
 /** A Redis client comes with the keys to use in it; without a client, keys are optional. */
-export type RedisWithKeys = { redis?: undefined; keys?: RedisKeys } | { redis: Redis | undefined; keys: RedisKeys }
+export type RedisWithKeys = { redis?: undefined; keys?: RedisKeys } | { redis: RedisClient | undefined; keys: RedisKeys }
+
+/** Whose keys: a session's provider and subject. */
+export interface UserRef {
+  provider: string
+  sub: string
+}
 
 export class RedisKeys {
   readonly #prefix: string
@@ -24,44 +41,67 @@ export class RedisKeys {
     return digest(sessionId)
   }
 
+  /**
+   * The hash tag of a user's keys: a digest of the provider (two providers may use the same `sub`
+   * for different people) and the subject. The session cookie carries it, so a request finds its
+   * session's key without asking Redis anything first.
+   */
+  userTag(user: UserRef): string {
+    return digest(`${providerScope(user.provider)}\n${user.sub}`)
+  }
+
+  #user(tag: string): string {
+    return `${this.#prefix}{${tag}}:`
+  }
+
   /** The sealed session. */
-  session(ref: string): string {
-    return `${this.#prefix}session:${ref}`
+  session(tag: string, ref: string): string {
+    return `${this.#user(tag)}session:${ref}`
   }
 
-  /** The refs of the sessions of one provider session (`sid`), for back-channel logout. */
-  bySid(sid: string): string {
-    return `${this.#prefix}sid:${digest(sid)}`
+  /** The refs of the user's sessions of one provider session (`sid`), for back-channel logout. */
+  bySid(tag: string, sid: string): string {
+    return `${this.#user(tag)}sid:${digest(sid)}`
   }
 
-  /** The refs of the sessions of one subject, for back-channel logout without `sid`. */
-  bySub(sub: string): string {
-    return `${this.#prefix}sub:${digest(sub)}`
+  /** The refs of every session of the user, for back-channel logout without `sid`. */
+  bySub(tag: string): string {
+    return `${this.#user(tag)}sub`
+  }
+
+  /** Which user a provider session (`sid`) is: a logout token may name only the sid. */
+  sidUser(provider: string, sid: string): string {
+    return `${this.#prefix}sid-user:${digest(`${providerScope(provider)}\n${sid}`)}`
   }
 
   /** The lock of a refresh of one session. */
-  refreshLock(sessionId: string): string {
-    return `${this.#prefix}refresh-lock:${digest(sessionId)}`
+  refreshLock(tag: string, sessionId: string): string {
+    return `${this.#user(tag)}refresh-lock:${digest(sessionId)}`
   }
 
   /** The sealed result of redeeming `refreshToken` for a session, kept for the grace period. */
-  refreshResult(sessionId: string, refreshToken: string): string {
-    return `${this.#prefix}refreshed:${digest(`${sessionId}.${refreshToken}`)}`
+  refreshResult(tag: string, sessionId: string, refreshToken: string): string {
+    return `${this.#user(tag)}refreshed:${digest(`${sessionId}.${refreshToken}`)}`
   }
 
   /** The back-channel logout revocation list of the cookie store (a sorted set: entry -> epoch second). */
   revocations(): string {
-    return `${this.#prefix}revocations`
+    return `${this.#prefix}{revocations}`
   }
 
   /** Bumped by every revocation: a replica rereads the list only when it changed. */
   revocationsVersion(): string {
-    return `${this.#prefix}revocations:version`
+    return `${this.#prefix}{revocations}:version`
   }
 
   /** When the revocation list started (epoch seconds): sessions created before it are refused. */
   revocationsSince(): string {
-    return `${this.#prefix}revocations:since`
+    return `${this.#prefix}{revocations}:since`
+  }
+
+  /** The revocation list's keys as releases before hash tags wrote them, read once at start (revocation.ts). */
+  legacyRevocations(): { list: string; since: string } {
+    return { list: `${this.#prefix}revocations`, since: `${this.#prefix}revocations:since` }
   }
 
   /** A logout token's jti, seen (`digest`: of its issuer and jti), for the replay guard. */

@@ -1,44 +1,52 @@
+import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import type { Tokens } from '../oidc/client.js'
 import type { CookieCipher } from './cipher.js'
-import { graceEnd, rotated, type RefreshCoordinator } from './refresh-coordinator.js'
+import { graceEnd, rotated, type RefreshCoordinator, type RefreshingSession } from './refresh-coordinator.js'
+import { durableWrite, type RedisClient } from './redis-client.js'
 import type { RedisKeys } from './redis-keys.js'
-import { RedisLock } from './redis-lock.js'
+import { runScript } from './redis-scripts.js'
 import { storeUnavailable } from './redis-store.js'
 import { SEALED_REFRESH_RESULT } from './sealed.js'
 
-// Refreshes coordinated across replicas. One replica at a time holds a session's refresh lock
-// (RedisLock) and redeems the token; when the provider rotated it, the result is kept in Redis,
-// sealed, for the grace period, and every replica's request still carrying the spent token is
-// answered with it. Within a replica, concurrent requests share one flight, so one replica sends
-// one lock request, not one per request.
+// Refreshes coordinated across replicas. One replica at a time holds a session's refresh lock and
+// redeems the token; when the provider rotated it, the result is kept in Redis, sealed, for the
+// grace period, and every replica's request still carrying the spent token is answered with it.
+// Within a replica, concurrent requests share one flight, so one replica sends one lock request,
+// not one per request.
 //
-// A holder that dies leaves its lock to expire; the next request then redeems. A waiter gives up
-// after a bounded wait with 503 rather than redeem the token a second time.
+// The lock and the result carry the user's hash tag (redis-keys.ts) and change together by two
+// scripts (redis-scripts.ts): a claim (the result if there is one, else the lock if it is free)
+// and a settlement (store the result, release the lock). A lock is short (SET NX PX with a random
+// token): a holder that dies leaves it to expire, and the next request then redeems; a waiter gives
+// up after a bounded wait with 503 rather than redeem the token a second time.
+//
+// Failover (Sentinel, Cluster): the lock and the result are written with WAIT (durableWrite), so
+// the promoted replica has them. A redemption that finished while no primary was reachable keeps
+// trying to settle until its wait runs out: the provider has spent the old token, and the new one
+// is worth the wait (a lost result would sign the user out at the next refresh).
 
 const POLL_MS = 25
 
 export interface RedisRefreshOptions {
-  redis: Redis
+  redis: RedisClient
   keys: RedisKeys
   cipher: CookieCipher
   /** Lifetime of a lock: longer than a refresh can take (the provider's timeouts). */
   lockMs: number
-  /** How long a request waits for another replica's refresh before answering 503. */
+  /** How long a request waits for another replica's refresh (or to settle its own) before answering 503. */
   waitMs: number
   /** What the grace of a rotation is counted on. */
   clock: Clock
 }
 
 export class RedisRefreshCoordinator implements RefreshCoordinator {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: RedisKeys
   readonly #cipher: CookieCipher
-  readonly #lock: RedisLock
   readonly #lockMs: number
   readonly #waitMs: number
   readonly #clock: Clock
@@ -48,38 +56,39 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     this.#redis = options.redis
     this.#keys = options.keys
     this.#cipher = options.cipher
-    this.#lock = new RedisLock(options.redis)
     this.#lockMs = options.lockMs
     this.#waitMs = options.waitMs
     this.#clock = options.clock
   }
 
-  redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
-    return this.#flights.run(sessionId, () => this.#coordinated(sessionId, refreshToken, grant))
+  redeem(session: RefreshingSession, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+    return this.#flights.run(session.id, () => this.#coordinated(session, refreshToken, grant))
   }
 
-  async #coordinated(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
-    const resultKey = this.#keys.refreshResult(sessionId, refreshToken)
-    const lockKey = this.#keys.refreshLock(sessionId)
+  async #coordinated(session: RefreshingSession, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+    const user = this.#keys.userTag({ provider: session.provider, sub: session.claims.sub })
+    const keys = [this.#keys.refreshResult(user, session.id, refreshToken), this.#keys.refreshLock(user, session.id)] as const
     // A bound on real waiting (the polls below sleep), so monotonic time, not the clock.
     const deadline = performance.now() + this.#waitMs
     for (;;) {
-      const remembered = await this.#recall(resultKey)
-      if (remembered !== undefined) return remembered
-      const token = await this.#redisCall(() => this.#lock.acquire(lockKey, this.#lockMs))
-      if (token !== undefined) {
+      const token = randomBytes(16).toString('base64url')
+      const claim = await this.#redisCall(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshClaim', keys, [token, this.#lockMs])))
+      const [outcome, sealed] = claim[0] as [string, string?]
+      if (outcome === 'result' && sealed !== undefined) {
+        const remembered = this.#open(keys[0], sealed)
+        if (remembered !== undefined) return remembered
+      }
+      if (outcome === 'locked') {
+        let fresh: Tokens
         try {
-          // The previous holder may have finished between the read above and the lock.
-          const justRemembered = await this.#recall(resultKey)
-          if (justRemembered !== undefined) return justRemembered
-          const fresh = await grant()
-          // Kept before the lock is released, so no waiter finds neither lock nor result.
-          if (rotated(refreshToken, fresh)) await this.#remember(resultKey, fresh)
-          return fresh
-        } finally {
+          fresh = await grant()
+        } catch (err) {
           // Best effort: an unreleased lock expires by itself.
-          await this.#lock.release(lockKey, token).catch(() => false)
+          await durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
+          throw err
         }
+        await this.#settle(keys, token, refreshToken, fresh, deadline)
+        return fresh
       }
       if (performance.now() >= deadline) {
         throw new GatewayError('session_store_unavailable', 'another replica is refreshing this session and has not finished; try again', {
@@ -90,22 +99,37 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     }
   }
 
-  async #recall(key: string): Promise<Tokens | undefined> {
-    const sealed = await this.#redisCall(() => this.#redis.get(key))
-    if (sealed === null) return undefined
+  /**
+   * Keeps a rotation's result and releases the lock, in one step, so no waiter finds neither.
+   * While Redis cannot be reached (a failover) it tries again until `deadline`.
+   */
+  async #settle(keys: readonly [string, string], token: string, refreshToken: string, fresh: Tokens, deadline: number): Promise<void> {
+    const now = this.#clock.now() / 1000
+    const until = graceEnd(fresh, now)
+    const keep = rotated(refreshToken, fresh) && until > now
+    const sealed = keep ? this.#cipher.seal(purpose(keys[0]), SEALED_REFRESH_RESULT.encode(fresh), until) : ''
+    const ttlMs = keep ? Math.ceil((until - now) * 1000) : 0
+    for (;;) {
+      try {
+        await durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
+        return
+      } catch (err) {
+        // Nothing to keep: the lock expires by itself.
+        if (!keep || performance.now() >= deadline) {
+          if (keep) throw storeUnavailable(err)
+          return
+        }
+        await sleep(POLL_MS * 4)
+      }
+    }
+  }
+
+  #open(key: string, sealed: string): Tokens | undefined {
     const value = SEALED_REFRESH_RESULT.decode(this.#cipher.open(purpose(key), sealed))
     if (value === undefined) return undefined
     const tokens: Tokens = { accessToken: value.accessToken, expiresAt: value.expiresAt, refreshToken: value.refreshToken, idToken: value.idToken, claims: value.claims }
     if (value.dpopKey !== undefined) tokens.dpopKey = value.dpopKey
     return tokens
-  }
-
-  async #remember(key: string, fresh: Tokens): Promise<void> {
-    const now = this.#clock.now() / 1000
-    const until = graceEnd(fresh, now)
-    if (until <= now) return
-    const sealed = this.#cipher.seal(purpose(key), SEALED_REFRESH_RESULT.encode(fresh), until)
-    await this.#redisCall(() => this.#redis.set(key, sealed, 'PX', Math.ceil((until - now) * 1000)))
   }
 
   async #redisCall<T>(operation: () => Promise<T>): Promise<T> {

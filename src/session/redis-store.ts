@@ -1,9 +1,10 @@
-import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import type { CookieCipher } from './cipher.js'
 import type { GatewayCookies } from './cookies.js'
+import { durableWrite, pingRedis, type RedisClient } from './redis-client.js'
 import type { RedisKeys } from './redis-keys.js'
+import { runScript } from './redis-scripts.js'
 import { fromSealed, SEALED_REFERENCE, toSealed } from './sealed.js'
 import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
@@ -12,14 +13,19 @@ import { selects, type Session, type SessionReply, type SessionRequest, type Ses
 // value is sealed with the cookie secret, bound to its key: a Redis dump (or a Redis operator)
 // gets neither tokens nor anything a browser could present, and cannot move a value to another key.
 // Every entry expires with the session (session.maxAgeSeconds); back-channel logout finds the
-// sessions of a sid or sub through two index sets, never by scanning the keyspace.
+// sessions of a sid or sub through two index sets, never by scanning the keyspace, and a logout
+// token naming only a sid finds the user through one small link key.
+//
+// Every topology (one node, Sentinel, Cluster): a session, its indexes and its refresh keys carry
+// the user's hash tag, and the session cookie carries the tag, so each operation is one command or
+// script on one slot (redis-keys.ts). Writes wait for a replica (durableWrite in redis-client.ts).
 //
 // Fail closed: when Redis cannot be reached, every operation that needs it throws GatewayError
 // session_store_unavailable (503). A session that cannot be read is not "no session": that would
 // send a signed-in user to the provider in a loop, or let an ended session look merely absent.
 
 export interface RedisStoreOptions {
-  redis: Redis
+  redis: RedisClient
   keys: RedisKeys
   cookies: GatewayCookies
   cipher: CookieCipher
@@ -27,8 +33,14 @@ export interface RedisStoreOptions {
   clock: Clock
 }
 
+/** What the session cookie refers to: the session id, and the hash tag of its user's keys. */
+interface Reference {
+  id: string
+  user: string
+}
+
 export class RedisSessionStore implements SessionStore {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: RedisKeys
   readonly #cookies: GatewayCookies
   readonly #cipher: CookieCipher
@@ -51,13 +63,13 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async load(req: SessionRequest): Promise<Session | undefined> {
-    const id = this.#idOf(req)
-    if (id === undefined) return undefined
-    const ref = this.#keys.ref(id)
-    const sealed = await this.#call(() => this.#redis.get(this.#keys.session(ref)))
+    const reference = this.#referenceOf(req)
+    if (reference === undefined) return undefined
+    const ref = this.#keys.ref(reference.id)
+    const sealed = await this.#call(() => this.#redis.get(this.#keys.session(reference.user, ref)))
     if (sealed === null) return undefined
     const session = this.#open(ref, sealed)
-    if (session === undefined || session.id !== id || session.createdAt + this.#maxAgeSeconds <= this.#clock.now() / 1000) return undefined
+    if (session === undefined || session.id !== reference.id || session.createdAt + this.#maxAgeSeconds <= this.#clock.now() / 1000) return undefined
     return session
   }
 
@@ -74,46 +86,52 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async #store(req: SessionRequest, reply: SessionReply, session: Session, update: boolean): Promise<boolean> {
+    const user = this.#keys.userTag({ provider: session.provider, sub: session.claims.sub })
     const ref = this.#keys.ref(session.id)
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
-    // An update stores only while the session exists (SET XX): a refresh that finishes after a
-    // logout or back-channel logout deleted it must not bring it back.
-    const indexes = [this.#keys.bySub(session.claims.sub)]
-    if (typeof session.claims.sid === 'string') indexes.push(this.#keys.bySid(session.claims.sid))
-    const results = await this.#call(async () => {
-      const multi = this.#redis.multi()
-      if (update) multi.set(this.#keys.session(ref), sealed, 'EXAT', endsAt, 'XX')
-      else multi.set(this.#keys.session(ref), sealed, 'EXAT', endsAt)
-      // An index lives as long as its longest session: NX sets the first expiry, GT extends it.
-      for (const index of indexes) multi.sadd(index, ref).expireat(index, endsAt, 'NX').expireat(index, endsAt, 'GT')
-      return checked(await multi.exec())
+    const sid = typeof session.claims.sid === 'string' ? session.claims.sid : undefined
+    const keys = [this.#keys.session(user, ref), this.#keys.bySub(user)]
+    if (sid !== undefined) keys.push(this.#keys.bySid(user, sid))
+    const stored = await this.#call(async () => {
+      // The sid's link to its user first: a logout token that arrives right after the sign-in
+      // finds the user. It is a key of its own slot, so a command of its own.
+      // Sent first, both awaited: either failing fails the write.
+      const link = sid === undefined ? [] : [durableWrite(this.#redis, (p) => p.set(this.#keys.sidUser(session.provider, sid), user, 'EXAT', endsAt))]
+      // An update stores only while the session exists: a refresh that finishes after a logout
+      // or back-channel logout deleted it must not bring it back.
+      const store = durableWrite(this.#redis, (p) => runScript(p, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
+      const [[result]] = await Promise.all([store, ...link])
+      return result === 1
     })
-    if (results[0] !== 'OK') {
+    if (!stored) {
       // Ended meanwhile: this request finishes with what it has, the browser is signed out.
       this.#clearCookies(reply)
       return false
     }
     if (!update) {
-      this.#cookies.write(req, reply, 'session', SEALED_REFERENCE.encode({ id: session.id }), endsAt)
+      this.#cookies.write(req, reply, 'session', SEALED_REFERENCE.encode({ id: session.id, user }), endsAt)
     }
     return true
   }
 
   async destroy(req: SessionRequest, reply: SessionReply): Promise<void> {
-    const id = this.#idOf(req)
-    if (id !== undefined) {
-      const key = this.#keys.session(this.#keys.ref(id))
-      await this.#call(() => this.#redis.del(key))
+    const reference = this.#referenceOf(req)
+    if (reference !== undefined) {
+      const key = this.#keys.session(reference.user, this.#keys.ref(reference.id))
+      await this.#call(() => durableWrite(this.#redis, (p) => p.del(key)))
     }
     this.#clearCookies(reply)
   }
 
   async end(selector: SessionSelector): Promise<void> {
-    const index = selector.sid === undefined ? this.#keys.bySub(selector.sub) : this.#keys.bySid(selector.sid)
+    const user = await this.#userOf(selector)
+    if (user === undefined) return
+    const index = selector.sid === undefined ? this.#keys.bySub(user) : this.#keys.bySid(user, selector.sid)
     const refs = await this.#call(() => this.#redis.smembers(index))
     if (refs.length === 0) return
-    const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(ref))))
+    // One slot: the user's sessions and indexes share its tag.
+    const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
     const ended: string[] = []
     const gone: string[] = []
     refs.forEach((ref, i) => {
@@ -127,27 +145,30 @@ export class RedisSessionStore implements SessionStore {
       if (session === undefined || selects(selector, session)) ended.push(ref)
     })
     if (ended.length + gone.length === 0) return
-    await this.#call(async () => {
-      const multi = this.#redis.multi()
-      if (ended.length > 0) multi.del(...ended.map((ref) => this.#keys.session(ref)))
-      multi.srem(index, ...ended, ...gone)
-      return checked(await multi.exec())
-    })
+    const keys = [index, ...ended.map((ref) => this.#keys.session(user, ref))]
+    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...ended, ...gone])))
+  }
+
+  /** The user's tag for a logout token: from its `sub`, or through the sid's link. */
+  async #userOf(selector: SessionSelector): Promise<string | undefined> {
+    if (selector.sub !== undefined) return this.#keys.userTag({ provider: selector.provider, sub: selector.sub })
+    if (selector.sid === undefined) return undefined
+    const sid = selector.sid
+    return (await this.#call(() => this.#redis.get(this.#keys.sidUser(selector.provider, sid)))) ?? undefined
   }
 
   async ping(): Promise<boolean> {
-    try {
-      return (await this.#redis.ping()) === 'PONG'
-    } catch {
-      return false
-    }
+    return pingRedis(this.#redis)
   }
 
   /** The Redis connection belongs to the app, which closes it after the store. */
   async close(): Promise<void> {}
 
-  #idOf(req: SessionRequest): string | undefined {
-    return SEALED_REFERENCE.decode(this.#cookies.read(req, 'session'))?.id
+  #referenceOf(req: SessionRequest): Reference | undefined {
+    const reference = SEALED_REFERENCE.decode(this.#cookies.read(req, 'session'))
+    // A reference without a user tag was written by a release before hash tags: its session
+    // lives under a key this release does not read, so it is no session (the user signs in again).
+    return reference?.user === undefined ? undefined : { id: reference.id, user: reference.user }
   }
 
   #open(ref: string, sealed: string): Session | undefined {
@@ -176,13 +197,4 @@ function purpose(ref: string): string {
 
 export function storeUnavailable(cause: unknown): GatewayError {
   return new GatewayError('session_store_unavailable', 'the session store cannot be reached; try again shortly', { cause })
-}
-
-/** The replies of a transaction; throws the first command error (exec answers them in the list). */
-function checked(results: Array<[Error | null, unknown]> | null): unknown[] {
-  if (results === null) throw new Error('the Redis transaction was aborted')
-  return results.map(([err, result]) => {
-    if (err !== null) throw err
-    return result
-  })
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { TtlCache } from '../lib/ttl-cache.js'
+import type { Session } from './types.js'
 
 /**
  * How long the result of redeeming a refresh token that the provider then rotated answers later
@@ -19,9 +20,12 @@ export const REFRESH_GRACE_SECONDS = 30
  * (REFRESH_GRACE_SECONDS), so a provider that detects reuse never sees one token twice.
  */
 export interface RefreshCoordinator {
-  /** The tokens that redeeming `refreshToken` of session `sessionId` gave, calling `grant` only when needed. */
-  redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens>
+  /** The tokens that redeeming `refreshToken` of `session` gave, calling `grant` only when needed. */
+  redeem(session: RefreshingSession, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens>
 }
+
+/** What a coordinator knows of the session it refreshes: its id, and whose it is (the Redis keys' tag). */
+export type RefreshingSession = Pick<Session, 'id' | 'provider'> & { claims: { sub: string } }
 
 /** Whether `fresh` replaced `refreshToken`, so that redeeming `refreshToken` again would fail. */
 export function rotated(refreshToken: string, fresh: Tokens): boolean {
@@ -55,7 +59,8 @@ export class LocalRefreshCoordinator implements RefreshCoordinator {
     this.#redeemed = new TtlCache(GRACE_ENTRIES, clock)
   }
 
-  async redeem(sessionId: string, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+  async redeem(session: RefreshingSession, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
+    const sessionId = session.id
     const key = graceKey(sessionId, refreshToken)
     return (
       this.#redeemed.get(key) ??

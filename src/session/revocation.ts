@@ -1,8 +1,9 @@
-import type { Redis } from 'ioredis'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
+import { durableWrite, type RedisClient } from './redis-client.js'
 import type { RedisKeys, RedisWithKeys } from './redis-keys.js'
+import { runScript } from './redis-scripts.js'
 import { providerScope, type Session, type SessionSelector } from './types.js'
 
 // The sessions a back-channel logout ended, for the cookie store: it cannot delete the cookies
@@ -154,7 +155,7 @@ interface Snapshot {
 }
 
 export class RedisRevocationList implements RevocationList {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #maxAgeSeconds: number
   readonly #clock: Clock
   readonly #key: string
@@ -163,7 +164,7 @@ export class RedisRevocationList implements RevocationList {
   readonly #refreshes = new SingleFlight<Snapshot>()
   #snapshot: Snapshot | undefined
 
-  constructor(redis: Redis, options: RevocationOptions & { keys: RedisKeys }) {
+  constructor(redis: RedisClient, options: RevocationOptions & { keys: RedisKeys }) {
     this.#redis = redis
     this.#maxAgeSeconds = options.maxAgeSeconds
     this.#clock = options.clock
@@ -173,19 +174,33 @@ export class RedisRevocationList implements RevocationList {
     // Started now, before this replica creates sessions, rather than at the first check (which
     // would refuse the sessions created in between). Redis down: the first check starts it.
     this.#redis.set(this.#sinceKey, String(nowSeconds(this.#clock)), 'NX').catch(() => undefined)
+    this.#carryOver(options.keys.legacyRevocations()).catch(() => undefined)
+  }
+
+  /**
+   * Releases before hash tags kept the list under other names: its entries are carried over once
+   * (one key at a time, as Cluster requires), then its earlier start, or every session signed in
+   * before the upgrade would fall below the new start and be refused. Until then the new start is
+   * the later one: stricter, never looser.
+   */
+  async #carryOver(legacy: { list: string; since: string }): Promise<void> {
+    const [since, entries] = await Promise.all([this.#redis.get(legacy.since), this.#redis.zrangebyscore(legacy.list, '-inf', '+inf', 'WITHSCORES')])
+    if (since === null) return
+    if (entries.length > 0) {
+      const members: Array<string | number> = []
+      for (let i = 0; i + 1 < entries.length; i += 2) members.push(Number(entries[i + 1]), entries[i] as string)
+      await this.#redis.zadd(this.#key, 'GT', ...members)
+      await this.#redis.incr(this.#versionKey)
+    }
+    const current = await this.#redis.get(this.#sinceKey)
+    if (current === null || Number(since) < Number(current)) await this.#redis.set(this.#sinceKey, since)
+    await Promise.all([this.#redis.del(legacy.list), this.#redis.del(legacy.since)])
   }
 
   async revoke(selector: SessionSelector): Promise<void> {
     const now = nowSeconds(this.#clock)
     try {
-      await this.#redis
-        .multi()
-        // GT: a replica whose clock is behind never moves a sub's logout back in time.
-        .zadd(this.#key, 'GT', now, keyOf(selector))
-        .zremrangebyscore(this.#key, '-inf', now - this.#maxAgeSeconds)
-        .expire(this.#key, this.#maxAgeSeconds)
-        .incr(this.#versionKey)
-        .exec()
+      await durableWrite(this.#redis, (p) => runScript(p, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), now, this.#maxAgeSeconds]))
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
     }

@@ -104,8 +104,11 @@ export const SEALED_CREDENTIALS = sealedCodec({
   idToken: optional('d', isString),
 })
 
-/** The session cookie of the memory and Redis stores: the id of a session kept on the server. */
-export const SEALED_REFERENCE = sealedCodec({ id: required('i', isString) })
+/**
+ * The session cookie of the memory and Redis stores: the id of a session kept on the server, and
+ * (Redis) the hash tag of its user's keys (session/redis-keys.ts), so a request reads one key.
+ */
+export const SEALED_REFERENCE = sealedCodec({ id: required('i', isString), user: optional('u', isString) })
 
 /**
  * A sign-in in progress (the transaction cookie), bound to its state by the seal's purpose. `p`

@@ -12,7 +12,7 @@ import { CLIENT_ID, startStack } from '../fixtures/stack.js'
 
 const PREFIX = 'team-a:'
 /** Commands that name no key. */
-const KEYLESS = new Set(['ping', 'info', 'client', 'select', 'hello', 'auth', 'multi', 'exec', 'echo', 'quit'])
+const KEYLESS = new Set(['ping', 'info', 'client', 'select', 'hello', 'auth', 'multi', 'exec', 'echo', 'quit', 'wait', 'script'])
 
 /** The keys of one monitored command (ioredis hands its name and arguments). */
 function keysOf(command: string, args: string[]): string[] {
@@ -54,8 +54,9 @@ for (const store of ['redis', 'cookie'] as const) {
     await client.echo(marker)
     while (!seen.has(marker)) await new Promise((resolve) => monitor.once('monitor', resolve))
 
-    const kinds = new Set(touched.map((key) => key.slice(PREFIX.length).split(':')[0]))
-    const expected = store === 'redis' ? ['session', 'sub', 'refresh-lock', 'refreshed', 'logout-jti'] : ['revocations', 'logout-jti']
+    // A user's keys start with the user's hash tag ({digest}:), the revocation list's with {revocations}.
+    const kinds = new Set(touched.map((key) => key.slice(PREFIX.length).replace(/^\{[A-Za-z0-9_-]{43}\}:/, '').split(':')[0]))
+    const expected = store === 'redis' ? ['session', 'sub', 'sid', 'sid-user', 'refresh-lock', 'refreshed', 'logout-jti'] : ['{revocations}', 'logout-jti']
     for (const kind of expected) t.ok(kinds.has(kind), `${kind} keys were written`)
     t.strictSame(
       touched.filter((key) => !key.startsWith(PREFIX)),

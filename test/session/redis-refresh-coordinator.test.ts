@@ -2,6 +2,7 @@ import t from 'tap'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { GatewayError } from '../../src/contract/errors.js'
+import { DEFAULT_PROVIDER } from '../../src/options/types.js'
 import type { Tokens } from '../../src/oidc/client.js'
 import { systemClock } from '../../src/lib/clock.js'
 import { CookieCipher } from '../../src/session/cipher.js'
@@ -13,6 +14,9 @@ import { startRedis } from '../fixtures/redis.js'
 
 const SECRET = 'coordinator-test-secret-0123456789abcdef'
 const keys = new RedisKeys('test:')
+/** The session a coordinator refreshes: its id, and whose it is (its keys carry the user's tag). */
+const session = (id: string) => ({ id, provider: DEFAULT_PROVIDER, claims: { sub: 'alice' } })
+const user = keys.userTag({ provider: DEFAULT_PROVIDER, sub: 'alice' })
 
 /**
  * A provider that rotates refresh tokens with reuse detection: a spent token revokes the grant.
@@ -57,25 +61,25 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
     const before = await setCalls()
     const provider = rotatingProvider(() => eventually('both replicas ask for the lock', async () => (await setCalls()) >= before + 2))
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? a : b).coordinator.redeem('session-1', 'rt-0', provider.grant('rt-0'))),
+      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? a : b).coordinator.redeem(session('session-1'), 'rt-0', provider.grant('rt-0'))),
     )
     t.same(provider.state.redeemed, ['rt-0'], 'the provider saw the token once')
     t.notOk(provider.state.revoked)
     t.same(new Set(results.map((r) => r.accessToken)), new Set(['at-1']), 'every caller got the fresh tokens')
     t.equal(results[1]?.refreshToken, 'rt-1')
 
-    const late = await b.coordinator.redeem('session-1', 'rt-0', provider.grant('rt-0'))
+    const late = await b.coordinator.redeem(session('session-1'), 'rt-0', provider.grant('rt-0'))
     t.equal(late.accessToken, 'at-1', 'a request still carrying the spent token gets the fresh result (grace)')
     t.same(provider.state.redeemed, ['rt-0'], 'without a second redemption')
 
-    const [resultKey] = await raw.keys('test:refreshed:*')
+    const [resultKey] = await raw.keys('test:*:refreshed:*')
     const sealed = (await raw.get(resultKey ?? '')) ?? ''
     t.ok(sealed.length > 0, 'the result is kept in Redis')
     t.notMatch(sealed, 'at-1', 'sealed: no access token readable')
     t.notMatch(sealed, 'rt-1', 'sealed: no refresh token readable')
     const ttl = await raw.pttl(resultKey ?? '')
     t.ok(ttl > 0 && ttl <= 30_000, 'and only for the grace period')
-    t.same(await raw.keys('test:refresh-lock:*'), [], 'the lock was released')
+    t.same(await raw.keys('test:*:refresh-lock:*'), [], 'the lock was released')
   })
 
   t.test('a token the provider did not rotate is not remembered: redeemed again next time', async (t) => {
@@ -84,15 +88,15 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
       calls++
       return { accessToken: `plain-${calls}`, expiresAt: undefined, refreshToken: undefined, idToken: undefined, claims: undefined }
     }
-    t.equal((await a.coordinator.redeem('session-2', 'same', grant)).accessToken, 'plain-1')
-    t.equal((await b.coordinator.redeem('session-2', 'same', grant)).accessToken, 'plain-2')
+    t.equal((await a.coordinator.redeem(session('session-2'), 'same', grant)).accessToken, 'plain-1')
+    t.equal((await b.coordinator.redeem(session('session-2'), 'same', grant)).accessToken, 'plain-2')
   })
 
   t.test('a lock holder that died: its lock expires and the next request redeems', async (t) => {
     const provider = rotatingProvider()
-    await raw.set(keys.refreshLock('session-3'), 'dead-holder', 'PX', 400)
+    await raw.set(keys.refreshLock(user, 'session-3'), 'dead-holder', 'PX', 400)
     const started = Date.now()
-    const result = await a.coordinator.redeem('session-3', 'rt-0', provider.grant('rt-0'))
+    const result = await a.coordinator.redeem(session('session-3'), 'rt-0', provider.grant('rt-0'))
     t.equal(result.accessToken, 'at-1')
     t.ok(Date.now() - started >= 350, 'it waited for the expiry')
     t.same(provider.state.redeemed, ['rt-0'])
@@ -101,8 +105,8 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
   t.test('the wait is bounded: 503, never a second redemption', async (t) => {
     const impatient = await replica({ waitMs: 300 })
     const provider = rotatingProvider()
-    await raw.set(keys.refreshLock('session-4'), 'slow-holder', 'PX', 10_000)
-    const error = await impatient.coordinator.redeem('session-4', 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
+    await raw.set(keys.refreshLock(user, 'session-4'), 'slow-holder', 'PX', 10_000)
+    const error = await impatient.coordinator.redeem(session('session-4'), 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
     t.ok(error instanceof GatewayError)
     t.match(error, { code: 'session_store_unavailable', status: 503, headers: { 'retry-after': '1' } })
     t.same(provider.state.redeemed, [], 'the token was not redeemed')
@@ -112,7 +116,7 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
     const provider = rotatingProvider()
     await server.stop()
     t.teardown(() => server.start())
-    const error = await a.coordinator.redeem('session-5', 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
+    const error = await a.coordinator.redeem(session('session-5'), 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
     t.match(error, { code: 'session_store_unavailable', status: 503 })
     t.same(provider.state.redeemed, [])
   })

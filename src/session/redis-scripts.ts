@@ -1,0 +1,109 @@
+import type { ChainableCommander } from 'ioredis'
+import type { RedisClient } from './redis-client.js'
+
+// The gateway's Lua scripts: each a read-then-write that must not interleave with another
+// replica's, run by Redis as one step (EVAL is atomic: "Scripting with Lua", Redis documentation).
+// Every key a script touches is passed in KEYS, and all of them carry one hash tag
+// (redis-keys.ts), as Redis Cluster requires of a script (its keys must hash to one slot). ioredis
+// sends them by EVALSHA, loading a script on a node that does not know it yet (defineCommand).
+
+interface ScriptDefinition {
+  /** Why it is a script: what a plain sequence of commands would let happen. */
+  readonly lua: string
+}
+
+const SCRIPTS = {
+  /**
+   * KEYS: session, the user's sub index, [the user's sid index]. ARGV: sealed value, end (epoch
+   * seconds), '1' to store only over an existing session (an update), ref.
+   * An update after a logout deleted the session must not bring it back, nor re-add it to an index
+   * (a MULTI with SET XX would still run the SADDs). An index lives as long as its longest
+   * session: NX sets its first expiry, GT extends it.
+   */
+  ogwStoreSession: {
+    lua: `
+if ARGV[3] == '1' and redis.call('exists', KEYS[1]) == 0 then return 0 end
+redis.call('set', KEYS[1], ARGV[1], 'EXAT', ARGV[2])
+for i = 2, #KEYS do
+  redis.call('sadd', KEYS[i], ARGV[4])
+  redis.call('expireat', KEYS[i], ARGV[2], 'NX')
+  redis.call('expireat', KEYS[i], ARGV[2], 'GT')
+end
+return 1`,
+  },
+  /**
+   * KEYS: an index, then the session keys to delete. ARGV: the refs to drop from the index (the
+   * deleted ones, and those already gone). The sweep of a back-channel logout: the sessions and
+   * their index entries go together, and an index left empty goes too.
+   */
+  ogwEndSessions: {
+    lua: `
+local deleted = 0
+if #KEYS > 1 then deleted = redis.call('del', unpack(KEYS, 2)) end
+if #ARGV > 0 then redis.call('srem', KEYS[1], unpack(ARGV)) end
+if redis.call('scard', KEYS[1]) == 0 then redis.call('del', KEYS[1]) end
+return deleted`,
+  },
+  /**
+   * KEYS: refresh result, refresh lock. ARGV: lock token, lock lifetime (ms).
+   * The refresh compare-and-set: the result of a redemption already made, or the lock to make it,
+   * or neither (another holds the lock). Read and lock in one step, so no replica takes the lock
+   * between another's storing the result and releasing it.
+   */
+  ogwRefreshClaim: {
+    lua: `
+local result = redis.call('get', KEYS[1])
+if result then return {'result', result} end
+if redis.call('set', KEYS[2], ARGV[1], 'PX', ARGV[2], 'NX') then return {'locked'} end
+return {'busy'}`,
+  },
+  /**
+   * KEYS: refresh result, refresh lock. ARGV: lock token, sealed result ('' for none), its
+   * lifetime (ms). Stores the result and releases the lock (only if this token still holds it: a
+   * holder that outlived its lock must not release the next holder's) in one step, so no waiter
+   * finds neither.
+   */
+  ogwRefreshSettle: {
+    lua: `
+if ARGV[2] ~= '' then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+if redis.call('get', KEYS[2]) == ARGV[1] then return redis.call('del', KEYS[2]) end
+return 0`,
+  },
+  /**
+   * KEYS: revocation list, its version. ARGV: entry, now (epoch seconds), the longest session
+   * lifetime. Adds an entry (GT: a replica whose clock is behind never moves a logout back in
+   * time), drops the entries no session can outlive, and bumps the version replicas poll, in one
+   * step: a replica never reads the new version with the old list.
+   */
+  ogwRevoke: {
+    lua: `
+redis.call('zadd', KEYS[1], 'GT', ARGV[2], ARGV[1])
+redis.call('zremrangebyscore', KEYS[1], '-inf', tonumber(ARGV[2]) - tonumber(ARGV[3]))
+redis.call('expire', KEYS[1], ARGV[3])
+return redis.call('incr', KEYS[2])`,
+  },
+} as const satisfies Record<string, ScriptDefinition>
+
+export type ScriptName = keyof typeof SCRIPTS
+
+const defined = new WeakSet<RedisClient>()
+
+/** Registers the scripts on a client (and so on the pipelines it makes from then on), once. */
+export function defineScripts(client: RedisClient): void {
+  if (defined.has(client)) return
+  for (const [name, { lua }] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua })
+  defined.add(client)
+}
+
+type ScriptCall = (numberOfKeys: number, ...keysAndArgs: Array<string | number>) => unknown
+
+/**
+ * Runs `name` on `keys` and `args`: on a client it resolves the script's reply; on a pipeline it
+ * queues the script (the reply comes with the pipeline's).
+ */
+export function runScript(target: RedisClient | ChainableCommander, name: ScriptName, keys: readonly string[], args: ReadonlyArray<string | number>): unknown {
+  // defineCommand adds the method at run time; ioredis's types cannot know it (numberOfKeys is
+  // left out of the definition, so it is the call's first argument).
+  const call = (target as unknown as Record<ScriptName, ScriptCall>)[name].bind(target)
+  return call(keys.length, ...keys, ...args)
+}
