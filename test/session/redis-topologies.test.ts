@@ -53,7 +53,7 @@ t.test('Sentinel with passwords: a sleeping primary is replaced, and comes back 
   const anonymous = quiet(t, new Redis({ host: sentinel.host, port: sentinel.port, maxRetriesPerRequest: 1 }))
   await t.rejects(anonymous.ping(), { message: /^NOAUTH/ }, 'the sentinels require their password')
 
-  const { old, awake } = await topology.sleepPrimary(8)
+  const { old, awake } = await topology.sleepPrimary(6)
   const promoted = await topology.awaitFailover(old)
   t.not(promoted.port, old.port, 'another node is the primary')
   const fresh = quiet(t, new Redis(options))
