@@ -24,6 +24,8 @@ import { EXT_AUTHZ_PATH } from '../test/fixtures/envoy.js'
 import { loadExtAuthzServices } from '../src/ext-authz/protos.js'
 import { checkRequest, type DecodedCheckResponse } from '../test/fixtures/ext-authz-grpc.js'
 import { startRedis } from '../test/fixtures/redis.js'
+import { startCluster } from '../test/fixtures/redis-cluster.js'
+import { startSentinel } from '../test/fixtures/redis-sentinel.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
 import { grpcLoad, h2loadAvailable, h2loadUnary, rawUnaryCaller } from './grpc-load.js'
@@ -214,6 +216,15 @@ async function main(): Promise<void> {
     const redis = await startRedis({ teardown: (fn) => teardown.push(fn) })
     redisUrl = redis.url
     variants.push({ name: 'redis', config: { session: { store: 'redis', redisUrl } } })
+    // The same store on Redis's two highly available topologies, each write followed by WAIT 1.
+    const t = { teardown: (fn: () => unknown) => teardown.push(fn) }
+    if (spawnSync('redis-sentinel', ['--version']).status === 0) {
+      const sentinel = await startSentinel(t)
+      const nodes = sentinel.sentinels.map((n) => `${n.host}:${n.port}`)
+      variants.push({ name: 'redis sentinel', config: { session: { store: 'redis', redis: { sentinels: { name: sentinel.name, nodes } } } } })
+    }
+    const cluster = await startCluster(t)
+    variants.push({ name: 'redis cluster', config: { session: { store: 'redis', redis: { cluster: { nodes: cluster.nodes.map((n) => `${n.host}:${n.port}`) } } } } })
   }
   const ports = await Promise.all(variants.map(() => freePort()))
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
@@ -274,7 +285,7 @@ async function main(): Promise<void> {
     { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
     { name: 'gateway, cookie session, large (chunked)', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie, 'dana') }, status: 200 },
   ]
-  for (const name of ['memory', 'redis']) {
+  for (const name of ['memory', 'redis', 'redis sentinel', 'redis cluster']) {
     const gateway = gateways.get(name)
     if (gateway !== undefined) rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }

@@ -86,7 +86,11 @@ export async function createProcessState(config: GatewayConfig, options: Process
     websockets: new WebSocketRegistry(),
     tracing,
     async close() {
-      await redis?.quit().catch(() => redis.disconnect())
+      // QUIT lets pending replies arrive; disconnect() then also stops what a connection keeps
+      // beside itself (Sentinel's failover-detector subscriptions, Cluster's node connections),
+      // which QUIT alone leaves reconnecting.
+      await redis?.quit().catch(() => undefined)
+      redis?.disconnect()
       // The spans of the last requests are sent before the process goes.
       await tracing?.shutdown()
     },

@@ -80,12 +80,12 @@ t.test('redis store, two replicas sharing the sessions: a back-channel logout re
     t.equal(await statusOn(gw, cookieOf(ended)), 200, `signed in, on ${name}`)
     t.equal(await statusOn(gw, cookieOf(kept)), 200, `a second provider session of alice, on ${name}`)
   }
-  const before = (await raw.keys(`${KEY_PREFIX}session:*`)).length
+  const before = (await raw.keys(`${KEY_PREFIX}*:session:*`)).length
 
   await logOutAtProvider(stack, ended)
   t.equal(await statusOn(a, cookieOf(ended)), 401, 'replica A (which received the logout) refuses the session')
   t.equal(await statusOn(b, cookieOf(ended)), 401, 'replica B refuses it too')
-  t.equal((await raw.keys(`${KEY_PREFIX}session:*`)).length, before - 1, 'exactly one session was deleted from Redis')
+  t.equal((await raw.keys(`${KEY_PREFIX}*:session:*`)).length, before - 1, 'exactly one session was deleted from Redis')
   t.equal(await statusOn(b, cookieOf(kept)), 200, 'the other provider session of the same user is left alone')
 
   const again = await ended.signIn(`${b}/api/v1/openid/redirect`, 'alice')

@@ -72,7 +72,7 @@ t.test('a session expires with session.maxAgeSeconds: its Redis entry ends at cr
   const browser = await stack.signedIn('alice')
   const cookie = browser.cookie('ogw')?.value ?? ''
   const session = await sessionOf(cookie)
-  const [key] = await raw.keys(`${KEY_PREFIX}session:*`)
+  const [key] = await raw.keys(`${KEY_PREFIX}*:session:*`)
   const endsAt = ((await raw.pexpiretime(key ?? '')) as number) / 1000
   t.equal(endsAt, (session?.createdAt ?? 0) + MAX_AGE_SECONDS, 'Redis expires the entry at the absolute end of the session')
   clock.advance(2300)
@@ -120,7 +120,7 @@ t.test('log out through one replica, refused by the other', async (t) => {
   t.equal((await rawRequest(b, '/x', { headers: { ...JSON_ACCEPT, cookie } })).status, 200)
   const logout = await rawRequest(a, '/api/v1/openid/logout', { method: 'DELETE', headers: { ...JSON_ACCEPT, cookie } })
   t.equal(logout.status, 200, 'logged out on A')
-  t.same(await raw.keys(`${KEY_PREFIX}session:*`), [], 'the session is deleted from Redis')
+  t.same(await raw.keys(`${KEY_PREFIX}*:session:*`), [], 'the session is deleted from Redis')
   const after = await rawRequest(b, '/x', { headers: { ...JSON_ACCEPT, cookie } })
   t.equal(after.status, 401, 'B refuses the old cookie')
   t.equal(after.json().code, 'unauthenticated')
