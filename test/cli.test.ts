@@ -140,7 +140,7 @@ t.test('a redis store without its URL, and a management port equal to the public
     const run = await cli([...command, '--config', path], SECRETS_ENV).done
     t.equal(run.code, 2, `${command[0] ?? 'run'} exits 2`)
     t.match(run.stderr, /server\.managementPort: must differ from server\.port/)
-    t.match(run.stderr, /session\.store: redis requires session\.redisUrl/)
+    t.match(run.stderr, /session\.store: redis requires session\.redisUrl, session\.redis\.sentinels or session\.redis\.cluster/)
   }
 })
 

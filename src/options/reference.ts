@@ -35,6 +35,7 @@ export const FORMAT_TYPES: Readonly<Record<string, string>> = {
   'cookie-secret': 'secret of 32 bytes or more',
   'cookie-domain': 'domain',
   'redis-url': 'redis:// or rediss:// URL',
+  'host-port': 'host:port',
   'email-address': 'email address',
   'email-domain': 'domain or .domain',
   'listen-host': 'IP address or host name',

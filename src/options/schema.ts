@@ -299,7 +299,7 @@ const session = object(
       { default: {} },
     ),
     redis: object(
-      'The Redis connection (`session.redisUrl`).',
+      'The Redis connection: `session.redisUrl`, or `sentinels` or `cluster` here (see [Redis: one node, Sentinel, Cluster](#redis-one-node-sentinel-cluster)).',
       {
         keyPrefix: string('Prefix of every key the gateway writes, so several gateways can share one Redis database.', {
           pattern: KEY_PREFIX.pattern,
@@ -317,7 +317,7 @@ const session = object(
         }),
         tls: boolean('TLS to the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, `rediss://` says it). Certificates are checked against the system CAs.', false),
         sentinels: object(
-          'Redis Sentinel: the gateway asks the sentinels for the primary and follows a failover by itself (see [High availability](#high-availability)). Instead of `session.redisUrl`.',
+          'Redis Sentinel: the gateway asks the sentinels for the primary and follows a failover by itself (see [Redis Sentinel](#redis-sentinel)). Instead of `session.redisUrl`.',
           {
             name: string('Name of the primary the sentinels monitor (`sentinel monitor <name> ...`).', { minLength: 1 }),
             nodes: list('The sentinels, `host:port` each.', string('host:port', { format: 'host-port' }), { minItems: 1, uniqueItems: true }),
@@ -328,7 +328,7 @@ const session = object(
           { required: ['name', 'nodes'] },
         ),
         cluster: object(
-          'Redis Cluster: keys are spread by hash slot over several primaries, each with replicas (see [High availability](#high-availability)). Instead of `session.redisUrl`.',
+          'Redis Cluster: keys are spread by hash slot over several primaries, each with replicas (see [Redis Cluster](#redis-cluster)). Instead of `session.redisUrl`.',
           {
             nodes: list('Seed nodes, `host:port` each: one is enough, the others are discovered; list several so that a start finds one up.', string('host:port', { format: 'host-port' }), {
               minItems: 1,

@@ -95,7 +95,7 @@ t.test('YAML 1.2: yes/no/on/off are strings, so they are not booleans', async (t
 t.test('empty keys in YAML take their defaults', async (t) => {
   const yaml = readFileSync(fixture('minimal.yaml'), 'utf8') + 'session:\nlog:\n  level:\n'
   const config = parseConfig(yaml, SECRETS)
-  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000 } })
+  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } })
   t.same(config.log, { level: 'info', redactQueryParams: [...DEFAULT_REDACTED_QUERY_PARAMS] })
 })
 
@@ -109,7 +109,7 @@ t.test('every problem of a broken file at once, in the order of the file', async
     'provider.scopes: must include openid',
     'cookies.secrets[0]: must be at least 32 bytes',
     'cookies.sameSite: none requires cookies.secure: true',
-    'session.store: redis requires session.redisUrl',
+    'session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster',
     'upstreams[1].name: duplicate of upstreams[0].name',
     'upstreams[1].target: must be an http(s) URL',
     'log.level: must be one of: fatal, error, warn, info, debug, trace, silent',

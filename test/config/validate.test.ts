@@ -230,7 +230,7 @@ t.test('cookies.domain is lowercased without its leading dot', async (t) => {
 t.test('session', async (t) => {
   table(t, {
     'unknown store': [{ session: { store: 'file' } }, ['session.store: must be one of: cookie, memory, redis']],
-    'redis without redisUrl': [{ session: { store: 'redis' } }, ['session.store: redis requires session.redisUrl']],
+    'redis without redisUrl': [{ session: { store: 'redis' } }, ['session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster']],
     'redis with a broken redisUrl: only the URL is reported': [
       { session: { store: 'redis', redisUrl: 'http://127.0.0.1' } },
       ['session.redisUrl: must be a redis:// or rediss:// URL'],
@@ -239,7 +239,7 @@ t.test('session', async (t) => {
     'memory': valid({ session: { store: 'memory' } }),
     'redisUrl with store cookie': valid({ session: { redisUrl: 'redis://127.0.0.1' } }),
     'redis key prefix and timeout': valid({ session: { store: 'redis', redisUrl: 'rediss://:pw@redis:6380', redis: { keyPrefix: 'team-a:', timeoutMs: 500 } } }),
-    'redis key prefix with a space': [{ session: { redis: { keyPrefix: 'a b' } } }, ['session.redis.keyPrefix: must be at most 64 printable ASCII characters without spaces']],
+    'redis key prefix with a space': [{ session: { redis: { keyPrefix: 'a b' } } }, ['session.redis.keyPrefix: must be at most 64 printable ASCII characters without spaces or braces']],
     'redis timeout 0': [{ session: { redis: { timeoutMs: 0 } } }, ['session.redis.timeoutMs: must be between 1 and 2147483647']],
     'redisUrl http': [{ session: { redisUrl: 'http://127.0.0.1:6379' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],
     'redisUrl without host': [{ session: { redisUrl: 'redis://' } }, ['session.redisUrl: must be a redis:// or rediss:// URL']],

@@ -19,7 +19,7 @@ const NOT_VARIABLES = new Set([
   // HTTP methods, gRPC status codes, signals, Redis commands and options, npm's error codes
   'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT', 'TRACE',
   'INVALID_ARGUMENT', 'PERMISSION_DENIED', 'UNAUTHENTICATED', 'UNAVAILABLE', 'NOT_FOUND', 'DEADLINE_EXCEEDED',
-  'SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP', 'PING', 'SET', 'EXEC', 'EXAT', 'PXAT', 'EBADENGINE', 'ENOENT', 'EACCES', 'ECONNREFUSED',
+  'SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP', 'PING', 'SET', 'EXEC', 'EXAT', 'PXAT', 'WAIT', 'MOVED', 'ASK', 'EBADENGINE', 'ENOENT', 'EACCES', 'ECONNREFUSED',
   // Transport and TLS error codes, and openid-client's, as the provider-failure log lines carry them
   'ENOTFOUND', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'ERR_TLS_CERT_ALTNAME_INVALID', 'OAUTH_RESPONSE_IS_NOT_CONFORM',
   // Another program's variable: Jaeger v1's, in the tracing page's collector example
