@@ -169,6 +169,24 @@ t.test('the process model is src/runtime: only the entry points (cli.ts, dev/) i
   t.strictSame(connects, ['runtime/process-state.ts'], 'one place opens the Redis connection')
 })
 
+t.test('Redis: every key is named by session/redis-keys.ts, every script lives in session/redis-scripts.ts, and writes that must survive a failover go through durableWrite', async (t) => {
+  // Redis Cluster runs a multi-key command or script only on one hash slot: the keys one
+  // operation touches get their common hash tag in one place, and a script written elsewhere
+  // (an eval, a MULTI) would escape the review of which keys it touches together.
+  const scripts: string[] = []
+  const transactions: string[] = []
+  for (const file of sources(SRC)) {
+    const from = relative(SRC, file)
+    const text = readFileSync(file, 'utf8')
+    if (/\.(eval|evalsha|defineCommand)\(/.test(text) && from !== 'session/redis-scripts.ts') scripts.push(from)
+    if (/\.multi\(\)/.test(text)) transactions.push(from)
+  }
+  t.strictSame(scripts, [], 'no Lua script outside redis-scripts.ts')
+  t.strictSame(transactions, [], 'no MULTI: a script says which keys it touches together')
+  const stores = ['session/redis-store.ts', 'session/redis-refresh-coordinator.ts', 'session/revocation.ts']
+  for (const from of stores) t.match(readFileSync(join(SRC, from), 'utf8'), /durableWrite\(/, `${from} writes through durableWrite`)
+})
+
 t.test('what judges by time reads the injected clock: no Date.now() in the session, authentication, check and cache modules', async (t) => {
   // The process chooses one clock (runtime/process-state.ts) and hands it down (lib/clock.ts): a
   // module that also read the system's time would judge part of an expiry on another clock, and a
