@@ -7,6 +7,7 @@ import { manualClock } from '../fixtures/clock.js'
 import { rawRequest } from '../fixtures/http.js'
 import { eventually } from '../fixtures/poll.js'
 import { startRedisTopology } from '../fixtures/redis-sessions.js'
+import { call } from '../fixtures/redis-node.js'
 import type { SentinelTopology } from '../fixtures/redis-sentinel.js'
 import { CLIENT_ID, startStack, type Stack, type Teardown } from '../fixtures/stack.js'
 
@@ -18,8 +19,12 @@ import { CLIENT_ID, startStack, type Stack, type Teardown } from '../fixtures/st
 
 const JSON_ACCEPT = { accept: 'application/json' }
 
-async function sentinelStack(t: Teardown, options: Parameters<typeof startStack>[1] = {}): Promise<{ stack: Stack; sentinel: SentinelTopology; a: string; b: string }> {
-  const topology = await startRedisTopology(t, 'sentinel')
+async function sentinelStack(
+  t: Teardown,
+  options: Parameters<typeof startStack>[1] = {},
+  passwords: Parameters<typeof startRedisTopology>[2] = {},
+): Promise<{ stack: Stack; sentinel: SentinelTopology; a: string; b: string }> {
+  const topology = await startRedisTopology(t, 'sentinel', passwords)
   if (topology.kind !== 'sentinel') throw new Error('sentinel expected')
   const stack = await startStack(t, {
     replicas: 2,
@@ -117,4 +122,34 @@ t.test('Sentinel failover during a refresh: the rotating refresh token is redeem
   t.equal(redeemed.length, 2)
   t.equal(new Set(redeemed).size, 2, 'two different refresh tokens')
   t.equal(refused, 0)
+})
+
+t.test('Sentinel with passwords, a primary that stops answering (DEBUG SLEEP) instead of dying: the gateways follow the new primary, and nothing written after the failover is lost when the old one wakes', async (t) => {
+  const { stack, sentinel, a, b } = await sentinelStack(t, {}, { data: 'data-secret-0123', sentinel: 'sentinel-secret-0123' })
+  const alice = await stack.signedIn('alice')
+  t.same([await status(a, cookieOf(alice)), await status(b, cookieOf(alice))], [200, 200], 'signed in through password-protected sentinels and data nodes')
+  const { old, awake } = await sentinel.sleepPrimary(6)
+  const seen = new Set<number>()
+  await eventually(
+    'both replicas serve alice from the new primary',
+    async () => {
+      const answers = await Promise.all([a, b].map((gw) => status(gw, cookieOf(alice))))
+      for (const answer of answers) seen.add(answer)
+      return answers.every((answer) => answer === 200)
+    },
+    60_000,
+  )
+  await sentinel.awaitFailover(old)
+  t.same([...seen].filter((code) => code !== 200 && code !== 503), [], 'nothing but 200 and 503 while the primary slept')
+  const bob = await stack.signedIn('bob')
+  t.same([await status(a, cookieOf(bob)), await status(b, cookieOf(bob))], [200, 200], 'a sign-in during the stale primary\'s sleep is on the new primary')
+  await awake
+  // The woken node still believes it is the primary until the sentinels turn it into a replica
+  // of the new one (and it drops what it has): a write sent to it would be lost.
+  await eventually('the woken primary is a replica again', async () => {
+    const role = await call(old, ['ROLE'], { password: 'data-secret-0123' })
+    return Array.isArray(role) && role[0] === 'slave'
+  }, 30_000)
+  for (const browser of [alice, bob]) t.same([await status(a, cookieOf(browser)), await status(b, cookieOf(browser))], [200, 200], 'every session is still there')
+  t.match(await stack.replicas[0]!.live.app.management.metrics.metrics(), /openid_gateway_redis_errors_total\{kind="(timeout|connection)"\} [1-9]/, 'the failed commands were counted by kind')
 })
