@@ -30,7 +30,7 @@ function config(redisUrl: string) {
 }
 
 /** A well-sealed reference to a session that does not exist: reading it needs Redis. */
-const cookie = `ogw=${new CookieCipher([COOKIE_SECRET], systemClock).seal('session:ogw', { i: 'no-such-session' }, Date.now() / 1000 + 60)}`
+const cookie = `ogw=${new CookieCipher([COOKIE_SECRET], systemClock).seal('session:ogw', { i: 'no-such-session', u: 'user-tag' }, Date.now() / 1000 + 60)}`
 const request = { url: '/x', headers: { accept: 'application/json', cookie } }
 
 t.test('at a normal start, the first request finds Redis connected', async (t) => {
@@ -77,4 +77,14 @@ t.test('closing the app closes its Redis connection; it does not hang while Redi
   const started = Date.now()
   await second.close()
   t.ok(Date.now() - started < TIMEOUT_MS * 3, 'close does not hang on an unreachable Redis')
+})
+
+t.test('a session cookie from a release before hash tags (no user tag) is no session: 401, and the user signs in again', async (t) => {
+  const redis = await startRedis(t)
+  const app = await buildStandaloneApp(config(redis.url))
+  t.teardown(() => app.close())
+  const legacy = `ogw=${new CookieCipher([COOKIE_SECRET], systemClock).seal('session:ogw', { i: 'an-old-session' }, Date.now() / 1000 + 60)}`
+  const res = await app.inject({ ...request, headers: { ...request.headers, cookie: legacy } })
+  t.equal(res.statusCode, 401)
+  t.equal(res.json().code, 'unauthenticated')
 })

@@ -48,7 +48,7 @@ t.test('a session made on one replica is used on the other; the browser holds on
   t.same(gatewayCookies.map((c) => c.name), ['ogw'], 'one gateway cookie, no credentials cookie')
   const cookie = browser.cookie('ogw')?.value ?? ''
   const opened = new CookieCipher([COOKIE_SECRET], systemClock).open('session:ogw', cookie)
-  t.same(Object.keys(opened as object), ['i'], 'the cookie seals the session id alone')
+  t.same(Object.keys(opened as object), ['i', 'u'], "the cookie seals the session id and its user's key tag alone")
   const id = (opened as { i: string }).i
   t.match(id, /^[A-Za-z0-9_-]{43}$/, 'the id is 256 random bits (base64url), well over 128')
   t.notMatch(cookie, accessToken.slice(0, 20))
