@@ -16,7 +16,8 @@ import { defineScripts } from './redis-scripts.js'
 //   ASK redirections and refreshes its slot map after a failover.
 // Commands never wait for Redis: while it is unreachable each one fails at once (no offline
 // queue, no retry of a command), so a request answers 503 instead of hanging; the connection itself
-// is retried forever with capped backoff, so service resumes by itself.
+// is retried forever with capped backoff, so service resumes by itself. (With Sentinel, a command
+// waits for a reconnection in progress, at most session.redis.timeoutMs: see below.)
 //
 // Writes that must survive a failover (sessions, their ends, refresh results, revocations) are
 // followed by `WAIT <replicas> <timeoutMs>` on the same connection (durableWrite): Redis
@@ -251,6 +252,12 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
         // Subscribes to the sentinels' +switch-master: the primary changes without waiting for
         // the old one's connection to break (a primary that is slow, not dead, would keep it).
         failoverDetector: true,
+        // The detector drops the connection when the announcement comes, often after the client
+        // has already found the new primary by itself: commands sent during that reconnection
+        // wait for it (each at most commandTimeout, and no longer than one failed attempt, as
+        // maxRetriesPerRequest 0 fails the queue at every one) rather than answer 503 once
+        // service is back.
+        enableOfflineQueue: true,
         // A demoted primary answers writes with READONLY: reconnect, through the sentinels.
         reconnectOnError: (err) => err.message.startsWith('READONLY'),
       })
