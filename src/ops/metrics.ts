@@ -90,62 +90,6 @@ export class GatewayMetrics {
   readonly #retired = { storeErrors: 0, evictions: 0 }
   readonly #requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>()
 
-  /**
-   * What the Redis connection reports (session/redis-client.ts), registered when a process
-   * connects to Redis: command latency by command, failures by kind, the redirections of a Cluster
-   * that ioredis followed, failovers seen, and writes that fewer replicas acknowledged than asked.
-   */
-  redisObserver(): RedisObserver {
-    const registers = [this.registry]
-    const latency = new Histogram({
-      name: 'openid_gateway_redis_command_duration_seconds',
-      help: 'Round trip of Redis commands, by command (scripts are evalsha), failed ones included.',
-      labelNames: ['command'],
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-      registers,
-    })
-    const errors = new Counter({
-      name: 'openid_gateway_redis_errors_total',
-      help: 'Redis commands that failed, by kind: timeout, connection (no connection, no primary, cluster down) or other (an error reply).',
-      labelNames: ['kind'],
-      registers,
-    })
-    const redirections = new Counter({
-      name: 'openid_gateway_redis_redirections_total',
-      help: 'Redis Cluster redirections followed, by kind: moved (the slot has a new owner) or ask (the slot is migrating).',
-      labelNames: ['kind'],
-      registers,
-    })
-    const failovers = new Counter({
-      name: 'openid_gateway_redis_failovers_total',
-      help: 'Failovers seen: the primary (Sentinel) or the set of primaries (Cluster) changed.',
-      registers,
-    })
-    const unreplicated = new Counter({
-      name: 'openid_gateway_redis_unreplicated_writes_total',
-      help: 'Writes that fewer replicas acknowledged than session.redis.waitReplicas within session.redis.waitTimeoutMs (kept on the primary).',
-      registers,
-    })
-    for (const kind of ['timeout', 'connection', 'other'] satisfies RedisFailureKind[]) errors.inc({ kind }, 0)
-    for (const kind of ['moved', 'ask']) redirections.inc({ kind }, 0)
-    const byCommand = new Map<string, { observe(value: number): void }>()
-    return {
-      command(name, seconds, failure) {
-        const command = REDIS_COMMANDS.has(name) ? name : 'other'
-        let series = byCommand.get(command)
-        if (series === undefined) {
-          series = latency.labels(command)
-          byCommand.set(command, series)
-        }
-        series.observe(seconds)
-        if (failure !== undefined) errors.inc({ kind: failure })
-      },
-      redirection: (kind) => redirections.inc({ kind }),
-      failover: () => failovers.inc(),
-      unreplicated: () => unreplicated.inc(),
-    }
-  }
-
   constructor(series: MetricSeries = { store: 'cookie' }) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
@@ -229,6 +173,62 @@ export class GatewayMetrics {
           this.set(await revocations().catch(() => Number.NaN))
         },
       })
+    }
+  }
+
+  /**
+   * What the Redis connection reports (session/redis-client.ts), registered when a process
+   * connects to Redis: command latency by command, failures by kind, the redirections of a Cluster
+   * that ioredis followed, failovers seen, and writes that fewer replicas acknowledged than asked.
+   */
+  redisObserver(): RedisObserver {
+    const registers = [this.registry]
+    const latency = new Histogram({
+      name: 'openid_gateway_redis_command_duration_seconds',
+      help: 'Round trip of Redis commands, by command (scripts are evalsha), failed ones included.',
+      labelNames: ['command'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    })
+    const errors = new Counter({
+      name: 'openid_gateway_redis_errors_total',
+      help: 'Redis commands that failed, by kind: timeout, connection (no connection, no primary, cluster down) or other (an error reply).',
+      labelNames: ['kind'],
+      registers,
+    })
+    const redirections = new Counter({
+      name: 'openid_gateway_redis_redirections_total',
+      help: 'Redis Cluster redirections followed, by kind: moved (the slot has a new owner) or ask (the slot is migrating).',
+      labelNames: ['kind'],
+      registers,
+    })
+    const failovers = new Counter({
+      name: 'openid_gateway_redis_failovers_total',
+      help: 'Failovers seen: the primary (Sentinel) or the set of primaries (Cluster) changed.',
+      registers,
+    })
+    const unreplicated = new Counter({
+      name: 'openid_gateway_redis_unreplicated_writes_total',
+      help: 'Writes that fewer replicas acknowledged than session.redis.waitReplicas within session.redis.waitTimeoutMs (kept on the primary).',
+      registers,
+    })
+    for (const kind of ['timeout', 'connection', 'other'] satisfies RedisFailureKind[]) errors.inc({ kind }, 0)
+    for (const kind of ['moved', 'ask']) redirections.inc({ kind }, 0)
+    const byCommand = new Map<string, { observe(value: number): void }>()
+    return {
+      command(name, seconds, failure) {
+        const command = REDIS_COMMANDS.has(name) ? name : 'other'
+        let series = byCommand.get(command)
+        if (series === undefined) {
+          series = latency.labels(command)
+          byCommand.set(command, series)
+        }
+        series.observe(seconds)
+        if (failure !== undefined) errors.inc({ kind: failure })
+      },
+      redirection: (kind) => redirections.inc({ kind }),
+      failover: () => failovers.inc(),
+      unreplicated: () => unreplicated.inc(),
     }
   }
 
