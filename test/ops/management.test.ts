@@ -130,7 +130,7 @@ t.test('started while the provider is down: alive, not ready, sign-in 503 not_re
   t.match(started.json(), { value: new RegExp(`^http://127\\.0\\.0\\.1:${providerPort}/`) })
 })
 
-t.test('Redis store: readyz names the session store while Redis is down, and recovers; store errors are counted', async (t) => {
+t.test('Redis store: readyz names the session store and redis while Redis is down, and recovers; store errors are counted', async (t) => {
   const redis = await startRedis(t)
   const stack = await startStack(t, { config: { session: { store: 'redis', redisUrl: redis.url, redis: { timeoutMs: 500 } } } })
   const origin = await management(t, stack.app)
@@ -139,7 +139,7 @@ t.test('Redis store: readyz names the session store while Redis is down, and rec
   await redis.stop()
   const down = await rawRequest(origin, '/readyz')
   t.equal(down.status, 503)
-  t.same(down.json(), { status: 'not_ready', failing: ['session_store'] })
+  t.same(down.json(), { status: 'not_ready', failing: ['session_store', 'redis'] })
   const res = await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })
   t.equal(res.status, 503)
   const text = await metrics(origin)
