@@ -1,7 +1,8 @@
 // The Sentinel and Cluster fixtures (test/fixtures/redis-sentinel.ts, redis-cluster.ts) do what
 // the tests of a gateway on those topologies will count on, shown with a plain ioredis client: a
 // failover keeps the data written before it and moves the primary, and a slot moved behind a
-// client's back answers MOVED at its old node.
+// client's back answers MOVED at its old node. (A sleeping primary, with passwords: the gateway's
+// own test, test/e2e/redis-sentinel.test.ts.)
 
 import { Cluster, Redis } from 'ioredis'
 import t, { type Test } from 'tap'
@@ -40,27 +41,6 @@ t.test('Sentinel: a killed primary fails over to a replica that has the data', a
   const rejoined = quiet(t, new Redis({ host: old.host, port: old.port, maxRetriesPerRequest: 1 }))
   t.equal((await rejoined.role())[0], 'slave', 'the restarted node is a replica')
   t.equal(await eventually('the restarted replica has the new value', async () => (await rejoined.get('topology:key')) === 'after-failover' || undefined), true)
-})
-
-t.test('Sentinel with passwords: a sleeping primary is replaced, and comes back a replica', async (t) => {
-  const topology = await startSentinel(t, { name: 'guarded', password: 'data-secret', sentinelPassword: 'sentinel-secret' })
-  const { sentinels, name } = topology
-  const options = { sentinels, name, password: 'data-secret', sentinelPassword: 'sentinel-secret', maxRetriesPerRequest: 1 }
-  const client = quiet(t, new Redis(options))
-  t.equal(await client.set('topology:key', 'guarded'), 'OK')
-  t.equal(await client.wait(2, 10_000), 2, 'both replicas acknowledged the write')
-  const sentinel = sentinels[0] as { host: string; port: number }
-  const anonymous = quiet(t, new Redis({ host: sentinel.host, port: sentinel.port, maxRetriesPerRequest: 1 }))
-  await t.rejects(anonymous.ping(), { message: /^NOAUTH/ }, 'the sentinels require their password')
-
-  const { old, awake } = await topology.sleepPrimary(6)
-  const promoted = await topology.awaitFailover(old)
-  t.not(promoted.port, old.port, 'another node is the primary')
-  const fresh = quiet(t, new Redis(options))
-  t.equal(await fresh.get('topology:key'), 'guarded', 'a new client reads the key from the new primary')
-  await awake
-  const woken = quiet(t, new Redis({ host: old.host, port: old.port, password: 'data-secret', maxRetriesPerRequest: 1 }))
-  t.equal(await eventually('the woken primary is turned into a replica', async () => (await woken.role())[0] === 'slave' || undefined, 30_000), true)
 })
 
 t.test('Cluster: a killed primary fails over, and a moved slot answers MOVED at its old node', async (t) => {
