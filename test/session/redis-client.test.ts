@@ -45,3 +45,51 @@ t.test('a durable write waits for replicas on its own connection; fewer than ask
   t.equal(unreplicated, 1, 'a standalone Redis has no replica: counted')
   t.match(lines.join(''), /fewer replicas than session\.redis\.waitReplicas/, 'and logged at warn')
 })
+
+t.test('the topology keys reach ioredis as its options say they should', async (t) => {
+  const { parseConfig } = await import('../../src/config/load.js')
+  const { redisTopology } = await import('../../src/session/redis-client.js')
+  const base = {
+    server: { publicUrl: 'https://app.example.com' },
+    provider: { issuer: 'https://idp.example.com', clientId: 'c', clientSecret: 's' },
+    cookies: { secrets: ['0123456789abcdef0123456789abcdef'] },
+    upstreams: [{ name: 'app', target: 'http://127.0.0.1:1' }],
+  }
+  const { stringify } = await import('yaml')
+  const load = (redis: Record<string, unknown>) => parseConfig(stringify({ ...base, session: { store: 'redis', redis } }), {}).session
+  const silent = pino({ level: 'silent' })
+
+  const sentinel = load({
+    sentinels: { name: 'mymaster', nodes: ['s-0:26379', '[::1]:26380'], username: 'watcher', password: 'sentinel-pw', tls: true },
+    username: 'gw',
+    password: 'data-pw',
+    tls: true,
+  })
+  const s = await connectRedis({ topology: redisTopology(sentinel)!, timeoutMs: 100 }, silent)
+  s.disconnect()
+  t.match((s as unknown as { options: Record<string, unknown> }).options, {
+    name: 'mymaster',
+    sentinels: [{ host: 's-0', port: 26379 }, { host: '::1', port: 26380 }],
+    sentinelUsername: 'watcher',
+    sentinelPassword: 'sentinel-pw',
+    enableTLSForSentinelMode: true,
+    sentinelTLS: {},
+    username: 'gw',
+    password: 'data-pw',
+    tls: {},
+    failoverDetector: true,
+  })
+
+  const cluster = load({
+    cluster: { nodes: ['redis-0:6379'], natMap: { '10.0.1.5:6379': 'redis.example.com:7000' }, dnsLookup: 'passthrough' },
+    password: 'data-pw',
+    tls: true,
+  })
+  const c = await connectRedis({ topology: redisTopology(cluster)!, timeoutMs: 100 }, silent)
+  c.disconnect()
+  const options = (c as unknown as { options: { natMap: unknown; redisOptions: Record<string, unknown>; dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => void } }).options
+  t.same(options.natMap, { '10.0.1.5:6379': { host: 'redis.example.com', port: 7000 } }, 'natMap, as host and port')
+  t.match(options.redisOptions, { password: 'data-pw', tls: {} }, 'credentials and TLS for every node')
+  const looked = await new Promise<string>((resolve) => options.dnsLookup('clustercfg.example.com', (_err, address) => resolve(address)))
+  t.equal(looked, 'clustercfg.example.com', 'passthrough: the name is kept, so TLS checks it')
+})
