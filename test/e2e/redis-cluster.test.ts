@@ -16,6 +16,7 @@ import { manualClock } from '../fixtures/clock.js'
 import { rawRequest } from '../fixtures/http.js'
 import { eventually } from '../fixtures/poll.js'
 import { startCluster, type ClusterTopology } from '../fixtures/redis-cluster.js'
+import { untilServedAgain } from '../fixtures/redis-sessions.js'
 import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.js'
 import { CLIENT_ID, COOKIE_SECRET, startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.js'
 
@@ -160,16 +161,7 @@ t.test('Redis Cluster', async (t) => {
     t.ok(aliceKey.startsWith(keyPrefix))
     const primary = await cluster.primaryForKey(aliceKey)
     const { old } = await cluster.killPrimary(primary)
-    const seen = new Set<number>()
-    await eventually(
-      "alice's shard serves again",
-      async () => {
-        const answers = await Promise.all([a, b].map((gw) => status(gw, cookieOf(alice))))
-        for (const answer of answers) seen.add(answer)
-        return answers.every((answer) => answer === 200)
-      },
-      60_000,
-    )
+    const seen = await untilServedAgain([a, b], cookieOf(alice))
     await cluster.awaitFailover(old)
     t.same([...seen].filter((code) => code !== 200 && code !== 503), [], 'nothing but 200 and 503 during the failover')
     t.same([await status(a, cookieOf(bob)), await status(b, cookieOf(bob))], [200, 200], "bob's session too")

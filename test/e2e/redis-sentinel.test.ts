@@ -6,7 +6,7 @@ import type { Browser } from '../fixtures/browser.js'
 import { manualClock } from '../fixtures/clock.js'
 import { rawRequest } from '../fixtures/http.js'
 import { eventually } from '../fixtures/poll.js'
-import { startRedisTopology } from '../fixtures/redis-sessions.js'
+import { startRedisTopology, untilServedAgain } from '../fixtures/redis-sessions.js'
 import { call } from '../fixtures/redis-node.js'
 import type { SentinelTopology } from '../fixtures/redis-sentinel.js'
 import { CLIENT_ID, startStack, type Stack, type Teardown } from '../fixtures/stack.js'
@@ -129,16 +129,7 @@ t.test('Sentinel with passwords, a primary that stops answering (DEBUG SLEEP) in
   const alice = await stack.signedIn('alice')
   t.same([await status(a, cookieOf(alice)), await status(b, cookieOf(alice))], [200, 200], 'signed in through password-protected sentinels and data nodes')
   const { old, awake } = await sentinel.sleepPrimary(6)
-  const seen = new Set<number>()
-  await eventually(
-    'both replicas serve alice from the new primary',
-    async () => {
-      const answers = await Promise.all([a, b].map((gw) => status(gw, cookieOf(alice))))
-      for (const answer of answers) seen.add(answer)
-      return answers.every((answer) => answer === 200)
-    },
-    60_000,
-  )
+  const seen = await untilServedAgain([a, b], cookieOf(alice))
   await sentinel.awaitFailover(old)
   t.same([...seen].filter((code) => code !== 200 && code !== 503), [], 'nothing but 200 and 503 while the primary slept')
   const bob = await stack.signedIn('bob')
