@@ -142,7 +142,7 @@ function checkRedisUrl(value: string): string | undefined {
 }
 
 // A Redis node: host and port both (Redis has no default port a cluster or sentinel list could
-// rely on), parsed by session/redis-client.ts parseHostPort.
+// rely on), parsed by session/redis-client.ts (parseHostPort).
 function checkHostPort(value: string): string | undefined {
   const message = 'must be host:port (a host name or IP address, and a port from 1 to 65535)'
   if (!/:\d+$/.test(value)) return message

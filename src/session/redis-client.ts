@@ -73,10 +73,8 @@ export interface RedisObserver {
 
 export type RedisFailureKind = 'timeout' | 'connection' | 'other'
 
-export interface RedisClientOptions {
-  /** redis:// or rediss:// (TLS), user and password in the URL; or a topology. */
-  url?: string
-  topology?: RedisTopology
+/** One node by its URL (redis:// or rediss://, user and password in it), or any topology. */
+export type RedisClientOptions = ({ url: string } | { topology: RedisTopology }) & {
   /** Connect timeout and timeout of every command. */
   timeoutMs: number
   /** Replicas a durable write waits for, and how long (default: none). */
@@ -99,7 +97,7 @@ export function redisEndpoint(url: string): string {
 }
 
 /** `host:port` (the schema's `host-port` format; an IPv6 host in brackets). */
-export function parseHostPort(value: string): HostPort {
+function parseHostPort(value: string): HostPort {
   const at = value.lastIndexOf(':')
   const host = value.slice(0, at).replace(/^\[(.*)\]$/, '$1')
   return { host, port: Number(value.slice(at + 1)) }
@@ -143,7 +141,7 @@ export function defaultWaitReplicas(topology: RedisTopology): number {
 }
 
 /** What may be logged of a topology: where it is, never a password. */
-export function topologyEndpoint(topology: RedisTopology): string {
+function topologyEndpoint(topology: RedisTopology): string {
   switch (topology.kind) {
     case 'single':
       return redisEndpoint(topology.url)
@@ -188,7 +186,7 @@ export async function durableWrite(client: RedisClient, build: (pipeline: Chaina
 }
 
 /** The replies of a pipeline or transaction; throws the first command error (exec answers them in the list). */
-export function checkedReplies(results: Array<[Error | null, unknown]> | null): unknown[] {
+function checkedReplies(results: Array<[Error | null, unknown]> | null): unknown[] {
   if (results === null) throw new Error('the Redis transaction was aborted')
   return results.map(([err, result]) => {
     if (err !== null) throw err
@@ -211,7 +209,7 @@ export async function pingRedis(client: RedisClient): Promise<boolean> {
   }
 }
 
-export function isCluster(client: RedisClient): client is Cluster {
+function isCluster(client: RedisClient): client is Cluster {
   return (client as { isCluster?: boolean }).isCluster === true
 }
 
@@ -221,7 +219,7 @@ export function isCluster(client: RedisClient): client is Cluster {
  * process that imports it.
  */
 export async function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger, tracer?: Tracer): Promise<RedisClient> {
-  const topology: RedisTopology = options.topology ?? { kind: 'single', url: options.url ?? '' }
+  const topology: RedisTopology = 'topology' in options ? options.topology : { kind: 'single', url: options.url }
   const endpoint = topologyEndpoint(topology)
   const { Redis, Cluster } = await import('ioredis')
   const common: RedisOptions = {
