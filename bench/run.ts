@@ -38,7 +38,11 @@ const ROUND_SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const SERVER = new URL('./server.js', import.meta.url).pathname
 const CLI = new URL('../src/cli.js', import.meta.url).pathname
-/** BENCH_PROFILE=1: each server writes a V8 CPU profile to bench/profiles when the bench ends. */
+/**
+ * BENCH_PROFILE=1: each Node server profiles the measured rounds (not its start, the sign-ins or
+ * the warm-up) and writes bench/profiles/<server>.cpuprofile with the requests it answered in
+ * them, so that profile-summary.ts gives microseconds per request.
+ */
 const PROFILE = process.env.BENCH_PROFILE === '1'
 /**
  * BENCH_SOAK=seconds: after the table, the cookie-session row for that long, the gateway's
@@ -48,11 +52,13 @@ const SOAK_SECONDS = Number(process.env.BENCH_SOAK ?? 0)
 const SOAK_SAMPLE_SECONDS = 30
 const MiB = 1024 * 1024
 /**
- * BENCH_ROWS=text[,text...]: only the rows whose name contains one of them. The upstream's own row
+ * BENCH_ROWS=text[,text...]: only the rows whose name contains one of them (`=name`: whose name is
+ * exactly that, e.g. `=gateway, cookie session` alone, for a profile). The upstream's own row
  * (the host's floor: what answering one request costs any Node server here) and the baseline
  * always run, so that every result says how fast the host was.
  */
-const ONLY = process.env.BENCH_ROWS?.split(',')
+// Row names hold ", ": the list separates at a comma not followed by a space.
+const ONLY = process.env.BENCH_ROWS?.split(/,(?! )/)
 
 const H2LOAD = h2loadAvailable()
 
@@ -64,17 +70,18 @@ interface Server {
   /** `host:port` of the ext_authz gRPC service, when the spec asked for one. */
   grpcAddress?: string
   stats(): Promise<Stats>
+  /** BENCH_PROFILE: starts the server's CPU profile, or stops it and writes it to `file`. */
+  profile?(command: 'start' | { file: string }): Promise<void>
 }
 
 const teardown: Array<() => unknown> = []
 
-const profiling = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${join(process.cwd(), 'bench', 'profiles')}`] : []
 
 async function startServer(name: string, spec: ServerSpec): Promise<Server> {
   const child = fork(SERVER, [JSON.stringify(spec)], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     // The servers share core 0; the load generator has core 1 to itself.
-    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath, ...profiling] } : { execArgv: profiling }),
+    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] } : {}),
   })
   teardown.push(
     () =>
@@ -97,7 +104,12 @@ async function startServer(name: string, spec: ServerSpec): Promise<Server> {
       child.once('message', (m) => resolve(m as Stats))
       child.send('stats')
     })
-  return { name, origin: `http://127.0.0.1:${port}`, ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }), stats }
+  const profile = (command: 'start' | { file: string }): Promise<void> =>
+    new Promise((resolve) => {
+      child.once('message', () => resolve())
+      child.send(command === 'start' ? 'profile-start' : { profileTo: command.file })
+    })
+  return { name, origin: `http://127.0.0.1:${port}`, ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }), stats, profile }
 }
 
 /** A row autocannon drives: HTTP/1.1 requests of `path` with `headers`, answered `status`. */
@@ -393,16 +405,27 @@ async function main(): Promise<void> {
   }
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
-  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 1 || ONLY.some((text) => row.name.includes(text))))
+  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 1 || ONLY.some((text) => (text.startsWith('=') ? row.name === text.slice(1) : row.name.includes(text)))))
   process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
   for (const row of rows) await load(row, WARMUP_SECONDS)
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
+  const profiled = PROFILE ? [...new Set(rows.map((row) => row.server))].filter((server) => server.profile !== undefined) : []
+  for (const server of profiled) await server.profile?.('start')
   for (let round = 1; round <= ROUNDS; round++) {
     for (const row of rows) {
       const m = await load(row, ROUND_SECONDS)
       measures.get(row)?.push(m)
       process.stderr.write(`round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`)
     }
+  }
+
+  for (const server of profiled) {
+    const dir = join(process.cwd(), 'bench', 'profiles')
+    mkdirSync(dir, { recursive: true })
+    const file = join(dir, `${server.name.replace(/[^a-z0-9]+/gi, '-')}.cpuprofile`)
+    await server.profile?.({ file })
+    const requests = rows.filter((row) => row.server === server).reduce((n, row) => n + (measures.get(row) ?? []).reduce((m, x) => m + x.requests, 0), 0)
+    process.stderr.write(`profile: node build-bench/bench/profile-summary.js ${file} ${requests}\n`)
   }
 
   const summary = rows.map((row) => {

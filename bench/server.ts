@@ -4,7 +4,9 @@
 // it). The parent talks to it over IPC: it says where it listens, and answers "stats" with its
 // CPU time and memory.
 
+import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
+import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import httpProxy from '@fastify/http-proxy'
 import Fastify, { type FastifyInstance } from 'fastify'
@@ -67,11 +69,31 @@ async function start(spec: ServerSpec): Promise<Listening> {
 }
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as ServerSpec
+/** BENCH_PROFILE: V8's profiler through the inspector, on while the bench measures. */
+let profiler: Session | undefined
+
+async function profile(message: unknown): Promise<void> {
+  if (message === 'profile-start') {
+    profiler = new Session()
+    profiler.connect()
+    await profiler.post('Profiler.enable')
+    await profiler.post('Profiler.start')
+  } else if (profiler !== undefined) {
+    const { profile } = await profiler.post('Profiler.stop')
+    writeFileSync((message as { profileTo: string }).profileTo, JSON.stringify(profile))
+    profiler.disconnect()
+    profiler = undefined
+  }
+}
+
 start(spec).then(
   (listening) => {
     process.on('message', (message) => {
-      // A clean exit, so that --cpu-prof (BENCH_PROFILE) writes its profile.
       if (message === 'exit') process.exit(0)
+      if (message === 'profile-start' || (typeof message === 'object' && message !== null && 'profileTo' in message)) {
+        void profile(message).then(() => process.send?.('profiled'))
+        return
+      }
       if (message !== 'stats') return
       const cpu = process.cpuUsage()
       const stats: Stats = { cpuMicros: cpu.user + cpu.system, rssBytes: process.memoryUsage().rss, maxRssBytes: process.resourceUsage().maxRSS * 1024 }
