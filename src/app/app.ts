@@ -15,7 +15,7 @@ import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
-import { loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
+import { lazyRequestLogger, loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
 import { traceFields, traceRequests, upstreamTracing } from '../ops/request-tracing.js'
 import type { Tracing } from '../ops/tracing.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
@@ -164,6 +164,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     logger: { ...loggerOptions(config.log), stream: logStream },
     // One line per request, written in onResponse with the gateway's own fields.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyRequestLogger,
     genReqId: () => randomUUID(),
     trustProxy: config.server.trustedProxies.length === 0 ? false : config.server.trustedProxies,
     http: { maxHeaderSize: MAX_HEADER_BYTES },
@@ -211,9 +212,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // First, so that every request's work runs under its server span.
   if (tracing !== undefined) traceRequests(app, { tracing, isTrustedProxy: createTrustCheck(config.server.trustedProxies) })
   const isAmbiguous = createRoutingAmbiguityCheck(config.upstreams)
-  // The hooks that run on every request take a callback: an async hook costs a promise and a
-  // microtask per request for work that never waits.
-  app.addHook('onRequest', (req, _reply, done) => {
+  await app.register(cookie, { hook: false })
+  const cipher = new CookieCipher(config.cookies.secrets, state.clock)
+  const formerCookieNames = state.cookieNames
+  const cookies = new GatewayCookies(config.cookies, cipher, formerCookieNames)
+  formerCookieNames.add(config.cookies.name)
+  // What every request goes through before routing, in one hook. It takes a callback: an async
+  // hook costs a promise and a microtask per request for work that never waits.
+  app.addHook('onRequest', (req, reply, done) => {
     if ((req.raw as IncomingMessage & { [kBadPath]?: true })[kBadPath]) {
       return done(new GatewayError('bad_request', 'the request path is malformed'))
     }
@@ -221,6 +227,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
       return done(new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces'))
     }
+    // Only the gateway's cookies are read (session/cookies.ts jar), not every cookie of the
+    // header as @fastify/cookie's parsing hook would (it stays for setting cookies).
+    req.cookies = cookies.jar(req.headers.cookie)
+    cookies.expireFormer(req, reply)
     done()
   })
   // An answer given before the request's body has arrived (a 401 on a protected path, a 413, a
@@ -231,18 +241,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     if (!req.raw.complete) reply.header('connection', 'close')
     done(null, payload)
   })
-  await app.register(cookie)
   decorateIdentity(app)
   app.decorateReply('problemCode', undefined)
   app.decorateReply('logFields', undefined)
-  const cipher = new CookieCipher(config.cookies.secrets, state.clock)
-  const formerCookieNames = state.cookieNames
-  const cookies = new GatewayCookies(config.cookies, cipher, formerCookieNames)
-  formerCookieNames.add(config.cookies.name)
-  app.addHook('onRequest', (req, reply, done) => {
-    cookies.expireFormer(req, reply)
-    done()
-  })
   const { redis, revocations } = state
   app.decorate('revocations', revocations)
   const { store, coordinator } = createSessions(config, cookies, cipher, state)
@@ -379,7 +380,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     createGrpcCheck({
       decide: extAuthz,
       publicUrl: config.server.publicUrl,
-      parseCookie: (header) => app.parseCookie(header),
+      parseCookie: (header) => cookies.jar(header),
       setCookies: () => new SetCookieLines((name, value, options) => app.serializeCookie(name, value, options)),
       expireFormer: (req, reply) => cookies.expireFormer(req, reply),
       answerProblem: (req, problem, page) => answerProblem(req, app.log, problem, problem.status, page),

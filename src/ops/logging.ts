@@ -1,5 +1,5 @@
-import type { FastifyLoggerOptions } from 'fastify'
-import { destination, type DestinationStream, type LoggerOptions } from 'pino'
+import type { FastifyBaseLogger, FastifyLoggerOptions } from 'fastify'
+import { destination, type Bindings, type ChildLoggerOptions, type DestinationStream, type LoggerOptions } from 'pino'
 import type { LogConfig } from '../options/types.js'
 import { DEFAULT_REDACTED_QUERY_PARAMS } from '../options/schema.js'
 
@@ -149,5 +149,74 @@ export function flushAtExit(stream: SonicBoom): void {
     stream.flushSync()
   } catch {
     // EPIPE, or a destination already destroyed: the lines have nowhere to go.
+  }
+}
+
+/**
+ * Fastify's childLoggerFactory: the logger of a request, made when the request first logs. Fastify
+ * makes one per request (with its `reqId`), and a pino child costs a bindings serialization and an
+ * object per request; most requests never log beyond their request line (access-log.ts), which is
+ * not written through it. The line a request does log is the same as before.
+ */
+export function lazyRequestLogger(logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+  // The methods are the prototype's (no closures per request), typed loosely there; their
+  // arguments go to pino's as given.
+  return new LazyChildLogger(logger, bindings, options) as unknown as FastifyBaseLogger
+}
+
+type AnyLogFn = (...args: unknown[]) => void
+
+class LazyChildLogger {
+  readonly #parent: FastifyBaseLogger
+  readonly #bindings: Bindings
+  readonly #options: ChildLoggerOptions
+  #child: FastifyBaseLogger | undefined
+
+  constructor(parent: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent
+    this.#bindings = bindings
+    this.#options = options
+  }
+
+  #real(): FastifyBaseLogger {
+    return (this.#child ??= this.#parent.child(this.#bindings, this.#options))
+  }
+
+  get level(): string {
+    return this.#child?.level ?? this.#options.level ?? this.#parent.level
+  }
+
+  set level(level: string) {
+    this.#real().level = level
+  }
+
+  fatal(...args: unknown[]): void {
+    ;(this.#real().fatal as AnyLogFn)(...args)
+  }
+
+  error(...args: unknown[]): void {
+    ;(this.#real().error as AnyLogFn)(...args)
+  }
+
+  warn(...args: unknown[]): void {
+    ;(this.#real().warn as AnyLogFn)(...args)
+  }
+
+  info(...args: unknown[]): void {
+    ;(this.#real().info as AnyLogFn)(...args)
+  }
+
+  debug(...args: unknown[]): void {
+    ;(this.#real().debug as AnyLogFn)(...args)
+  }
+
+  trace(...args: unknown[]): void {
+    ;(this.#real().trace as AnyLogFn)(...args)
+  }
+
+  silent(): void {}
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#real().child(bindings, options)
   }
 }

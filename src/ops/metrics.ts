@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { ProviderCall } from '../oidc/client.js'
 import { ENDPOINT_LIST } from '../contract/endpoints.js'
 import type { RedisFailureKind, RedisObserver } from '../session/redis-client.js'
@@ -72,10 +72,103 @@ function mirror(registry: Registry, name: string, help: string, read: () => numb
   })
 }
 
+/** What a registry reads of a metric: prom-client's MetricObjectWithValues, as its Counter and Histogram fill it. */
+interface MetricReading {
+  name: string
+  help: string
+  type: 'counter' | 'histogram'
+  values: Array<{ labels: Record<string, string | number>; value: number; metricName?: string; exemplar?: null }>
+  aggregator: 'sum'
+}
+
+/** One labelled series of a BoundMetric: its labels, fixed when it is made, and its counts. */
+class BoundSeries {
+  readonly labels: Readonly<Record<string, string>>
+  /** Per bucket (a histogram), not cumulative. */
+  readonly buckets: Float64Array
+  sum = 0
+  count = 0
+
+  constructor(labels: Record<string, string>, buckets: number) {
+    this.labels = labels
+    this.buckets = new Float64Array(buckets)
+  }
+}
+
+/**
+ * The two metrics every request updates: requests_total and request_duration_seconds. prom-client's
+ * `labels(...).inc()` and `.observe()` hash the label object on every call (with its validation,
+ * about 0.4 µs each, per request); here a series is bound to its labels once and a request adds to
+ * numbers. What the registry reads (get()) has the shape of prom-client's own Counter and Histogram
+ * (cumulative `_bucket` series with `le`, `+Inf`, `_sum`, `_count`), so the exposition and the
+ * workers' aggregation (runtime/primary.ts, by metric name and labels) are the same.
+ */
+class BoundMetric {
+  readonly name: string
+  readonly help: string
+  readonly type: 'counter' | 'histogram'
+  readonly aggregator = 'sum' as const
+  /** A histogram's upper bounds, ascending. */
+  readonly #bounds: readonly number[]
+  readonly #series = new Map<string, BoundSeries>()
+
+  constructor(options: { name: string; help: string; type: 'counter' | 'histogram'; buckets?: readonly number[]; registry: Registry }) {
+    this.name = options.name
+    this.help = options.help
+    this.type = options.type
+    this.#bounds = options.buckets ?? []
+    options.registry.registerMetric(this as unknown as Metric)
+  }
+
+  /** The series of these labels; its owner keeps it (the label values come from fixed sets). */
+  series(labels: Record<string, string>): BoundSeries {
+    const key = JSON.stringify(labels)
+    let series = this.#series.get(key)
+    if (series === undefined) this.#series.set(key, (series = new BoundSeries(labels, this.#bounds.length)))
+    return series
+  }
+
+  observe(series: BoundSeries, value: number): void {
+    const bounds = this.#bounds
+    let i = 0
+    while (i < bounds.length && value > (bounds[i] as number)) i++
+    if (i < bounds.length) (series.buckets[i] as number)++
+    series.sum += value
+    series.count++
+  }
+
+  async get(): Promise<MetricReading> {
+    const values: MetricReading['values'] = []
+    for (const series of this.#series.values()) {
+      if (this.type === 'counter') {
+        values.push({ labels: { ...series.labels }, value: series.count })
+        continue
+      }
+      let cumulative = 0
+      for (const [i, le] of this.#bounds.entries()) {
+        cumulative += series.buckets[i] as number
+        values.push({ labels: { le, ...series.labels }, value: cumulative, metricName: `${this.name}_bucket`, exemplar: null })
+      }
+      values.push({ labels: { le: '+Inf', ...series.labels }, value: series.count, metricName: `${this.name}_bucket`, exemplar: null })
+      values.push({ labels: { ...series.labels }, value: series.sum, metricName: `${this.name}_sum` })
+      values.push({ labels: { ...series.labels }, value: series.count, metricName: `${this.name}_count` })
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator }
+  }
+
+  reset(): void {
+    for (const series of this.#series.values()) {
+      series.buckets.fill(0)
+      series.sum = 0
+      series.count = 0
+    }
+  }
+}
+
 export class GatewayMetrics {
   readonly registry = new Registry()
-  readonly #requests: Counter<'route' | 'method' | 'status'>
-  readonly #duration: Histogram<'route' | 'method'>
+  readonly #requests: BoundMetric
+  readonly #duration: BoundMetric
   readonly #outcomes: Counter<'endpoint' | 'code'>
   readonly #refreshes: Counter<'code'>
   readonly #providerDuration: Histogram<'call'>
@@ -88,23 +181,23 @@ export class GatewayMetrics {
   #store: StoreCounts = {}
   /** What the stores of retired apps counted, so the mirrored totals never go back. */
   readonly #retired = { storeErrors: 0, evictions: 0 }
-  readonly #requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>()
+  readonly #requestSeries = new Map<string, { count: BoundSeries; duration: BoundSeries }>()
 
   constructor(series: MetricSeries = { store: 'cookie' }) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
-    this.#requests = new Counter({
+    this.#requests = new BoundMetric({
       name: 'openid_gateway_requests_total',
       help: 'Requests answered, by upstream (or _gateway, _none), method and status class.',
-      labelNames: ['route', 'method', 'status'],
-      registers,
+      type: 'counter',
+      registry: this.registry,
     })
-    this.#duration = new Histogram({
+    this.#duration = new BoundMetric({
       name: 'openid_gateway_request_duration_seconds',
       help: 'Time from the request to the end of the response, by upstream and method.',
-      labelNames: ['route', 'method'],
+      type: 'histogram',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
+      registry: this.registry,
     })
     this.#outcomes = new Counter({
       name: 'openid_gateway_endpoint_outcomes_total',
@@ -235,16 +328,15 @@ export class GatewayMetrics {
   observeRequest(o: RequestObservation): void {
     const method = methodClass(o.method)
     const status = statusClass(o.status)
-    // The labelled children are looked up once per combination (prom-client would hash the label
-    // object on every request); the labels' fixed sets bound the map.
+    // The series are looked up once per combination; the labels' fixed sets bound the map.
     const key = `${o.route} ${method} ${status}`
     let series = this.#requestSeries.get(key)
     if (series === undefined) {
-      series = { count: this.#requests.labels(o.route, method, status), duration: this.#duration.labels(o.route, method) }
+      series = { count: this.#requests.series({ route: o.route, method, status }), duration: this.#duration.series({ route: o.route, method }) }
       this.#requestSeries.set(key, series)
     }
-    series.count.inc()
-    series.duration.observe(o.seconds)
+    series.count.count++
+    this.#duration.observe(series.duration, o.seconds)
     const endpoint = o.routeUrl === undefined ? undefined : ENDPOINT_LABELS.get(o.routeUrl)
     if (endpoint !== undefined) this.#outcomes.inc({ endpoint, code: o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`) })
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()

@@ -72,6 +72,13 @@ export function canonicalHeaderName(name: string): string {
 export type HeaderNameTest = (name: string) => boolean
 
 /**
+ * Verdicts kept per header-name test: the names of real traffic are a few dozen, and each is
+ * canonicalized and matched once instead of on every request. The names are the client's, so the
+ * memo is bounded; past the bound, a name is judged without being kept.
+ */
+const NAME_MEMO_LIMIT = 512
+
+/**
  * Builds a membership test for the given header names. An entry ending in `*` matches every
  * header starting with the part before it.
  */
@@ -89,7 +96,7 @@ export function createHeaderNameTest(names: readonly string[]): HeaderNameTest {
       exact.add(canonical)
     }
   }
-  return (name) => {
+  const judge = (name: string): boolean => {
     const canonical = canonicalHeaderName(name)
     if (exact.has(canonical)) return true
     for (const prefix of prefixes) {
@@ -97,41 +104,78 @@ export function createHeaderNameTest(names: readonly string[]): HeaderNameTest {
     }
     return false
   }
+  const memo = new Map<string, boolean>()
+  return (name) => {
+    let verdict = memo.get(name)
+    if (verdict === undefined) {
+      verdict = judge(name)
+      if (memo.size < NAME_MEMO_LIMIT) memo.set(name, verdict)
+    }
+    return verdict
+  }
 }
 
-/** Builds an in-place scrubber for the given header names (see createHeaderNameTest). */
-export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
-  const matches = createHeaderNameTest(names)
-  return (headers) => {
-    for (const key of Object.keys(headers)) {
-      if (matches(key)) delete headers[key]
+/**
+ * Hop-by-hop headers (RFC 9110 7.6.1): besides the fixed list, every header the Connection header
+ * names. Most messages name nothing there but `keep-alive` (itself in the list): the names are
+ * collected only when something else is named.
+ */
+function connectionNames(value: string | string[], into: Set<string> | undefined): Set<string> | undefined {
+  for (const part of Array.isArray(value) ? value : [value]) {
+    for (const token of part.split(',')) {
+      const name = canonicalHeaderName(token.trim())
+      if (name !== '' && name !== 'keep-alive') (into ??= new Set()).add(name)
     }
+  }
+  return into
+}
+
+/**
+ * Builds the request policy: one pass over the headers, in place, that removes the hop-by-hop
+ * headers and every header `names` lists (see createHeaderNameTest). Run before the gateway adds
+ * its own headers, so naming one of those in Connection removes only the client's copy.
+ */
+export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
+  const drops = createHeaderNameTest([...HOP_BY_HOP_HEADERS, ...names])
+  return (headers) => {
+    let named: Set<string> | undefined
+    for (const key in headers) {
+      if (!drops(key)) continue
+      const value = headers[key]
+      if (value !== undefined && isConnection(key)) named = connectionNames(value, named)
+      delete headers[key]
+    }
+    if (named !== undefined) dropNamed(headers, named)
   }
 }
 
 const isHopByHop = createHeaderNameTest(HOP_BY_HOP_HEADERS)
+const isConnection = createHeaderNameTest(['connection'])
 
-/**
- * Removes the hop-by-hop headers: the fixed list and every header the Connection header names
- * (RFC 9110 7.6.1). Run before the gateway adds its own headers, so naming one of those in
- * Connection removes only the client's copy.
- */
+function dropNamed(headers: HeaderBag, named: Set<string>): void {
+  for (const key in headers) {
+    if (named.has(canonicalHeaderName(key))) delete headers[key]
+  }
+}
+
+/** Removes the hop-by-hop headers: the fixed list and every header the Connection header names (RFC 9110 7.6.1). */
 export function stripHopByHop(headers: HeaderBag): void {
-  // Most requests name nothing in Connection (or only keep-alive, itself hop-by-hop): no set then.
+  stripHopByHopAnd(headers, undefined)
+}
+
+/** stripHopByHop, and `also` called with each header that stays, in the same pass. */
+function stripHopByHopAnd(headers: HeaderBag, also: ((key: string) => void) | undefined): void {
   let named: Set<string> | undefined
   for (const key in headers) {
-    const value = headers[key]
-    if (value === undefined || canonicalHeaderName(key) !== 'connection') continue
-    for (const part of Array.isArray(value) ? value : [value]) {
-      for (const token of part.split(',')) {
-        const name = token.trim()
-        if (name !== '') (named ??= new Set()).add(canonicalHeaderName(name))
-      }
+    if (isHopByHop(key)) {
+      const value = headers[key]
+      if (value !== undefined && isConnection(key)) named = connectionNames(value, named)
+      delete headers[key]
+    } else if (also !== undefined) {
+      also(key)
     }
   }
-  for (const key in headers) {
-    if (isHopByHop(key) || (named !== undefined && named.has(canonicalHeaderName(key)))) delete headers[key]
-  }
+  if (named !== undefined) dropNamed(headers, named)
 }
 
 const isReserved = createHeaderNameTest([
@@ -339,15 +383,16 @@ function setCookieName(setCookie: string): string {
  * an upstream, or a sign-out behind the gateway's back). In place.
  */
 export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookieName: (name: string) => boolean): void {
-  stripHopByHop(headers)
-  for (const key of Object.keys(headers)) {
-    if (canonicalHeaderName(key) !== 'set-cookie') continue
+  stripHopByHopAnd(headers, (key) => {
+    if (!isSetCookie(key)) return
     const value = headers[key]
     const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((c) => !isGatewayCookieName(setCookieName(c)))
     if (list.length === 0) delete headers[key]
     else headers[key] = list
-  }
+  })
 }
+
+const isSetCookie = createHeaderNameTest(['set-cookie'])
 
 /** RFC 6749 A.12: an access token is VSCHAR; anything else is not put in a header. */
 export function isHeaderSafeToken(token: string): boolean {

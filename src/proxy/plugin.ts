@@ -12,7 +12,6 @@ import {
   identityHeaderValues,
   scrubResponseHeaders,
   stripCookies,
-  stripHopByHop,
 } from './header-policy.js'
 import { hostPattern } from './match.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedUrlTest } from './websocket.js'
@@ -81,13 +80,12 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       // The verified identity's token is the only Authorization such an upstream may receive.
       ...(upstream.forwardAccessToken ? ['authorization'] : []),
       ...GATEWAY_ONLY_HEADERS,
-      // Not the hop-by-hop headers: rewrite's stripHopByHop has removed them just before.
     ])
 
     /** The header policy, shared by HTTP requests and WebSocket upgrades. */
     const rewrite = (req: FastifyRequest, headers: Headers): Headers => {
       const forwarded = forwardedValues(req.headers, req.socket.remoteAddress, isTrusted(req.socket.remoteAddress), req.protocol)
-      stripHopByHop(headers)
+      // The hop-by-hop headers and these, in one pass.
       scrub(headers)
       const contentType = (req as WithContentType)[kContentType]
       if (contentType !== undefined) headers['content-type'] = contentType

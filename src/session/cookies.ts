@@ -84,6 +84,32 @@ export class GatewayCookies {
     }
   }
 
+  /**
+   * The gateway's cookies in a Cookie header, by name: a request's `cookies`. Only the names the
+   * gateway could have set are read (a browser sends the application's cookies too, often most of
+   * the header), as the `cookie` parser behind @fastify/cookie reads them: pairs split at `;`,
+   * names and values trimmed of SP/HTAB, pairs without `=` skipped, the first occurrence of a name
+   * kept, values percent-decoded when they can be.
+   */
+  jar(header: string | undefined): Record<string, string | undefined> {
+    // No prototype: a name like `__proto__` is a name like any other.
+    const jar: Record<string, string | undefined> = Object.create(null) as Record<string, string | undefined>
+    if (header === undefined) return jar
+    const len = header.length
+    let start = 0
+    while (start < len) {
+      let end = header.indexOf(';', start)
+      if (end === -1) end = len
+      const eq = header.indexOf('=', start)
+      if (eq !== -1 && eq < end) {
+        const name = trimOws(header, start, eq)
+        if (jar[name] === undefined && this.isGatewayCookieName(name)) jar[name] = decodeCookieValue(trimOws(header, eq + 1, end))
+      }
+      start = end + 1
+    }
+    return jar
+  }
+
   /** True for every cookie name the gateway could have set (any configuration), for upstream responses' Set-Cookie. */
   isGatewayCookieName = (name: string): boolean => this.#names.has(name) || this.#txPrefixes.some((prefix) => name.startsWith(prefix))
 
@@ -214,6 +240,22 @@ export class GatewayCookies {
 
   #expire(reply: SessionReply, name: string, path: string): void {
     reply.setCookie(name, '', { ...this.#base, path, maxAge: 0, expires: new Date(0) })
+  }
+}
+
+function trimOws(text: string, from: number, to: number): string {
+  while (from < to && (text.charCodeAt(from) === 0x20 || text.charCodeAt(from) === 0x09)) from++
+  while (to > from && (text.charCodeAt(to - 1) === 0x20 || text.charCodeAt(to - 1) === 0x09)) to--
+  return text.slice(from, to)
+}
+
+/** A cookie value percent-decoded, or as sent when it does not decode (the `cookie` parser's rule). */
+function decodeCookieValue(value: string): string {
+  if (!value.includes('%')) return value
+  try {
+    return decodeURIComponent(value)
+  } catch {
+    return value
   }
 }
 

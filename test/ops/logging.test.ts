@@ -1,5 +1,7 @@
 import t from 'tap'
-import { createUrlRedactor, redactUrl, urlRedactor } from '../../src/ops/logging.js'
+import pino from 'pino'
+import type { FastifyBaseLogger } from 'fastify'
+import { createUrlRedactor, lazyRequestLogger, redactUrl, urlRedactor } from '../../src/ops/logging.js'
 import { openEchoed, rawRequest } from '../fixtures/http.js'
 import { eventually } from '../fixtures/poll.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.js'
@@ -140,4 +142,36 @@ t.test('the proxy libraries log no secret either: WebSocket URLs, upstream error
   t.ok(lines.some((l) => l.includes('response errored')), "reply-from's failure line is there")
   for (const [name, secret] of Object.entries(secrets)) t.notOk(all.includes(secret), `no ${name} in the logs`)
   t.notOk(all.includes(cookie.slice(4, 44)), 'no session cookie in the logs')
+})
+
+t.test("a request's logger is made when the request first logs, and logs as a pino child would", async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const base = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) })
+  let children = 0
+  // The app's logger, counting the children made of it.
+  const parent = {
+    level: base.level,
+    child: (bindings: Record<string, unknown>, options?: Record<string, unknown>) => {
+      children++
+      return base.child(bindings, options)
+    },
+  } as unknown as FastifyBaseLogger
+  const log = lazyRequestLogger(parent, { reqId: 'r-1' }, {})
+  t.equal(log.level, 'info', "its level is the parent's")
+  log.debug('below the level')
+  t.equal(children, 1, 'a call made the child')
+  t.same(lines, [], 'nothing below the level is written')
+  const quiet = lazyRequestLogger(parent, { reqId: 'r-2' }, {})
+  t.equal(quiet.level, 'info')
+  t.equal(children, 1, 'a logger that never logs costs no child')
+  log.warn({ upstream: 'app' }, 'something %s', 'happened')
+  log.info('again')
+  t.equal(children, 1, 'one child per request')
+  t.match(lines, [{ level: 40, reqId: 'r-1', upstream: 'app', msg: 'something happened' }, { level: 30, reqId: 'r-1', msg: 'again' }])
+  log.child({ extra: 1 }).error('from a child')
+  t.match(lines[2], { level: 50, reqId: 'r-1', extra: 1, msg: 'from a child' })
+  const debug = lazyRequestLogger(parent, { reqId: 'r-3' }, { level: 'debug' })
+  t.equal(debug.level, 'debug', "a route's own log level")
+  debug.debug('shown')
+  t.match(lines[3], { level: 20, reqId: 'r-3', msg: 'shown' })
 })

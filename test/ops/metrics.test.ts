@@ -34,3 +34,40 @@ t.test("a reload's new store starts at zero: the counter keeps what the retired 
   second = 2
   t.equal(await sample(metrics, 'openid_gateway_session_store_errors_total'), 7, 'five before the reload, two after')
 })
+
+t.test("the request series read exactly as prom-client's own Counter and Histogram would, text and JSON (the workers' aggregation)", async (t) => {
+  const { Counter, Histogram, Registry } = await import('prom-client')
+  const metrics = new GatewayMetrics()
+  const reference = new Registry()
+  const counter = new Counter({ name: 'openid_gateway_requests_total', help: 'Requests answered, by upstream (or _gateway, _none), method and status class.', labelNames: ['route', 'method', 'status'], registers: [reference] })
+  const histogram = new Histogram({
+    name: 'openid_gateway_request_duration_seconds',
+    help: 'Time from the request to the end of the response, by upstream and method.',
+    labelNames: ['route', 'method'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [reference],
+  })
+  // On a bound, between bounds, past the last one; several routes, methods and classes.
+  const observations = [
+    { route: 'app', method: 'GET', status: 200, seconds: 0.001 },
+    { route: 'app', method: 'GET', status: 200, seconds: 0.0011 },
+    { route: 'app', method: 'GET', status: 503, seconds: 31 },
+    { route: 'api', method: 'POST', status: 401, seconds: 0.2 },
+    { route: 'app', method: 'BREW', status: 404, seconds: 0 },
+  ]
+  for (const o of observations) {
+    metrics.observeRequest({ ...o, routeUrl: undefined, code: undefined })
+    const method = o.method === 'BREW' ? 'other' : o.method
+    counter.inc({ route: o.route, method, status: `${Math.floor(o.status / 100)}xx` })
+    histogram.observe({ route: o.route, method }, o.seconds)
+  }
+  for (const name of ['openid_gateway_requests_total', 'openid_gateway_request_duration_seconds']) {
+    t.equal(await metrics.registry.getSingleMetricAsString(name), await reference.getSingleMetricAsString(name), `${name}: text`)
+    const ours = (await metrics.registry.getMetricsAsJSON()).find((m) => m.name === name)
+    const theirs = (await reference.getMetricsAsJSON()).find((m) => m.name === name)
+    // As the workers send it to the primary: JSON over IPC.
+    t.same(JSON.parse(JSON.stringify(ours)), JSON.parse(JSON.stringify(theirs)), `${name}: JSON`)
+  }
+  metrics.registry.resetMetrics()
+  t.match(await metrics.registry.getSingleMetricAsString('openid_gateway_requests_total'), /status="2xx"} 0/, 'reset zeroes the series')
+})

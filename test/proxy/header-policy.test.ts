@@ -320,3 +320,25 @@ t.test('identity headers of frozen (session) claims are computed once; other cla
   open.sub = 'carol'
   t.same(identityHeaderValues(open, NAMES, '')['x-forwarded-user'], 'carol', 'claims that can change are read again')
 })
+
+t.test('request scrubber: the hop-by-hop headers and the listed ones go in the same pass, Connection-named ones too', async (t) => {
+  const scrub = createHeaderScrubber(['x-forwarded-user'])
+  const h: HeaderBag = { connection: 'keep-alive, X-Named', 'keep-alive': 'timeout=5', 'x-named': '1', te: 'trailers', 'x-forwarded-user': 'mallory', accept: '*/*' }
+  scrub(h)
+  t.same(h, { accept: '*/*' })
+  const plain: HeaderBag = { connection: 'keep-alive', accept: '*/*', 'x-kept': '1' }
+  scrub(plain)
+  t.same(plain, { accept: '*/*', 'x-kept': '1' }, 'keep-alive alone names no other header')
+})
+
+t.test('header-name verdicts are kept for a bounded number of names, and judged alike past the bound', async (t) => {
+  const scrub = createHeaderScrubber(['x-forwarded-user'])
+  // More distinct names than the memo keeps: the verdicts after the bound are still made.
+  const wrong: number[] = []
+  for (let i = 0; i < 600; i++) {
+    const h: HeaderBag = { [`x-filler-${i}`]: '1', X_Forwarded_User: 'mallory', 'x-forwarded-user': 'mallory', Connection: `x-named-${i}`, [`x-named-${i}`]: '1' }
+    scrub(h)
+    if (JSON.stringify(h) !== JSON.stringify({ [`x-filler-${i}`]: '1' })) wrong.push(i)
+  }
+  t.same(wrong, [], 'every request scrubbed alike')
+})
