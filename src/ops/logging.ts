@@ -117,14 +117,64 @@ export const LOG_FLUSH_MS = 1000
  * LOG_FLUSH_MS. One write per line cost a system call per request, the largest single item of a
  * check's time after the response's own write; nginx offers the same with `access_log ...
  * buffer= flush=`. What is buffered is written by the caller's `flushSync` at exit.
+ *
+ * The batch is gathered here and handed to sonic-boom (which writes it, retrying a full pipe) as
+ * one string: sonic-boom's own `minLength` buffer measures its whole pending string on every
+ * write (Buffer.byteLength of a string of up to PIPE_BUF bytes, flattened each time), which cost
+ * more than the line itself.
  */
-export function bufferedDestination(fd: number): SonicBoom {
-  return destination({ dest: fd, sync: true, minLength: PIPE_BUF - 1024, maxWrite: PIPE_BUF, periodicFlush: LOG_FLUSH_MS })
+export function bufferedDestination(fd: number): BufferedLines {
+  return new BufferedLines(destination({ dest: fd, sync: true, maxWrite: PIPE_BUF }), PIPE_BUF - 1024, PIPE_BUF)
+}
+
+/** Lines gathered into batches of whole lines (bufferedDestination). */
+export class BufferedLines implements DestinationStream {
+  readonly #sink: SonicBoom
+  readonly #batchBytes: number
+  readonly #maxBytes: number
+  #lines: string[] = []
+  #bytes = 0
+  readonly #timer: NodeJS.Timeout
+
+  constructor(sink: SonicBoom, batchBytes: number, maxBytes: number) {
+    this.#sink = sink
+    this.#batchBytes = batchBytes
+    this.#maxBytes = maxBytes
+    this.#timer = setInterval(() => this.#flush(), LOG_FLUSH_MS).unref()
+  }
+
+  write(line: string): void {
+    const bytes = Buffer.byteLength(line)
+    if (this.#bytes + bytes > this.#maxBytes) this.#flush()
+    this.#lines.push(line)
+    this.#bytes += bytes
+    if (this.#bytes >= this.#batchBytes) this.#flush()
+  }
+
+  #flush(): void {
+    if (this.#lines.length === 0) return
+    const batch = this.#lines.length === 1 ? (this.#lines[0] as string) : this.#lines.join('')
+    this.#lines = []
+    this.#bytes = 0
+    this.#sink.write(batch)
+  }
+
+  /** Writes what is gathered, now. */
+  flushSync(): void {
+    this.#flush()
+    this.#sink.flushSync()
+  }
+
+  /** Stops the periodic write and closes the destination (what is gathered is lost: flushSync first). */
+  destroy(): void {
+    clearInterval(this.#timer)
+    this.#sink.destroy()
+  }
 }
 
 export type SonicBoom = ReturnType<typeof destination>
 
-let stdout: SonicBoom | undefined
+let stdout: BufferedLines | undefined
 
 /**
  * The process's stdout for log lines, one per process. Written synchronously (pino's default
@@ -144,7 +194,7 @@ export function stdoutDestination(): DestinationStream {
 }
 
 /** Writes what is buffered; a stdout already closed (its reader gone) has nothing left to write to. */
-export function flushAtExit(stream: SonicBoom): void {
+export function flushAtExit(stream: BufferedLines): void {
   try {
     stream.flushSync()
   } catch {

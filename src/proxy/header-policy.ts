@@ -121,6 +121,7 @@ export function createHeaderNameTest(names: readonly string[]): HeaderNameTest {
  * collected only when something else is named.
  */
 function connectionNames(value: string | string[], into: Set<string> | undefined): Set<string> | undefined {
+  if (value === 'keep-alive') return into
   for (const part of Array.isArray(value) ? value : [value]) {
     for (const token of part.split(',')) {
       const name = canonicalHeaderName(token.trim())

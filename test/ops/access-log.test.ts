@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { AccessLog } from '../../src/ops/access-log.js'
-import { bufferedDestination, loggerOptions } from '../../src/ops/logging.js'
+import { bufferedDestination, LOG_FLUSH_MS, loggerOptions } from '../../src/ops/logging.js'
 
 function collect(): { lines: string[]; write(line: string): void } {
   const lines: string[] = []
@@ -83,4 +83,23 @@ t.test('bufferedDestination writes whole lines, at most PIPE_BUF bytes at a time
   t.ok(size < total, 'the tail waits')
   destination.flushSync()
   t.equal(readFileSync(file, 'utf8'), lines.join(''), 'flushSync writes the rest')
+})
+
+t.test('bufferedDestination writes a lone line within LOG_FLUSH_MS, and a line longer than PIPE_BUF whole', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ogw-log-'))
+  const file = join(dir, 'log')
+  const destination = bufferedDestination(openSync(file, 'w'))
+  t.teardown(() => destination.destroy())
+  const written = Date.now()
+  destination.write('{"msg":"alone"}\n')
+  t.equal(statSync(file).size, 0, 'held at first')
+  // Real time is what is tested here: the periodic write.
+  while (statSync(file).size === 0 && Date.now() - written < 5 * LOG_FLUSH_MS) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(readFileSync(file, 'utf8'), '{"msg":"alone"}\n', 'written by the periodic flush')
+  t.ok(Date.now() - written < 3 * LOG_FLUSH_MS, 'about LOG_FLUSH_MS later')
+  const long = `${JSON.stringify({ msg: 'long', pad: 'x'.repeat(5000) })}\n`
+  destination.write('{"msg":"before"}\n')
+  destination.write(long)
+  destination.flushSync()
+  t.equal(readFileSync(file, 'utf8'), `{"msg":"alone"}\n{"msg":"before"}\n${long}`, 'in order, the long line whole')
 })
