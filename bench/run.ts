@@ -245,13 +245,20 @@ async function main(): Promise<void> {
   process.stderr.write(`gRPC load: ${H2LOAD.available ? 'h2load' : `the Node HTTP/2 client (${H2LOAD.why ?? ''})`}\n`)
   const apacheModes: ApacheMode[] = apache.available ? ['client-cookie', 'shm'] : []
   const apachePorts = await Promise.all(apacheModes.map(() => freePort()))
-  const workersPort = await freePort()
-  const workersOrigin = `http://127.0.0.1:${workersPort}`
+  // The gateway as `openid-gateway run` starts it, with server.workers: 1 and 2 pinned to the
+  // servers' core, and 2 on both cores (shared with the load generator).
+  const cliRuns = [
+    { workers: 1, pin: pinned },
+    { workers: 2, pin: pinned },
+    { workers: 2, pin: false },
+  ]
+  const cliPorts = await Promise.all(cliRuns.map(() => freePort()))
+  const cliOrigins = cliPorts.map((p) => `http://127.0.0.1:${p}`)
   const provider = await startDevProvider({
     accessTokenTtlSeconds: 3600,
     // A P-256 key next to the RSA one, for the ES256 Bearer row.
     idTokenSigningAlg: 'ES256',
-    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...[...origins, workersOrigin].map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
+    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...[...origins, ...cliOrigins].map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
   })
   teardown.push(() => provider.close())
 
@@ -323,18 +330,19 @@ async function main(): Promise<void> {
     const cookieHeader = await signInApache(new Browser(), httpd.origin, 'alice')
     rows.push({ name: `Apache + mod_auth_openidc, ${mode}`, server, path: '/page', headers: { ...json, cookie: cookieHeader }, status: 200 })
   }
-  {
-    // The gateway as operators run it with server.workers: the CLI's primary and two workers,
-    // not pinned (they need both cores, which the load generator shares).
+  for (const [i, run] of cliRuns.entries()) {
+    const origin = cliOrigins[i] as string
     const yaml = stringify({
-      server: { host: '127.0.0.1', port: workersPort, publicUrl: workersOrigin, managementPort: 0, workers: 2 },
+      server: { host: '127.0.0.1', port: cliPorts[i], publicUrl: origin, managementPort: 0, workers: run.workers },
       provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true },
       cookies: { secrets: [COOKIE_SECRET], secure: false },
       upstreams: [{ name: 'app', target: upstream.origin }],
     })
     const dir = mkdtempSync(join(tmpdir(), 'bench-workers-'))
     writeFileSync(join(dir, 'gateway.yaml'), yaml)
-    const cli = spawn(process.execPath, [CLI, '--config', join(dir, 'gateway.yaml')], { stdio: ['ignore', 'ignore', 'inherit'] })
+    const args = [CLI, '--config', join(dir, 'gateway.yaml')]
+    // Workers inherit the primary's CPU affinity.
+    const cli = run.pin ? spawn('taskset', ['-c', '0', process.execPath, ...args], { stdio: ['ignore', 'ignore', 'inherit'] }) : spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] })
     teardown.push(
       () =>
         new Promise<void>((resolve) => {
@@ -344,14 +352,16 @@ async function main(): Promise<void> {
         }),
     )
     for (let attempt = 0; ; attempt++) {
-      const res = await fetch(`${workersOrigin}/api/v1/openid/redirect`, { redirect: 'manual' }).catch(() => undefined)
+      const res = await fetch(`${origin}/api/v1/openid/redirect`, { redirect: 'manual' }).catch(() => undefined)
       if (res?.status === 302) break
-      if (attempt > 200) throw new Error('the gateway with server.workers: 2 did not start')
+      if (attempt > 200) throw new Error(`the gateway with server.workers: ${run.workers} did not start`)
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
+    // taskset execs node in place: the spawned process is the gateway (the primary with workers).
     const pid = cli.pid as number
-    const server: Server = { name: 'gateway, 2 workers', origin: workersOrigin, stats: async () => treeStats(pid) }
-    rows.push({ name: 'gateway, cookie session, server.workers 2 (not pinned)', server, path: '/page', headers: { ...json, cookie: await signedIn(server) }, status: 200 })
+    const where = run.pin ? 'pinned to core 0' : 'not pinned'
+    const server: Server = { name: `gateway, ${run.workers} workers, ${where}`, origin, stats: async () => treeStats(pid) }
+    rows.push({ name: `gateway, cookie session, server.workers ${run.workers} (openid-gateway run, ${where})`, server, path: '/page', headers: { ...json, cookie: await signedIn(server) }, status: 200 })
   }
   const many = gateways.get('1000 routes') as Server
   rows.push({ name: 'gateway, 1000 routes + 100 public globs', server: many, path: '/r999/page', headers: { ...json, cookie: await signedIn(many) }, status: 200 })

@@ -43,6 +43,27 @@ export interface ProxyOptions extends GuardDeps {
 
 type Headers = Record<string, string | string[] | undefined>
 
+/**
+ * The connection pool to each upstream (undici's Agent, one pool per origin), written out rather
+ * than left to @fastify/reply-from's and undici's defaults, which it equals; docs/performance.md
+ * says why each is what it is.
+ * - connections: at most 128 open connections to the upstream; requests beyond wait for one.
+ * - pipelining: 1, no HTTP/1.1 pipelining: a slow answer would hold the requests queued behind
+ *   it on its connection (head-of-line blocking), and an upstream that mishandles pipelining
+ *   would mix up two users' answers.
+ * - keepAliveTimeout: an idle connection is kept 4 s when the upstream sends no `Keep-Alive:
+ *   timeout=`; with one, its value less keepAliveTimeoutThreshold (2 s), capped at
+ *   keepAliveMaxTimeout (10 min). Closing before the upstream does avoids sending a request on a
+ *   connection the upstream is closing (Node's servers close idle connections after 5 s).
+ */
+export const UPSTREAM_POOL = {
+  connections: 128,
+  pipelining: 1,
+  keepAliveTimeout: 4_000,
+  keepAliveTimeoutThreshold: 2_000,
+  keepAliveMaxTimeout: 600_000,
+} as const
+
 /** The client's Content-Type, set aside until the request is forwarded (see bodyAsIs). */
 const kContentType = Symbol('openid-gateway.contentType')
 type WithContentType = FastifyRequest & { [kContentType]?: string }
@@ -163,8 +184,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       disableRequestLogging: true,
       wsClientOptions: wsClientOptions as object,
       undici: {
-        connections: 128,
-        pipelining: 1,
+        ...UPSTREAM_POOL,
         headersTimeout: upstream.timeoutMs,
         bodyTimeout: upstream.timeoutMs,
         // @fastify/reply-from passes rejectUnauthorized: false unless told otherwise (these
