@@ -4,7 +4,7 @@
 import type { IdentityHeaderNames } from '../options/types.js'
 
 export type HeaderBag = Record<string, string | string[] | undefined>
-export type HeaderScrubber = (headers: HeaderBag) => void
+export type HeaderScrubber = (headers: HeaderBag) => HeaderBag
 
 /**
  * Client-address headers: who the client is, as some proxy or CDN in front would assert it. From a
@@ -132,21 +132,28 @@ function connectionNames(value: string | string[], into: Set<string> | undefined
 }
 
 /**
- * Builds the request policy: one pass over the headers, in place, that removes the hop-by-hop
- * headers and every header `names` lists (see createHeaderNameTest). Run before the gateway adds
- * its own headers, so naming one of those in Connection removes only the client's copy.
+ * Builds the request policy: one pass over the headers that copies all but the hop-by-hop
+ * headers and the headers `names` lists (see createHeaderNameTest) into a new object, the
+ * headers the upstream gets. The gateway adds its own headers after, so naming one of those in
+ * Connection removes only the client's copy. A new object rather than deletions: an object that
+ * properties were deleted from is slower to copy and to add to, and @fastify/reply-from copies it
+ * once more.
  */
 export function createHeaderScrubber(names: readonly string[]): HeaderScrubber {
   const drops = createHeaderNameTest([...HOP_BY_HOP_HEADERS, ...names])
   return (headers) => {
+    const out: HeaderBag = {}
     let named: Set<string> | undefined
     for (const key in headers) {
-      if (!drops(key)) continue
       const value = headers[key]
-      if (value !== undefined && isConnection(key)) named = connectionNames(value, named)
-      delete headers[key]
+      if (!drops(key)) {
+        out[key] = value
+      } else if (value !== undefined && isConnection(key)) {
+        named = connectionNames(value, named)
+      }
     }
-    if (named !== undefined) dropNamed(headers, named)
+    if (named !== undefined) dropNamed(out, named)
+    return out
   }
 }
 
@@ -157,26 +164,6 @@ function dropNamed(headers: HeaderBag, named: Set<string>): void {
   for (const key in headers) {
     if (named.has(canonicalHeaderName(key))) delete headers[key]
   }
-}
-
-/** Removes the hop-by-hop headers: the fixed list and every header the Connection header names (RFC 9110 7.6.1). */
-export function stripHopByHop(headers: HeaderBag): void {
-  stripHopByHopAnd(headers, undefined)
-}
-
-/** stripHopByHop, and `also` called with each header that stays, in the same pass. */
-function stripHopByHopAnd(headers: HeaderBag, also: ((key: string) => void) | undefined): void {
-  let named: Set<string> | undefined
-  for (const key in headers) {
-    if (isHopByHop(key)) {
-      const value = headers[key]
-      if (value !== undefined && isConnection(key)) named = connectionNames(value, named)
-      delete headers[key]
-    } else if (also !== undefined) {
-      also(key)
-    }
-  }
-  if (named !== undefined) dropNamed(headers, named)
 }
 
 const isReserved = createHeaderNameTest([
@@ -381,16 +368,25 @@ function setCookieName(setCookie: string): string {
  * The policy for an upstream's response headers: hop-by-hop headers stay behind (an upstream's
  * `Connection: keep-alive` would otherwise overrule the client's `Connection: close`), and no
  * Set-Cookie may set, overwrite or clear one of the gateway's cookies (session fixation through
- * an upstream, or a sign-out behind the gateway's back). In place.
+ * an upstream, or a sign-out behind the gateway's back). Returns the headers that stay, in a new object.
  */
-export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookieName: (name: string) => boolean): void {
-  stripHopByHopAnd(headers, (key) => {
-    if (!isSetCookie(key)) return
+export function scrubResponseHeaders(headers: HeaderBag, isGatewayCookieName: (name: string) => boolean): HeaderBag {
+  // Copied into a new object in one pass, as the request's (createHeaderScrubber).
+  const out: HeaderBag = {}
+  let named: Set<string> | undefined
+  for (const key in headers) {
     const value = headers[key]
-    const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((c) => !isGatewayCookieName(setCookieName(c)))
-    if (list.length === 0) delete headers[key]
-    else headers[key] = list
-  })
+    if (isHopByHop(key)) {
+      if (value !== undefined && isConnection(key)) named = connectionNames(value, named)
+    } else if (isSetCookie(key)) {
+      const list = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((c) => !isGatewayCookieName(setCookieName(c)))
+      if (list.length > 0) out[key] = list
+    } else {
+      out[key] = value
+    }
+  }
+  if (named !== undefined) dropNamed(out, named)
+  return out
 }
 
 const isSetCookie = createHeaderNameTest(['set-cookie'])
