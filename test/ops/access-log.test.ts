@@ -1,4 +1,5 @@
 import t from 'tap'
+import fc from 'fast-check'
 import { mkdtempSync, openSync, readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -42,6 +43,21 @@ t.test('the target is redacted, absent fields are left out, strings are escaped'
   new AccessLog(timed, 'info').write({ method: 'GET', url: '/', status: 200, ms: 12.3456 })
   t.equal((JSON.parse(timed.lines[0] ?? '') as { ms: number }).ms, 12.3, 'the duration to a tenth of a millisecond')
   t.equal(out.lines[0]?.split('\n').length, 2, 'one line, whatever the values hold')
+})
+
+t.test('property: every string field reads back as written, one line, whatever it holds', async (t) => {
+  // The plain ones are quoted as they are, the others through JSON.stringify (quote in access-log.ts).
+  const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('a"b', 'a\\b', '\u2028', 'é', '\ud800', '/p?x=1'))
+  fc.assert(
+    fc.property(text, text, text, text, (reqId, method, ip, sub) => {
+      const out = collect()
+      new AccessLog(out, 'info').write({ reqId, method, url: '/page', status: 200, ms: 1, ip, sub, fields: { [`f${sub}`]: method } })
+      const written = out.lines[0] ?? ''
+      const line = JSON.parse(written) as Record<string, unknown>
+      return written.split('\n').length === 2 && line[`f${sub}`] === method && line.reqId === reqId && line.method === method && line.ip === ip && line.sub === sub
+    }),
+  )
+  t.pass('checked')
 })
 
 t.test('below info, no request line', async (t) => {
