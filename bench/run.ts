@@ -54,7 +54,7 @@ const MiB = 1024 * 1024
 /**
  * BENCH_ROWS=text[,text...]: only the rows whose name contains one of them (`=name`: whose name is
  * exactly that, e.g. `=gateway, cookie session` alone, for a profile). The upstream's own row
- * (the host's floor: what answering one request costs any Node server here) and the baseline
+ * (the host's floor: what answering one request costs any Node server here) and the two baselines
  * always run, so that every result says how fast the host was.
  */
 // Row names hold ", ": the list separates at a comma not followed by a space.
@@ -199,6 +199,7 @@ function median(values: number[]): number {
 async function main(): Promise<void> {
   const upstream = await startServer('upstream', { kind: 'upstream' })
   const bare = await startServer('bare proxy', { kind: 'bare', upstream: upstream.origin })
+  const bareWarn = await startServer('bare proxy, logger at warn', { kind: 'bare', upstream: upstream.origin, logger: 'warn' })
 
   const redisInstalled = spawnSync('redis-server', ['--version']).status === 0
   // The features of issue 9 that cost something per request when on: a DPoP key in every session
@@ -301,6 +302,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [
     { name: 'upstream direct (the limit)', server: upstream, path: '/page', headers: json, status: 200 },
     { name: 'bare @fastify/http-proxy (baseline)', server: bare, path: '/page', headers: json, status: 200 },
+    { name: 'bare @fastify/http-proxy, Fastify logger at warn', server: bareWarn, path: '/page', headers: json, status: 200 },
     { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
     { name: 'gateway, cookie session, large (chunked)', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie, 'dana') }, status: 200 },
   ]
@@ -415,7 +417,7 @@ async function main(): Promise<void> {
   }
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
-  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 1 || ONLY.some((text) => (text.startsWith('=') ? row.name === text.slice(1) : row.name.includes(text)))))
+  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 2 || ONLY.some((text) => (text.startsWith('=') ? row.name === text.slice(1) : row.name.includes(text)))))
   process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
   for (const row of rows) await load(row, WARMUP_SECONDS)
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))

@@ -16,7 +16,8 @@ import { serveExtAuthzGrpc } from '../src/runtime/grpc-check.js'
 
 export type ServerSpec =
   | { kind: 'upstream' }
-  | { kind: 'bare'; upstream: string }
+  /** logger: Fastify's pino logger at `warn` (the issue-21 harness's baseline), else none. */
+  | { kind: 'bare'; upstream: string; logger?: 'warn' }
   /** grpcPort: also the ext_authz gRPC service on 127.0.0.1 (0 picks a free port). */
   | { kind: 'gateway'; port: number; yaml: string; grpcPort?: number }
 
@@ -48,7 +49,8 @@ async function start(spec: ServerSpec): Promise<Listening> {
     return { port: (server.address() as AddressInfo).port }
   }
   if (spec.kind === 'bare') {
-    const app = Fastify({ logger: false })
+    // A logger at warn writes nothing per request, but Fastify still makes each request's child logger.
+    const app = Fastify({ logger: spec.logger === 'warn' ? { level: 'warn' } : false })
     await app.register(httpProxy, { upstream: spec.upstream })
     await app.listen({ host: '127.0.0.1', port: 0 })
     return { port: (app.server.address() as AddressInfo).port }
