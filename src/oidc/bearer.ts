@@ -22,8 +22,12 @@ import { TtlCache } from '../lib/ttl-cache.js'
 // introspection is a round trip to the provider, so results are cached: a verified token until
 // it expires (an introspected one at most INTROSPECTION_TTL_MS, so that a revocation shows within
 // a minute), a refused introspection for REFUSED_TTL_MS, so that a client repeating a junk token
-// costs the provider one request per interval. Every cache is bounded and keyed by a SHA-256 of
-// the token, so a flood of distinct tokens can neither grow memory nor keep tokens in it.
+// costs the provider one request per interval. Every cache is bounded. Accepted tokens are kept
+// under the token itself: only the provider's own tokens get there, and a SHA-256 of the token
+// on every request was a tenth of the Bearer row's cost beyond the bare proxy (the session cache
+// keeps access tokens in memory all the same). What the client alone decides (refused
+// introspections, introspections under way) is keyed by a SHA-256 of the token, so a flood of
+// distinct junk tokens can neither grow memory beyond the bound nor keep such tokens in it.
 
 export const CACHE_ENTRIES = 10_000
 export const INTROSPECTION_TTL_MS = 60_000
@@ -224,11 +228,11 @@ export class BearerVerifier {
   /** The verified claims, or `undefined` for any token that does not sign the request in. */
   async verify(token: string): Promise<SessionClaims | undefined> {
     const now = this.#clock.now()
-    const key = cacheKey(token)
-    const cached = this.#accepted.get(key)
+    const cached = this.#accepted.get(token)
     if (cached !== undefined) return cached
-    if (isJwt(token)) return this.#verifyJwt(token, key, now)
+    if (isJwt(token)) return this.#verifyJwt(token, now)
     if (this.#options.introspect === undefined) return undefined
+    const key = cacheKey(token)
     if (this.#refused.get(key) !== undefined) return undefined
     // Concurrent requests with one token share one introspection.
     const introspect = this.#options.introspect
@@ -239,7 +243,7 @@ export class BearerVerifier {
     return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
   }
 
-  async #verifyJwt(token: string, key: string, now: number): Promise<SessionClaims | undefined> {
+  async #verifyJwt(token: string, now: number): Promise<SessionClaims | undefined> {
     const { issuer, audiences, algorithms, clockToleranceSeconds, getKey } = this.#options
     let payload: jose.JWTPayload
     let header: jose.ProtectedHeaderParameters
@@ -268,7 +272,7 @@ export class BearerVerifier {
     }
     // Frozen: every request with this token shares them (and so their identity headers).
     const claims = deepFreeze(payload as SessionClaims)
-    this.#accepted.set(key, claims, (payload.exp as number) * 1000)
+    this.#accepted.set(token, claims, (payload.exp as number) * 1000)
     return claims
   }
 
@@ -297,7 +301,7 @@ export class BearerVerifier {
     }
     const claims = deepFreeze(introspectionClaims(response as IntrospectionResponse & { sub: string }))
     const exp = typeof response.exp === 'number' ? response.exp * 1000 : Number.POSITIVE_INFINITY
-    this.#accepted.set(key, claims, Math.min(exp, now + INTROSPECTION_TTL_MS))
+    this.#accepted.set(token, claims, Math.min(exp, now + INTROSPECTION_TTL_MS))
     return claims
   }
 
