@@ -31,6 +31,8 @@ const GROUPS: Array<[string, string[]]> = [
   ['ioredis (loaded only with a Redis store)', ['ioredis']],
   ['OpenTelemetry SDK + OTLP exporter (loaded only with telemetry.tracing)', ['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/resources', '@opentelemetry/context-async-hooks']],
   ['the app (app/app.js and what it imports)', ['./app/app.js']],
+  // What `openid-gateway run` imports before it reads its configuration; gRPC
+  // (runtime/grpc-check.js) only when server.extAuthzGrpcPort is set.
   [
     "the CLI's static imports (cli.ts)",
     [
@@ -48,7 +50,6 @@ const GROUPS: Array<[string, string[]]> = [
       'pino',
       './ops/logging.js',
       './ops/management.js',
-      './runtime/grpc-check.js',
     ],
   ],
 ]
