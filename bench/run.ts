@@ -59,6 +59,14 @@ const MiB = 1024 * 1024
  */
 // Row names hold ", ": the list separates at a comma not followed by a space.
 const ONLY = process.env.BENCH_ROWS?.split(/,(?! )/)
+const selected = (name: string): boolean => ONLY === undefined || ONLY.some((text) => (text.startsWith('=') ? name === text.slice(1) : name.includes(text)))
+const GRPC_ROW = 'ext_authz gRPC check (Envoy)'
+/**
+ * BENCH_NODE_OPTIONS="--flag ...": Node and V8 options for the gateway's processes only (not the
+ * upstream, the baseline or the load generator), as a container's NODE_OPTIONS would set them:
+ * e.g. `--max-semi-space-size=2`, to measure what a heap limit costs and saves.
+ */
+const GATEWAY_NODE_OPTIONS = process.env.BENCH_NODE_OPTIONS?.split(/\s+/).filter(Boolean) ?? []
 
 const H2LOAD = h2loadAvailable()
 
@@ -78,10 +86,11 @@ const teardown: Array<() => unknown> = []
 
 
 async function startServer(name: string, spec: ServerSpec): Promise<Server> {
+  const options = spec.kind === 'gateway' ? GATEWAY_NODE_OPTIONS : []
   const child = fork(SERVER, [JSON.stringify(spec)], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     // The servers share core 0; the load generator has core 1 to itself.
-    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath] } : {}),
+    ...(pinned ? { execPath: 'taskset', execArgv: ['-c', '0', process.execPath, ...options] } : { execArgv: [...process.execArgv, ...options] }),
   })
   teardown.push(
     () =>
@@ -282,8 +291,9 @@ async function main(): Promise<void> {
       ...variant.config,
       upstreams,
     })
-    // The cookie gateway also serves Envoy's ext_authz over gRPC, for the gRPC check row.
-    const grpc = variant.name === 'cookie' ? { grpcPort: 0 } : {}
+    // The cookie gateway also serves Envoy's ext_authz over gRPC, for the gRPC check row (only
+    // when that row runs: gRPC is loaded only when it is on, as in the CLI).
+    const grpc = variant.name === 'cookie' && selected(GRPC_ROW) ? { grpcPort: 0 } : {}
     gateways.set(variant.name, await startServer(`gateway (${variant.name})`, { kind: 'gateway', port: ports[i] as number, yaml, ...grpc }))
   }
 
@@ -342,7 +352,7 @@ async function main(): Promise<void> {
     })
     const dir = mkdtempSync(join(tmpdir(), 'bench-workers-'))
     writeFileSync(join(dir, 'gateway.yaml'), yaml)
-    const args = [CLI, '--config', join(dir, 'gateway.yaml')]
+    const args = [...GATEWAY_NODE_OPTIONS, CLI, '--config', join(dir, 'gateway.yaml')]
     // Workers inherit the primary's CPU affinity.
     const cli = run.pin ? spawn('taskset', ['-c', '0', process.execPath, ...args], { stdio: ['ignore', 'ignore', 'inherit'] }) : spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] })
     teardown.push(
@@ -386,7 +396,7 @@ async function main(): Promise<void> {
     headers: { host: new URL(cookie.origin).host, cookie: extAuthzCookie, ...json, 'content-length': '0' },
     status: 200,
   })
-  {
+  if (cookie.grpcAddress !== undefined) {
     // The same check as Envoy's gRPC ext_authz filter asks it: Authorization/Check with the
     // client's request in attributes.request.http (pseudo-headers included, as Envoy sends them),
     // many calls in flight on one HTTP/2 connection (grpc-load.ts rawUnaryCaller). OK
@@ -405,7 +415,7 @@ async function main(): Promise<void> {
     teardown.push(() => caller.close())
     rows.push({
       kind: 'grpc',
-      name: 'ext_authz gRPC check (Envoy)',
+      name: GRPC_ROW,
       server: cookie,
       expected: 'grpc-status 0 and CheckResponse status.code 0 (OK)',
       call: async () => {
@@ -417,7 +427,7 @@ async function main(): Promise<void> {
   }
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
-  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 2 || ONLY.some((text) => (text.startsWith('=') ? row.name === text.slice(1) : row.name.includes(text)))))
+  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 2 || selected(row.name)))
   process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
   for (const row of rows) await load(row, WARMUP_SECONDS)
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
@@ -462,7 +472,8 @@ async function main(): Promise<void> {
       `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${(s.cpuMicrosPerRequest / baseline).toFixed(2)}x | ${(s.cpuMicrosPerRequest / warnBaseline).toFixed(2)}x |`,
   )
   const node = process.version
-  const table = `Node ${node}, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
+  const flags = GATEWAY_NODE_OPTIONS.length === 0 ? '' : `, gateway with ${GATEWAY_NODE_OPTIONS.join(' ')}`
+  const table = `Node ${node}${flags}, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
   process.stdout.write(`\n${table}`)
   let soak: { row: string; sampleSeconds: number; rssMiB: number[]; cpuMicrosPerRequest: number[] } | undefined
   if (SOAK_SECONDS > 0) {
@@ -479,7 +490,7 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true })
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
-  writeFileSync(join(dir, `${stamp}-node${node}.json`), `${JSON.stringify({ node, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary, soak }, null, 2)}\n`)
+  writeFileSync(join(dir, `${stamp}-node${node}.json`), `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary, soak }, null, 2)}\n`)
   process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
 }
 

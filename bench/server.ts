@@ -12,7 +12,6 @@ import httpProxy from '@fastify/http-proxy'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { buildStandaloneApp } from '../src/runtime/process-state.js'
 import { parseConfig } from '../src/config/load.js'
-import { serveExtAuthzGrpc } from '../src/runtime/grpc-check.js'
 
 export type ServerSpec =
   | { kind: 'upstream' }
@@ -61,6 +60,8 @@ async function start(spec: ServerSpec): Promise<Listening> {
   await app.listen({ host: '127.0.0.1', port: spec.port })
   const port = (app.server.address() as AddressInfo).port
   if (spec.grpcPort === undefined) return { port }
+  // Loaded only by the gateway that serves gRPC, as the CLI does (the others' memory is their own).
+  const { serveExtAuthzGrpc } = await import('../src/runtime/grpc-check.js')
   const grpc = await serveExtAuthzGrpc({
     host: '127.0.0.1',
     port: spec.grpcPort,

@@ -17,7 +17,6 @@ import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
 import type { ExtAuthzGrpc } from './ext-authz/grpc-server.js'
-import { serveExtAuthzGrpc } from './runtime/grpc-check.js'
 import type { GatewayConfig } from './options/types.js'
 
 // openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
@@ -110,6 +109,8 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
 async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<ExtAuthzGrpc | undefined> {
   const { host, extAuthzGrpcPort } = gateway.config.server
   if (extAuthzGrpcPort === 0) return undefined
+  // gRPC (@grpc/grpc-js, proto-loader, protobufjs) is loaded only when the service is on.
+  const { serveExtAuthzGrpc } = await import('./runtime/grpc-check.js')
   const grpc = await serveExtAuthzGrpc({
     host,
     port: extAuthzGrpcPort,

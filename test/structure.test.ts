@@ -232,3 +232,26 @@ t.test('the gateway\'s URL space is written in one file: no string outside contr
   }
   t.strictSame(spelled, [])
 })
+
+t.test('what is off is not loaded: the static imports of `openid-gateway run` reach no gRPC, OpenTelemetry or Redis client', async (t) => {
+  // gRPC (server.extAuthzGrpcPort), the OpenTelemetry SDK and API (telemetry.tracing; lib/otel.ts)
+  // and ioredis (a Redis store) are imported where the feature is configured, so that a gateway
+  // without them does not carry their modules (docs/performance.md, Memory). `import type` costs
+  // nothing at run time.
+  const reached = new Map<string, string>()
+  const seen = new Set<string>()
+  const walk = (file: string): void => {
+    if (seen.has(file)) return
+    seen.add(file)
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
+    for (const statement of source.statements) {
+      if (!ts.isImportDeclaration(statement) || statement.importClause?.isTypeOnly === true) continue
+      const spec = (statement.moduleSpecifier as ts.StringLiteral).text
+      if (spec.startsWith('.')) walk(join(file, '..', spec.replace(/\.js$/, '.ts')))
+      else if (!reached.has(spec)) reached.set(spec, relative(SRC, file))
+    }
+  }
+  walk(join(SRC, 'cli.ts'))
+  const loaded = [...reached].filter(([spec]) => /^(@grpc\/|@opentelemetry\/|ioredis$|protobufjs$)/.test(spec)).map(([spec, from]) => `${spec} (${from})`)
+  t.strictSame(loaded, [])
+})

@@ -1,9 +1,11 @@
-import { context, SpanStatusCode, trace, type Context, type Span, type SpanOptions, type Tracer } from '@opentelemetry/api'
+import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api'
+import { otelApi } from './otel.js'
 
 // Spans around work that may fail, for the modules that trace by hand (ops/tracing.ts sets the
-// SDK up; without it nobody calls these). Only the OpenTelemetry API is imported here, never the
-// SDK. A failure is recorded by its kind (`error.type`: a Node error code, a problem code, the
-// error's class), never by its message, which may quote a provider's answer or a URL.
+// SDK up; without it nobody calls these). Only the OpenTelemetry API is used here (lib/otel.ts,
+// loaded at the first call), never the SDK. A failure is recorded by its kind (`error.type`: a
+// Node error code, a problem code, the error's class), never by its message, which may quote a
+// provider's answer or a URL.
 
 /** `error.type` of `err`: the code of its cause (fetch's TypeError wraps ECONNREFUSED), its own code, else its class. */
 export function errorType(err: unknown): string {
@@ -17,7 +19,7 @@ export function errorType(err: unknown): string {
 /** Marks `span` failed, with the kind of failure. */
 export function failSpan(span: Span, type: string): void {
   span.setAttribute('error.type', type)
-  span.setStatus({ code: SpanStatusCode.ERROR })
+  span.setStatus({ code: otelApi().SpanStatusCode.ERROR })
 }
 
 /**
@@ -30,9 +32,10 @@ export async function inSpan<T>(
   name: string,
   options: SpanOptions,
   work: (span: Span) => Promise<T>,
-  parent: Context = context.active(),
+  parent: Context = otelApi().context.active(),
   failed: (span: Span, err: unknown) => boolean = () => true,
 ): Promise<T> {
+  const { context, trace } = otelApi()
   const span = tracer.startSpan(name, options, parent)
   try {
     return await context.with(trace.setSpan(parent, span), () => work(span))

@@ -1,5 +1,6 @@
-import { SpanKind, type Tracer } from '@opentelemetry/api'
+import type { Tracer } from '@opentelemetry/api'
 import type { CustomFetch } from 'openid-client'
+import { otelApi } from '../lib/otel.js'
 import { failSpan, inSpan } from '../lib/spans.js'
 
 // Every call to the provider goes through this fetch. It settles "is the provider broken?"
@@ -193,7 +194,7 @@ export function observedFetch(observe: ProviderCallObserver | undefined, tracing
       ...(grantType === null ? {} : { 'openid_gateway.grant_type': grantType }),
     }
     // HTTP client spans are named `{method} {url.template}`; a provider's endpoints are few and fixed.
-    return inSpan(tracing.tracer, `${method} ${target.pathname}`, { kind: SpanKind.CLIENT, attributes }, async (span) => {
+    return inSpan(tracing.tracer, `${method} ${target.pathname}`, { kind: otelApi().SpanKind.CLIENT, attributes }, async (span) => {
       const res = await measured(url, options)
       span.setAttribute('http.response.status_code', res.status)
       if (res.status >= 400) failSpan(span, String(res.status))

@@ -1,7 +1,7 @@
-import { context, ROOT_CONTEXT, SpanKind, trace, type Context, type Span, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api'
-import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import type { Context, Span, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
+import { otelApi, otelCore } from '../lib/otel.js'
 import { failSpan, inSpan } from '../lib/spans.js'
 import type { Tracing } from './tracing.js'
 
@@ -28,7 +28,9 @@ interface RequestTrace {
 const kTrace = Symbol('openid-gateway.trace')
 type Traced = FastifyRequest & { [kTrace]?: RequestTrace }
 
-const propagator = new W3CTraceContextPropagator()
+/** W3C Trace Context; made with the first traced app (lib/otel.ts: loaded only with tracing on). */
+let w3c: TextMapPropagator | undefined
+const propagator = (): TextMapPropagator => (w3c ??= new (otelCore().W3CTraceContextPropagator)())
 
 const headerGetter: TextMapGetter<FastifyRequest['headers']> = {
   keys: (headers) => Object.keys(headers),
@@ -51,9 +53,11 @@ export interface RequestTracingOptions {
 /** Adds the hooks of the server span; first, so that the whole request runs under it. */
 export function traceRequests(app: FastifyInstance, options: RequestTracingOptions): void {
   const { tracer, config } = options.tracing
+  const { context, ROOT_CONTEXT, SpanKind, trace } = otelApi()
+  const extract = propagator()
   const trusted = config.trustIncoming === 'always' ? () => true : config.trustIncoming === 'never' ? () => false : options.isTrustedProxy
   app.addHook('onRequest', (req, _reply, done) => {
-    const parent = trusted(req.socket.remoteAddress) ? propagator.extract(ROOT_CONTEXT, req.headers, headerGetter) : ROOT_CONTEXT
+    const parent = trusted(req.socket.remoteAddress) ? extract.extract(ROOT_CONTEXT, req.headers, headerGetter) : ROOT_CONTEXT
     const q = req.url.indexOf('?')
     const userAgent = req.headers['user-agent']
     const span = tracer.startSpan(
@@ -130,6 +134,8 @@ export interface UpstreamTracing {
 
 export function upstreamTracing(tracing: Tracing): UpstreamTracing {
   const { tracer } = tracing
+  const { SpanKind, trace } = otelApi()
+  const inject = propagator()
   return {
     decide(req, upstream, decide) {
       const traced = (req as Traced)[kTrace]
@@ -174,7 +180,7 @@ export function upstreamTracing(tracing: Tracing): UpstreamTracing {
         traced.context,
       )
       traced.upstream = span
-      propagator.inject(trace.setSpan(traced.context, span), headers, headerSetter)
+      inject.inject(trace.setSpan(traced.context, span), headers, headerSetter)
     },
     failed(req, type) {
       const traced = (req as Traced)[kTrace]

@@ -1,11 +1,13 @@
-import { context, type Tracer } from '@opentelemetry/api'
+import type { Tracer } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
+import { otelApi } from '../lib/otel.js'
 import type { TracingConfig } from '../options/types.js'
 
 // OpenTelemetry tracing (telemetry.tracing): the SDK, its sampler and its OTLP/HTTP exporter, one
 // per process (runtime/process-state.ts), flushed when the process stops cleanly. The SDK is
-// imported here, dynamically, only when tracing is configured: a gateway without it loads only
-// the API, whose calls the traced modules skip (they are handed no tracer).
+// imported here, dynamically, only when tracing is configured; so is the API (lib/otel.ts), which
+// only the traced modules use, once they are handed a tracer. A gateway without tracing loads
+// no OpenTelemetry package.
 //
 // Trace context is W3C Trace Context (https://www.w3.org/TR/trace-context/): `traceparent` and
 // `tracestate`, continued from a trusted peer only (ops/request-tracing.ts). Sampling is
@@ -30,7 +32,7 @@ let asyncContext: Promise<void> | undefined
 /** The process's context manager, set once: without one the active span is lost at the first await. */
 function useAsyncContext(): Promise<void> {
   asyncContext ??= import('@opentelemetry/context-async-hooks').then(({ AsyncLocalStorageContextManager }) => {
-    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+    otelApi().context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
   })
   return asyncContext
 }

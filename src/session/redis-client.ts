@@ -1,7 +1,8 @@
-import { context, SpanKind, trace, type Tracer } from '@opentelemetry/api'
+import type { Tracer } from '@opentelemetry/api'
 import type { ChainableCommander, Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { ConnectionOptions } from 'node:tls'
+import { otelApi } from '../lib/otel.js'
 import { errorType, failSpan } from '../lib/spans.js'
 import type { SessionConfig } from '../options/types.js'
 import { defineScripts } from './redis-scripts.js'
@@ -381,6 +382,7 @@ function observeCommands(client: RedisClient, observer: RedisObserver): void {
  * commands and background work (the revocation list's polling) would each start one.
  */
 function traceCommands(client: RedisClient, tracer: Tracer, topology: RedisTopology): void {
+  const { context, SpanKind, trace } = otelApi()
   const base: Record<string, string | number> = { 'db.system.name': 'redis' }
   if (topology.kind === 'single') {
     const { hostname, port, pathname } = new URL(topology.url)
