@@ -9,7 +9,7 @@ import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { GatewayMetrics } from '../ops/metrics.js'
 import { startTracing } from '../ops/tracing.js'
 import { WebSocketRegistry } from '../proxy/websocket-registry.js'
-import { connectRedis, defaultWaitReplicas, firstConnection, redisTopology } from '../session/redis-client.js'
+import { closeRedis, connectRedis, defaultWaitReplicas, firstConnection, redisTopology } from '../session/redis-client.js'
 import { RedisKeys } from '../session/redis-keys.js'
 import { LocalRefreshCoordinator } from '../session/refresh-coordinator.js'
 import { createRevocationList } from '../session/revocation.js'
@@ -86,11 +86,7 @@ export async function createProcessState(config: GatewayConfig, options: Process
     websockets: new WebSocketRegistry(),
     tracing,
     async close() {
-      // QUIT lets pending replies arrive; disconnect() then also stops what a connection keeps
-      // beside itself (Sentinel's failover-detector subscriptions, Cluster's node connections),
-      // which QUIT alone leaves reconnecting.
-      await redis?.quit().catch(() => undefined)
-      redis?.disconnect()
+      if (redis !== undefined) await closeRedis(redis)
       // The spans of the last requests are sent before the process goes.
       await tracing?.shutdown()
     },

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import pino from 'pino'
 import t from 'tap'
-import { connectRedis, durableWrite, firstConnection } from '../../src/session/redis-client.js'
+import { closeRedis, connectRedis, durableWrite, firstConnection } from '../../src/session/redis-client.js'
 import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
 import { startStack } from '../fixtures/stack.js'
@@ -92,4 +92,24 @@ t.test('the topology keys reach ioredis as its options say they should', async (
   t.match(options.redisOptions, { password: 'data-pw', tls: {} }, 'credentials and TLS for every node')
   const looked = await new Promise<string>((resolve) => options.dnsLookup('clustercfg.example.com', (_err, address) => resolve(address)))
   t.equal(looked, 'clustercfg.example.com', 'passthrough: the name is kept, so TLS checks it')
+})
+
+t.test('a connection that ioredis ends by itself is connected again; one the gateway closes stays closed', async (t) => {
+  const server = await startRedis(t)
+  const lines: string[] = []
+  const log = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
+  const redis = await connectRedis({ url: server.url, timeoutMs: 1000 }, log)
+  await firstConnection(redis, 2000)
+  // What the race around a Sentinel failover did (redis-client.ts): the client took a close it
+  // did not ask for as a manual one, and gave the connection up ('end').
+  const internals = redis as unknown as { manuallyClosing: boolean; stream?: { destroy(): void } }
+  internals.manuallyClosing = true
+  internals.stream?.destroy()
+  await eventually('the ended connection was opened again', async () => (await redis.ping().catch(() => undefined)) === 'PONG', 5000)
+  t.match(lines.join(''), /redis connection ended by itself; connecting again/, 'and a warning said so')
+  await closeRedis(redis)
+  await eventually('closed by the gateway', async () => redis.status === 'end', 2000)
+  // Longer than the watchdog's delay (RECONNECT_STEP_MS): nothing opens it again.
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  t.equal(redis.status, 'end', 'and stays closed')
 })
