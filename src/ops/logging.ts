@@ -240,28 +240,15 @@ class LazyChildLogger {
     this.#real().level = level
   }
 
-  fatal(...args: unknown[]): void {
-    ;(this.#real().fatal as AnyLogFn)(...args)
-  }
-
-  error(...args: unknown[]): void {
-    ;(this.#real().error as AnyLogFn)(...args)
-  }
-
-  warn(...args: unknown[]): void {
-    ;(this.#real().warn as AnyLogFn)(...args)
-  }
-
-  info(...args: unknown[]): void {
-    ;(this.#real().info as AnyLogFn)(...args)
-  }
-
-  debug(...args: unknown[]): void {
-    ;(this.#real().debug as AnyLogFn)(...args)
-  }
-
-  trace(...args: unknown[]): void {
-    ;(this.#real().trace as AnyLogFn)(...args)
+  // One method per level, each handing its arguments to the child's (made at the first call).
+  static {
+    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const) {
+      Object.defineProperty(LazyChildLogger.prototype, level, {
+        value(this: LazyChildLogger, ...args: unknown[]): void {
+          ;(this.#real()[level] as AnyLogFn)(...args)
+        },
+      })
+    }
   }
 
   silent(): void {}
