@@ -91,7 +91,7 @@ t.test('Sentinel failover: sessions survive on both replicas, the window answers
 
 t.test('Sentinel failover during a refresh: the rotating refresh token is redeemed once, and the session goes on with the new one', async (t) => {
   const clock = manualClock()
-  const { stack, sentinel, a, b } = await sentinelStack(t, { clock, provider: { accessTokenTtlSeconds: 2, rotateRefreshTokens: true } })
+  const { stack, sentinel, a, b } = await sentinelStack(t, { clock, provider: { accessTokenTtlSeconds: 60, rotateRefreshTokens: true } })
   const redeemed: string[] = []
   let refused = 0
   const params = (ctx: { oidc?: { params?: unknown } }): Record<string, unknown> => (ctx.oidc?.params ?? {}) as Record<string, unknown>
@@ -106,7 +106,11 @@ t.test('Sentinel failover during a refresh: the rotating refresh token is redeem
     if (params(ctx).grant_type === 'refresh_token') refused++
   })
   const alice = await stack.signedIn('alice')
-  clock.advance(2300)
+  // The rotation's result is kept for the grace period or until the new access token expires,
+  // whichever comes first, in Redis's real time. A 60-second token keeps it the whole grace
+  // (30 s): the failover and the gateways' reconnection must fit in it when the request that
+  // refreshed lost its session write to the failover (503) and the next request needs the result.
+  clock.advance(60_500)
   const first = await rawRequest(a, '/refreshing', { headers: { ...JSON_ACCEPT, cookie: cookieOf(alice) } })
   t.ok(killed !== undefined, 'the primary was killed while the refresh was under way')
   // Whether the refresh's result was kept before the primary died or after the failover (the
@@ -117,7 +121,7 @@ t.test('Sentinel failover during a refresh: the rotating refresh token is redeem
   t.pass('the refreshed session serves on both replicas')
   t.equal(redeemed.length, 1, 'the refresh token was redeemed once')
   t.equal(refused, 0, 'and the provider refused nothing (no reuse detected)')
-  clock.advance(2300)
+  clock.advance(60_500)
   t.equal(await status(b, cookieOf(alice)), 200, 'the next refresh uses the rotated token the failover kept')
   t.equal(redeemed.length, 2)
   t.equal(new Set(redeemed).size, 2, 'two different refresh tokens')
