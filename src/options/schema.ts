@@ -176,7 +176,7 @@ const providerKeys: Record<string, JsonSchema> = {
       { enum: ['auto', 'required', 'off'], default: 'auto' },
     ),
     responseMode: string(
-      'How the provider returns the sign-in to the callback ([Form post](#form-post-response-mode)). `query`: a redirect whose URL carries `code` and `state`. `form_post` (OAuth 2.0 Form Post Response Mode): the authorization request carries `response_mode=form_post`, the provider posts `code` and `state` in a form to `POST /api/v1/openid/callback`, so they stay out of URLs, browser history and Referer headers; the sign-in\'s transaction cookie is then `SameSite=None; Secure` (it must survive the provider\'s cross-site POST), so `server.publicUrl` must be https or a loopback address.',
+      `How the provider returns the sign-in to the callback ([Form post](#form-post-response-mode)). \`query\`: a redirect whose URL carries \`code\` and \`state\`. \`form_post\` (OAuth 2.0 Form Post Response Mode): the authorization request carries \`response_mode=form_post\`, the provider posts \`code\` and \`state\` in a form to \`POST ${CALLBACK_PATH}\`, so they stay out of URLs, browser history and Referer headers; the sign-in's transaction cookie is then \`SameSite=None; Secure\` (it must survive the provider's cross-site POST), so \`server.publicUrl\` must be https or a loopback address.`,
       { enum: ['query', 'form_post'], default: 'query' },
     ),
     profile: string(
