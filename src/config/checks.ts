@@ -89,6 +89,7 @@ function checkProvider(read: Read, data: unknown, at: Path): Issue[] {
     ...checkIssuer(read, at),
     ...checkClientAuthentication(read, at, (key) => valueAt(data, [...at, key]) !== undefined),
     ...checkFapi2(read, at),
+    ...checkFormPost(read, at),
   ]
 }
 
@@ -140,6 +141,19 @@ function checkFapi2(read: Read, at: Path): Issue[] {
     issues.push({ path: [...at, 'bearer', 'algorithms'], message: `names none of ${FAPI2_ALGORITHMS.join(', ')}, the only algorithms ${profile} allows` })
   }
   return issues
+}
+
+// Form post (docs/features/form-post.md): the provider's page posts the response to the callback
+// from its own site, and a browser sends the sign-in's transaction cookie with that cross-site
+// POST only when it is SameSite=None, which RFC 6265bis 4.1.2.7 allows only with Secure. Browsers
+// keep Secure cookies from https origins and from loopback ones (a secure context), so a plain
+// http public URL elsewhere could never finish a sign-in: refused rather than failing at run time.
+function checkFormPost(read: Read, at: Path): Issue[] {
+  if (read([...at, 'responseMode'], isString) !== 'form_post') return []
+  const publicUrl = read(['server', 'publicUrl'], isString)
+  if (publicUrl === undefined || !isPlainHttpRemote(publicUrl)) return []
+  const message = 'form_post needs server.publicUrl on https (or a loopback host): its transaction cookie must be SameSite=None; Secure, which browsers drop over plain http'
+  return [{ path: [...at, 'responseMode'], message }]
 }
 
 function checkSameSite(read: Read): Issue[] {

@@ -27,9 +27,10 @@ export interface Endpoint {
 
 export const ENDPOINTS = {
   redirect: { path: `${SIGN_IN_PATH}/redirect`, methods: ['GET'], metric: 'redirect', signInRateLimit: true, reserved: true },
-  callback: { path: CALLBACK_PATH, methods: ['GET'], metric: 'callback', signInRateLimit: true, reserved: true },
+  // POST: the form post response mode (provider.responseMode: form_post, routes/form-post.ts).
+  callback: { path: CALLBACK_PATH, methods: ['GET', 'POST'], metric: 'callback', signInRateLimit: true, reserved: true },
   // Each provider's own callback (several providers) is the same step of a sign-in: in the budget.
-  providerCallback: { path: `${CALLBACK_PATH}/:provider`, methods: ['GET'], metric: 'callback', signInRateLimit: true, reserved: true },
+  providerCallback: { path: `${CALLBACK_PATH}/:provider`, methods: ['GET', 'POST'], metric: 'callback', signInRateLimit: true, reserved: true },
   refresh: { path: `${SIGN_IN_PATH}/refresh`, methods: ['GET'], metric: 'refresh', signInRateLimit: true, reserved: true },
   // Never limited: signing out must always work.
   logout: { path: `${SIGN_IN_PATH}/logout`, methods: ['DELETE'], metric: 'logout', signInRateLimit: false, reserved: true },

@@ -15,11 +15,17 @@
 //   refused when the provider advertises `authorization_response_iss_parameter_supported`, or the
 //   FAPI 2.0 profile requires it (FAPI 2.0 Security Profile 5.3.2.2).
 //
+// - The response mode (OAuth 2.0 Multiple Response Type Encoding Practices section 2.1, OAuth 2.0
+//   Form Post Response Mode section 2): a response must arrive the way the sign-in asked for it, a
+//   redirect's query or a form POST. A form_post provider never puts the code in a URL, so one that
+//   arrives there was not sent by it in answer to this request (a link crafted to replay a leaked
+//   code, or a provider that ignored response_mode); a query-mode sign-in never receives a POST.
+//
 // A refusal here is `authorization_response_invalid`: no code has been exchanged, so neither
 // code_invalid nor id_token_invalid would tell the operator what happened.
 
 /** The rule a refused authorization response broke, as the log names it. */
-export type AuthorizationResponseRule = 'rfc9700-redirect-uri-mismatch' | 'rfc9207-iss-mismatch' | 'rfc9207-iss-missing'
+export type AuthorizationResponseRule = 'rfc9700-redirect-uri-mismatch' | 'rfc9207-iss-mismatch' | 'rfc9207-iss-missing' | 'response-mode-mismatch'
 
 export interface AuthorizationResponseViolation {
   rule: AuthorizationResponseRule
@@ -51,4 +57,18 @@ export function authorizationResponseViolation(path: string, params: URLSearchPa
   }
   if (value !== expected.issuer) return { rule: 'rfc9207-iss-mismatch', message: "the authorization response's iss is not the issuer the sign-in was started with" }
   return undefined
+}
+
+/** How an authorization response travels: a redirect's query (GET), or a form POST. */
+export type ResponseMode = 'query' | 'form_post'
+
+/** The response-mode rule: `received` (the callback's method) must be the mode the sign-in asked for. */
+export function responseModeViolation(received: ResponseMode, expected: ResponseMode): AuthorizationResponseViolation | undefined {
+  if (received === expected) return undefined
+  return {
+    rule: 'response-mode-mismatch',
+    message: expected === 'form_post'
+      ? 'the sign-in asked for a form post response, but the response arrived in the URL'
+      : 'the sign-in asked for the response in the URL, but it arrived as a form post',
+  }
 }

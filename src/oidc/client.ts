@@ -113,6 +113,11 @@ export class OidcClient {
     return this.#callbackPath
   }
 
+  /** How this provider returns authorization responses (provider.responseMode). */
+  get responseMode(): 'query' | 'form_post' {
+    return this.#config.responseMode
+  }
+
   /** Whether the gateway's tokens are DPoP-bound (provider.dpop). */
   get dpop(): boolean {
     return this.#config.dpop
@@ -308,6 +313,8 @@ export class OidcClient {
     // carries prompt=consent (or has other means of permitting offline access, which the gateway
     // cannot know of). So only a sign-in that asks for a refresh token asks for consent.
     if (this.#scopes.includes('offline_access')) params.prompt = 'consent'
+    // OAuth 2.0 Form Post Response Mode section 2: the response comes back as a form POST.
+    if (this.#config.responseMode === 'form_post') params.response_mode = 'form_post'
     // RFC 9449 10: the code is bound to the sign-in's DPoP key, by the pushed request's proof or
     // by the key's thumbprint.
     const dpopKey = checks.dpopKey
@@ -452,7 +459,14 @@ export class OidcClient {
     if (discovered?.server.end_session_endpoint === undefined) return ''
     const params: Record<string, string> = {}
     if (idToken !== undefined) params.id_token_hint = idToken
-    if (this.#config.postLogoutRedirectUri !== undefined) params.post_logout_redirect_uri = this.#config.postLogoutRedirectUri
+    if (this.#config.postLogoutRedirectUri !== undefined) {
+      params.post_logout_redirect_uri = this.#config.postLogoutRedirectUri
+      // RP-Initiated Logout 1.0 section 2: `state` is passed back on the post-logout redirect.
+      // Fresh and unguessable, but kept nowhere: the gateway's landing there (the sign-out page)
+      // only tells a browser whose session already ended that it is signed out, whatever state
+      // comes back, or none (docs/decisions.md).
+      params.state = oidc.randomState()
+    }
     return oidc.buildEndSessionUrl(discovered.configuration, params).href
   }
 

@@ -175,6 +175,10 @@ const providerKeys: Record<string, JsonSchema> = {
       '[Pushed authorization requests](#pushed-authorization-requests-par) (RFC 9126): `auto` uses them when the provider requires them (`require_pushed_authorization_requests`); `required` always (the provider must offer them); `off` never (a provider that requires them is refused).',
       { enum: ['auto', 'required', 'off'], default: 'auto' },
     ),
+    responseMode: string(
+      `How the provider returns the sign-in to the callback ([Form post](#form-post-response-mode)). \`query\`: a redirect whose URL carries \`code\` and \`state\`. \`form_post\` (OAuth 2.0 Form Post Response Mode): the authorization request carries \`response_mode=form_post\`, the provider posts \`code\` and \`state\` in a form to \`POST ${CALLBACK_PATH}\`, so they stay out of URLs, browser history and Referer headers; the sign-in's transaction cookie is then \`SameSite=None; Secure\` (it must survive the provider's cross-site POST), so \`server.publicUrl\` must be https or a loopback address.`,
+      { enum: ['query', 'form_post'], default: 'query' },
+    ),
     profile: string(
       '`oidc`: OpenID Connect with PKCE. `fapi2`: the [FAPI 2.0 Security Profile](#fapi-20-profile): requires `clientAuthMethod: private_key_jwt`, turns on `dpop` and `pushedAuthorizationRequests: required` (`off` is refused), requires `iss` in the authorization response and accepts only PS256, ES256 and EdDSA signatures.',
       { enum: ['oidc', 'fapi2'], default: 'oidc' },

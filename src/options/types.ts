@@ -53,6 +53,8 @@ export interface ProviderConfig {
   clientKeyId?: string
   /** RFC 9126: auto pushes when the provider requires it. */
   pushedAuthorizationRequests: 'auto' | 'required' | 'off'
+  /** How the authorization response returns: a redirect's query, or a form POST (response_mode=form_post). */
+  responseMode: 'query' | 'form_post'
   /** RFC 9449: the session's tokens are bound to a per-session key. */
   dpop: boolean
   /** fapi2: the FAPI 2.0 Security Profile (src/oidc/profile.ts); implies dpop and PAR required. */

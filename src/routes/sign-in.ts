@@ -11,6 +11,8 @@ import type { Session, SessionStore } from '../session/types.js'
 import { parseFlag, queryOf, single } from './params.js'
 import { ENDPOINTS, PROVIDER_NOT_TOLD, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
+import { acceptFormBodies, FORM_POST_BODY_LIMIT, formPostParams } from './form-post.js'
+import { responseModeViolation, type ResponseMode } from '../oidc/authorization-response.js'
 
 // The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
 // the gateway's pages.
@@ -54,6 +56,8 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     route.bodyLimit ??= BODY_LIMIT_BYTES
   })
   await hardenSignIn(app, options.rateLimit, options.rateLimitStore)
+  // The form-post callback and the sign-out form (routes/form-post.ts).
+  acceptFormBodies(app)
 
   function redirectAfterOf(params: URLSearchParams): string | undefined {
     const raw = single(params, 'redirectAfter')
@@ -101,16 +105,18 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
     const dpopKey = client.dpop ? await generateDpopKey() : undefined
     const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }) })
-    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter }, TRANSACTION_SECONDS)
+    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter }, TRANSACTION_SECONDS, client.responseMode === 'form_post')
     noStore(reply)
     if (performRedirect) return reply.redirect(location, 302)
     return { value: location }
   })
 
   // One handler for the single provider's path and for each provider's own (contract/endpoints.ts
-  // callbackPath); the client checks that the response came back on its transaction's path.
+  // callbackPath); the client checks that the response came back on its transaction's path. GET
+  // carries the response in the query, POST in a form body (provider.responseMode: form_post).
   const callback = async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const params = queryOf(req)
+    const received: ResponseMode = req.method === 'POST' ? 'form_post' : 'query'
+    const params = received === 'form_post' ? formPostParams(req) : queryOf(req)
     const code = single(params, 'code')
     if (code === undefined || code === '') {
       const extensions: Record<string, string> = {}
@@ -133,11 +139,21 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const provider = providers.get(transaction.provider ?? DEFAULT_PROVIDER)
     if (provider === undefined) throw new GatewayError('state_mismatch', 'the sign-in was started with a provider that is no longer configured')
     const { client } = provider
+    const crossSite = client.responseMode === 'form_post'
+    const mode = responseModeViolation(received, client.responseMode)
+    if (mode !== undefined) {
+      req.log.warn({ rule: mode.rule, provider: provider.name }, 'authorization response refused')
+      cookies.clearTransaction(reply, state, crossSite)
+      throw new GatewayError('authorization_response_invalid', mode.message, { logged: true })
+    }
     const query = req.url.indexOf('?')
     const path = query === -1 ? req.url : req.url.slice(0, query)
+    // A form post's parameters are handed on as the query the client reads them from (the body's
+    // form encoding is a query's); formPostParams refused a POST with a query of its own.
+    const search = received === 'form_post' ? `?${params.toString()}` : query === -1 ? '' : req.url.slice(query)
     let session
     try {
-      const tokens = await client.exchangeCode(path, query === -1 ? '' : req.url.slice(query), {
+      const tokens = await client.exchangeCode(path, search, {
         state,
         nonce: transaction.nonce,
         codeVerifier: transaction.codeVerifier,
@@ -146,19 +162,21 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       session = lifecycle.create(tokens, provider.name)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.
-      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state)
+      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state, crossSite)
       throw err
     }
     // Whatever session this browser had is replaced, never extended (no session fixation).
     await store.destroy(req, reply)
     await store.create(req, reply, session)
-    cookies.clearTransaction(reply, state)
+    cookies.clearTransaction(reply, state, crossSite)
     noStore(reply)
     if (transaction.redirectAfter !== undefined) return reply.redirect(transaction.redirectAfter, 302)
     return { value: session.accessToken }
   }
   app.get(ENDPOINTS.callback.path, callback)
   app.get(ENDPOINTS.providerCallback.path, callback)
+  app.post(ENDPOINTS.callback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
+  app.post(ENDPOINTS.providerCallback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
 
   app.get(ENDPOINTS.refresh.path, async (req, reply) => {
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
@@ -216,10 +234,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   // already signed out. Sign-out CSRF: a form post from another site is refused by
   // its Origin (browsers always send one with a POST), which must be this site or an allowed host.
   // The form has no fields; whatever body comes is ignored (and a large one refused).
-  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) {
-    app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 1024 }, (_req, _body, done) => done(null, undefined))
-  }
-  app.post(ENDPOINTS.signOut.path, async (req: FastifyRequest, reply) => {
+  app.post(ENDPOINTS.signOut.path, { bodyLimit: 1024 }, async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
     if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')

@@ -213,10 +213,17 @@ export class GatewayCookies {
     for (let i = 1; i < MAX_CHUNKS; i++) this.#expire(reply, `${name}_${i}`, path)
   }
 
-  /** Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete. */
-  writeTransaction(reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number): void {
+  /**
+   * Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete.
+   * `crossSite`: the sign-in returns by a form POST from the provider's site (response_mode
+   * form_post), which a browser sends this cookie with only when it is SameSite=None, and
+   * SameSite=None only counts with Secure (RFC 6265bis 4.1.2.7; browsers keep Secure cookies of
+   * https and loopback origins, config/checks.ts refuses the rest). Only this cookie gets it:
+   * it opens for its own state only and is cleared by the callback.
+   */
+  writeTransaction(reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number, crossSite = false): void {
     const sealed = this.#cipher.seal(`tx:${state}`, SEALED_TRANSACTION.encode(transaction), this.#cipher.clock.now() / 1000 + ttlSeconds)
-    reply.setCookie(this.#txName(state), sealed, { ...this.#base, path: CALLBACK_PATH, maxAge: ttlSeconds })
+    reply.setCookie(this.#txName(state), sealed, { ...this.#txAttributes(crossSite), maxAge: ttlSeconds })
   }
 
   /**
@@ -228,8 +235,13 @@ export class GatewayCookies {
     return sealed === undefined ? undefined : SEALED_TRANSACTION.decode(this.#cipher.open(`tx:${state}`, sealed))
   }
 
-  clearTransaction(reply: SessionReply, state: string): void {
-    this.#expire(reply, this.#txName(state), CALLBACK_PATH)
+  /** Expires a transaction cookie, with the attributes it was set with (`crossSite` as for writeTransaction). */
+  clearTransaction(reply: SessionReply, state: string, crossSite = false): void {
+    reply.setCookie(this.#txName(state), '', { ...this.#txAttributes(crossSite), maxAge: 0, expires: new Date(0) })
+  }
+
+  #txAttributes(crossSite: boolean): CookieSerializeOptions {
+    return crossSite ? { ...this.#base, path: CALLBACK_PATH, sameSite: 'none', secure: true } : { ...this.#base, path: CALLBACK_PATH }
   }
 
   #txName(state: string): string {

@@ -23,6 +23,7 @@ const EXPECTED: GatewayConfig = {
     clientSecret: CLIENT_SECRET,
     clientAuthMethod: 'client_secret_basic',
     pushedAuthorizationRequests: 'auto',
+    responseMode: 'query',
     dpop: false,
     profile: 'oidc',
     scopes: ['openid', 'profile', 'email'],

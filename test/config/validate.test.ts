@@ -211,6 +211,15 @@ t.test('cookies', async (t) => {
     'secure cookies on http://localhost': valid({ server: { publicUrl: 'http://localhost:8080' } }),
     'secure cookies on http://127.0.0.1': valid({ server: { publicUrl: 'http://127.0.0.1:8080' } }),
     'insecure cookies on plain http': valid({ server: { publicUrl: 'http://app.example.com' }, cookies: { secure: false } }),
+    // The form post's transaction cookie is SameSite=None; Secure whatever cookies.secure says.
+    'form_post on a plain-http public URL': [
+      { server: { publicUrl: 'http://app.example.com' }, cookies: { secure: false }, provider: { responseMode: 'form_post' } },
+      ['provider.responseMode: form_post needs server.publicUrl on https (or a loopback host): its transaction cookie must be SameSite=None; Secure, which browsers drop over plain http'],
+    ],
+    'form_post on https': valid({ provider: { responseMode: 'form_post' } }),
+    'form_post on http://localhost with insecure cookies': valid({ server: { publicUrl: 'http://localhost:8080' }, cookies: { secure: false }, provider: { responseMode: 'form_post' } }),
+    'form_post on http://127.0.0.1': valid({ server: { publicUrl: 'http://127.0.0.1:8080' }, cookies: { secure: false }, provider: { responseMode: 'form_post' } }),
+    'responseMode unknown': [{ provider: { responseMode: 'fragment' } }, ['provider.responseMode: must be one of: query, form_post']],
     'domain as a URL': [{ cookies: { domain: 'https://example.com' } }, ['cookies.domain: must be a domain name (no scheme, port or path)']],
     'domain with a port': [{ cookies: { domain: 'example.com:443' } }, ['cookies.domain: must be a domain name (no scheme, port or path)']],
   })

@@ -60,6 +60,21 @@ t.test('through the gateway: 200, 400 invalid_request, replay, body rules', asyn
   t.equal(unknownKid.status, 400, 'a key the provider does not publish')
   t.match(await unknownKid.json(), { error_description: /no applicable key|key/i })
 
+  // The other variants of the token (the conformance plan's are test/conformance/backchannel-logout-rp.test.ts).
+  const valid = await provider.signJwt(claims(), { typ: 'logout+jwt' })
+  const [head, payload, signature = ''] = valid.split('.')
+  const tampered = `${head}.${payload}.${signature.slice(0, -4)}${signature.endsWith('AAAA') ? 'BBBB' : 'AAAA'}`
+  for (const [name, bad] of [
+    ['a bad signature', tampered],
+    ['no iat', await provider.signJwt(claims({ iat: undefined }), { typ: 'logout+jwt' })],
+    ['neither sid nor sub', await provider.signJwt(claims({ sid: undefined, sub: undefined }), { typ: 'logout+jwt' })],
+  ] as const) {
+    const res = await post(url, new URLSearchParams({ logout_token: bad }))
+    t.equal(res.status, 400, name)
+    t.equal(res.headers.get('cache-control'), 'no-store', name)
+    await res.body?.cancel()
+  }
+
   const missing = await post(url, new URLSearchParams({ other: 'x' }))
   t.equal(missing.status, 400)
   t.same(await missing.json(), { error: 'invalid_request', error_description: 'the request must carry exactly one logout_token' })

@@ -26,6 +26,7 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
     t.equal(`${url.origin}${url.pathname}`, `${stack.provider?.issuer}/session/end`)
     t.ok(url.searchParams.get('id_token_hint'), 'id_token_hint')
     t.equal(url.searchParams.get('post_logout_redirect_uri'), `${stack.gw}/`)
+    t.match(url.searchParams.get('state'), /^[\w-]{43}$/, 'a fresh state (RP-Initiated Logout 1.0 section 2)')
     t.equal(url.searchParams.get('client_id'), CLIENT_ID)
 
     const setCookies = res.headers.getSetCookie()
@@ -67,7 +68,8 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
     for (const path of ['redirect', 'callback', 'refresh']) {
       const res = await fetch(`${stack.gw}/api/v1/openid/${path}`, { method: 'DELETE' })
       t.equal(res.status, 405, path)
-      t.equal(res.headers.get('allow'), 'GET, HEAD')
+      // The callback also takes the form post response mode's POST.
+      t.equal(res.headers.get('allow'), path === 'callback' ? 'GET, HEAD, POST' : 'GET, HEAD')
     }
   })
 
