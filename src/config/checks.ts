@@ -2,6 +2,7 @@
 // whenever the keys it reads are themselves free of problems, whatever is wrong elsewhere, so
 // one run reports as much as possible without building on a broken value.
 
+import { isIP } from 'node:net'
 import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/header-policy.js'
@@ -174,7 +175,10 @@ function isPlainHttpRemote(publicUrl: string): boolean {
   const url = new URL(publicUrl)
   if (url.protocol !== 'http:') return false
   const host = url.hostname
-  return !(host === 'localhost' || host.endsWith('.localhost') || host.startsWith('127.') || host === '[::1]')
+  // The URL parser writes every IPv4 spelling as dotted decimal, so 127/8 is read off the
+  // address itself; a name such as 127.example.com is no loopback.
+  const loopbackV4 = isIP(host) === 4 && host.startsWith('127.')
+  return !(host === 'localhost' || host.endsWith('.localhost') || loopbackV4 || host === '[::1]')
 }
 
 // The probes and metrics must not share the public listener: a second bind of the same port

@@ -210,6 +210,11 @@ t.test('cookies', async (t) => {
     ],
     'secure cookies on http://localhost': valid({ server: { publicUrl: 'http://localhost:8080' } }),
     'secure cookies on http://127.0.0.1': valid({ server: { publicUrl: 'http://127.0.0.1:8080' } }),
+    'secure cookies on http://127.1 (a loopback address however spelled)': valid({ server: { publicUrl: 'http://127.1:8080' } }),
+    'secure cookies on a host named like a loopback address': [
+      { server: { publicUrl: 'http://127.example.com' } },
+      ['cookies.secure: must be false when server.publicUrl is plain http (browsers drop Secure cookies there)'],
+    ],
     'insecure cookies on plain http': valid({ server: { publicUrl: 'http://app.example.com' }, cookies: { secure: false } }),
     // The form post's transaction cookie is SameSite=None; Secure whatever cookies.secure says.
     'form_post on a plain-http public URL': [
