@@ -34,6 +34,7 @@ import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../proxy/forward-auth.js'
 import { createChecker } from '../proxy/check.js'
+import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
@@ -333,6 +334,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     clock: state.clock,
     redactUrl,
   })
+  // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
+  const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
@@ -356,6 +359,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     rateLimit: config.rateLimit.signIn,
     onEnded: (session) => {
       checker.forget()
+      exchanger.forgetToken(session.provider, session.accessToken)
       websockets.endSession(session.id)
     },
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
@@ -368,12 +372,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     replay: state.replay,
     onEnded: (selector) => {
       checker.forget()
+      exchanger.forget()
       websockets.endSelected(selector)
     },
   })
-  await app.register(forwardAuthRoutes, { checker })
+  await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
-  const extAuthz = createExtAuthzDecision({ checker, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })
+  const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })
   await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
   app.decorate(
     'extAuthzCheck',
@@ -406,6 +411,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     authenticate,
     publicUrl: config.server.publicUrl,
     websockets,
+    exchanger,
     grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
