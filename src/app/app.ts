@@ -5,12 +5,12 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Registry } from 'prom-client'
 import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
 import { ConfigError } from '../config/load.js'
-import type { GatewayConfig, ProviderConfig } from '../options/types.js'
+import type { GatewayConfig, ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { decorateIdentity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from '../oidc/bearer.js'
-import { OidcClient } from '../oidc/client.js'
+import { OidcClient, TOKEN_EXCHANGE_GRANT } from '../oidc/client.js'
 import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
@@ -35,6 +35,7 @@ import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../proxy/forward-auth.js'
 import { createChecker } from '../proxy/check.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
+import { resourceMetadataRoutes } from '../proxy/resource-metadata.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
@@ -302,6 +303,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.decorate('management', { metrics: metrics.registry, checks })
 
   app.decorate('providerReady', Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined))
+  warnUnadvertisedExchange(app.providerReady, config.upstreams, providers, app.log)
   app.addHook('onClose', async () => {
     for (const provider of providers.all) provider.client.stop()
     // The Redis connection is the process's: it outlives this configuration.
@@ -400,6 +402,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
     })
   }
+  await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl: config.server.publicUrl })
   await app.register(proxyPlugin, {
     assertions: { header: config.assertions.header, signer },
     upstreams: config.upstreams,
@@ -416,6 +419,24 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
   return app
+}
+
+/**
+ * A provider whose grant_types_supported lacks the token exchange grant may still accept it (the
+ * list is RECOMMENDED, RFC 8414 2, and several providers leave extension grants out): said once,
+ * at warn, naming the upstreams; the exchange itself decides, and its refusal is a 403.
+ */
+function warnUnadvertisedExchange(ready: Promise<void>, upstreams: readonly UpstreamConfig[], providers: Providers, log: FastifyBaseLogger): void {
+  const exchanging = upstreams.filter((u) => u.tokenExchange !== undefined)
+  if (exchanging.length === 0) return
+  void ready.then(() => {
+    for (const provider of providers.all) {
+      const names = exchanging.filter((u) => u.providers.includes(provider.name)).map((u) => u.name)
+      if (names.length > 0 && provider.client.advertisesGrant(TOKEN_EXCHANGE_GRANT) === false) {
+        log.warn({ provider: provider.name, upstreams: names }, 'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)')
+      }
+    }
+  })
 }
 
 /** The signer of identity assertions, when keys are configured (checks.ts requires them when used). */

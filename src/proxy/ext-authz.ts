@@ -188,7 +188,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
     switch (verdict.outcome) {
       case 'unauthenticated':
         if (isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
-        return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false)) }, logged }
+        return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)) }, logged }
       case 'forbidden':
         return { result: { kind: 'refused', error: forbiddenError(), identity: verdict.identity }, logged }
       case 'pass': {

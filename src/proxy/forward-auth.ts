@@ -196,7 +196,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         if (original.ingress === 'traefik' && isNavigationOf(method, req.headers)) {
           return reply.redirect(checker.signInUrl(original, verdict.refreshable), 302)
         }
-        throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false))
+        throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))
       case 'forbidden':
         // Who was refused, for the request line.
         req.identity = verdict.identity
