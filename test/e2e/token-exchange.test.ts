@@ -12,6 +12,7 @@ const JSON_ACCEPT = { accept: 'application/json' }
 const ORDERS = { name: 'orders', match: { pathPrefix: '/orders' }, tokenExchange: { audience: 'orders-api', scope: ['orders.read'] }, resourceMetadata: { scopes: ['orders.read', 'orders.write'] } }
 const REFUSED = { name: 'refused', match: { pathPrefix: '/refused' }, tokenExchange: { audience: 'unknown-api' } }
 const BY_RESOURCE = { name: 'byresource', match: { pathPrefix: '/res' }, tokenExchange: { resource: 'https://res.example.com/' } }
+const OPTIONAL = { name: 'opt', match: { pathPrefix: '/opt' }, auth: 'optional', tokenExchange: { audience: 'orders-api' } }
 const APP = { name: 'app', match: { pathPrefix: '/' } }
 
 t.test('token exchange per upstream', async (t) => {
@@ -19,7 +20,7 @@ t.test('token exchange per upstream', async (t) => {
   const clock = manualClock()
   const stack = await startStack(t, {
     provider: { tokenExchange: { audiences: ['orders-api', 'https://res.example.com/'], expiresInSeconds: 300 } },
-    upstreams: [ORDERS, REFUSED, BY_RESOURCE, APP],
+    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP],
     config: { log: { level: 'warn' } },
     logStream: { write: (line: string) => void lines.push(line) },
     clock,
@@ -49,6 +50,14 @@ t.test('token exchange per upstream', async (t) => {
     t.equal(exchanges.length, before + 1)
     t.match(exchanges.at(-1), { audience: 'orders-api', scope: 'orders.read', resource: undefined, subjectValid: true })
     t.notOk(JSON.stringify(stack.upstream.requests.at(-1)?.headers).includes(userToken), "the user's token appears in no header")
+  })
+
+  t.test("anonymous on auth: optional: no exchange, and the client's Authorization is removed", async (t) => {
+    const before = exchanges.length
+    const res = await fetch(`${stack.gw}/opt/x`, { headers: { ...JSON_ACCEPT, authorization: 'Basic dXNlcjpwYXNz' } })
+    t.equal(res.status, 200)
+    t.equal(upstreamAuthorization(), undefined)
+    t.equal(exchanges.length, before)
   })
 
   t.test('resource (RFC 8707) is sent when configured', async (t) => {
