@@ -220,6 +220,9 @@ async function main(): Promise<void> {
     { name: '1000 routes', config: {} },
     { name: 'dpop', config: {}, provider: { dpop: true } },
     { name: 'assertion', config: { assertions: { signingKeys: [assertionKey] } }, upstream: { identityAssertion: true } },
+    // Issue 22: an upstream with its own token (RFC 8693), exchanged at the first request and
+    // reused from the cache for the hour the provider gives it.
+    { name: 'token exchange', config: {}, upstream: { tokenExchange: { audience: 'bench-api', scope: ['api.read'] } } },
   ]
   // telemetry.tracing at 100% and 1% sampled (off is the cookie row), exporting to a collector
   // that accepts and discards, in this process: the cost is the gateway's spans, batches and posts.
@@ -268,6 +271,7 @@ async function main(): Promise<void> {
     accessTokenTtlSeconds: 3600,
     // A P-256 key next to the RSA one, for the ES256 Bearer row.
     idTokenSigningAlg: 'ES256',
+    tokenExchange: { audiences: ['bench-api'], expiresInSeconds: 3600 },
     clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...[...origins, ...cliOrigins].map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
   })
   teardown.push(() => provider.close())
@@ -323,6 +327,7 @@ async function main(): Promise<void> {
   for (const [name, row] of [
     ['dpop', 'DPoP-bound session (provider.dpop)'],
     ['assertion', 'identity assertion (ES256, cached)'],
+    ['token exchange', 'token exchange upstream (RFC 8693, cached)'],
     ['tracing 100%', 'tracing on, 100% sampled'],
     ['tracing 1%', 'tracing on, 1% sampled'],
   ] as const) {

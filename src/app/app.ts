@@ -5,12 +5,12 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import type { Registry } from 'prom-client'
 import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
 import { ConfigError } from '../config/load.js'
-import type { GatewayConfig, ProviderConfig } from '../options/types.js'
+import type { GatewayConfig, ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { decorateIdentity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from '../oidc/bearer.js'
-import { OidcClient } from '../oidc/client.js'
+import { OidcClient, TOKEN_EXCHANGE_GRANT } from '../oidc/client.js'
 import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
@@ -34,6 +34,8 @@ import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../proxy/forward-auth.js'
 import { createChecker } from '../proxy/check.js'
+import { createTokenExchanger } from '../proxy/token-exchange.js'
+import { resourceMetadataRoutes } from '../proxy/resource-metadata.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
@@ -301,6 +303,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.decorate('management', { metrics: metrics.registry, checks })
 
   app.decorate('providerReady', Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined))
+  warnUnadvertisedExchange(app.providerReady, config.upstreams, providers, app.log)
   app.addHook('onClose', async () => {
     for (const provider of providers.all) provider.client.stop()
     // The Redis connection is the process's: it outlives this configuration.
@@ -333,6 +336,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     clock: state.clock,
     redactUrl,
   })
+  // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
+  const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
@@ -356,6 +361,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     rateLimit: config.rateLimit.signIn,
     onEnded: (session) => {
       checker.forget()
+      exchanger.forgetToken(session.provider, session.accessToken)
       websockets.endSession(session.id)
     },
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
@@ -368,12 +374,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     replay: state.replay,
     onEnded: (selector) => {
       checker.forget()
+      exchanger.forget()
       websockets.endSelected(selector)
     },
   })
-  await app.register(forwardAuthRoutes, { checker })
+  await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
-  const extAuthz = createExtAuthzDecision({ checker, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })
+  const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })
   await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
   app.decorate(
     'extAuthzCheck',
@@ -395,6 +402,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
     })
   }
+  await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl: config.server.publicUrl })
   await app.register(proxyPlugin, {
     assertions: { header: config.assertions.header, signer },
     upstreams: config.upstreams,
@@ -406,10 +414,29 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     authenticate,
     publicUrl: config.server.publicUrl,
     websockets,
+    exchanger,
     grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
   return app
+}
+
+/**
+ * A provider whose grant_types_supported lacks the token exchange grant may still accept it (the
+ * list is RECOMMENDED, RFC 8414 2, and several providers leave extension grants out): said once,
+ * at warn, naming the upstreams; the exchange itself decides, and its refusal is a 403.
+ */
+function warnUnadvertisedExchange(ready: Promise<void>, upstreams: readonly UpstreamConfig[], providers: Providers, log: FastifyBaseLogger): void {
+  const exchanging = upstreams.filter((u) => u.tokenExchange !== undefined)
+  if (exchanging.length === 0) return
+  void ready.then(() => {
+    for (const provider of providers.all) {
+      const names = exchanging.filter((u) => u.providers.includes(provider.name)).map((u) => u.name)
+      if (names.length > 0 && provider.client.advertisesGrant(TOKEN_EXCHANGE_GRANT) === false) {
+        log.warn({ provider: provider.name, upstreams: names }, 'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)')
+      }
+    }
+  })
 }
 
 /** The signer of identity assertions, when keys are configured (checks.ts requires them when used). */

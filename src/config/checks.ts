@@ -39,6 +39,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkPathRules(read, upstreams),
     ...checkUpstreamProviders(read, upstreams, providers),
     ...checkDpopForwarding(read, upstreams, providers),
+    ...checkTokenExchange(read, upstreams, providers),
     ...checkAssertionKeys(read, upstreams, valueAt(data, ['assertions', 'signingKeys'])),
   ]
 }
@@ -384,6 +385,40 @@ function checkDpopForwarding(read: Read, upstreams: unknown, at: readonly Path[]
     if (provider === undefined) return []
     const message = `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded`
     return [{ path: ['upstreams', index, 'forwardAccessToken'], message }]
+  })
+}
+
+// Token exchange (proxy/token-exchange.ts) and protected resource metadata need a signed-in user:
+// with `auth: none` no token is ever read, so the exchange would never run and the upstream
+// would receive nothing, which a configuration must not pretend otherwise. The exchanged token
+// is the upstream's only Authorization, so forwardAccessToken (the user's own) contradicts it;
+// and a DPoP-bound token (provider.dpop, FAPI 2.0) is refused like forwardAccessToken's: the
+// exchange would send the provider a token without the proof its binding needs (RFC 9449 7).
+function checkTokenExchange(read: Read, upstreams: unknown, at: readonly Path[]): Issue[] {
+  if (!Array.isArray(upstreams)) return []
+  const names = providerNames(read, at)
+  const bound = at.flatMap((path, index) =>
+    read([...path, 'dpop'], isBoolean) === true || read([...path, 'profile'], isString) === 'fapi2' ? [{ path, name: names[index] }] : [],
+  )
+  return upstreams.flatMap((_, index): Issue[] => {
+    const issues: Issue[] = []
+    const auth = read(['upstreams', index, 'auth'], isString)
+    const has = (key: string): boolean => read(['upstreams', index, key], isRecord) !== undefined
+    for (const key of ['tokenExchange', 'resourceMetadata']) {
+      if (has(key) && auth === 'none') {
+        issues.push({ path: ['upstreams', index, key], message: `needs a signed-in user: it does nothing with ${formatPath(['upstreams', index, 'auth'])}: none` })
+      }
+    }
+    if (!has('tokenExchange')) return issues
+    if (read(['upstreams', index, 'forwardAccessToken'], isBoolean) === true) {
+      issues.push({ path: ['upstreams', index, 'tokenExchange'], message: `cannot be given with ${formatPath(['upstreams', index, 'forwardAccessToken'])}: true (the exchanged token is the upstream's only Authorization)` })
+    }
+    const accepted = acceptedBy(read, index, names)
+    const provider = bound.find((p) => p.name !== undefined && accepted.includes(p.name))
+    if (provider !== undefined) {
+      issues.push({ path: ['upstreams', index, 'tokenExchange'], message: `cannot be used with ${formatPath([...provider.path, 'dpop'])} (or profile: fapi2): DPoP-bound access tokens are not exchanged` })
+    }
+    return issues
   })
 }
 

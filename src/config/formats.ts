@@ -180,6 +180,13 @@ function checkPrivateKey(value: string): string | undefined {
   }
 }
 
+// RFC 8707 2: a resource indicator is an absolute URI (RFC 3986 4.3) without a fragment; it is
+// sent as it is written, so only printable ASCII without spaces.
+function checkResourceUri(value: string): string | undefined {
+  if (!/^[\x21-\x7e]+$/.test(value) || !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(value) || !URL.canParse(value)) return 'must be an absolute URI'
+  return value.includes('#') ? 'must not have a fragment (RFC 8707)' : undefined
+}
+
 export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'http-url': httpUrl(() => undefined),
   'base-url': httpUrl(noQuery),
@@ -200,4 +207,5 @@ export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'email-domain': checkEmailDomain,
   'listen-host': checkListenHost,
   'private-key': checkPrivateKey,
+  'resource-uri': checkResourceUri,
 }

@@ -12,6 +12,7 @@ export type ProblemCode =
   | 'refresh_token_invalid'
   | 'unauthenticated'
   | 'forbidden'
+  | 'token_exchange_refused'
   | 'not_found'
   | 'method_not_allowed'
   | 'rate_limited'
@@ -36,6 +37,9 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   refresh_token_invalid: [409, 'Refresh token rejected'],
   unauthenticated: [401, 'Not signed in'],
   forbidden: [403, 'Forbidden'],
+  // RFC 8693 2.2.2: the provider refused to exchange the user's token for the upstream's (an
+  // error response such as invalid_target); the user is signed in, the upstream is out of reach.
+  token_exchange_refused: [403, 'Token exchange refused'],
   not_found: [404, 'Not found'],
   method_not_allowed: [405, 'Method not allowed'],
   rate_limited: [429, 'Too many requests'],

@@ -75,6 +75,29 @@ export interface DevProviderOptions {
    * `false` plays a provider that predates RFC 9207 (many do): neither is sent. Default true.
    */
   issParameter?: boolean
+  /**
+   * RFC 8693 token exchange, which oidc-provider does not have: a grant handler registered for
+   * it (see tokenExchangeGrant). Off by default; on, every client may use the grant.
+   */
+  tokenExchange?: DevTokenExchange
+}
+
+/** The development provider's RFC 8693 token exchange. */
+export interface DevTokenExchange {
+  /** The audiences and resources it issues tokens for; any other is refused with invalid_target. */
+  audiences: string[]
+  /** Lifetime of an exchanged token, in seconds (its `expires_in`). Default 300. */
+  expiresInSeconds?: number
+}
+
+/** What one token exchange asked for (DevProvider.tokenExchanges). */
+export interface DevTokenExchangeRequest {
+  clientId: string
+  audience: string | undefined
+  scope: string | undefined
+  resource: string | undefined
+  /** Whether the subject token was found valid. */
+  subjectValid: boolean
 }
 
 export interface SignJwtOptions {
@@ -114,6 +137,8 @@ export interface DevProvider {
    * delivery: the end-session page looks the same). Ask before the logout that sends it.
    */
   nextBackchannelLogout(): Promise<void>
+  /** Every token exchange asked of it, in order (with tokenExchange). */
+  tokenExchanges: DevTokenExchangeRequest[]
   /** From now on, requests are read and never answered: a provider that hangs (until close). */
   stopAnswering(): void
   close(): Promise<void>
@@ -203,7 +228,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     ...(c.dpopBoundAccessTokens === undefined ? {} : { dpop_bound_access_tokens: c.dpopBoundAccessTokens }),
     redirect_uris: c.redirectUris,
     post_logout_redirect_uris: c.postLogoutRedirectUris ?? [],
-    grant_types: ['authorization_code', 'refresh_token'],
+    grant_types: ['authorization_code', 'refresh_token', ...(options.tokenExchange === undefined ? [] : [TOKEN_EXCHANGE_GRANT])],
     response_types: ['code'],
     token_endpoint_auth_method: c.tokenEndpointAuthMethod ?? 'client_secret_basic',
     id_token_signed_response_alg: idTokenAlg,
@@ -285,6 +310,15 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     throw err
   }
   if (options.issParameter === false) provider.use(withoutIssParameter)
+  const tokenExchanges: DevTokenExchangeRequest[] = []
+  if (options.tokenExchange !== undefined) {
+    const exchange = options.tokenExchange
+    provider.registerGrantType(
+      TOKEN_EXCHANGE_GRANT,
+      (ctx: KoaContextWithOIDC) => tokenExchangeGrant(ctx, { issuer, publicKey, privateKey, kid, exchange, log: tokenExchanges }),
+      ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'scope', 'resource', 'actor_token', 'actor_token_type'],
+    )
+  }
   const handle = provider.callback()
   let answering = true
   server.on('request', (req, res) => {
@@ -364,6 +398,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     jwks: { keys: [structuredClone(privateJwk)] },
     signJwt,
     nextBackchannelLogout,
+    tokenExchanges,
     stopAnswering: () => {
       answering = false
     },
@@ -388,6 +423,74 @@ async function grantFirstParty(ctx: KoaContextWithOIDC): Promise<InstanceType<Pr
     await grant.save()
   }
   return grant
+}
+
+/** RFC 8693 2.1 and 3. */
+const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange'
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token'
+
+interface TokenExchangeContext {
+  issuer: string
+  publicKey: jose.CryptoKey
+  privateKey: jose.CryptoKey
+  kid: string
+  exchange: DevTokenExchange
+  log: DevTokenExchangeRequest[]
+}
+
+/**
+ * An RFC 8693 token exchange grant for oidc-provider (registered with registerGrantType; the
+ * client is already authenticated and allowed the grant). The subject token must be an access
+ * token (2.1 subject_token_type) this provider issued: an opaque one in its store, or a JWT signed
+ * with its key and not expired. The audience (or else the resource, RFC 8707) must be one of
+ * `audiences` (2.2.2 invalid_target otherwise). The issued token is an RFC 9068 JWT access token
+ * for that audience with the requested scope, the subject's `sub`, and the client as `client_id`.
+ */
+async function tokenExchangeGrant(ctx: KoaContextWithOIDC, context: TokenExchangeContext): Promise<void> {
+  const { errors } = await import('oidc-provider')
+  const params = ctx.oidc.params as Record<string, unknown>
+  const text = (name: string): string | undefined => (typeof params[name] === 'string' ? params[name] : undefined)
+  const clientId = ctx.oidc.client?.clientId ?? ''
+  const entry: DevTokenExchangeRequest = { clientId, audience: text('audience'), scope: text('scope'), resource: text('resource'), subjectValid: false }
+  context.log.push(entry)
+  const subjectToken = text('subject_token')
+  if (subjectToken === undefined || text('subject_token_type') !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest('subject_token and subject_token_type access_token are required')
+  }
+  const requested = text('requested_token_type')
+  if (requested !== undefined && requested !== ACCESS_TOKEN_TYPE) throw new errors.InvalidRequest('only access tokens are issued')
+  let sub: string | undefined
+  const opaque = await ctx.oidc.provider.AccessToken.find(subjectToken)
+  if (opaque !== undefined && !opaque.isExpired) sub = opaque.accountId
+  else {
+    try {
+      const { payload } = await jose.jwtVerify(subjectToken, context.publicKey, { issuer: context.issuer })
+      sub = typeof payload.sub === 'string' ? payload.sub : undefined
+    } catch {
+      sub = undefined
+    }
+  }
+  if (sub === undefined) throw new errors.InvalidGrant('subject_token is invalid or expired')
+  entry.subjectValid = true
+  const audience = entry.audience ?? entry.resource
+  if (audience === undefined || !context.exchange.audiences.includes(audience)) throw new errors.InvalidTarget('the provider issues no token for this audience')
+  const expiresIn = context.exchange.expiresInSeconds ?? 300
+  const now = Math.floor(Date.now() / 1000)
+  const accessToken = await new jose.SignJWT({ client_id: clientId, ...(entry.scope === undefined ? {} : { scope: entry.scope }), jti: randomUUID() })
+    .setProtectedHeader({ alg: 'RS256', kid: context.kid, typ: 'at+jwt' })
+    .setIssuer(context.issuer)
+    .setSubject(sub)
+    .setAudience(audience)
+    .setIssuedAt(now)
+    .setExpirationTime(now + expiresIn)
+    .sign(context.privateKey)
+  ctx.body = {
+    access_token: accessToken,
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: 'Bearer',
+    expires_in: expiresIn,
+    ...(entry.scope === undefined ? {} : { scope: entry.scope }),
+  }
 }
 
 /** Koa middleware: no RFC 9207 `iss` in authorization responses (query mode) nor in discovery. */

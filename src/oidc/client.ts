@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
-import type { ProviderConfig } from '../options/types.js'
+import type { ProviderConfig, TokenExchangeConfig } from '../options/types.js'
 import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
@@ -26,6 +26,20 @@ export interface Tokens {
   claims: oidc.IDToken | undefined
   /** The DPoP key the tokens are bound to (provider.dpop). */
   dpopKey?: DpopKey
+}
+
+/** RFC 8693 2.1: the grant type of a token exchange. */
+export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange'
+/** RFC 8693 3: the token type identifier of an OAuth access token. */
+export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token'
+/** RFC 8693 3: a JWT, which a provider may say it issued instead (still a Bearer access token). */
+const JWT_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:jwt'
+
+/** The token a token exchange issued for an upstream. */
+export interface ExchangedToken {
+  accessToken: string
+  /** Epoch seconds; `undefined` when the provider said nothing about the lifetime. */
+  expiresAt: number | undefined
 }
 
 export interface AuthorizationChecks {
@@ -402,6 +416,59 @@ export class OidcClient {
       this.#log.warn({ call: 'refresh', problem: problem.code, ...describe(err) }, 'refresh failed')
       throw problem
     }
+  }
+
+  /**
+   * RFC 8693 token exchange of the user's access token `subjectToken` for a token of the upstream
+   * `upstream` (its tokenExchange: audience, scope, resource of RFC 8693 2.1 and RFC 8707),
+   * authenticated like every grant. Throws GatewayError: token_exchange_refused (the provider
+   * answered with an OAuth error, RFC 8693 2.2.2, other than invalid_client), provider_rejected_client
+   * (invalid_client), provider_unavailable (unreachable, 5xx, or an answer that is not a Bearer
+   * access token), each logged here at warn with the provider's error; never a token.
+   */
+  async exchangeToken(subjectToken: string, upstream: string, request: TokenExchangeConfig): Promise<ExchangedToken> {
+    const params: Record<string, string> = {
+      subject_token: subjectToken,
+      subject_token_type: ACCESS_TOKEN_TYPE,
+      requested_token_type: ACCESS_TOKEN_TYPE,
+    }
+    if (request.audience !== undefined) params.audience = request.audience
+    if (request.scope !== undefined) params.scope = request.scope.join(' ')
+    if (request.resource !== undefined) params.resource = request.resource
+    let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers
+    try {
+      // No DPoP proof: checks.ts refuses token exchange with DPoP-bound tokens, and the token
+      // goes to the upstream as Bearer. No ID token is expected, so the plain configuration.
+      response = await oidc.genericGrantRequest(this.#require().configuration, TOKEN_EXCHANGE_GRANT, params)
+    } catch (err) {
+      if (err instanceof GatewayError) throw err
+      const described = describe(err)
+      let problem = grantProblem(err, 'token_exchange_refused', 'provider_unavailable', 'token exchange', true)
+      // RFC 6749 5.2 unauthorized_client: the provider's policy does not let the gateway exchange
+      // for this upstream (how several providers refuse an exchange): the upstream's refusal,
+      // not broken credentials, which invalid_client alone says.
+      if (problem.code === 'provider_rejected_client' && described.error === 'unauthorized_client') {
+        problem = new GatewayError('token_exchange_refused', 'the OpenID provider refused the token exchange for this upstream', { cause: err, logged: true })
+      }
+      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, ...described }, 'token exchange failed')
+      throw problem
+    }
+    const issued = response.issued_token_type
+    // RFC 8693 2.2.1: token_type Bearer is what an upstream can use as it is; N_A (not an access
+    // token) or DPoP (bound to a key the upstream lacks) cannot be forwarded.
+    if (response.token_type !== 'bearer' || (issued !== undefined && issued !== ACCESS_TOKEN_TYPE && issued !== JWT_TOKEN_TYPE)) {
+      const problem = new GatewayError('provider_unavailable', 'the OpenID provider did not issue a Bearer access token in the token exchange', { logged: true })
+      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, tokenType: response.token_type, issuedTokenType: typeof issued === 'string' ? issued : undefined }, 'token exchange failed')
+      throw problem
+    }
+    const expiresIn = response.expiresIn()
+    return { accessToken: response.access_token, expiresAt: expiresIn === undefined ? undefined : Math.floor(this.#clock.now() / 1000) + expiresIn }
+  }
+
+  /** Whether the provider's metadata lists `grantType` in grant_types_supported (`undefined`: it lists none, or is not loaded). */
+  advertisesGrant(grantType: string): boolean | undefined {
+    const listed = this.#discovered?.server.grant_types_supported
+    return Array.isArray(listed) ? listed.includes(grantType) : undefined
   }
 
   /** RFC 7009 revocation, best effort: returns false instead of throwing. */

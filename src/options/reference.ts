@@ -40,6 +40,7 @@ export const FORMAT_TYPES: Readonly<Record<string, string>> = {
   'email-domain': 'domain or .domain',
   'listen-host': 'IP address or host name',
   'private-key': 'PEM or JWK text, or a file path',
+  'resource-uri': 'absolute URI',
 }
 
 interface Row {

@@ -54,6 +54,9 @@ const EXT_AUTHZ_PATH = {
   message: `must be a path below ${SIGN_IN_PATH}/ of letters, digits and . _ ~ -, without a trailing slash`,
 }
 
+/** RFC 8693 2.1 `audience`: a logical name or URI the provider knows; printable ASCII, no space. */
+const AUDIENCE = { pattern: '^[\\x21-\\x7E]{1,2048}$', message: 'must be 1 to 2048 printable ASCII characters without spaces' }
+
 const QUERY_PARAM_PART = { pattern: '^[A-Za-z0-9_.-]{1,64}$', message: 'must be 1 to 64 letters, digits, _, - or .' }
 
 const UPSTREAM_NAME = {
@@ -63,7 +66,7 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE].map(({ pattern, message }) => [pattern, message]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -441,6 +444,23 @@ const identityHeaders = object(
   { default: {} },
 )
 
+const tokenExchange = object(
+  "[Token exchange](#token-exchange) (RFC 8693) for this upstream: before a signed-in request is proxied, the user's access token (the session's, or the client's Bearer token) is exchanged at their provider's token endpoint for a token meant for this upstream, which alone is sent as `Authorization: Bearer`; the user's own token never reaches the upstream. Cached per access token and upstream until 30 seconds before the exchanged token expires. A refusal by the provider is 403 `token_exchange_refused`. At least one key.",
+  {
+    audience: string('`audience` of the exchange (RFC 8693 2.1): the logical name of the upstream at the provider (a client id in Keycloak).', { pattern: AUDIENCE.pattern }),
+    scope: list('`scope` of the exchange: the scopes the exchanged token should carry (space-joined).', string('scope', { pattern: SCOPE_TOKEN.pattern }), { minItems: 1, uniqueItems: true }),
+    resource: string('`resource` of the exchange (RFC 8707 2): the absolute URI of the upstream as the provider knows it, without a fragment.', { format: 'resource-uri' }),
+  },
+  { minProperties: 1 },
+)
+
+const resourceMetadata = object(
+  '[Protected resource metadata](#protected-resource-metadata) (RFC 9728) for this upstream, served at `/.well-known/oauth-protected-resource` followed by `match.pathPrefix` (on the upstream\'s hosts), and named in its 401\'s `WWW-Authenticate` as `resource_metadata`. Present (even `{}`): served. Needs `auth` other than `none`.',
+  {
+    scopes: list('`scopes_supported`: the scopes a client may ask for to use this upstream. Unset: the member is left out.', string('scope', { pattern: SCOPE_TOKEN.pattern }), { minItems: 1, uniqueItems: true }),
+  },
+)
+
 const upstream = object(
   'An application behind the gateway.',
   {
@@ -485,6 +505,8 @@ const upstream = object(
       "Send `Authorization: Bearer <access token>` to the upstream; a client's own `Authorization` then never reaches it (without this key it passes unchanged).",
       false,
     ),
+    tokenExchange,
+    resourceMetadata,
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
     websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),

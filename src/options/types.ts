@@ -182,6 +182,20 @@ export interface PathRule {
   allow: AllowRules
 }
 
+/** RFC 8693 token exchange for an upstream (proxy/token-exchange.ts); at least one key. */
+export interface TokenExchangeConfig {
+  audience?: string
+  scope?: string[]
+  /** RFC 8707 resource indicator: an absolute URI without fragment. */
+  resource?: string
+}
+
+/** RFC 9728 protected resource metadata of an upstream (proxy/resource-metadata.ts). */
+export interface ResourceMetadataConfig {
+  /** `scopes_supported`. */
+  scopes?: string[]
+}
+
 export interface UpstreamConfig {
   name: string
   match: { pathPrefix: string; hosts?: string[] }
@@ -192,6 +206,10 @@ export interface UpstreamConfig {
   /** Per-path `allow` rules inside the upstream; the upstream's `allow` decides the paths none covers. */
   rules: PathRule[]
   forwardAccessToken: boolean
+  /** Exchange the user's token for one of this upstream's (RFC 8693); absent: no exchange. */
+  tokenExchange?: TokenExchangeConfig
+  /** Serve RFC 9728 metadata for this upstream; absent: none. */
+  resourceMetadata?: ResourceMetadataConfig
   allowPreflight: boolean
   websocket: boolean
   timeoutMs: number

@@ -56,6 +56,10 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     'Your account may not use this application',
     'You are signed in, but this application admits only some accounts. Sign in with another account, or ask the administrator for access.',
   ],
+  token_exchange_refused: [
+    'This application cannot be reached with your sign-in',
+    "You are signed in, but the identity provider would not issue this application's token for your account. Ask the administrator, quoting the request id below.",
+  ],
   not_found: ['There is nothing at this address', 'No application is served here. Check the address.'],
   method_not_allowed: ['This address does not take this kind of request', 'Go back to the application and try again from there.'],
   rate_limited: ['Too many sign-in attempts', 'Wait a minute, then try again.'],

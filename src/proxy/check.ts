@@ -12,6 +12,8 @@ import { createAccessDecision, isPreflight, logForbidden, type AccessDecider, ty
 import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
 import type { NormalizedPath } from './path.js'
+import type { BearerChallengeParams } from './bearer-challenge.js'
+import { resourceMetadataUrl } from './resource-metadata.js'
 
 // The decision of the check endpoints: a gateway or ingress serves the request itself and asks
 // the gateway "may this request through, and as whom?". Four dialects ask it (ingress-nginx and
@@ -77,6 +79,8 @@ export interface Checker {
   check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict>
   /** Where a browser signs in (or, `refreshable`, renews its session) and comes back to `checked`. */
   signInUrl(checked: CheckedRequest, refreshable: boolean): string
+  /** The Bearer challenge's parameters of a 401 for `upstream` (RFC 9728 `resource_metadata`). */
+  challenge(upstream: UpstreamConfig, checked: CheckedRequest): BearerChallengeParams
   /** Empties the decision cache (a session ended). */
   forget(): void
   /** The checked request's URL as log lines carry it: secret query values redacted. */
@@ -205,6 +209,10 @@ export function createChecker(options: CheckOptions): Checker {
       // path alone, which the gateway's own origin serves.
       const back = validateRedirectAfter(`${checked.scheme}://${checked.host}${path}`) ?? validateRedirectAfter(path) ?? undefined
       return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))
+    },
+    challenge(upstream, checked) {
+      const url = resourceMetadataUrl(upstream, publicUrl, checked.host)
+      return url === undefined ? {} : { resource_metadata: url }
     },
     forget() {
       cache?.clear()

@@ -12,6 +12,7 @@ import type { SessionReply, SessionRequest } from '../session/types.js'
 import { checkContext, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
 import { forbiddenError, unauthenticatedError, type DecisionRequest } from './guard.js'
 import type { IdentityAssertions } from './identity-assertion.js'
+import type { TokenExchanger } from './token-exchange.js'
 import { identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath } from './path.js'
@@ -53,6 +54,8 @@ export interface ExtAuthzOptions {
   isGatewayCookie: (name: string, value: string) => boolean
   /** The assertion header and its signer, when keys are configured. */
   assertions: { header: string; signer: IdentityAssertions | undefined }
+  /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
+  exchanger: TokenExchanger
 }
 
 /** The answer of an allow, whichever way it travels (the HTTP headers here, gRPC's OkHttpResponse). */
@@ -95,20 +98,20 @@ export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 export async function allowHeaders(
   verdict: Extract<CheckVerdict, { outcome: 'pass' }>,
   cookieHeader: string | undefined,
-  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions'>,
+  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions' | 'exchanger'>,
 ): Promise<ExtAuthzAllow> {
   const { upstream, identity } = verdict
   const set: Array<[string, string]> = []
   const names: string[] = Object.values(lowerNames(upstream.identityHeaders))
   if (identity !== null) {
     for (const [name, value] of Object.entries(identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer))) set.push([name, value])
-    await addCredentials(set, upstream, identity, options.assertions)
+    await addCredentials(set, upstream, identity, options)
   }
   const { header, signer } = options.assertions
   if (signer !== undefined) names.push(header.toLowerCase())
   // As on the proxy: an upstream that takes Authorization as the gateway's token never gets the
   // client's own (an `alg: none` JWT on a public path would otherwise pass for one).
-  if (upstream.forwardAccessToken) names.push('authorization')
+  if (upstream.forwardAccessToken || upstream.tokenExchange !== undefined) names.push('authorization')
   const remove = names.filter((name) => !set.some(([setName]) => setName === name))
   if (cookieHeader !== undefined) {
     const kept = stripCookies(cookieHeader, options.isGatewayCookie)
@@ -122,9 +125,11 @@ async function addCredentials(
   set: Array<[string, string]>,
   upstream: Extract<CheckVerdict, { outcome: 'pass' }>['upstream'],
   identity: Identity,
-  assertions: ExtAuthzOptions['assertions'],
+  { assertions, exchanger }: Pick<ExtAuthzOptions, 'assertions' | 'exchanger'>,
 ): Promise<void> {
   if (upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) set.push(['authorization', `Bearer ${identity.accessToken}`])
+  // RFC 8693: the upstream's own token, set by Envoy over the client's Authorization.
+  if (upstream.tokenExchange !== undefined) set.push(['authorization', `Bearer ${await exchanger.token(upstream, identity)}`])
   if (upstream.identityAssertion && assertions.signer !== undefined) {
     set.push([assertions.header.toLowerCase(), await assertions.signer.assertion(identity.claims, upstream.name, identity.issuer)])
   }
@@ -183,11 +188,21 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
     switch (verdict.outcome) {
       case 'unauthenticated':
         if (isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
-        return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false)) }, logged }
+        return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)) }, logged }
       case 'forbidden':
         return { result: { kind: 'refused', error: forbiddenError(), identity: verdict.identity }, logged }
-      case 'pass':
-        return { result: { kind: 'allow', identity: verdict.identity, allow: await allowHeaders(verdict, req.headers.cookie, options) }, logged }
+      case 'pass': {
+        let allow: ExtAuthzAllow
+        try {
+          allow = await allowHeaders(verdict, req.headers.cookie, options)
+        } catch (err) {
+          // A refused token exchange (403) or a provider down during it (an error: Envoy fails closed).
+          if (!(err instanceof GatewayError)) throw err
+          logged.outcome = err.code
+          return { result: { kind: 'refused', error: unavailable(err), identity: verdict.identity }, logged }
+        }
+        return { result: { kind: 'allow', identity: verdict.identity, allow }, logged }
+      }
     }
   }
 }

@@ -3,6 +3,7 @@ import type { IdentityHeaderNames } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, type CheckedRequest, type Checker } from './check.js'
+import type { TokenExchanger } from './token-exchange.js'
 import { forbiddenError, unauthenticatedError } from './guard.js'
 import { identityHeaderValues, isHeaderSafeToken } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
@@ -45,6 +46,8 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 
 export interface ForwardAuthOptions {
   checker: Checker
+  /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
+  exchanger: TokenExchanger
 }
 
 /** oauth2-proxy's names for the same headers, which ingress setups already copy upstream. */
@@ -193,7 +196,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         if (original.ingress === 'traefik' && isNavigationOf(method, req.headers)) {
           return reply.redirect(checker.signInUrl(original, verdict.refreshable), 302)
         }
-        throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false))
+        throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))
       case 'forbidden':
         // Who was refused, for the request line.
         req.identity = verdict.identity
@@ -205,6 +208,13 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
           reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer))
           if (verdict.upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
             reply.header(ACCESS_TOKEN_HEADER, identity.accessToken)
+          } else if (verdict.upstream.tokenExchange !== undefined) {
+            // RFC 8693: the upstream's own token, never the user's. The ingress copies
+            // Authorization to the upstream request when told to (Traefik authResponseHeaders,
+            // ingress-nginx auth-response-headers); a refusal is 403, a provider down 502.
+            const token = await options.exchanger.token(verdict.upstream, identity)
+            reply.header('authorization', `Bearer ${token}`)
+            reply.header(ACCESS_TOKEN_HEADER, token)
           }
         }
         return reply.code(200).send()

@@ -11,6 +11,8 @@ import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher } from './public-paths.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { isNavigation } from '../contract/navigation.js'
+import { bearerChallenge, type BearerChallengeParams } from './bearer-challenge.js'
+import { resourceMetadataUrl } from './resource-metadata.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is
 // signed in, may pass, and with which identity. Runs on every proxied request (and on WebSocket
@@ -113,10 +115,13 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
   }
 }
 
-/** The 401 of the contract: `WWW-Authenticate: Bearer` (RFC 6750 3.1) and where to sign in. */
-export function unauthenticatedError(expired: boolean, signInUrl: string): GatewayError {
+/**
+ * The 401 of the contract: `WWW-Authenticate: Bearer` (RFC 6750 3.1) and where to sign in.
+ * `challenge`: more parameters of the Bearer challenge (RFC 9728 `resource_metadata`), after `error`.
+ */
+export function unauthenticatedError(expired: boolean, signInUrl: string, challenge: BearerChallengeParams = {}): GatewayError {
   return new GatewayError('unauthenticated', expired ? 'the sign-in has expired, or the Bearer token was refused' : 'sign in first', {
-    headers: { 'www-authenticate': expired ? 'Bearer error="invalid_token"' : 'Bearer' },
+    headers: { 'www-authenticate': bearerChallenge(expired ? { error: 'invalid_token', ...challenge } : challenge) },
     extensions: { signInUrl },
   })
 }
@@ -141,7 +146,13 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
       const location = refreshable ? refreshPath(target) : signInPath(target)
       return reply.headers(PROBLEM_HEADERS).redirect(location, 302)
     }
-    throw unauthenticatedError(expired, deps.publicUrl + signInPath(target))
+    throw unauthenticatedError(expired, deps.publicUrl + signInPath(target), challengeOf(req))
+  }
+
+  // RFC 9728 5.1: where this upstream's metadata is, when it publishes some.
+  const challengeOf = (req: FastifyRequest): BearerChallengeParams => {
+    const url = resourceMetadataUrl(upstream, deps.publicUrl, req.headers.host)
+    return url === undefined ? {} : { resource_metadata: url }
   }
 
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {

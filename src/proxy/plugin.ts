@@ -16,6 +16,7 @@ import {
 import { hostPattern } from './match.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedUrlTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'
+import type { TokenExchanger } from './token-exchange.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -37,6 +38,8 @@ export interface ProxyOptions extends GuardDeps {
   isTrustedUrl: TrustedUrlTest
   /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
   assertions: { header: string; signer: IdentityAssertions | undefined }
+  /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
+  exchanger: TokenExchanger
   /** With telemetry.tracing: the decision's and the upstream call's spans, and the traceparent sent upstream. */
   tracing?: UpstreamTracing
 }
@@ -72,6 +75,10 @@ type WithContentType = FastifyRequest & { [kContentType]?: string }
 const kAssertion = Symbol('openid-gateway.assertion')
 type WithAssertion = FastifyRequest & { [kAssertion]?: string }
 
+/** The request's exchanged token (tokenExchange), from the preHandler to the header rewrite. */
+const kExchanged = Symbol('openid-gateway.exchanged')
+type WithExchanged = FastifyRequest & { [kExchanged]?: string }
+
 /**
  * Bodies reach the upstream byte for byte with the client's Content-Type, whatever it says: the
  * header is set aside before Fastify's body parsing, which then hands the raw stream to the proxy
@@ -96,10 +103,12 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     const assertionHeader = options.assertions.header.toLowerCase()
     // checks.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
+    const exchanges = upstream.tokenExchange !== undefined
     const scrub = createHeaderScrubber([
       names.user, names.email, names.groups, names.preferredUsername, names.issuer, assertionHeader,
-      // The verified identity's token is the only Authorization such an upstream may receive.
-      ...(upstream.forwardAccessToken ? ['authorization'] : []),
+      // The verified identity's token (or its exchange for this upstream, RFC 8693) is the only
+      // Authorization such an upstream may receive: never the client's own.
+      ...(upstream.forwardAccessToken || exchanges ? ['authorization'] : []),
       ...GATEWAY_ONLY_HEADERS,
     ])
 
@@ -125,6 +134,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         const values = identityHeaderValues(identity.claims, names, identity.issuer)
         for (const name in values) out[name] = values[name]
         if (upstream.forwardAccessToken) out.authorization = `Bearer ${identity.accessToken}`
+        else if (exchanges) {
+          const exchanged = (req as WithExchanged)[kExchanged]
+          if (exchanged !== undefined) out.authorization = `Bearer ${exchanged}`
+        }
         const assertion = signer === undefined ? undefined : (req as WithAssertion)[kAssertion]
         if (assertion !== undefined) out[assertionHeader] = assertion
       }
@@ -166,7 +179,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       config: { upstream: upstream.name },
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
       preHandler:
-        signer === undefined && !upstream.websocket
+        signer === undefined && !upstream.websocket && !exchanges
           ? async (req: FastifyRequest, reply: FastifyReply) => {
               enforceUpgradePolicy(req.headers)
               return guard(req, reply)
@@ -175,6 +188,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
               enforceUpgradePolicy(req.headers)
               const answered = await guard(req, reply)
               if (answered !== undefined) return answered
+              // Before the assertion and the WebSocket grant: a refused exchange (403) or a
+              // provider down (502) answers instead, and nothing reaches the upstream.
+              if (exchanges && req.identity !== null) (req as WithExchanged)[kExchanged] = await options.exchanger.token(upstream, req.identity)
               // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
               if (signer !== undefined && req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
               if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)

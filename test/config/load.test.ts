@@ -121,7 +121,7 @@ t.test('config/gateway.example.yaml loads with OIDC_CLIENT_SECRET and COOKIE_SEC
   t.equal(config.server.publicUrl, 'https://app.example.com')
   t.equal(config.providers[0]!.clientSecret, 'oidc-secret')
   t.strictSame(config.cookies.secrets, [COOKIE_SECRET])
-  t.strictSame(config.upstreams.map((u) => u.name), ['app', 'admin'])
+  t.strictSame(config.upstreams.map((u) => u.name), ['app', 'admin', 'orders'])
   t.strictSame(issuesOf(() => loadConfig(file('config/gateway.example.yaml'), {})), [
     'provider.clientSecret: environment variable OIDC_CLIENT_SECRET is not set',
     'cookies.secrets[0]: environment variable COOKIE_SECRET is not set',

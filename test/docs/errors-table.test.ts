@@ -20,6 +20,7 @@ const ALL = {
   refresh_token_invalid: true,
   unauthenticated: true,
   forbidden: true,
+  token_exchange_refused: true,
   not_found: true,
   method_not_allowed: true,
   rate_limited: true,

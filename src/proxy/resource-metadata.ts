@@ -1,0 +1,80 @@
+import type { FastifyInstance } from 'fastify'
+import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
+import { hostPattern } from './match.js'
+
+// OAuth 2.0 Protected Resource Metadata (RFC 9728) for upstreams with `resourceMetadata`: how an
+// API or agent client finds which provider issues tokens for an upstream and which scopes it
+// takes, without configuration of its own.
+//
+// - The upstream is the protected resource; its resource identifier (RFC 9728 1.2) is the public
+//   origin (or, for an upstream with match.hosts, the scheme of server.publicUrl and the host the
+//   client asked) followed by its match.pathPrefix; `/` gives the bare origin.
+// - Its metadata is at the well-known URI with the path inserted (RFC 9728 3.1):
+//   `/.well-known/oauth-protected-resource` + pathPrefix, and `resource` in the document is
+//   exactly the identifier that URI was made from (RFC 9728 3.3).
+// - `authorization_servers` (RFC 9728 2) are the issuers of the providers the upstream accepts,
+//   whose tokens the gateway verifies; `bearer_methods_supported` is `header` alone (RFC 6750
+//   2.1: the gateway reads no token from a body or query); `scopes_supported` is the upstream's
+//   resourceMetadata.scopes when given.
+// - The 401 of such an upstream names the document's URL as `resource_metadata` in its Bearer
+//   challenge (RFC 9728 5.1, through bearer-challenge.ts).
+// - The routes are the gateway's own and take precedence over the upstreams' (a static route
+//   beats a prefix); they are public documents on exact paths: another spelling is an ordinary
+//   path of whichever upstream serves it, so no access decision depends on them.
+
+/** RFC 9728 3: the well-known URI suffix. */
+export const RESOURCE_METADATA_SUFFIX = '/.well-known/oauth-protected-resource'
+
+/** The path of an upstream's metadata: the suffix, then its prefix unless it is `/` (RFC 9728 3.1). */
+export function resourceMetadataPath(pathPrefix: string): string {
+  return pathPrefix === '/' ? RESOURCE_METADATA_SUFFIX : RESOURCE_METADATA_SUFFIX + pathPrefix
+}
+
+/** The origin an upstream's resource identifier is on: the public URL's, or its scheme with the request's host when the upstream names hosts. */
+export function resourceOrigin(upstream: UpstreamConfig, publicUrl: string, host: string | undefined): string {
+  const url = new URL(publicUrl)
+  return upstream.match.hosts === undefined || host === undefined ? url.origin : `${url.protocol}//${host}`
+}
+
+/** The URL of `upstream`'s metadata as the 401's `resource_metadata`, or `undefined` when it has none. */
+export function resourceMetadataUrl(upstream: UpstreamConfig, publicUrl: string, host: string | undefined): string | undefined {
+  if (upstream.resourceMetadata === undefined) return undefined
+  return resourceOrigin(upstream, publicUrl, host) + resourceMetadataPath(upstream.match.pathPrefix)
+}
+
+/** The RFC 9728 2 document of `upstream` on `origin`. */
+export function resourceMetadataDocument(upstream: UpstreamConfig, origin: string, issuers: readonly string[]): Record<string, unknown> {
+  const prefix = upstream.match.pathPrefix
+  const document: Record<string, unknown> = {
+    resource: prefix === '/' ? origin : origin + prefix,
+    authorization_servers: issuers,
+    bearer_methods_supported: ['header'],
+  }
+  const scopes = upstream.resourceMetadata?.scopes
+  if (scopes !== undefined) document.scopes_supported = scopes
+  return document
+}
+
+export interface ResourceMetadataOptions {
+  upstreams: readonly UpstreamConfig[]
+  providers: readonly ProviderConfig[]
+  publicUrl: string
+}
+
+/** GET (and HEAD) of each metadata document, on the upstream's hosts. */
+export async function resourceMetadataRoutes(app: FastifyInstance, options: ResourceMetadataOptions): Promise<void> {
+  const issuerOf = new Map(options.providers.map((p) => [p.name, p.issuer]))
+  for (const upstream of options.upstreams) {
+    if (upstream.resourceMetadata === undefined) continue
+    const issuers = upstream.providers.flatMap((name) => issuerOf.get(name) ?? [])
+    app.route({
+      method: 'GET',
+      url: resourceMetadataPath(upstream.match.pathPrefix),
+      ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
+      handler: (req, reply) => {
+        const origin = resourceOrigin(upstream, options.publicUrl, req.headers.host)
+        reply.header('cache-control', 'public, max-age=300').type('application/json').send(resourceMetadataDocument(upstream, origin, issuers))
+      },
+    })
+  }
+}

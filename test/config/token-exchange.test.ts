@@ -1,0 +1,45 @@
+// upstreams[].tokenExchange and upstreams[].resourceMetadata: what the schema and checks.ts refuse,
+// each naming the key (docs/features/token-exchange.md).
+
+import t from 'tap'
+import { problems, resolve, withUpstream, type Tree } from '../fixtures/config/base.js'
+
+const exchange = (tokenExchange: unknown, extra: Tree = {}): string[] => problems(withUpstream({ tokenExchange, ...extra }))
+
+t.test('tokenExchange: valid forms are kept as written', async (t) => {
+  t.strictSame(exchange({ audience: 'orders-api', scope: ['orders.read', 'orders.write'], resource: 'https://orders.example.com/api' }), [])
+  t.strictSame(exchange({ audience: 'orders-api' }), [])
+  t.strictSame(exchange({ resource: 'urn:example:orders' }), [])
+  const config = resolve(withUpstream({ tokenExchange: { audience: 'orders-api', scope: ['orders.read'] } }))
+  t.same(config.upstreams[0]?.tokenExchange, { audience: 'orders-api', scope: ['orders.read'] })
+  t.equal(resolve().upstreams[0]?.tokenExchange, undefined, 'absent by default: no exchange')
+  t.equal(resolve().upstreams[0]?.resourceMetadata, undefined, 'absent by default: no metadata')
+})
+
+t.test('tokenExchange: refused values, naming the key', async (t) => {
+  t.strictSame(exchange({}), ['upstreams[0].tokenExchange: must not be empty'])
+  t.match(exchange({ audience: 'orders api' }), ['upstreams[0].tokenExchange.audience: must be 1 to 2048 printable ASCII characters without spaces'])
+  t.match(exchange({ scope: ['a b'] }), ['upstreams[0].tokenExchange.scope[0]: must be a scope token (no spaces, quotes or backslashes)'])
+  t.match(exchange({ scope: [] }), ['upstreams[0].tokenExchange.scope: must not be empty'])
+  t.match(exchange({ resource: 'orders' }), ['upstreams[0].tokenExchange.resource: must be an absolute URI'])
+  t.match(exchange({ resource: 'https://orders.example.com/#x' }), ['upstreams[0].tokenExchange.resource: must not have a fragment (RFC 8707)'])
+  t.match(exchange({ audience: 'a', grant: 'x' }), ['upstreams[0].tokenExchange.grant: unknown key'])
+})
+
+t.test('tokenExchange: refused where it could not do what it says', async (t) => {
+  t.strictSame(exchange({ audience: 'a' }, { auth: 'none' }), ['upstreams[0].tokenExchange: needs a signed-in user: it does nothing with upstreams[0].auth: none'])
+  t.strictSame(exchange({ audience: 'a' }, { forwardAccessToken: true }), [
+    "upstreams[0].tokenExchange: cannot be given with upstreams[0].forwardAccessToken: true (the exchanged token is the upstream's only Authorization)",
+  ])
+  t.strictSame(problems({ ...withUpstream({ tokenExchange: { audience: 'a' } }), provider: { dpop: true } }), [
+    'upstreams[0].tokenExchange: cannot be used with provider.dpop (or profile: fapi2): DPoP-bound access tokens are not exchanged',
+  ])
+})
+
+t.test('resourceMetadata', async (t) => {
+  t.strictSame(problems(withUpstream({ resourceMetadata: {} })), [])
+  t.strictSame(problems(withUpstream({ resourceMetadata: { scopes: ['orders.read'] } })), [])
+  t.strictSame(problems(withUpstream({ resourceMetadata: {}, auth: 'none' })), ['upstreams[0].resourceMetadata: needs a signed-in user: it does nothing with upstreams[0].auth: none'])
+  t.match(problems(withUpstream({ resourceMetadata: { scopes: ['a', 'a'] } })), [/^upstreams\[0\]\.resourceMetadata\.scopes/])
+  t.match(problems(withUpstream({ resourceMetadata: { issuers: [] } })), ['upstreams[0].resourceMetadata.issuers: unknown key'])
+})

@@ -1,0 +1,172 @@
+// Token exchange per upstream (RFC 8693) and protected resource metadata (RFC 9728), end to end:
+// the real oidc-provider with the development provider's token exchange grant, the echo upstream,
+// the gateway from YAML. See docs/features/token-exchange.md.
+
+import * as jose from 'jose'
+import t from 'tap'
+import { problemCode } from '../fixtures/http.js'
+import { manualClock } from '../fixtures/clock.js'
+import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+
+const JSON_ACCEPT = { accept: 'application/json' }
+const ORDERS = { name: 'orders', match: { pathPrefix: '/orders' }, tokenExchange: { audience: 'orders-api', scope: ['orders.read'] }, resourceMetadata: { scopes: ['orders.read', 'orders.write'] } }
+const REFUSED = { name: 'refused', match: { pathPrefix: '/refused' }, tokenExchange: { audience: 'unknown-api' } }
+const BY_RESOURCE = { name: 'byresource', match: { pathPrefix: '/res' }, tokenExchange: { resource: 'https://res.example.com/' } }
+const OPTIONAL = { name: 'opt', match: { pathPrefix: '/opt' }, auth: 'optional', tokenExchange: { audience: 'orders-api' } }
+const APP = { name: 'app', match: { pathPrefix: '/' } }
+
+t.test('token exchange per upstream', async (t) => {
+  const lines: string[] = []
+  const clock = manualClock()
+  const stack = await startStack(t, {
+    provider: { tokenExchange: { audiences: ['orders-api', 'https://res.example.com/'], expiresInSeconds: 300 } },
+    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP],
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line: string) => void lines.push(line) },
+    clock,
+  })
+  const provider = stack.provider!
+  const exchanges = provider.tokenExchanges
+
+  const browser = stack.browser()
+  const signIn = await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
+  const userToken = ((await signIn.json()) as { value: string }).value
+  const upstreamAuthorization = (): string | undefined => stack.upstream.requests.at(-1)?.headers.authorization
+
+  t.test('the upstream receives the exchanged token (audience, scope), never the user\'s', async (t) => {
+    const before = exchanges.length
+    // A client-sent Authorization (the user's own token) is dropped as well.
+    const res = await browser.fetch(`${stack.gw}/orders/list`, { headers: { ...JSON_ACCEPT, authorization: `Bearer ${userToken}` } })
+    t.equal(res.status, 200)
+    const authorization = upstreamAuthorization()
+    t.match(authorization, /^Bearer [\w-]+\.[\w-]+\.[\w-]+$/)
+    const token = authorization!.slice('Bearer '.length)
+    t.not(token, userToken)
+    const claims = jose.decodeJwt(token)
+    t.equal(claims.aud, 'orders-api')
+    t.equal(claims.scope, 'orders.read')
+    t.equal(claims.sub, 'alice')
+    t.equal(claims.client_id, CLIENT_ID)
+    t.equal(exchanges.length, before + 1)
+    t.match(exchanges.at(-1), { audience: 'orders-api', scope: 'orders.read', resource: undefined, subjectValid: true })
+    t.notOk(JSON.stringify(stack.upstream.requests.at(-1)?.headers).includes(userToken), "the user's token appears in no header")
+  })
+
+  t.test("anonymous on auth: optional: no exchange, and the client's Authorization is removed", async (t) => {
+    const before = exchanges.length
+    const res = await fetch(`${stack.gw}/opt/x`, { headers: { ...JSON_ACCEPT, authorization: 'Basic dXNlcjpwYXNz' } })
+    t.equal(res.status, 200)
+    t.equal(upstreamAuthorization(), undefined)
+    t.equal(exchanges.length, before)
+  })
+
+  t.test('resource (RFC 8707) is sent when configured', async (t) => {
+    const res = await browser.fetch(`${stack.gw}/res/x`, { headers: JSON_ACCEPT })
+    t.equal(res.status, 200)
+    t.match(exchanges.at(-1), { audience: undefined, resource: 'https://res.example.com/' })
+    t.equal(jose.decodeJwt(upstreamAuthorization()!.slice(7)).aud, 'https://res.example.com/')
+  })
+
+  t.test('cached: one exchange for sequential and concurrent requests (single flight)', async (t) => {
+    // A new session: its access token has not been exchanged yet.
+    const bob = await stack.signedIn('bob')
+    const before = exchanges.length
+    const concurrent = await Promise.all(Array.from({ length: 8 }, () => bob.fetch(`${stack.gw}/orders/c`, { headers: JSON_ACCEPT })))
+    t.same(concurrent.map((r) => r.status), Array(8).fill(200))
+    t.equal(exchanges.length, before + 1, 'eight concurrent requests, one exchange')
+    const tokens = new Set(stack.upstream.requests.slice(-8).map((r) => r.headers.authorization))
+    t.equal(tokens.size, 1, 'all eight carried the same exchanged token')
+    for (let i = 0; i < 3; i++) t.equal((await bob.fetch(`${stack.gw}/orders/s`, { headers: JSON_ACCEPT })).status, 200)
+    t.equal(exchanges.length, before + 1, 'later requests reuse it')
+  })
+
+  t.test('exchanged again shortly before it expires', async (t) => {
+    const carol = await stack.signedIn('carol')
+    const before = exchanges.length
+    await carol.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })
+    const first = upstreamAuthorization()
+    clock.advance(269_000)
+    await carol.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })
+    t.equal(exchanges.length, before + 1, 'reused until 30 s before expires_in (300 s)')
+    t.equal(upstreamAuthorization(), first)
+    clock.advance(2_000)
+    await carol.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })
+    t.equal(exchanges.length, before + 2, 'then exchanged again')
+  })
+
+  t.test('a refused exchange is 403 token_exchange_refused, logged at warn without tokens', async (t) => {
+    const count = stack.upstream.requests.length
+    const res = await browser.fetch(`${stack.gw}/refused/x`, { headers: JSON_ACCEPT })
+    t.equal(res.status, 403)
+    t.equal(await problemCode(res), 'token_exchange_refused')
+    t.equal(stack.upstream.requests.length, count, 'nothing reached the upstream')
+    const line = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'token exchange failed')
+    t.match(line, { level: 40, call: 'token_exchange', upstream: 'refused', problem: 'token_exchange_refused', error: 'invalid_target', error_description: String })
+    t.notOk(lines.some((l) => l.includes(userToken)), 'no log line carries the token')
+  })
+
+  t.test('Bearer clients: their token is exchanged, and never forwarded', async (t) => {
+    const bearer = await provider.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api' })
+    const before = exchanges.length
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${stack.gw}/orders/b`, { headers: { ...JSON_ACCEPT, authorization: `Bearer ${bearer}` } })
+      t.equal(res.status, 200)
+    }
+    t.equal(exchanges.length, before + 1, 'cached per token')
+    const token = upstreamAuthorization()!.slice(7)
+    t.not(token, bearer)
+    t.match(jose.decodeJwt(token), { sub: 'service-a', aud: 'orders-api' })
+  })
+
+  t.test('ext_authz and forward-auth answer with the exchanged token', async (t) => {
+    const cookie = browser.cookieHeader(`${stack.gw}/orders`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+    const ext = await fetch(`${stack.gw}/api/v1/openid/ext-authz/orders/list`, { headers: { ...JSON_ACCEPT, cookie, authorization: `Bearer ${userToken}` } })
+    t.equal(ext.status, 200)
+    const set = ext.headers.get('authorization')
+    t.match(set, /^Bearer /)
+    t.equal(jose.decodeJwt(set!.slice(7)).aud, 'orders-api')
+    t.not(set, `Bearer ${userToken}`)
+    const fwd = await fetch(`${stack.gw}/api/v1/openid/auth`, {
+      headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `${stack.gw}/orders/list` },
+    })
+    t.equal(fwd.status, 200)
+    t.equal(fwd.headers.get('authorization'), set, 'the same cached exchange')
+    t.equal(fwd.headers.get('x-auth-request-access-token'), set!.slice(7))
+    const refused = await fetch(`${stack.gw}/api/v1/openid/ext-authz/refused/x`, { headers: { ...JSON_ACCEPT, cookie } })
+    t.equal(refused.status, 403)
+    t.equal(await problemCode(refused), 'token_exchange_refused')
+  })
+
+  t.test('RFC 9728 metadata and the 401\'s resource_metadata', async (t) => {
+    const res = await fetch(`${stack.gw}/.well-known/oauth-protected-resource/orders`)
+    t.equal(res.status, 200)
+    t.match(res.headers.get('content-type'), /^application\/json/)
+    t.same(await res.json(), {
+      resource: `${stack.gw}/orders`,
+      authorization_servers: [provider.issuer],
+      bearer_methods_supported: ['header'],
+      scopes_supported: ['orders.read', 'orders.write'],
+    })
+    const anonymous = await fetch(`${stack.gw}/orders/x`, { headers: JSON_ACCEPT })
+    t.equal(anonymous.status, 401)
+    t.equal(anonymous.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
+    const invalid = await fetch(`${stack.gw}/orders/x`, { headers: { ...JSON_ACCEPT, authorization: 'Bearer nope' } })
+    t.equal(invalid.headers.get('www-authenticate'), `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
+    const check = await fetch(`${stack.gw}/api/v1/openid/ext-authz/orders/x`, { headers: JSON_ACCEPT })
+    t.equal(check.status, 401)
+    t.equal(check.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
+    // An upstream without resourceMetadata: neither the document nor the parameter.
+    const plain = await fetch(`${stack.gw}/x`, { headers: JSON_ACCEPT })
+    t.equal(plain.headers.get('www-authenticate'), 'Bearer')
+    const none = await fetch(`${stack.gw}/.well-known/oauth-protected-resource`, { headers: JSON_ACCEPT })
+    t.equal(none.status, 401, "the root path is the app upstream's, which publishes none")
+  })
+
+  t.test('provider down: 502 provider_unavailable', async (t) => {
+    const dave = await stack.signedIn('dave')
+    await provider.close()
+    const res = await dave.fetch(`${stack.gw}/orders/x`, { headers: JSON_ACCEPT })
+    t.equal(res.status, 502)
+    t.equal(await problemCode(res), 'provider_unavailable')
+  })
+})
