@@ -400,23 +400,20 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       websockets.endSelected(selector)
     },
   })
-  if (transmitters.length > 0) {
-    const receiver = new SsfReceiver({
-      providers,
-      store,
-      replay: state.replay,
-      log: app.log,
-      onEnded: (selector) => {
-        checker.forget()
-        websockets.endSelected(selector)
-      },
-      onChanged: () => checker.forget(),
-    })
-    app.decorate('ssf', { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) } satisfies SsfBinding)
-    await app.register(ssfEventsRoute, { receiver, transmitters })
-  } else {
-    app.decorate('ssf', { transmitters, judge: async () => undefined } satisfies SsfBinding)
-  }
+  // Registered whatever the configuration (the endpoints table lists it): without a stream, every push is 401.
+  const receiver = new SsfReceiver({
+    providers,
+    store,
+    replay: state.replay,
+    log: app.log,
+    onEnded: (selector) => {
+      checker.forget()
+      websockets.endSelected(selector)
+    },
+    onChanged: () => checker.forget(),
+  })
+  app.decorate('ssf', { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) } satisfies SsfBinding)
+  await app.register(ssfEventsRoute, { receiver, transmitters })
   if (options.live !== true) void state.ssf.use(app.ssf)
   await app.register(forwardAuthRoutes, { checker })
   const signer = await identityAssertions(config)

@@ -9,7 +9,7 @@
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
 import { ASYMMETRIC_ALGORITHMS } from './algorithms.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
+import { CALLBACK_PATH, SIGN_IN_PATH, SSF_EVENTS_PATH } from '../contract/endpoints.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
@@ -237,7 +237,7 @@ const providerKeys: Record<string, JsonSchema> = {
           { format: 'http-url' },
         ),
         delivery: string(
-          '`push`: the transmitter POSTs events to `/api/v1/openid/ssf/events` (RFC 8935) with `authorization`. `poll`: the gateway fetches them every `pollIntervalSeconds` (RFC 8936).',
+          `\`push\`: the transmitter POSTs events to \`${SSF_EVENTS_PATH}\` (RFC 8935) with \`authorization\`. \`poll\`: the gateway fetches them every \`pollIntervalSeconds\` (RFC 8936).`,
           { enum: ['push', 'poll'], default: 'push' },
         ),
         pollIntervalSeconds: integer('With `delivery: poll`: seconds between two polls when the transmitter has nothing more (a poll that returns events is followed at once by the next).', 1, 3600, 10),
