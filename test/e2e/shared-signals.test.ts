@@ -2,7 +2,7 @@ import t from 'tap'
 import type { Browser } from '../fixtures/browser.js'
 import { eventually } from '../fixtures/poll.js'
 import { CLIENT_ID, startStack, type Stack, type Teardown } from '../fixtures/stack.js'
-import { CREDENTIAL_CHANGE, SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, type Transmitter } from '../fixtures/ssf-transmitter.js'
+import { CREDENTIAL_CHANGE, SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, VERIFICATION, type Transmitter } from '../fixtures/ssf-transmitter.js'
 import { buildManagement } from '../../src/ops/management.js'
 
 // The Shared Signals receiver against a transmitter written as a fixture (test/fixtures/
@@ -166,4 +166,24 @@ t.test('/readyz with required: 503 while the transmitter is down, ready once it 
   tx.up = true
   await eventually('ready', async () => ((await management.inject({ url: '/readyz' })).statusCode === 200 ? true : undefined), 15_000)
   t.match((await management.inject({ url: '/readyz' })).json(), { status: 'ready', details: { shared_signals: { default: { status: 'enabled', reachable: true } } } })
+})
+
+t.test('verification: an event with another state than the one asked for does not verify the stream', async (t) => {
+  const tx = await startTransmitter({ audience: CLIENT_ID, verificationState: () => 'not-the-state-asked-for' })
+  t.teardown(() => tx.close())
+  const lines: string[] = []
+  const stack = await startStack(t, {
+    config: { provider: { ssf: { configurationUrl: tx.configurationUrl, delivery: 'push', authorization: PUSH_AUTHORIZATION } }, log: { level: 'info' } },
+    logStream: { write: (line: string) => void lines.push(line) },
+  })
+  const refused = await eventually('the wrong state is logged', () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'shared signals event' && l.reason === 'state'))
+  t.match(refused, { event: VERIFICATION, outcome: 'ignored' })
+  t.equal(ssfStatus(stack)?.verification, 'pending', 'not verified')
+  const stream = tx.streams[0]
+  const asked = tx.verificationStates[0]
+  t.ok(stream !== undefined && asked !== undefined)
+  // The state the gateway asked for, delivered late: now the stream is verified.
+  const right = await tx.sign(VERIFICATION, { subId: { format: 'opaque', id: String(stream?.stream_id) }, event: { state: asked } })
+  t.equal((await tx.push(right.token)).status, 202)
+  t.equal(ssfStatus(stack)?.verification, 'verified')
 })
