@@ -45,6 +45,25 @@ if redis.call('scard', KEYS[1]) == 0 then redis.call('del', KEYS[1]) end
 return deleted`,
   },
   /**
+   * KEYS: session keys. ARGV: for each key, the sealed value read, the value to write instead,
+   * its end (epoch seconds). A Shared Signals token-claims-change (redis-store.ts expireTokens):
+   * each session is replaced only if it still holds the value read (compare-and-set), so a logout
+   * that deleted it meanwhile is not undone and a refresh stored meanwhile is not overwritten with
+   * the older tokens. Replies how many were replaced.
+   */
+  ogwReplaceSessions: {
+    lua: `
+local replaced = 0
+for i = 1, #KEYS do
+  local at = (i - 1) * 3
+  if redis.call('get', KEYS[i]) == ARGV[at + 1] then
+    redis.call('set', KEYS[i], ARGV[at + 2], 'EXAT', ARGV[at + 3])
+    replaced = replaced + 1
+  end
+end
+return replaced`,
+  },
+  /**
    * KEYS: refresh result, refresh lock. ARGV: lock token, lock lifetime (ms).
    * The refresh compare-and-set: the result of a redemption already made, or the lock to make it,
    * or neither (another holds the lock). Read and lock in one step, so no replica takes the lock

@@ -125,14 +125,49 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async end(selector: SessionSelector): Promise<void> {
+    const found = await this.#selected(selector)
+    if (found === undefined || found.selected.length + found.gone.length === 0) return
+    const { user, index, selected, gone } = found
+    const keys = [index, ...selected.map(({ ref }) => this.#keys.session(user, ref))]
+    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
+  }
+
+  /**
+   * A Shared Signals token-claims-change: the selected sessions are sealed again with their access
+   * token counted as expired (expiresAt 0), so their next request runs the refresh grant and takes
+   * the provider's new claims, on every replica. The values are sealed with the cookie secret, so
+   * the change is made here and written back by compare-and-set (ogwReplaceSessions): nothing is
+   * added to the per-request path.
+   */
+  async expireTokens(selector: SessionSelector): Promise<void> {
+    const found = await this.#selected(selector)
+    if (found === undefined) return
+    const keys: string[] = []
+    const args: Array<string | number> = []
+    for (const { ref, sealed, session } of found.selected) {
+      // A value no configured secret opens is left to end() and to its expiry.
+      if (session === undefined || session.expiresAt === 0) continue
+      const endsAt = session.createdAt + this.#maxAgeSeconds
+      keys.push(this.#keys.session(found.user, ref))
+      args.push(sealed, this.#cipher.seal(purpose(ref), toSealed({ ...session, expiresAt: 0 }, true), endsAt), endsAt)
+    }
+    if (keys.length === 0) return
+    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwReplaceSessions', keys, args)))
+  }
+
+  /**
+   * The sessions `selector` names, through the user's sub or sid index (one slot: the user's
+   * sessions and indexes share its tag): those selected (with a value no configured secret opens,
+   * of no use to anyone), and the index entries whose session is already gone.
+   */
+  async #selected(selector: SessionSelector): Promise<{ user: string; index: string; selected: Array<{ ref: string; sealed: string; session: Session | undefined }>; gone: string[] } | undefined> {
     const user = await this.#userOf(selector)
-    if (user === undefined) return
+    if (user === undefined) return undefined
     const index = selector.sid === undefined ? this.#keys.bySub(user) : this.#keys.bySid(user, selector.sid)
     const refs = await this.#call(() => this.#redis.smembers(index))
-    if (refs.length === 0) return
-    // One slot: the user's sessions and indexes share its tag.
+    if (refs.length === 0) return undefined
     const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
-    const ended: string[] = []
+    const selected: Array<{ ref: string; sealed: string; session: Session | undefined }> = []
     const gone: string[] = []
     refs.forEach((ref, i) => {
       const sealed = values[i]
@@ -141,12 +176,9 @@ export class RedisSessionStore implements SessionStore {
         return
       }
       const session = this.#open(ref, sealed)
-      // A value no configured secret opens is of no use to anyone: it goes too.
-      if (session === undefined || selects(selector, session)) ended.push(ref)
+      if (session === undefined || selects(selector, session)) selected.push({ ref, sealed, session })
     })
-    if (ended.length + gone.length === 0) return
-    const keys = [index, ...ended.map((ref) => this.#keys.session(user, ref))]
-    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...ended, ...gone])))
+    return { user, index, selected, gone }
   }
 
   /** The user's tag for a logout token: from its `sub`, or through the sid's link. */

@@ -7,7 +7,7 @@ import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
 import { KEY_PREFIX, startRedisSessions } from '../fixtures/redis-sessions.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
-import { SESSION_REVOKED, startTransmitter, type Transmitter } from '../fixtures/ssf-transmitter.js'
+import { SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, type Transmitter } from '../fixtures/ssf-transmitter.js'
 
 // A CAEP session-revoked pushed to one of two gateway replicas ends the subject's sessions on
 // both, as back-channel logout does (backchannel-logout-replicas.test.ts): with the Redis store the
@@ -86,4 +86,35 @@ t.test('cookie store, two replicas sharing the revocation list in Redis: session
   t.equal(await stack.app.revocations?.size(), 1, 'one entry in the shared list')
   t.equal(await statusOn(b, bob), 200, 'bob is left alone')
   t.equal(await pushTo(b, token), 400, 'the replay, to the other replica, is refused')
+})
+
+t.test('redis store, two replicas: token-claims-change pushed to one makes the subject\'s sessions refresh at their next request, on the other', async (t) => {
+  const tx = await startTransmitter({ audience: CLIENT_ID })
+  t.teardown(() => tx.close())
+  const { stack, sessionOf } = await startRedisSessions(t, { config: ssfConfig(tx) })
+  await withTransmitter(stack)
+  const [a, b] = stack.replicas.map((r) => r.gw) as [string, string]
+  const alice = await stack.signedIn('alice')
+  const bob = await stack.signedIn('bob')
+  const valueOf = (browser: Browser): string => String(browser.cookie('ogw')?.value)
+  const statusOn = async (gw: string, browser: Browser): Promise<number> => (await rawRequest(gw, '/hello', { headers: { ...JSON_ACCEPT, cookie: `ogw=${valueOf(browser)}` } })).status
+  const refreshesOnA = async (): Promise<string> => (await stack.replicas[0]?.app.management.metrics.getSingleMetricAsString('openid_gateway_refreshes_total')) ?? ''
+  t.equal(await statusOn(a, alice), 200)
+  const before = await sessionOf(valueOf(alice))
+  t.ok((before?.expiresAt ?? 0) > 0, 'a fresh access token')
+  t.notMatch(await refreshesOnA(), /code="ok"\} [1-9]/, 'no refresh yet')
+  const bobExpiresAt = (await sessionOf(valueOf(bob)))?.expiresAt
+  t.ok((bobExpiresAt ?? 0) > 0)
+
+  const { token } = await tx.sign(TOKEN_CLAIMS_CHANGE, { subId: { format: 'iss_sub', iss: stack.provider?.issuer, sub: 'alice' }, event: { claims: { role: 'admin' } } })
+  t.equal(await pushTo(b, token), 202, 'replica B accepts the SET')
+  t.equal((await sessionOf(valueOf(alice)))?.expiresAt, 0, "alice's session in Redis counts its access token expired")
+  t.equal((await sessionOf(valueOf(bob)))?.expiresAt, bobExpiresAt, "bob's is left alone")
+  t.equal(await statusOn(a, alice), 200, 'the session is kept: replica A serves it')
+  t.match(await refreshesOnA(), /openid_gateway_refreshes_total\{code="ok"\} 1/, 'after running the refresh grant')
+  const after = await sessionOf(valueOf(alice))
+  t.ok((after?.expiresAt ?? 0) > 0, 'with a new access token')
+  t.not(after?.accessToken, before?.accessToken, 'another access token')
+  t.equal(after?.id, before?.id, 'the same session')
+  t.equal(await statusOn(b, bob), 200, 'bob is served')
 })
