@@ -150,7 +150,8 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
-      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock }),
+      // The email link only with a Shared Signals receiver, which is its one reader.
+      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
     }
   }

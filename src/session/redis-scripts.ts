@@ -32,6 +32,17 @@ end
 return 1`,
   },
   /**
+   * KEYS: a link set (email -> users). ARGV: the member, end (epoch seconds). The member added and
+   * the set kept as long as its longest session, in one step: a set is never left without expiry.
+   */
+  ogwLink: {
+    lua: `
+redis.call('sadd', KEYS[1], ARGV[1])
+redis.call('expireat', KEYS[1], ARGV[2], 'NX')
+redis.call('expireat', KEYS[1], ARGV[2], 'GT')
+return 1`,
+  },
+  /**
    * KEYS: an index, then the session keys to delete. ARGV: the refs to drop from the index (the
    * deleted ones, and those already gone). The sweep of a back-channel logout: the sessions and
    * their index entries go together, and an index left empty goes too.

@@ -89,7 +89,8 @@ export interface SessionStore {
   /**
    * The `sub` of every session of `provider` whose `email` claim is `email` (case-insensitive),
    * for a Shared Signals event naming its subject by email. Absent where sessions cannot be found
-   * by email (the cookie store holds them in browsers, the Redis store indexes them by sub and sid).
+   * by email (the cookie store holds them in browsers); the Redis store finds them through an
+   * email link it keeps only when a provider has `ssf`.
    */
   subjectsByEmail?(provider: string, email: string): Promise<string[]>
   /** Whether the store can be reached now (readiness); never throws. */

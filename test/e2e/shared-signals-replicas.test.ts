@@ -88,7 +88,7 @@ t.test('cookie store, two replicas sharing the revocation list in Redis: session
   t.equal(await pushTo(b, token), 400, 'the replay, to the other replica, is refused')
 })
 
-t.test('redis store, two replicas: token-claims-change pushed to one makes the subject\'s sessions refresh at their next request, on the other', async (t) => {
+t.test('redis store, two replicas: token-claims-change pushed to one makes the subject\'s sessions refresh at their next request, on the other; an email subject is found', async (t) => {
   const tx = await startTransmitter({ audience: CLIENT_ID })
   t.teardown(() => tx.close())
   const { stack, sessionOf } = await startRedisSessions(t, { config: ssfConfig(tx) })
@@ -117,4 +117,12 @@ t.test('redis store, two replicas: token-claims-change pushed to one makes the s
   t.not(after?.accessToken, before?.accessToken, 'another access token')
   t.equal(after?.id, before?.id, 'the same session')
   t.equal(await statusOn(b, bob), 200, 'bob is served')
+
+  // An email subject: found through the email link the Redis store keeps with ssf.
+  const email = stack.upstream.requests.find((r) => r.headers['x-forwarded-user'] === 'alice')?.headers['x-forwarded-email']
+  t.ok(email, "alice's session has an email claim")
+  const byEmail = await tx.sign(SESSION_REVOKED, { subId: { format: 'email', email: String(email).toUpperCase() } })
+  t.equal(await pushTo(a, byEmail.token), 202)
+  t.equal(await statusOn(b, alice), 401, 'a session-revoked naming the email (case-insensitive) ends the session, on the other replica too')
+  t.equal(await statusOn(a, bob), 200, 'bob is left alone')
 })

@@ -97,6 +97,36 @@ t.test('against a real redis-server with a password', async (t) => {
     t.match(await store.load(exchange(signIn.set.ogw).req), { accessToken: 'at-refreshed', expiresAt: 0 }, 'read again, it is expired')
   })
 
+  t.test('subjectsByEmail: through the email link, kept only with indexEmail; a changed claim no longer matches', async (t) => {
+    const keys = new RedisKeys('email:')
+    const indexed = new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds: 600, clock: systemClock, indexEmail: true })
+    const withEmail = (id: string, sub: string, email: string, provider = 'default'): Session => ({ ...session(id, sub, `sid-${id}`), claims: { sub, sid: `sid-${id}`, email }, provider })
+    const erin = exchange()
+    await indexed.create(erin.req, erin.reply, withEmail('id-erin-1', 'erin', 'Erin@Example.com'))
+    await indexed.create(exchange().req, exchange().reply, withEmail('id-erin-2', 'erin', 'erin@example.com'))
+    await indexed.create(exchange().req, exchange().reply, withEmail('id-frank-1', 'frank', 'frank@example.com'))
+    await indexed.create(exchange().req, exchange().reply, withEmail('id-erin-other', 'erin-at-other', 'erin@example.com', 'other'))
+    t.same(await indexed.subjectsByEmail('default', 'ERIN@example.COM'), ['erin'], 'case-insensitive, at that provider only')
+    t.same(await indexed.subjectsByEmail('other', 'erin@example.com'), ['erin-at-other'])
+    t.same(await indexed.subjectsByEmail('default', 'nobody@example.com'), [])
+    const link = keys.emailUsers('default', 'erin@example.com')
+    const ttl = await redis.ttl(link)
+    t.ok(ttl > 0 && ttl <= 600, 'the link expires with its sessions')
+    t.notMatch((await redis.keys('email:*')).join(' '), /erin|example/i, 'no address in a key name')
+    // The provider changed the address: the old one names nobody any more.
+    const refresh = exchange(erin.set.ogw)
+    await indexed.update(refresh.req, refresh.reply, withEmail('id-erin-1', 'erin', 'erin@new.example.com'))
+    await indexed.end({ provider: 'default', sid: 'sid-id-erin-2' })
+    t.same(await indexed.subjectsByEmail('default', 'erin@example.com'), [], 'the old address no longer matches')
+    t.same(await indexed.subjectsByEmail('default', 'erin@new.example.com'), ['erin'], 'the new one does')
+
+    const plainKeys = new RedisKeys('plain:')
+    const plain = new RedisSessionStore({ redis, keys: plainKeys, cookies, cipher, maxAgeSeconds: 600, clock: systemClock })
+    await plain.create(exchange().req, exchange().reply, withEmail('id-gina-1', 'gina', 'gina@example.com'))
+    t.equal(await redis.exists(plainKeys.emailUsers('default', 'gina@example.com')), 0, 'without indexEmail a sign-in writes no link')
+    t.same(await plain.subjectsByEmail('default', 'gina@example.com'), [])
+  })
+
   t.test('Redis down: operations fail with 503 and are counted, ping is false, nothing unhandled; back by itself', async (t) => {
     const signIn = exchange()
     await store.create(signIn.req, signIn.reply, session('id-bob', 'bob', 'sid-2'))
