@@ -38,8 +38,11 @@ import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { resourceMetadataRoutes } from '../proxy/resource-metadata.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
+import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
+import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
+import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, SSF_EVENTS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
@@ -98,6 +101,8 @@ export interface ProcessState {
   readonly websockets: WebSocketRegistry
   /** The process's tracer (telemetry.tracing); undefined when tracing is off. */
   readonly tracing: Tracing | undefined
+  /** The Shared Signals streams' loops (provider ssf): each configuration hands it its transmitters. */
+  readonly ssf: SsfStreams
 }
 
 declare module 'fastify' {
@@ -122,6 +127,8 @@ declare module 'fastify' {
     websocketVerdict: SocketVerdict
     /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (proxy/ext-authz.ts). */
     extAuthzCheck: (input: CheckInput) => Promise<CheckAnswer>
+    /** This configuration's Shared Signals transmitters; a live gateway hands them to the process's loops once it serves. */
+    ssf: SsfBinding
   }
 }
 
@@ -145,7 +152,8 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
-      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock }),
+      // The email link only with a Shared Signals receiver, which is its one reader.
+      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
     }
   }
@@ -297,6 +305,28 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },
     { name: 'session_store', ready: () => store.ping() },
   ]
+  const transmitters = config.providers.flatMap((p) =>
+    p.ssf === undefined
+      ? []
+      : [
+          new SsfTransmitter({
+            provider: p.name,
+            providerIssuer: p.issuer,
+            clientId: p.clientId,
+            ssf: p.ssf,
+            pushUrl: new URL(SSF_EVENTS_PATH, config.server.publicUrl).href,
+            timeoutMs: p.timeoutMs,
+            clockToleranceSeconds: p.clockToleranceSeconds,
+            log: app.log,
+          }),
+        ],
+  )
+  // Always present (the live gateway's probe names are fixed at start); passes unless a required stream is not enabled.
+  checks.push({
+    name: 'shared_signals',
+    ready: () => transmitters.every((t) => !t.config.required || t.healthy),
+    detail: () => (transmitters.length === 0 ? undefined : Object.fromEntries(transmitters.map((t) => [t.provider, { ...t.status }]))),
+  })
   // The revocation list and the logout-token replay guard live there too; with Sentinel or
   // Cluster, `redis` is what names a failover in progress (no primary, or a shard without one).
   if (redis !== undefined) checks.push({ name: 'redis', ready: () => pingRedis(redis) })
@@ -378,6 +408,26 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       websockets.endSelected(selector)
     },
   })
+  // Registered whatever the configuration (the endpoints table lists it): without a stream, every push is 401.
+  const receiver = new SsfReceiver({
+    providers,
+    store,
+    replay: state.replay,
+    log: app.log,
+    onEnded: (selector) => {
+      checker.forget()
+      exchanger.forget()
+      websockets.endSelected(selector)
+    },
+    // Exchanged tokens carry the claims of their time: a claims change drops them too.
+    onChanged: () => {
+      checker.forget()
+      exchanger.forget()
+    },
+  })
+  app.decorate('ssf', { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) } satisfies SsfBinding)
+  await app.register(ssfEventsRoute, { receiver, transmitters })
+  if (options.live !== true) void state.ssf.use(app.ssf)
   await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
   const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })

@@ -92,7 +92,29 @@ function checkProvider(read: Read, data: unknown, at: Path): Issue[] {
     ...checkClientAuthentication(read, at, (key) => valueAt(data, [...at, key]) !== undefined),
     ...checkFapi2(read, at),
     ...checkFormPost(read, at),
+    ...checkSsf(read, data, at),
   ]
+}
+
+// The Shared Signals receiver (docs/features/shared-signals.md): push needs the Authorization it
+// registers (without it anyone could push events), and a plain-http transmitter only where the
+// provider itself may be plain http.
+function checkSsf(read: Read, data: unknown, at: Path): Issue[] {
+  const ssf = [...at, 'ssf']
+  if (valueAt(data, ssf) === undefined) return []
+  const issues: Issue[] = []
+  const delivery = read([...ssf, 'delivery'], isString)
+  if (delivery === 'push' && read([...ssf, 'authorization'], isString) === undefined) {
+    issues.push({ path: [...ssf, 'authorization'], message: 'is required with delivery: push' })
+  }
+  if (delivery === 'poll' && read([...ssf, 'authorization'], isString) !== undefined) {
+    issues.push({ path: [...ssf, 'authorization'], message: 'is only used with delivery: push; remove it' })
+  }
+  const url = read([...ssf, 'configurationUrl'], isString)
+  if (url !== undefined && /^http:/i.test(url) && read([...at, 'allowInsecureHttp'], isBoolean) !== true) {
+    issues.push({ path: [...ssf, 'configurationUrl'], message: `must be an https URL (http only with ${formatPath([...at, 'allowInsecureHttp'])}: true)` })
+  }
+  return issues
 }
 
 function checkIssuer(read: Read, at: Path): Issue[] {

@@ -18,6 +18,8 @@ export function maskConfig(cfg: GatewayConfig): unknown {
     if (provider.clientSecret !== undefined) provider.clientSecret = MASK
     // A key given inline is masked; a file path is not a secret and says where the key comes from.
     if (provider.clientKey !== undefined && isInlineKey(provider.clientKey)) provider.clientKey = MASK
+    if (provider.ssf?.authorization !== undefined) provider.ssf.authorization = MASK
+    if (provider.ssf?.bearerToken !== undefined) provider.ssf.bearerToken = MASK
   }
   if (copy.assertions.signingKeys !== undefined) copy.assertions.signingKeys = copy.assertions.signingKeys.map((key) => (isInlineKey(key) ? MASK : key))
   copy.cookies.secrets = copy.cookies.secrets.map(() => MASK)

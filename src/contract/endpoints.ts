@@ -41,6 +41,8 @@ export const ENDPOINTS = {
   signOut: { path: `${SIGN_IN_PATH}/sign-out`, methods: ['POST', 'GET'], metric: 'sign_out', signInRateLimit: false, reserved: true },
   /** OpenID Connect Back-Channel Logout: the URL to register at the provider (backchannel_logout_uri). */
   backchannelLogout: { path: `${SIGN_IN_PATH}/backchannel-logout`, methods: ['POST'], metric: 'backchannel_logout', signInRateLimit: false, reserved: true },
+  /** Shared Signals push delivery (RFC 8935): the endpoint_url the gateway registers in its streams (provider ssf). */
+  ssfEvents: { path: `${SIGN_IN_PATH}/ssf/events`, methods: ['POST'], metric: 'ssf_events', signInRateLimit: false, reserved: true },
   /** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
   forwardAuth: { path: `${SIGN_IN_PATH}/auth`, methods: ['GET'], metric: 'forward_auth', signInRateLimit: false, reserved: true },
   /**
@@ -64,6 +66,7 @@ export function callbackPath(provider: string, several: boolean): string {
 export const FORWARD_AUTH_PATH = ENDPOINTS.forwardAuth.path
 export const BACKCHANNEL_LOGOUT_PATH = ENDPOINTS.backchannelLogout.path
 export const SIGN_OUT_PATH = ENDPOINTS.signOut.path
+export const SSF_EVENTS_PATH = ENDPOINTS.ssfEvents.path
 /**
  * The sign-out page's query when the session ended at the gateway only: the provider could not be
  * told (it is down), so the page says its own sign-in there may still be active.

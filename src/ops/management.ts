@@ -8,6 +8,8 @@ import Fastify, { type FastifyInstance } from 'fastify'
 export interface ReadinessCheck {
   name: string
   ready(): Promise<boolean> | boolean
+  /** What /readyz shows of it besides pass or fail (the Shared Signals streams' status). */
+  detail?(): unknown
 }
 
 /** A prom-client registry: the app's own, or the primary's aggregate of its workers' (server.workers). */
@@ -38,10 +40,12 @@ export async function buildManagement(options: ManagementOptions): Promise<Fasti
     if (options.draining()) return reply.code(503).headers(NO_STORE).send({ status: 'draining' })
     const results = await Promise.all(options.checks.map(async (check) => [check.name, await check.ready()] as const))
     const failing = results.filter(([, ok]) => !ok).map(([name]) => name)
+    const details = Object.fromEntries(options.checks.flatMap((check) => (check.detail === undefined ? [] : [[check.name, check.detail()] as const])).filter(([, d]) => d !== undefined))
+    const extra = Object.keys(details).length === 0 ? {} : { details }
     return reply
       .code(failing.length === 0 ? 200 : 503)
       .headers(NO_STORE)
-      .send(failing.length === 0 ? { status: 'ready' } : { status: 'not_ready', failing })
+      .send(failing.length === 0 ? { status: 'ready', ...extra } : { status: 'not_ready', failing, ...extra })
   })
 
   // Which configuration runs, to tell whether a reload took: compare with `sha256sum` of the file.

@@ -9,7 +9,7 @@
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
 
 import { ASYMMETRIC_ALGORITHMS } from './algorithms.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
+import { CALLBACK_PATH, SIGN_IN_PATH, SSF_EVENTS_PATH } from '../contract/endpoints.js'
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 export type JsonType = 'string' | 'integer' | 'number' | 'boolean' | 'array' | 'object'
@@ -236,6 +236,37 @@ const providerKeys: Record<string, JsonSchema> = {
     }),
     clockToleranceSeconds: integer('Clock skew tolerated on `exp`, `iat` and `nbf`, in seconds.', 0, 300, 30),
     allowInsecureHttp: boolean('Allow a plain-http (`http://`) issuer. For local development and tests only.', false),
+    ssf: object(
+      'The [Shared Signals receiver](#shared-signals-receiver): the gateway subscribes to this provider\'s OpenID Shared Signals Framework 1.0 transmitter and ends or refreshes sessions on CAEP events (`session-revoked`, `credential-change`, `token-claims-change`). Unset: off.',
+      {
+        configurationUrl: string(
+          'The transmitter\'s configuration metadata. Unset: `/.well-known/ssf-configuration` under the provider\'s issuer (inserted after the host, as SSF 1.0 section 7.2 says). Must be https unless `allowInsecureHttp` is true.',
+          { format: 'http-url' },
+        ),
+        delivery: string(
+          `\`push\`: the transmitter POSTs events to \`${SSF_EVENTS_PATH}\` (RFC 8935) with \`authorization\`. \`poll\`: the gateway fetches them every \`pollIntervalSeconds\` (RFC 8936).`,
+          { enum: ['push', 'poll'], default: 'push' },
+        ),
+        pollIntervalSeconds: integer('With `delivery: poll`: seconds between two polls when the transmitter has nothing more (a poll that returns events is followed at once by the next).', 1, 3600, 10),
+        authorization: string(
+          'With `delivery: push` (**required** there): the `Authorization` header value the gateway registers in the stream and requires on every push, compared in constant time. A secret: supply it through the environment, e.g. `${SSF_PUSH_AUTHORIZATION}`. Masked by `check`.',
+          { minLength: 16 },
+        ),
+        bearerToken: string(
+          'The access token the gateway sends (`Authorization: Bearer`) to the transmitter\'s stream management endpoints and its poll endpoint. A secret, e.g. `${SSF_TRANSMITTER_TOKEN}`. Masked by `check`.',
+          { minLength: 1 },
+        ),
+        audience: string('The `aud` every event must carry: what the transmitter knows the gateway as. Unset: the provider\'s `clientId`.', { minLength: 1 }),
+        credentialChange: string(
+          'What a CAEP `credential-change` event does: `end` the subject\'s sessions (a password was changed or a key revoked elsewhere), or `ignore` it.',
+          { enum: ['end', 'ignore'], default: 'end' },
+        ),
+        required: boolean(
+          'The stream must be `enabled` at the transmitter and reachable for the gateway to be ready: `/readyz` answers 503 naming `shared_signals` until it is.',
+          false,
+        ),
+      },
+    ),
 }
 
 const provider = object('The OpenID Connect provider and this gateway\'s client registration there: the one-provider form of `providers`, a provider named `default`. Exactly one of `provider` and `providers` is given.', providerKeys, {

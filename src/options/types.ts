@@ -75,6 +75,23 @@ export interface ProviderConfig {
   clockToleranceSeconds: number
   /** Plain-http issuer allowed (development and tests only). */
   allowInsecureHttp: boolean
+  /** The Shared Signals receiver of this provider's transmitter (docs/features/shared-signals.md); unset: off. */
+  ssf?: SsfConfig
+}
+
+export interface SsfConfig {
+  /** Unset: derived from the provider's issuer (SSF 1.0 section 7.2). */
+  configurationUrl?: string
+  delivery: 'push' | 'poll'
+  pollIntervalSeconds: number
+  /** The Authorization value registered for push delivery (required with push). */
+  authorization?: string
+  /** Bearer credential at the transmitter's management and poll endpoints. */
+  bearerToken?: string
+  /** Unset: the provider's clientId. */
+  audience?: string
+  credentialChange: 'end' | 'ignore'
+  required: boolean
 }
 
 export interface BearerConfig {

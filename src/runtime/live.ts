@@ -263,6 +263,7 @@ export class LiveGateway {
     this.#watcher = new ConfigWatcher(options.path, () => void this.reload('file'))
     this.#loaded(current.loaded)
     state.websockets.use(current.app.websocketVerdict)
+    void state.ssf.use(current.app.ssf)
   }
 
   /** Builds the first app from `loaded` (loadConfigFile of `options.path`). */
@@ -299,6 +300,7 @@ export class LiveGateway {
     return this.app.management.checks.map((check) => ({
       name: check.name,
       ready: () => this.app.management.checks.find((c) => c.name === check.name)?.ready() ?? false,
+      detail: () => this.app.management.checks.find((c) => c.name === check.name)?.detail?.(),
     }))
   }
 
@@ -443,6 +445,8 @@ export class LiveGateway {
     // Open WebSockets are asked again: those the new configuration refuses close (1008).
     this.#state.websockets.use(next.app.websocketVerdict)
     void this.#state.websockets.recheck()
+    // The previous configuration's Shared Signals loops stop before this one's start: one poller.
+    void this.#state.ssf.use(next.app.ssf)
     this.#retire(previous)
     next.app.log.info({ trigger, config: next.loaded.state.hash }, 'configuration reloaded')
   }

@@ -11,6 +11,7 @@ import { buildManagement } from '../ops/management.js'
 import { answerCall, isMessage, type Message, type PrimaryHandlers } from './ipc.js'
 import { ABORT, COMMIT, PREPARE, behindAfterCommit, prepareVerdict, type AbortRequest, type CommitRequest, type PrepareRequest } from './reload.js'
 import { PrimaryState } from './primary-state.js'
+import { WORKER_SLOT_ENV } from './worker-state.js'
 
 // server.workers > 1: this process serves nothing itself. It forks the workers, which share the
 // listening port (node:cluster hands connections round-robin), restarts one that dies, keeps the
@@ -104,8 +105,11 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     })
   }
 
-  const fork = (): void => {
-    const worker = cluster.fork()
+  // Each worker has a slot that its replacement takes over (the Shared Signals poller is slot 0's).
+  const slots = new Map<number, number>()
+  const fork = (slot: number): void => {
+    const worker = cluster.fork({ [WORKER_SLOT_ENV]: String(slot) })
+    slots.set(worker.id, slot)
     worker.on('message', (message: unknown) => onMessage(worker, message))
   }
 
@@ -125,7 +129,9 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
       process.exit(EXIT_CONFIG)
     }
     log.warn({ worker: worker.process.pid, code, signal }, 'worker exited; starting another')
-    fork()
+    const slot = slots.get(worker.id) ?? 0
+    slots.delete(worker.id)
+    fork(slot)
   })
 
   const aggregate = new AggregatorRegistry()
@@ -229,7 +235,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
 
-  for (let i = 0; i < count; i++) fork()
+  for (let i = 0; i < count; i++) fork(i)
   log.info({ workers: count }, 'primary: workers started')
   if (management !== undefined) {
     const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })

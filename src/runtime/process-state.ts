@@ -5,6 +5,7 @@ import type { WorkerState } from './worker-state.js'
 import type { GatewayConfig } from '../options/types.js'
 import { systemClock, type Clock } from '../lib/clock.js'
 import { JtiReplayGuard } from '../oidc/jti-replay.js'
+import { SsfStreams } from '../oidc/ssf-streams.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import { GatewayMetrics } from '../ops/metrics.js'
 import { startTracing } from '../ops/tracing.js'
@@ -85,7 +86,10 @@ export async function createProcessState(config: GatewayConfig, options: Process
     cookieNames: new Set(),
     websockets: new WebSocketRegistry(),
     tracing,
+    // Shared Signals: one stream manager and poller per gateway, on the first worker slot with server.workers.
+    ssf: new SsfStreams({ manage: (options.worker?.slot ?? 0) === 0, log }),
     async close() {
+      await state.ssf.close()
       if (redis !== undefined) await closeRedis(redis)
       // The spans of the last requests are sent before the process goes.
       await tracing?.shutdown()

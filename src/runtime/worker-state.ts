@@ -92,11 +92,16 @@ export class WorkerRateLimitStore {
   }
 }
 
+/** Set by the primary on each worker it forks (runtime/primary.ts). */
+export const WORKER_SLOT_ENV = 'OGW_WORKER_SLOT'
+
 export interface WorkerState {
   revocations: WorkerRevocationList
   replay: WorkerJtiReplay
   coordinator: WorkerRefreshCoordinator
   rateLimitStore: typeof WorkerRateLimitStore
+  /** The worker's slot (0 to server.workers - 1), kept by a replacement: slot 0 runs the Shared Signals streams. */
+  slot: number
 }
 
 export function workerState(maxAgeSeconds: number): WorkerState {
@@ -105,5 +110,6 @@ export function workerState(maxAgeSeconds: number): WorkerState {
     replay: new WorkerJtiReplay(),
     coordinator: new WorkerRefreshCoordinator(),
     rateLimitStore: WorkerRateLimitStore,
+    slot: Number(process.env[WORKER_SLOT_ENV] ?? '0'),
   }
 }

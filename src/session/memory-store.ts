@@ -81,6 +81,20 @@ export class MemorySessionStore implements SessionStore {
     for (const [id, session] of this.#sessions) if (selects(selector, session)) this.#sessions.delete(id)
   }
 
+  async expireTokens(selector: SessionSelector): Promise<void> {
+    for (const [id, session] of this.#sessions) if (selects(selector, session)) this.#sessions.set(id, { ...session, expiresAt: 0 })
+  }
+
+  async subjectsByEmail(provider: string, email: string): Promise<string[]> {
+    const wanted = email.toLowerCase()
+    const subs = new Set<string>()
+    for (const session of this.#sessions.values()) {
+      const claim = session.claims.email
+      if (session.provider === provider && typeof claim === 'string' && claim.toLowerCase() === wanted) subs.add(session.claims.sub)
+    }
+    return [...subs]
+  }
+
   async ping(): Promise<boolean> {
     return true
   }

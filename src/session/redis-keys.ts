@@ -13,7 +13,7 @@ import { providerScope } from './types.js'
 //   user's tag, a digest of the provider and `sub`: storing a session with its indexes, a refresh
 //   claim or settlement, and a logout sweep each stay in one slot, whatever the topology;
 // - the revocation list's three keys carry `{revocations}`;
-// - a single-key value (a logout token's jti, the sid -> user link) needs no tag.
+// - a single-key value (a logout token's jti, the sid -> user and email -> users links) needs no tag.
 // keyPrefix may hold no brace (options/schema.ts), or it would move the tag.
 
 function digest(value: string): string {
@@ -72,6 +72,14 @@ export class RedisKeys {
   /** Which user a provider session (`sid`) is: a logout token may name only the sid. */
   sidUser(provider: string, sid: string): string {
     return `${this.#prefix}sid-user:${digest(`${providerScope(provider)}\n${sid}`)}`
+  }
+
+  /**
+   * The users (their tags) whose sessions at `provider` carried this `email` claim, compared
+   * lowercased: a Shared Signals event may name its subject by email (written only with ssf).
+   */
+  emailUsers(provider: string, email: string): string {
+    return `${this.#prefix}email-user:${digest(`${providerScope(provider)}\n${email.toLowerCase()}`)}`
   }
 
   /** The lock of a refresh of one session. */

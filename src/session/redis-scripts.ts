@@ -32,6 +32,17 @@ end
 return 1`,
   },
   /**
+   * KEYS: a link set (email -> users). ARGV: the member, end (epoch seconds). The member added and
+   * the set kept as long as its longest session, in one step: a set is never left without expiry.
+   */
+  ogwLink: {
+    lua: `
+redis.call('sadd', KEYS[1], ARGV[1])
+redis.call('expireat', KEYS[1], ARGV[2], 'NX')
+redis.call('expireat', KEYS[1], ARGV[2], 'GT')
+return 1`,
+  },
+  /**
    * KEYS: an index, then the session keys to delete. ARGV: the refs to drop from the index (the
    * deleted ones, and those already gone). The sweep of a back-channel logout: the sessions and
    * their index entries go together, and an index left empty goes too.
@@ -43,6 +54,25 @@ if #KEYS > 1 then deleted = redis.call('del', unpack(KEYS, 2)) end
 if #ARGV > 0 then redis.call('srem', KEYS[1], unpack(ARGV)) end
 if redis.call('scard', KEYS[1]) == 0 then redis.call('del', KEYS[1]) end
 return deleted`,
+  },
+  /**
+   * KEYS: session keys. ARGV: for each key, the sealed value read, the value to write instead,
+   * its end (epoch seconds). A Shared Signals token-claims-change (redis-store.ts expireTokens):
+   * each session is replaced only if it still holds the value read (compare-and-set), so a logout
+   * that deleted it meanwhile is not undone and a refresh stored meanwhile is not overwritten with
+   * the older tokens. Replies how many were replaced.
+   */
+  ogwReplaceSessions: {
+    lua: `
+local replaced = 0
+for i = 1, #KEYS do
+  local at = (i - 1) * 3
+  if redis.call('get', KEYS[i]) == ARGV[at + 1] then
+    redis.call('set', KEYS[i], ARGV[at + 2], 'EXAT', ARGV[at + 3])
+    replaced = replaced + 1
+  end
+end
+return replaced`,
   },
   /**
    * KEYS: refresh result, refresh lock. ARGV: lock token, lock lifetime (ms).

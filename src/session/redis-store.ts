@@ -31,7 +31,15 @@ export interface RedisStoreOptions {
   cipher: CookieCipher
   maxAgeSeconds: number
   clock: Clock
+  /**
+   * Keep the email -> users link, for Shared Signals events naming their subject by email
+   * (subjectsByEmail). Set only when a provider has `ssf`: otherwise a sign-in writes nothing more.
+   */
+  indexEmail?: boolean
 }
+
+/** Users one email names at most, as read (an address shared by more accounts than this is not a person's). */
+const MAX_EMAIL_USERS = 100
 
 /** What the session cookie refers to: the session id, and the hash tag of its user's keys. */
 interface Reference {
@@ -46,6 +54,7 @@ export class RedisSessionStore implements SessionStore {
   readonly #cipher: CookieCipher
   readonly #maxAgeSeconds: number
   readonly #clock: Clock
+  readonly #indexEmail: boolean
   #errors = 0
 
   constructor(options: RedisStoreOptions) {
@@ -55,6 +64,7 @@ export class RedisSessionStore implements SessionStore {
     this.#cipher = options.cipher
     this.#maxAgeSeconds = options.maxAgeSeconds
     this.#clock = options.clock
+    this.#indexEmail = options.indexEmail === true
   }
 
   /** Redis operations that failed (unreachable, timed out), since start: a counter for metrics. */
@@ -98,6 +108,8 @@ export class RedisSessionStore implements SessionStore {
       // finds the user. It is a key of its own slot, so a command of its own.
       // Sent first, both awaited: either failing fails the write.
       const link = sid === undefined ? [] : [durableWrite(this.#redis, (p) => p.set(this.#keys.sidUser(session.provider, sid), user, 'EXAT', endsAt))]
+      const email = this.#indexEmail && typeof session.claims.email === 'string' ? session.claims.email : undefined
+      if (email !== undefined) link.push(durableWrite(this.#redis, (p) => runScript(p, 'ogwLink', [this.#keys.emailUsers(session.provider, email)], [user, endsAt])))
       // An update stores only while the session exists: a refresh that finishes after a logout
       // or back-channel logout deleted it must not bring it back.
       const store = durableWrite(this.#redis, (p) => runScript(p, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
@@ -125,14 +137,49 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async end(selector: SessionSelector): Promise<void> {
+    const found = await this.#selected(selector)
+    if (found === undefined || found.selected.length + found.gone.length === 0) return
+    const { user, index, selected, gone } = found
+    const keys = [index, ...selected.map(({ ref }) => this.#keys.session(user, ref))]
+    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
+  }
+
+  /**
+   * A Shared Signals token-claims-change: the selected sessions are sealed again with their access
+   * token counted as expired (expiresAt 0), so their next request runs the refresh grant and takes
+   * the provider's new claims, on every replica. The values are sealed with the cookie secret, so
+   * the change is made here and written back by compare-and-set (ogwReplaceSessions): nothing is
+   * added to the per-request path.
+   */
+  async expireTokens(selector: SessionSelector): Promise<void> {
+    const found = await this.#selected(selector)
+    if (found === undefined) return
+    const keys: string[] = []
+    const args: Array<string | number> = []
+    for (const { ref, sealed, session } of found.selected) {
+      // A value no configured secret opens is left to end() and to its expiry.
+      if (session === undefined || session.expiresAt === 0) continue
+      const endsAt = session.createdAt + this.#maxAgeSeconds
+      keys.push(this.#keys.session(found.user, ref))
+      args.push(sealed, this.#cipher.seal(purpose(ref), toSealed({ ...session, expiresAt: 0 }, true), endsAt), endsAt)
+    }
+    if (keys.length === 0) return
+    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwReplaceSessions', keys, args)))
+  }
+
+  /**
+   * The sessions `selector` names, through the user's sub or sid index (one slot: the user's
+   * sessions and indexes share its tag): those selected (with a value no configured secret opens,
+   * of no use to anyone), and the index entries whose session is already gone.
+   */
+  async #selected(selector: SessionSelector): Promise<{ user: string; index: string; selected: Array<{ ref: string; sealed: string; session: Session | undefined }>; gone: string[] } | undefined> {
     const user = await this.#userOf(selector)
-    if (user === undefined) return
+    if (user === undefined) return undefined
     const index = selector.sid === undefined ? this.#keys.bySub(user) : this.#keys.bySid(user, selector.sid)
     const refs = await this.#call(() => this.#redis.smembers(index))
-    if (refs.length === 0) return
-    // One slot: the user's sessions and indexes share its tag.
+    if (refs.length === 0) return undefined
     const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
-    const ended: string[] = []
+    const selected: Array<{ ref: string; sealed: string; session: Session | undefined }> = []
     const gone: string[] = []
     refs.forEach((ref, i) => {
       const sealed = values[i]
@@ -141,12 +188,33 @@ export class RedisSessionStore implements SessionStore {
         return
       }
       const session = this.#open(ref, sealed)
-      // A value no configured secret opens is of no use to anyone: it goes too.
-      if (session === undefined || selects(selector, session)) ended.push(ref)
+      if (session === undefined || selects(selector, session)) selected.push({ ref, sealed, session })
     })
-    if (ended.length + gone.length === 0) return
-    const keys = [index, ...ended.map((ref) => this.#keys.session(user, ref))]
-    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...ended, ...gone])))
+    return { user, index, selected, gone }
+  }
+
+  /**
+   * The `sub` of the sessions of `provider` whose email claim is `email` (case-insensitive): the
+   * users the email link names, each kept only if one of its sessions still carries that email
+   * (a link outlives a changed claim until it expires). Empty without indexEmail.
+   */
+  async subjectsByEmail(provider: string, email: string): Promise<string[]> {
+    if (!this.#indexEmail) return []
+    const wanted = email.toLowerCase()
+    const users = await this.#call(() => this.#redis.smembers(this.#keys.emailUsers(provider, email)))
+    const subs = new Set<string>()
+    for (const user of users.slice(0, MAX_EMAIL_USERS)) {
+      const refs = await this.#call(() => this.#redis.smembers(this.#keys.bySub(user)))
+      if (refs.length === 0) continue
+      const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
+      refs.forEach((ref, i) => {
+        const sealed = values[i]
+        const session = sealed === null || sealed === undefined ? undefined : this.#open(ref, sealed)
+        const claim = session?.claims.email
+        if (session !== undefined && session.provider === provider && typeof claim === 'string' && claim.toLowerCase() === wanted) subs.add(session.claims.sub)
+      })
+    }
+    return [...subs]
   }
 
   /** The user's tag for a logout token: from its `sub`, or through the sid's link. */

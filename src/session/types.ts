@@ -80,6 +80,19 @@ export interface SessionStore {
    * delete them; the cookie store, which cannot reach the browsers, refuses them from then on.
    */
   end(selector: SessionSelector): Promise<void>
+  /**
+   * Makes the sessions `selector` names take fresh tokens and claims at their next request (a
+   * Shared Signals token-claims-change): their access tokens count as expired, so the refresh
+   * grant runs. Absent where the store cannot change a session in place (the cookie store).
+   */
+  expireTokens?(selector: SessionSelector): Promise<void>
+  /**
+   * The `sub` of every session of `provider` whose `email` claim is `email` (case-insensitive),
+   * for a Shared Signals event naming its subject by email. Absent where sessions cannot be found
+   * by email (the cookie store holds them in browsers); the Redis store finds them through an
+   * email link it keeps only when a provider has `ssf`.
+   */
+  subjectsByEmail?(provider: string, email: string): Promise<string[]>
   /** Whether the store can be reached now (readiness); never throws. */
   ping(): Promise<boolean>
   close(): Promise<void>

@@ -8,6 +8,7 @@ import { GatewayCookies } from '../../src/session/cookies.js'
 import { connectRedis, firstConnection, reconnectDelay, redisEndpoint } from '../../src/session/redis-client.js'
 import { RedisKeys } from '../../src/session/redis-keys.js'
 import { RedisSessionStore } from '../../src/session/redis-store.js'
+import { defineScripts, runScript } from '../../src/session/redis-scripts.js'
 import type { Session } from '../../src/session/types.js'
 import { startRedis } from '../fixtures/redis.js'
 
@@ -53,6 +54,7 @@ t.test('against a real redis-server with a password', async (t) => {
   t.teardown(() => redis.disconnect())
   await firstConnection(redis, 2000)
   const store = new RedisSessionStore({ redis, keys: new RedisKeys('unit:'), cookies, cipher, maxAgeSeconds: 600, clock: systemClock })
+  defineScripts(redis)
 
   t.test('save, load, end; a refresh finishing after end does not bring the session back', async (t) => {
     t.ok(await store.ping(), 'ping: reachable')
@@ -76,6 +78,53 @@ t.test('against a real redis-server with a password', async (t) => {
     t.equal(await store.update(late.req, late.reply, { ...alice, accessToken: 'at-3' }), false, 'not stored')
     t.equal(await store.load(exchange(cookie).req), undefined, 'a late refresh does not recreate it')
     t.equal(late.set.ogw, '', 'and signs the browser out')
+  })
+
+  t.test('expireTokens replaces a session only if it still holds the value read: a refresh stored meanwhile is kept', async (t) => {
+    const signIn = exchange()
+    const dave = session('id-dave-1', 'dave', 'sid-4')
+    await store.create(signIn.req, signIn.reply, dave)
+    const keys = new RedisKeys('unit:')
+    const key = keys.session(keys.userTag({ provider: 'default', sub: 'dave' }), keys.ref(dave.id))
+    const read = await redis.get(key)
+    // A refresh stores new tokens after expireTokens read the session, before it writes.
+    const refresh = exchange(signIn.set.ogw)
+    t.equal(await store.update(refresh.req, refresh.reply, { ...dave, accessToken: 'at-refreshed' }), true)
+    const refreshed = await redis.get(key)
+    t.equal(await runScript(redis, 'ogwReplaceSessions', [key], [String(read), 'stale-write', dave.createdAt + 600]), 0, 'not replaced')
+    t.equal(await redis.get(key), refreshed, 'the refresh is kept')
+    await store.expireTokens({ provider: 'default', sub: 'dave' })
+    t.match(await store.load(exchange(signIn.set.ogw).req), { accessToken: 'at-refreshed', expiresAt: 0 }, 'read again, it is expired')
+  })
+
+  t.test('subjectsByEmail: through the email link, kept only with indexEmail; a changed claim no longer matches', async (t) => {
+    const keys = new RedisKeys('email:')
+    const indexed = new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds: 600, clock: systemClock, indexEmail: true })
+    const withEmail = (id: string, sub: string, email: string, provider = 'default'): Session => ({ ...session(id, sub, `sid-${id}`), claims: { sub, sid: `sid-${id}`, email }, provider })
+    const erin = exchange()
+    await indexed.create(erin.req, erin.reply, withEmail('id-erin-1', 'erin', 'Erin@Example.com'))
+    await indexed.create(exchange().req, exchange().reply, withEmail('id-erin-2', 'erin', 'erin@example.com'))
+    await indexed.create(exchange().req, exchange().reply, withEmail('id-frank-1', 'frank', 'frank@example.com'))
+    await indexed.create(exchange().req, exchange().reply, withEmail('id-erin-other', 'erin-at-other', 'erin@example.com', 'other'))
+    t.same(await indexed.subjectsByEmail('default', 'ERIN@example.COM'), ['erin'], 'case-insensitive, at that provider only')
+    t.same(await indexed.subjectsByEmail('other', 'erin@example.com'), ['erin-at-other'])
+    t.same(await indexed.subjectsByEmail('default', 'nobody@example.com'), [])
+    const link = keys.emailUsers('default', 'erin@example.com')
+    const ttl = await redis.ttl(link)
+    t.ok(ttl > 0 && ttl <= 600, 'the link expires with its sessions')
+    t.notMatch((await redis.keys('email:*')).join(' '), /erin|example/i, 'no address in a key name')
+    // The provider changed the address: the old one names nobody any more.
+    const refresh = exchange(erin.set.ogw)
+    await indexed.update(refresh.req, refresh.reply, withEmail('id-erin-1', 'erin', 'erin@new.example.com'))
+    await indexed.end({ provider: 'default', sid: 'sid-id-erin-2' })
+    t.same(await indexed.subjectsByEmail('default', 'erin@example.com'), [], 'the old address no longer matches')
+    t.same(await indexed.subjectsByEmail('default', 'erin@new.example.com'), ['erin'], 'the new one does')
+
+    const plainKeys = new RedisKeys('plain:')
+    const plain = new RedisSessionStore({ redis, keys: plainKeys, cookies, cipher, maxAgeSeconds: 600, clock: systemClock })
+    await plain.create(exchange().req, exchange().reply, withEmail('id-gina-1', 'gina', 'gina@example.com'))
+    t.equal(await redis.exists(plainKeys.emailUsers('default', 'gina@example.com')), 0, 'without indexEmail a sign-in writes no link')
+    t.same(await plain.subjectsByEmail('default', 'gina@example.com'), [])
   })
 
   t.test('Redis down: operations fail with 503 and are counted, ping is false, nothing unhandled; back by itself', async (t) => {

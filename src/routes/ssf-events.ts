@@ -1,0 +1,213 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply } from 'fastify'
+import { GatewayError } from '../contract/errors.js'
+import { SSF_EVENTS_PATH } from '../contract/endpoints.js'
+import type { JtiReplay } from '../oidc/jti-replay.js'
+import { KeysNotLoadedError } from '../oidc/keys.js'
+import type { Providers } from '../oidc/providers.js'
+import { actionOf, type SsfAction, type SsfSubject } from '../oidc/ssf-event.js'
+import { SetError, verifySet, type SetErrorCode } from '../oidc/ssf-set.js'
+import type { SetVerdict, SsfTransmitter } from '../oidc/ssf-transmitter.js'
+import { SECURITY_HEADERS } from '../ops/response-headers.js'
+import type { SessionSelector, SessionStore } from '../session/types.js'
+
+// The Shared Signals receiver (docs/features/shared-signals.md): what a SET from a provider's
+// transmitter does to sessions, for both deliveries, and the push endpoint.
+//
+// POST /api/v1/openid/ssf/events (RFC 8935): the transmitter sends one SET as the body, typed
+// application/secevent+jwt (2.1), with the Authorization the gateway registered in its stream
+// (SSF 1.0 8.1.1 authorization_header), compared in constant time. Answers (2.2, 2.3, 2.4):
+// - 202, no body: the SET was accepted, whether it was acted upon or, a well-formed SET of a type
+//   or subject the gateway does not act on, ignored (logged);
+// - 400 {"err", "description"}: the SET is refused (ssf-set.ts names the code); a replayed jti is
+//   invalid_request (the jti guard of back-channel logout, oidc/jti-replay.ts: replayed, a SET
+//   would end again the sessions a user has signed in to since);
+// - 401 authentication_failed: no or another Authorization (the transmitter is not known);
+//   403 access_denied: the Authorization of a stream that is not pushed to (delivery: poll);
+// - 5xx problem: the gateway failed (keys or store unreachable), so that the transmitter retries.
+// Never cached. Never does a refused SET end anything: every check runs before any session is
+// touched, and the jti is released again when ending them fails.
+
+/** A SET is a few KiB at most. */
+export const MAX_BODY_BYTES = 64 * 1024
+const SET_MEDIA_TYPE = 'application/secevent+jwt'
+
+/** What receiving one SET came to. */
+export type SetOutcome =
+  | { kind: 'accepted'; action: SsfAction }
+  | { kind: 'replayed' }
+  | { kind: 'refused'; code: SetErrorCode; description: string }
+
+export interface SsfReceiverOptions {
+  providers: Providers
+  store: SessionStore
+  replay: JtiReplay
+  log: Pick<FastifyBaseLogger, 'info' | 'warn'>
+  /** Told of the sessions an event ended (the decision cache is emptied, their WebSockets close). */
+  onEnded?: (selector: SessionSelector) => void
+  /** Told that sessions must take fresh claims (the decision cache is emptied). */
+  onChanged?: () => void
+}
+
+/** Log fields of a subject: never the email address itself (a digest), sid digested as back-channel logout does. */
+function subjectFields(subject: SsfSubject): Record<string, string> {
+  const digest = (value: string): string => createHash('sha256').update(value).digest('base64url').slice(0, 16)
+  const fields: Record<string, string> = {}
+  if (subject.sub !== undefined) fields.sub = subject.sub
+  if (subject.sid !== undefined) fields.sid = digest(subject.sid)
+  if (subject.email !== undefined) fields.email = digest(subject.email.toLowerCase())
+  return fields
+}
+
+export class SsfReceiver {
+  readonly #options: SsfReceiverOptions
+
+  constructor(options: SsfReceiverOptions) {
+    this.#options = options
+  }
+
+  /**
+   * Verifies `token` as a SET of `transmitter` and does what it asks. Throws GatewayError when
+   * the gateway cannot tell (keys or store unreachable): the SET was not at fault.
+   */
+  async receive(transmitter: SsfTransmitter, token: string): Promise<SetOutcome> {
+    const { log, replay } = this.#options
+    const issuer = transmitter.issuer
+    if (issuer === undefined) throw new GatewayError('not_ready', 'the shared signals transmitter is not read yet')
+    let set
+    try {
+      set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds })
+    } catch (err) {
+      if (err instanceof SetError) {
+        log.info({ provider: transmitter.provider, outcome: 'refused', err: err.code, reason: err.message }, 'shared signals event refused')
+        return { kind: 'refused', code: err.code, description: err.message }
+      }
+      if (err instanceof KeysNotLoadedError) throw new GatewayError('not_ready', 'the transmitter keys are not loaded yet', { cause: err })
+      throw new GatewayError('provider_unavailable', "the transmitter's keys cannot be fetched", { cause: err })
+    }
+    if (!(await replay.firstUse(issuer, set.jti, set.acceptableUntil))) {
+      log.info({ provider: transmitter.provider, outcome: 'replayed', event: set.type }, 'shared signals event refused')
+      return { kind: 'replayed' }
+    }
+    const action = actionOf(set, transmitter.config)
+    try {
+      await this.#act(transmitter, action, set.type)
+    } catch (err) {
+      // Not done: the transmitter's retry of this SET must not count as a replay.
+      await replay.release(issuer, set.jti)
+      throw err
+    }
+    return { kind: 'accepted', action }
+  }
+
+  /** A polled SET's verdict (RFC 8936 2.4): acknowledged when accepted or already processed, else its error. */
+  async judge(transmitter: SsfTransmitter, token: string): Promise<SetVerdict> {
+    const outcome = await this.receive(transmitter, token)
+    return outcome.kind === 'refused' ? { code: outcome.code, description: outcome.description } : undefined
+  }
+
+  async #act(transmitter: SsfTransmitter, action: SsfAction, event: string): Promise<void> {
+    const { log } = this.#options
+    const base = { provider: transmitter.provider, event }
+    switch (action.kind) {
+      case 'ignore':
+        log.info({ ...base, outcome: 'ignored', reason: action.reason }, 'shared signals event')
+        return
+      case 'verification': {
+        const verified = transmitter.verified(action.state)
+        log.info({ ...base, outcome: verified ? 'verified' : 'ignored', ...(verified ? {} : { reason: 'state' }) }, 'shared signals event')
+        return
+      }
+      case 'stream_updated':
+        transmitter.status.status = action.status
+        log.info({ ...base, outcome: 'stream_updated', status: action.status }, 'shared signals event')
+        return
+      case 'end':
+      case 'refresh': {
+        const selectors = await this.#selectors(transmitter, action.subject)
+        if (selectors === undefined) {
+          log.info({ ...base, outcome: 'ignored', reason: 'unknown_subject', ...subjectFields(action.subject) }, 'shared signals event')
+          return
+        }
+        const { store } = this.#options
+        // A store that cannot make sessions refresh in place (the cookie store: the claims are in
+        // the browser's cookie) ends them: the next sign-in takes the new claims.
+        const refreshInPlace = action.kind === 'refresh' && store.expireTokens !== undefined
+        for (const selector of selectors) {
+          if (refreshInPlace) await store.expireTokens?.(selector)
+          else await store.end(selector)
+        }
+        if (refreshInPlace) this.#options.onChanged?.()
+        else for (const selector of selectors) this.#options.onEnded?.(selector)
+        log.info({ ...base, outcome: refreshInPlace ? 'refresh' : 'ended', sessions: selectors.length, ...subjectFields(action.subject) }, 'shared signals event')
+        return
+      }
+    }
+  }
+
+  /** The sessions a subject names, or undefined when the gateway cannot find them. */
+  async #selectors(transmitter: SsfTransmitter, subject: SsfSubject): Promise<SessionSelector[] | undefined> {
+    const { providers, store } = this.#options
+    // iss_sub: the provider whose issuer it names (none: nobody the gateway signed in).
+    const provider = subject.iss === undefined ? transmitter.provider : providers.all.find((p) => p.config.issuer === subject.iss)?.name
+    if (provider === undefined) return undefined
+    if (subject.sid !== undefined) return [subject.sub === undefined ? { provider, sid: subject.sid } : { provider, sid: subject.sid, sub: subject.sub }]
+    if (subject.sub !== undefined) return [{ provider, sub: subject.sub }]
+    if (subject.email === undefined || store.subjectsByEmail === undefined) return undefined
+    const subs = await store.subjectsByEmail(provider, subject.email)
+    return subs.map((sub) => ({ provider, sub }))
+  }
+}
+
+export interface SsfEventsRouteOptions {
+  receiver: SsfReceiver
+  /** The transmitters of this configuration. */
+  transmitters: readonly SsfTransmitter[]
+}
+
+function refuse(reply: FastifyReply, status: number, err: SetErrorCode, description: string): FastifyReply {
+  return reply.code(status).type('application/json').send({ err, description })
+}
+
+/** The transmitter whose registered Authorization `header` is, compared in constant time with each. */
+function transmitterOf(header: string | undefined, transmitters: readonly SsfTransmitter[]): SsfTransmitter | undefined {
+  if (header === undefined) return undefined
+  const presented = createHash('sha256').update(header).digest()
+  let found: SsfTransmitter | undefined
+  for (const transmitter of transmitters) {
+    const registered = transmitter.config.authorization
+    if (registered === undefined) continue
+    // Digests: equal lengths, so the comparison takes the same time whatever was presented.
+    if (timingSafeEqual(presented, createHash('sha256').update(registered).digest())) found = transmitter
+  }
+  return found
+}
+
+export async function ssfEventsRoute(app: FastifyInstance, options: SsfEventsRouteOptions): Promise<void> {
+  app.removeAllContentTypeParsers()
+  // Any body is read as text: a wrong media type is the RFC 8935 400 invalid_request, not a 415.
+  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: MAX_BODY_BYTES }, (_req, body, done) => done(null, body))
+  app.addHook('onRequest', async (_req, reply) => {
+    reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
+  })
+
+  app.post(SSF_EVENTS_PATH, async (req, reply) => {
+    const transmitter = transmitterOf(req.headers.authorization, options.transmitters)
+    if (transmitter === undefined) {
+      req.log.info({ outcome: 'refused', err: 'authentication_failed' }, 'shared signals event refused')
+      return refuse(reply.header('www-authenticate', 'Bearer'), 401, 'authentication_failed', 'the Authorization header is missing or not the one registered')
+    }
+    if (transmitter.config.delivery !== 'push') {
+      return refuse(reply, 403, 'access_denied', 'this stream is not delivered by push')
+    }
+    const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase()
+    const body = typeof req.body === 'string' ? req.body.trim() : ''
+    if (type !== SET_MEDIA_TYPE || body === '') {
+      return refuse(reply, 400, 'invalid_request', `the body must be one SET, typed ${SET_MEDIA_TYPE}`)
+    }
+    const outcome = await options.receiver.receive(transmitter, body)
+    if (outcome.kind === 'refused') return refuse(reply, 400, outcome.code, outcome.description)
+    if (outcome.kind === 'replayed') return refuse(reply, 400, 'invalid_request', 'this SET was already received (jti replayed)')
+    return reply.code(202).send()
+  })
+}
