@@ -40,22 +40,28 @@ t.test('Back-Channel Logout RP', async (t) => {
     t.ok(await signedIn(), 'the session the token names is not ended')
   }
 
-  const refusals: Array<[string, () => Promise<string>]> = [
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-alg-none (rp-backchannel-rpinitlogout-lt-alg-none)', () => token({}, { alg: 'none' })],
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-no-event (rp-backchannel-rpinitlogout-lt-no-event)', () => token({ events: undefined })],
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-with-nonce (rp-backchannel-rpinitlogout-lt-with-nonce)', () => token({ nonce: 'a-nonce' })],
-    // Signed with an algorithm the provider does not sign with: HS256 keyed with its public key (key confusion).
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-wrong-alg (rp-backchannel-rpinitlogout-lt-wrong-alg)', () => token({}, { alg: 'HS256' })],
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-wrong-aud (rp-backchannel-rpinitlogout-lt-wrong-aud)', () => token({ aud: 'another-client' })],
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-wrong-event (rp-backchannel-rpinitlogout-lt-wrong-event)', () => token({ events: { 'http://schemas.openid.net/event/other': {} } })],
-    ['oidcc-client-test-rp-backchannel-rpinitlogout-wrong-iss (rp-backchannel-rpinitlogout-lt-wrong-issuer)', () => token({ iss: 'https://evil.example' })],
-  ]
-  for (const [name, make] of refusals) {
-    await t.test(name, async (t) => {
-      t.ok(await signedIn(), 'signed in before')
-      await assertRefused(t, await make())
-    })
+  /** A module whose token the gateway must refuse; the session is alive before and after. */
+  async function refused(t: Test, make: () => Promise<string>): Promise<void> {
+    t.ok(await signedIn(), 'signed in before')
+    await assertRefused(t, await make())
   }
+
+  // Titles are written out: test/docs/conformance-table.test.ts reads them from this source.
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-alg-none (rp-backchannel-rpinitlogout-lt-alg-none)', (t) =>
+    refused(t, () => token({}, { alg: 'none' })))
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-no-event (rp-backchannel-rpinitlogout-lt-no-event)', (t) =>
+    refused(t, () => token({ events: undefined })))
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-with-nonce (rp-backchannel-rpinitlogout-lt-with-nonce)', (t) =>
+    refused(t, () => token({ nonce: 'a-nonce' })))
+  // Signed with an algorithm the provider does not sign with: HS256 keyed with its public key (key confusion).
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-alg (rp-backchannel-rpinitlogout-lt-wrong-alg)', (t) =>
+    refused(t, () => token({}, { alg: 'HS256' })))
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-aud (rp-backchannel-rpinitlogout-lt-wrong-aud)', (t) =>
+    refused(t, () => token({ aud: 'another-client' })))
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-event (rp-backchannel-rpinitlogout-lt-wrong-event)', (t) =>
+    refused(t, () => token({ events: { 'http://schemas.openid.net/event/other': {} } })))
+  await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-iss (rp-backchannel-rpinitlogout-lt-wrong-issuer)', (t) =>
+    refused(t, () => token({ iss: 'https://evil.example' })))
 
   // Last: it ends the session the others keep.
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout (rp-backchannel-rpinitlogout)', async (t) => {
