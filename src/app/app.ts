@@ -34,6 +34,8 @@ import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../proxy/forward-auth.js'
 import { createChecker } from '../proxy/check.js'
+import type { StepUpJudge } from '../proxy/guard.js'
+import { createStepUpLookup } from '../proxy/rules.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
@@ -309,6 +311,11 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
   const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock })
+  // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
+  const stepUp: StepUpJudge = {
+    nowSeconds: () => Math.floor(state.clock.now() / 1000),
+    toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
+  }
   const validateRedirectAfter = createRedirectAfterValidator({
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
@@ -332,13 +339,15 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
     redactUrl,
+    stepUp,
   })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
   // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
   const { websockets } = state
-  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds }
+  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds, stepUp }
+  const stepUpOf = createStepUpLookup(config.upstreams)
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
@@ -348,6 +357,15 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       const url = new URL(target, config.server.publicUrl)
       const path = normalizePath(url.pathname)
       return path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)?.providers
+    },
+    stepUp: {
+      requirementFor(target) {
+        const url = new URL(target, config.server.publicUrl)
+        const path = normalizePath(url.pathname)
+        const upstream = path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)
+        return upstream === undefined || path === null ? undefined : stepUpOf(upstream, path.path)
+      },
+      nowSeconds: stepUp.nowSeconds,
     },
     cookies,
     store,
@@ -405,6 +423,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
     authenticate,
     publicUrl: config.server.publicUrl,
+    stepUp,
     websockets,
     grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),

@@ -12,6 +12,8 @@ export type ProblemCode =
   | 'refresh_token_invalid'
   | 'unauthenticated'
   | 'forbidden'
+  | 'insufficient_user_authentication'
+  | 'step_up_failed'
   | 'not_found'
   | 'method_not_allowed'
   | 'rate_limited'
@@ -36,6 +38,8 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   refresh_token_invalid: [409, 'Refresh token rejected'],
   unauthenticated: [401, 'Not signed in'],
   forbidden: [403, 'Forbidden'],
+  insufficient_user_authentication: [401, 'Stronger authentication required'],
+  step_up_failed: [403, 'Step-up authentication failed'],
   not_found: [404, 'Not found'],
   method_not_allowed: [405, 'Method not allowed'],
   rate_limited: [429, 'Too many requests'],

@@ -15,6 +15,7 @@ import type { Tracer } from '@opentelemetry/api'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
+import { stepUpParameters, type StepUpRequirement } from './step-up.js'
 
 export interface Tokens {
   accessToken: string
@@ -293,7 +294,7 @@ export class OidcClient {
    * Where the browser goes to sign in. With PAR (RFC 9126) the parameters are first pushed to the
    * provider, authenticated like a grant, and the URL carries only client_id and request_uri.
    */
-  async authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string }): Promise<string> {
+  async authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string; stepUp?: StepUpRequirement }): Promise<string> {
     const { configuration, par } = this.#require()
     const scope = this.#scopes.join(' ')
     const params: Record<string, string> = {
@@ -308,6 +309,8 @@ export class OidcClient {
     // carries prompt=consent (or has other means of permitting offline access, which the gateway
     // cannot know of). So only a sign-in that asks for a refresh token asks for consent.
     if (this.#scopes.includes('offline_access')) params.prompt = 'consent'
+    // Step-up (oidc/step-up.ts): acr_values and max_age, OpenID Connect Core 3.1.2.1.
+    if (checks.stepUp !== undefined) Object.assign(params, stepUpParameters(checks.stepUp))
     // RFC 9449 10: the code is bound to the sign-in's DPoP key, by the pushed request's proof or
     // by the key's thumbprint.
     const dpopKey = checks.dpopKey

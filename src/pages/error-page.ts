@@ -56,6 +56,14 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     'Your account may not use this application',
     'You are signed in, but this application admits only some accounts. Sign in with another account, or ask the administrator for access.',
   ],
+  insufficient_user_authentication: [
+    'This page needs a stronger sign-in',
+    'You are signed in, but this part of the application asks you to sign in again, with a second factor or more recently. Sign in again to continue.',
+  ],
+  step_up_failed: [
+    'The stronger sign-in did not happen',
+    'This part of the application needs a stronger or more recent sign-in, and the identity provider did not provide it. Try again; if it keeps happening, tell the administrator (the gateway\'s log says what was missing).',
+  ],
   not_found: ['There is nothing at this address', 'No application is served here. Check the address.'],
   method_not_allowed: ['This address does not take this kind of request', 'Go back to the application and try again from there.'],
   rate_limited: ['Too many sign-in attempts', 'Wait a minute, then try again.'],

@@ -97,7 +97,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     // checks.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const scrub = createHeaderScrubber([
-      names.user, names.email, names.groups, names.preferredUsername, names.issuer, assertionHeader,
+      names.user, names.email, names.groups, names.preferredUsername, names.issuer, names.acr, names.amr, names.authTime, assertionHeader,
       // The verified identity's token is the only Authorization such an upstream may receive.
       ...(upstream.forwardAccessToken ? ['authorization'] : []),
       ...GATEWAY_ONLY_HEADERS,

@@ -61,6 +61,9 @@ const EXPECTED: GatewayConfig = {
         groups: 'X-Forwarded-Groups',
         preferredUsername: 'X-Forwarded-Preferred-Username',
         issuer: 'X-Forwarded-Issuer',
+        acr: 'X-Forwarded-Acr',
+        amr: 'X-Forwarded-Amr',
+        authTime: 'X-Forwarded-Auth-Time',
       },
       identityAssertion: false,
       providers: ['default'],
@@ -107,6 +110,9 @@ t.test('partial identityHeaders keep the other defaults', async (t) => {
     groups: 'X-Forwarded-Groups',
     preferredUsername: 'X-Forwarded-Preferred-Username',
     issuer: 'X-Forwarded-Issuer',
+    acr: 'X-Forwarded-Acr',
+    amr: 'X-Forwarded-Amr',
+    authTime: 'X-Forwarded-Auth-Time',
   })
 })
 

@@ -20,6 +20,8 @@ const ALL = {
   refresh_token_invalid: true,
   unauthenticated: true,
   forbidden: true,
+  insufficient_user_authentication: true,
+  step_up_failed: true,
   not_found: true,
   method_not_allowed: true,
   rate_limited: true,
