@@ -197,7 +197,7 @@ t.test('Bearer tokens: the token\'s own acr decides, and a page load gets the ch
 
 t.test('the check endpoints render the step-up verdict: a page load signs in, a program gets the challenge', async (t) => {
   const host = '127.0.0.1'
-  const stack = await stepUpStack(t, { config: { session: { store: 'memory' }, assertions: { signingKeys: [signingKey] }, forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz' } } })
+  const stack = await stepUpStack(t, { config: { session: { store: 'memory' }, assertions: { signingKeys: [signingKey] }, forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: true, ttlSeconds: 60 } } } })
   const grpc = await serveGatewayGrpc(t, stack)
   const browser = await stack.signedIn('alice')
   const cookie = sessionCookie(stack, browser) ?? ''
@@ -238,4 +238,13 @@ t.test('the check endpoints render the step-up verdict: a page load signs in, a 
   const allowed = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `http://${host}/page` } })
   t.equal(allowed.status, 200)
   t.equal(allowed.headers['x-auth-request-acr'], 'pwd', 'forward-auth carries acr')
+
+  // Stepped up in place (the same cookie), the next check with the same credentials passes: a
+  // step-up verdict is never kept by the decision cache.
+  const page = await browser.fetch(`${stack.gw}/payroll/x`, { navigate: true })
+  t.equal((await browser.signIn(new URL(page.headers.get('location') ?? '', stack.gw), 'alice', MFA)).status, 302)
+  t.equal(sessionCookie(stack, browser), cookie, 'the same session cookie')
+  const after = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `${stack.gw}/payroll/x` } })
+  t.equal(after.status, 200, 'decided afresh')
+  t.equal(after.headers['x-auth-request-acr'], 'mfa')
 })
