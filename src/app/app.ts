@@ -36,6 +36,8 @@ import { forwardAuthRoutes } from '../proxy/forward-auth.js'
 import { createChecker } from '../proxy/check.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { resourceMetadataRoutes } from '../proxy/resource-metadata.js'
+import type { StepUpJudge } from '../proxy/guard.js'
+import { createStepUpLookup } from '../proxy/rules.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
@@ -342,6 +344,11 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
   const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock })
+  // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
+  const stepUp: StepUpJudge = {
+    nowSeconds: () => Math.floor(state.clock.now() / 1000),
+    toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
+  }
   const validateRedirectAfter = createRedirectAfterValidator({
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
@@ -365,6 +372,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
     redactUrl,
+    stepUp,
   })
   // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
   const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
@@ -373,7 +381,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
   // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
   const { websockets } = state
-  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds }
+  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds, stepUp }
+  const stepUpOf = createStepUpLookup(config.upstreams)
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
@@ -383,6 +392,15 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       const url = new URL(target, config.server.publicUrl)
       const path = normalizePath(url.pathname)
       return path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)?.providers
+    },
+    stepUp: {
+      requirementFor(target) {
+        const url = new URL(target, config.server.publicUrl)
+        const path = normalizePath(url.pathname)
+        const upstream = path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)
+        return upstream === undefined || path === null ? undefined : stepUpOf(upstream, path.path)
+      },
+      nowSeconds: stepUp.nowSeconds,
     },
     cookies,
     store,
@@ -463,6 +481,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
     authenticate,
     publicUrl: config.server.publicUrl,
+    stepUp,
     websockets,
     exchanger,
     grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),

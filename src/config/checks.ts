@@ -464,7 +464,7 @@ function matchKey(match: Match | undefined): string | undefined {
 }
 
 // In the documented order, whatever order the file (and the defaults after it) gave the keys.
-const IDENTITY_KEYS: ReadonlyArray<keyof IdentityHeaderNames> = ['user', 'email', 'groups', 'preferredUsername', 'issuer']
+const IDENTITY_KEYS: ReadonlyArray<keyof IdentityHeaderNames> = ['user', 'email', 'groups', 'preferredUsername', 'issuer', 'acr', 'amr', 'authTime']
 
 function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | undefined): Issue[] {
   if (headers === undefined) return []

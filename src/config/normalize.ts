@@ -72,7 +72,8 @@ export function upstreamProviders(listed: readonly string[] | undefined, provide
 export function allowProviders(allow: AllowRules, accepted: readonly string[]): string[] | undefined {
   if (allow.providers !== undefined) return allow.providers.includes(ANY_PROVIDER) ? [...accepted] : [...allow.providers]
   // Kinds given empty do not restrict (allow.ts), so they do not count as rules here either.
-  const claimRules = [allow.emails, allow.emailDomains, allow.groups].some((kind) => kind !== undefined && kind.length > 0) || Object.keys(allow.claims ?? {}).length > 0
+  // An `acr` is named by its provider too (step-up): one provider's `mfa` says nothing of another's.
+  const claimRules = [allow.emails, allow.emailDomains, allow.groups, allow.acr].some((kind) => kind !== undefined && kind.length > 0) || Object.keys(allow.claims ?? {}).length > 0
   return accepted.length > 1 && claimRules ? accepted.slice(0, 1) : undefined
 }
 

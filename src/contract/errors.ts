@@ -13,6 +13,8 @@ export type ProblemCode =
   | 'unauthenticated'
   | 'forbidden'
   | 'token_exchange_refused'
+  | 'insufficient_user_authentication'
+  | 'step_up_failed'
   | 'not_found'
   | 'method_not_allowed'
   | 'rate_limited'
@@ -40,6 +42,8 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   // RFC 8693 2.2.2: the provider refused to exchange the user's token for the upstream's (an
   // error response such as invalid_target); the user is signed in, the upstream is out of reach.
   token_exchange_refused: [403, 'Token exchange refused'],
+  insufficient_user_authentication: [401, 'Stronger authentication required'],
+  step_up_failed: [403, 'Step-up authentication failed'],
   not_found: [404, 'Not found'],
   method_not_allowed: [405, 'Method not allowed'],
   rate_limited: [429, 'Too many requests'],

@@ -9,7 +9,7 @@ import { startDevProvider } from './provider.js'
 
 const USAGE = `usage: npm run provider -- [--port 9000] [--host 127.0.0.1] [--client-id gateway]
          [--client-secret SECRET] [--gateway-url http://127.0.0.1:8080]
-         [--redirect-uri URI]... [--post-logout-redirect-uri URI]...`
+         [--redirect-uri URI]... [--post-logout-redirect-uri URI]... [--acr-values pwd,mfa]`
 
 const DEFAULT_PORT = 9000
 
@@ -22,6 +22,8 @@ interface Settings {
   clientSecret: string
   redirectUris: string[]
   postLogoutRedirectUris: string[]
+  /** Step-up: the acr values the login grants, weakest first (DevProviderOptions.acrValues). */
+  acrValues?: string[]
 }
 
 function settings(argv: string[]): Settings {
@@ -36,8 +38,11 @@ function settings(argv: string[]): Settings {
       'gateway-url': { type: 'string', default: 'http://127.0.0.1:8080' },
       'redirect-uri': { type: 'string', multiple: true },
       'post-logout-redirect-uri': { type: 'string', multiple: true },
+      'acr-values': { type: 'string' },
     },
   })
+  const acrValues = values['acr-values']?.split(',').map((v) => v.trim()).filter((v) => v !== '')
+  if (acrValues !== undefined && acrValues.length === 0) throw new UsageError('--acr-values must name at least one value, e.g. pwd,mfa')
   const port = Number(values.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number (0-65535), got ${JSON.stringify(values.port)}`)
   const gateway = values['gateway-url'].replace(/\/+$/, '')
@@ -49,6 +54,7 @@ function settings(argv: string[]): Settings {
     clientSecret: values['client-secret'] ?? randomBytes(24).toString('base64url'),
     redirectUris: values['redirect-uri'] ?? [gateway + CALLBACK_PATH],
     postLogoutRedirectUris: values['post-logout-redirect-uri'] ?? [`${gateway}/`, gateway + SIGN_OUT_PATH],
+    ...(acrValues === undefined ? {} : { acrValues }),
   }
 }
 
@@ -65,6 +71,7 @@ async function main(): Promise<void> {
     port: s.port,
     clients: [{ clientId: s.clientId, clientSecret: s.clientSecret, redirectUris: s.redirectUris, postLogoutRedirectUris: s.postLogoutRedirectUris }],
     quiet: true,
+    ...(s.acrValues === undefined ? {} : { acrValues: s.acrValues }),
   })
   const stop = (): void => void provider.close().then(() => process.exit(0))
   process.once('SIGINT', stop)

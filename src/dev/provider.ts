@@ -7,7 +7,8 @@
 // accounts are invented from whatever username is typed, and all state lives in memory.
 
 import { randomBytes, randomUUID } from 'node:crypto'
-import { createServer } from 'node:http'
+import { createServer, type IncomingMessage } from 'node:http'
+import { parse as parseQuery } from 'node:querystring'
 import * as jose from 'jose'
 import { listen } from './listen.js'
 import type Provider from 'oidc-provider'
@@ -75,6 +76,19 @@ export interface DevProviderOptions {
    * `false` plays a provider that predates RFC 9207 (many do): neither is sent. Default true.
    */
   issParameter?: boolean
+  /**
+   * Authentication context classes (OpenID Connect Core 2 `acr`), weakest first, for step-up:
+   * oidc-provider's `acrValues`. A plain login grants the first (amr `pwd`); ticking the login
+   * form's "second factor" box (field `mfa=1`) grants the last (amr `pwd`, `otp`). A request whose
+   * `acr_values` the provider session does not meet asks for the login again (an interaction
+   * policy check, as Keycloak's step-up does). Unset: no `acr` in any token, no box.
+   */
+  acrValues?: string[]
+  /**
+   * With `acrValues`: a provider that ignores `acr_values` (it is a voluntary claim request): the
+   * login is never asked for again because of it, and the existing session's acr comes back.
+   */
+  ignoreAcrValues?: boolean
   /**
    * RFC 8693 token exchange, which oidc-provider does not have: a grant handler registered for
    * it (see tokenExchangeGrant). Off by default; on, every client may use the grant.
@@ -197,7 +211,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
 
   if (quiet) filterProviderNotices()
   // Imported lazily so the filter above is in place before the module prints its runtime warning.
-  const { default: ProviderClass } = await import('oidc-provider')
+  const { default: ProviderClass, interactionPolicy } = await import('oidc-provider')
 
   const kid = `dev-${randomUUID().slice(0, 8)}`
   const { privateKey, publicKey } = await jose.generateKeyPair('RS256', { extractable: true })
@@ -243,7 +257,13 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     jwks: { keys: signingKeys },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     claims: {
-      openid: ['sub'],
+      // Standalone claims of oidc-provider's defaults, which a `claims` object replaces: acr when
+      // requested (acr_values), auth_time when max_age asks for it (OpenID Connect Core 3.1.2.1).
+      acr: null,
+      auth_time: null,
+      amr: null,
+      // With acrValues, every ID token says how the user authenticated, as Keycloak's do.
+      openid: options.acrValues === undefined ? ['sub'] : ['sub', 'acr', 'amr'],
       email: ['email', 'email_verified'],
       profile: ['name', 'preferred_username'],
       groups: ['groups'],
@@ -257,6 +277,9 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       claims: () => devAccountClaims(sub),
     }),
     pkce: { required: () => true },
+    ...(options.acrValues === undefined
+      ? {}
+      : { acrValues: options.acrValues, ...(options.ignoreAcrValues === true ? {} : { interactions: { policy: stepUpPolicy(interactionPolicy) } }) }),
     features: {
       devInteractions: { enabled: true },
       revocation: { enabled: true },
@@ -319,6 +342,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'scope', 'resource', 'actor_token', 'actor_token_type'],
     )
   }
+  if (options.acrValues !== undefined) provider.use(acrLogin(provider, options.acrValues))
   const handle = provider.callback()
   let answering = true
   server.on('request', (req, res) => {
@@ -507,5 +531,69 @@ async function withoutIssParameter(ctx: KoaContextWithOIDC, next: () => Promise<
   }
   if (ctx.path.endsWith('/.well-known/openid-configuration') && typeof ctx.body === 'object' && ctx.body !== null) {
     delete (ctx.body as Record<string, unknown>).authorization_response_iss_parameter_supported
+  }
+}
+
+type InteractionPolicy = typeof import('oidc-provider').interactionPolicy
+
+/**
+ * The default interaction policy plus a login check: `acr_values` the provider session's acr is
+ * not one of asks for the login again (oidc-provider only prompts on an essential acr claim, but
+ * IdPs such as Keycloak step up on acr_values). Once this interaction logged in, whatever acr it
+ * gave stands, as its own max_age check does: the client judges the ID token (Core 3.1.3.7).
+ */
+function stepUpPolicy(policy: InteractionPolicy): ReturnType<InteractionPolicy['base']> {
+  const base = policy.base()
+  const login = base.get('login')
+  login?.checks.add(
+    new policy.Check('acr_values', 'requested ACR could not be obtained', (ctx: KoaContextWithOIDC) => {
+      const requested = ctx.oidc.params?.acr_values
+      if (typeof requested !== 'string' || ctx.oidc.result?.login !== undefined) return policy.Check.NO_NEED_TO_PROMPT
+      return requested.split(' ').includes(ctx.oidc.session?.acr ?? '') ? policy.Check.NO_NEED_TO_PROMPT : policy.Check.REQUEST_PROMPT
+    }),
+  )
+  return base
+}
+
+async function readForm(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length
+    if (size > 16 * 1024) throw new Error('form too large')
+    chunks.push(chunk as Buffer)
+  }
+  return parseQuery(Buffer.concat(chunks).toString('utf8'))
+}
+
+const LOGIN_BUTTON = '<button type="submit" class="login login-submit">'
+
+/**
+ * Koa middleware for `acrValues`: devInteractions' login form gets a "second factor" box, and its
+ * submission finishes the login with the acr and amr it earned (devInteractions itself records
+ * none). Other submissions (consent) go on to devInteractions with the form already read.
+ */
+function acrLogin(provider: Provider, acrValues: readonly string[]) {
+  const weakest = acrValues[0] ?? 'pwd'
+  const strongest = acrValues[acrValues.length - 1] ?? weakest
+  return async (ctx: KoaContextWithOIDC, next: () => Promise<void>): Promise<void> => {
+    const interaction = /^\/interaction\/[^/]+$/.test(ctx.path)
+
+    if (interaction && ctx.method === 'POST') {
+      const form = await readForm(ctx.req)
+      if (form.prompt === 'login' && typeof form.login === 'string') {
+        const mfa = form.mfa === '1'
+        const login = { accountId: form.login, acr: mfa ? strongest : weakest, amr: mfa ? ['pwd', 'otp'] : ['pwd'] }
+        ctx.respond = false
+        await provider.interactionFinished(ctx.req, ctx.res, { login }, { mergeWithLastSubmission: false })
+        return
+      }
+      // oidc-provider reads a body an earlier middleware parsed from req.body.
+      ;(ctx.req as IncomingMessage & { body?: unknown }).body = form
+    }
+    await next()
+    if (interaction && ctx.method === 'GET' && typeof ctx.body === 'string' && ctx.body.includes('name="prompt" value="login"')) {
+      ctx.body = ctx.body.replace(LOGIN_BUTTON, `<label><input type="checkbox" name="mfa" value="1"/> second factor (acr ${strongest})</label>\n  ${LOGIN_BUTTON}`)
+    }
   }
 }

@@ -15,6 +15,7 @@ import type { Tracer } from '@opentelemetry/api'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
 import { ProviderKeys } from './keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
+import { stepUpParameters, type StepUpRequirement } from './step-up.js'
 
 export interface Tokens {
   accessToken: string
@@ -312,7 +313,7 @@ export class OidcClient {
    * Where the browser goes to sign in. With PAR (RFC 9126) the parameters are first pushed to the
    * provider, authenticated like a grant, and the URL carries only client_id and request_uri.
    */
-  async authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string }): Promise<string> {
+  async authorizationUrl(checks: AuthorizationChecks & { codeChallenge: string; stepUp?: StepUpRequirement }): Promise<string> {
     const { configuration, par } = this.#require()
     const scope = this.#scopes.join(' ')
     const params: Record<string, string> = {
@@ -329,6 +330,8 @@ export class OidcClient {
     if (this.#scopes.includes('offline_access')) params.prompt = 'consent'
     // OAuth 2.0 Form Post Response Mode section 2: the response comes back as a form POST.
     if (this.#config.responseMode === 'form_post') params.response_mode = 'form_post'
+    // Step-up (oidc/step-up.ts): acr_values and max_age, OpenID Connect Core 3.1.2.1.
+    if (checks.stepUp !== undefined) Object.assign(params, stepUpParameters(checks.stepUp))
     // RFC 9449 10: the code is bound to the sign-in's DPoP key, by the pushed request's proof or
     // by the key's thumbprint.
     const dpopKey = checks.dpopKey

@@ -42,6 +42,9 @@ export type JsonSchema = {
 
 // JSON Schema has no place for a human message, so each pattern carries its own here.
 const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
+// acr_values is a space-separated list (OpenID Connect Core 3.1.2.1), and each value is quoted in
+// RFC 9470's WWW-Authenticate challenge: no space, quote or backslash.
+const ACR_VALUE = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,256}$', message: 'must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes' }
 const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
 // No brace: a `{` in the prefix would move the hash tag of every key (session/redis-keys.ts).
 const KEY_PREFIX = { pattern: '^[\\x21-\\x7A\\x7C\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces or braces' }
@@ -66,7 +69,7 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, ACR_VALUE, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE].map(({ pattern, message }) => [pattern, message]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -448,6 +451,15 @@ const allow = object(
       propertyNames: { minLength: 1 },
       additionalProperties: stringList('accepted values', { type: ['string', 'number', 'boolean'] }),
     },
+    acr: stringList(
+      "[Step-up](features/step-up.md): the accepted authentication context classes (`acr`), most preferred first (sent in that order as `acr_values`, OpenID Connect Core 3.1.2.1). The session's `acr` (or a Bearer token's) must be one of them, exactly; a value not listed never passes, however strong. A browser page load without one is sent to sign in again asking for them, any other request gets 401 `insufficient_user_authentication` (RFC 9470).",
+      string('acr value', { pattern: ACR_VALUE.pattern }),
+    ),
+    maxAuthAgeSeconds: integer(
+      "[Step-up](features/step-up.md): the user must have authenticated at the provider at most this many seconds ago (the `auth_time` claim, with the provider's `clockToleranceSeconds`); sent as `max_age` when the browser is sent to sign in again. A session without `auth_time` does not pass.",
+      1,
+      31536000,
+    ),
   },
   { default: {} },
 )
@@ -471,6 +483,9 @@ const identityHeaders = object(
     groups: headerName('Carries the `groups` claim, comma-separated.', 'X-Forwarded-Groups'),
     preferredUsername: headerName('Carries the `preferred_username` claim.', 'X-Forwarded-Preferred-Username'),
     issuer: headerName("Carries the issuer of the user's provider (two providers may use the same `sub` for different people).", 'X-Forwarded-Issuer'),
+    acr: headerName('Carries the `acr` claim: the authentication context class the provider says the user signed in with ([Step-up](features/step-up.md)).', 'X-Forwarded-Acr'),
+    amr: headerName('Carries the `amr` claim (the authentication methods, e.g. `pwd`, `otp`), comma-separated.', 'X-Forwarded-Amr'),
+    authTime: headerName('Carries the `auth_time` claim: when the user last authenticated at the provider, in seconds since the epoch.', 'X-Forwarded-Auth-Time'),
   },
   { default: {} },
 )
@@ -549,7 +564,7 @@ const upstream = object(
     ),
     identityHeaders,
     identityAssertion: boolean(
-      'Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream\'s name, `sub`, `email`, `groups`), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`.',
+      'Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream\'s name, `sub`, `email`, `groups`, and `acr`, `amr`, `auth_time` when present), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`.',
       false,
     ),
     providers: list(

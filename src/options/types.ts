@@ -181,6 +181,10 @@ export interface AllowRules {
   emailDomains?: string[]
   groups?: string[]
   claims?: Record<string, Array<string | number | boolean>>
+  /** Step-up (oidc/step-up.ts): accepted `acr` values, most preferred first. */
+  acr?: string[]
+  /** Step-up: the oldest `auth_time` accepted, in seconds before now. */
+  maxAuthAgeSeconds?: number
 }
 
 export interface IdentityHeaderNames {
@@ -190,6 +194,10 @@ export interface IdentityHeaderNames {
   preferredUsername: string
   /** Carries the issuer of the provider the identity comes from. */
   issuer: string
+  /** Carry how and when the user authenticated: `acr`, `amr` (comma-joined), `auth_time` (epoch seconds). */
+  acr: string
+  amr: string
+  authTime: string
 }
 
 /** One of an upstream's per-path rules (proxy/rules.ts): the longest covering `path` decides with its `allow`. */

@@ -60,6 +60,14 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     'This application cannot be reached with your sign-in',
     "You are signed in, but the identity provider would not issue this application's token for your account. Ask the administrator, quoting the request id below.",
   ],
+  insufficient_user_authentication: [
+    'This page needs a stronger sign-in',
+    'You are signed in, but this part of the application asks you to sign in again, with a second factor or more recently. Sign in again to continue.',
+  ],
+  step_up_failed: [
+    'The stronger sign-in did not happen',
+    'This part of the application needs a stronger or more recent sign-in, and the identity provider did not provide it. Try again; if it keeps happening, tell the administrator (the gateway\'s log says what was missing).',
+  ],
   not_found: ['There is nothing at this address', 'No application is served here. Check the address.'],
   method_not_allowed: ['This address does not take this kind of request', 'Go back to the application and try again from there.'],
   rate_limited: ['Too many sign-in attempts', 'Wait a minute, then try again.'],

@@ -8,7 +8,8 @@ import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../
 import type { UrlRedactor } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, isPreflight, logForbidden, type AccessDecider, type DecisionRequest } from './guard.js'
+import { createAccessDecision, isPreflight, logForbidden, logStepUp, type AccessDecider, type DecisionRequest, type StepUpJudge } from './guard.js'
+import type { StepUpRequirement } from '../oidc/step-up.js'
 import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
 import type { NormalizedPath } from './path.js'
@@ -49,6 +50,12 @@ export type CheckVerdict =
   | { outcome: 'unauthenticated'; upstream: UpstreamConfig; expired: boolean; refreshable: boolean }
   /** `identity`: who was refused, when established (the request line's `sub`). */
   | { outcome: 'forbidden'; upstream: UpstreamConfig; identity: Identity | null }
+  /**
+   * Admitted, but not authenticated as a step-up rule asks: a browser's page load signs in again
+   * (unless `bearer`: a Bearer token cannot be upgraded by a sign-in), anything else gets the
+   * RFC 9470 challenge (guard.ts stepUpError).
+   */
+  | { outcome: 'step_up'; upstream: UpstreamConfig; identity: Identity; requirement: StepUpRequirement; bearer: boolean }
 
 export interface CheckOptions {
   upstreams: UpstreamConfig[]
@@ -66,6 +73,8 @@ export interface CheckOptions {
   clock: Clock
   /** log.redactQueryParams applied (ops/logging.ts). */
   redactUrl: UrlRedactor
+  /** What step-up rules' max age is judged by (guard.ts). */
+  stepUp?: StepUpJudge
 }
 
 export interface Checker {
@@ -114,7 +123,7 @@ function isServedByGateway(path: string): boolean {
 export function createChecker(options: CheckOptions): Checker {
   const matchUpstream = createUpstreamMatcher(options.upstreams)
   const isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
-  const deciders = new Map<UpstreamConfig, AccessDecider>(options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate)]))
+  const deciders = new Map<UpstreamConfig, AccessDecider>(options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate, options.stepUp)]))
   const byName = new Map(options.upstreams.map((u) => [u.name, u]))
   const { publicUrl, validateRedirectAfter, cookieDomain, isGatewayCookieName } = options
   const publicHost = hostName(canonicalHost(new URL(publicUrl).host))
@@ -188,6 +197,10 @@ export function createChecker(options: CheckOptions): Checker {
         logForbidden(req, upstream, decision, { method, url: loggedUrl(checked) })
         verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
         break
+      case 'step_up':
+        logStepUp(req, upstream, decision, { method, url: loggedUrl(checked) })
+        verdict = { outcome: 'step_up', upstream, identity: decision.identity, requirement: decision.requirement, bearer: decision.bearer }
+        break
       case 'pass':
         if (isServedByGateway(target.path)) {
           req.log.warn({ upstream: upstream.name, path: target.path }, 'a check asked about one of the gateway\'s own paths: refused; route them to the gateway without the auth filter')
@@ -197,7 +210,12 @@ export function createChecker(options: CheckOptions): Checker {
         }
         break
     }
-    if (key !== undefined && verdict.outcome !== 'unauthenticated') cache?.set(key, verdict, now + ttlMs)
+    // Neither a sign-in to come nor a step-up is kept: the next answer is the one after it. A pass
+    // under a step-up rule's max age is kept no longer than the age allows.
+    if (key !== undefined && verdict.outcome !== 'unauthenticated' && verdict.outcome !== 'step_up') {
+      const until = decision.outcome === 'pass' && decision.until !== undefined ? Math.min(now + ttlMs, decision.until) : now + ttlMs
+      if (until > now) cache?.set(key, verdict, until)
+    }
     return verdict
   }
 

@@ -10,7 +10,7 @@ import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SetCookieLines } from '../session/cookies.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
 import { checkContext, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
-import { forbiddenError, unauthenticatedError, type DecisionRequest } from './guard.js'
+import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from './guard.js'
 import type { IdentityAssertions } from './identity-assertion.js'
 import type { TokenExchanger } from './token-exchange.js'
 import { identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './header-policy.js'
@@ -191,6 +191,9 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
         return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)) }, logged }
       case 'forbidden':
         return { result: { kind: 'refused', error: forbiddenError(), identity: verdict.identity }, logged }
+      case 'step_up':
+        if (!verdict.bearer && isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, false) }, logged }
+        return { result: { kind: 'refused', error: stepUpError(verdict.requirement, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)), identity: verdict.identity }, logged }
       case 'pass': {
         let allow: ExtAuthzAllow
         try {

@@ -4,7 +4,7 @@ import { GatewayError } from '../contract/errors.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, type CheckedRequest, type Checker } from './check.js'
 import type { TokenExchanger } from './token-exchange.js'
-import { forbiddenError, unauthenticatedError } from './guard.js'
+import { forbiddenError, stepUpError, unauthenticatedError } from './guard.js'
 import { identityHeaderValues, isHeaderSafeToken } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
 import { normalizePath, type NormalizedPath } from './path.js'
@@ -57,6 +57,9 @@ const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
   groups: 'X-Auth-Request-Groups',
   preferredUsername: 'X-Auth-Request-Preferred-Username',
   issuer: 'X-Auth-Request-Issuer',
+  acr: 'X-Auth-Request-Acr',
+  amr: 'X-Auth-Request-Amr',
+  authTime: 'X-Auth-Request-Auth-Time',
 }
 const ACCESS_TOKEN_HEADER = 'x-auth-request-access-token'
 
@@ -201,6 +204,15 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         // Who was refused, for the request line.
         req.identity = verdict.identity
         throw forbiddenError()
+      case 'step_up':
+        req.identity = verdict.identity
+        // As for a sign-in: Traefik's page load is sent to sign in (the redirect endpoint asks for
+        // what the target's rule needs); ingress-nginx gets the 401 and sends the browser to its
+        // auth-signin, the same redirect endpoint.
+        if (!verdict.bearer && original.ingress === 'traefik' && isNavigationOf(method, req.headers)) {
+          return reply.redirect(checker.signInUrl(original, false), 302)
+        }
+        throw stepUpError(verdict.requirement, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))
       case 'pass': {
         const identity = verdict.identity
         if (identity !== null) {

@@ -13,6 +13,7 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { isNavigation } from '../contract/navigation.js'
 import { bearerChallenge, type BearerChallengeParams } from './bearer-challenge.js'
 import { resourceMetadataUrl } from './resource-metadata.js'
+import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '../oidc/step-up.js'
 
 // The auth guard of one upstream: decides, before anything is proxied, whether the request is
 // signed in, may pass, and with which identity. Runs on every proxied request (and on WebSocket
@@ -25,7 +26,21 @@ import { resourceMetadataUrl } from './resource-metadata.js'
 export interface GuardDeps {
   authenticate: Authenticator
   publicUrl: string
+  /** The time and clock tolerance step-up rules are judged by (allow.maxAuthAgeSeconds). */
+  stepUp?: StepUpJudge
 }
+
+/**
+ * What a step-up rule's `auth_time` is judged by: the gateway's clock, in epoch seconds, and the
+ * clock skew allowed for each provider (its clockToleranceSeconds, as at the callback).
+ */
+export interface StepUpJudge {
+  nowSeconds(): number
+  toleranceSeconds(provider: string): number
+}
+
+/** Without a judge: the system clock and no tolerance. */
+const SYSTEM_JUDGE: StepUpJudge = { nowSeconds: () => Math.floor(Date.now() / 1000), toleranceSeconds: () => 0 }
 
 /** The request an access decision is about, as the caller has established it. */
 export interface AccessRequest {
@@ -36,13 +51,17 @@ export interface AccessRequest {
 }
 
 /**
- * `pass` with the identity to assert (null: anonymous, no identity headers); `unauthenticated`
+ * `pass` with the identity to assert (null: anonymous, no identity headers; `until`: epoch ms at
+ * which a step-up rule's max age stops passing it); `unauthenticated`
  * when a sign-in is needed (`expired`: there was one, but its access token could not be renewed
  * here; `refreshable`: the refresh endpoint can renew it); `forbidden` when signed in but refused
- * by the `allow` rules.
+ * by the `allow` rules; `step_up` when admitted by them but not authenticated as their `acr` or
+ * `maxAuthAgeSeconds` ask (`bearer`: the identity is the request's Bearer token, which a sign-in
+ * cannot upgrade).
  */
 export type AccessDecision =
-  | { outcome: 'pass'; identity: Identity | null }
+  | { outcome: 'pass'; identity: Identity | null; until?: number }
+  | { outcome: 'step_up'; identity: Identity; requirement: StepUpRequirement; shortfall: StepUpShortfall; bearer: boolean; rulePath?: string }
   | { outcome: 'unauthenticated'; expired: boolean; refreshable: boolean }
   | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal; rulePath?: string }
 
@@ -96,7 +115,7 @@ export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: Upstre
  * `allow` rules: those of the most specific of the upstream's `rules` covering the path, else the
  * upstream's own (rules.ts).
  */
-export function createAccessDecision(upstream: UpstreamConfig, authenticator: Authenticator): AccessDecider {
+export function createAccessDecision(upstream: UpstreamConfig, authenticator: Authenticator, judge: StepUpJudge = SYSTEM_JUDGE): AccessDecider {
   const isPublic = createPublicPathMatcher(upstream.publicPaths)
   const policyFor = createPathPolicies(upstream)
   const authenticate = authenticator(upstream.providers)
@@ -108,11 +127,67 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
       if (upstream.auth === 'optional') return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
-    const { policy, path } = policyFor(request.path)
+    const { policy, path, stepUp } = policyFor(request.path)
     const allowed = policy(identity.claims, identity.provider)
     if (!allowed.allowed) return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
-    return { outcome: 'pass', identity }
+    // Without allow.acr or allow.maxAuthAgeSeconds this property test is all step-up costs.
+    if (stepUp === undefined) return { outcome: 'pass', identity }
+    return stepUpDecision(identity, stepUp, path, req, judge)
   }
+}
+
+/**
+ * The verdict of a step-up rule on an identity its `allow` admits. Only who the user is (the other
+ * kinds) is a 403; how they authenticated is fixed by authenticating again, so it asks for that.
+ */
+function stepUpDecision(identity: Identity, requirement: StepUpRequirement, path: string | undefined, req: DecisionRequest, judge: StepUpJudge): AccessDecision {
+  const now = judge.nowSeconds()
+  const tolerance = judge.toleranceSeconds(identity.provider)
+  const shortfall = stepUpShortfall(identity.claims, requirement, now, tolerance)
+  if (shortfall === undefined) {
+    if (requirement.maxAge === undefined) return { outcome: 'pass', identity }
+    // A cached verdict must not outlive the authentication's age limit (check.ts).
+    return { outcome: 'pass', identity, until: ((identity.claims.auth_time as number) + requirement.maxAge + tolerance) * 1000 }
+  }
+  const bearer = isBearerOf(req.headers.authorization, identity.accessToken)
+  const decision: AccessDecision = { outcome: 'step_up', identity, requirement, shortfall, bearer }
+  return path === undefined ? decision : { ...decision, rulePath: path }
+}
+
+/** Whether the identity is the request's own Bearer token (authenticate.ts prefers a session). */
+function isBearerOf(authorization: string | undefined, accessToken: string): boolean {
+  if (authorization === undefined || !/^bearer +/i.test(authorization)) return false
+  return authorization.replace(/^bearer +/i, '').trim() === accessToken
+}
+
+/** The log line of a step-up: who, where, and what fell short (never a claim value). */
+export function logStepUp(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'step_up' }>, fields: Record<string, unknown> = {}): void {
+  const at = decision.rulePath === undefined ? {} : { path: decision.rulePath }
+  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, ...at, shortfall: decision.shortfall, bearer: decision.bearer, ...fields }, 'step-up authentication required')
+}
+
+/**
+ * RFC 9470 3: the 401 of a request whose authentication does not meet a step-up rule, with the
+ * `insufficient_user_authentication` challenge naming what would (`acr_values`, `max_age`), and
+ * where a browser signs in for it (`signInUrl`, whose redirect endpoint asks the provider for it).
+ * `challenge`: more parameters of the same challenge (RFC 9728 `resource_metadata`).
+ */
+export function stepUpError(requirement: StepUpRequirement, signInUrl: string, challenge: BearerChallengeParams = {}): GatewayError {
+  const acrValues = requirement.acrValues?.join(' ')
+  const extensions: Record<string, unknown> = { signInUrl }
+  if (acrValues !== undefined) extensions.acr_values = acrValues
+  if (requirement.maxAge !== undefined) extensions.max_age = requirement.maxAge
+  const params: BearerChallengeParams = {
+    error: 'insufficient_user_authentication',
+    error_description: 'A different authentication level is required',
+    acr_values: acrValues,
+    max_age: requirement.maxAge === undefined ? undefined : String(requirement.maxAge),
+    ...challenge,
+  }
+  return new GatewayError('insufficient_user_authentication', 'this resource needs a stronger or more recent sign-in', {
+    headers: { 'www-authenticate': bearerChallenge(params) },
+    extensions,
+  })
 }
 
 /**
@@ -136,7 +211,7 @@ function pathOf(url: string): string {
 }
 
 export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
-  const decide = createAccessDecision(upstream, deps.authenticate)
+  const decide = createAccessDecision(upstream, deps.authenticate, deps.stepUp)
 
   function refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean, refreshable: boolean): FastifyReply {
     const target = req.url
@@ -169,6 +244,13 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
         req.identity = decision.identity
         logForbidden(req, upstream, decision)
         throw forbiddenError()
+      case 'step_up':
+        req.identity = decision.identity
+        logStepUp(req, upstream, decision)
+        // A page load signs in again: the redirect endpoint asks for what the target's rule needs
+        // and the callback upgrades this session. A Bearer token cannot be upgraded that way.
+        if (!decision.bearer && isNavigation(req)) return reply.headers(PROBLEM_HEADERS).redirect(signInPath(req.url), 302)
+        throw stepUpError(decision.requirement, deps.publicUrl + signInPath(req.url), challengeOf(req))
     }
   }
 }

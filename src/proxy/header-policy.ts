@@ -195,6 +195,9 @@ export function lowerNames(names: IdentityHeaderNames): IdentityHeaderNames {
       groups: names.groups.toLowerCase(),
       preferredUsername: names.preferredUsername.toLowerCase(),
       issuer: names.issuer.toLowerCase(),
+      acr: names.acr.toLowerCase(),
+      amr: names.amr.toLowerCase(),
+      authTime: names.authTime.toLowerCase(),
     }
     lowerNamesCache.set(names, lower)
   }
@@ -281,6 +284,20 @@ function computeIdentityHeaders(claims: Record<string, unknown>, names: Identity
   if (preferred !== null) out[lower.preferredUsername] = preferred
   const iss = headerValue(issuer, false)
   if (iss !== null) out[lower.issuer] = iss
+  // How and when the user authenticated (step-up), when the provider said (OpenID Connect Core 2).
+  const acr = headerValue(get('acr'), false)
+  if (acr !== null) out[lower.acr] = acr
+  const rawAmr = get('amr')
+  let amr = ''
+  if (Array.isArray(rawAmr)) {
+    for (const m of rawAmr) {
+      const value = headerValue(m, true)
+      if (value !== null) amr = amr === '' ? value : `${amr},${value}`
+    }
+  }
+  if (amr !== '') out[lower.amr] = amr
+  const authTime = get('auth_time')
+  if (typeof authTime === 'number' && Number.isSafeInteger(authTime) && authTime >= 0) out[lower.authTime] = String(authTime)
   return out
 }
 

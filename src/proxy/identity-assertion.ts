@@ -62,7 +62,8 @@ export class IdentityAssertions {
     // gives the same meaning), since a `sub` is unique only within its issuer (OpenID Connect
     // Core 2) and two providers may name two people alike.
     const payload: jose.JWTPayload = { sub: claims.sub, idp }
-    for (const name of ['email', 'email_verified', 'groups', 'preferred_username'] as const) {
+    // acr, amr and auth_time: how and when the user authenticated, for an upstream's own step-up.
+    for (const name of ['email', 'email_verified', 'groups', 'preferred_username', 'acr', 'amr', 'auth_time'] as const) {
       if (claims[name] !== undefined) payload[name] = claims[name] as jose.JWTPayload[string]
     }
     return new jose.SignJWT(payload)

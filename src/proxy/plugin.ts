@@ -105,7 +105,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const exchanges = upstream.tokenExchange !== undefined
     const scrub = createHeaderScrubber([
-      names.user, names.email, names.groups, names.preferredUsername, names.issuer, assertionHeader,
+      names.user, names.email, names.groups, names.preferredUsername, names.issuer, names.acr, names.amr, names.authTime, assertionHeader,
       // The verified identity's token (or its exchange for this upstream, RFC 8693) is the only
       // Authorization such an upstream may receive: never the client's own.
       ...(upstream.forwardAccessToken || exchanges ? ['authorization'] : []),

@@ -25,6 +25,8 @@
 import type { AllowRules, UpstreamConfig } from '../options/types.js'
 import { createAllowPolicy, type AllowPolicy } from './allow.js'
 import { routerPath, underPrefix } from './match.js'
+import { stepUpRequirementOf, type StepUpRequirement } from '../oidc/step-up.js'
+import { createPublicPathMatcher } from './public-paths.js'
 
 /** The `allow` that decides a path: a rule's (`rule`: its index in `rules`), else the upstream's (`rule`: -1). */
 export interface PathPolicy {
@@ -32,6 +34,8 @@ export interface PathPolicy {
   rule: number
   /** The rule's path, for the log line of a refusal. */
   path?: string
+  /** What the `allow` asks of the authentication (allow.acr, allow.maxAuthAgeSeconds); absent when nothing. */
+  stepUp?: StepUpRequirement
 }
 
 /** `path` is a normalized path without its query. */
@@ -53,13 +57,33 @@ export function ruleIndex(rules: ReadonlyArray<{ path: string }>, path: string):
   return best
 }
 
+/** The compiled `allow`, with its step-up requirement only when it has one (the decision tests the property alone). */
+function compile(allow: AllowRules, rule: number, path?: string): PathPolicy {
+  const stepUp = stepUpRequirementOf(allow)
+  return { policy: createAllowPolicy(allow), rule, ...(path === undefined ? {} : { path }), ...(stepUp === undefined ? {} : { stepUp }) }
+}
+
 export function createPathPolicies(upstream: Pick<UpstreamConfig, 'allow' | 'rules'>): PathPolicies {
-  const fallback: PathPolicy = { policy: createAllowPolicy(upstream.allow), rule: -1 }
+  const fallback: PathPolicy = compile(upstream.allow, -1)
   const rules = upstream.rules
   if (rules.length === 0) return () => fallback
-  const compiled: PathPolicy[] = rules.map((rule: { path: string; allow: AllowRules }, index) => ({ policy: createAllowPolicy(rule.allow), rule: index, path: rule.path }))
+  const compiled: PathPolicy[] = rules.map((rule: { path: string; allow: AllowRules }, index) => compile(rule.allow, index, rule.path))
   return (path) => {
     const index = ruleIndex(rules, path)
     return index === -1 ? fallback : (compiled[index] as PathPolicy)
+  }
+}
+
+/**
+ * What the step-up rule deciding `path` of `upstream` asks for, as the access decision would find
+ * it (guard.ts): none on `auth: none` and public paths, which the decision passes before any rule.
+ * For the redirect endpoint, which asks the provider for it when a sign-in returns there.
+ */
+export function createStepUpLookup(upstreams: readonly UpstreamConfig[]): (upstream: UpstreamConfig, path: string) => StepUpRequirement | undefined {
+  const byUpstream = new Map(upstreams.map((u) => [u, { isPublic: createPublicPathMatcher(u.publicPaths), policyFor: createPathPolicies(u) }]))
+  return (upstream, path) => {
+    const compiled = byUpstream.get(upstream)
+    if (compiled === undefined || upstream.auth === 'none' || compiled.isPublic(path)) return undefined
+    return compiled.policyFor(path).stepUp
   }
 }

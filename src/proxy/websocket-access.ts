@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { WebSocketConfig } from '../options/types.js'
 import type { Identity } from '../contract/identity.js'
 import type { SessionStore } from '../session/types.js'
-import { createAccessDecision } from './guard.js'
+import { createAccessDecision, type StepUpJudge } from './guard.js'
 import { canonicalHost, type UpstreamMatcher } from './match.js'
 import type { SocketGrant, SocketVerdict } from './websocket-registry.js'
 
@@ -18,6 +18,8 @@ export interface SocketAccessDeps {
   websocket: WebSocketConfig
   /** session.maxAgeSeconds: a session ends this long after its sign-in. */
   sessionMaxAgeSeconds: number
+  /** What step-up rules' max age is judged by (guard.ts). */
+  stepUp?: StepUpJudge
 }
 
 function pathOf(url: string): string {
@@ -56,7 +58,7 @@ export function socketVerdict(deps: SocketAccessDeps): SocketVerdict {
       if (session?.id !== sessionId) current = undefined
     }
     // Made per verdict (they are rare): the authenticator answers with this grant's identity.
-    const decide = createAccessDecision(upstream, (names) => async () => (current !== undefined && names.includes(current.provider) ? current : undefined))
+    const decide = createAccessDecision(upstream, (names) => async () => (current !== undefined && names.includes(current.provider) ? current : undefined), deps.stepUp)
     // The authenticator above answers without a reply: nothing is refreshed or written here.
     const decision = await decide(req, undefined as unknown as FastifyReply, { path, preflight: false })
     return decision.outcome === 'pass'

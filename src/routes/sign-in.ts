@@ -13,6 +13,7 @@ import { ENDPOINTS, PROVIDER_NOT_TOLD, SIGN_OUT_PATH, signInPath } from '../cont
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 import { acceptFormBodies, FORM_POST_BODY_LIMIT, formPostParams } from './form-post.js'
 import { responseModeViolation, type ResponseMode } from '../oidc/authorization-response.js'
+import { stepUpShortfall, type StepUpRequirement } from '../oidc/step-up.js'
 
 // The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
 // the gateway's pages.
@@ -48,6 +49,11 @@ export interface SignInOptions {
   publicUrl: string
   /** Told of a session a logout ended, once it is (its open WebSockets close). */
   onEnded?: (session: Session) => void
+  /**
+   * Step-up (oidc/step-up.ts): what the rule covering the page at `target` asks of the
+   * authentication, and the gateway's time in epoch seconds (a step-up's auth_time is judged by it).
+   */
+  stepUp?: { requirementFor: (target: string) => StepUpRequirement | undefined; nowSeconds: () => number }
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
@@ -104,8 +110,11 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const codeChallenge = await oidc.calculatePKCECodeChallenge(codeVerifier)
     const dpopKey = client.dpop ? await generateDpopKey() : undefined
-    const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }) })
-    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter }, TRANSACTION_SECONDS, client.responseMode === 'form_post')
+    // The page's step-up rule asks the provider for it from the first sign-in on, and again when a
+    // session falls short of it (the proxy sends the browser back here).
+    const stepUp = redirectAfter === undefined ? undefined : options.stepUp?.requirementFor(redirectAfter)
+    const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }), ...(stepUp === undefined ? {} : { stepUp }) })
+    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter, stepUp }, TRANSACTION_SECONDS, client.responseMode === 'form_post')
     noStore(reply)
     if (performRedirect) return reply.redirect(location, 302)
     return { value: location }
@@ -159,20 +168,55 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         codeVerifier: transaction.codeVerifier,
         ...(transaction.dpopKey === undefined ? {} : { dpopKey: transaction.dpopKey }),
       }, req.log)
+      if (transaction.stepUp !== undefined) refuseUnmetStepUp(req, tokens.claims ?? {}, transaction.stepUp, provider)
       session = lifecycle.create(tokens, provider.name)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.
       if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state, crossSite)
       throw err
     }
-    // Whatever session this browser had is replaced, never extended (no session fixation).
-    await store.destroy(req, reply)
-    await store.create(req, reply, session)
+    const upgraded = transaction.stepUp === undefined ? undefined : await upgradeInPlace(req, reply, session)
+    if (upgraded !== undefined) {
+      session = upgraded
+    } else {
+      // Whatever session this browser had is replaced, never extended (no session fixation).
+      await store.destroy(req, reply)
+      await store.create(req, reply, session)
+    }
     cookies.clearTransaction(reply, state, crossSite)
     noStore(reply)
     if (transaction.redirectAfter !== undefined) return reply.redirect(transaction.redirectAfter, 302)
     return { value: session.accessToken }
   }
+  /**
+   * OpenID Connect Core 3.1.3.7 items 11 and 12 for a step-up sign-in: the ID token must carry an
+   * accepted `acr` and an `auth_time` within `max_age`. A provider that ignored the request is
+   * refused here (403 step_up_failed): a session created anyway would be sent back to sign in by
+   * the same rule, round and round.
+   */
+  function refuseUnmetStepUp(req: FastifyRequest, claims: Readonly<Record<string, unknown>>, requirement: StepUpRequirement, provider: Provider): void {
+    const now = options.stepUp?.nowSeconds() ?? Math.floor(Date.now() / 1000)
+    const shortfall = stepUpShortfall(claims, requirement, now, provider.config.clockToleranceSeconds)
+    if (shortfall === undefined) return
+    req.log.warn({ provider: provider.name, shortfall, problem: 'step_up_failed' }, shortfall === 'acr' ? 'step-up sign-in refused: the ID token carries none of the requested acr values' : 'step-up sign-in refused: the ID token has no auth_time within max_age')
+    throw new GatewayError('step_up_failed', shortfall === 'acr' ? 'the identity provider did not authenticate you as this page requires' : 'the identity provider did not authenticate you again recently enough', { logged: true })
+  }
+
+  /**
+   * A step-up sign-in of the user this browser is signed in as keeps its session: the same id
+   * (and store key and lifetime), with the new tokens and the new acr, amr and auth_time. Anyone
+   * else (another `sub`, or another provider) gets a new session as any sign-in does, so two
+   * users are never merged. Undefined when there is nothing to upgrade (or it ended meanwhile).
+   */
+  async function upgradeInPlace(req: FastifyRequest, reply: FastifyReply, signedIn: Session): Promise<Session | undefined> {
+    const current = await store.load(req)
+    if (current === undefined || current.provider !== signedIn.provider || current.claims.sub !== signedIn.claims.sub) return undefined
+    const upgraded: Session = { ...signedIn, id: current.id, createdAt: current.createdAt }
+    // Refresh tokens of the old sign-in are left to expire: the provider may keep both valid, and
+    // the session holds only the new one.
+    return (await store.update(req, reply, upgraded)) ? upgraded : undefined
+  }
+
   app.get(ENDPOINTS.callback.path, callback)
   app.get(ENDPOINTS.providerCallback.path, callback)
   app.post(ENDPOINTS.callback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)

@@ -6,8 +6,16 @@ import type { RefreshCoordinator } from './refresh-coordinator.js'
 import type { SessionClaims } from '../contract/identity.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from './types.js'
 
-/** Claims every session keeps: identity headers and the standard `allow` rules read them. */
-export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid'] as const
+/**
+ * Claims every session keeps: identity headers and the standard `allow` rules read them; `acr`,
+ * `amr` and `auth_time` say how and when the user authenticated (step-up rules, the identity
+ * headers and assertion). A session sealed before they were kept has none, and simply does not
+ * meet a step-up rule until its user signs in again.
+ */
+export const IDENTITY_CLAIMS = ['sub', 'email', 'email_verified', 'groups', 'preferred_username', 'sid', 'acr', 'amr', 'auth_time'] as const
+
+/** How the user authenticated (OpenID Connect Core 2): a refresh does not authenticate again. */
+const AUTHENTICATION_CLAIMS = ['acr', 'amr', 'auth_time'] as const
 
 /**
  * Redeems a refresh token at the session's provider. The session's `sub` is the one a refreshed
@@ -122,6 +130,12 @@ export function refreshedClaims(signedIn: SessionClaims, fresh: SessionClaims): 
   if (fresh.sub !== signedIn.sub) {
     throw new GatewayError('provider_unavailable', 'the refreshed ID token is about another subject than the sign-in (OpenID Connect Core 12.2)')
   }
-  if (fresh.sid === undefined && signedIn.sid !== undefined) return { ...fresh, sid: signedIn.sid }
-  return fresh
+  let claims = fresh
+  if (fresh.sid === undefined && signedIn.sid !== undefined) claims = { ...claims, sid: signedIn.sid }
+  // A refreshed ID token need not repeat acr, amr or auth_time (Core 12.2 lists only iss, sub,
+  // aud, iat, azp as its musts): the sign-in's stand, since no one authenticated since.
+  for (const name of AUTHENTICATION_CLAIMS) {
+    if (fresh[name] === undefined && signedIn[name] !== undefined) claims = { ...claims, [name]: signedIn[name] }
+  }
+  return claims
 }

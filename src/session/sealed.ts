@@ -2,6 +2,7 @@ import type { IDToken } from 'openid-client'
 import { DEFAULT_PROVIDER } from '../options/types.js'
 import { isDpopKey } from '../oidc/dpop.js'
 import type { SessionClaims } from '../contract/identity.js'
+import type { StepUpRequirement } from '../oidc/step-up.js'
 import type { Session } from './types.js'
 
 // What the gateway seals (session/cipher.ts), in a cookie or in Redis, one codec per purpose. A
@@ -79,6 +80,12 @@ const isNumber = (v: unknown): v is number => typeof v === 'number'
 const hasSubject = (v: unknown): v is { sub: string } => typeof v === 'object' && v !== null && typeof (v as { sub?: unknown }).sub === 'string'
 const isSessionClaims = hasSubject as Guard<SessionClaims>
 const isIdTokenClaims = hasSubject as Guard<IDToken>
+const isStepUp = (v: unknown): v is StepUpRequirement => {
+  if (typeof v !== 'object' || v === null) return false
+  const { acrValues, maxAge } = v as { acrValues?: unknown; maxAge?: unknown }
+  if (acrValues !== undefined && !(Array.isArray(acrValues) && acrValues.every(isString))) return false
+  return maxAge === undefined || isNumber(maxAge)
+}
 
 /**
  * A session: the cookie store keeps the credentials (r, d) in a cookie of their own; the Redis
@@ -113,7 +120,8 @@ export const SEALED_REFERENCE = sealedCodec({ id: required('i', isString), user:
 /**
  * A sign-in in progress (the transaction cookie), bound to its state by the seal's purpose. `p`
  * is absent in transactions started before several providers existed (DEFAULT_PROVIDER); `k`
- * is the sign-in's DPoP key (provider.dpop), to which the code is bound.
+ * is the sign-in's DPoP key (provider.dpop), to which the code is bound; `s` what a step-up
+ * sign-in asked for (acr_values, max_age), which the callback checks the ID token against.
  */
 export const SEALED_TRANSACTION = sealedCodec({
   provider: optional('p', isString),
@@ -121,6 +129,7 @@ export const SEALED_TRANSACTION = sealedCodec({
   codeVerifier: required('v', isString),
   dpopKey: optional('k', isDpopKey),
   redirectAfter: optional('r', isString),
+  stepUp: optional('s', isStepUp),
 })
 export type SignInTransaction = NonNullable<ReturnType<typeof SEALED_TRANSACTION.decode>>
 

@@ -62,6 +62,9 @@ const EXPECTED: GatewayConfig = {
         groups: 'X-Forwarded-Groups',
         preferredUsername: 'X-Forwarded-Preferred-Username',
         issuer: 'X-Forwarded-Issuer',
+        acr: 'X-Forwarded-Acr',
+        amr: 'X-Forwarded-Amr',
+        authTime: 'X-Forwarded-Auth-Time',
       },
       identityAssertion: false,
       providers: ['default'],
@@ -108,6 +111,9 @@ t.test('partial identityHeaders keep the other defaults', async (t) => {
     groups: 'X-Forwarded-Groups',
     preferredUsername: 'X-Forwarded-Preferred-Username',
     issuer: 'X-Forwarded-Issuer',
+    acr: 'X-Forwarded-Acr',
+    amr: 'X-Forwarded-Amr',
+    authTime: 'X-Forwarded-Auth-Time',
   })
 })
 

@@ -87,6 +87,8 @@ t.test('normalized: upstream and allow providers made explicit', async (t) => {
   t.same(config({ providers: ['*'], allow: { groups: ['admins'], providers: ['*'] } })?.allow.providers, ['staff', 'partners'])
   t.equal(config({ providers: ['*'], allow: {} })?.allow.providers, undefined, 'no claim rule: no restriction beyond the upstream')
   t.equal(config({ allow: { groups: ['admins'] } })?.allow.providers, undefined, 'one provider on the upstream: nothing to tell apart')
+  t.same(config({ providers: ['*'], allow: { acr: ['mfa'] } })?.allow.providers, ['staff'], "an acr rule counts as a claim rule: one provider's mfa says nothing of another's")
+  t.equal(config({ providers: ['*'], allow: { maxAuthAgeSeconds: 60 } })?.allow.providers, undefined, 'auth_time means the same at every provider')
 })
 
 t.test('forwardAccessToken is refused only on upstreams that accept a DPoP provider', async (t) => {

@@ -418,6 +418,18 @@ t.test('upstreams: allow', async (t) => {
     'claim with a URL name': allow({ claims: { 'https://x.example/roles': 'admin' } }, 'claims["https://x.example/roles"]: must be a list'),
     'claim with an empty name': allow({ claims: { '': ['x'] } }, 'claims[""]: must not be an empty name'),
     'unknown kind': allow({ roles: ['x'] }, 'roles: unknown key'),
+    // Step-up (docs/features/step-up.md).
+    'step-up keys': valid(withUpstream({ allow: { acr: ['urn:example:loa:2', 'mfa', '2'], maxAuthAgeSeconds: 900 } })),
+    'step-up on a path rule': valid(withUpstream({ rules: [{ path: '/payroll', allow: { acr: ['mfa'], maxAuthAgeSeconds: 60 } }] })),
+    'empty acr': allow({ acr: [] }, 'acr: must not be empty'),
+    'acr with a space': allow({ acr: ['mfa otp'] }, 'acr[0]: must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes'),
+    'acr with a quote': allow({ acr: ['m"fa'] }, 'acr[0]: must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes'),
+    'empty acr value': allow({ acr: [''] }, 'acr[0]: must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes'),
+    'acr not a list': allow({ acr: 'mfa' }, 'acr: must be a list'),
+    'maxAuthAgeSeconds 0': allow({ maxAuthAgeSeconds: 0 }, 'maxAuthAgeSeconds: must be between 1 and 31536000'),
+    'maxAuthAgeSeconds a string': allow({ maxAuthAgeSeconds: '5m' }, 'maxAuthAgeSeconds: must be an integer'),
+    'maxAuthAgeSeconds a fraction': allow({ maxAuthAgeSeconds: 1.5 }, 'maxAuthAgeSeconds: must be an integer'),
+    'bad acr on a path rule': upstreamCase({ rules: [{ path: '/payroll', allow: { acr: ['a b'] } }] }, ['upstreams[0].rules[0].allow.acr[0]: must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes']),
   })
   const config = resolve(withUpstream({ allow: { emails: ['Alice@Example.COM'], emailDomains: ['Example.COM'], groups: ['Admins'], claims: { n: [1, 'One', false] } } }))
   t.same(config.upstreams[0]?.allow, {

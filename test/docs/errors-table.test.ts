@@ -21,6 +21,8 @@ const ALL = {
   unauthenticated: true,
   forbidden: true,
   token_exchange_refused: true,
+  insufficient_user_authentication: true,
+  step_up_failed: true,
   not_found: true,
   method_not_allowed: true,
   rate_limited: true,

@@ -9,7 +9,7 @@ import { freePort, startStack } from '../fixtures/stack.js'
 // application through Envoy, and the application sees the identity and none of the gateway's
 // cookies. The sign-in endpoints are routed to the gateway unfiltered, as the docs tell operators.
 
-const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer']
+const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer', 'x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time']
 
 t.test('sign in through Envoy ext_authz in a real browser', async (t) => {
   const envoyPort = await freePort()

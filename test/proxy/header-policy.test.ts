@@ -21,6 +21,9 @@ const NAMES: IdentityHeaderNames = {
   groups: 'X-Forwarded-Groups',
   preferredUsername: 'X-Forwarded-Preferred-Username',
   issuer: 'X-Forwarded-Issuer',
+  acr: 'X-Forwarded-Acr',
+  amr: 'X-Forwarded-Amr',
+  authTime: 'X-Forwarded-Auth-Time',
 }
 
 function show(s: string): string {
@@ -132,9 +135,15 @@ t.test('identityHeaderValues: lowercased names, absent values omitted', async (t
   t.same(identityHeaderValues({ sub: 42, email: ['a@b'], preferred_username: null, groups: { a: 1 } }, NAMES, ''), {}, 'non-strings omitted')
   t.same(identityHeaderValues({ groups: [] }, NAMES, ''), {}, 'no groups, no header')
   t.same(identityHeaderValues({ groups: ['a', 1, null, 'b', ''] }, NAMES, ''), { 'x-forwarded-groups': 'a,b' }, 'non-string and empty groups skipped')
-  const custom = { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups', preferredUsername: 'Remote-Name', issuer: 'Remote-Issuer' }
+  const custom = { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups', preferredUsername: 'Remote-Name', issuer: 'Remote-Issuer', acr: 'Remote-Acr', amr: 'Remote-Amr', authTime: 'Remote-Auth-Time' }
   t.same(identityHeaderValues({ sub: 's', preferred_username: 'n' }, custom, ''), { 'remote-user': 's', 'remote-name': 'n' })
   t.same(identityHeaderValues(Object.create({ sub: 'inherited' }) as Record<string, unknown>, NAMES, ''), {}, 'own claims only')
+  t.same(
+    identityHeaderValues({ sub: 's', acr: 'mfa', amr: ['pwd', 'otp', 3, 'a,b'], auth_time: 1700000000 }, NAMES, ''),
+    { 'x-forwarded-user': 's', 'x-forwarded-acr': 'mfa', 'x-forwarded-amr': 'pwd,otp', 'x-forwarded-auth-time': '1700000000' },
+    'acr, amr (comma-joined, unsafe entries skipped) and auth_time',
+  )
+  t.same(identityHeaderValues({ acr: 'a\r\nx: y', amr: 'pwd', auth_time: 1.5 }, NAMES, ''), {}, 'unsafe acr, a non-list amr, a non-integer auth_time: omitted')
 })
 
 t.test('identityHeaderValues: refuses header injection and spoofing shapes', async (t) => {

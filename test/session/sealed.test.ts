@@ -84,3 +84,15 @@ t.test('a value without a required field, or with a field of another type, opens
   t.equal(SEALED_REFRESH_RESULT.decode({ a: 'a', c: {} }), undefined, 'refresh claims without a subject')
   for (const junk of [null, 'i', 1, []]) t.equal(SEALED_REFERENCE.decode(junk), undefined, JSON.stringify(junk))
 })
+
+t.test("a step-up sign-in's transaction keeps what it asked for; a malformed one opens as nothing", async (t) => {
+  const stepUp = { acrValues: ['mfa', 'hwk'], maxAge: 60 }
+  const wire = SEALED_TRANSACTION.encode({ provider: 'p', nonce: 'n', codeVerifier: 'v', dpopKey: undefined, redirectAfter: '/payroll', stepUp })
+  t.equal(JSON.stringify(wire), '{"p":"p","n":"n","v":"v","r":"/payroll","s":{"acrValues":["mfa","hwk"],"maxAge":60}}')
+  t.same(SEALED_TRANSACTION.decode(JSON.parse(JSON.stringify(wire))), { provider: 'p', nonce: 'n', codeVerifier: 'v', redirectAfter: '/payroll', stepUp })
+  for (const bad of [{ acrValues: 'mfa' }, { acrValues: [1] }, { maxAge: '60' }, null, 'mfa']) {
+    t.equal(SEALED_TRANSACTION.decode({ n: 'n', v: 'v', s: bad }), undefined, JSON.stringify(bad))
+  }
+  // A session sealed before step-up (no acr, amr, auth_time) still opens: it just meets no step-up rule.
+  t.same(fromSealed(toSealed(SESSION, true))?.claims, SESSION.claims)
+})
