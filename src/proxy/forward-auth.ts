@@ -51,7 +51,7 @@ export interface ForwardAuthOptions {
 }
 
 /** oauth2-proxy's names for the same headers, which ingress setups already copy upstream. */
-const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
+export const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
   user: 'X-Auth-Request-User',
   email: 'X-Auth-Request-Email',
   groups: 'X-Auth-Request-Groups',

@@ -40,7 +40,10 @@ t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exi
   const { value } = (await logout.json()) as { value: string }
   const done = await browser.confirmProviderLogout(value)
   // The end of the logout is a page that says so, not the provider's login form.
-  t.equal(done.response.url, `${url}api/v1/openid/sign-out`, "the provider sends the user back to the gateway's sign-out page")
+  // RP-Initiated Logout 1.0 section 2: the state sent with post_logout_redirect_uri comes back.
+  const landing = new URL(done.response.url)
+  t.equal(`${landing.origin}${landing.pathname}`, `${url}api/v1/openid/sign-out`, "the provider sends the user back to the gateway's sign-out page")
+  t.equal(landing.searchParams.get('state'), new URL(value).searchParams.get('state'), 'with the state the end-session URL carried')
   const signedOut = await done.response.text()
   t.match(signedOut, 'You are signed out')
   t.match(signedOut, `href="http://127.0.0.1:${port}/api/v1/openid/redirect?redirectAfter=%2F">Sign in again</a>`)

@@ -15,6 +15,7 @@ import { gatewaySchema } from '../../src/options/schema.js'
 import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { VALIDATORS } from '../fixtures/k8s-validators.js'
 import { K8S, kustomize } from '../fixtures/kustomize.js'
+import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '../../src/proxy/forward-auth.js'
 
 // Every kustomization under docker/k8s renders (with whichever kubectl is on PATH; CI installs
 // Debian's, kustomize v2.0.3), every object validates against its API schema (test/fixtures/
@@ -30,7 +31,7 @@ const HTTP_PORT = serverSchema?.port?.default
 const MANAGEMENT_PORT = serverSchema?.managementPort?.default ?? 9091
 
 /** The identity headers of forward-auth's 200 (proxy/forward-auth.ts). */
-const AUTH_REQUEST_HEADERS = ['X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups', 'X-Auth-Request-Preferred-Username', 'X-Auth-Request-Issuer']
+const AUTH_REQUEST_HEADERS = Object.values(FORWARD_AUTH_IDENTITY_HEADERS)
 
 const KUSTOMIZATIONS = ['base', ...readdirSync(`${K8S}overlays`).map((name) => `overlays/${name}`)]
 
