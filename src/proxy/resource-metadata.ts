@@ -2,10 +2,13 @@ import type { FastifyInstance } from 'fastify'
 import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { hostPattern } from './match.js'
 
-// OAuth 2.0 Protected Resource Metadata (RFC 9728) for upstreams with `resourceMetadata`: how an
-// API or agent client finds which provider issues tokens for an upstream and which scopes it
+// OAuth 2.0 Protected Resource Metadata (RFC 9728) of the upstreams that accept Bearer tokens: how
+// an API or agent client finds which provider issues tokens for an upstream and which scopes it
 // takes, without configuration of its own.
 //
+// - Every upstream with `auth` other than `none` accepts Bearer tokens (proxy/authenticate.ts
+//   tries one whenever no session signs in, from any provider the upstream accepts), so each has
+//   its document unless `resourceMetadata: false` turns it off (an API that publishes its own).
 // - The upstream is the protected resource; its resource identifier (RFC 9728 1.2) is the public
 //   origin (or, for an upstream with match.hosts, the scheme of server.publicUrl and the host the
 //   client asked) followed by its match.pathPrefix; `/` gives the bare origin.
@@ -14,8 +17,10 @@ import { hostPattern } from './match.js'
 //   exactly the identifier that URI was made from (RFC 9728 3.3).
 // - `authorization_servers` (RFC 9728 2) are the issuers of the providers the upstream accepts,
 //   whose tokens the gateway verifies; `bearer_methods_supported` is `header` alone (RFC 6750
-//   2.1: the gateway reads no token from a body or query); `scopes_supported` is the upstream's
-//   resourceMetadata.scopes when given.
+//   2.1: the gateway reads no token from a body or query); `scopes_supported` (OPTIONAL) is the
+//   upstream's resourceMetadata.scopes when given, and left out otherwise: no other key names
+//   the scopes a client should ask for (allow has no scope rule; tokenExchange.scope is what the
+//   exchanged token carries, not what the client's token needs).
 // - The 401 of such an upstream names the document's URL as `resource_metadata` in its Bearer
 //   challenge (RFC 9728 5.1, through bearer-challenge.ts).
 // - The routes are the gateway's own and take precedence over the upstreams' (a static route
@@ -36,9 +41,14 @@ export function resourceOrigin(upstream: UpstreamConfig, publicUrl: string, host
   return upstream.match.hosts === undefined || host === undefined ? url.origin : `${url.protocol}//${host}`
 }
 
+/** Whether `upstream` publishes a document: it accepts Bearer tokens, and it is not turned off. */
+export function publishesResourceMetadata(upstream: UpstreamConfig): boolean {
+  return upstream.auth !== 'none' && upstream.resourceMetadata !== false
+}
+
 /** The URL of `upstream`'s metadata as the 401's `resource_metadata`, or `undefined` when it has none. */
 export function resourceMetadataUrl(upstream: UpstreamConfig, publicUrl: string, host: string | undefined): string | undefined {
-  if (upstream.resourceMetadata === undefined) return undefined
+  if (!publishesResourceMetadata(upstream)) return undefined
   return resourceOrigin(upstream, publicUrl, host) + resourceMetadataPath(upstream.match.pathPrefix)
 }
 
@@ -50,7 +60,7 @@ export function resourceMetadataDocument(upstream: UpstreamConfig, origin: strin
     authorization_servers: issuers,
     bearer_methods_supported: ['header'],
   }
-  const scopes = upstream.resourceMetadata?.scopes
+  const scopes = typeof upstream.resourceMetadata === 'object' ? upstream.resourceMetadata.scopes : undefined
   if (scopes !== undefined) document.scopes_supported = scopes
   return document
 }
@@ -65,7 +75,7 @@ export interface ResourceMetadataOptions {
 export async function resourceMetadataRoutes(app: FastifyInstance, options: ResourceMetadataOptions): Promise<void> {
   const issuerOf = new Map(options.providers.map((p) => [p.name, p.issuer]))
   for (const upstream of options.upstreams) {
-    if (upstream.resourceMetadata === undefined) continue
+    if (!publishesResourceMetadata(upstream)) continue
     const issuers = upstream.providers.flatMap((name) => issuerOf.get(name) ?? [])
     app.route({
       method: 'GET',
