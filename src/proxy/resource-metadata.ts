@@ -24,7 +24,8 @@ import { hostPattern } from './match.js'
 // - The 401 of such an upstream names the document's URL as `resource_metadata` in its Bearer
 //   challenge (RFC 9728 5.1, through bearer-challenge.ts).
 // - The routes are the gateway's own and take precedence over the upstreams' (a static route
-//   beats a prefix); they are public documents on exact paths: another spelling is an ordinary
+//   beats a prefix), except on a host where another upstream with the same prefix serves that
+//   prefix (documentHosts); they are public documents on exact paths: another spelling is an ordinary
 //   path of whichever upstream serves it, so no access decision depends on them.
 
 /** RFC 9728 3: the well-known URI suffix. */
@@ -71,16 +72,38 @@ export interface ResourceMetadataOptions {
   publicUrl: string
 }
 
+/**
+ * The hosts an upstream's document is served on: its own `match.hosts`; for one without hosts,
+ * every host but those where another upstream with the same prefix takes that prefix (the router
+ * puts named hosts first, match.ts), so that there its path reaches that upstream, which may
+ * publish its own document, rather than a document of a resource that host does not serve.
+ */
+export function documentHosts(upstream: UpstreamConfig, hostsAtPrefix: ReadonlyMap<string, readonly string[]>): RegExp | undefined {
+  if (upstream.match.hosts !== undefined) return hostPattern(upstream.match.hosts)
+  const taken = hostsAtPrefix.get(upstream.match.pathPrefix)
+  if (taken === undefined) return undefined
+  return new RegExp(`^(?!${hostPattern(taken).source.slice(1)})`, 'i')
+}
+
 /** GET (and HEAD) of each metadata document, on the upstream's hosts. */
 export async function resourceMetadataRoutes(app: FastifyInstance, options: ResourceMetadataOptions): Promise<void> {
   const issuerOf = new Map(options.providers.map((p) => [p.name, p.issuer]))
+  // One pass over the upstreams, so that a thousand of them register in linear time.
+  const hostsAtPrefix = new Map<string, string[]>()
+  for (const { match } of options.upstreams) {
+    if (match.hosts === undefined) continue
+    const hosts = hostsAtPrefix.get(match.pathPrefix)
+    if (hosts === undefined) hostsAtPrefix.set(match.pathPrefix, [...match.hosts])
+    else hosts.push(...match.hosts)
+  }
   for (const upstream of options.upstreams) {
     if (!publishesResourceMetadata(upstream)) continue
     const issuers = upstream.providers.flatMap((name) => issuerOf.get(name) ?? [])
+    const hosts = documentHosts(upstream, hostsAtPrefix)
     app.route({
       method: 'GET',
       url: resourceMetadataPath(upstream.match.pathPrefix),
-      ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
+      ...(hosts === undefined ? {} : { constraints: { host: hosts } }),
       handler: (req, reply) => {
         const origin = resourceOrigin(upstream, options.publicUrl, req.headers.host)
         reply.header('cache-control', 'public, max-age=300').type('application/json').send(resourceMetadataDocument(upstream, origin, issuers))

@@ -4,7 +4,7 @@
 
 import * as jose from 'jose'
 import t from 'tap'
-import { problemCode } from '../fixtures/http.js'
+import { problemCode, rawRequest } from '../fixtures/http.js'
 import { manualClock } from '../fixtures/clock.js'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
 
@@ -14,13 +14,18 @@ const REFUSED = { name: 'refused', match: { pathPrefix: '/refused' }, tokenExcha
 const BY_RESOURCE = { name: 'byresource', match: { pathPrefix: '/res' }, tokenExchange: { resource: 'https://res.example.com/' } }
 const OPTIONAL = { name: 'opt', match: { pathPrefix: '/opt' }, auth: 'optional', tokenExchange: { audience: 'orders-api' } }
 const APP = { name: 'app', match: { pathPrefix: '/' } }
+// An API that publishes its own RFC 9728 document: the gateway's is turned off on its host.
+const SELF = { name: 'self', match: { pathPrefix: '/', hosts: ['api.test'] }, resourceMetadata: false, publicPaths: ['/.well-known/**'] }
+// Without the key: on by default.
+const PLAIN = { name: 'plain', match: { pathPrefix: '/plain' } }
+const OPEN = { name: 'open', match: { pathPrefix: '/open' }, auth: 'none' }
 
 t.test('token exchange per upstream', async (t) => {
   const lines: string[] = []
   const clock = manualClock()
   const stack = await startStack(t, {
     provider: { tokenExchange: { audiences: ['orders-api', 'https://res.example.com/'], expiresInSeconds: 300 } },
-    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP],
+    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP, SELF, PLAIN, OPEN],
     config: { log: { level: 'warn' } },
     logStream: { write: (line: string) => void lines.push(line) },
     clock,
@@ -155,11 +160,42 @@ t.test('token exchange per upstream', async (t) => {
     const check = await fetch(`${stack.gw}/api/v1/openid/ext-authz/orders/x`, { headers: JSON_ACCEPT })
     t.equal(check.status, 401)
     t.equal(check.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
-    // An upstream without resourceMetadata: neither the document nor the parameter.
-    const plain = await fetch(`${stack.gw}/x`, { headers: JSON_ACCEPT })
-    t.equal(plain.headers.get('www-authenticate'), 'Bearer')
-    const none = await fetch(`${stack.gw}/.well-known/oauth-protected-resource`, { headers: JSON_ACCEPT })
-    t.equal(none.status, 401, "the root path is the app upstream's, which publishes none")
+  })
+
+  t.test('RFC 9728 metadata is on by default for every upstream that accepts Bearer tokens', async (t) => {
+    for (const [path, resource] of [
+      ['/.well-known/oauth-protected-resource/plain', `${stack.gw}/plain`],
+      ['/.well-known/oauth-protected-resource', stack.gw],
+      ['/.well-known/oauth-protected-resource/opt', `${stack.gw}/opt`],
+    ] as const) {
+      const res = await fetch(`${stack.gw}${path}`)
+      t.equal(res.status, 200, path)
+      // No scopes_supported: no key names the scopes (docs/features/token-exchange.md).
+      t.same(await res.json(), { resource, authorization_servers: [provider.issuer], bearer_methods_supported: ['header'] }, path)
+    }
+    const anonymous = await fetch(`${stack.gw}/plain/x`, { headers: JSON_ACCEPT })
+    t.equal(anonymous.status, 401)
+    t.equal(anonymous.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/plain"`)
+    const root = await fetch(`${stack.gw}/x`, { headers: JSON_ACCEPT })
+    t.equal(root.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`)
+    // auth: none accepts no token: no document; its would-be path is the root upstream's, which asks for a sign-in.
+    const open = await fetch(`${stack.gw}/.well-known/oauth-protected-resource/open`, { headers: JSON_ACCEPT })
+    t.equal(open.status, 401)
+    t.equal(await problemCode(open), 'unauthenticated')
+  })
+
+  t.test('resourceMetadata: false: no document, no resource_metadata; the path reaches the upstream', async (t) => {
+    const before = stack.upstream.requests.length
+    const own = await rawRequest(stack.gw, '/.well-known/oauth-protected-resource', { headers: { ...JSON_ACCEPT, host: 'api.test' } })
+    t.equal(own.status, 200, "the upstream's own path (public there) is proxied")
+    t.equal(stack.upstream.requests.length, before + 1)
+    t.equal(stack.upstream.requests.at(-1)?.url, '/.well-known/oauth-protected-resource')
+    t.notOk(String(own.body).includes('authorization_servers'), "not the gateway's document")
+    const refused = await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, host: 'api.test' } })
+    t.equal(refused.status, 401)
+    t.equal(refused.headers['www-authenticate'], 'Bearer')
+    // Other hosts keep the root upstream's document.
+    t.equal((await fetch(`${stack.gw}/.well-known/oauth-protected-resource`)).status, 200)
   })
 
   t.test('provider down: 502 provider_unavailable', async (t) => {
