@@ -19,14 +19,19 @@ const SELF = { name: 'self', match: { pathPrefix: '/', hosts: ['api.test'] }, re
 // Without the key: on by default.
 const PLAIN = { name: 'plain', match: { pathPrefix: '/plain' } }
 const OPEN = { name: 'open', match: { pathPrefix: '/open' }, auth: 'none' }
+// Shows the test the session's own access token (what a logged-out user could still present as Bearer).
+const FORWARD = { name: 'fwd', match: { pathPrefix: '/fwd' }, forwardAccessToken: true }
 
 t.test('token exchange per upstream', async (t) => {
   const lines: string[] = []
   const clock = manualClock()
   const stack = await startStack(t, {
     provider: { tokenExchange: { audiences: ['orders-api', 'https://res.example.com/'], expiresInSeconds: 300 } },
-    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP, SELF, PLAIN, OPEN],
-    config: { log: { level: 'warn' } },
+    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP, SELF, PLAIN, OPEN, FORWARD],
+    backchannelLogout: true,
+    // Introspection: a session's (opaque) access token is accepted as Bearer too, which shows
+    // whether its cached exchange outlived a logout.
+    config: { log: { level: 'warn' }, provider: { bearer: { introspection: true } } },
     logStream: { write: (line: string) => void lines.push(line) },
     clock,
   })
@@ -196,6 +201,42 @@ t.test('token exchange per upstream', async (t) => {
     t.equal(refused.headers['www-authenticate'], 'Bearer')
     // Other hosts keep the root upstream's document.
     t.equal((await fetch(`${stack.gw}/.well-known/oauth-protected-resource`)).status, 200)
+  })
+
+  t.test("logout drops the session's cached exchanges", async (t) => {
+    const erin = await stack.signedIn('erin')
+    await erin.fetch(`${stack.gw}/fwd/x`, { headers: JSON_ACCEPT })
+    const sessionToken = upstreamAuthorization()!.slice('Bearer '.length)
+    const bearer = { ...JSON_ACCEPT, authorization: `Bearer ${sessionToken}` }
+    const before = exchanges.length
+    t.equal((await erin.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })).status, 200)
+    t.equal((await fetch(`${stack.gw}/orders/a`, { headers: bearer })).status, 200)
+    t.equal(exchanges.length, before + 1, 'the same access token as Bearer reuses the exchange of the session')
+    t.equal((await erin.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })).status, 200)
+    // Logout revoked the grant at the provider (the stack's sessions hold a refresh token), but
+    // the gateway's introspection result is still cached (60 s), so the token is accepted as
+    // Bearer: only the exchange cache decides. A kept exchange would be handed over (200); a
+    // dropped one is asked for again, and the provider refuses the revoked subject token.
+    const after = await fetch(`${stack.gw}/orders/a`, { headers: bearer })
+    t.equal(exchanges.length, before + 2, 'exchanged afresh: the cached exchange left with the session')
+    t.match(exchanges.at(-1), { audience: 'orders-api', subjectValid: false })
+    t.equal(after.status, 403)
+    t.equal(await problemCode(after), 'token_exchange_refused')
+  })
+
+  t.test('back-channel logout drops every cached exchange of the process', async (t) => {
+    const frank = await stack.signedIn('frank')
+    const grace = await stack.signedIn('grace')
+    const before = exchanges.length
+    for (let i = 0; i < 2; i++) t.equal((await frank.fetch(`${stack.gw}/orders/b`, { headers: JSON_ACCEPT })).status, 200)
+    t.equal(exchanges.length, before + 1, 'cached')
+    const delivered: string[] = []
+    provider.provider.on('backchannel.success', () => delivered.push('ok'))
+    const done = await grace.confirmProviderLogout(`${provider.issuer}/session/end`)
+    await done.response.body?.cancel()
+    t.same(delivered, ['ok'], "grace's logout token was delivered and accepted")
+    t.equal((await frank.fetch(`${stack.gw}/orders/b`, { headers: JSON_ACCEPT })).status, 200, "frank's session is untouched")
+    t.equal(exchanges.length, before + 2, 'but his exchange is made again (the ended sessions\' tokens are not known there)')
   })
 
   t.test('provider down: 502 provider_unavailable', async (t) => {
