@@ -4,7 +4,7 @@
 
 import * as jose from 'jose'
 import t from 'tap'
-import { problemCode, rawRequest } from '../fixtures/http.js'
+import { echo, openSocket, problemCode, rawRequest } from '../fixtures/http.js'
 import { manualClock } from '../fixtures/clock.js'
 import { CLIENT_ID, startStack } from '../fixtures/stack.js'
 
@@ -21,13 +21,14 @@ const PLAIN = { name: 'plain', match: { pathPrefix: '/plain' } }
 const OPEN = { name: 'open', match: { pathPrefix: '/open' }, auth: 'none' }
 // Shows the test the session's own access token (what a logged-out user could still present as Bearer).
 const FORWARD = { name: 'fwd', match: { pathPrefix: '/fwd' }, forwardAccessToken: true }
+const LIVE = { name: 'live', match: { pathPrefix: '/live' }, websocket: true, tokenExchange: { audience: 'orders-api' } }
 
 t.test('token exchange per upstream', async (t) => {
   const lines: string[] = []
   const clock = manualClock()
   const stack = await startStack(t, {
     provider: { tokenExchange: { audiences: ['orders-api', 'https://res.example.com/'], expiresInSeconds: 300 } },
-    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP, SELF, PLAIN, OPEN, FORWARD],
+    upstreams: [ORDERS, REFUSED, BY_RESOURCE, OPTIONAL, APP, SELF, PLAIN, OPEN, FORWARD, LIVE],
     backchannelLogout: true,
     // Introspection: a session's (opaque) access token is accepted as Bearer too, which shows
     // whether its cached exchange outlived a logout.
@@ -201,6 +202,31 @@ t.test('token exchange per upstream', async (t) => {
     t.equal(refused.headers['www-authenticate'], 'Bearer')
     // Other hosts keep the root upstream's document.
     t.equal((await fetch(`${stack.gw}/.well-known/oauth-protected-resource`)).status, 200)
+  })
+
+  t.test('a WebSocket upgrade carries the exchanged token, never the user\'s', async (t) => {
+    const url = `${stack.gw.replace('http', 'ws')}/live/socket`
+    const cookie = browser.cookieHeader(`${stack.gw}/live`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+    const before = stack.upstream.upgrades.length
+    const ws = await openSocket(url, { cookie, authorization: `Bearer ${userToken}` })
+    if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
+    t.teardown(() => ws.close())
+    t.equal(await echo(ws, 'hello'), 'hello')
+    t.equal(stack.upstream.upgrades.length, before + 1)
+    const authorization = stack.upstream.upgrades.at(-1)?.headers.authorization
+    t.match(authorization, /^Bearer /)
+    t.not(authorization, `Bearer ${userToken}`)
+    t.match(jose.decodeJwt(String(authorization).slice(7)), { aud: 'orders-api', sub: 'alice' })
+    t.notOk(JSON.stringify(stack.upstream.upgrades.at(-1)?.headers).includes(userToken), "the user's token appears in no header")
+    // A Bearer client's upgrade: its token exchanged as well.
+    const bearer = await provider.signJwt({ sub: 'service-b', aud: CLIENT_ID, scope: 'api' })
+    const client = await openSocket(url, { authorization: `Bearer ${bearer}` })
+    if (typeof client === 'number') throw new Error(`upgrade refused with ${client}`)
+    t.teardown(() => client.close())
+    t.equal(await echo(client, 'hi'), 'hi')
+    const exchanged = String(stack.upstream.upgrades.at(-1)?.headers.authorization)
+    t.not(exchanged, `Bearer ${bearer}`)
+    t.match(jose.decodeJwt(exchanged.slice(7)), { aud: 'orders-api', sub: 'service-b' })
   })
 
   t.test("logout drops the session's cached exchanges", async (t) => {
