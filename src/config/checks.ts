@@ -426,8 +426,11 @@ function checkTokenExchange(read: Read, upstreams: unknown, at: readonly Path[])
     const issues: Issue[] = []
     const auth = read(['upstreams', index, 'auth'], isString)
     const has = (key: string): boolean => read(['upstreams', index, key], isRecord) !== undefined
-    for (const key of ['tokenExchange', 'resourceMetadata']) {
-      if (has(key) && auth === 'none') {
+    // resourceMetadata: `true` or an object asks for a document that auth: none never serves;
+    // `false` says what auth: none implies, and is accepted.
+    const metadata = read(['upstreams', index, 'resourceMetadata'], isRecord) !== undefined || read(['upstreams', index, 'resourceMetadata'], isBoolean) === true
+    for (const [key, given] of [['tokenExchange', has('tokenExchange')], ['resourceMetadata', metadata]] as const) {
+      if (given && auth === 'none') {
         issues.push({ path: ['upstreams', index, key], message: `needs a signed-in user: it does nothing with ${formatPath(['upstreams', index, 'auth'])}: none` })
       }
     }

@@ -81,15 +81,12 @@ function lookup(env: Env, name: string): string | undefined {
 
 // Environment values are strings; where the schema wants an integer or a boolean, a string that
 // spells one is converted. Anything else is left for the schema to reject.
+// A key of two types (`resourceMetadata`: boolean or object) coerces to the scalar one it names.
 function coerce(text: string, schema: JsonSchema | undefined): unknown {
-  switch (schema?.type) {
-    case 'integer':
-      return /^[+-]?\d+$/.test(text) && Number.isSafeInteger(Number(text)) ? Number(text) : text
-    case 'boolean':
-      return /^(true|false)$/i.test(text) ? text.toLowerCase() === 'true' : text
-    default:
-      return text
-  }
+  const types = schema?.type === undefined ? [] : Array.isArray(schema.type) ? schema.type : [schema.type]
+  if (types.includes('integer') && /^[+-]?\d+$/.test(text) && Number.isSafeInteger(Number(text))) return Number(text)
+  if (types.includes('boolean') && /^(true|false)$/i.test(text)) return text.toLowerCase() === 'true'
+  return text
 }
 
 function childSchema(schema: JsonSchema | undefined, key: string): JsonSchema | undefined {

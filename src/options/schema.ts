@@ -500,12 +500,17 @@ const tokenExchange = object(
   { minProperties: 1 },
 )
 
-const resourceMetadata = object(
-  '[Protected resource metadata](#protected-resource-metadata) (RFC 9728) for this upstream, served at `/.well-known/oauth-protected-resource` followed by `match.pathPrefix` (on the upstream\'s hosts), and named in its 401\'s `WWW-Authenticate` as `resource_metadata`. Present (even `{}`): served. Needs `auth` other than `none`.',
-  {
+// A boolean or an object: `false` turns the document off, the object sets its members. `type` with
+// two names rather than a combinator, so that env.ts still walks `properties` (only an object has them).
+const resourceMetadata: JsonSchema = {
+  type: ['boolean', 'object'],
+  description:
+    "[Protected resource metadata](#protected-resource-metadata) (RFC 9728) of this upstream, served at `/.well-known/oauth-protected-resource` followed by `match.pathPrefix` (on the upstream's hosts) and named in its 401's `WWW-Authenticate` as `resource_metadata`. Unset (or `true`): on for every upstream with `auth` other than `none` (those accept Bearer tokens). `false`: neither, e.g. for an API that publishes its own document at that path. An object sets the document's members. Refused with `auth: none` unless `false`.",
+  additionalProperties: false,
+  properties: {
     scopes: list('`scopes_supported`: the scopes a client may ask for to use this upstream. Unset: the member is left out.', string('scope', { pattern: SCOPE_TOKEN.pattern }), { minItems: 1, uniqueItems: true }),
   },
-)
+}
 
 const upstream = object(
   'An application behind the gateway.',

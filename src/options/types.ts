@@ -233,8 +233,11 @@ export interface UpstreamConfig {
   forwardAccessToken: boolean
   /** Exchange the user's token for one of this upstream's (RFC 8693); absent: no exchange. */
   tokenExchange?: TokenExchangeConfig
-  /** Serve RFC 9728 metadata for this upstream; absent: none. */
-  resourceMetadata?: ResourceMetadataConfig
+  /**
+   * RFC 9728 metadata of this upstream: served unless `false` (or `auth: none`); the object sets
+   * its members. Absent and `true` mean the same (resource-metadata.ts publishesResourceMetadata).
+   */
+  resourceMetadata?: boolean | ResourceMetadataConfig
   allowPreflight: boolean
   websocket: boolean
   timeoutMs: number

@@ -2,10 +2,13 @@ import type { FastifyInstance } from 'fastify'
 import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { hostPattern } from './match.js'
 
-// OAuth 2.0 Protected Resource Metadata (RFC 9728) for upstreams with `resourceMetadata`: how an
-// API or agent client finds which provider issues tokens for an upstream and which scopes it
+// OAuth 2.0 Protected Resource Metadata (RFC 9728) of the upstreams that accept Bearer tokens: how
+// an API or agent client finds which provider issues tokens for an upstream and which scopes it
 // takes, without configuration of its own.
 //
+// - Every upstream with `auth` other than `none` accepts Bearer tokens (proxy/authenticate.ts
+//   tries one whenever no session signs in, from any provider the upstream accepts), so each has
+//   its document unless `resourceMetadata: false` turns it off (an API that publishes its own).
 // - The upstream is the protected resource; its resource identifier (RFC 9728 1.2) is the public
 //   origin (or, for an upstream with match.hosts, the scheme of server.publicUrl and the host the
 //   client asked) followed by its match.pathPrefix; `/` gives the bare origin.
@@ -14,12 +17,15 @@ import { hostPattern } from './match.js'
 //   exactly the identifier that URI was made from (RFC 9728 3.3).
 // - `authorization_servers` (RFC 9728 2) are the issuers of the providers the upstream accepts,
 //   whose tokens the gateway verifies; `bearer_methods_supported` is `header` alone (RFC 6750
-//   2.1: the gateway reads no token from a body or query); `scopes_supported` is the upstream's
-//   resourceMetadata.scopes when given.
+//   2.1: the gateway reads no token from a body or query); `scopes_supported` (OPTIONAL) is the
+//   upstream's resourceMetadata.scopes when given, and left out otherwise: no other key names
+//   the scopes a client should ask for (allow has no scope rule; tokenExchange.scope is what the
+//   exchanged token carries, not what the client's token needs).
 // - The 401 of such an upstream names the document's URL as `resource_metadata` in its Bearer
 //   challenge (RFC 9728 5.1, through bearer-challenge.ts).
 // - The routes are the gateway's own and take precedence over the upstreams' (a static route
-//   beats a prefix); they are public documents on exact paths: another spelling is an ordinary
+//   beats a prefix), except on a host where another upstream with the same prefix serves that
+//   prefix (documentHosts); they are public documents on exact paths: another spelling is an ordinary
 //   path of whichever upstream serves it, so no access decision depends on them.
 
 /** RFC 9728 3: the well-known URI suffix. */
@@ -36,9 +42,14 @@ export function resourceOrigin(upstream: UpstreamConfig, publicUrl: string, host
   return upstream.match.hosts === undefined || host === undefined ? url.origin : `${url.protocol}//${host}`
 }
 
+/** Whether `upstream` publishes a document: it accepts Bearer tokens, and it is not turned off. */
+export function publishesResourceMetadata(upstream: UpstreamConfig): boolean {
+  return upstream.auth !== 'none' && upstream.resourceMetadata !== false
+}
+
 /** The URL of `upstream`'s metadata as the 401's `resource_metadata`, or `undefined` when it has none. */
 export function resourceMetadataUrl(upstream: UpstreamConfig, publicUrl: string, host: string | undefined): string | undefined {
-  if (upstream.resourceMetadata === undefined) return undefined
+  if (!publishesResourceMetadata(upstream)) return undefined
   return resourceOrigin(upstream, publicUrl, host) + resourceMetadataPath(upstream.match.pathPrefix)
 }
 
@@ -50,7 +61,7 @@ export function resourceMetadataDocument(upstream: UpstreamConfig, origin: strin
     authorization_servers: issuers,
     bearer_methods_supported: ['header'],
   }
-  const scopes = upstream.resourceMetadata?.scopes
+  const scopes = typeof upstream.resourceMetadata === 'object' ? upstream.resourceMetadata.scopes : undefined
   if (scopes !== undefined) document.scopes_supported = scopes
   return document
 }
@@ -61,16 +72,38 @@ export interface ResourceMetadataOptions {
   publicUrl: string
 }
 
+/**
+ * The hosts an upstream's document is served on: its own `match.hosts`; for one without hosts,
+ * every host but those where another upstream with the same prefix takes that prefix (the router
+ * puts named hosts first, match.ts), so that there its path reaches that upstream, which may
+ * publish its own document, rather than a document of a resource that host does not serve.
+ */
+export function documentHosts(upstream: UpstreamConfig, hostsAtPrefix: ReadonlyMap<string, readonly string[]>): RegExp | undefined {
+  if (upstream.match.hosts !== undefined) return hostPattern(upstream.match.hosts)
+  const taken = hostsAtPrefix.get(upstream.match.pathPrefix)
+  if (taken === undefined) return undefined
+  return new RegExp(`^(?!${hostPattern(taken).source.slice(1)})`, 'i')
+}
+
 /** GET (and HEAD) of each metadata document, on the upstream's hosts. */
 export async function resourceMetadataRoutes(app: FastifyInstance, options: ResourceMetadataOptions): Promise<void> {
   const issuerOf = new Map(options.providers.map((p) => [p.name, p.issuer]))
+  // One pass over the upstreams, so that a thousand of them register in linear time.
+  const hostsAtPrefix = new Map<string, string[]>()
+  for (const { match } of options.upstreams) {
+    if (match.hosts === undefined) continue
+    const hosts = hostsAtPrefix.get(match.pathPrefix)
+    if (hosts === undefined) hostsAtPrefix.set(match.pathPrefix, [...match.hosts])
+    else hosts.push(...match.hosts)
+  }
   for (const upstream of options.upstreams) {
-    if (upstream.resourceMetadata === undefined) continue
+    if (!publishesResourceMetadata(upstream)) continue
     const issuers = upstream.providers.flatMap((name) => issuerOf.get(name) ?? [])
+    const hosts = documentHosts(upstream, hostsAtPrefix)
     app.route({
       method: 'GET',
       url: resourceMetadataPath(upstream.match.pathPrefix),
-      ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
+      ...(hosts === undefined ? {} : { constraints: { host: hosts } }),
       handler: (req, reply) => {
         const origin = resourceOrigin(upstream, options.publicUrl, req.headers.host)
         reply.header('cache-control', 'public, max-age=300').type('application/json').send(resourceMetadataDocument(upstream, origin, issuers))

@@ -13,7 +13,7 @@ t.test('tokenExchange: valid forms are kept as written', async (t) => {
   const config = resolve(withUpstream({ tokenExchange: { audience: 'orders-api', scope: ['orders.read'] } }))
   t.same(config.upstreams[0]?.tokenExchange, { audience: 'orders-api', scope: ['orders.read'] })
   t.equal(resolve().upstreams[0]?.tokenExchange, undefined, 'absent by default: no exchange')
-  t.equal(resolve().upstreams[0]?.resourceMetadata, undefined, 'absent by default: no metadata')
+  t.equal(resolve().upstreams[0]?.resourceMetadata, undefined, 'unset by default (on: proxy/resource-metadata.ts decides)')
 })
 
 t.test('tokenExchange: refused values, naming the key', async (t) => {
@@ -36,10 +36,24 @@ t.test('tokenExchange: refused where it could not do what it says', async (t) =>
   ])
 })
 
-t.test('resourceMetadata', async (t) => {
+t.test('resourceMetadata: a boolean or an object', async (t) => {
   t.strictSame(problems(withUpstream({ resourceMetadata: {} })), [])
+  t.strictSame(problems(withUpstream({ resourceMetadata: true })), [])
+  t.strictSame(problems(withUpstream({ resourceMetadata: false })), [])
   t.strictSame(problems(withUpstream({ resourceMetadata: { scopes: ['orders.read'] } })), [])
-  t.strictSame(problems(withUpstream({ resourceMetadata: {}, auth: 'none' })), ['upstreams[0].resourceMetadata: needs a signed-in user: it does nothing with upstreams[0].auth: none'])
+  t.equal(resolve(withUpstream({ resourceMetadata: false })).upstreams[0]?.resourceMetadata, false)
+  t.same(resolve(withUpstream({ resourceMetadata: { scopes: ['orders.read'] } })).upstreams[0]?.resourceMetadata, { scopes: ['orders.read'] })
+  t.equal(resolve(withUpstream({ resourceMetadata: '${RM}' }), { RM: 'false' }).upstreams[0]?.resourceMetadata, false, 'an environment value is coerced to the boolean')
+  t.match(problems(withUpstream({ resourceMetadata: 'no' })), [/^upstreams\[0\]\.resourceMetadata: /])
   t.match(problems(withUpstream({ resourceMetadata: { scopes: ['a', 'a'] } })), [/^upstreams\[0\]\.resourceMetadata\.scopes/])
   t.match(problems(withUpstream({ resourceMetadata: { issuers: [] } })), ['upstreams[0].resourceMetadata.issuers: unknown key'])
+})
+
+t.test('resourceMetadata on auth: none: refused when it asks for a document, accepted when false', async (t) => {
+  const refused = ['upstreams[0].resourceMetadata: needs a signed-in user: it does nothing with upstreams[0].auth: none']
+  t.strictSame(problems(withUpstream({ resourceMetadata: {}, auth: 'none' })), refused)
+  t.strictSame(problems(withUpstream({ resourceMetadata: { scopes: ['a'] }, auth: 'none' })), refused)
+  t.strictSame(problems(withUpstream({ resourceMetadata: true, auth: 'none' })), refused)
+  t.strictSame(problems(withUpstream({ resourceMetadata: false, auth: 'none' })), [])
+  t.strictSame(problems(withUpstream({ auth: 'none' })), [], 'unset: nothing to refuse')
 })

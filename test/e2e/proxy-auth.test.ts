@@ -31,7 +31,8 @@ t.test('auth: required', async (t) => {
     ] as const) {
       const res = await rawRequest(stack.gw, '/api/items?x=1', { method, headers })
       t.equal(res.status, 401, `${method} ${JSON.stringify(headers)}`)
-      t.equal(res.headers['www-authenticate'], 'Bearer')
+      // RFC 9728 5.1: on by default, the challenge names the upstream's metadata (on `/`: the bare suffix).
+      t.equal(res.headers['www-authenticate'], `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`)
       t.match(res.headers['content-type'], /^application\/problem\+json/)
       const body = res.json<Problem>()
       t.equal(body.code, 'unauthenticated')
@@ -236,7 +237,8 @@ t.test('Bearer JWT access tokens', async (t) => {
       t.equal(res.status, 401, `${name} ${path}`)
       t.equal(res.json<Problem>().code, 'unauthenticated')
       // RFC 6750 3.1: a token that came and was refused is invalid_token.
-      t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"', `${name} ${path}: invalid_token`)
+      const metadata = `${stack.gw}/.well-known/oauth-protected-resource${path === '/api' ? '' : '/admin'}`
+      t.equal(res.headers['www-authenticate'], `Bearer error="invalid_token", resource_metadata="${metadata}"`, `${name} ${path}: invalid_token`)
     }
   }
   t.equal(stack.upstream.requests.length, 2, 'only the good token reached an upstream')

@@ -154,7 +154,7 @@ t.test('cookie store: a refused refresh token ends the session; the request is t
   const api = await rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie: copied } })
   t.equal(api.status, 401)
   t.equal(api.json<Problem>().code, 'unauthenticated')
-  t.equal(api.headers['www-authenticate'], 'Bearer error="invalid_token"')
+  t.equal(api.headers['www-authenticate'], `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`)
   const cleared = ([] as string[]).concat(api.headers['set-cookie'] ?? [])
   t.ok(cleared.some((c) => /^ogw=;/.test(c) && /Max-Age=0/.test(c)), 'the session cookie is cleared')
   t.ok(cleared.some((c) => /^ogw_cred=;/.test(c) && /Max-Age=0/.test(c)), 'the credentials cookie is cleared')
@@ -191,7 +191,7 @@ t.test('cookies.credentialsPath: /api/v1/openid restores the path-scoped credent
   clock.advance(EXPIRED_MS)
   const api = await browser.fetch(`${stack.gw}/data`, { headers: JSON_ACCEPT })
   t.equal(api.status, 401, 'a script request gets 401')
-  t.equal(api.headers.get('www-authenticate'), 'Bearer error="invalid_token"')
+  t.equal(api.headers.get('www-authenticate'), `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`)
   t.equal(refreshes.succeeded, 0, 'nothing is refreshed on a proxied path')
   // Even a credentials cookie sent on a proxied path (e.g. left from the default setting) is not used.
   const forced = await rawRequest(stack.gw, '/data', {

@@ -57,7 +57,7 @@ t.test('gRPC Check against the gateway', async (t) => {
     const program = await client.check(checkRequest(http('/page', { accept: 'application/json' })))
     t.equal(program.status?.code, 16)
     t.equal(denied(program).status, 401)
-    t.equal(denied(program).headers['www-authenticate'], 'Bearer')
+    t.equal(denied(program).headers['www-authenticate'], 'Bearer resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"', 'RFC 9728 5.1, on the host asked')
     t.equal((JSON.parse(denied(program).body) as { code: string }).code, 'unauthenticated')
     const page = await client.check(checkRequest(http('/page?x=1', { accept: 'text/html', 'sec-fetch-mode': 'navigate' })))
     t.equal(page.status?.code, 16)
@@ -174,7 +174,7 @@ t.test('gRPC: with cookies.credentialsPath /api/v1/openid an expired session is 
   t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
   const program = denied(await client.check(checkRequest(http('/page', { cookie, accept: 'application/json' }))))
   t.equal(program.status, 401)
-  t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token"')
+  t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token", resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
 })
 
 t.test('gRPC: each check writes one request line, without the credentials, and counts in the request metrics', async (t) => {

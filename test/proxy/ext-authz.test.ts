@@ -83,7 +83,8 @@ t.test('ext_authz over HTTP', async (t) => {
     for (const headers of [{}, { accept: 'application/json' }, { cookie: 'ogw=forged' }] as Array<Record<string, string>>) {
       const res = await check(stack, '/page?x=1', headers)
       t.equal(res.status, 401)
-      t.equal(res.headers['www-authenticate'], 'Bearer')
+      // RFC 9728 5.1: the upstream's metadata on the host asked, with the public URL's scheme.
+      t.equal(res.headers['www-authenticate'], 'Bearer resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
       t.match(res.headers['content-type'], /^application\/problem\+json/)
       t.equal(problem(res).code, 'unauthenticated')
       t.equal(problem(res).signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('http://app.example.com/page?x=1')}`)
@@ -221,7 +222,7 @@ t.test('ext_authz: with cookies.credentialsPath /api/v1/openid an expired sessio
   t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
   const program = await check(stack, '/page', { cookie, accept: 'application/json' })
   t.equal(program.status, 401)
-  t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token"')
+  t.equal(program.headers['www-authenticate'], 'Bearer error="invalid_token", resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
 })
 
 t.test('ext_authz: forwardAuth.extAuthzPath moves the check', async (t) => {

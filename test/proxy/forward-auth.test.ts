@@ -88,7 +88,8 @@ t.test('checks', async (t) => {
       const res = await check(stack, headers)
       t.equal(res.status, 401, 'a program, or any request ingress-nginx asks about (it takes only 2xx, 401 and 403)')
       t.equal(res.headers.location, undefined)
-      t.equal(res.headers['www-authenticate'], 'Bearer')
+      // RFC 9728 5.1: the upstream's metadata, on the host asked (the upstream names hosts) with the public URL's scheme.
+      t.equal(res.headers['www-authenticate'], 'Bearer resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
       t.equal(res.headers['cache-control'], 'no-store')
       t.match(res.headers['content-type'], /^application\/problem\+json/)
       const body = res.json<Problem>()
@@ -495,7 +496,7 @@ t.test('expired sign-ins', async (t) => {
     clock.advance(3300)
     const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'application/json' }))
     t.equal(res.status, 401)
-    t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token"')
+    t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token", resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
     t.equal(res.headers.location, undefined)
     const page = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
     // As on the proxy: the refresh endpoint, which the credentials cookie reaches, renews it.
