@@ -7,7 +7,11 @@
 /** Parameters of a Bearer challenge, in the order given; `undefined` leaves one out. */
 export type BearerChallengeParams = Readonly<Record<string, string | undefined>>
 
+const NEEDS_ESCAPE = /[\\"]/
+
 function quoted(value: string): string {
+  // The common values (URLs, codes, acr values) need no escape: no replace, no callback.
+  if (!NEEDS_ESCAPE.test(value)) return `"${value}"`
   return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`
 }
 

@@ -225,10 +225,14 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
   }
 
   // RFC 9728 5.1: where this upstream's metadata is, when it publishes some.
-  const challengeOf = (req: FastifyRequest): BearerChallengeParams => {
-    const url = resourceMetadataUrl(upstream, deps.publicUrl, req.headers.host)
+  const challengeAt = (host: string | undefined): BearerChallengeParams => {
+    const url = resourceMetadataUrl(upstream, deps.publicUrl, host)
     return url === undefined ? {} : { resource_metadata: url }
   }
+  // Without match.hosts the document's URL is on the public origin whatever the request's host:
+  // worked out once, not on every 401.
+  const fixedChallenge = upstream.match.hosts === undefined ? challengeAt(undefined) : undefined
+  const challengeOf = (req: FastifyRequest): BearerChallengeParams => fixedChallenge ?? challengeAt(req.headers.host)
 
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     req.identity = null
