@@ -211,7 +211,7 @@ t.test('redis: email entries, shared by every replica, and no address in Redis',
   t.ok(await listB.isRevoked(withEmail('alice', 'alice@example.com', T0 - 10)), "the entries replica A wrote are replica B's too")
   t.notOk(await listB.isRevoked(withEmail('alice', 'alice@example.com', T0 + 1)), 'not a later sign-in')
   t.notOk(await listB.isRevoked(withEmail('dave', 'dave@example.com', T0 - 10)))
-  const members = await a.zrange(KEYS.revocations(), 0, -1)
+  const members = await a.zrange(KEYS.revocations(), '0', '-1')
   t.equal(members.length, 3)
   t.notMatch(members.join('\n'), /alice|carol|example/i, 'Redis holds digests, never an address')
 })
