@@ -14,8 +14,9 @@ import { isObject, type VerifiedSet } from './ssf-set.js'
 // Subjects (SSF 1.0 section 3, RFC 9493): the SET's top-level `sub_id`, or the event's own
 // `subject` member (SSF 1.0 3.1.1, CAEP events before SSF 1.0). Formats understood:
 // - iss_sub (RFC 9493 3.2.5): the provider whose issuer is `iss`, its user `sub`;
-// - email (RFC 9493 3.2.2): sessions whose `email` claim is that address (the store must be able
-//   to find them: see docs/features/shared-signals.md);
+// - email (RFC 9493 3.2.2): sessions whose `email` claim is that address (found by the memory and
+//   Redis stores, refused through its revocation list by the cookie store: see
+//   docs/features/shared-signals.md);
 // - opaque (RFC 9493 3.2.4): the `sub` at the stream's own provider (a transmitter that is the
 //   provider names its users by the `sub` it issues);
 // - complex (SSF 1.0 3.2): its `user` member (one of the above) and its `session` member (an

@@ -153,7 +153,10 @@ export class SsfReceiver {
     if (provider === undefined) return undefined
     if (subject.sid !== undefined) return [subject.sub === undefined ? { provider, sid: subject.sid } : { provider, sid: subject.sid, sub: subject.sub }]
     if (subject.sub !== undefined) return [{ provider, sub: subject.sub }]
-    if (subject.email === undefined || store.subjectsByEmail === undefined) return undefined
+    if (subject.email === undefined) return undefined
+    // A store that cannot find sessions by email (the cookie store: they are in the browsers) is
+    // given the address itself: its revocation list refuses the sessions carrying it.
+    if (store.subjectsByEmail === undefined) return [{ provider, email: subject.email }]
     const subs = await store.subjectsByEmail(provider, subject.email)
     return subs.map((sub) => ({ provider, sub }))
   }

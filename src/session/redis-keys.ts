@@ -20,6 +20,15 @@ function digest(value: string): string {
   return createHash('sha256').update(value).digest('base64url')
 }
 
+/**
+ * A digest of an address at `provider`, lowercased (RFC 9493 3.2.2 email subjects are compared
+ * case-insensitively): what the email link's key and the cookie store's revocation list
+ * (revocation.ts) know an address by, so that neither a key listing nor the list names anyone.
+ */
+export function emailDigest(provider: string, email: string): string {
+  return digest(`${providerScope(provider)}\n${email.toLowerCase()}`)
+}
+
 /** A Redis client comes with the keys to use in it; without a client, keys are optional. */
 export type RedisWithKeys = { redis?: undefined; keys?: RedisKeys } | { redis: RedisClient | undefined; keys: RedisKeys }
 
@@ -79,7 +88,7 @@ export class RedisKeys {
    * lowercased: a Shared Signals event may name its subject by email (written only with ssf).
    */
   emailUsers(provider: string, email: string): string {
-    return `${this.#prefix}email-user:${digest(`${providerScope(provider)}\n${email.toLowerCase()}`)}`
+    return `${this.#prefix}email-user:${emailDigest(provider, email)}`
   }
 
   /** The lock of a refresh of one session. */

@@ -2,14 +2,15 @@ import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { durableWrite, type RedisClient } from './redis-client.js'
-import type { RedisKeys, RedisWithKeys } from './redis-keys.js'
+import { emailDigest, type RedisKeys, type RedisWithKeys } from './redis-keys.js'
 import { runScript } from './redis-scripts.js'
 import { providerScope, type Session, type SessionSelector } from './types.js'
 
 // The sessions a back-channel logout ended, for the cookie store: it cannot delete the cookies
 // browsers hold, so it refuses them on every request instead. An entry names a provider session
-// (`sid`) or a subject (`sub`) and the time of the logout; it is kept for session.maxAgeSeconds,
-// after which every session it could refuse has ended anyway.
+// (`sid`), a subject (`sub`) or, for a Shared Signals event whose subject is an address (RFC 9493
+// 3.2.2), an `email`, and the time of the logout; it is kept for session.maxAgeSeconds, after
+// which every session it could refuse has ended anyway.
 //
 // - A `sid` entry refuses every session carrying that sid, whenever it was created: a provider
 //   session that has ended never comes back (a new sign-in gets a new sid), and comparing times
@@ -17,6 +18,11 @@ import { providerScope, type Session, type SessionSelector } from './types.js'
 // - A `sub` entry refuses the subject's sessions created at or before the logout (in whole
 //   seconds, as createdAt is: a sign-in in the very second of the logout is refused too, and
 //   the next works).
+// - An `email` entry refuses, as a `sub` entry does, the sessions created at or before it whose
+//   `email` claim is that address, compared lowercased. The entry holds a digest of the provider
+//   and the lowercased address (redis-keys.ts emailDigest), never the address: the list (in
+//   Redis, in a worker's snapshot) names nobody. A session's address is digested only while the
+//   list holds an email entry, so requests pay nothing for this otherwise.
 // - The list never fails open. Memory: when full, the oldest entry is folded into a floor, and
 //   every session created at or before the floor is refused (those users sign in again). Redis:
 //   the list is shared by every replica, each of which rereads it when it has changed, checked
@@ -34,7 +40,7 @@ export interface RevocationList {
   size(): Promise<number>
 }
 
-/** One logout: a `sid:` or `sub:` key and the epoch second it was recorded. */
+/** One logout: a `sid:`, `sub:` or `email:` key and the epoch second it was recorded. */
 export interface RevocationEntry {
   key: string
   at: number
@@ -51,17 +57,29 @@ export const MEMORY_REVOCATIONS = 100_000
 /** How long a replica of a Redis-backed list trusts its copy before asking whether it changed. */
 export const REFRESH_MS = 1000
 
+const EMAIL_PREFIX = 'email:'
+
 function keyOf(selector: SessionSelector): string {
+  // The digest carries the provider's scope itself.
+  if (selector.email !== undefined) return `${EMAIL_PREFIX}${emailDigest(selector.provider, selector.email)}`
   const scope = providerScope(selector.provider)
   return selector.sid !== undefined ? `sid:${scope}${selector.sid}` : `sub:${scope}${selector.sub}`
+}
+
+/** 1 for an `email:` entry, else 0: what the lists count to skip the digest when they hold none. */
+function emailWeight(key: string): number {
+  return key.startsWith(EMAIL_PREFIX) ? 1 : 0
 }
 
 function nowSeconds(clock: Clock): number {
   return Math.floor(clock.now() / 1000)
 }
 
-/** The rules at the top of this file, over entries (key -> epoch seconds of the logout) and a floor. */
-function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): boolean {
+/**
+ * The rules at the top of this file, over entries (key -> epoch seconds of the logout), how many
+ * of them are `email:` entries, and a floor.
+ */
+function revokedBy(entries: ReadonlyMap<string, number>, emails: number, floor: number, session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): boolean {
   if (session.createdAt <= floor) return true
   // The common case on every request: nothing revoked, so no key strings are built.
   if (entries.size === 0) return false
@@ -69,7 +87,12 @@ function revokedBy(entries: ReadonlyMap<string, number>, floor: number, session:
   const sid = session.claims.sid
   if (typeof sid === 'string' && entries.has(`sid:${scope}${sid}`)) return true
   const subRevokedAt = entries.get(`sub:${scope}${session.claims.sub}`)
-  return subRevokedAt !== undefined && subRevokedAt >= session.createdAt
+  if (subRevokedAt !== undefined && subRevokedAt >= session.createdAt) return true
+  // A digest per request only while some address is revoked.
+  const email = session.claims.email
+  if (emails === 0 || typeof email !== 'string') return false
+  const emailRevokedAt = entries.get(`${EMAIL_PREFIX}${emailDigest(session.provider, email)}`)
+  return emailRevokedAt !== undefined && emailRevokedAt >= session.createdAt
 }
 
 export interface RevocationOptions {
@@ -84,6 +107,8 @@ export class MemoryRevocationList implements RevocationList {
   readonly #clock: Clock
   /** In logout order: a re-revoked key moves to the end. */
   readonly #entries = new Map<string, number>()
+  /** How many of the entries are `email:` entries. */
+  #emails = 0
   #floor = Number.NEGATIVE_INFINITY
 
   constructor(options: RevocationOptions & { maxEntries?: number }) {
@@ -106,15 +131,16 @@ export class MemoryRevocationList implements RevocationList {
   /** Records an entry made by the list this one copies. */
   apply(entry: RevocationEntry): void {
     this.#purge(nowSeconds(this.#clock))
-    this.#entries.delete(entry.key)
+    this.#delete(entry.key)
     if (this.#entries.size >= this.#maxEntries) {
       // Full: the oldest entry goes, and with it every session it could refuse, and more
       // (all sessions created at or before its logout), rather than any of them coming back.
       const [oldest, revokedAt] = this.#entries.entries().next().value as [string, number]
-      this.#entries.delete(oldest)
+      this.#delete(oldest)
       this.#floor = Math.max(this.#floor, revokedAt)
     }
     this.#entries.set(entry.key, entry.at)
+    this.#emails += emailWeight(entry.key)
   }
 
   /** Every entry and the floor, for a new copy of the list (a worker that starts). */
@@ -130,7 +156,7 @@ export class MemoryRevocationList implements RevocationList {
   }
 
   async isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
-    return revokedBy(this.#entries, this.#floor, session)
+    return revokedBy(this.#entries, this.#emails, this.#floor, session)
   }
 
   async size(): Promise<number> {
@@ -141,14 +167,21 @@ export class MemoryRevocationList implements RevocationList {
   #purge(now: number): void {
     for (const [key, revokedAt] of this.#entries) {
       if (revokedAt + this.#maxAgeSeconds > now) return
-      this.#entries.delete(key)
+      this.#delete(key)
     }
+  }
+
+  /** Every removal goes through here, so that the email count stays that of the entries. */
+  #delete(key: string): void {
+    if (this.#entries.delete(key)) this.#emails -= emailWeight(key)
   }
 }
 
 interface Snapshot {
   version: string | null
   entries: Map<string, number>
+  /** How many of the entries are `email:` entries. */
+  emails: number
   floor: number
   /** Milliseconds since the epoch. */
   checkedAt: number
@@ -210,7 +243,7 @@ export class RedisRevocationList implements RevocationList {
 
   async isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
     const snapshot = await this.#current()
-    return revokedBy(snapshot.entries, snapshot.floor, session)
+    return revokedBy(snapshot.entries, snapshot.emails, snapshot.floor, session)
   }
 
   async size(): Promise<number> {
@@ -249,8 +282,13 @@ export class RedisRevocationList implements RevocationList {
       this.#redis.get(this.#sinceKey),
     ])
     const map = new Map<string, number>()
-    for (let i = 0; i + 1 < entries.length; i += 2) map.set(entries[i] as string, Number(entries[i + 1]))
-    return { version, entries: map, floor: since === null ? nowSeconds(this.#clock) : Number(since) - 1, checkedAt }
+    let emails = 0
+    for (let i = 0; i + 1 < entries.length; i += 2) {
+      const key = entries[i] as string
+      map.set(key, Number(entries[i + 1]))
+      emails += emailWeight(key)
+    }
+    return { version, entries: map, emails, floor: since === null ? nowSeconds(this.#clock) : Number(since) - 1, checkedAt }
   }
 }
 

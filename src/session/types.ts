@@ -29,12 +29,30 @@ export interface Session {
  * provider session (`sid`, with `sub` also matched when the token names both), or every session of
  * `sub` when the token names no `sid`; always of the provider that sent the logout token, since
  * two providers may use the same `sub` for different people.
+ *
+ * Or, for a Shared Signals event whose subject is an `email` (RFC 9493 3.2.2), the sessions whose
+ * `email` claim is that address, compared lowercased (RFC 9493 3.2.2 leaves canonicalization to
+ * the parties; domains are case-insensitive, RFC 5321 2.4, and providers differ on the local
+ * part's case, so lowercasing errs towards ending a session). Only a store that cannot
+ * find sessions by email (no subjectsByEmail: the cookie store) is given one; the others are given
+ * the subjects they find.
  */
-export type SessionSelector = { provider: string } & SubjectSelector
+export type SessionSelector = { provider: string } & ((SubjectSelector & { email?: undefined }) | EmailSelector)
+
+/** The sessions whose `email` claim is `email` (case-insensitive): see SessionSelector. */
+export interface EmailSelector {
+  email: string
+  sid?: undefined
+  sub?: undefined
+}
 
 /** Whether `session` is one that `selector` names. */
 export function selects(selector: SessionSelector, session: Pick<Session, 'claims' | 'provider'>): boolean {
   if (session.provider !== selector.provider) return false
+  if (selector.email !== undefined) {
+    const claim = session.claims.email
+    return typeof claim === 'string' && claim.toLowerCase() === selector.email.toLowerCase()
+  }
   if (selector.sid !== undefined && session.claims.sid !== selector.sid) return false
   return selector.sub === undefined || session.claims.sub === selector.sub
 }
@@ -77,7 +95,9 @@ export interface SessionStore {
   destroy(req: SessionRequest, reply: SessionReply): Promise<void>
   /**
    * Ends every session `selector` names, on every replica (back-channel logout). Server-side stores
-   * delete them; the cookie store, which cannot reach the browsers, refuses them from then on.
+   * delete them; the cookie store, which cannot reach the browsers, refuses them from then on. An
+   * `email` selector is for a store without subjectsByEmail (the cookie store); the Redis store,
+   * which finds sessions only through its sub and sid indexes, ends nothing for one.
    */
   end(selector: SessionSelector): Promise<void>
   /**
@@ -89,8 +109,9 @@ export interface SessionStore {
   /**
    * The `sub` of every session of `provider` whose `email` claim is `email` (case-insensitive),
    * for a Shared Signals event naming its subject by email. Absent where sessions cannot be found
-   * by email (the cookie store holds them in browsers); the Redis store finds them through an
-   * email link it keeps only when a provider has `ssf`.
+   * by email (the cookie store holds them in browsers): such a store's `end` is given an email
+   * selector instead. The Redis store finds them through an email link it keeps only when a
+   * provider has `ssf`.
    */
   subjectsByEmail?(provider: string, email: string): Promise<string[]>
   /** Whether the store can be reached now (readiness); never throws. */

@@ -129,6 +129,27 @@ t.test('push: subject formats email and opaque; credential-change ends; token-cl
   t.match(await refreshes(), /openid_gateway_refreshes_total\{code="ok"\} 1/, 'its next request ran the refresh grant')
 })
 
+t.test('cookie store: an email subject ends the sessions carrying that address through the revocation list, and only those', async (t) => {
+  const { stack, tx, lines } = await setup(t, { delivery: 'push', authorization: PUSH_AUTHORIZATION }, 'cookie')
+  const a1 = await stack.signedIn('alice')
+  const a2 = await stack.signedIn('alice')
+  const bob = await stack.signedIn('bob')
+  t.equal(await status(stack, a1), 200)
+  const email = stack.upstream.requests.at(-1)?.headers['x-forwarded-email']
+  t.ok(email, 'the session has an email claim')
+  t.equal(await status(stack, bob), 200)
+  const res = await tx.push((await tx.sign(SESSION_REVOKED, { subId: { format: 'email', email: String(email).toUpperCase() } })).token)
+  t.equal(res.status, 202)
+  t.equal(await status(stack, a1), 401, 'ended (the address compared case-insensitively)')
+  t.equal(await status(stack, a2), 401, 'in every browser')
+  t.equal(await status(stack, bob), 200, 'another user is left alone')
+  t.equal(await stack.app.revocations?.size(), 1, 'one entry in the cookie store\'s revocation list')
+  const ssfLines = lines.filter((l) => l.includes('shared signals'))
+  const line = ssfLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'shared signals event' && l.event === SESSION_REVOKED)
+  t.match(line, { outcome: 'ended', email: String }, 'logged as ended, the address digested')
+  t.notOk(ssfLines.join('\n').toLowerCase().includes(String(email).toLowerCase()), 'never the address in its log line')
+})
+
 t.test('credentialChange: ignore leaves the sessions', async (t) => {
   const { stack, tx } = await setup(t, { delivery: 'push', authorization: PUSH_AUTHORIZATION, credentialChange: 'ignore' })
   const browser = await stack.signedIn('alice')

@@ -7,7 +7,7 @@ import { page, signedIn, startWorkers } from '../fixtures/workers.js'
 // server.workers: 2 with a polled Shared Signals stream: only the first worker slot manages the
 // stream and polls (one stream, one verification, one poller), and a session-revoked it polls
 // ends the subject's sessions on every worker (the cookie store's revocation list, shared through
-// the primary).
+// the primary), whether it names a sub or an email.
 
 t.test('poll with two workers: one poller; a polled session-revoked ends the session on every worker', async (t) => {
   const tx = await startTransmitter({ audience: CLIENT_ID })
@@ -35,4 +35,15 @@ t.test('poll with two workers: one poller; a polled session-revoked ends the ses
   t.notOk(pollers.has(undefined), 'each line names its process')
   t.equal(pollers.size, 1, 'every polled event was judged by the same worker')
   t.equal(lines.filter((l) => l.msg === 'shared signals event' && l.outcome === 'ended').length, 1, 'the event was processed once')
+
+  // An email subject: the poller's worker sends the primary an email entry, which every worker applies.
+  const carol = await signedIn(gateway, 'carol')
+  t.equal((await page(gateway, carol)).status, 200)
+  const byEmail = await tx.sign(SESSION_REVOKED, { subId: { format: 'email', email: 'CAROL@example.com' } })
+  tx.queue(byEmail.token, byEmail.jti)
+  await eventually('the email SET is acknowledged', () => tx.polls.some((p) => p.ack.includes(byEmail.jti)), 20_000)
+  const carolAfter = []
+  for (let i = 0; i < 10; i++) carolAfter.push((await page(gateway, carol, `/email${i}`)).status)
+  t.same(carolAfter, Array(10).fill(401), 'the email subject is refused by both workers')
+  t.equal((await page(gateway, bob)).status, 200, 'bob is still left alone')
 })
