@@ -9,39 +9,22 @@
 // token validation) and Discovery 4.3 (the issuer of the configuration). The gateway's FAPI 2.0
 // profile is docs/features/dpop-par-fapi.md; test/e2e/fapi2.test.ts holds its wider tests.
 
-import { generateKeyPairSync } from 'node:crypto'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t from 'tap'
-import { clientJwks } from '../../src/oidc/client-auth.js'
-import type { ProviderConfig } from '../../src/options/types.js'
 import { startAdversarialStack, SUBJECT, type AdversarialProvider, type Behaviour } from '../fixtures/adversarial-provider.js'
 import { problems } from '../fixtures/config/base.js'
-import { CLIENT_ID, discoveryFailure, startStack, type Stack } from '../fixtures/stack.js'
+import { CLIENT_ID, discoveryFailure, type Stack } from '../fixtures/stack.js'
+import { fapi2Client, startFapi2Stack } from '../fixtures/fapi2.js'
 import { assertRefused, assertSignedIn, proxiedIdentity, signIn, type Verdict } from './runner.js'
 
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]
 
-const keyFile = join(mkdtempSync(join(tmpdir(), 'ogw-conformance-fapi-')), 'client.pem')
-writeFileSync(keyFile, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }))
-const FAPI2 = { clientSecret: undefined, clientAuthMethod: 'private_key_jwt', clientKey: keyFile, profile: 'fapi2' }
+const client = fapi2Client()
+const FAPI2 = client.provider
 const now = (): number => Math.floor(Date.now() / 1000)
 
 /** oidc-provider as a FAPI 2.0 provider (PAR required, DPoP-bound tokens, private_key_jwt, iss). */
-async function realFapiStack(t: Test, dpopNonces: boolean): Promise<Stack> {
-  const jwks = await clientJwks({ clientAuthMethod: 'private_key_jwt', clientKey: keyFile } as ProviderConfig)
-  return startStack(t, {
-    provider: { fapi2: true, dpopNonces },
-    client: {
-      clientSecret: undefined,
-      tokenEndpointAuthMethod: 'private_key_jwt',
-      ...(jwks === undefined ? {} : { jwks }),
-      requirePushedAuthorizationRequests: true,
-      dpopBoundAccessTokens: true,
-    },
-    config: { provider: FAPI2 },
-  })
+function realFapiStack(t: Test, dpopNonces: boolean): Promise<Stack> {
+  return startFapi2Stack(t, client, { dpopNonces })
 }
 
 /** The happy path against the real provider: pushed, bound, signed in. */

@@ -1,37 +1,20 @@
 // provider.profile fapi2: the whole sign-in, refresh and logout against oidc-provider configured
 // as a FAPI 2.0 provider, and the negatives against a provider that breaks one rule at a time.
 
-import { generateKeyPairSync } from 'node:crypto'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t from 'tap'
-import { clientJwks } from '../../src/oidc/client-auth.js'
-import type { ProviderConfig } from '../../src/options/types.js'
 import type { Problem } from '../../src/contract/errors.js'
 import { startAdversarialStack, type Behaviour } from '../fixtures/adversarial-provider.js'
 import { problems, resolve } from '../fixtures/config/base.js'
 import { problemCode } from '../fixtures/http.js'
-import { assertRefusedAtDiscovery, startStack } from '../fixtures/stack.js'
+import { fapi2Client, startFapi2Stack } from '../fixtures/fapi2.js'
+import { assertRefusedAtDiscovery } from '../fixtures/stack.js'
 
 const JSON_ACCEPT = { accept: 'application/json' }
-const keyFile = join(mkdtempSync(join(tmpdir(), 'ogw-fapi-')), 'client.pem')
-writeFileSync(keyFile, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }))
-const FAPI2 = { clientSecret: undefined, clientAuthMethod: 'private_key_jwt', clientKey: keyFile, profile: 'fapi2' }
+const client = fapi2Client()
+const FAPI2 = client.provider
 
 t.test('against oidc-provider as a FAPI 2.0 provider: sign-in, refresh, logout', async (t) => {
-  const jwks = await clientJwks({ clientAuthMethod: 'private_key_jwt', clientKey: keyFile } as ProviderConfig)
-  const stack = await startStack(t, {
-    provider: { fapi2: true, dpopNonces: true, rotateRefreshTokens: true },
-    client: {
-      clientSecret: undefined,
-      tokenEndpointAuthMethod: 'private_key_jwt',
-      ...(jwks === undefined ? {} : { jwks }),
-      requirePushedAuthorizationRequests: true,
-      dpopBoundAccessTokens: true,
-    },
-    config: { provider: FAPI2 },
-  })
+  const stack = await startFapi2Stack(t, client, { dpopNonces: true, rotateRefreshTokens: true })
   t.equal(stack.config.providers[0]!.dpop, true, 'the profile turns DPoP on')
   t.equal(stack.config.providers[0]!.pushedAuthorizationRequests, 'required', 'and PAR')
   const metadata = (await (await fetch(`${stack.provider?.issuer}/.well-known/openid-configuration`)).json()) as Record<string, unknown>

@@ -158,9 +158,12 @@ t.test('memory: when full, the oldest entry becomes a floor, never a session tha
   t.ok(await list.isRevoked(session('carol', T0 + 15, 'sid-2')), 'the entries kept still refuse')
 })
 
-t.test('redis: the same rules, and shared by every replica', async (t) => {
+/**
+ * Two replicas' lists on one redis-server, started before the sessions of the test are created
+ * (see the data-loss test), their clock then moved past that start.
+ */
+async function twoReplicas(t: Test) {
   const server = await startRedis(t)
-  // The lists start before the sessions of the test are created (see the data-loss test).
   const c = clock((T0 - 100) * 1000)
   const a = new Redis(server.url)
   const b = new Redis(server.url)
@@ -171,6 +174,11 @@ t.test('redis: the same rules, and shared by every replica', async (t) => {
   const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   c.advance(100_000)
+  return { server, c, a, b, listA, listB }
+}
+
+t.test('redis: the same rules, and shared by every replica', async (t) => {
+  const { c, listA, listB } = await twoReplicas(t)
   const s = session('zed', T0 - 10, 'sid-z')
   t.notOk(await listB.isRevoked(s), 'replica B has read the (empty) list')
 
@@ -188,17 +196,7 @@ t.test('redis: the same rules, and shared by every replica', async (t) => {
 })
 
 t.test('redis: email entries, shared by every replica, and no address in Redis', async (t) => {
-  const server = await startRedis(t)
-  const c = clock((T0 - 100) * 1000)
-  const a = new Redis(server.url)
-  const b = new Redis(server.url)
-  t.teardown(() => {
-    a.disconnect()
-    b.disconnect()
-  })
-  const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
-  const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
-  c.advance(100_000)
+  const { c, a, listA, listB } = await twoReplicas(t)
   const carol = withEmail('carol', 'Carol@Example.com', T0 - 10)
   t.notOk(await listB.isRevoked(carol), 'replica B has read the (empty) list')
 
