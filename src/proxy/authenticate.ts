@@ -40,6 +40,11 @@ export interface AuthenticateDeps {
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
 
+/** The token of an `Authorization: Bearer` header (RFC 6750 2.1: b64token), or undefined. */
+export function bearerTokenOf(authorization: string | undefined): string | undefined {
+  return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1]
+}
+
 export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
   const { store, lifecycle, providers, clock } = deps
 
@@ -70,9 +75,7 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       const session = await store.load(req)
       // A session of a provider this upstream does not accept (or no longer configured) does not sign in here.
       if (session !== undefined && accepts.has(session.provider)) return fromSession(req, reply, session)
-      const authorization = req.headers.authorization
-      if (authorization === undefined) return undefined
-      const token = BEARER.exec(authorization)?.[1]
+      const token = bearerTokenOf(req.headers.authorization)
       if (token === undefined) return undefined
       // A token is never sent to a provider this upstream does not accept; one that names no
       // issuer (an opaque token) goes to the first accepted provider that introspects.

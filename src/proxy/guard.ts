@@ -6,7 +6,7 @@ import { refreshPath, signInPath } from '../contract/endpoints.js'
 import type { AllowRefusal } from './allow.js'
 import { createPathPolicies } from './rules.js'
 import type { Identity } from '../contract/identity.js'
-import type { AuthRequest, Authenticator } from './authenticate.js'
+import { bearerTokenOf, type AuthRequest, type Authenticator } from './authenticate.js'
 import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher } from './public-paths.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
@@ -156,8 +156,7 @@ function stepUpDecision(identity: Identity, requirement: StepUpRequirement, path
 
 /** Whether the identity is the request's own Bearer token (authenticate.ts prefers a session). */
 function isBearerOf(authorization: string | undefined, accessToken: string): boolean {
-  if (authorization === undefined || !/^bearer +/i.test(authorization)) return false
-  return authorization.replace(/^bearer +/i, '').trim() === accessToken
+  return bearerTokenOf(authorization) === accessToken
 }
 
 /** The log line of a step-up: who, where, and what fell short (never a claim value). */
