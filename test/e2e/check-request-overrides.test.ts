@@ -26,6 +26,7 @@ const OVERRIDES: Record<string, string> = Object.fromEntries(
 t.test('every allow names the request-target and method overrides for removal', async (t) => {
   const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS })
   const alice = await gatewayCookies(stack, 'alice')
+  const credentials: Array<Record<string, string>> = [{}, { cookie: alice }]
 
   t.test('the list is the one the proxy strips', async (t) => {
     t.ok(REQUEST_OVERRIDE_HEADER_NAMES.length >= 10)
@@ -39,7 +40,7 @@ t.test('every allow names the request-target and method overrides for removal', 
   })
 
   t.test('HTTP: x-envoy-auth-headers-to-remove names each one, anonymous or signed in', async (t) => {
-    for (const headers of [{}, { cookie: alice }]) {
+    for (const headers of credentials) {
       const res = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/public/logo.png', headers: { host: APP, ...headers } }))
       t.equal(res.status, 200)
       const removed = String(res.headers['x-envoy-auth-headers-to-remove']).split(',')
@@ -49,7 +50,7 @@ t.test('every allow names the request-target and method overrides for removal', 
 
   t.test('gRPC: headers_to_remove names each one', async (t) => {
     const client = await serveGatewayGrpc(t, stack)
-    for (const headers of [{}, { cookie: alice }]) {
+    for (const headers of credentials) {
       const res = await client.check(checkRequest({ method: 'GET', host: APP, path: '/public/logo.png', scheme: 'https', headers: { ':authority': APP, ...headers, ...OVERRIDES } }))
       t.equal(res.status?.code, 0)
       const removed = res.ok_response?.headers_to_remove ?? []
