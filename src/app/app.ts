@@ -26,14 +26,14 @@ import { canonicalHost, createUpstreamMatcher } from '../proxy/match.js'
 import { createTrustCheck } from '../proxy/forwarded.js'
 import { socketGrant, socketVerdict } from '../proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
-import { normalizePath } from '../proxy/path.js'
+import { isInNormalForm, normalizePath } from '../proxy/path.js'
 import { createErrorPage, createProblemAnswer, wantsPage, type PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../proxy/forward-auth.js'
-import { createChecker } from '../proxy/check.js'
+import { createChecker, isCheckRoute } from '../proxy/check.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { resourceMetadataRoutes } from '../proxy/resource-metadata.js'
 import type { StepUpJudge } from '../proxy/guard.js'
@@ -134,7 +134,7 @@ declare module 'fastify' {
   }
 }
 
-/** Marks a raw request whose path was refused by the normalizer (answered 400 in onRequest). */
+/** Marks a raw request whose path was refused before routing, with the reason (answered 400 in onRequest). */
 const kBadPath = Symbol('openid-gateway.badPath')
 
 /** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
@@ -171,6 +171,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const { state } = options
   const logStream = options.logStream ?? stdoutDestination()
   const redactUrl = urlRedactor(config.log)
+  const { extAuthzPath } = config.forwardAuth
   const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
   const app = Fastify({
     logger: { ...loggerOptions(config.log), stream: logStream },
@@ -193,8 +194,17 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       if (host !== undefined) raw.headers.host = canonicalHost(host)
       const url = raw.url ?? '/'
       const normalized = normalizePath(url)
-      if (normalized === null) {
-        ;(raw as IncomingMessage & { [kBadPath]?: true })[kBadPath] = true
+      // A check endpoint is recognized on the raw target and never rewritten: normalized first,
+      // `<extAuthzPath>/../redirect` would route to the sign-in endpoint, whose 200 Envoy takes
+      // for an allow of `/../redirect`.
+      const refused =
+        normalized === null
+          ? 'the request path is malformed'
+          : isCheckRoute(url, extAuthzPath) && !isInNormalForm(url, normalized)
+            ? "a check's request path must be in normal form"
+            : undefined
+      if (normalized === null || refused !== undefined) {
+        ;(raw as IncomingMessage & { [kBadPath]?: string })[kBadPath] = refused
         return '/'
       }
       return normalized.path + normalized.search
@@ -232,9 +242,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // What every request goes through before routing, in one hook. It takes a callback: an async
   // hook costs a promise and a microtask per request for work that never waits.
   app.addHook('onRequest', (req, reply, done) => {
-    if ((req.raw as IncomingMessage & { [kBadPath]?: true })[kBadPath]) {
-      return done(new GatewayError('bad_request', 'the request path is malformed'))
-    }
+    const refused = (req.raw as IncomingMessage & { [kBadPath]?: string })[kBadPath]
+    if (refused !== undefined) return done(new GatewayError('bad_request', refused))
     const q = req.url.indexOf('?')
     if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
       return done(new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces'))

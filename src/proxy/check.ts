@@ -4,7 +4,7 @@ import { GatewayError } from '../contract/errors.js'
 import type { Identity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
-import { ASSERTION_JWKS_PATH, isGatewayPath, refreshPath, signInPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, FORWARD_AUTH_PATH, isGatewayPath, refreshPath, signInPath } from '../contract/endpoints.js'
 import type { UrlRedactor } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
@@ -12,7 +12,7 @@ import { createAccessDecision, isPreflight, logForbidden, logStepUp, type Access
 import type { StepUpRequirement } from '../oidc/step-up.js'
 import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
-import type { NormalizedPath } from './path.js'
+import { isInNormalForm, normalizePath, type NormalizedPath } from './path.js'
 import type { BearerChallengeParams } from './bearer-challenge.js'
 import { resourceMetadataUrl } from './resource-metadata.js'
 
@@ -24,7 +24,14 @@ import { resourceMetadataUrl } from './resource-metadata.js'
 // the gateway proxies it or is asked about it.
 //
 // - The request checked is the one the dialect established (its method, canonical host, scheme
-//   and normalized target); a variant spelling that routes elsewhere is refused (ambiguity.ts).
+//   and target); a variant spelling that routes elsewhere is refused (ambiguity.ts).
+// - The target is decided only as it is spelled (checkedTarget): the ingress forwards the client's
+//   spelling, not the gateway's normal form of it, so a target the normalizer would rewrite (dot
+//   segments, `//`, `%2e`, an encoded unreserved character) is refused with 400, never decided for
+//   the path it normalizes to. An ingress that normalizes before the check (Envoy normalize_path
+//   and merge_slashes, Istio MERGE_SLASHES, Traefik's sanitizePath) never sends one; see
+//   docs/deploy/kubernetes.md. The request to the check endpoint itself is routed on its raw
+//   target (isCheckRoute), so a `..` after the prefix cannot reach another endpoint.
 // - The upstream is the one the host and path select, or the one the caller names (Envoy's
 //   context_extensions): a name that is not configured is refused, never matched to something
 //   else (a typo must not fall back to a laxer upstream).
@@ -103,6 +110,37 @@ export interface Checker {
  */
 export function checkContext(req: Pick<DecisionRequest, 'cookies' | 'headers' | 'log'>, checked: CheckedRequest): DecisionRequest {
   return { url: checked.target.path + checked.target.search, cookies: req.cookies, headers: req.headers, log: req.log }
+}
+
+/**
+ * The target a check decides on: `raw` (`what` names where it was read, for the 400), refused
+ * unless it is a request path already in normal form (isInNormalForm). Never a decision for the
+ * path a rewritten spelling stands for: that is not the path the upstream receives.
+ */
+export function checkedTarget(raw: string, what: string): NormalizedPath {
+  const target = normalizePath(raw)
+  if (target === null) throw new GatewayError('bad_request', `${what} is not a valid request path`)
+  if (!isInNormalForm(raw, target)) {
+    throw new GatewayError(
+      'bad_request',
+      `${what} is not in normal form (dot segments, repeated slashes or needless percent-encoding): the gateway decides only for the path the upstream receives; normalize paths before the check`,
+    )
+  }
+  return target
+}
+
+/**
+ * Whether a request to the gateway is one of the check endpoints', by its raw target (before any
+ * normalization): the forward-auth path (with anything after it) or `extAuthzPath` followed by
+ * `/`. Such a request is routed to its check and nowhere else: normalized first,
+ * `<extAuthzPath>/../redirect` would be the sign-in endpoint's 200, which Envoy takes for an allow.
+ */
+export function isCheckRoute(rawUrl: string, extAuthzPath: string): boolean {
+  if (rawUrl.startsWith(`${extAuthzPath}/`)) return true
+  if (!rawUrl.startsWith(FORWARD_AUTH_PATH)) return false
+  const next = rawUrl.charCodeAt(FORWARD_AUTH_PATH.length)
+  // The end, `/` or `?`: `/api/v1/openid/authx` is another path.
+  return Number.isNaN(next) || next === 0x2f || next === 0x3f
 }
 
 /** Hosts named in cookie-reach warnings; every caller can name hosts, so the memory is capped. */

@@ -9,13 +9,12 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SetCookieLines } from '../session/cookies.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
-import { checkContext, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
+import { checkContext, checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
 import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from './guard.js'
 import type { IdentityAssertions } from './identity-assertion.js'
 import type { TokenExchanger } from './token-exchange.js'
-import { identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './header-policy.js'
+import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
-import { normalizePath } from './path.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
@@ -93,7 +92,9 @@ export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
  * The identity an allowed request carries to its upstream: the same identity headers, access token
  * and assertion the proxy would set, the client's cookies without the gateway's, and every
  * identity header the gateway did not set named for removal, so that a client's forged copy never
- * reaches the upstream (Envoy overwrites only the headers the answer carries).
+ * reaches the upstream (Envoy overwrites only the headers the answer carries). The request-target
+ * and method overrides the proxy strips are named for removal too: the upstream must serve the
+ * path and method that were checked, not the ones an X-Original-URL or X-HTTP-Method-Override names.
  */
 export async function allowHeaders(
   verdict: Extract<CheckVerdict, { outcome: 'pass' }>,
@@ -113,6 +114,7 @@ export async function allowHeaders(
   // client's own (an `alg: none` JWT on a public path would otherwise pass for one).
   if (upstream.forwardAccessToken || upstream.tokenExchange !== undefined) names.push('authorization')
   const remove = names.filter((name) => !set.some(([setName]) => setName === name))
+  remove.push(...REQUEST_OVERRIDE_HEADER_NAMES)
   if (cookieHeader !== undefined) {
     const kept = stripCookies(cookieHeader, options.isGatewayCookie)
     if (kept === undefined) remove.push('cookie')
@@ -145,16 +147,15 @@ function schemeOf(said: unknown, defaultScheme: string): string {
  * the app's rewriteUrl made it so over HTTP, the gRPC check does) and request target.
  */
 function checkedOf(method: string, host: string | undefined, rawTarget: string, scheme: string): CheckedRequest {
-  const target = rawTarget.charCodeAt(0) === 0x2f ? normalizePath(rawTarget) : null
-  if (target === null) throw new GatewayError('bad_request', 'the path checked is not a valid request path')
+  const target = checkedTarget(rawTarget, 'the path checked')
   if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', 'the check must carry the request\'s Host')
   return { method, host, scheme, target }
 }
 
 /**
  * The request Envoy asks about over HTTP: this request's method and Host, and its path after the
- * prefix, read from the request line as it arrived (the router saw it normalized: a `..` in the
- * client's path must not climb out of the prefix before it is read).
+ * prefix, read from the request line as it arrived (the app routes a check on its raw target, and
+ * a target out of normal form never reaches here over HTTP; the gRPC check has no router).
  */
 function checkedRequest(req: FastifyRequest, prefix: string, defaultScheme: string): CheckedRequest {
   const raw = req.originalUrl

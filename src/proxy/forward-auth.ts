@@ -2,12 +2,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IdentityHeaderNames } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { isNavigationOf } from '../contract/navigation.js'
-import { checkContext, type CheckedRequest, type Checker } from './check.js'
+import { checkContext, checkedTarget, type CheckedRequest, type Checker } from './check.js'
 import type { TokenExchanger } from './token-exchange.js'
 import { forbiddenError, stepUpError, unauthenticatedError } from './guard.js'
 import { identityHeaderValues, isHeaderSafeToken } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
-import { normalizePath, type NormalizedPath } from './path.js'
 import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 
@@ -34,8 +33,11 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 //   a missing method as GET would let a third kind of caller be decided on a guess. No complete
 //   set, no decision (400), never a decision about a path the caller did not name.
 // - Every part the other set names too must agree with it (method exactly, host canonical, path
-//   normalized), else 400: preferring either set would let the client choose behind one of the
+//   exactly), else 400: preferring either set would let the client choose behind one of the
 //   two ingresses.
+// - The path named is decided only when already in normal form (check.ts checkedTarget), else
+//   400: ingress-nginx names `$request_uri` and forwards it unchanged, so `/admin//../users` is
+//   `/admin/users` to the application whatever the gateway would make of it.
 // - The caller's address plays no part. The answer is about the credentials presented (the
 //   caller's own cookie or Bearer token) for the request named; whoever can call this endpoint
 //   directly learns no more than they would by sending that request through the ingress. What
@@ -93,12 +95,6 @@ function methodOf(headers: Headers, name: string): string | undefined {
   return value
 }
 
-function normalizeTarget(target: string, name: string): NormalizedPath {
-  const normalized = normalizePath(target)
-  if (normalized === null) throw badRequest(`${name} is not a valid request path`)
-  return normalized
-}
-
 /** ingress-nginx: X-Original-URL is `http(s)://host[:port]/path?query`, the request-target byte for byte. */
 function nginxDescription(headers: Headers): Description {
   const method = methodOf(headers, 'x-original-method')
@@ -114,7 +110,7 @@ function nginxDescription(headers: Headers): Description {
     method,
     host: canonicalHost(host),
     scheme: (m[1] ?? 'http').toLowerCase(),
-    target: normalizeTarget(target, 'X-Original-URL'),
+    target: checkedTarget(target, 'X-Original-URL'),
   }
 }
 
@@ -129,7 +125,7 @@ function traefikDescription(req: FastifyRequest): Description {
     method: methodOf(headers, 'x-forwarded-method'),
     host: host === undefined ? undefined : canonicalHost(host),
     scheme: proto === 'http' || proto === 'https' ? proto : req.protocol,
-    target: uri === undefined ? undefined : normalizeTarget(uri, 'X-Forwarded-Uri'),
+    target: uri === undefined ? undefined : checkedTarget(uri, 'X-Forwarded-Uri'),
   }
 }
 

@@ -18,16 +18,22 @@ const CLIENT_ADDRESS_HEADERS = [
 ]
 
 /**
- * Request-target overrides: headers that frameworks read instead of the request line (Symfony and
- * IIS X-Original-URL/X-Rewrite-URL, nginx's X-Original-URI, Envoy's internal X-Envoy-*, the
- * X-HTTP-Method-Override family), so an upstream would serve another path or method than the one
- * the gateway authorized: a preflight passed anonymously by `allowPreflight` must not become a
- * DELETE at the upstream.
+ * Request-target and method overrides, by name: headers that frameworks read instead of the
+ * request line (IIS URL Rewrite, Symfony, Zend and Drupal X-Original-URL/X-Rewrite-URL, nginx's
+ * X-Original-URI, Envoy's X-Envoy-Original-Path, the X-HTTP-Method-Override family), so an
+ * upstream would serve another path or method than the one the gateway authorized: a preflight
+ * passed anonymously by `allowPreflight` must not become a DELETE at the upstream. The proxy
+ * strips them (with their whole X-Original-* and X-Envoy-* families); a check endpoint cannot
+ * strip anything itself, so every allow it answers names these for the ingress to remove
+ * (ext-authz.ts; the forward-auth overlays list them among the answer's headers). Names only,
+ * lower case: Envoy removes exact names, never a prefix.
  */
-const REQUEST_OVERRIDE_HEADERS = [
-  'x-original-*', 'x-rewrite-url', 'x-override-url', 'x-envoy-*', 'x-http-method-override', 'x-http-method',
-  'x-method-override',
+export const REQUEST_OVERRIDE_HEADER_NAMES: readonly string[] = [
+  'x-original-url', 'x-original-uri', 'x-original-method', 'x-original-host', 'x-rewrite-url', 'x-override-url',
+  'x-envoy-original-path', 'x-http-method-override', 'x-http-method', 'x-method-override',
 ]
+
+const REQUEST_OVERRIDE_HEADERS = [...REQUEST_OVERRIDE_HEADER_NAMES, 'x-original-*', 'x-envoy-*']
 
 /**
  * Headers that only the gateway may set, beyond the configured identity header names. Every

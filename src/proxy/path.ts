@@ -190,3 +190,18 @@ export function normalizePath(rawUrl: string): NormalizedPath | null {
   const path = normalizeSlow(rawPath)
   return path === null ? null : { path, search }
 }
+
+/**
+ * Whether `rawUrl` is already in the normal form normalizePath gave (`normalized`): its path, byte
+ * for byte. A check endpoint decides only on such a target. It describes a request the gateway
+ * does not forward: the ingress forwards the client's own spelling, and the upstream resolves it
+ * its own way (RFC 3986 5.2.4 keeps the empty segment of `/admin//../users` for the `..` to remove,
+ * so the upstream reads `/admin/users` where a normalizer that merges slashes first reads
+ * `/users`; a prefix router that resolves nothing routes `/admin/../users` to `/admin`). A verdict
+ * for any rewritten spelling would be a verdict for another path.
+ */
+export function isInNormalForm(rawUrl: string, normalized: NormalizedPath): boolean {
+  const query = rawUrl.indexOf('?')
+  const pathLength = query === -1 ? rawUrl.length : query
+  return pathLength === normalized.path.length && rawUrl.startsWith(normalized.path)
+}

@@ -195,8 +195,17 @@ type AuthorizationPolicyObject = K8sObject & {
 
 t.test('istio: extension providers and a CUSTOM AuthorizationPolicy', async (t) => {
   const rendered = render('overlays/istio')
-  const meshFile = YAML.parse(readFileSync(`${K8S}overlays/istio/mesh-config.yaml`, 'utf8')) as { spec: { meshConfig: { extensionProviders: ExtensionProvider[] } } }
+  const meshFile = YAML.parse(readFileSync(`${K8S}overlays/istio/mesh-config.yaml`, 'utf8')) as {
+    spec: { meshConfig: { extensionProviders: ExtensionProvider[]; pathNormalization?: { normalization?: string } } }
+  }
   t.doesNotThrow(() => new IstioOperator(meshFile as never).validate(), 'mesh-config.yaml is an IstioOperator')
+  // istio/api mesh/v1alpha1/config.proto, ProxyPathNormalization.NormalizationType: NONE, BASE (the
+  // default: dot segments only), MERGE_SLASHES, DECODE_AND_MERGE_SLASHES. The check refuses a path
+  // out of normal form, so the mesh must resolve dot segments and merge slashes before it asks.
+  t.ok(
+    ['MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES'].includes(meshFile.spec.meshConfig.pathNormalization?.normalization ?? 'BASE'),
+    'meshConfig.pathNormalization merges slashes after resolving dot segments',
+  )
   const validate = schemaValidator(fixtureSchema('istio-meshconfig-extensionprovider.schema.yaml'))
   const providers = meshFile.spec.meshConfig.extensionProviders
   for (const provider of providers) t.ok(validate(provider), `extension provider ${provider.name} validates: ${JSON.stringify(validate.errors ?? [])}`)

@@ -16,6 +16,7 @@ import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { VALIDATORS } from '../fixtures/k8s-validators.js'
 import { K8S, kustomize } from '../fixtures/kustomize.js'
 import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '../../src/proxy/forward-auth.js'
+import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 
 // Every kustomization under docker/k8s renders (with whichever kubectl is on PATH; CI installs
 // Debian's, kustomize v2.0.3), every object validates against its API schema (test/fixtures/
@@ -32,6 +33,13 @@ const MANAGEMENT_PORT = serverSchema?.managementPort?.default ?? 9091
 
 /** The identity headers of forward-auth's 200 (proxy/forward-auth.ts). */
 const AUTH_REQUEST_HEADERS = Object.values(FORWARD_AUTH_IDENTITY_HEADERS)
+/**
+ * What the forward-auth overlays copy from the check's answer: the identity headers, then the
+ * request-target and method overrides the proxy strips, which the answer never carries, so the
+ * ingress removes the client's copy (header-policy.ts owns the list; compared lower-cased).
+ */
+const ANSWER_HEADERS = [...AUTH_REQUEST_HEADERS.map((name) => name.toLowerCase()), ...REQUEST_OVERRIDE_HEADER_NAMES]
+const lowered = (names: readonly string[] | undefined): string[] | undefined => names?.map((name) => name.toLowerCase())
 
 const KUSTOMIZATIONS = ['base', ...readdirSync(`${K8S}overlays`).map((name) => `overlays/${name}`)]
 
@@ -263,9 +271,9 @@ t.test('ingress-nginx: forward-auth annotations that match the gateway', async (
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin'], `${config.server.publicUrl}${SIGN_IN_PATH}/redirect`, 'auth-signin is the sign-in endpoint')
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin-redirect-param'], 'redirectAfter')
   t.same(
-    annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(','),
-    AUTH_REQUEST_HEADERS,
-    'auth-response-headers: every identity header of the check\'s answer (ingress-nginx overwrites a client\'s copy of each)',
+    lowered(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(',')),
+    ANSWER_HEADERS,
+    'auth-response-headers: every identity header of the check\'s answer and every request override (ingress-nginx overwrites a client\'s copy of each)',
   )
   const appHost = app?.spec?.rules?.[0]?.host ?? ''
   t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), 'cookies.domain covers the application\'s host')
@@ -280,9 +288,9 @@ t.test('traefik: a ForwardAuth middleware used by the application\'s Ingress', a
   const middleware = rendered.of<Middleware>('Middleware')[0]
   t.equal(middleware?.spec?.forwardAuth?.address, authUrl, 'the address is the gateway Service\'s check')
   t.same(
-    middleware?.spec?.forwardAuth?.authResponseHeaders,
-    AUTH_REQUEST_HEADERS,
-    'authResponseHeaders: every identity header of the check\'s answer (Traefik removes a client\'s copy of each)',
+    lowered(middleware?.spec?.forwardAuth?.authResponseHeaders),
+    ANSWER_HEADERS,
+    'authResponseHeaders: every identity header of the check\'s answer and every request override (Traefik removes a client\'s copy of each)',
   )
   t.notOk(middleware?.spec?.forwardAuth?.authSigninURL, 'no authSigninURL: the gateway itself answers a browser with 302 to the sign-in')
   t.notOk(middleware?.spec?.forwardAuth?.trustForwardHeader, 'the client\'s X-Forwarded-* are not trusted')

@@ -26,6 +26,8 @@ const NOT_VARIABLES = new Set([
   'COLLECTOR_OTLP_ENABLED',
   // Dockerfile instructions, token and protocol words, Istio's policy action
   'HEALTHCHECK', 'JWT', 'JWKS', 'JSON', 'HTML', 'HTTP', 'HTTPS', 'TLS', 'URL', 'CUSTOM',
+  // Envoy's and Istio's path normalization values (path_with_escaped_slashes_action, pathNormalization)
+  'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES', 'KEEP_UNCHANGED', 'REJECT_REQUEST', 'UNESCAPE_AND_REDIRECT',
   // Placeholders inside a provider's URLs (`https://login.microsoftonline.com/TENANT_ID/v2.0`)
   'TENANT_ID', 'AUTH_SERVER_ID', 'CLIENT_ID',
   // The names the `${VAR}` syntax is explained with

@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { normalizePath } from '../../src/proxy/path.js'
+import { isInNormalForm, normalizePath } from '../../src/proxy/path.js'
 
 const NUM_RUNS = 3000
 
@@ -321,4 +321,30 @@ t.test('property: clean paths take the fast path unchanged', async (t) => {
     { numRuns: NUM_RUNS },
   )
   t.pass('unchanged')
+})
+
+t.test('isInNormalForm: only a target the normalizer leaves unchanged, the query aside', async (t) => {
+  const normal = ['/', '/a/b', '/a/b/', '/admin/users?x=/../y', '/.well-known/jwks.json', '/a%20b', '/caf%C3%A9', '/100%25', '/a.b/c..d']
+  for (const raw of normal) {
+    const n = normalizePath(raw)
+    t.ok(n !== null && isInNormalForm(raw, n), show(raw))
+  }
+  const rewritten = ['/admin//../users', '/admin/../users', '/admin/./users', '/admin/%2e%2e/users', '//admin', '/admin//x', '/%61dmin', '/a%3ab', '/caf%c3%a9', '/a/.', '/a/..', '/..']
+  for (const raw of rewritten) {
+    const n = normalizePath(raw)
+    t.ok(n !== null && !isInNormalForm(raw, n), show(raw))
+  }
+})
+
+t.test('property: a normalized target is in normal form, and so is exactly what normalizes to itself', async (t) => {
+  fc.assert(
+    fc.property(fc.stringMatching(/^(\/(\.|\.\.|%2[eE]|%61|[a-z]{1,3}|))+(\?[a-z/.]*)?$/), (raw) => {
+      const n = normalizePath(raw)
+      if (n === null) return true
+      const again = normalizePath(n.path + n.search)
+      return again !== null && isInNormalForm(n.path + n.search, again) && isInNormalForm(raw, n) === (n.path === raw.split('?')[0])
+    }),
+    { numRuns: NUM_RUNS },
+  )
+  t.pass('holds')
 })
