@@ -94,7 +94,7 @@ export class SsfReceiver {
     if (issuer === undefined) throw new GatewayError('not_ready', 'the shared signals transmitter is not read yet')
     let set
     try {
-      set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds })
+      set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds, clock: this.#options.clock ?? systemClock })
     } catch (err) {
       if (err instanceof SetError) {
         log.info({ provider: transmitter.provider, outcome: 'refused', err: err.code, reason: err.message }, 'shared signals event refused')
