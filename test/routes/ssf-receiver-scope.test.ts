@@ -55,8 +55,8 @@ function sign(type: string, subId: Record<string, unknown>, c: ManualClock, even
     .sign(privateKey)
 }
 
-function session(id: string, provider: string, sub: string, createdAt: number): Session {
-  return { id, provider, claims: { sub }, accessToken: `at-${id}`, expiresAt: T0 + 600, createdAt }
+function session(id: string, provider: string, sub: string, createdAt: number, sid?: string): Session {
+  return { id, provider, claims: sid === undefined ? { sub } : { sub, sid }, accessToken: `at-${id}`, expiresAt: T0 + 600, createdAt }
 }
 
 interface Setup {
@@ -72,7 +72,7 @@ interface Setup {
 async function setup(t: Test): Promise<Setup> {
   const clock = manualClock(T0 * 1000)
   const sessions = new Map<string, Session>([
-    ['staff-alice', session('staff-alice', 'staff', 'alice', T0 - 100)],
+    ['staff-alice', session('staff-alice', 'staff', 'alice', T0 - 100, 'sid-1')],
     ['partners-alice', session('partners-alice', 'partners', 'alice', T0 - 100)],
   ])
   // end and expireTokens work on the map alone: no cookie is read.
