@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { DEFAULT_PROVIDER } from '../../src/options/types.js'
 import { legacyReadings, MemoryRevocationList, RedisRevocationList, type RevocationList } from '../../src/session/revocation.js'
 import { RedisKeys } from '../../src/session/redis-keys.js'
@@ -15,7 +15,7 @@ const T0 = 1_800_000_000
 const MAX_AGE = 3600
 const KEYS = new RedisKeys('test:')
 
-async function noCollision(t: Tap, list: RevocationList): Promise<void> {
+async function noCollision(t: Test, list: RevocationList): Promise<void> {
   const defaultsAlice = { provider: DEFAULT_PROVIDER, claims: { sub: 'partners/alice', sid: 'partners/s1' }, createdAt: T0 - 10 }
   const partnersAlice = { provider: 'partners', claims: { sub: 'alice', sid: 's1' }, createdAt: T0 - 10 }
   await list.revoke({ provider: DEFAULT_PROVIDER, sub: 'partners/alice' })
@@ -25,8 +25,6 @@ async function noCollision(t: Tap, list: RevocationList): Promise<void> {
   t.notOk(await list.isRevoked({ ...defaultsAlice, claims: { sub: 'bob', sid: 'partners/s1' } }), "provider partners' sid s1 is not the default provider's sid partners/s1")
   t.ok(await list.isRevoked(partnersAlice), "partners' own session of sid s1 is")
 }
-
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0]
 
 t.test('memory: no key of one provider reads as another provider\'s', async (t) => {
   await noCollision(t, new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, clock: manualClock(T0 * 1000) }))
