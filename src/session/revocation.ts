@@ -92,8 +92,6 @@ function keyOf(selector: SessionSelector): string {
   return selector.sid !== undefined ? subjectKey('sid', selector.provider, selector.sid) : subjectKey('sub', selector.provider, selector.sub)
 }
 
-const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/
-
 /**
  * What an entry written by an earlier release may mean, in today's keys. `sid:` and `sub:` keys
  * did not say where the provider's name ended: `sub:partners/alice` was the default provider's
@@ -106,9 +104,9 @@ export function legacyReadings(key: string): string[] {
   if (kind === undefined) return [key]
   const rest = key.slice(4)
   const readings = [subjectKey(kind, DEFAULT_PROVIDER, rest)]
+  // A prefix that names no configured provider makes a reading no session matches: harmless.
   const slash = rest.indexOf('/')
-  const provider = rest.slice(0, slash)
-  if (slash > 0 && PROVIDER_NAME.test(provider)) readings.push(subjectKey(kind, provider, rest.slice(slash + 1)))
+  if (slash > 0) readings.push(subjectKey(kind, rest.slice(0, slash), rest.slice(slash + 1)))
   return readings
 }
 
