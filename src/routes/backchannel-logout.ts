@@ -23,7 +23,7 @@ import type { SessionSelector, SessionStore } from '../session/types.js'
 // The logout token's `iss` picks the provider, whose keys verify it: a provider's token ends only
 // that provider's sessions (2.6), and with them its Bearer tokens issued before (the revocation
 // list). A rate limit per provider (lib/rate-limit.ts PROVIDER_PUSH_LIMIT, per replica) counts
-// only tokens that verified, so no one else can spend a provider's budget: beyond it, 429 with
+// only tokens that verified and were not seen before, so no one else can spend a provider's budget: beyond it, 429 with
 // Retry-After and nothing ended (the jti is not spent: the same token may come again). No
 // per-client limit before that: each request costs at most one signature check (an unknown kid
 // refetches the JWKS at most once per interval, see keys.ts), and its body is bounded by
@@ -109,14 +109,17 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     const { jti, acceptableUntil } = verified
     const selector = { ...verified.selector, provider: provider.name }
     const { issuer } = config
-    const retryAfter = limit.take(provider.name)
-    if (retryAfter !== undefined) {
-      req.log.warn({ outcome: 'refused', check: 'rate_limit', provider: provider.name }, 'back-channel logout refused')
-      return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
-    }
     if (!(await options.replay.firstUse(issuer, jti, acceptableUntil))) {
       req.log.info({ outcome: 'refused', check: 'jti_replay', ...logFields(selector) }, 'back-channel logout refused')
       return invalidRequest(reply, 'this logout token was already received (jti replayed)')
+    }
+    // Counted after the replay guard, so a copied token sent again spends nothing; refused, its jti
+    // is released so that the provider's retry is not taken for a replay.
+    const retryAfter = limit.take(provider.name)
+    if (retryAfter !== undefined) {
+      await options.replay.release(issuer, jti)
+      req.log.warn({ outcome: 'refused', check: 'rate_limit', provider: provider.name }, 'back-channel logout refused')
+      return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
     }
     try {
       await endSelected(options.store, options.revocations, selector)
