@@ -88,8 +88,11 @@ export interface ProcessState {
   /** Every key the gateway writes in that Redis, under session.redis.keyPrefix. */
   readonly keys: RedisKeys
   readonly metrics: GatewayMetrics
-  /** The cookie store's back-channel logout revocation list; undefined with the other stores. */
-  readonly revocations: RevocationList | undefined
+  /**
+   * The revocation list: the sessions of the cookie store, and with every store the Bearer tokens,
+   * that a back-channel logout or a Shared Signals event ended.
+   */
+  readonly revocations: RevocationList
   readonly replay: JtiReplay
   /** The refresh coordinator of the cookie and memory stores (the Redis store's is in Redis). */
   readonly coordinator: RefreshCoordinator
@@ -123,8 +126,8 @@ declare module 'fastify' {
     management: { metrics: Registry; checks: ManagementOptions['checks'] }
     /** Resolves once the provider's metadata is loaded (discovery is retried until then). */
     providerReady: Promise<void>
-    /** The cookie store's back-channel logout revocation list (its size() is a metric); undefined with other stores. */
-    revocations: RevocationList | undefined
+    /** The revocation list (session/revocation.ts; with the cookie store its size() is a metric). */
+    revocations: RevocationList
     /** This configuration's verdict on open WebSockets; a live gateway applies it once it serves. */
     websocketVerdict: SocketVerdict
     /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (proxy/ext-authz.ts). */
@@ -352,7 +355,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
-  const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock })
+  const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock, revocations })
   // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
   const stepUp: StepUpJudge = {
     nowSeconds: () => Math.floor(state.clock.now() / 1000),
@@ -390,7 +393,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
   // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
   const { websockets } = state
-  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds, stepUp }
+  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds, stepUp, revocations }
   const stepUpOf = createStepUpLookup(config.upstreams)
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
   if (options.live !== true) websockets.use(app.websocketVerdict)
@@ -425,9 +428,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),
   })
   await app.register(signOutPage, pages)
+  // The cookie store's ends are entries in the list already; the others delete sessions, and the
+  // list is told too, for the subjects' Bearer tokens.
+  const bearerRevocations = store instanceof CookieSessionStore ? undefined : revocations
   await app.register(backchannelLogoutRoute, {
     providers,
     store,
+    revocations: bearerRevocations,
     replay: state.replay,
     onEnded: (selector) => {
       checker.forget()
@@ -439,12 +446,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const receiver = new SsfReceiver({
     providers,
     store,
+    revocations: bearerRevocations,
     replay: state.replay,
     log: app.log,
-    onEnded: (selector) => {
+    clock: state.clock,
+    onEnded: (selector, at) => {
       checker.forget()
       exchanger.forget()
-      websockets.endSelected(selector)
+      websockets.endSelected(selector, at)
     },
     // Exchanged tokens carry the claims of their time: a claims change drops them too.
     onChanged: () => {

@@ -13,7 +13,10 @@ import { isObject, type VerifiedSet } from './ssf-set.js'
 //
 // Subjects (SSF 1.0 section 3, RFC 9493): the SET's top-level `sub_id`, or the event's own
 // `subject` member (SSF 1.0 3.1.1, CAEP events before SSF 1.0). Formats understood:
-// - iss_sub (RFC 9493 3.2.5): the provider whose issuer is `iss`, its user `sub`;
+// - iss_sub (RFC 9493 3.2.5): the user `sub` of the issuer `iss`, which must be the stream's own
+//   provider's: a transmitter speaks for its own provider only (SSF 1.0 4.1.2), and a `sub` is
+//   unique only within its issuer (RFC 9493 3.2.5, OpenID Connect Core 2), so another issuer's
+//   subject (also inside `complex`) names nobody this transmitter may end (foreignIssuer);
 // - email (RFC 9493 3.2.2): sessions whose `email` claim is that address (found by the memory and
 //   Redis stores, refused through its revocation list by the cookie store: see
 //   docs/features/shared-signals.md);
@@ -97,4 +100,25 @@ export function actionOf(set: Pick<VerifiedSet, 'type' | 'event' | 'subId'>, pol
   const subject = subjectOf(set.subId ?? event.subject)
   if (subject === undefined) return { kind: 'ignore', reason: 'unknown_subject' }
   return type === TOKEN_CLAIMS_CHANGE ? { kind: 'refresh', subject } : { kind: 'end', subject }
+}
+
+/**
+ * The issuer a subject names when it is not `ownIssuer`, the stream's own provider's (SSF 1.0
+ * 4.1.2; Back-Channel Logout 1.0 2.6 ties a logout token to its OP the same way): such a subject
+ * is ignored, never looked up among the other providers.
+ */
+export function foreignIssuer(subject: SsfSubject, ownIssuer: string | undefined): string | undefined {
+  return subject.iss !== undefined && subject.iss !== ownIssuer ? subject.iss : undefined
+}
+
+/**
+ * When the event happened, epoch seconds: its `event_timestamp` (CAEP 1.0 section 2, "the time at
+ * which the event described by this SET occurred"), else the SET's `iat`; never later than `now`
+ * (a transmitter's clock ahead, or a forged future time, would end sessions signed in after the
+ * event arrived). The sessions signed in after it are not ended by it: a polled event may come late.
+ */
+export function eventTime(set: Pick<VerifiedSet, 'event' | 'issuedAt'>, now: number): number {
+  const stamp = set.event.event_timestamp
+  const time = typeof stamp === 'number' && Number.isFinite(stamp) ? stamp : set.issuedAt
+  return Math.min(Math.floor(time), Math.floor(now))
 }

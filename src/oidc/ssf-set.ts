@@ -59,6 +59,8 @@ export interface VerifiedSet {
   subId: unknown
   /** Epoch seconds after which this SET could no longer be accepted: how long its jti must be remembered. */
   acceptableUntil: number
+  /** Its `iat` (RFC 8417 2.2), epoch seconds: when the transmitter issued it. */
+  issuedAt: number
 }
 
 export function isObject(value: unknown): value is Record<string, unknown> {
@@ -131,5 +133,5 @@ export async function verifySet(token: string, ctx: SetContext): Promise<Verifie
   if (types.length !== 1 || type === undefined || !isObject(event)) throw new SetError('invalid_request', 'the SET must carry exactly one event, an object')
   const iat = payload.iat as number
   const until = Math.min(iat + SET_MAX_AGE_SECONDS, payload.exp ?? Number.POSITIVE_INFINITY) + ctx.clockToleranceSeconds
-  return { jti: payload.jti, type, event, subId: payload.sub_id, acceptableUntil: until }
+  return { jti: payload.jti, type, event, subId: payload.sub_id, acceptableUntil: until, issuedAt: iat }
 }

@@ -3,13 +3,16 @@ import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import type { Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
+import { bearerRevoked, type RevocationList } from '../session/revocation.js'
 import type { Identity } from '../contract/identity.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed
 // transparently when it has expired), else an Authorization: Bearer token that verifies, in both
 // cases from one of the providers the upstream accepts (upstreams[].providers). Shared by the
-// proxy guard and the forward-auth endpoint, so both decide the same way.
+// proxy guard and the forward-auth endpoint, so both decide the same way. A Bearer token of a
+// subject that a back-channel logout or a Shared Signals event ended is refused as its sessions
+// are (the revocation list), whatever the session store.
 
 /**
  * `expired`: a session exists but its access token has expired and cannot be refreshed (no
@@ -36,6 +39,11 @@ export interface AuthenticateDeps {
   providers: Providers
   /** What an access token's expiry is judged by. */
   clock: Clock
+  /**
+   * The subjects a back-channel logout or a Shared Signals event ended: their Bearer tokens issued
+   * before it are refused too (session/revocation.ts bearerRevoked).
+   */
+  revocations?: RevocationList
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
@@ -46,7 +54,7 @@ export function bearerTokenOf(authorization: string | undefined): string | undef
 }
 
 export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
-  const { store, lifecycle, providers, clock } = deps
+  const { store, lifecycle, providers, clock, revocations } = deps
 
   async function fromSession(req: AuthRequest, reply: SessionReply, session: Session): Promise<Exclude<Authentication, undefined>> {
     const issuer = providers.get(session.provider)?.config.issuer
@@ -83,7 +91,10 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
       if (verifier === undefined) return 'invalid_token'
       const claims = await verifier.bearer.verify(token)
-      return claims === undefined ? 'invalid_token' : { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer }
+      if (claims === undefined) return 'invalid_token'
+      // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
+      if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'
+      return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer }
     }
   }
 }

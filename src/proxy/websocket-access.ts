@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { WebSocketConfig } from '../options/types.js'
 import type { Identity } from '../contract/identity.js'
+import { bearerRevoked, issuedAt, type RevocationList } from '../session/revocation.js'
 import type { SessionStore } from '../session/types.js'
 import { createAccessDecision, type StepUpJudge } from './guard.js'
 import { canonicalHost, type UpstreamMatcher } from './match.js'
@@ -20,6 +21,8 @@ export interface SocketAccessDeps {
   sessionMaxAgeSeconds: number
   /** What step-up rules' max age is judged by (guard.ts). */
   stepUp?: StepUpJudge
+  /** The revocation list: a socket opened with a Bearer token that was ended since is refused. */
+  revocations?: RevocationList
 }
 
 function pathOf(url: string): string {
@@ -32,17 +35,20 @@ export async function socketGrant(deps: SocketAccessDeps, req: FastifyRequest): 
   const identity = req.identity
   let endsAt = Date.now() + deps.websocket.maxLifetimeSeconds * 1000
   let sessionId: string | undefined
+  let began: number | undefined
   if (identity !== null) {
     // The session the guard signed it in with (its access token is the identity's), else a Bearer token.
     const session = await deps.store.load(req)
     if (session !== undefined && session.accessToken === identity.accessToken && session.provider === identity.provider) {
       sessionId = session.id
+      began = session.createdAt
       endsAt = Math.min(endsAt, (session.createdAt + deps.sessionMaxAgeSeconds) * 1000)
-    } else if (typeof identity.claims.exp === 'number') {
-      endsAt = Math.min(endsAt, identity.claims.exp * 1000)
+    } else {
+      began = issuedAt(identity.claims)
+      if (typeof identity.claims.exp === 'number') endsAt = Math.min(endsAt, identity.claims.exp * 1000)
     }
   }
-  return { req, identity, sessionId, endsAt }
+  return { req, identity, sessionId, endsAt, issuedAt: began }
 }
 
 /** Whether `grant` still holds: its session still there, and this configuration's decision for it a pass. */
@@ -56,6 +62,9 @@ export function socketVerdict(deps: SocketAccessDeps): SocketVerdict {
       // Ended here or elsewhere (logout, back-channel logout through Redis or another worker).
       const session = await deps.store.load(req)
       if (session?.id !== sessionId) current = undefined
+    } else if (current !== undefined && deps.revocations !== undefined && (await bearerRevoked(deps.revocations, current.provider, current.claims))) {
+      // A Bearer token ended since by a logout or an event received here or by another replica.
+      current = undefined
     }
     // Made per verdict (they are rare): the authenticator answers with this grant's identity.
     const decide = createAccessDecision(upstream, (names) => async () => (current !== undefined && names.includes(current.provider) ? current : undefined), deps.stepUp)

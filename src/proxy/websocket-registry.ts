@@ -9,9 +9,10 @@ import { selects, type SessionSelector } from '../session/types.js'
 // by the provider, or lost access in a reload (issue 16, point 11). The registry knows each open
 // socket with the grant it was opened under, and closes it with 1008 (policy violation,
 // RFC 6455 section 7.4.1) when:
-// - its session is logged out here (sign-in.ts) or by a back-channel logout (this process);
+// - its session is logged out here (sign-in.ts), or its session or Bearer token is ended by a
+//   back-channel logout or a Shared Signals event (this process);
 // - its grant no longer holds under the running configuration (a reload, or the sweep that finds
-//   sessions ended by another process or replica);
+//   sessions, or Bearer tokens on the revocation list, ended by another process or replica);
 // - its time is up: websocket.maxLifetimeSeconds, the session's end (session.maxAgeSeconds after
 //   sign-in) or its Bearer token's expiry, whichever comes first.
 
@@ -28,6 +29,11 @@ export interface SocketGrant {
   identity: Identity | null
   /** The gateway session it was opened with; undefined for a Bearer token or no sign-in. */
   sessionId: string | undefined
+  /**
+   * When what it was opened with began (epoch seconds): the session's sign-in, or the Bearer
+   * token's `iat`; undefined when unknown (a token without `iat`, or no sign-in).
+   */
+  issuedAt?: number | undefined
   /** Epoch milliseconds at which the socket is closed whatever happens. */
   endsAt: number
 }
@@ -89,12 +95,15 @@ export class WebSocketRegistry {
     for (const tracked of this.#open) if (tracked.sessionId === sessionId) close(tracked, 'signed out')
   }
 
-  /** Closes the sockets of the sessions a back-channel logout ends. */
-  endSelected(selector: SessionSelector): void {
+  /**
+   * Closes the sockets of the sessions, and of the Bearer tokens, a back-channel logout or a
+   * Shared Signals event ends: those that `selector` names and began at or before `at` (epoch
+   * seconds; default: whenever they began). One whose beginning is unknown is closed.
+   */
+  endSelected(selector: SessionSelector, at = Number.POSITIVE_INFINITY): void {
     for (const tracked of this.#open) {
-      if (tracked.sessionId !== undefined && tracked.identity !== null && selects(selector, { claims: tracked.identity.claims, provider: tracked.identity.provider })) {
-        close(tracked, 'logged out by the identity provider')
-      }
+      if (tracked.identity === null || !selects(selector, { claims: tracked.identity.claims, provider: tracked.identity.provider })) continue
+      if (tracked.issuedAt === undefined || tracked.issuedAt <= at) close(tracked, 'logged out by the identity provider')
     }
   }
 

@@ -7,6 +7,9 @@ import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
 import type { Providers } from '../oidc/providers.js'
 import { SECURITY_HEADERS } from '../ops/response-headers.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../contract/endpoints.js'
+import { systemClock } from '../lib/clock.js'
+import { KeyedRateLimit, PROVIDER_PUSH_LIMIT, type RateLimitOptions } from '../lib/rate-limit.js'
+import { endSelected, type RevocationList } from '../session/revocation.js'
 import type { SessionSelector, SessionStore } from '../session/types.js'
 
 // POST /api/v1/openid/backchannel-logout (OpenID Connect Back-Channel Logout 1.0, 2.5 to 2.8):
@@ -17,10 +20,14 @@ import type { SessionSelector, SessionStore } from '../session/types.js'
 // provider's keys or the session store cannot be reached) is a 5xx problem, so that the
 // provider may retry: the token was not at fault.
 //
-// No per-client rate limit: all requests come from the provider's few addresses, and a burst of
-// legitimate logouts refused by a limit would leave sessions alive. Each request costs at most one
-// signature check (an unknown kid refetches the JWKS at most once per interval, see keys.ts), and
-// its body is bounded by MAX_BODY_BYTES.
+// The logout token's `iss` picks the provider, whose keys verify it: a provider's token ends only
+// that provider's sessions (2.6), and with them its Bearer tokens issued before (the revocation
+// list). A rate limit per provider (lib/rate-limit.ts PROVIDER_PUSH_LIMIT, per replica) counts
+// only tokens that verified and were not seen before, so no one else can spend a provider's budget: beyond it, 429 with
+// Retry-After and nothing ended (the jti is not spent: the same token may come again). No
+// per-client limit before that: each request costs at most one signature check (an unknown kid
+// refetches the JWKS at most once per interval, see keys.ts), and its body is bounded by
+// MAX_BODY_BYTES.
 
 /** A logout token is about 1 KiB; the form carries nothing else. */
 export const MAX_BODY_BYTES = 16 * 1024
@@ -30,8 +37,15 @@ export interface BackchannelLogoutOptions {
   providers: Providers
   store: SessionStore
   replay: JtiReplay
+  /**
+   * The revocation list, for a store that keeps none itself (memory, Redis): the subject's Bearer
+   * tokens are refused through it (session/revocation.ts endSelected).
+   */
+  revocations?: RevocationList
   /** Told of the sessions a logout token ended, once they are (open WebSockets close). */
   onEnded?: (selector: SessionSelector) => void
+  /** Logout tokens per provider (default PROVIDER_PUSH_LIMIT on the system clock); tests lower it. */
+  limit?: RateLimitOptions
 }
 
 /** Log fields of a selector: sub as the request log has it, sid digested (it is a handle on the provider session). */
@@ -47,6 +61,7 @@ function invalidRequest(reply: FastifyReply, description: string): FastifyReply 
 }
 
 export async function backchannelLogoutRoute(app: FastifyInstance, options: BackchannelLogoutOptions): Promise<void> {
+  const limit = new KeyedRateLimit(options.limit ?? { ...PROVIDER_PUSH_LIMIT, clock: systemClock })
   // 2.5: the request is a form post; any other body type is 415, a larger body 413.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: MAX_BODY_BYTES }, (_req, body, done) => {
@@ -98,15 +113,23 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       req.log.info({ outcome: 'refused', check: 'jti_replay', ...logFields(selector) }, 'back-channel logout refused')
       return invalidRequest(reply, 'this logout token was already received (jti replayed)')
     }
+    // Counted after the replay guard, so a copied token sent again spends nothing; refused, its jti
+    // is released so that the provider's retry is not taken for a replay.
+    const retryAfter = limit.take(provider.name)
+    if (retryAfter !== undefined) {
+      await options.replay.release(issuer, jti)
+      req.log.warn({ outcome: 'refused', check: 'rate_limit', provider: provider.name }, 'back-channel logout refused')
+      return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
+    }
     try {
-      await options.store.end(selector)
+      await endSelected(options.store, options.revocations, selector)
     } catch (err) {
       // Not ended: the provider's retry of this token must not count as a replay.
       await options.replay.release(issuer, jti)
       throw err
     }
     options.onEnded?.(selector)
-    req.log.info({ outcome: 'ended', ...logFields(selector) }, 'back-channel logout')
+    req.log.info({ outcome: 'ended', provider: provider.name, ...logFields(selector) }, 'back-channel logout')
     return reply.code(200).send()
   })
 }

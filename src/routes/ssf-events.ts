@@ -5,10 +5,13 @@ import { SSF_EVENTS_PATH } from '../contract/endpoints.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { KeysNotLoadedError } from '../oidc/keys.js'
 import type { Providers } from '../oidc/providers.js'
-import { actionOf, type SsfAction, type SsfSubject } from '../oidc/ssf-event.js'
+import { actionOf, eventTime, foreignIssuer, type SsfAction, type SsfSubject } from '../oidc/ssf-event.js'
 import { SetError, verifySet, type SetErrorCode } from '../oidc/ssf-set.js'
 import type { SetVerdict, SsfTransmitter } from '../oidc/ssf-transmitter.js'
 import { SECURITY_HEADERS } from '../ops/response-headers.js'
+import { systemClock, type Clock } from '../lib/clock.js'
+import { KeyedRateLimit, PROVIDER_PUSH_LIMIT, type RateLimitOptions } from '../lib/rate-limit.js'
+import { endSelected, type RevocationList } from '../session/revocation.js'
 import type { SessionSelector, SessionStore } from '../session/types.js'
 
 // The Shared Signals receiver (docs/features/shared-signals.md): what a SET from a provider's
@@ -24,9 +27,17 @@ import type { SessionSelector, SessionStore } from '../session/types.js'
 //   would end again the sessions a user has signed in to since);
 // - 401 authentication_failed: no or another Authorization (the transmitter is not known);
 //   403 access_denied: the Authorization of a stream that is not pushed to (delivery: poll);
+// - 429 with Retry-After: the transmitter pushed more than PROVIDER_PUSH_LIMIT (per provider and
+//   replica; RFC 8935 2.3 answers a general HTTP error with its status code, RFC 6585 4), counted
+//   once its Authorization matched, so no one else spends its budget; it pushes the SET again;
 // - 5xx problem: the gateway failed (keys or store unreachable), so that the transmitter retries.
 // Never cached. Never does a refused SET end anything: every check runs before any session is
 // touched, and the jti is released again when ending them fails.
+//
+// A transmitter speaks for its own provider only (SSF 1.0 4.1.2): the sessions an event ends are
+// always its provider's, and a subject naming another issuer is ignored (logged at warn). An event
+// ends the sessions signed in (and the Bearer tokens issued) at or before its time (ssf-event.ts
+// eventTime), not those of a sign-in after it.
 
 /** A SET is a few KiB at most. */
 export const MAX_BODY_BYTES = 64 * 1024
@@ -43,8 +54,15 @@ export interface SsfReceiverOptions {
   store: SessionStore
   replay: JtiReplay
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>
-  /** Told of the sessions an event ended (the decision cache is emptied, their WebSockets close). */
-  onEnded?: (selector: SessionSelector) => void
+  /**
+   * The revocation list, for a store that keeps none itself (memory, Redis): the Bearer tokens of
+   * the subjects an event ends are refused through it (session/revocation.ts endSelected).
+   */
+  revocations?: RevocationList
+  /** What an event's time is bounded by (default the system's). */
+  clock?: Clock
+  /** Told of the sessions an event ended, as of `at` (the decision cache is emptied, their WebSockets close). */
+  onEnded?: (selector: SessionSelector, at: number) => void
   /** Told that sessions must take fresh claims (the decision cache is emptied). */
   onChanged?: () => void
 }
@@ -76,7 +94,7 @@ export class SsfReceiver {
     if (issuer === undefined) throw new GatewayError('not_ready', 'the shared signals transmitter is not read yet')
     let set
     try {
-      set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds })
+      set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds, clock: this.#options.clock ?? systemClock })
     } catch (err) {
       if (err instanceof SetError) {
         log.info({ provider: transmitter.provider, outcome: 'refused', err: err.code, reason: err.message }, 'shared signals event refused')
@@ -90,8 +108,9 @@ export class SsfReceiver {
       return { kind: 'replayed' }
     }
     const action = actionOf(set, transmitter.config)
+    const at = eventTime(set, (this.#options.clock ?? systemClock).now() / 1000)
     try {
-      await this.#act(transmitter, action, set.type)
+      await this.#act(transmitter, action, set.type, at)
     } catch (err) {
       // Not done: the transmitter's retry of this SET must not count as a replay.
       await replay.release(issuer, set.jti)
@@ -106,7 +125,7 @@ export class SsfReceiver {
     return outcome.kind === 'refused' ? { code: outcome.code, description: outcome.description } : undefined
   }
 
-  async #act(transmitter: SsfTransmitter, action: SsfAction, event: string): Promise<void> {
+  async #act(transmitter: SsfTransmitter, action: SsfAction, event: string, at: number): Promise<void> {
     const { log } = this.#options
     const base = { provider: transmitter.provider, event }
     switch (action.kind) {
@@ -124,6 +143,11 @@ export class SsfReceiver {
         return
       case 'end':
       case 'refresh': {
+        const foreign = foreignIssuer(action.subject, this.#options.providers.get(transmitter.provider)?.config.issuer)
+        if (foreign !== undefined) {
+          log.warn({ ...base, outcome: 'ignored', reason: 'foreign_issuer', issuer: foreign, ...subjectFields(action.subject) }, "shared signals event names another provider's subject; ignored")
+          return
+        }
         const selectors = await this.#selectors(transmitter, action.subject)
         if (selectors === undefined) {
           log.info({ ...base, outcome: 'ignored', reason: 'unknown_subject', ...subjectFields(action.subject) }, 'shared signals event')
@@ -135,11 +159,12 @@ export class SsfReceiver {
         const refreshInPlace = action.kind === 'refresh' && store.expireTokens !== undefined
         for (const selector of selectors) {
           if (refreshInPlace) await store.expireTokens?.(selector)
-          else await store.end(selector)
+          else await endSelected(store, this.#options.revocations, selector, at)
         }
         if (refreshInPlace) this.#options.onChanged?.()
-        else for (const selector of selectors) this.#options.onEnded?.(selector)
-        log.info({ ...base, outcome: refreshInPlace ? 'refresh' : 'ended', sessions: selectors.length, ...subjectFields(action.subject) }, 'shared signals event')
+        else for (const selector of selectors) this.#options.onEnded?.(selector, at)
+        // `provider`: the transmitter's, which is also the one whose sessions ended (#selectors).
+        log.info({ ...base, outcome: refreshInPlace ? 'refresh' : 'ended', sessions: selectors.length, at, ...subjectFields(action.subject) }, 'shared signals event')
         return
       }
     }
@@ -147,10 +172,9 @@ export class SsfReceiver {
 
   /** The sessions a subject names, or undefined when the gateway cannot find them. */
   async #selectors(transmitter: SsfTransmitter, subject: SsfSubject): Promise<SessionSelector[] | undefined> {
-    const { providers, store } = this.#options
-    // iss_sub: the provider whose issuer it names (none: nobody the gateway signed in).
-    const provider = subject.iss === undefined ? transmitter.provider : providers.all.find((p) => p.config.issuer === subject.iss)?.name
-    if (provider === undefined) return undefined
+    const { store } = this.#options
+    // Always the transmitter's own provider: a subject of another issuer was ignored (#act).
+    const provider = transmitter.provider
     if (subject.sid !== undefined) return [subject.sub === undefined ? { provider, sid: subject.sid } : { provider, sid: subject.sid, sub: subject.sub }]
     if (subject.sub !== undefined) return [{ provider, sub: subject.sub }]
     if (subject.email === undefined) return undefined
@@ -166,6 +190,8 @@ export interface SsfEventsRouteOptions {
   receiver: SsfReceiver
   /** The transmitters of this configuration. */
   transmitters: readonly SsfTransmitter[]
+  /** Pushes per provider (default PROVIDER_PUSH_LIMIT on the system clock); tests lower it. */
+  limit?: RateLimitOptions
 }
 
 function refuse(reply: FastifyReply, status: number, err: SetErrorCode, description: string): FastifyReply {
@@ -187,6 +213,7 @@ function transmitterOf(header: string | undefined, transmitters: readonly SsfTra
 }
 
 export async function ssfEventsRoute(app: FastifyInstance, options: SsfEventsRouteOptions): Promise<void> {
+  const limit = new KeyedRateLimit(options.limit ?? { ...PROVIDER_PUSH_LIMIT, clock: systemClock })
   app.removeAllContentTypeParsers()
   // Any body is read as text: a wrong media type is the RFC 8935 400 invalid_request, not a 415.
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: MAX_BODY_BYTES }, (_req, body, done) => done(null, body))
@@ -202,6 +229,11 @@ export async function ssfEventsRoute(app: FastifyInstance, options: SsfEventsRou
     }
     if (transmitter.config.delivery !== 'push') {
       return refuse(reply, 403, 'access_denied', 'this stream is not delivered by push')
+    }
+    const retryAfter = limit.take(transmitter.provider)
+    if (retryAfter !== undefined) {
+      req.log.warn({ provider: transmitter.provider, outcome: 'refused', err: 'rate_limited' }, 'shared signals event refused')
+      return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ err: 'rate_limited', description: 'too many events from this transmitter; push again later' })
     }
     const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase()
     const body = typeof req.body === 'string' ? req.body.trim() : ''

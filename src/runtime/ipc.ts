@@ -37,7 +37,7 @@ export interface PrimaryOps {
   'config.text': { args: null; result: string }
   revocations: { args: null; result: RevocationSnapshot }
   /** Resolves once every worker has the entry. */
-  revoke: { args: SessionSelector; result: null }
+  revoke: { args: { selector: SessionSelector; at?: number }; result: null }
   'jti.firstUse': { args: { issuer: string; jti: string; until: number }; result: boolean }
   'jti.release': { args: { issuer: string; jti: string }; result: null }
   'refresh.begin': { args: RefreshBegin; result: RefreshTurn }

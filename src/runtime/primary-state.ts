@@ -40,8 +40,8 @@ export class PrimaryState {
   handlers(): Omit<PrimaryHandlers, 'config.text'> {
     return {
       revocations: () => this.#revocations.snapshot(),
-      revoke: async (_worker, selector) => {
-        await this.#broadcast('revocation', this.#revocations.add(selector))
+      revoke: async (_worker, { selector, at }) => {
+        await this.#broadcast('revocation', this.#revocations.add(selector, at))
         return null
       },
       'jti.firstUse': (_worker, { issuer, jti, until }) => this.#replay.firstUse(issuer, jti, until),

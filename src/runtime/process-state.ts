@@ -17,7 +17,7 @@ import { createRevocationList } from '../session/revocation.js'
 
 // What a process keeps across its configurations, and the one place that decides where each
 // piece lives:
-// - in Redis, when one is configured (session.redisUrl, sentinels or cluster): sessions (store: redis), the revocation list, the
+// - in Redis, when one is configured (session.redisUrl, sentinels or cluster): sessions (store: redis), the revocation list (every store), the
 //   logout-token replay guard, refreshes; every replica sees the same;
 // - in the primary, on a worker of server.workers without Redis: what the workers must agree on
 //   (runtime/worker-state.ts), asked over IPC;
@@ -49,7 +49,7 @@ export async function createProcessState(config: GatewayConfig, options: Process
   const tracing = config.telemetry.tracing === undefined ? undefined : await startTracing(config.telemetry.tracing, log)
   // Registered by kind (session.store takes a restart); each app binds its own store's counts.
   // The revocation list is read at scrape time, once it exists.
-  let revocations: ProcessState['revocations']
+  let revocations: ProcessState['revocations'] | undefined
   const metrics = new GatewayMetrics({ store: session.store, ...(session.store === 'cookie' ? { revocations: () => revocations?.size() ?? Promise.resolve(0) } : {}) })
   const topology = redisTopology(session)
   const redis =
@@ -68,10 +68,10 @@ export async function createProcessState(config: GatewayConfig, options: Process
   const keys = new RedisKeys(session.redis.keyPrefix)
   // Without Redis, the workers of server.workers share through the primary what replicas share in Redis.
   const primary = redis === undefined ? options.worker : undefined
-  if (session.store === 'cookie') {
-    if (primary !== undefined) await primary.revocations.start()
-    revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, keys, clock })
-  }
+  // Every store has it: the cookie store's sessions are refused through it, and the Bearer tokens
+  // of a subject that was logged out or revoked, whatever the store.
+  if (primary !== undefined) await primary.revocations.start()
+  revocations = primary?.revocations ?? createRevocationList({ maxAgeSeconds: session.maxAgeSeconds, redis, keys, clock })
   const state: OwnedProcessState = {
     clock,
     redis,

@@ -3,8 +3,8 @@ import { systemClock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { graceEnd, graceKey, rotated, type RefreshCoordinator, type RefreshingSession } from '../session/refresh-coordinator.js'
-import { MemoryRevocationList, type RevocationEntry, type RevocationList } from '../session/revocation.js'
-import type { Session, SessionSelector } from '../session/types.js'
+import { MemoryRevocationList, type Revocable, type RevocationEntry, type RevocationList } from '../session/revocation.js'
+import type { SessionSelector } from '../session/types.js'
 import { callPrimary, onBroadcast, type RefreshEnd } from './ipc.js'
 
 // What a worker (server.workers > 1) shares with the others through the primary, when there is
@@ -28,11 +28,11 @@ export class WorkerRevocationList implements RevocationList {
   }
 
   /** Resolves once every worker has the entry. */
-  async revoke(selector: SessionSelector): Promise<void> {
-    await callPrimary('revoke', selector)
+  async revoke(selector: SessionSelector, at?: number): Promise<void> {
+    await callPrimary('revoke', at === undefined ? { selector } : { selector, at })
   }
 
-  isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
+  isRevoked(session: Revocable): Promise<boolean> {
     return this.#local.isRevoked(session)
   }
 

@@ -78,8 +78,8 @@ export class CookieSessionStore implements SessionStore {
     this.#cookies.clear(reply, 'credentials')
   }
 
-  async end(selector: SessionSelector): Promise<void> {
-    await this.#revocations.revoke(selector)
+  async end(selector: SessionSelector, before?: number): Promise<void> {
+    await this.#revocations.revoke(selector, before)
   }
 
   async ping(): Promise<boolean> {

@@ -77,8 +77,8 @@ export class MemorySessionStore implements SessionStore {
     this.#clearCookies(reply)
   }
 
-  async end(selector: SessionSelector): Promise<void> {
-    for (const [id, session] of this.#sessions) if (selects(selector, session)) this.#sessions.delete(id)
+  async end(selector: SessionSelector, before = Number.POSITIVE_INFINITY): Promise<void> {
+    for (const [id, session] of this.#sessions) if (selects(selector, session) && session.createdAt <= before) this.#sessions.delete(id)
   }
 
   async expireTokens(selector: SessionSelector): Promise<void> {

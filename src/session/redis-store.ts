@@ -136,10 +136,12 @@ export class RedisSessionStore implements SessionStore {
     this.#clearCookies(reply)
   }
 
-  async end(selector: SessionSelector): Promise<void> {
+  async end(selector: SessionSelector, before = Number.POSITIVE_INFINITY): Promise<void> {
     const found = await this.#selected(selector)
-    if (found === undefined || found.selected.length + found.gone.length === 0) return
-    const { user, index, selected, gone } = found
+    // A value no configured secret opens has no time to keep it: it goes.
+    const selected = found?.selected.filter(({ session }) => session === undefined || session.createdAt <= before) ?? []
+    if (found === undefined || selected.length + found.gone.length === 0) return
+    const { user, index, gone } = found
     const keys = [index, ...selected.map(({ ref }) => this.#keys.session(user, ref))]
     await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
   }

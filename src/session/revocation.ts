@@ -4,7 +4,8 @@ import { SingleFlight } from '../lib/single-flight.js'
 import { durableWrite, type RedisClient } from './redis-client.js'
 import { emailDigest, type RedisKeys, type RedisWithKeys } from './redis-keys.js'
 import { runScript } from './redis-scripts.js'
-import { providerScope, type Session, type SessionSelector } from './types.js'
+import { DEFAULT_PROVIDER } from '../options/types.js'
+import type { Session, SessionSelector, SessionStore } from './types.js'
 
 // The sessions a back-channel logout ended, for the cookie store: it cannot delete the cookies
 // browsers hold, so it refuses them on every request instead. An entry names a provider session
@@ -23,8 +24,19 @@ import { providerScope, type Session, type SessionSelector } from './types.js'
 //   and the lowercased address (redis-keys.ts emailDigest), never the address: the list (in
 //   Redis, in a worker's snapshot) names nobody. A session's address is digested only while the
 //   list holds an email entry, so requests pay nothing for this otherwise.
-// - The list never fails open. Memory: when full, the oldest entry is folded into a floor, and
-//   every session created at or before the floor is refused (those users sign in again). Redis:
+// - Every entry is of one provider, and so is every floor: what one provider's logouts or events
+//   do never reaches another provider's users (OpenID Connect Core 2: a `sub` is unique only within
+//   its issuer; SSF 1.0 4.1.2 and Back-Channel Logout 1.0 2.6: a transmitter or OP speaks for its
+//   own users). A `sid` or `sub` key names its provider before a `/` that no provider name holds
+//   (options/schema.ts), so no subject of one provider reads as another's.
+// - An entry's time is when the sessions were ended: the logout's, or a Shared Signals event's own
+//   time (CAEP 1.0 2 `event_timestamp`, else the SET's `iat`), never later than now: an event
+//   received late ends only the sessions signed in before it happened.
+// - The same entries refuse Bearer access tokens (proxy/authenticate.ts), whatever the session
+//   store: a token is judged as a session created at its `iat` (RFC 9068 2.2).
+// - The list never fails open. Memory: when one provider's entries are full, its oldest entry is
+//   folded into that provider's floor, and every session of that provider created at or before the
+//   floor is refused (those users sign in again); other providers keep their own share. Redis:
 //   the list is shared by every replica, each of which rereads it when it has changed, checked
 //   at most once per REFRESH_MS; a Redis that cannot be reached makes the check fail
 //   (503 session_store_unavailable) once that interval has passed, never pass. A Redis that lost
@@ -32,38 +44,76 @@ import { providerScope, type Session, type SessionSelector } from './types.js'
 //   before the list was started again is refused.
 
 export interface RevocationList {
-  /** Refuses from now on the sessions `selector` names. */
-  revoke(selector: SessionSelector): Promise<void>
-  /** Whether `session` was ended by a back-channel logout; throws GatewayError 503 when it cannot tell. */
-  isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean>
+  /**
+   * Refuses from now on the sessions `selector` names that were created at or before `at` (epoch
+   * seconds, default now; a later `at` is taken as now).
+   */
+  revoke(selector: SessionSelector, at?: number): Promise<void>
+  /** Whether `session` (or a Bearer token) was ended by a back-channel logout or an event; throws GatewayError 503 when it cannot tell. */
+  isRevoked(session: Revocable): Promise<boolean>
   /** Entries in the list (for the metrics). */
   size(): Promise<number>
 }
 
-/** One logout: a `sid:`, `sub:` or `email:` key and the epoch second it was recorded. */
+/** One logout: a `sid@`, `sub@` or `email:` key of `provider`, and the epoch second of the logout. */
 export interface RevocationEntry {
   key: string
   at: number
+  provider: string
 }
 
 export interface RevocationSnapshot {
   entries: RevocationEntry[]
-  /** null: no floor (JSON, which carries it between processes, has no -Infinity). */
-  floor: number | null
+  /** Each provider's floor, when it has one (JSON, which carries it between processes, has no -Infinity). */
+  floors: Record<string, number>
 }
 
-/** Entries of the memory list; beyond it the oldest is folded into the floor. */
+/** Entries of one provider in the memory list; beyond it its oldest is folded into its floor. */
 export const MEMORY_REVOCATIONS = 100_000
 /** How long a replica of a Redis-backed list trusts its copy before asking whether it changed. */
 export const REFRESH_MS = 1000
 
 const EMAIL_PREFIX = 'email:'
 
+/**
+ * The key of a provider's `sid` or `sub`: `sid@<provider>/<sid>`. A provider's name holds no `/`
+ * (options/schema.ts), so the first `/` ends it and no subject of one provider reads as another's.
+ * (Releases before wrote `sid:<sid>` for the default provider and `sid:<provider>/<sid>` for the
+ * others, where the default provider's `partners/alice` was provider partners' `alice`: see
+ * legacyReadings.)
+ */
+export function subjectKey(kind: 'sid' | 'sub', provider: string, value: string): string {
+  return `${kind}@${provider}/${value}`
+}
+
 function keyOf(selector: SessionSelector): string {
   // The digest carries the provider's scope itself.
   if (selector.email !== undefined) return `${EMAIL_PREFIX}${emailDigest(selector.provider, selector.email)}`
-  const scope = providerScope(selector.provider)
-  return selector.sid !== undefined ? `sid:${scope}${selector.sid}` : `sub:${scope}${selector.sub}`
+  return selector.sid !== undefined ? subjectKey('sid', selector.provider, selector.sid) : subjectKey('sub', selector.provider, selector.sub)
+}
+
+/**
+ * What an entry written by an earlier release may mean, in today's keys. `sid:` and `sub:` keys
+ * did not say where the provider's name ended: `sub:partners/alice` was the default provider's
+ * `partners/alice` or provider partners' `alice`. Such an entry is read both ways (it refuses
+ * both), never one way that might let an ended session through; it leaves the list with the
+ * session lifetime. Any other key is today's.
+ */
+export function legacyReadings(key: string): string[] {
+  const kind = key.startsWith('sid:') ? 'sid' : key.startsWith('sub:') ? 'sub' : undefined
+  if (kind === undefined) return [key]
+  const rest = key.slice(4)
+  const readings = [subjectKey(kind, DEFAULT_PROVIDER, rest)]
+  // A prefix that names no configured provider makes a reading no session matches: harmless.
+  const slash = rest.indexOf('/')
+  if (slash > 0) readings.push(subjectKey(kind, rest.slice(0, slash), rest.slice(slash + 1)))
+  return readings
+}
+
+/** The epoch second an entry is recorded at: `at` when given, never later than now. */
+function entryTime(clock: Clock, at: number | undefined): number {
+  const now = nowSeconds(clock)
+  return at === undefined || !Number.isFinite(at) ? now : Math.min(Math.floor(at), now)
 }
 
 /** 1 for an `email:` entry, else 0: what the lists count to skip the digest when they hold none. */
@@ -75,24 +125,33 @@ function nowSeconds(clock: Clock): number {
   return Math.floor(clock.now() / 1000)
 }
 
+/** What the list judges: a session, or a Bearer token (createdAt: its `iat`, undefined when it has none). */
+export interface Revocable {
+  claims: Session['claims']
+  provider: string
+  createdAt: number | undefined
+}
+
 /**
  * The rules at the top of this file, over entries (key -> epoch seconds of the logout), how many
- * of them are `email:` entries, and a floor.
+ * of them are `email:` entries, and the floor of the session's provider. Something without a
+ * creation time (a Bearer token without `iat`) cannot show it came after an entry: any entry that
+ * names it refuses it; the floors, which name no one, do not.
  */
-function revokedBy(entries: ReadonlyMap<string, number>, emails: number, floor: number, session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): boolean {
-  if (session.createdAt <= floor) return true
+function revokedBy(entries: ReadonlyMap<string, number>, emails: number, floor: number, session: Revocable): boolean {
+  const createdAt = session.createdAt ?? Number.NEGATIVE_INFINITY
+  if (session.createdAt !== undefined && createdAt <= floor) return true
   // The common case on every request: nothing revoked, so no key strings are built.
   if (entries.size === 0) return false
-  const scope = providerScope(session.provider)
   const sid = session.claims.sid
-  if (typeof sid === 'string' && entries.has(`sid:${scope}${sid}`)) return true
-  const subRevokedAt = entries.get(`sub:${scope}${session.claims.sub}`)
-  if (subRevokedAt !== undefined && subRevokedAt >= session.createdAt) return true
+  if (typeof sid === 'string' && entries.has(subjectKey('sid', session.provider, sid))) return true
+  const subRevokedAt = entries.get(subjectKey('sub', session.provider, session.claims.sub))
+  if (subRevokedAt !== undefined && subRevokedAt >= createdAt) return true
   // A digest per request only while some address is revoked.
   const email = session.claims.email
   if (emails === 0 || typeof email !== 'string') return false
   const emailRevokedAt = entries.get(`${EMAIL_PREFIX}${emailDigest(session.provider, email)}`)
-  return emailRevokedAt !== undefined && emailRevokedAt >= session.createdAt
+  return emailRevokedAt !== undefined && emailRevokedAt >= createdAt
 }
 
 export interface RevocationOptions {
@@ -101,15 +160,23 @@ export interface RevocationOptions {
   clock: Clock
 }
 
+/** One provider's share of the memory list. */
+interface Share {
+  /** In logout order: a re-revoked key moves to the end. */
+  entries: Map<string, number>
+  /** How many of the entries are `email:` entries. */
+  emails: number
+  floor: number
+}
+
+const EMPTY_SHARE: Share = { entries: new Map(), emails: 0, floor: Number.NEGATIVE_INFINITY }
+
 export class MemoryRevocationList implements RevocationList {
   readonly #maxAgeSeconds: number
   readonly #maxEntries: number
   readonly #clock: Clock
-  /** In logout order: a re-revoked key moves to the end. */
-  readonly #entries = new Map<string, number>()
-  /** How many of the entries are `email:` entries. */
-  #emails = 0
-  #floor = Number.NEGATIVE_INFINITY
+  /** Each provider's entries and floor: one provider filling its share never folds another's. */
+  readonly #shares = new Map<string, Share>()
 
   constructor(options: RevocationOptions & { maxEntries?: number }) {
     this.#maxAgeSeconds = options.maxAgeSeconds
@@ -117,63 +184,92 @@ export class MemoryRevocationList implements RevocationList {
     this.#clock = options.clock
   }
 
-  async revoke(selector: SessionSelector): Promise<void> {
-    this.add(selector)
+  async revoke(selector: SessionSelector, at?: number): Promise<void> {
+    this.add(selector, at)
   }
 
   /** Revokes, and returns the entry made: what other copies of the list apply (server.workers). */
-  add(selector: SessionSelector): RevocationEntry {
-    const entry: RevocationEntry = { key: keyOf(selector), at: nowSeconds(this.#clock) }
+  add(selector: SessionSelector, at?: number): RevocationEntry {
+    const entry: RevocationEntry = { key: keyOf(selector), at: entryTime(this.#clock, at), provider: selector.provider }
     this.apply(entry)
     return entry
   }
 
   /** Records an entry made by the list this one copies. */
   apply(entry: RevocationEntry): void {
-    this.#purge(nowSeconds(this.#clock))
-    this.#delete(entry.key)
-    if (this.#entries.size >= this.#maxEntries) {
-      // Full: the oldest entry goes, and with it every session it could refuse, and more
-      // (all sessions created at or before its logout), rather than any of them coming back.
-      const [oldest, revokedAt] = this.#entries.entries().next().value as [string, number]
-      this.#delete(oldest)
-      this.#floor = Math.max(this.#floor, revokedAt)
+    const share = this.#share(entry.provider)
+    this.#purge(share, nowSeconds(this.#clock))
+    const previous = share.entries.get(entry.key)
+    this.#delete(share, entry.key)
+    if (share.entries.size >= this.#maxEntries) {
+      // Full: the provider's oldest entry goes, and with it every session it could refuse, and
+      // more (all of that provider's sessions created at or before its logout), rather than any of
+      // them coming back. Another provider's sessions are never touched.
+      const [oldest, revokedAt] = share.entries.entries().next().value as [string, number]
+      this.#delete(share, oldest)
+      share.floor = Math.max(share.floor, revokedAt)
     }
-    this.#entries.set(entry.key, entry.at)
-    this.#emails += emailWeight(entry.key)
+    // A re-revoked key keeps the later time (an event received late never moves a logout back).
+    share.entries.set(entry.key, Math.max(entry.at, previous ?? Number.NEGATIVE_INFINITY))
+    share.emails += emailWeight(entry.key)
   }
 
-  /** Every entry and the floor, for a new copy of the list (a worker that starts). */
+  /** Every entry and the floors, for a new copy of the list (a worker that starts). */
   snapshot(): RevocationSnapshot {
-    this.#purge(nowSeconds(this.#clock))
-    return { entries: [...this.#entries].map(([key, at]) => ({ key, at })), floor: Number.isFinite(this.#floor) ? this.#floor : null }
+    const now = nowSeconds(this.#clock)
+    const entries: RevocationEntry[] = []
+    const floors: Record<string, number> = {}
+    for (const [provider, share] of this.#shares) {
+      this.#purge(share, now)
+      for (const [key, at] of share.entries) entries.push({ key, at, provider })
+      if (Number.isFinite(share.floor)) floors[provider] = share.floor
+    }
+    return { entries, floors }
   }
 
-  /** Takes the state of the list this one copies: its entries and its floor. */
+  /** Takes the state of the list this one copies: its entries and its floors. */
   restore(snapshot: RevocationSnapshot): void {
     for (const entry of snapshot.entries) this.apply(entry)
-    if (snapshot.floor !== null) this.#floor = Math.max(this.#floor, snapshot.floor)
+    for (const [provider, floor] of Object.entries(snapshot.floors)) {
+      const share = this.#share(provider)
+      share.floor = Math.max(share.floor, floor)
+    }
   }
 
-  async isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
-    return revokedBy(this.#entries, this.#emails, this.#floor, session)
+  async isRevoked(session: Revocable): Promise<boolean> {
+    const share = this.#shares.get(session.provider) ?? EMPTY_SHARE
+    return revokedBy(share.entries, share.emails, share.floor, session)
   }
 
   async size(): Promise<number> {
-    this.#purge(nowSeconds(this.#clock))
-    return this.#entries.size
+    const now = nowSeconds(this.#clock)
+    let size = 0
+    for (const share of this.#shares.values()) {
+      this.#purge(share, now)
+      size += share.entries.size
+    }
+    return size
   }
 
-  #purge(now: number): void {
-    for (const [key, revokedAt] of this.#entries) {
+  #share(provider: string): Share {
+    let share = this.#shares.get(provider)
+    if (share === undefined) {
+      share = { entries: new Map(), emails: 0, floor: Number.NEGATIVE_INFINITY }
+      this.#shares.set(provider, share)
+    }
+    return share
+  }
+
+  #purge(share: Share, now: number): void {
+    for (const [key, revokedAt] of share.entries) {
       if (revokedAt + this.#maxAgeSeconds > now) return
-      this.#delete(key)
+      this.#delete(share, key)
     }
   }
 
   /** Every removal goes through here, so that the email count stays that of the entries. */
-  #delete(key: string): void {
-    if (this.#entries.delete(key)) this.#emails -= emailWeight(key)
+  #delete(share: Share, key: string): void {
+    if (share.entries.delete(key)) share.emails -= emailWeight(key)
   }
 }
 
@@ -230,10 +326,10 @@ export class RedisRevocationList implements RevocationList {
     await Promise.all([this.#redis.del(legacy.list), this.#redis.del(legacy.since)])
   }
 
-  async revoke(selector: SessionSelector): Promise<void> {
-    const now = nowSeconds(this.#clock)
+  async revoke(selector: SessionSelector, at?: number): Promise<void> {
+    const time = entryTime(this.#clock, at)
     try {
-      await durableWrite(this.#redis, (p) => runScript(p, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), now, this.#maxAgeSeconds]))
+      await durableWrite(this.#redis, (p) => runScript(p, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), time, this.#maxAgeSeconds]))
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
     }
@@ -241,7 +337,7 @@ export class RedisRevocationList implements RevocationList {
     if (this.#snapshot !== undefined) this.#snapshot.checkedAt = Number.NEGATIVE_INFINITY
   }
 
-  async isRevoked(session: Pick<Session, 'claims' | 'createdAt' | 'provider'>): Promise<boolean> {
+  async isRevoked(session: Revocable): Promise<boolean> {
     const snapshot = await this.#current()
     return revokedBy(snapshot.entries, snapshot.emails, snapshot.floor, session)
   }
@@ -284,9 +380,12 @@ export class RedisRevocationList implements RevocationList {
     const map = new Map<string, number>()
     let emails = 0
     for (let i = 0; i + 1 < entries.length; i += 2) {
-      const key = entries[i] as string
-      map.set(key, Number(entries[i + 1]))
-      emails += emailWeight(key)
+      const at = Number(entries[i + 1])
+      for (const key of legacyReadings(entries[i] as string)) {
+        const known = map.get(key)
+        if (known === undefined) emails += emailWeight(key)
+        map.set(key, Math.max(at, known ?? at))
+      }
     }
     return { version, entries: map, emails, floor: since === null ? nowSeconds(this.#clock) : Number(since) - 1, checkedAt }
   }
@@ -295,4 +394,32 @@ export class RedisRevocationList implements RevocationList {
 /** The list for the cookie store: in Redis when the gateway has a Redis client, else in memory. */
 export function createRevocationList(options: RevocationOptions & RedisWithKeys): RevocationList {
   return options.redis === undefined ? new MemoryRevocationList(options) : new RedisRevocationList(options.redis, options)
+}
+
+/**
+ * Ends what `selector` names as of `at` (epoch seconds, default now): the store's sessions signed
+ * in by then and, through `bearer`, the Bearer tokens issued by then. `bearer` is the list of a
+ * store that keeps none itself (memory, Redis: they delete sessions); the cookie store's `end` is
+ * already an entry in the list. Recorded first: a store that fails after it has refused more, not less.
+ */
+export async function endSelected(store: SessionStore, bearer: RevocationList | undefined, selector: SessionSelector, at?: number): Promise<void> {
+  await bearer?.revoke(selector, at)
+  await store.end(selector, at)
+}
+
+/**
+ * When a Bearer token was issued, for the list: its `iat` (RFC 9068 2.2 requires it of JWT access
+ * tokens; RFC 7662 2.2 makes it optional in an introspection response), undefined without one.
+ */
+export function issuedAt(claims: Session['claims']): number | undefined {
+  return typeof claims.iat === 'number' && Number.isFinite(claims.iat) ? claims.iat : undefined
+}
+
+/**
+ * Whether a Bearer token of `provider` with these claims was issued before a logout or event that
+ * names its subject, sid or address: refused as a session created at its `iat` would be. A token
+ * without `iat` is refused by any entry that names it (revokedBy).
+ */
+export function bearerRevoked(list: RevocationList, provider: string, claims: Session['claims']): Promise<boolean> {
+  return list.isRevoked({ claims, provider, createdAt: issuedAt(claims) })
 }

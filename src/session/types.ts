@@ -97,9 +97,11 @@ export interface SessionStore {
    * Ends every session `selector` names, on every replica (back-channel logout). Server-side stores
    * delete them; the cookie store, which cannot reach the browsers, refuses them from then on. An
    * `email` selector is for a store without subjectsByEmail (the cookie store); the Redis store,
-   * which finds sessions only through its sub and sid indexes, ends nothing for one.
+   * which finds sessions only through its sub and sid indexes, ends nothing for one. With
+   * `before` (epoch seconds: a Shared Signals event's time), only the sessions signed in at or
+   * before it: a sign-in after the event is not ended by it.
    */
-  end(selector: SessionSelector): Promise<void>
+  end(selector: SessionSelector, before?: number): Promise<void>
   /**
    * Makes the sessions `selector` names take fresh tokens and claims at their next request (a
    * Shared Signals token-claims-change): their access tokens count as expired, so the refresh
