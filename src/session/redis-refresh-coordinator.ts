@@ -72,8 +72,8 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const deadline = performance.now() + this.#waitMs
     for (;;) {
       const token = randomBytes(16).toString('base64url')
-      const claim = await this.#redisCall(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshClaim', keys, [token, this.#lockMs])))
-      const [outcome, sealed] = claim[0] as [string, string?]
+      const claim = await this.#redisCall(() => durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshClaim', keys, [token, this.#lockMs])))
+      const [outcome, sealed] = claim as [string, string?]
       if (outcome === 'result' && sealed !== undefined) {
         const remembered = this.#open(keys[0], sealed)
         if (remembered !== undefined) return remembered
@@ -84,7 +84,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
           fresh = await grant()
         } catch (err) {
           // Best effort: an unreleased lock expires by itself.
-          await durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
+          await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
           throw err
         }
         await this.#settle(keys, token, refreshToken, fresh, deadline)
@@ -111,7 +111,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const ttlMs = keep ? Math.ceil((until - now) * 1000) : 0
     for (;;) {
       try {
-        await durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
+        await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
         return
       } catch (err) {
         // Nothing to keep: the lock expires by itself.

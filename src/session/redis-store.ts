@@ -101,19 +101,27 @@ export class RedisSessionStore implements SessionStore {
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
     const sid = typeof session.claims.sid === 'string' ? session.claims.sid : undefined
-    const keys = [this.#keys.session(user, ref), this.#keys.bySub(user)]
+    const key = this.#keys.session(user, ref)
+    const keys = [key, this.#keys.bySub(user)]
     if (sid !== undefined) keys.push(this.#keys.bySid(user, sid))
     const stored = await this.#call(async () => {
       // The sid's link to its user first: a logout token that arrives right after the sign-in
       // finds the user. It is a key of its own slot, so a command of its own.
       // Sent first, both awaited: either failing fails the write.
-      const link = sid === undefined ? [] : [durableWrite(this.#redis, (p) => p.set(this.#keys.sidUser(session.provider, sid), user, 'EXAT', endsAt))]
+      const link: Array<Promise<unknown>> = []
+      if (sid !== undefined) {
+        const sidUser = this.#keys.sidUser(session.provider, sid)
+        link.push(durableWrite(this.#redis, sidUser, (r) => r.set(sidUser, user, 'EXAT', endsAt)))
+      }
       const email = this.#indexEmail && typeof session.claims.email === 'string' ? session.claims.email : undefined
-      if (email !== undefined) link.push(durableWrite(this.#redis, (p) => runScript(p, 'ogwLink', [this.#keys.emailUsers(session.provider, email)], [user, endsAt])))
+      if (email !== undefined) {
+        const emailUsers = this.#keys.emailUsers(session.provider, email)
+        link.push(durableWrite(this.#redis, emailUsers, (r) => runScript(r, 'ogwLink', [emailUsers], [user, endsAt])))
+      }
       // An update stores only while the session exists: a refresh that finishes after a logout
       // or back-channel logout deleted it must not bring it back.
-      const store = durableWrite(this.#redis, (p) => runScript(p, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
-      const [[result]] = await Promise.all([store, ...link])
+      const store = durableWrite(this.#redis, key, (r) => runScript(r, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
+      const [result] = await Promise.all([store, ...link])
       return result === 1
     })
     if (!stored) {
@@ -131,7 +139,7 @@ export class RedisSessionStore implements SessionStore {
     const reference = this.#referenceOf(req)
     if (reference !== undefined) {
       const key = this.#keys.session(reference.user, this.#keys.ref(reference.id))
-      await this.#call(() => durableWrite(this.#redis, (p) => p.del(key)))
+      await this.#call(() => durableWrite(this.#redis, key, (r) => r.del(key)))
     }
     this.#clearCookies(reply)
   }
@@ -141,7 +149,7 @@ export class RedisSessionStore implements SessionStore {
     if (found === undefined || found.selected.length + found.gone.length === 0) return
     const { user, index, selected, gone } = found
     const keys = [index, ...selected.map(({ ref }) => this.#keys.session(user, ref))]
-    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
+    await this.#call(() => durableWrite(this.#redis, index, (r) => runScript(r, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
   }
 
   /**
@@ -164,7 +172,7 @@ export class RedisSessionStore implements SessionStore {
       args.push(sealed, this.#cipher.seal(purpose(ref), toSealed({ ...session, expiresAt: 0 }, true), endsAt), endsAt)
     }
     if (keys.length === 0) return
-    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwReplaceSessions', keys, args)))
+    await this.#call(() => durableWrite(this.#redis, found.index, (r) => runScript(r, 'ogwReplaceSessions', keys, args)))
   }
 
   /**

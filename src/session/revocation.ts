@@ -233,7 +233,7 @@ export class RedisRevocationList implements RevocationList {
   async revoke(selector: SessionSelector): Promise<void> {
     const now = nowSeconds(this.#clock)
     try {
-      await durableWrite(this.#redis, (p) => runScript(p, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), now, this.#maxAgeSeconds]))
+      await durableWrite(this.#redis, this.#key, (r) => runScript(r, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), now, this.#maxAgeSeconds]))
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
     }
