@@ -9,7 +9,7 @@ import { graceEnd, rotated, type RefreshCoordinator, type RefreshingSession } fr
 import { durableWrite, type RedisClient } from './redis-client.js'
 import type { RedisKeys } from './redis-keys.js'
 import { runScript } from './redis-scripts.js'
-import { storeUnavailable } from './redis-store.js'
+import { recordOutcome, storeUnavailable } from './redis-store.js'
 import { SEALED_REFRESH_RESULT } from './sealed.js'
 
 // Refreshes coordinated across replicas. One replica at a time holds a session's refresh lock and
@@ -112,10 +112,13 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     for (;;) {
       try {
         await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
+        recordOutcome(this.#redis, true)
         return
       } catch (err) {
-        // Nothing to keep: the lock expires by itself.
+        // Nothing to keep: the lock expires by itself. One operation however many tries: it
+        // failed when it gives up.
         if (!keep || performance.now() >= deadline) {
+          recordOutcome(this.#redis, false)
           if (keep) throw storeUnavailable(err)
           return
         }
@@ -133,11 +136,15 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   }
 
   async #redisCall<T>(operation: () => Promise<T>): Promise<T> {
+    let result: T
     try {
-      return await operation()
+      result = await operation()
     } catch (err) {
+      recordOutcome(this.#redis, false)
       throw storeUnavailable(err)
     }
+    recordOutcome(this.#redis, true)
+    return result
   }
 }
 

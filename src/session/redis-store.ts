@@ -41,6 +41,44 @@ export interface RedisStoreOptions {
 /** Users one email names at most, as read (an address shared by more accounts than this is not a person's). */
 const MAX_EMAIL_USERS = 100
 
+/** The store's Redis operations that failed in a row (a success ends the run): how many, and when the first and last did (monotonic ms). */
+export interface FailureRun {
+  count: number
+  firstAt: number
+  lastAt: number
+}
+
+/**
+ * What "keeps failing" means for /readyz: at least `failures` operations in a row failed, over at
+ * least `forMs` (one slow command, or the first seconds of a failover that PING already reports,
+ * is not it), and the last within `forgetAfterMs` (a replica taken out of service gets no request
+ * that could succeed: after that long it is offered traffic again, and one more failure takes it out).
+ */
+export const KEEPS_FAILING = { failures: 5, forMs: 5000, forgetAfterMs: 30_000 } as const
+
+/** Whether a store whose operations failed as `run` says keeps failing at `now` (monotonic ms). */
+export function keepsFailing(run: FailureRun | undefined, now: number): boolean {
+  return run !== undefined && run.count >= KEEPS_FAILING.failures && now - run.firstAt >= KEEPS_FAILING.forMs && now - run.lastAt < KEEPS_FAILING.forgetAfterMs
+}
+
+/**
+ * The run of failed operations on each Redis connection, shared by the store and the refresh
+ * coordinator (and by the stores of successive configurations, which share the connection).
+ */
+const failureRuns = new WeakMap<RedisClient, FailureRun>()
+
+/** Counts an operation's outcome on `redis`: a success ends the run of failures, a failure extends it. */
+export function recordOutcome(redis: RedisClient, succeeded: boolean): void {
+  if (succeeded) {
+    failureRuns.delete(redis)
+    return
+  }
+  const now = performance.now()
+  const run = failureRuns.get(redis)
+  if (run === undefined) failureRuns.set(redis, { count: 1, firstAt: now, lastAt: now })
+  else Object.assign(run, { count: run.count + 1, lastAt: now })
+}
+
 /** What the session cookie refers to: the session id, and the hash tag of its user's keys. */
 interface Reference {
   id: string
@@ -233,7 +271,13 @@ export class RedisSessionStore implements SessionStore {
     return (await this.#call(() => this.#redis.get(this.#keys.sidUser(selector.provider, sid)))) ?? undefined
   }
 
+  /**
+   * Ready: Redis answers (every primary, with Cluster) and the store's operations do not keep
+   * failing. PING alone passed while every write to one shard failed: a client whose slot map
+   * was stale answered PING from the nodes it knew.
+   */
   async ping(): Promise<boolean> {
+    if (keepsFailing(failureRuns.get(this.#redis), performance.now())) return false
     return pingRedis(this.#redis)
   }
 
@@ -257,12 +301,16 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async #call<T>(operation: () => Promise<T>): Promise<T> {
+    let result: T
     try {
-      return await operation()
+      result = await operation()
     } catch (err) {
       this.#errors++
+      recordOutcome(this.#redis, false)
       throw storeUnavailable(err)
     }
+    recordOutcome(this.#redis, true)
+    return result
   }
 }
 
