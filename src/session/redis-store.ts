@@ -38,8 +38,12 @@ export interface RedisStoreOptions {
   indexEmail?: boolean
 }
 
-/** Users one email names at most, as read (an address shared by more accounts than this is not a person's). */
-const MAX_EMAIL_USERS = 100
+/**
+ * Users read per SSCAN step of an email link (a hint to Redis, not a limit): every user is read,
+ * however many share the address, since a revocation that stopped at some of them would leave the
+ * others signed in (fail open).
+ */
+const EMAIL_USERS_PER_STEP = 100
 
 /** The store's Redis operations that failed in a row (a success ends the run): how many, and when the first and last did (monotonic ms). */
 export interface FailureRun {
@@ -247,20 +251,34 @@ export class RedisSessionStore implements SessionStore {
   async subjectsByEmail(provider: string, email: string): Promise<string[]> {
     if (!this.#indexEmail) return []
     const wanted = email.toLowerCase()
-    const users = await this.#call(() => this.#redis.smembers(this.#keys.emailUsers(provider, email)))
+    const link = this.#keys.emailUsers(provider, email)
     const subs = new Set<string>()
-    for (const user of users.slice(0, MAX_EMAIL_USERS)) {
-      const refs = await this.#call(() => this.#redis.smembers(this.#keys.bySub(user)))
-      if (refs.length === 0) continue
-      const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
-      refs.forEach((ref, i) => {
-        const sealed = values[i]
-        const session = sealed === null || sealed === undefined ? undefined : this.#open(ref, sealed)
-        const claim = session?.claims.email
-        if (session !== undefined && session.provider === provider && typeof claim === 'string' && claim.toLowerCase() === wanted) subs.add(session.claims.sub)
-      })
-    }
+    // SSCAN to cursor 0 reads every member present from start to end (SCAN documentation,
+    // "Scan guarantees"), in steps, so that a large set is neither one huge reply nor cut short.
+    let cursor = '0'
+    do {
+      const [next, users] = await this.#call(() => this.#redis.sscan(link, cursor, 'COUNT', EMAIL_USERS_PER_STEP))
+      cursor = next
+      await Promise.all(users.map(async (user) => {
+        for (const sub of await this.#subjectsWithEmail(user, provider, wanted)) subs.add(sub)
+      }))
+    } while (cursor !== '0')
     return [...subs]
+  }
+
+  /** The `sub` of the user's sessions (`user`: their tag) at `provider` whose email claim is `wanted` (lowercased). */
+  async #subjectsWithEmail(user: string, provider: string, wanted: string): Promise<string[]> {
+    const refs = await this.#call(() => this.#redis.smembers(this.#keys.bySub(user)))
+    if (refs.length === 0) return []
+    const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
+    const subs: string[] = []
+    refs.forEach((ref, i) => {
+      const sealed = values[i]
+      const session = sealed === null || sealed === undefined ? undefined : this.#open(ref, sealed)
+      const claim = session?.claims.email
+      if (session !== undefined && session.provider === provider && typeof claim === 'string' && claim.toLowerCase() === wanted) subs.push(session.claims.sub)
+    })
+    return subs
   }
 
   /** The user's tag for a logout token: from its `sub`, or through the sid's link. */
