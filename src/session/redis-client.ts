@@ -175,9 +175,10 @@ const policies = new WeakMap<RedisClient, WritePolicy>()
  * follows a MOVED or ASK redirection (and reads the slot map again) only for a command of its
  * own, or for a pipeline whose every command failed alike. In a pipeline [write, WAIT] the keyless
  * WAIT succeeds on whichever node it reaches while the write gets MOVED, so the redirection came
- * back as the write's error, the slot map was never read again, and after a failover every
- * durable write to that shard failed until restart (Redis Cluster specification, "MOVED
- * Redirection": a client should follow it and should refresh its slot map).
+ * back as the write's error and the slot map was not read again: after a failover, durable writes
+ * to that shard kept failing with MOVED until some other command to it happened to refresh the
+ * map (Redis Cluster specification, "Moved Redirection": a client follows it and should refresh
+ * its slot map).
  */
 export async function durableWrite<T>(client: RedisClient, key: string, write: (client: RedisClient) => Promise<T>): Promise<T> {
   const reply = await write(client)
