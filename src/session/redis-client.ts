@@ -177,7 +177,7 @@ const policies = new WeakMap<RedisClient, WritePolicy>()
  * WAIT succeeds on whichever node it reaches while the write gets MOVED, so the redirection came
  * back as the write's error and the slot map was not read again: after a failover, durable writes
  * to that shard kept failing with MOVED until some other command to it happened to refresh the
- * map (Redis Cluster specification, "Moved Redirection": a client follows it and should refresh
+ * map (Redis Cluster specification, "MOVED Redirection": a client follows it and should refresh
  * its slot map).
  */
 export async function durableWrite<T>(client: RedisClient, key: string, write: (client: RedisClient) => Promise<T>): Promise<T> {
