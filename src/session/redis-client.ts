@@ -1,11 +1,10 @@
 import type { Tracer } from '@opentelemetry/api'
-import type { ChainableCommander, Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
+import type { Cluster, ClusterOptions, Command, Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { ConnectionOptions } from 'node:tls'
 import { otelApi } from '../lib/otel.js'
 import { errorType, failSpan } from '../lib/spans.js'
 import type { SessionConfig } from '../options/types.js'
-import { defineScripts } from './redis-scripts.js'
 
 // The one Redis connection of a process, shared by the session store, the refresh coordinator and
 // whatever else needs Redis, on one of three topologies:
@@ -19,6 +18,9 @@ import { defineScripts } from './redis-scripts.js'
 // queue, no retry of a command), so a request answers 503 instead of hanging; the connection itself
 // is retried forever with capped backoff, so service resumes by itself. (With Sentinel, a command
 // waits for a reconnection in progress, at most session.redis.timeoutMs: see below.)
+//
+// Every command is sent as a command of its own, scripts included, never in a pipeline: ioredis
+// follows a Cluster redirection and refreshes its slot map for those (see durableWrite).
 //
 // Writes that must survive a failover (sessions, their ends, refresh results, revocations) are
 // followed by `WAIT <replicas> <timeoutMs>` on the same connection (durableWrite): Redis
@@ -158,41 +160,52 @@ interface WritePolicy {
   timeoutMs: number
   observer: RedisObserver | undefined
   log: FastifyBaseLogger
+  /** ioredis's Command, kept from connectRedis's import: this module loads ioredis only there. */
+  Command: typeof Command
 }
 
 const policies = new WeakMap<RedisClient, WritePolicy>()
 
 /**
- * Runs the commands `build` queues (all on keys of one hash slot) as one pipeline, then WAITs for
- * the client's replicas on the same connection, so that what the pipeline wrote is on a replica
- * before the caller acknowledges it. Resolves the commands' replies (without WAIT's); throws the
- * first command error.
+ * Runs `write` (commands on the keys of `key`'s hash slot), then WAITs for the client's replicas
+ * on the connection the write went through, so that what it wrote is on a replica before the
+ * caller acknowledges it. Resolves the write's reply; throws its error.
+ *
+ * The write is sent as ordinary commands, never as a pipeline with WAIT: with Cluster, ioredis
+ * follows a MOVED or ASK redirection (and reads the slot map again) only for a command of its
+ * own, or for a pipeline whose every command failed alike. In a pipeline [write, WAIT] the keyless
+ * WAIT succeeds on whichever node it reaches while the write gets MOVED, so the redirection came
+ * back as the write's error and the slot map was not read again: after a failover, durable writes
+ * to that shard kept failing with MOVED until some other command to it happened to refresh the
+ * map (Redis Cluster specification, "MOVED Redirection": a client follows it and should refresh
+ * its slot map).
  */
-export async function durableWrite(client: RedisClient, build: (pipeline: ChainableCommander) => void): Promise<unknown[]> {
+export async function durableWrite<T>(client: RedisClient, key: string, write: (client: RedisClient) => Promise<T>): Promise<T> {
+  const reply = await write(client)
   const policy = policies.get(client)
-  defineScripts(client)
-  const pipeline = client.pipeline()
-  build(pipeline)
-  const waits = policy !== undefined && policy.replicas > 0
-  if (waits) pipeline.call('WAIT', policy.replicas, policy.timeoutMs)
-  const replies = checkedReplies(await pipeline.exec())
-  if (waits) {
-    const acknowledged = replies.pop()
-    if (typeof acknowledged === 'number' && acknowledged < policy.replicas) {
-      policy.observer?.unreplicated()
-      policy.log.warn({ replicas: acknowledged, wanted: policy.replicas, waitMs: policy.timeoutMs }, 'a Redis write reached fewer replicas than session.redis.waitReplicas; it is lost if the primary fails before they catch up')
-    }
+  if (policy === undefined || policy.replicas === 0) return reply
+  const acknowledged = await waitForReplicas(client, policy, key)
+  if (typeof acknowledged === 'number' && acknowledged < policy.replicas) {
+    policy.observer?.unreplicated()
+    policy.log.warn({ replicas: acknowledged, wanted: policy.replicas, waitMs: policy.timeoutMs }, 'a Redis write reached fewer replicas than session.redis.waitReplicas; it is lost if the primary fails before they catch up')
   }
-  return replies
+  return reply
 }
 
-/** The replies of a pipeline or transaction; throws the first command error (exec answers them in the list). */
-function checkedReplies(results: Array<[Error | null, unknown]> | null): unknown[] {
-  if (results === null) throw new Error('the Redis transaction was aborted')
-  return results.map(([err, result]) => {
-    if (err !== null) throw err
-    return result
-  })
+/**
+ * WAIT on the connection that wrote `key`: it counts the replicas that acknowledged every write
+ * sent before it on that connection (WAIT command documentation). WAIT names no key, so Cluster
+ * would send it to any node: it is routed by `key`'s slot instead, to the primary the write just
+ * reached (after a redirection, the slot map already names the new one).
+ */
+async function waitForReplicas(client: RedisClient, policy: WritePolicy, key: string): Promise<unknown> {
+  const wait = new policy.Command('wait', [policy.replicas, policy.timeoutMs])
+  if (isCluster(client)) {
+    const slot = new policy.Command('exists', [key]).getSlot()
+    wait.getSlot = () => slot
+  }
+  void client.sendCommand(wait)
+  return wait.promise
 }
 
 /** Whether Redis answers: with Cluster, every primary (a shard without one cannot serve its users). */
@@ -222,7 +235,7 @@ function isCluster(client: RedisClient): client is Cluster {
 export async function connectRedis(options: RedisClientOptions, log: FastifyBaseLogger, tracer?: Tracer): Promise<RedisClient> {
   const topology: RedisTopology = 'topology' in options ? options.topology : { kind: 'single', url: options.url }
   const endpoint = topologyEndpoint(topology)
-  const { Redis, Cluster } = await import('ioredis')
+  const { Redis, Cluster, Command } = await import('ioredis')
   const common: RedisOptions = {
     connectTimeout: options.timeoutMs,
     commandTimeout: options.timeoutMs,
@@ -279,7 +292,7 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
       break
     }
   }
-  if (options.wait !== undefined) policies.set(client, { ...options.wait, observer: options.observer, log })
+  if (options.wait !== undefined) policies.set(client, { ...options.wait, observer: options.observer, log, Command })
   if (options.observer !== undefined) observeCommands(client, options.observer)
   if (tracer !== undefined) traceCommands(client, tracer, topology)
   markClosing(client)

@@ -14,6 +14,9 @@ import { providerScope } from './types.js'
 //   claim or settlement, and a logout sweep each stay in one slot, whatever the topology;
 // - the revocation list's three keys carry `{revocations}`;
 // - a single-key value (a logout token's jti, the sid -> user and email -> users links) needs no tag.
+//   The links cannot carry the user's: a logout token naming only a sid, or an event naming an
+//   address, is looked up before the user is known. Each is a command of its own, which the
+//   client redirects like any other (redis-client.ts), so its slot never has to be the user's.
 // keyPrefix may hold no brace (options/schema.ts), or it would move the tag.
 
 function digest(value: string): string {

@@ -9,7 +9,7 @@ import { graceEnd, rotated, type RefreshCoordinator, type RefreshingSession } fr
 import { durableWrite, type RedisClient } from './redis-client.js'
 import type { RedisKeys } from './redis-keys.js'
 import { runScript } from './redis-scripts.js'
-import { storeUnavailable } from './redis-store.js'
+import { recordOutcome, storeUnavailable } from './redis-store.js'
 import { SEALED_REFRESH_RESULT } from './sealed.js'
 
 // Refreshes coordinated across replicas. One replica at a time holds a session's refresh lock and
@@ -72,8 +72,8 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const deadline = performance.now() + this.#waitMs
     for (;;) {
       const token = randomBytes(16).toString('base64url')
-      const claim = await this.#redisCall(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshClaim', keys, [token, this.#lockMs])))
-      const [outcome, sealed] = claim[0] as [string, string?]
+      const claim = await this.#redisCall(() => durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshClaim', keys, [token, this.#lockMs])))
+      const [outcome, sealed] = claim as [string, string?]
       if (outcome === 'result' && sealed !== undefined) {
         const remembered = this.#open(keys[0], sealed)
         if (remembered !== undefined) return remembered
@@ -84,7 +84,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
           fresh = await grant()
         } catch (err) {
           // Best effort: an unreleased lock expires by itself.
-          await durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
+          await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
           throw err
         }
         await this.#settle(keys, token, refreshToken, fresh, deadline)
@@ -111,11 +111,14 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const ttlMs = keep ? Math.ceil((until - now) * 1000) : 0
     for (;;) {
       try {
-        await durableWrite(this.#redis, (p) => runScript(p, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
+        await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
+        recordOutcome(this.#redis, true)
         return
       } catch (err) {
-        // Nothing to keep: the lock expires by itself.
+        // Nothing to keep: the lock expires by itself. One operation however many tries: it
+        // failed when it gives up.
         if (!keep || performance.now() >= deadline) {
+          recordOutcome(this.#redis, false)
           if (keep) throw storeUnavailable(err)
           return
         }
@@ -133,11 +136,15 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   }
 
   async #redisCall<T>(operation: () => Promise<T>): Promise<T> {
+    let result: T
     try {
-      return await operation()
+      result = await operation()
     } catch (err) {
+      recordOutcome(this.#redis, false)
       throw storeUnavailable(err)
     }
+    recordOutcome(this.#redis, true)
+    return result
   }
 }
 

@@ -1,4 +1,3 @@
-import type { ChainableCommander } from 'ioredis'
 import type { RedisClient } from './redis-client.js'
 
 // The gateway's Lua scripts: each a read-then-write that must not interleave with another
@@ -118,22 +117,24 @@ export type ScriptName = keyof typeof SCRIPTS
 
 const defined = new WeakSet<RedisClient>()
 
-/** Registers the scripts on a client (and so on the pipelines it makes from then on), once. */
+/** Registers the scripts on a client, once. */
 export function defineScripts(client: RedisClient): void {
   if (defined.has(client)) return
   for (const [name, { lua }] of Object.entries(SCRIPTS)) client.defineCommand(name, { lua })
   defined.add(client)
 }
 
-type ScriptCall = (numberOfKeys: number, ...keysAndArgs: Array<string | number>) => unknown
+type ScriptCall = (numberOfKeys: number, ...keysAndArgs: Array<string | number>) => Promise<unknown>
 
 /**
- * Runs `name` on `keys` and `args`: on a client it resolves the script's reply; on a pipeline it
- * queues the script (the reply comes with the pipeline's).
+ * Runs `name` on `keys` and `args` and resolves the script's reply. Always on the client, never
+ * queued in a pipeline: a command of its own is what ioredis redirects (MOVED, ASK) and tries
+ * again after a failover (redis-client.ts durableWrite).
  */
-export function runScript(target: RedisClient | ChainableCommander, name: ScriptName, keys: readonly string[], args: ReadonlyArray<string | number>): unknown {
+export function runScript(client: RedisClient, name: ScriptName, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
+  defineScripts(client)
   // defineCommand adds the method at run time; ioredis's types cannot know it (numberOfKeys is
   // left out of the definition, so it is the call's first argument).
-  const call = (target as unknown as Record<ScriptName, ScriptCall>)[name].bind(target)
+  const call = (client as unknown as Record<ScriptName, ScriptCall>)[name].bind(client)
   return call(keys.length, ...keys, ...args)
 }

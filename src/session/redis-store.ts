@@ -38,8 +38,50 @@ export interface RedisStoreOptions {
   indexEmail?: boolean
 }
 
-/** Users one email names at most, as read (an address shared by more accounts than this is not a person's). */
-const MAX_EMAIL_USERS = 100
+/**
+ * Users read per SSCAN step of an email link (a hint to Redis, not a limit): every user is read,
+ * however many share the address, since a revocation that stopped at some of them would leave the
+ * others signed in (fail open).
+ */
+const EMAIL_USERS_PER_STEP = 100
+
+/** The store's Redis operations that failed in a row (a success ends the run): how many, and when the first and last did (monotonic ms). */
+export interface FailureRun {
+  count: number
+  firstAt: number
+  lastAt: number
+}
+
+/**
+ * What "keeps failing" means for /readyz: at least `failures` operations in a row failed, over at
+ * least `forMs` (one slow command, or the first seconds of a failover that PING already reports,
+ * is not it), and the last within `forgetAfterMs` (a replica taken out of service gets no request
+ * that could succeed: after that long it is offered traffic again, and one more failure takes it out).
+ */
+export const KEEPS_FAILING = { failures: 5, forMs: 5000, forgetAfterMs: 30_000 } as const
+
+/** Whether a store whose operations failed as `run` says keeps failing at `now` (monotonic ms). */
+export function keepsFailing(run: FailureRun | undefined, now: number): boolean {
+  return run !== undefined && run.count >= KEEPS_FAILING.failures && now - run.firstAt >= KEEPS_FAILING.forMs && now - run.lastAt < KEEPS_FAILING.forgetAfterMs
+}
+
+/**
+ * The run of failed operations on each Redis connection, shared by the store and the refresh
+ * coordinator (and by the stores of successive configurations, which share the connection).
+ */
+const failureRuns = new WeakMap<RedisClient, FailureRun>()
+
+/** Counts an operation's outcome on `redis`: a success ends the run of failures, a failure extends it. */
+export function recordOutcome(redis: RedisClient, succeeded: boolean): void {
+  if (succeeded) {
+    failureRuns.delete(redis)
+    return
+  }
+  const now = performance.now()
+  const run = failureRuns.get(redis)
+  if (run === undefined) failureRuns.set(redis, { count: 1, firstAt: now, lastAt: now })
+  else Object.assign(run, { count: run.count + 1, lastAt: now })
+}
 
 /** What the session cookie refers to: the session id, and the hash tag of its user's keys. */
 interface Reference {
@@ -101,19 +143,27 @@ export class RedisSessionStore implements SessionStore {
     const endsAt = session.createdAt + this.#maxAgeSeconds
     const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
     const sid = typeof session.claims.sid === 'string' ? session.claims.sid : undefined
-    const keys = [this.#keys.session(user, ref), this.#keys.bySub(user)]
+    const key = this.#keys.session(user, ref)
+    const keys = [key, this.#keys.bySub(user)]
     if (sid !== undefined) keys.push(this.#keys.bySid(user, sid))
     const stored = await this.#call(async () => {
       // The sid's link to its user first: a logout token that arrives right after the sign-in
       // finds the user. It is a key of its own slot, so a command of its own.
       // Sent first, both awaited: either failing fails the write.
-      const link = sid === undefined ? [] : [durableWrite(this.#redis, (p) => p.set(this.#keys.sidUser(session.provider, sid), user, 'EXAT', endsAt))]
+      const link: Array<Promise<unknown>> = []
+      if (sid !== undefined) {
+        const sidUser = this.#keys.sidUser(session.provider, sid)
+        link.push(durableWrite(this.#redis, sidUser, (r) => r.set(sidUser, user, 'EXAT', endsAt)))
+      }
       const email = this.#indexEmail && typeof session.claims.email === 'string' ? session.claims.email : undefined
-      if (email !== undefined) link.push(durableWrite(this.#redis, (p) => runScript(p, 'ogwLink', [this.#keys.emailUsers(session.provider, email)], [user, endsAt])))
+      if (email !== undefined) {
+        const emailUsers = this.#keys.emailUsers(session.provider, email)
+        link.push(durableWrite(this.#redis, emailUsers, (r) => runScript(r, 'ogwLink', [emailUsers], [user, endsAt])))
+      }
       // An update stores only while the session exists: a refresh that finishes after a logout
       // or back-channel logout deleted it must not bring it back.
-      const store = durableWrite(this.#redis, (p) => runScript(p, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
-      const [[result]] = await Promise.all([store, ...link])
+      const store = durableWrite(this.#redis, key, (r) => runScript(r, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
+      const [result] = await Promise.all([store, ...link])
       return result === 1
     })
     if (!stored) {
@@ -131,7 +181,7 @@ export class RedisSessionStore implements SessionStore {
     const reference = this.#referenceOf(req)
     if (reference !== undefined) {
       const key = this.#keys.session(reference.user, this.#keys.ref(reference.id))
-      await this.#call(() => durableWrite(this.#redis, (p) => p.del(key)))
+      await this.#call(() => durableWrite(this.#redis, key, (r) => r.del(key)))
     }
     this.#clearCookies(reply)
   }
@@ -143,7 +193,7 @@ export class RedisSessionStore implements SessionStore {
     if (found === undefined || selected.length + found.gone.length === 0) return
     const { user, index, gone } = found
     const keys = [index, ...selected.map(({ ref }) => this.#keys.session(user, ref))]
-    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
+    await this.#call(() => durableWrite(this.#redis, index, (r) => runScript(r, 'ogwEndSessions', keys, [...selected.map(({ ref }) => ref), ...gone])))
   }
 
   /**
@@ -166,7 +216,7 @@ export class RedisSessionStore implements SessionStore {
       args.push(sealed, this.#cipher.seal(purpose(ref), toSealed({ ...session, expiresAt: 0 }, true), endsAt), endsAt)
     }
     if (keys.length === 0) return
-    await this.#call(() => durableWrite(this.#redis, (p) => runScript(p, 'ogwReplaceSessions', keys, args)))
+    await this.#call(() => durableWrite(this.#redis, found.index, (r) => runScript(r, 'ogwReplaceSessions', keys, args)))
   }
 
   /**
@@ -203,20 +253,34 @@ export class RedisSessionStore implements SessionStore {
   async subjectsByEmail(provider: string, email: string): Promise<string[]> {
     if (!this.#indexEmail) return []
     const wanted = email.toLowerCase()
-    const users = await this.#call(() => this.#redis.smembers(this.#keys.emailUsers(provider, email)))
+    const link = this.#keys.emailUsers(provider, email)
     const subs = new Set<string>()
-    for (const user of users.slice(0, MAX_EMAIL_USERS)) {
-      const refs = await this.#call(() => this.#redis.smembers(this.#keys.bySub(user)))
-      if (refs.length === 0) continue
-      const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
-      refs.forEach((ref, i) => {
-        const sealed = values[i]
-        const session = sealed === null || sealed === undefined ? undefined : this.#open(ref, sealed)
-        const claim = session?.claims.email
-        if (session !== undefined && session.provider === provider && typeof claim === 'string' && claim.toLowerCase() === wanted) subs.add(session.claims.sub)
-      })
-    }
+    // SSCAN to cursor 0 reads every member present from start to end (SCAN documentation,
+    // "Scan guarantees"), in steps, so that a large set is neither one huge reply nor cut short.
+    let cursor = '0'
+    do {
+      const [next, users] = await this.#call(() => this.#redis.sscan(link, cursor, 'COUNT', EMAIL_USERS_PER_STEP))
+      cursor = next
+      await Promise.all(users.map(async (user) => {
+        for (const sub of await this.#subjectsWithEmail(user, provider, wanted)) subs.add(sub)
+      }))
+    } while (cursor !== '0')
     return [...subs]
+  }
+
+  /** The `sub` of the user's sessions (`user`: their tag) at `provider` whose email claim is `wanted` (lowercased). */
+  async #subjectsWithEmail(user: string, provider: string, wanted: string): Promise<string[]> {
+    const refs = await this.#call(() => this.#redis.smembers(this.#keys.bySub(user)))
+    if (refs.length === 0) return []
+    const values = await this.#call(() => this.#redis.mget(refs.map((ref) => this.#keys.session(user, ref))))
+    const subs: string[] = []
+    refs.forEach((ref, i) => {
+      const sealed = values[i]
+      const session = sealed === null || sealed === undefined ? undefined : this.#open(ref, sealed)
+      const claim = session?.claims.email
+      if (session !== undefined && session.provider === provider && typeof claim === 'string' && claim.toLowerCase() === wanted) subs.push(session.claims.sub)
+    })
+    return subs
   }
 
   /** The user's tag for a logout token: from its `sub`, or through the sid's link. */
@@ -227,7 +291,13 @@ export class RedisSessionStore implements SessionStore {
     return (await this.#call(() => this.#redis.get(this.#keys.sidUser(selector.provider, sid)))) ?? undefined
   }
 
+  /**
+   * Ready: Redis answers (every primary, with Cluster) and the store's operations do not keep
+   * failing. PING alone passed while every write to one shard failed: a client whose slot map
+   * was stale answered PING from the nodes it knew.
+   */
   async ping(): Promise<boolean> {
+    if (keepsFailing(failureRuns.get(this.#redis), performance.now())) return false
     return pingRedis(this.#redis)
   }
 
@@ -251,12 +321,16 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async #call<T>(operation: () => Promise<T>): Promise<T> {
+    let result: T
     try {
-      return await operation()
+      result = await operation()
     } catch (err) {
       this.#errors++
+      recordOutcome(this.#redis, false)
       throw storeUnavailable(err)
     }
+    recordOutcome(this.#redis, true)
+    return result
   }
 }
 

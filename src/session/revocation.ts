@@ -329,7 +329,7 @@ export class RedisRevocationList implements RevocationList {
   async revoke(selector: SessionSelector, at?: number): Promise<void> {
     const time = entryTime(this.#clock, at)
     try {
-      await durableWrite(this.#redis, (p) => runScript(p, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), time, this.#maxAgeSeconds]))
+      await durableWrite(this.#redis, this.#key, (r) => runScript(r, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), time, this.#maxAgeSeconds]))
     } catch (cause) {
       throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
     }
