@@ -537,7 +537,7 @@ const upstream = object(
       "URL of the upstream (http or https, without credentials, query or fragment). An https upstream's certificate is always verified against Node's CA store (add a private CA with the `NODE_EXTRA_CA_CERTS` environment variable); a certificate that does not verify makes the upstream unreachable (502).",
       { format: 'base-url' },
     ),
-    auth: string('`required`: sign-in needed; `optional`: identity forwarded when present; `none`: no check.', {
+    auth: string('`required`: sign-in needed; `optional`: identity forwarded when present, except that a path whose `allow` (the upstream\'s, or the [per-path rule](proxying.md#per-path-rules) deciding it) names anything (`providers`, `emails`, `emailDomains`, `groups`, `claims`, `acr`, `maxAuthAgeSeconds`) needs a sign-in as with `required`; `none`: no check.', {
       enum: ['required', 'optional', 'none'],
       default: 'required',
     }),
