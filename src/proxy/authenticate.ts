@@ -5,6 +5,7 @@ import type { Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Identity } from '../contract/identity.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
+import type { IssuerBinding } from '../session/issuer-binding.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed
 // transparently when it has expired), else an Authorization: Bearer token that verifies, in both
@@ -36,6 +37,8 @@ export interface AuthenticateDeps {
   providers: Providers
   /** What an access token's expiry is judged by. */
   clock: Clock
+  /** The session as one of its provider's current issuer, or undefined: it must end (issuer-binding.ts). */
+  bindIssuer: IssuerBinding
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
@@ -46,13 +49,17 @@ export function bearerTokenOf(authorization: string | undefined): string | undef
 }
 
 export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
-  const { store, lifecycle, providers, clock } = deps
+  const { store, lifecycle, providers, clock, bindIssuer } = deps
 
-  async function fromSession(req: AuthRequest, reply: SessionReply, session: Session): Promise<Exclude<Authentication, undefined>> {
-    const issuer = providers.get(session.provider)?.config.issuer
-    // The caller checked that the upstream accepts the session's provider, so it is configured.
-    if (issuer === undefined) return 'expired'
-    const of = { provider: session.provider, issuer }
+  async function fromSession(req: AuthRequest, reply: SessionReply, loaded: Session): Promise<Exclude<Authentication, undefined>> {
+    const session = bindIssuer(loaded)
+    if (session?.issuer === undefined) {
+      // Signed in at another issuer than its provider's now: ended, never asserted as a user of
+      // the new one (the same `sub` there is someone else, OpenID Connect Core 2).
+      await store.destroy(req, reply)
+      return 'expired'
+    }
+    const of = { provider: session.provider, issuer: session.issuer }
     if (session.expiresAt > clock.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)
