@@ -149,7 +149,7 @@ const server = object(
       0,
     ),
     watchConfig: boolean(
-      '[Reload](#live-reload) the configuration when the file changes (looked at every 2 s), as SIGHUP does: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration.',
+      '[Reload](#live-reload) the configuration when the file changes (looked at every 2 s), as SIGHUP does: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration. A change that removes access rules is loaded only once the file has stayed the same for 30 s (SIGHUP loads it at once).',
       false,
     ),
   },
