@@ -89,10 +89,12 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   const state = new PrimaryState(config.session.maxAgeSeconds, async (op, args) => {
     await broadcast(op, args)
   })
+  const startIssuers = Object.fromEntries(config.providers.map((p) => [p.name, p.issuer]))
   const handlers: PrimaryHandlers = {
     ...state.handlers(),
     // A worker starting (or restarted) runs the file the others run, not the file as it is now.
     'config.text': () => running.text,
+    'start.issuers': () => startIssuers,
   }
 
   const onMessage = (worker: Worker, message: unknown): void => {

@@ -12,8 +12,8 @@ import type { Session } from './types.js'
 //
 // Sessions sealed before the issuer was recorded carry none. Signing every user out when the
 // gateway is upgraded is avoided: such a session is taken to be of the issuer its provider had
-// when this process started, which is the issuer it was signed in with unless the file was
-// re-pointed while the gateway was down. It is accepted only while its provider still names
+// when this process started (with server.workers, when the primary did), which is the issuer it
+// was signed in with unless the file was re-pointed while the gateway was down. It is accepted only while its provider still names
 // that issuer (a reload that re-points the provider ends it), and it is stamped with it, so the
 // next write of the session (a refresh) seals the issuer. Such sessions are gone at the latest
 // session.maxAgeSeconds after the upgrade.

@@ -5,6 +5,10 @@ import { join } from 'node:path'
 import * as jose from 'jose'
 import t, { type Test } from 'tap'
 import { startDevProvider } from '../../src/dev/provider.js'
+import { systemClock } from '../../src/lib/clock.js'
+import { CookieCipher } from '../../src/session/cipher.js'
+import { CookieSessionStore } from '../../src/session/cookie-store.js'
+import { GatewayCookies } from '../../src/session/cookies.js'
 import { echo, openSocket, rawRequest } from '../fixtures/http.js'
 import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
@@ -78,3 +82,23 @@ async function rePointed(t: Test, store: 'cookie' | 'memory' | 'redis'): Promise
 for (const store of ['cookie', 'memory', 'redis'] as const) {
   t.test(`${store} store: a reload that re-points the provider at another issuer ends its sessions`, (t) => rePointed(t, store))
 }
+
+t.test('a session sealed before the issuer was recorded: of the issuer the gateway started with, until a reload re-points its provider', async (t) => {
+  const stack = await startStack(t, { config: { session: { store: 'cookie' } } })
+  const other = await startDevProvider({ clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`] }] })
+  t.teardown(() => other.close())
+  // Sealed as an earlier release sealed it: no issuer.
+  const store = new CookieSessionStore(new GatewayCookies(stack.config.cookies, new CookieCipher(stack.config.cookies.secrets, systemClock)), stack.config.session.maxAgeSeconds, systemClock)
+  const now = Math.floor(Date.now() / 1000)
+  const jar: Record<string, string> = {}
+  const reply = { setCookie: (name: string, value: string) => void (jar[name] = value) }
+  await store.create({ url: '/', cookies: {} }, reply, { id: 'legacy-carol', claims: { sub: 'carol' }, accessToken: 'legacy-at', expiresAt: now + 3600, createdAt: now, provider: 'default' })
+  const cookie = Object.entries(jar).map(([name, value]) => `${name}=${value}`).join('; ')
+
+  const before = await rawRequest(stack.gw, '/page', { headers: { ...JSON_ACCEPT, cookie } })
+  t.equal(before.status, 200, 'an upgrade signs no one out')
+  t.equal(before.json<{ headers: Record<string, string> }>().headers['x-forwarded-issuer'], stack.provider!.issuer)
+  stack.replicas[0]!.rewrite((c) => ({ ...c, provider: { ...(c.provider as object), issuer: other.issuer } }))
+  t.equal(await stack.live.reload('SIGHUP'), true)
+  t.equal((await rawRequest(stack.gw, '/page', { headers: { ...JSON_ACCEPT, cookie } })).status, 401, 'ended by the re-pointing reload')
+})
