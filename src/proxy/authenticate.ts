@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import type { Providers } from '../oidc/providers.js'
@@ -21,9 +22,10 @@ import type { IssuerBinding } from '../session/issuer-binding.js'
  */
 export type Authentication = Identity | 'expired' | 'refreshable' | 'invalid_token' | undefined
 
-/** What authentication reads of a request: its cookies and path (the session), and its Authorization header. */
+/** What authentication reads of a request: its cookies and path (the session), and its Authorization header; and where it logs. */
 export interface AuthRequest extends SessionRequest {
   readonly headers: IncomingHttpHeaders
+  readonly log: Pick<FastifyBaseLogger, 'info'>
 }
 
 export type Authenticate = (req: AuthRequest, reply: SessionReply) => Promise<Authentication>
@@ -57,6 +59,7 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       // Signed in at another issuer than its provider's now: ended, never asserted as a user of
       // the new one (the same `sub` there is someone else, OpenID Connect Core 2).
       await store.destroy(req, reply)
+      req.log.info({ provider: loaded.provider, sub: loaded.claims.sub }, "session ended: signed in at another issuer than its provider's")
       return 'expired'
     }
     const of = { provider: session.provider, issuer: session.issuer }

@@ -104,6 +104,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const loaded = await store.load(req)
     if (loaded === undefined) return undefined
     const bound = options.bindIssuer(loaded)
+    if (bound === undefined) req.log.info({ provider: loaded.provider, sub: loaded.claims.sub }, "session ended: signed in at another issuer than its provider's, or its provider is gone")
     const session = await store.withCredentials(req, bound ?? loaded)
     return session === undefined ? undefined : { session, bound: bound !== undefined }
   }

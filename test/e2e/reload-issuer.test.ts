@@ -29,9 +29,11 @@ writeFileSync(signingKey, generateKeyPairSync('ec', { namedCurve: 'P-256' }).pri
 
 async function rePointed(t: Test, store: 'cookie' | 'memory' | 'redis'): Promise<void> {
   const redisUrl = store === 'redis' ? (await startRedis(t)).url : undefined
+  const lines: Array<Record<string, unknown>> = []
   const stack = await startStack(t, {
-    config: { session: { store, ...(redisUrl === undefined ? {} : { redisUrl }) }, assertions: { signingKeys: [signingKey] } },
+    config: { session: { store, ...(redisUrl === undefined ? {} : { redisUrl }) }, assertions: { signingKeys: [signingKey] }, log: { level: 'info' } },
     upstreams: [{ name: 'app', websocket: true, identityAssertion: true }],
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
   })
   const oldIssuer = stack.provider!.issuer
   // The other tenant: another issuer, where the gateway's client is registered too.
@@ -62,6 +64,7 @@ async function rePointed(t: Test, store: 'cookie' | 'memory' | 'redis'): Promise
   t.match(page.headers.location, '/api/v1/openid/redirect?redirectAfter=%2Fpage')
   const api = await rawRequest(stack.gw, '/page', { headers: { ...JSON_ACCEPT, cookie } })
   t.equal(api.status, 401, 'a program is refused')
+  t.match(lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('session ended: signed in at another issuer')), { provider: 'default', sub: 'alice' }, 'logged')
   const check = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-forwarded-method': 'GET', 'x-forwarded-host': new URL(stack.gw).host, 'x-forwarded-uri': '/page', 'x-forwarded-proto': 'http' } })
   t.equal(check.status, 401, 'the check endpoints refuse it too')
   t.not((await rawRequest(stack.gw, '/api/v1/openid/refresh', { headers: { ...JSON_ACCEPT, cookie } })).status, 200, 'nor is it refreshed at the new issuer')
