@@ -102,8 +102,14 @@ export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, 
  */
 export function watchedLoosening(log: () => Pick<FastifyBaseLogger, 'warn'>, path: string, env: NodeJS.ProcessEnv | undefined, running: () => GatewayConfig): (text: string) => boolean {
   return (text) => {
-    const next = loadForReload(path, env, running(), text)
-    const keys = 'config' in next ? loosenedKeys(running(), next.config) : []
+    let keys: string[]
+    try {
+      const next = loadForReload(path, env, running(), text)
+      keys = 'config' in next ? loosenedKeys(running(), next.config) : []
+    } catch {
+      // Never fail open: a file that cannot be judged waits as a loosening one does.
+      keys = ['(the file could not be compared with the running configuration)']
+    }
     if (keys.length === 0) return false
     log().warn({ trigger: 'file', keys, quietMs: LOOSENING_QUIET_MS }, 'the changed file removes access rules: it is loaded once unchanged for quietMs (SIGHUP loads it now)')
     return true
