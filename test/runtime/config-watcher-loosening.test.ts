@@ -7,12 +7,15 @@ import { loadConfigText } from '../../src/config/load.js'
 import { ConfigWatcher, LOOSENING_QUIET_MS, WATCH_INTERVAL_MS, watchedLoosening } from '../../src/runtime/live.js'
 import { manualClock } from '../fixtures/clock.js'
 import { merge, minimal } from '../fixtures/config/base.js'
+import { eventually } from '../fixtures/poll.js'
+import { startStack } from '../fixtures/stack.js'
 
 // server.watchConfig and a writer that truncates the file, pauses longer than a look, then writes
 // the rest: the half file may be valid and lack the rules the rest adds. A watched change that
 // removes access rules is loaded only once the file has stayed the same for LOOSENING_QUIET_MS on
 // the watcher's clock; one that removes none is loaded as before. The looks are the test's
-// (ConfigWatcher.look) and time is the watcher's injected clock: nothing here waits.
+// (ConfigWatcher.look) and time is the watcher's injected clock: nothing here waits. The last
+// test wires it in a live gateway, whose timer looks every 2 s (observed, never slept on).
 
 const HOUR = 3_600_000
 
@@ -104,4 +107,22 @@ t.test('a file that does not load is not held: its reload is refused, naming its
   await tick()
   await tick()
   t.same(loaded, ['upstreams: ['])
+})
+
+t.test('a live gateway holds a watched loosening on its clock, then loads it', async (t) => {
+  const clock = manualClock()
+  const lines: Array<Record<string, unknown>> = []
+  const stack = await startStack(t, {
+    clock,
+    config: { server: { watchConfig: true }, log: { level: 'info' } },
+    upstreams: [{ name: 'app', rules: [{ path: '/admin', allow: { groups: ['admins'] } }] }],
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const held = (): Record<string, unknown> | undefined => lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('the changed file removes access rules'))
+  stack.replicas[0]!.rewrite((c) => ({ ...c, upstreams: (c.upstreams as Array<Record<string, unknown>>).map(({ rules: _rules, ...u }) => u) }))
+  t.match(await eventually('the loosening held', held), { keys: ['upstreams[0].rules[0] (/admin): removed (app)'] })
+  t.equal(stack.live.config.upstreams[0]?.rules.length, 1, 'the running rules stay')
+  clock.advance(LOOSENING_QUIET_MS)
+  await eventually('reloaded', () => stack.live.config.upstreams[0]?.rules.length === 0)
+  t.pass('loaded once the file stayed the same for the quiet period on the clock')
 })
