@@ -52,6 +52,7 @@ import { CookieCipher } from '../session/cipher.js'
 import { GatewayCookies, SetCookieLines } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
+import { issuerBinding } from '../session/issuer-binding.js'
 import { MemorySessionStore } from '../session/memory-store.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
@@ -108,6 +109,11 @@ export interface ProcessState {
   readonly tracing: Tracing | undefined
   /** The Shared Signals streams' loops (provider ssf): each configuration hands it its transmitters. */
   readonly ssf: SsfStreams
+  /**
+   * Each provider's issuer when the process started: the issuer of its sessions sealed before
+   * sessions recorded theirs (session/issuer-binding.ts).
+   */
+  readonly startIssuers: ReadonlyMap<string, string>
 }
 
 declare module 'fastify' {
@@ -301,10 +307,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
   const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock, tracing)))
   const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
+  const bindIssuer = issuerBinding((name) => providers.get(name)?.config.issuer, (name) => state.startIssuers.get(name))
   const refreshGrant: RefreshGrant = async (token, session) => {
     try {
       const provider = providers.get(session.provider)
       if (provider === undefined) throw new GatewayError('refresh_token_invalid', 'the provider of this session is no longer configured')
+      // Another issuer's refresh token is never sent to this one: the session ends instead.
+      if (bindIssuer(session) === undefined) throw new GatewayError('refresh_token_invalid', "the session was signed in at another issuer than its provider's")
       const tokens = await provider.client.refresh(token, session.claims.sub, session.dpopKey)
       metrics.observeRefresh('ok')
       return tokens
@@ -355,7 +364,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
-  const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock, revocations })
+  const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock, revocations, bindIssuer })
   // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
   const stepUp: StepUpJudge = {
     nowSeconds: () => Math.floor(state.clock.now() / 1000),
@@ -393,12 +402,21 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
   // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
   const { websockets } = state
-  const socketAccess = { store, matchUpstream, websocket: config.websocket, sessionMaxAgeSeconds: config.session.maxAgeSeconds, stepUp, revocations }
+  const socketAccess = {
+    store,
+    matchUpstream,
+    websocket: config.websocket,
+    sessionMaxAgeSeconds: config.session.maxAgeSeconds,
+    stepUp,
+    issuerOf: (name: string) => providers.get(name)?.config.issuer,
+    revocations,
+  }
   const stepUpOf = createStepUpLookup(config.upstreams)
   app.decorate('websocketVerdict', socketVerdict(socketAccess))
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
     providers,
+    bindIssuer,
     publicUrl: config.server.publicUrl,
     providersFor(target) {
       const url = new URL(target, config.server.publicUrl)

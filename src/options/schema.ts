@@ -149,7 +149,7 @@ const server = object(
       0,
     ),
     watchConfig: boolean(
-      '[Reload](#live-reload) the configuration when the file changes (looked at every 2 s), as SIGHUP does: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration.',
+      '[Reload](#live-reload) the configuration when the file changes (looked at every 2 s), as SIGHUP does: validated in full and swapped in without dropping connections or sessions; an invalid file keeps the running configuration. A change that removes access rules is loaded only once the file has stayed the same for 30 s (SIGHUP loads it at once).',
       false,
     ),
   },
@@ -537,7 +537,7 @@ const upstream = object(
       "URL of the upstream (http or https, without credentials, query or fragment). An https upstream's certificate is always verified against Node's CA store (add a private CA with the `NODE_EXTRA_CA_CERTS` environment variable); a certificate that does not verify makes the upstream unreachable (502).",
       { format: 'base-url' },
     ),
-    auth: string('`required`: sign-in needed; `optional`: identity forwarded when present; `none`: no check.', {
+    auth: string('`required`: sign-in needed; `optional`: identity forwarded when present, except that a path whose `allow` (the upstream\'s, or the [per-path rule](proxying.md#per-path-rules) deciding it) names anything (`providers`, `emails`, `emailDomains`, `groups`, `claims`, `acr`, `maxAuthAgeSeconds`) needs a sign-in as with `required`; `none`: no check.', {
       enum: ['required', 'optional', 'none'],
       default: 'required',
     }),

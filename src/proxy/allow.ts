@@ -137,7 +137,18 @@ function claimMatches(value: unknown, accepted: Set<string>): boolean {
   return s !== null && accepted.has(s)
 }
 
+/**
+ * Whether `rules` say who may pass at all (`providers`, or a kind that restricts; empty ones do
+ * not, see above). Such rules are about a signed-in user, so they need one: guard.ts asks for a
+ * sign-in on a path they decide even on an `auth: optional` upstream.
+ */
+export function allowRestricts(rules: AllowRules): boolean {
+  const listed = [rules.emails, rules.emailDomains, rules.groups].some((kind) => kind !== undefined && kind.length > 0)
+  return rules.providers !== undefined || listed || Object.keys(rules.claims ?? {}).length > 0
+}
+
 export function createAllowPolicy(rules: AllowRules): AllowPolicy {
+  if (!allowRestricts(rules)) return ALLOW_ALL
   const emails = rules.emails !== undefined && rules.emails.length > 0 ? new Set(rules.emails.map(asciiLower)) : null
   const domains =
     rules.emailDomains !== undefined && rules.emailDomains.length > 0 ? parseDomains(rules.emailDomains) : null
@@ -152,7 +163,6 @@ export function createAllowPolicy(rules: AllowRules): AllowPolicy {
     claimRules.push({ name, accepted })
   }
   const providers = rules.providers === undefined ? null : new Set(rules.providers)
-  if (providers === null && emails === null && domains === null && groups === null && claimRules.length === 0) return ALLOW_ALL
 
   return (claims, provider) => {
     if (providers !== null && !providers.has(provider)) return refused('providers', 'the provider is not one of allow.providers')

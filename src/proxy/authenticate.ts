@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import type { Providers } from '../oidc/providers.js'
@@ -6,6 +7,7 @@ import type { SessionLifecycle } from '../session/lifecycle.js'
 import { bearerRevoked, type RevocationList } from '../session/revocation.js'
 import type { Identity } from '../contract/identity.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
+import type { IssuerBinding } from '../session/issuer-binding.js'
 
 // Who is making this request? A gateway session whose access token is still valid (refreshed
 // transparently when it has expired), else an Authorization: Bearer token that verifies, in both
@@ -23,9 +25,10 @@ import type { Session, SessionReply, SessionRequest, SessionStore } from '../ses
  */
 export type Authentication = Identity | 'expired' | 'refreshable' | 'invalid_token' | undefined
 
-/** What authentication reads of a request: its cookies and path (the session), and its Authorization header. */
+/** What authentication reads of a request: its cookies and path (the session), and its Authorization header; and where it logs. */
 export interface AuthRequest extends SessionRequest {
   readonly headers: IncomingHttpHeaders
+  readonly log: Pick<FastifyBaseLogger, 'info'>
 }
 
 export type Authenticate = (req: AuthRequest, reply: SessionReply) => Promise<Authentication>
@@ -44,6 +47,8 @@ export interface AuthenticateDeps {
    * before it are refused too (session/revocation.ts bearerRevoked).
    */
   revocations?: RevocationList
+  /** The session as one of its provider's current issuer, or undefined: it must end (issuer-binding.ts). */
+  bindIssuer: IssuerBinding
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
@@ -54,13 +59,18 @@ export function bearerTokenOf(authorization: string | undefined): string | undef
 }
 
 export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
-  const { store, lifecycle, providers, clock, revocations } = deps
+  const { store, lifecycle, providers, clock, revocations, bindIssuer } = deps
 
-  async function fromSession(req: AuthRequest, reply: SessionReply, session: Session): Promise<Exclude<Authentication, undefined>> {
-    const issuer = providers.get(session.provider)?.config.issuer
-    // The caller checked that the upstream accepts the session's provider, so it is configured.
-    if (issuer === undefined) return 'expired'
-    const of = { provider: session.provider, issuer }
+  async function fromSession(req: AuthRequest, reply: SessionReply, loaded: Session): Promise<Exclude<Authentication, undefined>> {
+    const session = bindIssuer(loaded)
+    if (session?.issuer === undefined) {
+      // Signed in at another issuer than its provider's now: ended, never asserted as a user of
+      // the new one (the same `sub` there is someone else, OpenID Connect Core 2).
+      await store.destroy(req, reply)
+      req.log.info({ provider: loaded.provider, sub: loaded.claims.sub }, "session ended: signed in at another issuer than its provider's")
+      return 'expired'
+    }
+    const of = { provider: session.provider, issuer: session.issuer }
     if (session.expiresAt > clock.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)

@@ -4,7 +4,7 @@ import type { UpstreamConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { refreshPath, signInPath } from '../contract/endpoints.js'
 import type { AllowRefusal } from './allow.js'
-import { createPathPolicies } from './rules.js'
+import { createPathPolicies, type PathPolicy } from './rules.js'
 import type { Identity } from '../contract/identity.js'
 import { bearerTokenOf, type AuthRequest, type Authenticator } from './authenticate.js'
 import type { SessionReply } from '../session/types.js'
@@ -111,7 +111,8 @@ export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: Upstre
 /**
  * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
  * any session; a preflight passes when the upstream allows preflights; otherwise the caller must
- * be signed in (session or Bearer of a provider it accepts, see authenticate.ts) unless `auth: optional`, and then pass the
+ * be signed in (session or Bearer of a provider it accepts, see authenticate.ts) unless `auth: optional`
+ * on a path whose `allow` names nothing (optionalSignIn), and then pass the
  * `allow` rules: those of the most specific of the upstream's `rules` covering the path, else the
  * upstream's own (rules.ts).
  */
@@ -123,17 +124,28 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
     if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
     if (upstream.allowPreflight && request.preflight) return ANONYMOUS
     const identity = await authenticate(req, reply)
+    const pathPolicy = policyFor(request.path)
     if (identity === undefined || identity === 'expired' || identity === 'refreshable' || identity === 'invalid_token') {
-      if (upstream.auth === 'optional') return ANONYMOUS
+      if (optionalSignIn(upstream, pathPolicy)) return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
-    const { policy, path, stepUp } = policyFor(request.path)
+    const { policy, path, stepUp } = pathPolicy
     const allowed = policy(identity.claims, identity.provider)
     if (!allowed.allowed) return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
     // Without allow.acr or allow.maxAuthAgeSeconds this property test is all step-up costs.
     if (stepUp === undefined) return { outcome: 'pass', identity }
     return stepUpDecision(identity, stepUp, path, req, judge)
   }
+}
+
+/**
+ * Whether a request without a sign-in passes anonymously: only on an `auth: optional` upstream,
+ * and only where the deciding `allow` names nothing. An `allow` that names who may pass (or how
+ * they authenticated) is about a signed-in user; passing anyone signed out there would open to
+ * strangers what it refuses to signed-in users, so such a path needs a sign-in as `required` does.
+ */
+export function optionalSignIn(upstream: Pick<UpstreamConfig, 'auth'>, policy: Pick<PathPolicy, 'needsSignIn'>): boolean {
+  return upstream.auth === 'optional' && !policy.needsSignIn
 }
 
 /**

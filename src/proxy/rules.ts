@@ -13,7 +13,9 @@
 //   upstream's, it does not add to it. That is what a route's policy means to users of Pomerium
 //   and of oauth2-proxy (one `--allowed-group` set per instance, hence per path), and it keeps
 //   each path's policy readable in one place. A path no rule covers gets the upstream's `allow`.
-// - Rules decide who may pass once signed in; they never make a path need no sign-in. `auth`,
+// - Rules decide who may pass once signed in; they never make a path need no sign-in. A rule
+//   whose `allow` names anything makes its path need one even on an `auth: optional` upstream
+//   (PathPolicy.needsSignIn): it would otherwise refuse signed-in users and pass anyone else. `auth`,
 //   `publicPaths` and `allowPreflight` are decided first (guard.ts), so a public path stays public
 //   inside a rule's path. A rule whose own path is public could never apply: config/checks.ts
 //   refuses it, as it refuses two rules with the same path (also the same once case and trailing
@@ -23,7 +25,7 @@
 //   case-insensitive upstream's admin pages under the upstream's laxer `allow`.
 
 import type { AllowRules, UpstreamConfig } from '../options/types.js'
-import { createAllowPolicy, type AllowPolicy } from './allow.js'
+import { allowRestricts, createAllowPolicy, type AllowPolicy } from './allow.js'
 import { routerPath, underPrefix } from './match.js'
 import { stepUpRequirementOf, type StepUpRequirement } from '../oidc/step-up.js'
 import { createPublicPathMatcher } from './public-paths.js'
@@ -36,6 +38,11 @@ export interface PathPolicy {
   path?: string
   /** What the `allow` asks of the authentication (allow.acr, allow.maxAuthAgeSeconds); absent when nothing. */
   stepUp?: StepUpRequirement
+  /**
+   * The `allow` names anything (who may pass, or how they authenticated): only a signed-in user
+   * can meet it, so the path needs a sign-in even on an `auth: optional` upstream (guard.ts).
+   */
+  needsSignIn: boolean
 }
 
 /** `path` is a normalized path without its query. */
@@ -60,7 +67,8 @@ export function ruleIndex(rules: ReadonlyArray<{ path: string }>, path: string):
 /** The compiled `allow`, with its step-up requirement only when it has one (the decision tests the property alone). */
 function compile(allow: AllowRules, rule: number, path?: string): PathPolicy {
   const stepUp = stepUpRequirementOf(allow)
-  return { policy: createAllowPolicy(allow), rule, ...(path === undefined ? {} : { path }), ...(stepUp === undefined ? {} : { stepUp }) }
+  const needsSignIn = allowRestricts(allow) || stepUp !== undefined
+  return { policy: createAllowPolicy(allow), rule, needsSignIn, ...(path === undefined ? {} : { path }), ...(stepUp === undefined ? {} : { stepUp }) }
 }
 
 export function createPathPolicies(upstream: Pick<UpstreamConfig, 'allow' | 'rules'>): PathPolicies {

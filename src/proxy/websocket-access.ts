@@ -23,6 +23,8 @@ export interface SocketAccessDeps {
   stepUp?: StepUpJudge
   /** The revocation list: a socket opened with a Bearer token that was ended since is refused. */
   revocations?: RevocationList
+  /** The running configuration's issuer of a provider (undefined: no longer configured). */
+  issuerOf(provider: string): string | undefined
 }
 
 function pathOf(url: string): string {
@@ -66,6 +68,12 @@ export function socketVerdict(deps: SocketAccessDeps): SocketVerdict {
       // A Bearer token ended since by a logout or an event received here or by another replica.
       current = undefined
     }
+    // Opened as a user of another issuer than its provider's now (a reload re-pointed it): the
+    // upstream was told an identity that no longer holds (session/issuer-binding.ts).
+    if (current !== undefined && current.issuer !== deps.issuerOf(current.provider)) current = undefined
+    // A socket opened signed in whose identity ended closes, even where anyone may pass: the
+    // upstream holds it as that user's.
+    if (identity !== null && current === undefined) return false
     // Made per verdict (they are rare): the authenticator answers with this grant's identity.
     const decide = createAccessDecision(upstream, (names) => async () => (current !== undefined && names.includes(current.provider) ? current : undefined), deps.stepUp)
     // The authenticator above answers without a reply: nothing is refreshed or written here.

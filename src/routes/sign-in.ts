@@ -8,6 +8,7 @@ import { generateDpopKey } from '../oidc/dpop.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import type { Session, SessionStore } from '../session/types.js'
+import type { IssuerBinding } from '../session/issuer-binding.js'
 import { parseFlag, queryOf, single } from './params.js'
 import { ENDPOINTS, PROVIDER_NOT_TOLD, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
@@ -39,6 +40,8 @@ export interface SignInOptions {
   cookies: GatewayCookies
   store: SessionStore
   lifecycle: SessionLifecycle
+  /** The session as one of its provider's current issuer, or undefined: it must end (session/issuer-binding.ts). */
+  bindIssuer: IssuerBinding
   /** Returns the safe redirect target or `null` to refuse (see redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
   /** Per-client budget of the redirect, callback and refresh endpoints. */
@@ -91,9 +94,19 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   }
 
   /** The request's session with its refresh and ID tokens, which these endpoints always reach. */
-  async function loadWithCredentials(req: FastifyRequest) {
-    const session = await store.load(req)
-    return session === undefined ? undefined : store.withCredentials(req, session)
+  /**
+   * The request's session with its refresh and ID tokens, which these endpoints always reach;
+   * `bound: false` when it was signed in at another issuer than its provider's now, or its
+   * provider is gone (session/issuer-binding.ts): it ends, and its tokens are never sent to a
+   * provider (a refresh, a revocation or an end-session at the new issuer would hand them over).
+   */
+  async function loadWithCredentials(req: FastifyRequest): Promise<{ session: Session; bound: boolean } | undefined> {
+    const loaded = await store.load(req)
+    if (loaded === undefined) return undefined
+    const bound = options.bindIssuer(loaded)
+    if (bound === undefined) req.log.info({ provider: loaded.provider, sub: loaded.claims.sub }, "session ended: signed in at another issuer than its provider's, or its provider is gone")
+    const session = await store.withCredentials(req, bound ?? loaded)
+    return session === undefined ? undefined : { session, bound: bound !== undefined }
   }
 
   function noStore(reply: FastifyReply): void {
@@ -169,7 +182,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         ...(transaction.dpopKey === undefined ? {} : { dpopKey: transaction.dpopKey }),
       }, req.log)
       if (transaction.stepUp !== undefined) refuseUnmetStepUp(req, tokens.claims ?? {}, transaction.stepUp, provider)
-      session = lifecycle.create(tokens, provider.name)
+      session = lifecycle.create(tokens, provider.name, provider.config.issuer)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.
       if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state, crossSite)
@@ -209,8 +222,9 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
    * users are never merged. Undefined when there is nothing to upgrade (or it ended meanwhile).
    */
   async function upgradeInPlace(req: FastifyRequest, reply: FastifyReply, signedIn: Session): Promise<Session | undefined> {
-    const current = await store.load(req)
-    if (current === undefined || current.provider !== signedIn.provider || current.claims.sub !== signedIn.claims.sub) return undefined
+    const loaded = await store.load(req)
+    const current = loaded === undefined ? undefined : options.bindIssuer(loaded)
+    if (current === undefined || current.provider !== signedIn.provider || current.issuer !== signedIn.issuer || current.claims.sub !== signedIn.claims.sub) return undefined
     const upgraded: Session = { ...signedIn, id: current.id, createdAt: current.createdAt }
     // Refresh tokens of the old sign-in are left to expire: the provider may keep both valid, and
     // the session holds only the new one.
@@ -226,7 +240,13 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
     // a redirect: back to the page when the refresh worked, through sign-in when it cannot.
     const redirectAfter = redirectAfterOf(queryOf(req))
-    const session = await loadWithCredentials(req)
+    const loaded = await loadWithCredentials(req)
+    if (loaded?.bound === false) {
+      await store.destroy(req, reply)
+      if (redirectAfter !== undefined) return reply.redirect(signInPath(redirectAfter), 302)
+      throw new GatewayError('refresh_token_invalid', "the session was signed in at another issuer than its provider's, or its provider is gone")
+    }
+    const session = loaded?.session
     if (session?.refreshToken === undefined) {
       if (redirectAfter !== undefined) return reply.redirect(signInPath(redirectAfter), 302)
       throw new GatewayError('refresh_token_missing', 'there is no refresh token in this session')
@@ -247,15 +267,16 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
 
   /**
    * Ends the session here and at its provider's token endpoint; then where the browser goes: the
-   * end-session URL, '' (no end-session endpoint, or a provider no longer configured), or the
+   * end-session URL, '' (no end-session endpoint, or a provider no longer configured or no longer
+   * at the session's issuer), or the
    * gateway's signed-out page saying the provider could not be told (OidcClient.endSession). The
    * session here is ended first, whatever the provider does: a provider that is down never keeps
    * anyone signed in to the gateway.
    */
-  async function endSession(req: FastifyRequest, reply: FastifyReply, session: Session): Promise<string | undefined> {
+  async function endSession(req: FastifyRequest, reply: FastifyReply, { session, bound }: { session: Session; bound: boolean }): Promise<string | undefined> {
     await store.destroy(req, reply)
     options.onEnded?.(session)
-    const client = providers.get(session.provider)?.client
+    const client = bound ? providers.get(session.provider)?.client : undefined
     noStore(reply)
     if (client === undefined) return ''
     // Offline refresh tokens outlive the provider's browser session, so they are revoked

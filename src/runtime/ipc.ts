@@ -35,6 +35,11 @@ export type RefreshTurn =
 export interface PrimaryOps {
   /** The configuration text the primary runs: a starting worker runs it, not the file as it is now. */
   'config.text': { args: null; result: string }
+  /**
+   * Each provider's issuer in the file the primary started with: a worker restarted after a
+   * reload still judges sessions that recorded no issuer by it (session/issuer-binding.ts).
+   */
+  'start.issuers': { args: null; result: Record<string, string> }
   revocations: { args: null; result: RevocationSnapshot }
   /** Resolves once every worker has the entry. */
   revoke: { args: { selector: SessionSelector; at?: number }; result: null }

@@ -9,6 +9,7 @@ import { ConfigError, loadConfigFile, loadConfigText, type ConfigState, type Loa
 import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../options/types.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import type { ReadinessCheck } from '../ops/management.js'
 import { createProcessState, type OwnedProcessState, type ProcessStateOptions } from './process-state.js'
 
@@ -48,6 +49,12 @@ const HEADERS_TIMEOUT_MS = 60_000
 
 /** How often a watched file is looked at (server.watchConfig). */
 export const WATCH_INTERVAL_MS = 2000
+/**
+ * How long a watched file that removes access rules must have stayed unchanged before it is
+ * loaded (ConfigWatcher): a writer that truncates the file, pauses, then writes the rest leaves a
+ * file that may be valid and open what the rest closes.
+ */
+export const LOOSENING_QUIET_MS = 30_000
 
 export interface LiveOptions extends ProcessStateOptions {
   /** The configuration file, read again on every reload. */
@@ -88,6 +95,27 @@ export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, 
   return loaded
 }
 
+/**
+ * The watcher's judge (ConfigWatcher `loosens`): the access rules the file's `text` would remove
+ * from `running`, said once at warn while the watcher waits for the file to settle. A file that
+ * does not load removes nothing here: its reload is refused anyway, naming its problems.
+ */
+export function watchedLoosening(log: () => Pick<FastifyBaseLogger, 'warn'>, path: string, env: NodeJS.ProcessEnv | undefined, running: () => GatewayConfig): (text: string) => boolean {
+  return (text) => {
+    let keys: string[]
+    try {
+      const next = loadForReload(path, env, running(), text)
+      keys = 'config' in next ? loosenedKeys(running(), next.config) : []
+    } catch {
+      // Never fail open: a file that cannot be judged waits as a loosening one does.
+      keys = ['(the file could not be compared with the running configuration)']
+    }
+    if (keys.length === 0) return false
+    log().warn({ trigger: 'file', keys, quietMs: LOOSENING_QUIET_MS }, 'the changed file removes access rules: it is loaded once unchanged for quietMs (SIGHUP loads it now)')
+    return true
+  }
+}
+
 /** A reload that removes access rules is said at warn, with their keys (config/loosening.ts). */
 export function warnLoosening(log: Pick<FastifyBaseLogger, 'warn'>, trigger: ReloadTrigger, before: GatewayConfig, after: GatewayConfig): void {
   const keys = loosenedKeys(before, after)
@@ -110,6 +138,25 @@ interface FileSnapshot {
   mtimeMs: number
   ino: number
   sha256: string
+  text: string
+}
+
+/** A change seen and not loaded yet: when it was first seen as it is, and whether it loosens access. */
+interface PendingChange extends FileSnapshot {
+  since: number
+  loosens?: boolean
+}
+
+export interface WatchOptions {
+  /** How often the timer looks (default WATCH_INTERVAL_MS). */
+  intervalMs?: number
+  /** What the quiet period of a loosening change is measured on (default the system's). */
+  clock?: Clock
+  /**
+   * Whether a changed file's text removes access rules from the running configuration
+   * (watchedLoosening); such a change waits for LOOSENING_QUIET_MS. Default: none does.
+   */
+  loosens?: (text: string) => boolean
 }
 
 function sameFile(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boolean {
@@ -117,30 +164,39 @@ function sameFile(a: FileSnapshot | undefined, b: FileSnapshot | undefined): boo
 }
 
 /**
- * Calls `changed` when the file at `path` has changed (server.watchConfig) and then stayed the
- * same for one more look: size, mtime, inode and SHA-256 of the content equal across two
- * consecutive looks. A file written in place in several steps is otherwise read halfway: valid
- * YAML that lacks what the next write adds (an `allow` rule) would be served until the next look.
- * Looking by path follows a file that is replaced (an editor's rename, a Kubernetes ConfigMap's
- * symlink swap). A file that cannot be read is looked at again later; the reload reports it.
+ * Calls `changed` with the file's text when the file at `path` has changed (server.watchConfig)
+ * and then stayed the same for one more look: size, mtime, inode and SHA-256 of the content equal
+ * across two consecutive looks. A file written in place in several steps is otherwise read
+ * halfway: valid YAML that lacks what the next write adds (an `allow` rule) would be served until
+ * the next look. A writer may also pause longer than a look between its steps (truncate, then
+ * write): a change that removes access rules (`loosens`) is therefore loaded only once it has
+ * stayed the same for LOOSENING_QUIET_MS on the watcher's clock, and one that does not is loaded
+ * as before (a half file that adds no opening can only refuse more, or fail to load). The text
+ * handed over is the one judged, never read again. Looking by path follows a file that is
+ * replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap). A file that cannot be
+ * read is looked at again later; the reload reports it.
  */
 export class ConfigWatcher {
   readonly #path: string
-  readonly #changed: () => void
+  readonly #changed: (text: string) => void
   readonly #intervalMs: number
+  readonly #clock: Clock
+  readonly #loosens: (text: string) => boolean
   #timer: NodeJS.Timeout | undefined
   /** The file as it was when last loaded (or when the watch began). */
   #loaded: FileSnapshot | undefined
-  /** The last look, different from #loaded: waiting to see it once more. */
-  #pending: FileSnapshot | undefined
+  /** The last look, different from #loaded: waiting to see it once more (or for its quiet period). */
+  #pending: PendingChange | undefined
   /** The look under way and those queued behind it. */
   #looks: Promise<void> = Promise.resolve()
   #queued = 0
 
-  constructor(path: string, changed: () => void, intervalMs = WATCH_INTERVAL_MS) {
+  constructor(path: string, changed: (text: string) => void, options: WatchOptions = {}) {
     this.#path = path
     this.#changed = changed
-    this.#intervalMs = intervalMs
+    this.#intervalMs = options.intervalMs ?? WATCH_INTERVAL_MS
+    this.#clock = options.clock ?? systemClock
+    this.#loosens = options.loosens ?? (() => false)
   }
 
   /** The next look takes the file as it is then as the loaded one (after a reload by other means). */
@@ -187,21 +243,33 @@ export class ConfigWatcher {
       this.#pending = undefined
       return
     }
-    if (!sameFile(now, this.#pending)) {
-      this.#pending = now
+    const pending = this.#pending
+    if (pending === undefined || !sameFile(now, pending)) {
+      this.#pending = { ...now, since: this.#clock.now() }
       return
     }
+    // Judged once per change, after it has held for a look (a file midway is not judged).
+    pending.loosens ??= this.#loosens(pending.text)
+    if (!settled(pending, this.#clock.now())) return
     this.#loaded = now
     this.#pending = undefined
-    if (this.#timer !== undefined) this.#changed()
+    if (this.#timer !== undefined) this.#changed(now.text)
   }
 
+}
+
+/**
+ * Whether a change that has held for a look may be loaded: at once, unless it removes access
+ * rules; then only once unchanged for LOOSENING_QUIET_MS since it was first seen as it is.
+ */
+export function settled(change: { since: number; loosens?: boolean }, now: number): boolean {
+  return change.loosens !== true || now - change.since >= LOOSENING_QUIET_MS
 }
 
 async function snapshot(path: string): Promise<FileSnapshot | undefined> {
   try {
     const [stats, content] = await Promise.all([stat(path), readFile(path)])
-    return { size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino, sha256: createHash('sha256').update(content).digest('hex') }
+    return { size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino, sha256: createHash('sha256').update(content).digest('hex'), text: content.toString('utf8') }
   } catch {
     return undefined
   }
@@ -260,7 +328,10 @@ export class LiveGateway {
     this.server.keepAliveTimeout = 72_000
     this.server.on('clientError', (err: Error & { code?: string }, socket: Socket) => clientErrorHandler.call(this.#current.app, err, socket))
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
-    this.#watcher = new ConfigWatcher(options.path, () => void this.reload('file'))
+    this.#watcher = new ConfigWatcher(options.path, (text) => void this.reload('file', text), {
+      clock: state.clock,
+      loosens: watchedLoosening(() => this.app.log, options.path, options.env, () => this.config),
+    })
     this.#loaded(current.loaded)
     state.websockets.use(current.app.websocketVerdict)
     void state.ssf.use(current.app.ssf)
@@ -323,11 +394,11 @@ export class LiveGateway {
   }
 
   /**
-   * Loads the file again and, when it is valid in full and its app is ready, swaps it in; true
-   * when it did. Reloads run one after the other.
+   * Loads the file again (or `text`, the file as the watcher judged it) and, when it is valid in
+   * full and its app is ready, swaps it in; true when it did. Reloads run one after the other.
    */
-  reload(trigger: ReloadTrigger): Promise<boolean> {
-    const run = this.#queue.then(() => this.#reload(trigger))
+  reload(trigger: ReloadTrigger, text?: string): Promise<boolean> {
+    const run = this.#queue.then(() => this.#reload(trigger, text))
     this.#queue = run.catch(() => undefined)
     return run
   }
@@ -353,8 +424,8 @@ export class LiveGateway {
     await this.#state.close()
   }
 
-  async #reload(trigger: ReloadTrigger): Promise<boolean> {
-    const prepared = await this.#prepare(trigger)
+  async #reload(trigger: ReloadTrigger, text?: string): Promise<boolean> {
+    const prepared = await this.#prepare(trigger, text)
     if (!(prepared instanceof Generation)) return this.#refuse(trigger, prepared)
     this.#commit(trigger, prepared)
     return true

@@ -36,8 +36,8 @@ export class PrimaryState {
     this.#broadcast = broadcast
   }
 
-  /** The answers to the workers' calls (ipc.ts PrimaryOps), but for the configuration's text, which the primary's loop holds. */
-  handlers(): Omit<PrimaryHandlers, 'config.text'> {
+  /** The answers to the workers' calls (ipc.ts PrimaryOps), but for the configuration's text and its issuers at the start, which the primary's loop holds. */
+  handlers(): Omit<PrimaryHandlers, 'config.text' | 'start.issuers'> {
     return {
       revocations: () => this.#revocations.snapshot(),
       revoke: async (_worker, { selector, at }) => {

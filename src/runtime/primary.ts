@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os'
 import { AggregatorRegistry } from 'prom-client'
 import pino from 'pino'
 import { EXIT_CONFIG, type LoadedConfig } from '../config/load.js'
-import { ConfigWatcher, loadForReload, logRefusal, warnLoosening } from './live.js'
+import { ConfigWatcher, loadForReload, logRefusal, warnLoosening, watchedLoosening } from './live.js'
 import type { GatewayConfig } from '../options/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
 import type { Hangups } from '../ops/hangups.js'
@@ -89,10 +89,12 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   const state = new PrimaryState(config.session.maxAgeSeconds, async (op, args) => {
     await broadcast(op, args)
   })
+  const startIssuers = Object.fromEntries(config.providers.map((p) => [p.name, p.issuer]))
   const handlers: PrimaryHandlers = {
     ...state.handlers(),
     // A worker starting (or restarted) runs the file the others run, not the file as it is now.
     'config.text': () => running.text,
+    'start.issuers': () => startIssuers,
   }
 
   const onMessage = (worker: Worker, message: unknown): void => {
@@ -158,9 +160,10 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   // the workers prepare it and serve it only if all could (reload.ts); an invalid file reaches no
   // worker, and every outcome is counted by the workers' reload metric.
   let lastReload: ReloadOutcome | undefined
-  const reloadOnce = async (trigger: 'SIGHUP' | 'file'): Promise<void> => {
+  const reloadOnce = async (trigger: 'SIGHUP' | 'file', text?: string): Promise<void> => {
     if (draining) return
-    const next = loadForReload(path, process.env, running.config)
+    // The watcher hands over the text it judged (ConfigWatcher); SIGHUP reads the file.
+    const next = loadForReload(path, process.env, running.config, text)
     if (!('config' in next)) {
       logRefusal(log, trigger, next, running.state)
       lastReload = { outcome: 'refused', at: new Date().toISOString(), reason: next.reason }
@@ -196,10 +199,10 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     watcher.rebase()
   }
   let reloads: Promise<void> = Promise.resolve()
-  const reload = (trigger: 'SIGHUP' | 'file'): void => {
-    reloads = reloads.then(() => reloadOnce(trigger)).catch((err: unknown) => log.error({ err }, 'reload failed'))
+  const reload = (trigger: 'SIGHUP' | 'file', text?: string): void => {
+    reloads = reloads.then(() => reloadOnce(trigger, text)).catch((err: unknown) => log.error({ err }, 'reload failed'))
   }
-  const watcher = new ConfigWatcher(path, () => reload('file'))
+  const watcher = new ConfigWatcher(path, (text) => reload('file', text), { loosens: watchedLoosening(() => log, path, process.env, () => running.config) })
   hangups.handle(() => reload('SIGHUP'))
   watcher.set(config.server.watchConfig)
 

@@ -88,6 +88,8 @@ export async function createProcessState(config: GatewayConfig, options: Process
     tracing,
     // Shared Signals: one stream manager and poller per gateway, on the first worker slot with server.workers.
     ssf: new SsfStreams({ manage: (options.worker?.slot ?? 0) === 0, log }),
+    // A worker's are its primary's: one restarted after a reload did not start the process.
+    startIssuers: (await options.worker?.startIssuers()) ?? new Map(config.providers.map((p) => [p.name, p.issuer])),
     async close() {
       await state.ssf.close()
       if (redis !== undefined) await closeRedis(redis)

@@ -102,6 +102,8 @@ export interface WorkerState {
   rateLimitStore: typeof WorkerRateLimitStore
   /** The worker's slot (0 to server.workers - 1), kept by a replacement: slot 0 runs the Shared Signals streams. */
   slot: number
+  /** Each provider's issuer when the primary started (ProcessState.startIssuers), not when this worker did. */
+  startIssuers(): Promise<ReadonlyMap<string, string>>
 }
 
 export function workerState(maxAgeSeconds: number): WorkerState {
@@ -111,5 +113,6 @@ export function workerState(maxAgeSeconds: number): WorkerState {
     coordinator: new WorkerRefreshCoordinator(),
     rateLimitStore: WorkerRateLimitStore,
     slot: Number(process.env[WORKER_SLOT_ENV] ?? '0'),
+    startIssuers: async () => new Map(Object.entries(await callPrimary('start.issuers', null))),
   }
 }

@@ -22,7 +22,7 @@ const AUTHENTICATION_CLAIMS = ['acr', 'amr', 'auth_time'] as const
  * ID token must repeat (OpenID Connect Core 12.2). Throws GatewayError `refresh_token_invalid` when
  * the provider refuses the token, and a 5xx GatewayError when the provider fails.
  */
-export type RefreshGrant = (refreshToken: string, session: Pick<Session, 'claims' | 'dpopKey' | 'provider'>) => Promise<Tokens>
+export type RefreshGrant = (refreshToken: string, session: Pick<Session, 'claims' | 'dpopKey' | 'provider' | 'issuer'>) => Promise<Tokens>
 
 /** Session ids carry 256 random bits: unguessable, and never reused by a later sign-in. */
 const SESSION_ID_BYTES = 32
@@ -56,8 +56,11 @@ export class SessionLifecycle {
     this.#clock = clock
   }
 
-  /** A new session for a completed sign-in at `provider`: always a fresh id, so an old session is never reused. */
-  create(tokens: Tokens, provider: string): Session {
+  /**
+   * A new session for a completed sign-in at `provider`, whose issuer is `issuer` (the session is
+   * bound to it, issuer-binding.ts): always a fresh id, so an old session is never reused.
+   */
+  create(tokens: Tokens, provider: string, issuer: string): Session {
     if (tokens.claims === undefined) throw new GatewayError('id_token_invalid', 'the token response carried no ID token')
     const now = Math.floor(this.#clock.now() / 1000)
     const session: Session = {
@@ -67,6 +70,7 @@ export class SessionLifecycle {
       expiresAt: this.#expiry(tokens, now),
       createdAt: now,
       provider,
+      issuer,
     }
     if (tokens.refreshToken !== undefined) session.refreshToken = tokens.refreshToken
     if (tokens.idToken !== undefined) session.idToken = tokens.idToken

@@ -90,7 +90,8 @@ const isStepUp = (v: unknown): v is StepUpRequirement => {
 /**
  * A session: the cookie store keeps the credentials (r, d) in a cookie of their own; the Redis
  * store keeps them in the same value. The DPoP key (k) is with the identity, because every
- * refresh needs it. `p` is absent in sessions sealed before several providers existed.
+ * refresh needs it. `p` is absent in sessions sealed before several providers existed, `o` (the
+ * issuer of the sign-in) in sessions sealed before it was recorded (issuer-binding.ts).
  */
 const SESSION = sealedCodec({
   id: required('i', isString),
@@ -99,6 +100,7 @@ const SESSION = sealedCodec({
   expiresAt: required('x', isNumber),
   createdAt: required('t', isNumber),
   provider: optional('p', isString),
+  issuer: optional('o', isString),
   dpopKey: optional('k', isDpopKey),
   refreshToken: optional('r', isString),
   idToken: optional('d', isString),

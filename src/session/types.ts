@@ -15,6 +15,12 @@ export interface Session {
   /** The name of the provider it was signed in with; refresh and logout go there. */
   provider: string
   /**
+   * The issuer that provider had at the sign-in (OpenID Connect Core 2: `sub` is unique only
+   * within it). A session whose provider now names another issuer is ended (issuer-binding.ts).
+   * Absent in sessions sealed before it was recorded.
+   */
+  issuer?: string
+  /**
    * The long-lived credentials (with idToken). `load` may leave them out: the cookie store keeps
    * them in a second cookie that only `withCredentials` opens.
    */

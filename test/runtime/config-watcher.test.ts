@@ -17,7 +17,7 @@ function watched(): { path: string; changes: string[]; watcher: ConfigWatcher; w
   const changes: string[] = []
   writeFileSync(path, 'v: 1\n')
   // An interval that never fires during the test: every look is the test's.
-  const watcher = new ConfigWatcher(path, () => changes.push('changed'), HOUR)
+  const watcher = new ConfigWatcher(path, () => changes.push('changed'), { intervalMs: HOUR })
   return { path, changes, watcher, write: (text) => writeFileSync(path, text) }
 }
 

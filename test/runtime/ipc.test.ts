@@ -8,6 +8,7 @@ import { answerCall, callPrimary, type Message, type PrimaryHandlers } from '../
 
 const handlers: PrimaryHandlers = {
   'config.text': () => 'server: {}',
+  'start.issuers': () => ({}),
   revocations: () => ({ entries: [] }) as never,
   revoke: () => {
     throw new TypeError('a defect in the primary')
