@@ -39,6 +39,11 @@ export class WorkerRevocationList implements RevocationList {
   size(): Promise<number> {
     return this.#local.size()
   }
+
+  /** The primary's list starts with it, before any worker creates a session. */
+  startBy(): Promise<void> {
+    return this.#local.startBy()
+  }
 }
 
 export class WorkerJtiReplay implements JtiReplay {

@@ -43,6 +43,9 @@ export class CookieSessionStore implements SessionStore {
   }
 
   async create(req: SessionRequest, reply: SessionReply, session: Session): Promise<void> {
+    // Else a list that starts after this session (its start was lost, or Redis lost its data)
+    // would refuse it at its first request.
+    await this.#revocations.startBy(session.createdAt)
     this.#write(req, reply, session)
   }
 

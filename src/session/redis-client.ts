@@ -9,9 +9,9 @@ import type { SessionConfig } from '../options/types.js'
 // The one Redis connection of a process, shared by the session store, the refresh coordinator and
 // whatever else needs Redis, on one of three topologies:
 // - one node (`session.redisUrl`);
-// - Sentinel (`session.redis.sentinels`): ioredis asks the sentinels for the primary, follows a
-//   failover they announce (`+switch-master`, its failoverDetector) and reconnects to the new
-//   primary by itself;
+// - Sentinel (`session.redis.sentinels`): ioredis asks the sentinels for the primary and
+//   reconnects to the new one after a failover by itself; an announcement (`+switch-master`) of
+//   another primary than the one it is on moves it at once (followSwitches);
 // - Cluster (`session.redis.cluster`): ioredis routes each command by hash slot, follows MOVED and
 //   ASK redirections and refreshes its slot map after a failover.
 // Commands never wait for Redis: while it is unreachable each one fails at once (no offline
@@ -249,8 +249,8 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
     case 'single':
       client = new Redis(topology.url, common)
       break
-    case 'sentinel':
-      client = new Redis({
+    case 'sentinel': {
+      const sentinelClient = new Redis({
         ...common,
         sentinels: topology.sentinels,
         name: topology.name,
@@ -261,19 +261,23 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
         ...(topology.sentinelTls ? { sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
         sentinelRetryStrategy: reconnectDelay,
         sentinelCommandTimeout: options.timeoutMs,
-        // Subscribes to the sentinels' +switch-master: the primary changes without waiting for
-        // the old one's connection to break (a primary that is slow, not dead, would keep it).
-        failoverDetector: true,
-        // The detector drops the connection when the announcement comes, often after the client
-        // has already found the new primary by itself: commands sent during that reconnection
-        // wait for it (each at most commandTimeout, and no longer than one failed attempt, as
-        // maxRetriesPerRequest 0 fails the queue at every one) rather than answer 503 once
-        // service is back.
+        // The sentinels' +switch-master is followed by followSwitches, not by ioredis's detector,
+        // which reconnects at every announcement: each sentinel makes its own as it learns of the
+        // failover, seconds apart, so the client, already on the new primary, was disconnected
+        // again after service was back, and the commands in flight failed (503).
+        failoverDetector: false,
+        // A request sent while the client reconnects (after losing the primary, or when an
+        // announcement names another) waits for that attempt (each at most commandTimeout, and no
+        // longer than one failed attempt, as maxRetriesPerRequest 0 fails the queue at every one)
+        // rather than answer 503 once service is back.
         enableOfflineQueue: true,
         // A demoted primary answers writes with READONLY: reconnect, through the sentinels.
         reconnectOnError: (err) => err.message.startsWith('READONLY'),
       })
+      followSwitches(sentinelClient, topology, options.timeoutMs, Redis)
+      client = sentinelClient
       break
+    }
     case 'cluster': {
       const tls: ConnectionOptions | undefined = topology.tls ? {} : undefined
       const clusterOptions: ClusterOptions = {
@@ -299,6 +303,58 @@ export async function connectRedis(options: RedisClientOptions, log: FastifyBase
   watchPrimaries(client, endpoint, log, options.observer)
   return client
 }
+
+/**
+ * Whether a sentinel's `+switch-master` announcement (`<name> <old-ip> <old-port> <new-ip>
+ * <new-port>`, Redis Sentinel documentation, "Pub/Sub messages") says that the primary of `name`
+ * is now another than `current`, the address the client is connected to: the client must then
+ * ask the sentinels again. An announcement of another master, or of the primary the client is
+ * already on, is not.
+ */
+export function switchedAway(message: string, name: string, current: HostPort | undefined): boolean {
+  const [announced, , , host, port] = message.split(' ')
+  if (announced !== name || host === undefined || port === undefined) return false
+  return current === undefined || current.host !== host || current.port !== Number(port)
+}
+
+/** Connections a client keeps beside itself (Sentinel subscriptions), closed with it. */
+const companions = new WeakMap<RedisClient, Redis[]>()
+
+/**
+ * Subscribes to every sentinel's `+switch-master` and reconnects the client (through the
+ * sentinels) when one names a primary other than the one it is connected to: the primary changes
+ * without waiting for the old one's connection to break (a primary that is slow, not dead, would
+ * keep it). Every sentinel announces the failover as it learns of it, so most announcements come
+ * after the client has found the new primary by itself; those are ignored, rather than break a
+ * connection that serves (its commands in flight would fail). A client that is reconnecting
+ * already asks the sentinels.
+ */
+function followSwitches(client: Redis, topology: Extract<RedisTopology, { kind: 'sentinel' }>, timeoutMs: number, RedisClass: typeof Redis): void {
+  const subscribers = topology.sentinels.map((sentinel) => {
+    const subscriber = new RedisClass({
+      host: sentinel.host,
+      port: sentinel.port,
+      ...(topology.sentinelUsername === undefined ? {} : { username: topology.sentinelUsername }),
+      ...(topology.sentinelPassword === undefined ? {} : { password: topology.sentinelPassword }),
+      ...(topology.sentinelTls ? { tls: {} } : {}),
+      connectTimeout: timeoutMs,
+      retryStrategy: reconnectDelay,
+      connectionName: 'openid-gateway-sentinel',
+    })
+    subscriber.on('error', () => undefined)
+    subscriber.subscribe(SWITCH_MASTER).catch(() => undefined)
+    subscriber.on('message', (channel: string, message: string) => {
+      if (channel !== SWITCH_MASTER || client.status !== 'ready') return
+      const stream = client.stream
+      const current = stream?.remoteAddress === undefined || stream.remotePort === undefined ? undefined : { host: stream.remoteAddress, port: stream.remotePort }
+      if (switchedAway(message, topology.name, current)) client.disconnect(true)
+    })
+    return subscriber
+  })
+  companions.set(client, subscribers)
+}
+
+const SWITCH_MASTER = '+switch-master'
 
 function credentials(topology: { username?: string; password?: string }): Pick<RedisOptions, 'username' | 'password'> {
   return { ...(topology.username === undefined ? {} : { username: topology.username }), ...(topology.password === undefined ? {} : { password: topology.password }) }
@@ -371,12 +427,20 @@ function markClosing(client: RedisClient): void {
   const target = client as unknown as { quit: RedisClient['quit']; disconnect(reconnect?: boolean): void }
   const quit = target.quit.bind(client)
   const disconnect = target.disconnect.bind(client)
+  // Its companions go with it: they would keep reconnecting, and the process alive.
+  const closeCompanions = (): void => {
+    for (const companion of companions.get(client) ?? []) companion.disconnect()
+  }
   target.quit = ((...args: Parameters<RedisClient['quit']>) => {
     closing.add(client)
+    closeCompanions()
     return quit(...args)
   }) as RedisClient['quit']
   target.disconnect = (reconnect?: boolean) => {
-    if (reconnect !== true) closing.add(client)
+    if (reconnect !== true) {
+      closing.add(client)
+      closeCompanions()
+    }
     disconnect(reconnect)
   }
 }

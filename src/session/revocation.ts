@@ -42,6 +42,14 @@ import type { Session, SessionSelector, SessionStore } from './types.js'
 //   (503 session_store_unavailable) once that interval has passed, never pass. A Redis that lost
 //   its data (restarted without persistence) cannot tell what was revoked: every session created
 //   before the list was started again is refused.
+// - The list's start (`since` in Redis) is never later than a session a replica created: the
+//   cookie store writes it, if it is missing, with the session's own creation time before the
+//   session's cookie is set (startBy), and fails the sign-in (503) when it cannot, rather than hand
+//   out a session the next check would refuse. A replica also starts it as soon as its client is
+//   connected (a command sent before would fail at once: no offline queue), so that Bearer tokens
+//   issued after the gateway started are not refused either. Each start is an NX write of the time
+//   it is made, never of an earlier time: a Redis that lost its data meanwhile lost entries that
+//   an earlier start would claim it still holds.
 
 export interface RevocationList {
   /**
@@ -53,6 +61,12 @@ export interface RevocationList {
   isRevoked(session: Revocable): Promise<boolean>
   /** Entries in the list (for the metrics). */
   size(): Promise<number>
+  /**
+   * Before a session created at `createdAt` (epoch seconds) is handed out: the list has started
+   * by then, so that it never refuses that session for being older than the list. Throws
+   * GatewayError 503 when it cannot tell.
+   */
+  startBy(createdAt: number): Promise<void>
 }
 
 /** One logout: a `sid@`, `sub@` or `email:` key of `provider`, and the epoch second of the logout. */
@@ -241,6 +255,9 @@ export class MemoryRevocationList implements RevocationList {
     return revokedBy(share.entries, share.emails, share.floor, session)
   }
 
+  /** A list in memory starts with the process, before any session it judges. */
+  async startBy(): Promise<void> {}
+
   async size(): Promise<number> {
     const now = nowSeconds(this.#clock)
     let size = 0
@@ -300,10 +317,22 @@ export class RedisRevocationList implements RevocationList {
     this.#key = options.keys.revocations()
     this.#versionKey = options.keys.revocationsVersion()
     this.#sinceKey = options.keys.revocationsSince()
-    // Started now, before this replica creates sessions, rather than at the first check (which
-    // would refuse the sessions created in between). Redis down: the first check starts it.
-    this.#redis.set(this.#sinceKey, String(nowSeconds(this.#clock)), 'NX').catch(() => undefined)
-    this.#carryOver(options.keys.legacyRevocations()).catch(() => undefined)
+    // Started once connected rather than at the first check, which would refuse the Bearer
+    // tokens issued in between (sessions are covered by startBy). A start that fails is tried
+    // again at the next connection; meanwhile the first check starts the list.
+    this.#whenConnected(async () => {
+      await this.#redis.set(this.#sinceKey, String(nowSeconds(this.#clock)), 'NX')
+      await this.#carryOver(options.keys.legacyRevocations())
+    })
+  }
+
+  /** Runs `task` once the client is connected (at once if it is), again at each connection until it succeeds. */
+  #whenConnected(task: () => Promise<void>): void {
+    const attempt = (): void => {
+      task().catch(() => this.#redis.once('ready', attempt))
+    }
+    if (this.#redis.status === 'ready') attempt()
+    else this.#redis.once('ready', attempt)
   }
 
   /**
@@ -335,6 +364,17 @@ export class RedisRevocationList implements RevocationList {
     }
     // This replica refuses the ended sessions from its very next request.
     if (this.#snapshot !== undefined) this.#snapshot.checkedAt = Number.NEGATIVE_INFINITY
+  }
+
+  async startBy(createdAt: number): Promise<void> {
+    // NX: a list that has started keeps its start (a later one would refuse more, an earlier
+    // one would vouch for entries a Redis that lost its data no longer holds). Durable: a start
+    // lost in a failover would be written again later, by the first check after it.
+    try {
+      await durableWrite(this.#redis, this.#sinceKey, (r) => r.set(this.#sinceKey, String(Math.floor(createdAt)), 'NX'))
+    } catch (cause) {
+      throw new GatewayError('session_store_unavailable', 'the revocation list in Redis cannot be reached', { cause })
+    }
   }
 
   async isRevoked(session: Revocable): Promise<boolean> {

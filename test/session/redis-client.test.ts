@@ -77,7 +77,8 @@ t.test('the topology keys reach ioredis as its options say they should', async (
     username: 'gw',
     password: 'data-pw',
     tls: {},
-    failoverDetector: true,
+    // Announcements are followed by the gateway's own subscriptions (redis-sentinel-announcements.test.ts).
+    failoverDetector: false,
   })
 
   const cluster = load({

@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { DEFAULT_PROVIDER } from '../../src/options/types.js'
@@ -35,6 +36,8 @@ t.test('redis: the same, shared by replicas; entries of earlier releases are rea
   const clock = manualClock((T0 - 100) * 1000)
   const redis = new Redis(server.url)
   t.teardown(() => redis.disconnect())
+  // A list starts once its client is connected: at the clock's time then.
+  await once(redis, 'ready')
   const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock, keys: KEYS })
   clock.advance(100_000)
   await noCollision(t, list)

@@ -171,6 +171,8 @@ async function twoReplicas(t: Test) {
     a.disconnect()
     b.disconnect()
   })
+  // A list starts once its client is connected: at the clock's time then.
+  await Promise.all([once(a, 'ready'), once(b, 'ready')])
   const listA = new RedisRevocationList(a, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   const listB = new RedisRevocationList(b, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   c.advance(100_000)
@@ -241,6 +243,7 @@ t.test('redis: a list that lost its data refuses every session created before it
   const c = clock((T0 - 100) * 1000)
   const redis = new Redis(server.url)
   t.teardown(() => redis.disconnect())
+  await once(redis, 'ready')
   const list = new RedisRevocationList(redis, { maxAgeSeconds: MAX_AGE, clock: c, keys: KEYS })
   c.advance(100_000)
   await list.revoke({ provider: 'default', sid: 'sid-a' })
