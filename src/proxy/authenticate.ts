@@ -32,7 +32,9 @@ export interface AuthRequest extends SessionRequest {
   readonly log: Pick<FastifyBaseLogger, 'info'>
   /**
    * The client's address as Fastify derives it (server.trustedProxies: X-Forwarded-For from a
-   * trusted peer), when the request came to the gateway itself: the introspection budget's key.
+   * trusted peer): the introspection budget's key. Only for a request the gateway proxies; a check
+   * dialect's caller is the proxy in front, whose every client would share one budget, so checks
+   * pass none and only the global bound applies there.
    */
   readonly ip?: string
 }

@@ -108,10 +108,8 @@ export interface Checker {
  * cookies and headers as the caller passed them on, and the checked request's target as its URL,
  * since that is the request the browser chose its cookies for.
  */
-export function checkContext(req: Pick<DecisionRequest, 'cookies' | 'headers' | 'log' | 'ip'>, checked: CheckedRequest): DecisionRequest {
-  const context: DecisionRequest = { url: checked.target.path + checked.target.search, cookies: req.cookies, headers: req.headers, log: req.log }
-  // The address the check request came from (the proxy's, or X-Forwarded-For's from a trusted one).
-  return req.ip === undefined ? context : { ...context, ip: req.ip }
+export function checkContext(req: Pick<DecisionRequest, 'cookies' | 'headers' | 'log'>, checked: CheckedRequest): DecisionRequest {
+  return { url: checked.target.path + checked.target.search, cookies: req.cookies, headers: req.headers, log: req.log }
 }
 
 /**
