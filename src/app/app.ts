@@ -567,6 +567,8 @@ function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog:
     algorithms: provider.bearer.algorithms,
     clockToleranceSeconds: provider.clockToleranceSeconds,
     getKey: client.keys.getKey,
+    keyGeneration: () => client.keys.generation(),
+    requireAtJwt: provider.bearer.requireAtJwt,
     ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
     log,
     clock,

@@ -2,8 +2,10 @@ import type { Clock } from './clock.js'
 
 // A token bucket per key, bounded in keys: `burst` requests at once, then `perSecond` on average.
 // For callers that are few and known once authenticated (a provider's back-channel logouts, a
-// transmitter's pushes): the key is never something an anonymous client chooses, so the keys
-// stay as few as the configured providers; the bound only keeps that true.
+// transmitter's pushes), the keys stay as few as the configured providers; the bound only keeps
+// that true. Keyed by client address (the Bearer introspection budget), the bound is what keeps
+// memory flat; a client that many other addresses push out starts full again, which costs the
+// budget's burst once, never more than the global bound its caller keeps as well.
 
 /** Keys kept at most; beyond, the one unused the longest is forgotten (it starts full again). */
 const MAX_KEYS = 1_000
@@ -12,18 +14,22 @@ export interface RateLimitOptions {
   burst: number
   perSecond: number
   clock: Clock
+  /** Keys kept at most (default MAX_KEYS). */
+  maxKeys?: number
 }
 
 export class KeyedRateLimit {
   readonly #burst: number
   readonly #perMs: number
   readonly #clock: Clock
+  readonly #maxKeys: number
   readonly #buckets = new Map<string, { tokens: number; atMs: number }>()
 
   constructor(options: RateLimitOptions) {
     this.#burst = options.burst
     this.#perMs = options.perSecond / 1000
     this.#clock = options.clock
+    this.#maxKeys = options.maxKeys ?? MAX_KEYS
   }
 
   /**
@@ -36,7 +42,7 @@ export class KeyedRateLimit {
     this.#buckets.delete(key)
     bucket.tokens = Math.min(this.#burst, bucket.tokens + Math.max(0, now - bucket.atMs) * this.#perMs)
     bucket.atMs = now
-    if (this.#buckets.size >= MAX_KEYS) {
+    if (this.#buckets.size >= this.#maxKeys) {
       const oldest = this.#buckets.keys().next().value
       if (oldest !== undefined) this.#buckets.delete(oldest)
     }

@@ -8,6 +8,8 @@ import { describe } from './errors.js'
 import { SingleFlight } from '../lib/single-flight.js'
 import { deepFreeze } from '../lib/deep-freeze.js'
 import { TtlCache } from '../lib/ttl-cache.js'
+import { KeyedRateLimit } from '../lib/rate-limit.js'
+import { GatewayError } from '../contract/errors.js'
 
 // Bearer access tokens sent by API clients instead of a session cookie.
 //
@@ -28,12 +30,35 @@ import { TtlCache } from '../lib/ttl-cache.js'
 // keeps access tokens in memory all the same). What the client alone decides (refused
 // introspections, introspections under way) is keyed by a SHA-256 of the token, so a flood of
 // distinct junk tokens can neither grow memory beyond the bound nor keep such tokens in it.
+//
+// A verified JWT is cached with the generation of the provider's keys that verified it
+// (keys.ts): once the provider publishes a different set, the token is verified again before it
+// is used, so a token whose key was withdrawn stops working then, not at its `exp`.
+//
+// Introspection is a shared, slow resource that anonymous clients can spend (any string is a
+// token to ask about). A refused token must never turn a valid one away (RFC 6750 3.1 keeps
+// invalid_token for tokens that are invalid), so when the provider is saturated the answer is
+// 503 with Retry-After, never a 401; and one client address may have at most a quarter of the
+// slots under way, and start introspections only within its own budget (429 beyond it), so one
+// client cannot saturate them. Refused tokens are cached (REFUSED_TTL_MS) and cost nothing more.
 
 export const CACHE_ENTRIES = 10_000
 export const INTROSPECTION_TTL_MS = 60_000
 export const REFUSED_TTL_MS = 10_000
-/** Introspection requests under way at once; beyond it a token is refused, not queued. */
+/** Introspection requests under way at once; beyond it 503 with Retry-After, never a 401. */
 export const MAX_CONCURRENT_INTROSPECTIONS = 32
+/** Introspections one client address may have under way at once: a quarter of the slots. */
+export const MAX_CONCURRENT_INTROSPECTIONS_PER_CLIENT = 8
+/**
+ * What one client address may start (tokens already cached or under way cost nothing): 60 at
+ * once, then 10 a second. An accepted token is cached for up to a minute, so this is 600 distinct
+ * new tokens a minute from one address; a junk flood costs the provider at most this much.
+ */
+export const CLIENT_INTROSPECTION_BUDGET = { burst: 60, perSecond: 10 } as const
+/** Client addresses whose budget is remembered; the least recently seen are forgotten. */
+const TRACKED_CLIENTS = 10_000
+/** Retry-After of a saturated provider: slots free as fast as the provider answers. */
+const SATURATED_RETRY_AFTER_SECONDS = 1
 /** Provider failures during introspection are logged at most once per this interval. */
 const FAILURE_LOG_INTERVAL_MS = 10_000
 
@@ -47,6 +72,13 @@ export interface BearerOptions {
   clockToleranceSeconds: number
   /** The provider's key for a JWS header (ProviderKeys.getKey). */
   getKey: jose.JWTVerifyGetKey
+  /**
+   * The generation of the provider's keys (ProviderKeys.generation): a cached JWT verified with
+   * another generation is verified again. Without it, a verified JWT is cached until `exp`.
+   */
+  keyGeneration?: () => number
+  /** Only JWTs with the `typ` header `at+jwt` (RFC 9068 2.1) are access tokens (provider.bearer.requireAtJwt). */
+  requireAtJwt?: boolean
   /**
    * RFC 7662 introspection, when provider.bearer.introspection is on. Resolves `undefined` when
    * the provider has no introspection endpoint; throws when the provider fails.
@@ -109,6 +141,8 @@ export function introspectionViolation(response: IntrospectionResponse, ctx: Int
   if (typeof response.sub !== 'string' || response.sub === '') return 'the response names no subject (sub)'
   if (response.exp !== undefined && !(typeof response.exp === 'number' && response.exp > now - tolerance)) return 'exp is in the past'
   if (response.nbf !== undefined && !(typeof response.nbf === 'number' && response.nbf <= now + tolerance)) return 'nbf is in the future'
+  const iat = issuedInTheFutureViolation(response.iat, ctx.now, tolerance)
+  if (iat !== undefined) return iat
   if (response.iss !== undefined && response.iss !== ctx.issuer) return 'iss is another issuer'
   const { aud } = response
   if (aud !== undefined) {
@@ -122,6 +156,18 @@ export function introspectionViolation(response: IntrospectionResponse, ctx: Int
   }
   if (response.token_use !== undefined && response.token_use !== 'access_token') return 'token_use is not access_token'
   return senderConstrainedViolation(response)
+}
+
+/**
+ * An `iat` later than now (beyond the clock tolerance) is refused: no token is issued in the
+ * future, and the revocation list judges a token by its `iat` (issued after a logout passes), so a
+ * future `iat` would also outlast every logout. RFC 7519 4.1.6 makes `iat` a number; jose checks
+ * its type, and its future only with maxTokenAge, which the gateway does not set.
+ */
+export function issuedInTheFutureViolation(iat: unknown, nowMs: number, toleranceSeconds: number): string | undefined {
+  if (iat === undefined) return undefined
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) return 'iat is not a number'
+  return iat > nowMs / 1000 + toleranceSeconds ? 'iat is in the future' : undefined
 }
 
 /** `typ` header values of access tokens (RFC 9068 2.1, and plain JWT), `application/` dropped. */
@@ -153,19 +199,29 @@ function lowerTyp(value: string): string {
  * - Keycloak's `typ` claim, when present, is `Bearer` (its ID tokens say `ID`, refresh tokens
  *   `Refresh`/`Offline`, logout tokens `Logout`).
  * - No `at_hash`, `c_hash` or `s_hash`: they exist only in ID tokens.
- * - A token whose `aud` is the gateway's client id alone, or that carries a `nonce`, is shaped
- *   like an ID token at every provider (Keycloak, Entra ID, Auth0, Okta: ID token `aud` = the
- *   client id; Auth0 and Okta access tokens name an API instead). Such a token must show that it
- *   is an access token: `typ: at+jwt`, Keycloak's `typ: Bearer`, or one of ACCESS_TOKEN_CLAIMS.
+ * - A token whose `aud` names the gateway's client id (alone or among others: OpenID Connect
+ *   Core 2 lets an ID token name other audiences too), or that carries a `nonce`, is shaped like
+ *   an ID token at every provider (Keycloak, Entra ID, Auth0, Okta: ID token `aud` = the client
+ *   id; Auth0 and Okta access tokens name an API instead). Such a token must show that it is an
+ *   access token: `typ: at+jwt`, Keycloak's `typ: Bearer`, or one of ACCESS_TOKEN_CLAIMS. This is
+ *   RFC 8725 3.11 (explicit typing) and 3.12 (the tokens of one issuer differ by audience), kept
+ *   lenient on `typ` because those providers send `JWT` on both kinds; RFC 9068 4 asks resource
+ *   servers for `at+jwt`, which `requireAtJwt` enforces where the provider sends it.
  *   (Keycloak before 24 copied `nonce` into access tokens; its `typ: Bearer` vouches for them.)
  */
-export function accessTokenViolation(header: jose.ProtectedHeaderParameters, payload: jose.JWTPayload, clientId: string): string | undefined {
+export function accessTokenViolation(
+  header: jose.ProtectedHeaderParameters,
+  payload: jose.JWTPayload,
+  clientId: string,
+  options: { requireAtJwt?: boolean } = {},
+): string | undefined {
   let rfc9068 = false
   if (header.typ !== undefined) {
     const typ = typeof header.typ === 'string' ? lowerTyp(header.typ) : ''
     if (!ACCESS_TOKEN_TYPS.has(typ)) return 'the typ header is not an access token type'
     rfc9068 = typ === 'at+jwt'
   }
+  if (options.requireAtJwt === true && !rfc9068) return 'the typ header is not at+jwt (provider.bearer.requireAtJwt)'
   let keycloakBearer = false
   if (payload.typ !== undefined) {
     if (typeof payload.typ !== 'string' || payload.typ.toLowerCase() !== 'bearer') return 'the typ claim is not Bearer (a Keycloak ID, refresh or logout token)'
@@ -173,9 +229,9 @@ export function accessTokenViolation(header: jose.ProtectedHeaderParameters, pay
   }
   for (const claim of ID_TOKEN_ONLY_CLAIMS) if (payload[claim] !== undefined) return `it carries ${claim}, an ID token claim`
   const { aud } = payload
-  const clientAlone = aud === clientId || (Array.isArray(aud) && aud.length === 1 && aud[0] === clientId)
-  if ((clientAlone || payload.nonce !== undefined) && !rfc9068 && !keycloakBearer && !ACCESS_TOKEN_CLAIMS.some((c) => payload[c] !== undefined)) {
-    return 'it is shaped like an ID token (aud is the client id alone, or a nonce) and nothing marks it as an access token'
+  const namesClient = aud === clientId || (Array.isArray(aud) && aud.includes(clientId))
+  if ((namesClient || payload.nonce !== undefined) && !rfc9068 && !keycloakBearer && !ACCESS_TOKEN_CLAIMS.some((c) => payload[c] !== undefined)) {
+    return 'it is shaped like an ID token (aud names the client id, or a nonce) and nothing marks it as an access token'
   }
   return undefined
 }
@@ -203,13 +259,40 @@ function cacheKey(token: string): string {
   return createHash('sha256').update(token).digest('base64url')
 }
 
+/** A cached accepted token: its claims, and for a JWT the key generation that verified it. */
+interface Accepted {
+  claims: SessionClaims
+  generation?: number
+}
+
+/** 503: the provider has as many introspections under way as the gateway allows. */
+function introspectionSaturated(): GatewayError {
+  const retryAfter = String(SATURATED_RETRY_AFTER_SECONDS)
+  return new GatewayError('decision_unavailable', `the provider is busy with Bearer token introspections; retry in ${retryAfter} s`, {
+    headers: { 'retry-after': retryAfter },
+    extensions: { cause: 'introspection_busy' },
+    logged: true,
+  })
+}
+
+/** 429: this client address has spent its introspection budget. */
+function introspectionBudgetSpent(retryAfterSeconds: number): GatewayError {
+  const retryAfter = String(retryAfterSeconds)
+  return new GatewayError('rate_limited', `too many new Bearer tokens from this address; retry in ${retryAfter} s`, {
+    headers: { 'retry-after': retryAfter },
+  })
+}
+
 export class BearerVerifier {
   readonly #options: BearerOptions
   readonly #clock: Clock
   /** Verified and introspected tokens alike. */
-  readonly #accepted: TtlCache<SessionClaims>
+  readonly #accepted: TtlCache<Accepted>
   readonly #refused: TtlCache<true>
   readonly #introspecting = new SingleFlight<SessionClaims | undefined>()
+  /** Introspections under way per client address; an address leaves it at zero (at most MAX_CONCURRENT_INTROSPECTIONS keys). */
+  readonly #underWay = new Map<string, number>()
+  readonly #budget: KeyedRateLimit
   #lastFailureLog = Number.NEGATIVE_INFINITY
   #unloggedFailures = 0
 
@@ -218,6 +301,7 @@ export class BearerVerifier {
     this.#clock = options.clock
     this.#accepted = new TtlCache(options.cacheEntries ?? CACHE_ENTRIES, options.clock)
     this.#refused = new TtlCache(options.cacheEntries ?? CACHE_ENTRIES, options.clock)
+    this.#budget = new KeyedRateLimit({ ...CLIENT_INTROSPECTION_BUDGET, clock: options.clock, maxKeys: TRACKED_CLIENTS })
   }
 
   /** Entries of the caches: accepted tokens and refused introspections. */
@@ -225,26 +309,52 @@ export class BearerVerifier {
     return { accepted: this.#accepted.size, refused: this.#refused.size }
   }
 
-  /** The verified claims, or `undefined` for any token that does not sign the request in. */
-  async verify(token: string): Promise<SessionClaims | undefined> {
+  /**
+   * The verified claims, or `undefined` for any token that does not sign the request in.
+   * `client`: the client's address as the sign-in rate limit counts it (authenticate.ts), for
+   * the per-client introspection budget; without it only the global bound applies. Throws a
+   * GatewayError (503 decision_unavailable, 429 rate_limited, both with Retry-After) when an
+   * introspection cannot be made now: the token may be valid, so it is not refused.
+   */
+  async verify(token: string, client?: string): Promise<SessionClaims | undefined> {
     const now = this.#clock.now()
     const cached = this.#accepted.get(token)
-    if (cached !== undefined) return cached
+    if (cached !== undefined) {
+      if (cached.generation === undefined || cached.generation === this.#options.keyGeneration?.()) return cached.claims
+      // Verified with keys the provider has replaced since: verified again with the current ones.
+      this.#accepted.delete(token)
+    }
     if (isJwt(token)) return this.#verifyJwt(token, now)
     if (this.#options.introspect === undefined) return undefined
     const key = cacheKey(token)
     if (this.#refused.get(key) !== undefined) return undefined
-    // Concurrent requests with one token share one introspection.
+    // Concurrent requests with one token share one introspection, at no cost to anyone's budget.
     const introspect = this.#options.introspect
-    if (!this.#introspecting.has(key) && this.#introspecting.size >= MAX_CONCURRENT_INTROSPECTIONS) {
-      this.#failure({ err: { message: `more than ${MAX_CONCURRENT_INTROSPECTIONS} introspections under way` } })
-      return undefined
+    if (this.#introspecting.has(key)) return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+    if (client !== undefined && (this.#underWay.get(client) ?? 0) >= MAX_CONCURRENT_INTROSPECTIONS_PER_CLIENT) {
+      throw introspectionBudgetSpent(SATURATED_RETRY_AFTER_SECONDS)
     }
-    return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+    if (this.#introspecting.size >= MAX_CONCURRENT_INTROSPECTIONS) {
+      this.#failure({ err: { message: `more than ${MAX_CONCURRENT_INTROSPECTIONS} introspections under way` } })
+      throw introspectionSaturated()
+    }
+    if (client === undefined) return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+    const wait = this.#budget.take(client)
+    if (wait !== undefined) throw introspectionBudgetSpent(wait)
+    this.#underWay.set(client, (this.#underWay.get(client) ?? 0) + 1)
+    try {
+      return await this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+    } finally {
+      const left = (this.#underWay.get(client) ?? 1) - 1
+      if (left <= 0) this.#underWay.delete(client)
+      else this.#underWay.set(client, left)
+    }
   }
 
   async #verifyJwt(token: string, now: number): Promise<SessionClaims | undefined> {
-    const { issuer, audiences, algorithms, clockToleranceSeconds, getKey } = this.#options
+    const { issuer, audiences, algorithms, clockToleranceSeconds, getKey, keyGeneration } = this.#options
+    // Read before the key lookup: a refresh during it makes the entry older, never newer, than its key.
+    const generation = keyGeneration?.()
     let payload: jose.JWTPayload
     let header: jose.ProtectedHeaderParameters
     try {
@@ -265,14 +375,16 @@ export class BearerVerifier {
     const violation =
       typeof payload.sub !== 'string' || payload.sub === ''
         ? 'sub is not a non-empty string'
-        : (accessTokenViolation(header, payload, this.#options.clientId) ?? senderConstrainedViolation(payload))
+        : (issuedInTheFutureViolation(payload.iat, now, clockToleranceSeconds) ??
+          accessTokenViolation(header, payload, this.#options.clientId, { requireAtJwt: this.#options.requireAtJwt === true }) ??
+          senderConstrainedViolation(payload))
     if (violation !== undefined) {
       this.#options.log.debug({ reason: violation }, 'Bearer JWT refused')
       return undefined
     }
     // Frozen: every request with this token shares them (and so their identity headers).
     const claims = deepFreeze(payload as SessionClaims)
-    this.#accepted.set(token, claims, (payload.exp as number) * 1000)
+    this.#accepted.set(token, generation === undefined ? { claims } : { claims, generation }, (payload.exp as number) * 1000)
     return claims
   }
 
@@ -301,7 +413,7 @@ export class BearerVerifier {
     }
     const claims = deepFreeze(introspectionClaims(response as IntrospectionResponse & { sub: string }))
     const exp = typeof response.exp === 'number' ? response.exp * 1000 : Number.POSITIVE_INFINITY
-    this.#accepted.set(token, claims, Math.min(exp, now + INTROSPECTION_TTL_MS))
+    this.#accepted.set(token, { claims }, Math.min(exp, now + INTROSPECTION_TTL_MS))
     return claims
   }
 

@@ -14,7 +14,12 @@ import { ProviderFaultError, providerFetch } from './fetch.js'
 //   lets the provider publish a new key at any time) triggers one refetch, then one retry;
 // - such refetches are rate-limited to one per unknownKeyRefetchMs, because the `kid` is chosen
 //   by whoever sends the token: a flood of random kids costs the provider one request per
-//   interval, not one per token. Concurrent lookups share one request.
+//   interval, not one per token. Concurrent lookups share one request;
+// - each fetch whose keys differ from the set before starts a new generation. What was verified
+//   with an earlier generation (the Bearer verifier's cache) is verified again before it is used,
+//   so a key the provider withdrew (a compromised key, OpenID Connect Core 10.1.1) stops vouching
+//   for tokens at the next refresh, not at their `exp`. Asking for the generation also starts the
+//   age refresh in the background, so a gateway that only serves cached tokens still refreshes.
 //
 // openid-client alone would not do this: oauth4webapi refetches for an unknown key only when its
 // copy is at least 60 s old, and keeps one copy per Configuration that cannot be cleared from
@@ -39,6 +44,9 @@ interface KeySet {
   jwks: JWKS
   select: ReturnType<typeof jose.createLocalJWKSet>
   fetchedAt: number
+  /** The JWKS as served, to tell a changed set from the same one fetched again. */
+  serialized: string
+  generation: number
 }
 
 export class KeysNotLoadedError extends Error {
@@ -125,6 +133,21 @@ export class ProviderKeys {
     }
   }
 
+  /**
+   * The generation of the keys in use: it changes whenever a fetch brings a different set. Starts
+   * the refresh of a set older than MAX_AGE_MS in the background (with getKey's retry rules), so
+   * the answer is never delayed by the provider; the refreshed generation shows on a later call.
+   */
+  generation(): number {
+    const set = this.#set
+    if (set === undefined) return 0
+    if (this.#now() - set.fetchedAt >= MAX_AGE_MS && this.#pending === undefined) {
+      // #current logs a failed refresh itself and keeps the keys in use.
+      this.#current().catch(() => undefined)
+    }
+    return set.generation
+  }
+
   /** The current set in the form openid-client's setJwksCache takes; `undefined` before the first load. */
   exported(): ExportedJWKSCache | undefined {
     if (this.#set === undefined) return undefined
@@ -195,7 +218,10 @@ export class ProviderKeys {
     } catch (cause) {
       throw new ProviderFaultError(`${uri.pathname} is not a JSON Web Key Set`, { url: uri.href, cause })
     }
-    const set: KeySet = { jwks, select, fetchedAt: this.#now() }
+    const serialized = JSON.stringify(jwks)
+    const previous = this.#set
+    const generation = previous === undefined ? 1 : previous.serialized === serialized ? previous.generation : previous.generation + 1
+    const set: KeySet = { jwks, select, fetchedAt: this.#now(), serialized, generation }
     this.#set = set
     return set
   }

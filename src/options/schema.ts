@@ -219,6 +219,10 @@ const providerKeys: Record<string, JsonSchema> = {
           'Check Bearer tokens that are not JWTs at the provider\'s RFC 7662 `introspection_endpoint` (results cached up to 60 s).',
           false,
         ),
+        requireAtJwt: boolean(
+          'Accept a Bearer JWT only with the `typ` header `at+jwt` (RFC 9068 section 2.1). Off: `JWT` or no `typ` is accepted too, as Keycloak, Entra ID and Okta send, and a token shaped like an ID token must carry an access-token marker ([Bearer tokens](#bearer-tokens)).',
+          false,
+        ),
       },
       { default: {} },
     ),

@@ -99,6 +99,8 @@ export interface BearerConfig {
   algorithms: string[]
   /** RFC 7662 introspection of Bearer tokens that are not JWTs. */
   introspection: boolean
+  /** Only JWTs with the `typ` header `at+jwt` (RFC 9068 2.1) are accepted as access tokens. */
+  requireAtJwt: boolean
 }
 
 export interface CookiesConfig {

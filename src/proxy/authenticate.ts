@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger } from 'fastify'
+import { normalizeIP } from '@fastify/rate-limit'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import type { Providers } from '../oidc/providers.js'
@@ -29,6 +30,13 @@ export type Authentication = Identity | 'expired' | 'refreshable' | 'invalid_tok
 export interface AuthRequest extends SessionRequest {
   readonly headers: IncomingHttpHeaders
   readonly log: Pick<FastifyBaseLogger, 'info'>
+  /**
+   * The client's address as Fastify derives it (server.trustedProxies: X-Forwarded-For from a
+   * trusted peer): the introspection budget's key. Only for a request the gateway proxies; a check
+   * dialect's caller is the proxy in front, whose every client would share one budget, so checks
+   * pass none and only the global bound applies there.
+   */
+  readonly ip?: string
 }
 
 export type Authenticate = (req: AuthRequest, reply: SessionReply) => Promise<Authentication>
@@ -100,7 +108,8 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       const provider = providers.verifierOf(token, accepted)
       const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
       if (verifier === undefined) return 'invalid_token'
-      const claims = await verifier.bearer.verify(token)
+      // The client as the sign-in rate limit counts it (@fastify/rate-limit's key: req.ip, IPv6 per /64).
+      const claims = await verifier.bearer.verify(token, req.ip === undefined ? undefined : normalizeIP(req.ip))
       if (claims === undefined) return 'invalid_token'
       // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
       if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'

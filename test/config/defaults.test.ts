@@ -32,6 +32,7 @@ const EXPECTED: GatewayConfig = {
     bearer: {
       algorithms: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'],
       introspection: false,
+      requireAtJwt: false,
     },
     timeoutMs: 10000,
     notReadyPageAfterMs: 30000,

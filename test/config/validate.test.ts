@@ -170,13 +170,16 @@ t.test('provider.bearer', async (t) => {
     ],
     'algorithms as text': [{ provider: { bearer: { algorithms: 'RS256' } } }, ['provider.bearer.algorithms: must be a list']],
     'introspection as text': [{ provider: { bearer: { introspection: 'yes' } } }, ['provider.bearer.introspection: must be true or false']],
+    'requireAtJwt as text': [{ provider: { bearer: { requireAtJwt: 'yes' } } }, ['provider.bearer.requireAtJwt: must be true or false']],
     'unknown key': [{ provider: { bearer: { issuer: 'x' } } }, ['provider.bearer.issuer: unknown key']],
   })
   t.same(resolve({ provider: { bearer: { introspection: true } } }).providers[0]!.bearer, {
     algorithms: asymmetric.split(', '),
     introspection: true,
+    requireAtJwt: false,
   })
-  t.same(resolve({ provider: { bearer: { algorithms: ['ES256'] } } }).providers[0]!.bearer, { algorithms: ['ES256'], introspection: false })
+  t.same(resolve({ provider: { bearer: { algorithms: ['ES256'] } } }).providers[0]!.bearer, { algorithms: ['ES256'], introspection: false, requireAtJwt: false })
+  t.equal(resolve({ provider: { bearer: { requireAtJwt: true } } }).providers[0]!.bearer.requireAtJwt, true)
   t.same(resolve({ provider: { audiences: ['api', 'gateway'] } }).providers[0]!.audiences, ['api', 'gateway'])
 })
 

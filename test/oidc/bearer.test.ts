@@ -11,6 +11,7 @@ import {
   type BearerOptions,
 } from '../../src/oidc/bearer.js'
 import { manualClock, type ManualClock } from '../fixtures/clock.js'
+import type { GatewayError } from '../../src/contract/errors.js'
 
 // The Bearer verifier on its own: a local key set, a fake introspection endpoint and a clock the
 // test moves (the end-to-end cases are in test/e2e/proxy-auth.test.ts and bearer-introspection).
@@ -207,14 +208,16 @@ t.test('introspection: concurrent requests share one; at most 32 under way', asy
   const same = Array.from({ length: 10 }, () => h.verifier.verify('shared'))
   t.equal(h.introspections.length, 1, 'one request for ten concurrent uses of a token')
   const distinct = Array.from({ length: MAX_CONCURRENT_INTROSPECTIONS + 5 }, (_, i) => h.verifier.verify(`t-${i}`))
-  t.equal(h.introspections.length, MAX_CONCURRENT_INTROSPECTIONS, 'the rest are refused without a request')
+  t.equal(h.introspections.length, MAX_CONCURRENT_INTROSPECTIONS, 'the rest are turned away without a request')
   for (const resolve of pending) resolve(active())
   t.same(
     (await Promise.all(same)).map((c) => c?.sub),
     same.map(() => 'alice'),
   )
-  const results = await Promise.all(distinct)
-  t.equal(results.filter((c) => c === undefined).length, 6, 'over the cap: refused')
+  const results = await Promise.allSettled(distinct)
+  const busy = results.filter((r) => r.status === 'rejected').map((r) => (r.reason as GatewayError).code)
+  t.same(busy, Array(6).fill('decision_unavailable'), 'over the cap: 503, not refused (the token may be valid)')
+  t.equal(results.filter((r) => r.status === 'fulfilled' && r.value === undefined).length, 0, 'none refused')
   t.equal(h.warnings.length, 1, 'and logged')
 })
 
@@ -232,6 +235,9 @@ t.test('introspection rules', async (t) => {
     ['no exp', active({ exp: undefined }), undefined],
     ['nbf in the future', active({ nbf: now + 60 }), 'nbf is in the future'],
     ['nbf now', active({ nbf: now }), undefined],
+    ['iat a year in the future', active({ iat: now + 365 * 24 * 3600 }), 'iat is in the future'],
+    ['iat in the future within the tolerance', active({ iat: now + 29 }), undefined],
+    ['iat not a number', active({ iat: 'now' as unknown as number }), 'iat is not a number'],
     ['iss of another issuer', active({ iss: 'https://evil.example.com' }), 'iss is another issuer'],
     ['no iss', active({ iss: undefined }), undefined],
     ['aud naming an accepted audience', active({ aud: 'api', client_id: 'other-client' }), undefined],
@@ -300,6 +306,7 @@ t.test('JWTs: ID tokens are refused, access tokens accepted, in the shapes of Ke
     ['Okta ID token, no nonce, no at_hash', { aud: CLIENT_ID, amr: ['pwd'], idp: 'i', auth_time: now, ver: 1 }],
     ['an ID token with aud as a one-element list', { aud: [CLIENT_ID], auth_time: now }],
     ['an ID token for several audiences, with a nonce', { aud: [CLIENT_ID, 'https://api.example.com'], azp: CLIENT_ID, nonce: 'n' }],
+    ['an ID token for several audiences, no nonce', { aud: [CLIENT_ID, 'https://api.example.com'], azp: CLIENT_ID, auth_time: now }, 'JWT'],
     ['an ID token with c_hash for an API audience', { aud: 'https://api.example.com', c_hash: 'h' }],
     ['a back-channel logout token', { aud: CLIENT_ID, events: { 'http://schemas.openid.net/event/backchannel-logout': {} }, jti: 'j' }, 'logout+jwt'],
     ['an ID token typed as such', { aud: CLIENT_ID, scope: 'openid' }, 'id_token+jwt'],
@@ -339,9 +346,10 @@ t.test('accessTokenViolation names the reason', async (t) => {
   t.equal(accessTokenViolation(h, { aud: 'x', s_hash: 'a' }, 'c'), 'it carries s_hash, an ID token claim')
   t.equal(
     accessTokenViolation(h, { aud: 'c' }, 'c'),
-    'it is shaped like an ID token (aud is the client id alone, or a nonce) and nothing marks it as an access token',
+    'it is shaped like an ID token (aud names the client id, or a nonce) and nothing marks it as an access token',
   )
   t.equal(accessTokenViolation(h, { aud: ['x', 'y'], nonce: 'n' }, 'c'), accessTokenViolation(h, { aud: 'c' }, 'c'))
-  t.equal(accessTokenViolation(h, { aud: ['c', 'api'] }, 'c'), undefined, 'an API audience next to the client, no nonce')
+  t.equal(accessTokenViolation(h, { aud: ['c', 'api'] }, 'c'), accessTokenViolation(h, { aud: 'c' }, 'c'), 'an API audience next to the client, no nonce: an ID token for several audiences')
+  t.equal(accessTokenViolation(h, { aud: ['c', 'api'], scope: 'read' }, 'c'), undefined, 'the same with a scope')
   t.equal(accessTokenViolation({ ...h, typ: 'JWT' }, { aud: 'api' }, 'c'), undefined)
 })
