@@ -141,17 +141,24 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const params = received === 'form_post' ? formPostParams(req) : queryOf(req)
     const code = single(params, 'code')
     if (code === undefined || code === '') {
-      const extensions: Record<string, string> = {}
+      const said: Record<string, string> = {}
       for (const name of ['error', 'error_description']) {
         const value = params.get(name)
-        if (value !== null) extensions[name] = value.slice(0, ECHO_CHARS)
+        if (value !== null) said[name] = value.slice(0, ECHO_CHARS)
       }
       // The provider refused the authorization request (RFC 6749 4.1.2.1): a cancelled sign-in
       // (access_denied), or a request it does not accept (invalid_scope, unauthorized_client...),
       // which only the operator can fix. A callback without either is no refusal of the provider's.
-      const logged = extensions.error !== undefined
-      if (logged) req.log.warn({ call: 'authorization', problem: 'code_missing', ...extensions }, 'sign-in refused by the OpenID provider')
-      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions, logged })
+      // Its words are the provider's only when the response carries the state of this browser's
+      // live transaction (RFC 6749 4.1.2.1: `state` is returned with the error): anyone can link
+      // to the callback with a text of their choosing, which the gateway's origin must not speak.
+      // code_missing is answered first (the contract): a repeated state is no live one, not a 400.
+      const states = params.getAll('state')
+      const answered = states.length === 1 ? states[0] : undefined
+      const transactionBound = answered !== undefined && answered !== '' && cookies.readTransaction(req, answered) !== undefined
+      const logged = said.error !== undefined
+      if (logged) req.log.warn({ call: 'authorization', problem: 'code_missing', ...said, transaction: transactionBound }, transactionBound ? 'sign-in refused by the OpenID provider' : 'callback without a code or a live sign-in transaction')
+      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions: transactionBound ? said : {}, logged })
     }
     const state = single(params, 'state')
     const transaction = state === undefined || state === '' ? undefined : cookies.readTransaction(req, state)
