@@ -53,14 +53,14 @@ import { GatewayCookies, SetCookieLines } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
 import { issuerBinding } from '../session/issuer-binding.js'
-import { MemorySessionStore } from '../session/memory-store.js'
+import { MemorySessions, MemorySessionStore } from '../session/memory-store.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
 import { pingRedis, type RedisClient } from '../session/redis-client.js'
 import type { RedisKeys } from '../session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
-import type { Session, SessionStore } from '../session/types.js'
+import type { SessionStore } from '../session/types.js'
 
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
@@ -98,7 +98,7 @@ export interface ProcessState {
   /** The refresh coordinator of the cookie and memory stores (the Redis store's is in Redis). */
   readonly coordinator: RefreshCoordinator
   /** The memory store's sign-ins. */
-  readonly memorySessions: Map<string, Session>
+  readonly memorySessions: MemorySessions
   /** On a worker of server.workers: the sign-in rate-limit counts the primary keeps. */
   readonly rateLimitStore: RateLimitStore | undefined
   /** Every cookies.name this process has run with: browsers may still send those cookies. */
@@ -164,13 +164,13 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
       // The email link only with a Shared Signals receiver, which is its one reader.
-      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
+      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, maxSessionsPerUser: config.session.maxSessionsPerUser, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
     }
   }
   const { coordinator } = state
   if (store === 'memory') {
-    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, state.clock, state.memorySessions), coordinator }
+    return { store: new MemorySessionStore(cookies, maxAgeSeconds, { maxSessions: config.session.memory.maxSessions, maxSessionsPerUser: config.session.maxSessionsPerUser }, state.clock, state.memorySessions), coordinator }
   }
   return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.clock, state.revocations), coordinator }
 }
@@ -279,7 +279,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const { store, coordinator } = createSessions(config, cookies, cipher, state)
   const { metrics } = state
   metrics.bindStore({
-    ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
+    ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
   })
   app.addHook('onResponse', (req, reply, done) => {

@@ -332,6 +332,12 @@ const session = object(
       { format: 'redis-url' },
     ),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
+    maxSessionsPerUser: integer(
+      'Sessions one user (a provider and `sub`) keeps at most in the `memory` and `redis` stores; a sign-in beyond it ends that user\'s oldest session, never anyone else\'s (1 to 1000). A session held in the browser (`store: cookie`) is not counted.',
+      1,
+      1000,
+      10,
+    ),
     memory: object(
       'The memory store.',
       {
