@@ -43,7 +43,7 @@ import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
 import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
-import { createRedirectAfterValidator } from '../routes/redirect-after.js'
+import { createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, SSF_EVENTS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
@@ -374,6 +374,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
   })
+  const isTrustedOrigin = createTrustedOriginTest({ publicUrl: config.server.publicUrl, allowedHosts: config.redirects.allowedHosts })
   const pages: PageDeps = {
     publicUrl: config.server.publicUrl,
     store,
@@ -436,6 +437,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     store,
     lifecycle,
     validateRedirectAfter,
+    isTrustedOrigin,
     rateLimit: config.rateLimit.signIn,
     onEnded: (session) => {
       checker.forget()
@@ -513,8 +515,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
     isGatewayCookieName: cookies.isGatewayCookieName,
-    // The pages that may open WebSockets are those a sign-in may return to.
-    isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
+    // The pages that may open WebSockets: the public origin, the allowed hosts over https.
+    isTrustedOrigin,
     authenticate,
     publicUrl: config.server.publicUrl,
     stepUp,

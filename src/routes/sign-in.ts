@@ -12,6 +12,7 @@ import type { IssuerBinding } from '../session/issuer-binding.js'
 import { parseFlag, queryOf, single } from './params.js'
 import { ENDPOINTS, PROVIDER_NOT_TOLD, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
+import type { TrustedOriginTest } from './redirect-after.js'
 import { acceptFormBodies, FORM_POST_BODY_LIMIT, formPostParams } from './form-post.js'
 import { responseModeViolation, type ResponseMode } from '../oidc/authorization-response.js'
 import { stepUpShortfall, type StepUpRequirement } from '../oidc/step-up.js'
@@ -44,6 +45,8 @@ export interface SignInOptions {
   bindIssuer: IssuerBinding
   /** Returns the safe redirect target or `null` to refuse (see redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
+  /** Whether the sign-out form may come from a page of this origin (redirect-after.ts createTrustedOriginTest). */
+  isTrustedOrigin: TrustedOriginTest
   /** Per-client budget of the redirect, callback and refresh endpoints. */
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
@@ -304,11 +307,12 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   // cannot send DELETE; the page itself is pages/sign-out.ts). It ends in a redirect, to the
   // provider's end-session or back to the sign-out page, and is idempotent: no session means
   // already signed out. Sign-out CSRF: a form post from another site is refused by
-  // its Origin (browsers always send one with a POST), which must be this site or an allowed host.
+  // its Origin (browsers always send one with a POST), which must be this site or an allowed
+  // host over https (an http page there is anyone's on the network path).
   // The form has no fields; whatever body comes is ignored (and a large one refused).
   app.post(ENDPOINTS.signOut.path, { bodyLimit: 1024 }, async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
-    if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
+    if (origin === undefined || !options.isTrustedOrigin(origin)) {
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')
     }
     const session = await loadWithCredentials(req)
