@@ -13,7 +13,7 @@ import type { EvictionCounts, EvictionReason } from '../session/types.js'
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 
 /** Redis commands the gateway sends (its scripts go as evalsha): anything else is counted as `other`. */
-const REDIS_COMMANDS = new Set(['get', 'set', 'del', 'mget', 'smembers', 'evalsha', 'eval', 'wait', 'incr', 'zadd', 'zcount', 'zrangebyscore', 'ping', 'info', 'cluster', 'script'])
+const REDIS_COMMANDS = new Set(['get', 'set', 'del', 'mget', 'smembers', 'evalsha', 'eval', 'wait', 'incr', 'zadd', 'zcount', 'zrange', 'zrangebyscore', 'ping', 'info', 'cluster', 'script'])
 
 /** The `endpoint` label of the gateway's own endpoints whose outcomes are counted, by route URL. */
 const ENDPOINT_LABELS: ReadonlyMap<string, string> = new Map(ENDPOINT_LIST.flatMap((e) => (e.metric === undefined ? [] : [[e.path, e.metric]])))
