@@ -43,7 +43,7 @@ import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
 import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
-import { createRedirectAfterValidator } from '../routes/redirect-after.js'
+import { createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, SSF_EVENTS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
@@ -53,14 +53,14 @@ import { GatewayCookies, SetCookieLines } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
 import { issuerBinding } from '../session/issuer-binding.js'
-import { MemorySessionStore } from '../session/memory-store.js'
+import { MemorySessions, MemorySessionStore } from '../session/memory-store.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
 import { pingRedis, type RedisClient } from '../session/redis-client.js'
 import type { RedisKeys } from '../session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
-import type { Session, SessionStore } from '../session/types.js'
+import type { SessionStore } from '../session/types.js'
 
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
@@ -98,7 +98,7 @@ export interface ProcessState {
   /** The refresh coordinator of the cookie and memory stores (the Redis store's is in Redis). */
   readonly coordinator: RefreshCoordinator
   /** The memory store's sign-ins. */
-  readonly memorySessions: Map<string, Session>
+  readonly memorySessions: MemorySessions
   /** On a worker of server.workers: the sign-in rate-limit counts the primary keeps. */
   readonly rateLimitStore: RateLimitStore | undefined
   /** Every cookies.name this process has run with: browsers may still send those cookies. */
@@ -164,13 +164,13 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
       // The email link only with a Shared Signals receiver, which is its one reader.
-      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
+      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, maxSessionsPerUser: config.session.maxSessionsPerUser, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
     }
   }
   const { coordinator } = state
   if (store === 'memory') {
-    return { store: new MemorySessionStore(cookies, maxAgeSeconds, config.session.memory.maxSessions, state.clock, state.memorySessions), coordinator }
+    return { store: new MemorySessionStore(cookies, maxAgeSeconds, { maxSessions: config.session.memory.maxSessions, maxSessionsPerUser: config.session.maxSessionsPerUser }, state.clock, state.memorySessions), coordinator }
   }
   return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.clock, state.revocations), coordinator }
 }
@@ -279,7 +279,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const { store, coordinator } = createSessions(config, cookies, cipher, state)
   const { metrics } = state
   metrics.bindStore({
-    ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors } : {}),
+    ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
   })
   app.addHook('onResponse', (req, reply, done) => {
@@ -374,6 +374,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
   })
+  const isTrustedOrigin = createTrustedOriginTest({ publicUrl: config.server.publicUrl, allowedHosts: config.redirects.allowedHosts })
   const pages: PageDeps = {
     publicUrl: config.server.publicUrl,
     store,
@@ -436,6 +437,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     store,
     lifecycle,
     validateRedirectAfter,
+    isTrustedOrigin,
     rateLimit: config.rateLimit.signIn,
     onEnded: (session) => {
       checker.forget()
@@ -513,8 +515,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     trustedProxies: config.server.trustedProxies,
     isGatewayCookie: cookies.isGatewayCookie,
     isGatewayCookieName: cookies.isGatewayCookieName,
-    // The pages that may open WebSockets are those a sign-in may return to.
-    isTrustedUrl: (url: string) => validateRedirectAfter(url) !== null,
+    // The pages that may open WebSockets: the public origin, the allowed hosts over https.
+    isTrustedOrigin,
     authenticate,
     publicUrl: config.server.publicUrl,
     stepUp,

@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric
 import type { ProviderCall } from '../oidc/client.js'
 import { ENDPOINT_LIST } from '../contract/endpoints.js'
 import type { RedisFailureKind, RedisObserver } from '../session/redis-client.js'
+import type { EvictionCounts, EvictionReason } from '../session/types.js'
 
 // The gateway's Prometheus metrics, in a registry of its own per app (never prom-client's global
 // one: two apps in a process, as in the tests, must not share series). Every label takes its
@@ -12,7 +13,7 @@ import type { RedisFailureKind, RedisObserver } from '../session/redis-client.js
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 
 /** Redis commands the gateway sends (its scripts go as evalsha): anything else is counted as `other`. */
-const REDIS_COMMANDS = new Set(['get', 'set', 'del', 'mget', 'smembers', 'evalsha', 'eval', 'wait', 'incr', 'zadd', 'zcount', 'zrangebyscore', 'ping', 'info', 'cluster', 'script'])
+const REDIS_COMMANDS = new Set(['get', 'set', 'del', 'mget', 'smembers', 'evalsha', 'eval', 'wait', 'incr', 'zadd', 'zcount', 'zrange', 'zrangebyscore', 'ping', 'info', 'cluster', 'script'])
 
 /** The `endpoint` label of the gateway's own endpoints whose outcomes are counted, by route URL. */
 const ENDPOINT_LABELS: ReadonlyMap<string, string> = new Map(ENDPOINT_LIST.flatMap((e) => (e.metric === undefined ? [] : [[e.path, e.metric]])))
@@ -37,13 +38,13 @@ export interface RequestObservation {
 export interface StoreCounts {
   /** Failed session-store operations (RedisSessionStore.errors). */
   storeErrors?: () => number
-  /** Sessions evicted from a full memory store (MemorySessionStore.evictions). */
-  evictions?: () => number
+  /** Live sessions evicted, by reason (MemorySessionStore.evictions, RedisSessionStore.evictions). */
+  evictions?: () => Readonly<EvictionCounts>
 }
 
 /** What decides the process's series: they are registered once, by kind. */
 export interface MetricSeries {
-  /** session.store (it takes a restart): redis has store errors, memory evictions. */
+  /** session.store (it takes a restart): redis has store errors, memory and redis evictions. */
   store: 'cookie' | 'memory' | 'redis'
   /** Entries in the back-channel logout revocation list (cookie store), which outlives reloads. */
   revocations?: () => Promise<number>
@@ -68,6 +69,25 @@ function mirror(registry: Registry, name: string, help: string, read: () => numb
       const now = read()
       if (now > seen) this.inc(now - seen)
       seen = now
+    },
+  })
+}
+
+/** A counter per eviction reason, each mirroring a monotone count kept elsewhere, read at scrape time. */
+function mirrorByReason(registry: Registry, name: string, help: string, reasons: readonly EvictionReason[], read: (reason: EvictionReason) => number): void {
+  const seen = new Map<EvictionReason, number>()
+  new Counter({
+    name,
+    help,
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      for (const reason of reasons) {
+        const now = read(reason)
+        const before = seen.get(reason) ?? 0
+        this.inc({ reason }, now > before ? now - before : 0)
+        seen.set(reason, now)
+      }
     },
   })
 }
@@ -180,7 +200,7 @@ export class GatewayMetrics {
   /** The running app's store, read at scrape time (bindStore). */
   #store: StoreCounts = {}
   /** What the stores of retired apps counted, so the mirrored totals never go back. */
-  readonly #retired = { storeErrors: 0, evictions: 0 }
+  readonly #retired = { storeErrors: 0, evictions: { store_full: 0, user_limit: 0 } satisfies EvictionCounts }
   readonly #requestSeries = new Map<string, { count: BoundSeries; duration: BoundSeries }>()
 
   constructor(series: MetricSeries = { store: 'cookie' }) {
@@ -252,8 +272,9 @@ export class GatewayMetrics {
     if (series.store === 'redis') {
       mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', () => this.#retired.storeErrors + (this.#store.storeErrors?.() ?? 0))
     }
-    if (series.store === 'memory') {
-      mirror(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted from a full memory store.', () => this.#retired.evictions + (this.#store.evictions?.() ?? 0))
+    if (series.store !== 'cookie') {
+      const reasons: EvictionReason[] = series.store === 'memory' ? ['store_full', 'user_limit'] : ['user_limit']
+      mirrorByReason(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted, by reason: store_full (the memory store was full, the oldest sign-in went), user_limit (a user signed in beyond session.maxSessionsPerUser, their oldest went).', reasons, (reason) => this.#retired.evictions[reason] + (this.#store.evictions?.()[reason] ?? 0))
     }
     const { revocations } = series
     if (revocations !== undefined) {
@@ -348,7 +369,7 @@ export class GatewayMetrics {
    */
   bindStore(counts: StoreCounts): void {
     this.#retired.storeErrors += this.#store.storeErrors?.() ?? 0
-    this.#retired.evictions += this.#store.evictions?.() ?? 0
+    for (const reason of ['store_full', 'user_limit'] satisfies EvictionReason[]) this.#retired.evictions[reason] += this.#store.evictions?.()[reason] ?? 0
     this.#store = counts
   }
 

@@ -336,6 +336,12 @@ const session = object(
       { format: 'redis-url' },
     ),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
+    maxSessionsPerUser: integer(
+      'Sessions one user (a provider and `sub`) keeps at most in the `memory` and `redis` stores; a sign-in beyond it ends that user\'s oldest session, never anyone else\'s (1 to 1000). A session held in the browser (`store: cookie`) is not counted.',
+      1,
+      1000,
+      10,
+    ),
     memory: object(
       'The memory store.',
       {
@@ -410,7 +416,7 @@ const redirects = object(
   'Where the gateway may send a browser after sign-in (`redirectAfter`), besides its own origin.',
   {
     allowedHosts: list(
-      'Hosts that `redirectAfter` may point to, and whose pages may open WebSockets: exact hosts (`app.example.com`, `app.example.com:8443`) or `.example.com` entries (example.com and every subdomain). No scheme, path or `*`. Entries are lowercased.',
+      'Hosts that `redirectAfter` may point to, and whose pages may open WebSockets and send the sign-out form (over https only, unless `server.publicUrl` is http): exact hosts (`app.example.com`, `app.example.com:8443`) or `.example.com` entries (example.com and every subdomain). No scheme, path or `*`. Entries are lowercased.',
       string('host', { format: 'allowed-host' }),
       { default: [] },
     ),
@@ -563,7 +569,7 @@ const upstream = object(
     tokenExchange,
     resourceMetadata,
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
-    websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host); without it upgrades are refused with 400.', false),
+    websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host over https); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
     connectTimeoutMs: integer(
       'Time a connection to the upstream may take to open, in milliseconds; after it the upstream is unreachable: 502 `upstream_unavailable` (a firewall that drops packets would otherwise hold the request for the whole `timeoutMs`).',

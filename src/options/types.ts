@@ -122,6 +122,8 @@ export interface SessionConfig {
   redisUrl?: string
   /** Absolute lifetime of a sign-in, in seconds. */
   maxAgeSeconds: number
+  /** Sessions one user keeps at most in the memory and Redis stores; their oldest goes first. */
+  maxSessionsPerUser: number
   memory: {
     /** Bound of the memory store; the oldest sign-in is evicted beyond it. */
     maxSessions: number

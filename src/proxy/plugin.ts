@@ -14,7 +14,7 @@ import {
   stripCookies,
 } from './header-policy.js'
 import { hostPattern } from './match.js'
-import { createUpgradePolicy, isUpgradeRequest, type TrustedUrlTest } from './websocket.js'
+import { createUpgradePolicy, isUpgradeRequest, type TrustedOriginTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'
 import type { TokenExchanger } from './token-exchange.js'
 
@@ -34,8 +34,8 @@ export interface ProxyOptions extends GuardDeps {
   websockets: WebSocketRegistry
   /** Records the grant of an upgrade that passed the access decision (req.identity is set). */
   grantWebSocket: (req: FastifyRequest) => Promise<void>
-  /** Whether a page at this URL belongs to the application (WebSocket Origin check). */
-  isTrustedUrl: TrustedUrlTest
+  /** Whether a page of this origin belongs to the application (WebSocket Origin check). */
+  isTrustedOrigin: TrustedOriginTest
   /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
   assertions: { header: string; signer: IdentityAssertions | undefined }
   /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
@@ -162,7 +162,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     const enforceUpgradePolicy = createUpgradePolicy({
       upstream: upstream.name,
       websocket: upstream.websocket,
-      isTrustedUrl: options.isTrustedUrl,
+      isTrustedOrigin: options.isTrustedOrigin,
     })
 
     const prefix = upstream.match.pathPrefix

@@ -7,8 +7,8 @@ import { GatewayError } from '../contract/errors.js'
 // user's cookies with a WebSocket handshake to any site, and the same-origin policy does not
 // apply to WebSockets).
 
-/** True for a URL (`https://host/`) whose origin the gateway trusts (redirects.allowedHosts). */
-export type TrustedUrlTest = (url: string) => boolean
+/** True for an `Origin` whose pages the gateway trusts (routes/redirect-after.ts createTrustedOriginTest). */
+export type TrustedOriginTest = (origin: string) => boolean
 
 /** A request asking to switch protocols: Upgrade, and `upgrade` among the Connection options. */
 export function isUpgradeRequest(headers: IncomingHttpHeaders): boolean {
@@ -17,23 +17,21 @@ export function isUpgradeRequest(headers: IncomingHttpHeaders): boolean {
   return connection.split(',').some((token) => token.trim().toLowerCase() === 'upgrade')
 }
 
-/** A serialized origin as browsers send it: scheme, host and optional port, nothing else. */
-const ORIGIN = /^https?:\/\/[^/?#@\\\s]+$/i
-
 export interface UpgradePolicyOptions {
   /** The upstream's name, for the refusal's detail. */
   upstream: string
   /** `websocket: true` on the upstream. */
   websocket: boolean
-  isTrustedUrl: TrustedUrlTest
+  isTrustedOrigin: TrustedOriginTest
 }
 
 /**
  * The upgrade rules of one upstream, run before its access decision; throws the refusal. The
  * connection is closed with the answer: an unanswered upgrade kept the socket open for good.
  *
- * Origin: the public origin or an allowed host (the same rule as `redirectAfter`, so one list
- * says which sites are the application's). `Origin: null` (sandboxed frames, file: pages) is
+ * Origin: the public origin, or an allowed host over https (the same list as `redirectAfter`
+ * says which sites are the application's; an http page on it is no page of the application's
+ * unless the gateway itself is served over http). `Origin: null` (sandboxed frames, file: pages) is
  * refused. Without Origin the upgrade passes: browsers always send it on WebSocket handshakes,
  * so its absence means a non-browser client, which holds its own credentials and cannot be
  * tricked into lending a user's.
@@ -47,7 +45,7 @@ export function createUpgradePolicy(options: UpgradePolicyOptions): (headers: In
     }
     const origin = headers.origin
     if (origin === undefined) return
-    if (!ORIGIN.test(origin) || !options.isTrustedUrl(`${origin}/`)) {
+    if (!options.isTrustedOrigin(origin)) {
       throw new GatewayError('forbidden', 'WebSocket connections from this origin are not allowed', { headers: close })
     }
   }

@@ -231,3 +231,30 @@ export function createRedirectAfterValidator(options: RedirectAfterOptions): Red
     return value.charCodeAt(0) === SLASH ? relative(value) : absolute(value)
   }
 }
+
+/** Whether an `Origin` header names a page of the application (the sign-out form, WebSockets). */
+export type TrustedOriginTest = (origin: string) => boolean
+
+/** A serialized origin as browsers send it (RFC 6454 6.1): scheme, host and optional port, nothing else. */
+const SERIALIZED_ORIGIN = /^https?:\/\/[^/?#@\\\s]+$/i
+
+/**
+ * The origins whose pages may send the sign-out form and open WebSockets with the user's
+ * cookies: the public origin, and an allowed host (redirects.allowedHosts, the application's
+ * sites) over https only, unless the gateway itself is served over http (a development setup).
+ * An http page of an allowed host can be written by anyone on the network path (RFC 6454 3:
+ * the scheme is part of the origin for that reason), so it may be a place a sign-in returns to,
+ * never a page trusted to act with the user's session. `null` (opaque origins) and anything that
+ * is not a serialized origin are refused.
+ */
+export function createTrustedOriginTest(options: RedirectAfterOptions): TrustedOriginTest {
+  const validate = createRedirectAfterValidator(options)
+  const publicUrl = new URL(options.publicUrl)
+  const httpServed = publicUrl.protocol === 'http:'
+  return function isTrustedOrigin(origin) {
+    if (!SERIALIZED_ORIGIN.test(origin)) return false
+    if (origin === publicUrl.origin) return true
+    if (!httpServed && !origin.toLowerCase().startsWith('https://')) return false
+    return validate(`${origin}/`) !== null
+  }
+}

@@ -12,6 +12,7 @@ import type { IssuerBinding } from '../session/issuer-binding.js'
 import { parseFlag, queryOf, single } from './params.js'
 import { ENDPOINTS, PROVIDER_NOT_TOLD, SIGN_OUT_PATH, signInPath } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
+import type { TrustedOriginTest } from './redirect-after.js'
 import { acceptFormBodies, FORM_POST_BODY_LIMIT, formPostParams } from './form-post.js'
 import { responseModeViolation, type ResponseMode } from '../oidc/authorization-response.js'
 import { stepUpShortfall, type StepUpRequirement } from '../oidc/step-up.js'
@@ -44,6 +45,8 @@ export interface SignInOptions {
   bindIssuer: IssuerBinding
   /** Returns the safe redirect target or `null` to refuse (see redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
+  /** Whether the sign-out form may come from a page of this origin (redirect-after.ts createTrustedOriginTest). */
+  isTrustedOrigin: TrustedOriginTest
   /** Per-client budget of the redirect, callback and refresh endpoints. */
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
@@ -141,17 +144,24 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const params = received === 'form_post' ? formPostParams(req) : queryOf(req)
     const code = single(params, 'code')
     if (code === undefined || code === '') {
-      const extensions: Record<string, string> = {}
+      const said: Record<string, string> = {}
       for (const name of ['error', 'error_description']) {
         const value = params.get(name)
-        if (value !== null) extensions[name] = value.slice(0, ECHO_CHARS)
+        if (value !== null) said[name] = value.slice(0, ECHO_CHARS)
       }
       // The provider refused the authorization request (RFC 6749 4.1.2.1): a cancelled sign-in
       // (access_denied), or a request it does not accept (invalid_scope, unauthorized_client...),
       // which only the operator can fix. A callback without either is no refusal of the provider's.
-      const logged = extensions.error !== undefined
-      if (logged) req.log.warn({ call: 'authorization', problem: 'code_missing', ...extensions }, 'sign-in refused by the OpenID provider')
-      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions, logged })
+      // Its words are the provider's only when the response carries the state of this browser's
+      // live transaction (RFC 6749 4.1.2.1: `state` is returned with the error): anyone can link
+      // to the callback with a text of their choosing, which the gateway's origin must not speak.
+      // code_missing is answered first (the contract): a repeated state is no live one, not a 400.
+      const states = params.getAll('state')
+      const answered = states.length === 1 ? states[0] : undefined
+      const transactionBound = answered !== undefined && answered !== '' && cookies.readTransaction(req, answered) !== undefined
+      const logged = said.error !== undefined
+      if (logged) req.log.warn({ call: 'authorization', problem: 'code_missing', ...said, transaction: transactionBound }, transactionBound ? 'sign-in refused by the OpenID provider' : 'callback without a code or a live sign-in transaction')
+      throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions: transactionBound ? said : {}, logged })
     }
     const state = single(params, 'state')
     const transaction = state === undefined || state === '' ? undefined : cookies.readTransaction(req, state)
@@ -297,11 +307,12 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   // cannot send DELETE; the page itself is pages/sign-out.ts). It ends in a redirect, to the
   // provider's end-session or back to the sign-out page, and is idempotent: no session means
   // already signed out. Sign-out CSRF: a form post from another site is refused by
-  // its Origin (browsers always send one with a POST), which must be this site or an allowed host.
+  // its Origin (browsers always send one with a POST), which must be this site or an allowed
+  // host over https (an http page there is anyone's on the network path).
   // The form has no fields; whatever body comes is ignored (and a large one refused).
   app.post(ENDPOINTS.signOut.path, { bodyLimit: 1024 }, async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
-    if (origin === undefined || origin === 'null' || options.validateRedirectAfter(`${origin}/`) === null) {
+    if (origin === undefined || !options.isTrustedOrigin(origin)) {
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')
     }
     const session = await loadWithCredentials(req)

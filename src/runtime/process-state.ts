@@ -13,6 +13,7 @@ import { WebSocketRegistry } from '../proxy/websocket-registry.js'
 import { closeRedis, connectRedis, defaultWaitReplicas, firstConnection, redisTopology } from '../session/redis-client.js'
 import { RedisKeys } from '../session/redis-keys.js'
 import { LocalRefreshCoordinator } from '../session/refresh-coordinator.js'
+import { MemorySessions } from '../session/memory-store.js'
 import { createRevocationList } from '../session/revocation.js'
 
 // What a process keeps across its configurations, and the one place that decides where each
@@ -80,7 +81,7 @@ export async function createProcessState(config: GatewayConfig, options: Process
     revocations,
     replay: primary?.replay ?? new JtiReplayGuard({ redis, keys, clock }),
     coordinator: options.worker?.coordinator ?? new LocalRefreshCoordinator(clock),
-    memorySessions: new Map(),
+    memorySessions: new MemorySessions(),
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     rateLimitStore: options.worker?.rateLimitStore,
     cookieNames: new Set(),

@@ -76,6 +76,14 @@ export class RedisKeys {
     return `${this.#user(tag)}sid:${digest(sid)}`
   }
 
+  /**
+   * The user's sessions in sign-in order (a sorted set: ref -> end, epoch seconds), for the
+   * bound of session.maxSessionsPerUser: the oldest go first.
+   */
+  signInOrder(tag: string): string {
+    return `${this.#user(tag)}signed-in`
+  }
+
   /** The refs of every session of the user, for back-channel logout without `sid`. */
   bySub(tag: string): string {
     return `${this.#user(tag)}sub`

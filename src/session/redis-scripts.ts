@@ -13,22 +13,58 @@ interface ScriptDefinition {
 
 const SCRIPTS = {
   /**
-   * KEYS: session, the user's sub index, [the user's sid index]. ARGV: sealed value, end (epoch
-   * seconds), '1' to store only over an existing session (an update), ref.
+   * KEYS: session, the user's sign-in order, the user's sub index, [the user's sid index], then
+   * the session key of each ref the caller read in the sign-in order. ARGV: sealed value, end
+   * (epoch seconds), '1' to store only over an existing session (an update), ref, the user's
+   * bound (session.maxSessionsPerUser), now (epoch seconds), the number of sid indexes (0 or 1),
+   * then the refs read, in the order of their keys.
    * An update after a logout deleted the session must not bring it back, nor re-add it to an index
-   * (a MULTI with SET XX would still run the SADDs). An index lives as long as its longest
-   * session: NX sets its first expiry, GT extends it.
+   * (a MULTI with SET XX would still run the SADDs). A sign-in first makes room among the user's
+   * sessions (the sign-in order: a sorted set, ref -> end): ended and deleted ones leave the
+   * order and the sub index, then the oldest live ones beyond the bound are deleted (evicted).
+   * Every key a script touches is declared (Redis "Scripting with Lua": key names must be input
+   * arguments; managed Redis refuses others), so the caller passes the keys of the refs it read;
+   * a ref it did not read (another sign-in of the user came in between) answers {-1, 0} and the
+   * caller reads again. An index lives as long as its longest session: NX sets its first expiry,
+   * GT extends it. Replies {1, live sessions evicted}, or {0, 0} for an update of a session gone.
    */
   ogwStoreSession: {
     lua: `
-if ARGV[3] == '1' and redis.call('exists', KEYS[1]) == 0 then return 0 end
+if ARGV[3] == '1' and redis.call('exists', KEYS[1]) == 0 then return {0, 0} end
+local indexes = 3 + tonumber(ARGV[7])
+local evicted = 0
+if ARGV[3] ~= '1' then
+  local declared = {}
+  for i = indexes + 1, #KEYS do declared[ARGV[7 + i - indexes]] = KEYS[i] end
+  local members = redis.call('zrange', KEYS[2], 0, -1)
+  for _, ref in ipairs(members) do
+    if declared[ref] == nil then return {-1, 0} end
+  end
+  local live = {}
+  for _, ref in ipairs(members) do
+    if tonumber(redis.call('zscore', KEYS[2], ref)) <= tonumber(ARGV[6]) or redis.call('exists', declared[ref]) == 0 then
+      redis.call('zrem', KEYS[2], ref)
+      redis.call('srem', KEYS[3], ref)
+    else
+      live[#live + 1] = ref
+    end
+  end
+  for i = 1, #live - tonumber(ARGV[5]) + 1 do
+    evicted = evicted + redis.call('del', declared[live[i]])
+    redis.call('zrem', KEYS[2], live[i])
+    redis.call('srem', KEYS[3], live[i])
+  end
+  redis.call('zadd', KEYS[2], ARGV[2], ARGV[4])
+  redis.call('expireat', KEYS[2], ARGV[2], 'NX')
+  redis.call('expireat', KEYS[2], ARGV[2], 'GT')
+end
 redis.call('set', KEYS[1], ARGV[1], 'EXAT', ARGV[2])
-for i = 2, #KEYS do
+for i = 3, indexes do
   redis.call('sadd', KEYS[i], ARGV[4])
   redis.call('expireat', KEYS[i], ARGV[2], 'NX')
   redis.call('expireat', KEYS[i], ARGV[2], 'GT')
 end
-return 1`,
+return {1, evicted}`,
   },
   /**
    * KEYS: a link set (email -> users). ARGV: the member, end (epoch seconds). The member added and

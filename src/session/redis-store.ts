@@ -6,13 +6,15 @@ import { durableWrite, pingRedis, type RedisClient } from './redis-client.js'
 import type { RedisKeys } from './redis-keys.js'
 import { runScript } from './redis-scripts.js'
 import { fromSealed, SEALED_REFERENCE, toSealed } from './sealed.js'
-import { selects, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
+import { selects, type EvictionCounts, type Session, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
 
 // Sessions in Redis, shared by every replica. The browser holds only a sealed reference to a random
 // session id (the memory store's cookie). Redis knows a session by a digest of that id, and its
 // value is sealed with the cookie secret, bound to its key: a Redis dump (or a Redis operator)
 // gets neither tokens nor anything a browser could present, and cannot move a value to another key.
-// Every entry expires with the session (session.maxAgeSeconds); back-channel logout finds the
+// Every entry expires with the session (session.maxAgeSeconds), and a user keeps at most
+// session.maxSessionsPerUser sessions (the oldest deleted first, in the store script: one user
+// signing in over and over fills neither Redis nor anyone else's place); back-channel logout finds the
 // sessions of a sid or sub through two index sets, never by scanning the keyspace, and a logout
 // token naming only a sid finds the user through one small link key.
 //
@@ -30,6 +32,8 @@ export interface RedisStoreOptions {
   cookies: GatewayCookies
   cipher: CookieCipher
   maxAgeSeconds: number
+  /** session.maxSessionsPerUser: a sign-in beyond it deletes the user's oldest sessions (the gateway always sets it; absent, unbounded). */
+  maxSessionsPerUser?: number
   clock: Clock
   /**
    * Keep the email -> users link, for Shared Signals events naming their subject by email
@@ -44,6 +48,9 @@ export interface RedisStoreOptions {
  * others signed in (fail open).
  */
 const EMAIL_USERS_PER_STEP = 100
+
+/** Reads of a user's sign-in order a sign-in makes at most while other sign-ins of the user change it. */
+const STORE_ATTEMPTS = 5
 
 /** The store's Redis operations that failed in a row (a success ends the run): how many, and when the first and last did (monotonic ms). */
 export interface FailureRun {
@@ -97,6 +104,8 @@ export class RedisSessionStore implements SessionStore {
   readonly #maxAgeSeconds: number
   readonly #clock: Clock
   readonly #indexEmail: boolean
+  readonly #maxSessionsPerUser: number
+  readonly #evictions: EvictionCounts = { store_full: 0, user_limit: 0 }
   #errors = 0
 
   constructor(options: RedisStoreOptions) {
@@ -107,6 +116,12 @@ export class RedisSessionStore implements SessionStore {
     this.#maxAgeSeconds = options.maxAgeSeconds
     this.#clock = options.clock
     this.#indexEmail = options.indexEmail === true
+    this.#maxSessionsPerUser = options.maxSessionsPerUser ?? Number.MAX_SAFE_INTEGER
+  }
+
+  /** Live sessions this replica's sign-ins evicted, by reason (user_limit only: Redis has no global bound of ours). */
+  get evictions(): Readonly<EvictionCounts> {
+    return this.#evictions
   }
 
   /** Redis operations that failed (unreachable, timed out), since start: a counter for metrics. */
@@ -144,8 +159,10 @@ export class RedisSessionStore implements SessionStore {
     const sealed = this.#cipher.seal(purpose(ref), toSealed(session, true), endsAt)
     const sid = typeof session.claims.sid === 'string' ? session.claims.sid : undefined
     const key = this.#keys.session(user, ref)
-    const keys = [key, this.#keys.bySub(user)]
+    const order = this.#keys.signInOrder(user)
+    const keys = [key, order, this.#keys.bySub(user)]
     if (sid !== undefined) keys.push(this.#keys.bySid(user, sid))
+    const args = [sealed, endsAt, update ? '1' : '0', ref, this.#maxSessionsPerUser, Math.floor(this.#clock.now() / 1000), sid === undefined ? 0 : 1]
     const stored = await this.#call(async () => {
       // The sid's link to its user first: a logout token that arrives right after the sign-in
       // finds the user. It is a key of its own slot, so a command of its own.
@@ -162,9 +179,9 @@ export class RedisSessionStore implements SessionStore {
       }
       // An update stores only while the session exists: a refresh that finishes after a logout
       // or back-channel logout deleted it must not bring it back.
-      const store = durableWrite(this.#redis, key, (r) => runScript(r, 'ogwStoreSession', keys, [sealed, endsAt, update ? '1' : '0', ref]))
+      const store = durableWrite(this.#redis, key, (r) => this.#storeSession(r, user, keys, args, update))
       const [result] = await Promise.all([store, ...link])
-      return result === 1
+      return result
     })
     if (!stored) {
       // Ended meanwhile: this request finishes with what it has, the browser is signed out.
@@ -175,6 +192,25 @@ export class RedisSessionStore implements SessionStore {
       this.#cookies.write(req, reply, 'session', SEALED_REFERENCE.encode({ id: session.id, user }), endsAt)
     }
     return true
+  }
+
+  /**
+   * Runs ogwStoreSession; a sign-in first reads the user's sign-in order, whose refs' keys the
+   * script must be given, and reads again if another sign-in of the user changed it meanwhile.
+   */
+  async #storeSession(redis: RedisClient, user: string, keys: string[], args: Array<string | number>, update: boolean): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      const refs = update ? [] : await redis.zrange(this.#keys.signInOrder(user), '0', '-1')
+      const reply = await runScript(redis, 'ogwStoreSession', [...keys, ...refs.map((r) => this.#keys.session(user, r))], [...args, ...refs])
+      const [stored, evicted] = Array.isArray(reply) ? reply.map(Number) : [Number.NaN, 0]
+      if (stored === 1 || stored === 0) {
+        this.#evictions.user_limit += evicted ?? 0
+        return stored === 1
+      }
+      // The order changed between the read and the script: a burst of sign-ins of one user. It
+      // settles in a few reads; past them the sign-in fails closed (503) rather than unbounded.
+      if (stored !== -1 || attempt === STORE_ATTEMPTS) throw new Error('the user\'s sign-in order kept changing while a session was stored')
+    }
   }
 
   async destroy(req: SessionRequest, reply: SessionReply): Promise<void> {

@@ -135,3 +135,25 @@ export interface SessionStore {
 export function providerScope(provider: string): string {
   return provider === DEFAULT_PROVIDER ? '' : `${provider}/`
 }
+
+/** What bounds a server-side store (session.memory.maxSessions, session.maxSessionsPerUser). */
+export interface SessionBounds {
+  /** Sessions a memory store keeps at most (the Redis store has its memory bounded by expiry and per user). */
+  maxSessions: number
+  /** Sessions one user (provider and `sub`) keeps at most; their oldest sign-in goes first. */
+  maxSessionsPerUser: number
+}
+
+/** Why a live session was evicted: the store was full, or its user had signed in too often. */
+export type EvictionReason = 'store_full' | 'user_limit'
+
+/** Live sessions evicted, by reason. */
+export type EvictionCounts = Record<EvictionReason, number>
+
+/**
+ * How many of a user's `live` sessions go before one more is created, the oldest first: the new
+ * sign-in always gets in (refusing it would let anyone who knows a password lock its owner out).
+ */
+export function userSessionsToEvict(live: number, maxSessionsPerUser: number): number {
+  return Math.max(0, live - maxSessionsPerUser + 1)
+}

@@ -40,7 +40,7 @@ const EXPECTED: GatewayConfig = {
     allowInsecureHttp: false,
   }],
   cookies: { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax', credentialsPath: '/' },
-  session: { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } },
+  session: { store: 'cookie', maxAgeSeconds: 28800, maxSessionsPerUser: 10, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } },
   redirects: { allowedHosts: [] },
   rateLimit: { signIn: { max: 6000, windowSeconds: 60 } },
   upstreams: [
@@ -99,7 +99,7 @@ t.test('audiences default to [clientId] when absent or empty, and are kept when 
 t.test('a key given as null (empty in YAML) takes its default', async (t) => {
   const config = resolve({ server: { port: null }, session: null, log: null, provider: { postLogoutRedirectUri: null } })
   t.equal(config.server.port, 8080)
-  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } })
+  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, maxSessionsPerUser: 10, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } })
   t.same(config.log, { level: 'info', redactQueryParams: [...DEFAULT_REDACTED_QUERY_PARAMS] })
   t.notOk('postLogoutRedirectUri' in config.providers[0]!)
 })

@@ -166,5 +166,17 @@ t.test('memory store: evictions are counted', async (t) => {
   const origin = await management(t, stack.app)
   await stack.signedIn('alice')
   await stack.signedIn('bob')
-  t.match(await metrics(origin), /^openid_gateway_session_evictions_total 1$/m)
+  t.match(await metrics(origin), /^openid_gateway_session_evictions_total\{reason="store_full"\} 1$/m)
+})
+
+t.test('memory store: evictions past session.maxSessionsPerUser are counted as user_limit', async (t) => {
+  const stack = await startStack(t, { config: { session: { store: 'memory', maxSessionsPerUser: 1 } } })
+  const origin = await management(t, stack.app)
+  const bob = await stack.signedIn('bob')
+  await stack.signedIn('alice')
+  await stack.signedIn('alice')
+  const text = await metrics(origin)
+  t.match(text, /^openid_gateway_session_evictions_total\{reason="user_limit"\} 1$/m)
+  t.match(text, /^openid_gateway_session_evictions_total\{reason="store_full"\} 0$/m)
+  t.equal((await bob.fetch(`${stack.gw}/x`, { headers: { accept: 'application/json' } })).status, 200, "bob's session survives")
 })

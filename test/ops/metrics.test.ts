@@ -16,10 +16,12 @@ t.test('the series of a store are those of its kind', async (t) => {
   t.equal(await sample(cookie, 'openid_gateway_revocation_list_entries'), 3)
   const redis = new GatewayMetrics({ store: 'redis' })
   t.equal(await sample(redis, 'openid_gateway_session_store_errors_total'), 0, 'redis: store errors, before any app binds its store')
-  t.equal(await sample(redis, 'openid_gateway_session_evictions_total'), undefined)
+  t.equal(await sample(redis, 'openid_gateway_session_evictions_total{reason="user_limit"}'), 0, 'redis: evictions past the per-user bound')
+  t.equal(await sample(redis, 'openid_gateway_session_evictions_total{reason="store_full"}'), undefined, 'redis: no global bound of ours')
   t.equal(await sample(redis, 'openid_gateway_revocation_list_entries'), undefined)
   const memory = new GatewayMetrics({ store: 'memory' })
-  t.equal(await sample(memory, 'openid_gateway_session_evictions_total'), 0, 'memory: evictions')
+  t.equal(await sample(memory, 'openid_gateway_session_evictions_total{reason="store_full"}'), 0, 'memory: evictions of a full store')
+  t.equal(await sample(memory, 'openid_gateway_session_evictions_total{reason="user_limit"}'), 0, 'memory: evictions past the per-user bound')
   t.equal(await sample(memory, 'openid_gateway_session_store_errors_total'), undefined)
 })
 
@@ -33,6 +35,11 @@ t.test("a reload's new store starts at zero: the counter keeps what the retired 
   metrics.bindStore({ storeErrors: () => second })
   second = 2
   t.equal(await sample(metrics, 'openid_gateway_session_store_errors_total'), 7, 'five before the reload, two after')
+  const evictions = { store_full: 0, user_limit: 3 }
+  metrics.bindStore({ evictions: () => evictions })
+  t.equal(await sample(metrics, 'openid_gateway_session_evictions_total{reason="user_limit"}'), 3)
+  metrics.bindStore({ evictions: () => ({ store_full: 0, user_limit: 1 }) })
+  t.equal(await sample(metrics, 'openid_gateway_session_evictions_total{reason="user_limit"}'), 4, 'evictions by reason stay monotone across a reload')
 })
 
 t.test("the request series read exactly as prom-client's own Counter and Histogram would, text and JSON (the workers' aggregation)", async (t) => {

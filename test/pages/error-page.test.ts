@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
+import type { Browser } from '../fixtures/browser.js'
 import { freePort, startStack } from '../fixtures/stack.js'
 
 // Pages for people, JSON for programs: every error class the gateway answers itself is an HTML
@@ -13,6 +14,13 @@ const API = { accept: 'application/json' }
 function header(res: RawResponse, name: string): string {
   const value = res.headers[name]
   return Array.isArray(value) ? value.join(', ') : (value ?? '')
+}
+
+/** Starts a sign-in in `browser` (its transaction cookie set) and returns its state. */
+async function startedSignIn(browser: Browser, gw: string): Promise<string> {
+  const started = await browser.fetch(`${gw}/api/v1/openid/redirect?performRedirect=false`)
+  const { value } = (await started.json()) as { value: string }
+  return new URL(value).searchParams.get('state') ?? ''
 }
 
 /** The page's headers: strict CSP whose only allowance is the inline style, by hash. */
@@ -86,16 +94,23 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
   })
 
   t.test('a cancelled sign-in says so, and leads back to sign-in for the site', async (t) => {
-    const res = await rawRequest(stack.gw, '/api/v1/openid/callback?error=access_denied&error_description=End-User+aborted&state=s', { headers: NAVIGATE })
-    t.match(res.body, 'The sign-in was cancelled at the identity provider')
-    t.match(res.body, 'You are not signed in.')
-    t.match(res.body, `href="${stack.gw}/api/v1/openid/redirect?redirectAfter=%2F">Sign in</a>`)
-    t.notMatch(res.body, '<form', 'no sign-out without a sign-in')
+    // The provider's words are shown for the browser's own sign-in only (its live transaction).
+    const browser = stack.browser()
+    const state = await startedSignIn(browser, stack.gw)
+    const res = await browser.fetch(`${stack.gw}/api/v1/openid/callback?error=access_denied&error_description=End-User+aborted&state=${state}`, { headers: NAVIGATE })
+    const body = await res.text()
+    t.match(body, 'The sign-in was cancelled at the identity provider')
+    t.match(body, 'You are not signed in.')
+    t.match(body, `href="${stack.gw}/api/v1/openid/redirect?redirectAfter=%2F">Sign in</a>`)
+    t.notMatch(body, '<form', 'no sign-out without a sign-in')
   })
 
   t.test('every text from the request or the provider is escaped', async (t) => {
     const evil = '<script>alert(1)</script>"\''
-    const cb = await rawRequest(stack.gw, `/api/v1/openid/callback?error=${encodeURIComponent(evil)}&error_description=${encodeURIComponent(`<img src=x onerror=alert(2)>`)}`, { headers: NAVIGATE })
+    const browser = stack.browser()
+    const state = await startedSignIn(browser, stack.gw)
+    const res = await browser.fetch(`${stack.gw}/api/v1/openid/callback?error=${encodeURIComponent(evil)}&error_description=${encodeURIComponent(`<img src=x onerror=alert(2)>`)}&state=${state}`, { headers: NAVIGATE })
+    const cb = { status: res.status, body: await res.text() }
     t.equal(cb.status, 400)
     t.notMatch(cb.body, /<script>|<img/)
     t.match(cb.body, 'The identity provider answered <code>&#60;script&#62;alert(1)&#60;/script&#62;&#34;&#39;</code>: &#60;img src=x onerror=alert(2)&#62;.')

@@ -56,9 +56,12 @@ t.test('GET /api/v1/openid/callback', async (t) => {
     }
   })
 
-  t.test("the provider's error and error_description are echoed as JSON strings, never as HTML", async (t) => {
+  t.test("the provider's error and error_description are echoed as JSON strings, never as HTML (for this browser's live sign-in)", async (t) => {
     const description = '<script>alert(1)</script> "quoted"'
-    const res = await fetch(`${callback}?error=access_denied&error_description=${encodeURIComponent(description)}&state=x`)
+    const browser = stack.browser()
+    const started = await browser.fetch(`${start}?performRedirect=false`)
+    const state = new URL(((await started.json()) as { value: string }).value).searchParams.get('state') ?? ''
+    const res = await browser.fetch(`${callback}?error=access_denied&error_description=${encodeURIComponent(description)}&state=${state}`)
     t.equal(res.status, 400)
     t.match(res.headers.get('content-type'), /^application\/problem\+json/)
     const body = (await res.json()) as Problem

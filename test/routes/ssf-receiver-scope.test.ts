@@ -6,7 +6,7 @@ import { JtiReplayGuard } from '../../src/oidc/jti-replay.js'
 import { Providers, type Provider } from '../../src/oidc/providers.js'
 import type { SsfTransmitter } from '../../src/oidc/ssf-transmitter.js'
 import { SsfReceiver, ssfEventsRoute } from '../../src/routes/ssf-events.js'
-import { MemorySessionStore } from '../../src/session/memory-store.js'
+import { MemorySessions, MemorySessionStore } from '../../src/session/memory-store.js'
 import { MemoryRevocationList } from '../../src/session/revocation.js'
 import type { GatewayCookies } from '../../src/session/cookies.js'
 import type { Session, SessionSelector } from '../../src/session/types.js'
@@ -71,12 +71,12 @@ interface Setup {
 
 async function setup(t: Test): Promise<Setup> {
   const clock = manualClock(T0 * 1000)
-  const sessions = new Map<string, Session>([
+  const sessions = new MemorySessions([
     ['staff-alice', session('staff-alice', 'staff', 'alice', T0 - 100, 'sid-1')],
     ['partners-alice', session('partners-alice', 'partners', 'alice', T0 - 100)],
   ])
   // end and expireTokens work on the map alone: no cookie is read.
-  const store = new MemorySessionStore({} as GatewayCookies, MAX_AGE, 100, clock, sessions)
+  const store = new MemorySessionStore({} as GatewayCookies, MAX_AGE, { maxSessions: 100, maxSessionsPerUser: 100 }, clock, sessions)
   t.teardown(() => store.close())
   const revocations = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, clock })
   const warnings: Array<Record<string, unknown>> = []

@@ -17,7 +17,7 @@ function setup(maxSessions: number) {
   const clock = manualClock()
   const cipher = new CookieCipher([SECRET], clock)
   const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher)
-  const store = new MemorySessionStore(cookies, MAX_AGE, maxSessions, clock)
+  const store = new MemorySessionStore(cookies, MAX_AGE, { maxSessions, maxSessionsPerUser: maxSessions }, clock)
   t.teardown(() => store.close())
   /** Saves a session and returns the browser's cookie jar for it. */
   async function signIn(id: string, createdAt = Math.floor(clock.now() / 1000)): Promise<Record<string, string>> {
@@ -42,16 +42,16 @@ function request(jar: Record<string, string>): FastifyRequest {
 t.test('at most maxSessions sessions; the oldest sign-in is evicted first and counted', async (t) => {
   const { store, signIn } = setup(3)
   const jars = [await signIn('s1'), await signIn('s2'), await signIn('s3')]
-  t.equal(store.evictions, 0)
+  t.equal(store.evictions.store_full, 0)
   for (const jar of jars) t.ok(await store.load(request(jar)), 'all three are kept')
 
   jars.push(await signIn('s4'))
-  t.equal(store.evictions, 1)
+  t.equal(store.evictions.store_full, 1)
   t.equal(await store.load(request(jars[0] ?? {})), undefined, 'the oldest (s1) is gone')
   for (const jar of jars.slice(1)) t.ok(await store.load(request(jar)), 's2, s3 and s4 are kept')
 
   jars.push(await signIn('s5'), await signIn('s6'))
-  t.equal(store.evictions, 3)
+  t.equal(store.evictions.store_full, 3)
   t.same(
     await Promise.all(jars.map(async (jar) => (await store.load(request(jar)))?.id)),
     [undefined, undefined, undefined, 's4', 's5', 's6'],
@@ -67,11 +67,11 @@ t.test('a refresh (saving a known session) neither evicts nor makes a session yo
   if (session === undefined) throw new Error('no session a')
   const noCookies = { setCookie: () => noCookies } as unknown as FastifyReply
   await store.update(request(a), noCookies, { ...session, accessToken: 'refreshed' })
-  t.equal(store.evictions, 0, 'saving a known session takes no new room')
+  t.equal(store.evictions.store_full, 0, 'saving a known session takes no new room')
   t.equal((await store.load(request(a)))?.accessToken, 'refreshed')
   await signIn('c')
   t.equal(await store.load(request(a)), undefined, 'a, signed in first, is still the oldest')
-  t.equal(store.evictions, 1)
+  t.equal(store.evictions.store_full, 1)
 })
 
 t.test('ended sessions make room first and are not counted as evictions', async (t) => {
@@ -80,7 +80,7 @@ t.test('ended sessions make room first and are not counted as evictions', async 
   clock.advance(MAX_AGE * 1000)
   const live = await signIn('live')
   const next = await signIn('next')
-  t.equal(store.evictions, 0, 'the ended session made the room')
+  t.equal(store.evictions.store_full, 0, 'the ended session made the room')
   t.equal(await store.load(request(old)), undefined)
   t.ok(await store.load(request(live)))
   t.ok(await store.load(request(next)))

@@ -14,7 +14,7 @@ function cookiesOn(clock: Clock): { cipher: CookieCipher; cookies: GatewayCookie
 }
 
 storeContract(t, async (t, clock) => {
-  const store = new MemorySessionStore(cookiesOn(clock).cookies, CONTRACT_MAX_AGE, 100, clock)
+  const store = new MemorySessionStore(cookiesOn(clock).cookies, CONTRACT_MAX_AGE, { maxSessions: 100, maxSessionsPerUser: 100 }, clock)
   t.teardown(() => store.close())
   return store
 })
