@@ -82,7 +82,14 @@ export function repeatsHost(rawHeaders: readonly string[]): boolean {
   let seen = false
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string
-    if (name.length === 4 && asciiLower(name) === 'host') {
+    // `host` in any ASCII case, compared by code unit: this runs on every request.
+    if (
+      name.length === 4 &&
+      (name.charCodeAt(0) | 0x20) === 0x68 &&
+      (name.charCodeAt(1) | 0x20) === 0x6f &&
+      (name.charCodeAt(2) | 0x20) === 0x73 &&
+      (name.charCodeAt(3) | 0x20) === 0x74
+    ) {
       if (seen) return true
       seen = true
     }
