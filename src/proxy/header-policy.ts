@@ -246,8 +246,8 @@ export function identityHeadersToRemove(union: IdentityHeaderUnion, received: Re
   for (const key in received) {
     if (!union.has(key)) continue
     const lower = key.toLowerCase()
-    // The canonical spelling is named above already (or set, which overwrites it).
-    if (lower.includes('_')) remove.push(lower)
+    // The canonical spelling is named above already; a name the answer sets overwrites the client's.
+    if (lower.includes('_') && !set.has(lower)) remove.push(lower)
   }
   return remove
 }
