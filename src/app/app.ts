@@ -22,8 +22,9 @@ import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from '../ops/metrics.js'
 import { createRoutingAmbiguityCheck } from '../proxy/ambiguity.js'
 import { createAuthenticator } from '../proxy/authenticate.js'
-import { canonicalHost, createUpstreamMatcher } from '../proxy/match.js'
-import { createTrustCheck } from '../proxy/forwarded.js'
+import { canonicalHost, createServedHostTest, createUpstreamMatcher, repeatsHost } from '../proxy/match.js'
+import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
+import { identityHeaderUnion } from '../proxy/header-policy.js'
 import { socketGrant, socketVerdict } from '../proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
 import { isInNormalForm, normalizePath } from '../proxy/path.js'
@@ -206,8 +207,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       // A check endpoint is recognized on the raw target and never rewritten: normalized first,
       // `<extAuthzPath>/../redirect` would route to the sign-in endpoint, whose 200 Envoy takes
       // for an allow of `/../redirect`.
-      const refused =
-        normalized === null
+      const refused = repeatsHost(raw.rawHeaders)
+        ? 'the request has more than one Host header'
+        : normalized === null
           ? 'the request path is malformed'
           : isCheckRoute(url, extAuthzPath) && !isInNormalForm(url, normalized)
             ? "a check's request path must be in normal form"
@@ -370,6 +372,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     nowSeconds: () => Math.floor(state.clock.now() / 1000),
     toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
   }
+  const publicOrigin = new URL(config.server.publicUrl)
   const validateRedirectAfter = createRedirectAfterValidator({
     publicUrl: config.server.publicUrl,
     allowedHosts: config.redirects.allowedHosts,
@@ -486,7 +489,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   if (options.live !== true) void state.ssf.use(app.ssf)
   await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
-  const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer } })
+  // Every identity header name of this configuration, once: the proxy strips them all on every
+  // upstream and every check's allow names them for removal.
+  const identityHeaders = identityHeaderUnion(config.upstreams.map((upstream) => upstream.identityHeaders), config.assertions.header)
+  const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer }, identityHeaders })
   await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
   app.decorate(
     'extAuthzCheck',
@@ -511,8 +517,13 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl: config.server.publicUrl })
   await app.register(proxyPlugin, {
     assertions: { header: config.assertions.header, signer },
+    identityHeaders,
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
+    forwardedHost: createForwardedHost(
+      createServedHostTest(config.upstreams, (host) => validateRedirectAfter(`${publicOrigin.protocol}//${host}/`) !== null),
+      publicOrigin.host,
+    ),
     isGatewayCookie: cookies.isGatewayCookie,
     isGatewayCookieName: cookies.isGatewayCookieName,
     // The pages that may open WebSockets: the public origin, the allowed hosts over https.

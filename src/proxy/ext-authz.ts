@@ -13,7 +13,7 @@ import { checkContext, checkedTarget, type CheckedRequest, type Checker, type Ch
 import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from './guard.js'
 import type { IdentityAssertions } from './identity-assertion.js'
 import type { TokenExchanger } from './token-exchange.js'
-import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, isHeaderSafeToken, lowerNames, stripCookies } from './header-policy.js'
+import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, identityHeadersToRemove, isHeaderSafeToken, stripCookies, type IdentityHeaderUnion } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
@@ -55,6 +55,8 @@ export interface ExtAuthzOptions {
   assertions: { header: string; signer: IdentityAssertions | undefined }
   /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
   exchanger: TokenExchanger
+  /** Every identity header name of the configuration, named for removal on every allow. */
+  identityHeaders: IdentityHeaderUnion
 }
 
 /** The answer of an allow, whichever way it travels (the HTTP headers here, gRPC's OkHttpResponse). */
@@ -90,32 +92,34 @@ export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 
 /**
  * The identity an allowed request carries to its upstream: the same identity headers, access token
- * and assertion the proxy would set, the client's cookies without the gateway's, and every
- * identity header the gateway did not set named for removal, so that a client's forged copy never
- * reaches the upstream (Envoy overwrites only the headers the answer carries). The request-target
- * and method overrides the proxy strips are named for removal too: the upstream must serve the
- * path and method that were checked, not the ones an X-Original-URL or X-HTTP-Method-Override names.
+ * and assertion the proxy would set, the client's cookies without the gateway's, and every other
+ * identity header of the configuration named for removal, whichever upstream uses it and in every
+ * spelling the check received (header-policy.ts identityHeadersToRemove), so that a client's forged
+ * copy never reaches the upstream (Envoy overwrites only the headers the answer carries). The
+ * request-target and method overrides the proxy strips are named for removal too: the upstream must
+ * serve the path and method that were checked, not the ones an X-Original-URL or
+ * X-HTTP-Method-Override names. `received` is the request's headers as the check sees them.
  */
 export async function allowHeaders(
   verdict: Extract<CheckVerdict, { outcome: 'pass' }>,
-  cookieHeader: string | undefined,
-  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions' | 'exchanger'>,
+  received: Readonly<Record<string, string | string[] | undefined>>,
+  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions' | 'exchanger' | 'identityHeaders'>,
 ): Promise<ExtAuthzAllow> {
   const { upstream, identity } = verdict
   const set: Array<[string, string]> = []
-  const names: string[] = Object.values(lowerNames(upstream.identityHeaders))
   if (identity !== null) {
     for (const [name, value] of Object.entries(identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer))) set.push([name, value])
     await addCredentials(set, upstream, identity, options)
   }
-  const { header, signer } = options.assertions
-  if (signer !== undefined) names.push(header.toLowerCase())
+  const setNames = new Set<string>()
+  for (const [name] of set) setNames.add(name)
+  const remove = identityHeadersToRemove(options.identityHeaders, received, setNames)
   // As on the proxy: an upstream that takes Authorization as the gateway's token never gets the
   // client's own (an `alg: none` JWT on a public path would otherwise pass for one).
-  if (upstream.forwardAccessToken || upstream.tokenExchange !== undefined) names.push('authorization')
-  const remove = names.filter((name) => !set.some(([setName]) => setName === name))
+  if ((upstream.forwardAccessToken || upstream.tokenExchange !== undefined) && !setNames.has('authorization')) remove.push('authorization')
   remove.push(...REQUEST_OVERRIDE_HEADER_NAMES)
-  if (cookieHeader !== undefined) {
+  const cookieHeader = received.cookie
+  if (typeof cookieHeader === 'string') {
     const kept = stripCookies(cookieHeader, options.isGatewayCookie)
     if (kept === undefined) remove.push('cookie')
     else if (kept !== cookieHeader) set.push(['cookie', kept])
@@ -198,7 +202,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
       case 'pass': {
         let allow: ExtAuthzAllow
         try {
-          allow = await allowHeaders(verdict, req.headers.cookie, options)
+          allow = await allowHeaders(verdict, req.headers, options)
         } catch (err) {
           // A refused token exchange (403) or a provider down during it (an error: Envoy fails closed).
           if (!(err instanceof GatewayError)) throw err

@@ -1,11 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { IdentityHeaderNames } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, checkedTarget, type CheckedRequest, type Checker } from './check.js'
 import type { TokenExchanger } from './token-exchange.js'
 import { forbiddenError, stepUpError, unauthenticatedError } from './guard.js'
-import { identityHeaderValues, isHeaderSafeToken } from './header-policy.js'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, identityHeaderValues, isHeaderSafeToken } from './header-policy.js'
 import { canonicalHost, isHostValue } from './match.js'
 import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
@@ -52,18 +51,8 @@ export interface ForwardAuthOptions {
   exchanger: TokenExchanger
 }
 
-/** oauth2-proxy's names for the same headers, which ingress setups already copy upstream. */
-export const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
-  user: 'X-Auth-Request-User',
-  email: 'X-Auth-Request-Email',
-  groups: 'X-Auth-Request-Groups',
-  preferredUsername: 'X-Auth-Request-Preferred-Username',
-  issuer: 'X-Auth-Request-Issuer',
-  acr: 'X-Auth-Request-Acr',
-  amr: 'X-Auth-Request-Amr',
-  authTime: 'X-Auth-Request-Auth-Time',
-}
-const ACCESS_TOKEN_HEADER = 'x-auth-request-access-token'
+/** oauth2-proxy's names for the identity headers (header-policy.ts owns every identity header name). */
+export { AUTH_REQUEST_HEADERS }
 
 const ABSOLUTE_URL = /^(https?):\/\/([^/?#]*)(.*)$/i
 /** RFC 9110 5.6.2: a method is a token. */
@@ -215,14 +204,14 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
           req.identity = identity
           reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer))
           if (verdict.upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
-            reply.header(ACCESS_TOKEN_HEADER, identity.accessToken)
+            reply.header(AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken)
           } else if (verdict.upstream.tokenExchange !== undefined) {
             // RFC 8693: the upstream's own token, never the user's. The ingress copies
             // Authorization to the upstream request when told to (Traefik authResponseHeaders,
             // ingress-nginx auth-response-headers); a refusal is 403, a provider down 502.
             const token = await options.exchanger.token(verdict.upstream, identity)
             reply.header('authorization', `Bearer ${token}`)
-            reply.header(ACCESS_TOKEN_HEADER, token)
+            reply.header(AUTH_REQUEST_ACCESS_TOKEN, token)
           }
         }
         return reply.code(200).send()

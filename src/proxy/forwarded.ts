@@ -34,23 +34,52 @@ function first(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value
 }
 
+/** The X-Forwarded-Host an upstream receives for the host a request named (see createForwardedHost). */
+export type ForwardedHost = (host: string) => string
+
+/** Verdicts kept per host: the hosts of real traffic are a few; past the bound a host is judged without being kept. */
+const HOST_MEMO_LIMIT = 256
+
+/**
+ * X-Forwarded-Host names a host the gateway serves, never one a client made up: an application
+ * that builds absolute links from it (password-reset emails, OAuth redirect URIs, canonical
+ * links) would otherwise send users to the attacker's host (Host header poisoning, the OWASP
+ * testing guide's WSTG-INPV-17). The request's host is passed on when `isServed` accepts it (the
+ * public URL's, a `match.hosts` entry's, a `redirects.allowedHosts` entry's); any other becomes
+ * `publicHost`, the public URL's. The request itself is still served, so a sidecar reached as
+ * `127.0.0.1:4180` keeps working; its application sees the public host.
+ */
+export function createForwardedHost(isServed: (host: string) => boolean, publicHost: string): ForwardedHost {
+  const memo = new Map<string, string>()
+  return (host) => {
+    let forwarded = memo.get(host)
+    if (forwarded === undefined) {
+      forwarded = host !== '' && isServed(host) ? host : publicHost
+      if (memo.size < HOST_MEMO_LIMIT) memo.set(host, forwarded)
+    }
+    return forwarded
+  }
+}
+
 /**
  * The X-Forwarded-* values to send upstream, computed from the incoming headers (read before
- * they are scrubbed), the socket peer and whether that peer is trusted.
+ * they are scrubbed), the socket peer and whether that peer is trusted. The host, the request's
+ * or a trusted peer's X-Forwarded-Host, goes through `forwardedHost`.
  */
 export function forwardedValues(
   incoming: Record<string, string | string[] | undefined>,
   peer: string | undefined,
   trusted: boolean,
   ownProto: string,
+  forwardedHost: ForwardedHost,
 ): ForwardedValues {
   const address = peer ?? ''
   const host = first(incoming.host) ?? ''
-  if (!trusted) return { 'x-forwarded-for': address, 'x-forwarded-proto': ownProto, 'x-forwarded-host': host }
+  if (!trusted) return { 'x-forwarded-for': address, 'x-forwarded-proto': ownProto, 'x-forwarded-host': forwardedHost(host) }
   const xff = first(incoming['x-forwarded-for'])
   return {
     'x-forwarded-for': xff === undefined || xff === '' ? address : `${xff}, ${address}`,
     'x-forwarded-proto': first(incoming['x-forwarded-proto']) ?? ownProto,
-    'x-forwarded-host': first(incoming['x-forwarded-host']) ?? host,
+    'x-forwarded-host': forwardedHost(first(incoming['x-forwarded-host']) ?? host),
   }
 }

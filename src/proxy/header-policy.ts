@@ -189,6 +189,69 @@ export function isReservedHeaderName(name: string): boolean {
   return isReserved(name)
 }
 
+/** oauth2-proxy's names for the identity headers, which forward-auth answers with and ingress setups copy upstream. */
+export const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
+  user: 'X-Auth-Request-User',
+  email: 'X-Auth-Request-Email',
+  groups: 'X-Auth-Request-Groups',
+  preferredUsername: 'X-Auth-Request-Preferred-Username',
+  issuer: 'X-Auth-Request-Issuer',
+  acr: 'X-Auth-Request-Acr',
+  amr: 'X-Auth-Request-Amr',
+  authTime: 'X-Auth-Request-Auth-Time',
+}
+/** The user's access token in a forward-auth answer. */
+export const AUTH_REQUEST_ACCESS_TOKEN = 'x-auth-request-access-token'
+
+/**
+ * Every header name that carries an identity anywhere in one configuration: an application
+ * behind two upstreams (a public part and a protected one) reads its names on every route, so a
+ * name one upstream sets is an identity header on all of them. Built once per configuration and
+ * shared by the proxy and every check dialect, so that what one strips the others remove.
+ */
+export interface IdentityHeaderUnion {
+  /** The names, canonical (lowercase, `-`) and each once: what a check's allow names for removal. */
+  readonly names: readonly string[]
+  /** Whether a header name is one of them, case and `_`/`-` folded (CGI, RFC 3875 4.1.18). */
+  readonly has: HeaderNameTest
+}
+
+/**
+ * The union of the identity header names of every upstream, of forward-auth's X-Auth-Request-*
+ * (with its access-token header) and of the identity assertion header.
+ */
+export function identityHeaderUnion(perUpstream: readonly IdentityHeaderNames[], assertionHeader: string): IdentityHeaderUnion {
+  const names = new Set<string>()
+  for (const set of [...perUpstream, AUTH_REQUEST_HEADERS]) {
+    for (const name of Object.values(set)) names.add(canonicalHeaderName(name))
+  }
+  names.add(AUTH_REQUEST_ACCESS_TOKEN)
+  names.add(canonicalHeaderName(assertionHeader))
+  const list = Object.freeze([...names])
+  return { names: list, has: createHeaderNameTest(list) }
+}
+
+/**
+ * The identity headers a check's allow names for removal: every name of the union the answer does
+ * not set, and every header the check received (Envoy's gRPC CheckRequest carries the client's
+ * headers; its HTTP check those allow-listed) whose folded name is one of them but spelled
+ * otherwise (`x_forwarded_user`). Envoy removes exact names, case-insensitively
+ * (HeaderMap::remove on a LowerCaseString; external_auth.proto OkHttpResponse.headers_to_remove),
+ * and `_` is not `-` to it: a spelling nobody names reaches the upstream, which a CGI-style
+ * framework reads as the gateway's header. Spellings the check never sees are dropped at the
+ * edge (docs/features/forward-auth.md: headers_with_underscores_action).
+ */
+export function identityHeadersToRemove(union: IdentityHeaderUnion, received: Readonly<Record<string, unknown>>, set: ReadonlySet<string>): string[] {
+  const remove = set.size === 0 ? [...union.names] : union.names.filter((name) => !set.has(name))
+  for (const key in received) {
+    if (!union.has(key)) continue
+    const lower = key.toLowerCase()
+    // The canonical spelling is named above already; a name the answer sets overwrites the client's.
+    if (lower.includes('_') && !set.has(lower)) remove.push(lower)
+  }
+  return remove
+}
+
 const lowerNamesCache = new WeakMap<IdentityHeaderNames, IdentityHeaderNames>()
 
 /** The configured identity header names, lowercased (as Node and Envoy compare them), computed once per configuration. */

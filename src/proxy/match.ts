@@ -72,6 +72,43 @@ export function canonicalHost(host: string): string {
 }
 
 /**
+ * RFC 9112 3.2: "A server MUST respond with a 400 (Bad Request) status code to any HTTP/1.1
+ * request message that lacks a Host header field and to any request message that contains more
+ * than one Host header field line". Node keeps the first Host and drops the others from
+ * `headers`, while a proxy in front may have read another one (request routing or cache
+ * poisoning): the raw lines are counted. Node's own requireHostHeader answers the missing one.
+ */
+export function repeatsHost(rawHeaders: readonly string[]): boolean {
+  let seen = false
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string
+    // `host` in any ASCII case, compared by code unit: this runs on every request.
+    if (
+      name.length === 4 &&
+      (name.charCodeAt(0) | 0x20) === 0x68 &&
+      (name.charCodeAt(1) | 0x20) === 0x6f &&
+      (name.charCodeAt(2) | 0x20) === 0x73 &&
+      (name.charCodeAt(3) | 0x20) === 0x74
+    ) {
+      if (seen) return true
+      seen = true
+    }
+  }
+  return false
+}
+
+/**
+ * Whether the gateway serves a (canonical) Host value: one of the upstreams' `match.hosts`,
+ * with any port as the router reads them, or one `isOwnHost` accepts (the public URL's host and
+ * `redirects.allowedHosts`). A value that is not a host (a list, a path, userinfo) is not served.
+ */
+export function createServedHostTest(upstreams: readonly UpstreamConfig[], isOwnHost: (host: string) => boolean): (host: string) => boolean {
+  const hosts = upstreams.flatMap((upstream) => upstream.match.hosts ?? [])
+  const matched = hosts.length === 0 ? undefined : hostPattern(hosts)
+  return (host) => isHostValue(host) && (matched?.test(host) === true || isOwnHost(host))
+}
+
+/**
  * The host constraint of an upstream's routes: one of the names, any port or none, any case. The
  * request's Host is canonical by then (canonicalHost, applied in app.ts before routing).
  */

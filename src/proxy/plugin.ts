@@ -5,10 +5,11 @@ import type { UpstreamConfig } from '../options/types.js'
 import type { UpstreamTracing } from '../ops/request-tracing.js'
 import { GatewayError } from '../contract/errors.js'
 import { createGuard, type GuardDeps } from './guard.js'
-import { createTrustCheck, forwardedValues } from './forwarded.js'
+import { createTrustCheck, forwardedValues, type ForwardedHost } from './forwarded.js'
 import {
   GATEWAY_ONLY_HEADERS,
   createHeaderScrubber,
+  type IdentityHeaderUnion,
   identityHeaderValues,
   scrubResponseHeaders,
   stripCookies,
@@ -26,6 +27,8 @@ import type { TokenExchanger } from './token-exchange.js'
 export interface ProxyOptions extends GuardDeps {
   upstreams: UpstreamConfig[]
   trustedProxies: string[]
+  /** The X-Forwarded-Host sent for a request's (or a trusted peer's) host: a host the gateway serves. */
+  forwardedHost: ForwardedHost
   /** A cookie the upstream must not receive (a gateway cookie's name or a gateway seal as its value). */
   isGatewayCookie: (name: string, value: string) => boolean
   /** A name the gateway's cookies have had: an upstream's Set-Cookie may not touch it. */
@@ -36,7 +39,9 @@ export interface ProxyOptions extends GuardDeps {
   grantWebSocket: (req: FastifyRequest) => Promise<void>
   /** Whether a page of this origin belongs to the application (WebSocket Origin check). */
   isTrustedOrigin: TrustedOriginTest
-  /** The assertion header (always removed from clients' requests) and its signer, when keys are configured. */
+  /** Every identity header name of the configuration (the assertion header among them): no upstream receives a client's copy of any. */
+  identityHeaders: IdentityHeaderUnion
+  /** The assertion header and its signer, when keys are configured. */
   assertions: { header: string; signer: IdentityAssertions | undefined }
   /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
   exchanger: TokenExchanger
@@ -104,8 +109,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     // checks.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const exchanges = upstream.tokenExchange !== undefined
+    // Every upstream strips every identity name of the configuration, not only its own: one
+    // application behind a public and a protected upstream reads its names on every route.
     const scrub = createHeaderScrubber([
-      names.user, names.email, names.groups, names.preferredUsername, names.issuer, names.acr, names.amr, names.authTime, assertionHeader,
+      ...options.identityHeaders.names,
       // The verified identity's token (or its exchange for this upstream, RFC 8693) is the only
       // Authorization such an upstream may receive: never the client's own.
       ...(upstream.forwardAccessToken || exchanges ? ['authorization'] : []),
@@ -114,7 +121,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
 
     /** The header policy, shared by HTTP requests and WebSocket upgrades. */
     const rewrite = (req: FastifyRequest, headers: Headers): Headers => {
-      const forwarded = forwardedValues(req.headers, req.socket.remoteAddress, isTrusted(req.socket.remoteAddress), req.protocol)
+      const forwarded = forwardedValues(req.headers, req.socket.remoteAddress, isTrusted(req.socket.remoteAddress), req.protocol, options.forwardedHost)
       // The client's headers less the hop-by-hop ones and these, copied in one pass; then the
       // gateway's, added one by one (Object.assign into a fresh object costs more).
       const out = scrub(headers)

@@ -5,7 +5,8 @@ import { startStack } from '../fixtures/stack.js'
 const JSON_ACCEPT = { accept: 'application/json' }
 
 t.test('identity headers, spoofing, cookies and X-Forwarded-*', async (t) => {
-  const stack = await startStack(t, { upstreams: [{ name: 'app', forwardAccessToken: true }] })
+  // app.example.com is a host the gateway serves, so it is the X-Forwarded-Host of its requests.
+  const stack = await startStack(t, { config: { redirects: { allowedHosts: ['app.example.com'] } }, upstreams: [{ name: 'app', forwardAccessToken: true }] })
   const browser = stack.browser()
   const signIn = await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
   const accessToken = ((await signIn.json()) as { value: string }).value
@@ -68,7 +69,7 @@ t.test('identity headers, spoofing, cookies and X-Forwarded-*', async (t) => {
 })
 
 t.test('X-Forwarded-* are extended when the peer is a trusted proxy', async (t) => {
-  const stack = await startStack(t, { config: { server: { trustedProxies: ['127.0.0.0/8'] } }, upstreams: [{ name: 'app', auth: 'none' }] })
+  const stack = await startStack(t, { config: { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } }, upstreams: [{ name: 'app', auth: 'none' }] })
   await rawRequest(stack.gw, '/x', {
     headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com' },
   })

@@ -4,13 +4,15 @@ import { manualClock } from '../fixtures/clock.js'
 import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
 import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
-import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
 // a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it
 // (runtime/grpc-check.ts), a real oidc-provider.
 
 const APP = 'app.example.com'
+/** The configuration's identity names no answer here sets: forward-auth's and the assertion header. */
+const OTHER_IDENTITY = [...Object.values(AUTH_REQUEST_HEADERS).map((name) => name.toLowerCase()), AUTH_REQUEST_ACCESS_TOKEN, 'x-identity-assertion']
 const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] } },
   { name: 'admin', match: { pathPrefix: '/admin', hosts: [APP] }, allow: { groups: ['admins'] } },
@@ -48,10 +50,10 @@ t.test('gRPC Check against the gateway', async (t) => {
     t.same(headerOf(ok?.headers, 'x-forwarded-user'), ['alice'])
     t.same(headerOf(ok?.headers, 'x-forwarded-groups'), ['admins,staff'])
     t.same(headerOf(ok?.headers, 'cookie'), ['app=1'])
-    t.same([...(ok?.headers_to_remove ?? [])].sort(), ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', ...REQUEST_OVERRIDE_HEADER_NAMES].sort(), 'every identity header the session fills is set; the step-up ones it has no claim for are removed, and so are the request overrides')
+    t.same([...(ok?.headers_to_remove ?? [])].sort(), ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort(), 'every identity header the session fills is set; the step-up ones it has no claim for are removed, and so are the configuration\'s other identity names and the request overrides')
     const anonymous = await client.check(checkRequest(http('/x', {}, 'open.example.com')))
     t.equal(anonymous.status?.code, 0)
-    t.same([...(anonymous.ok_response?.headers_to_remove ?? [])].sort(), ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-issuer', 'x-forwarded-preferred-username', 'x-forwarded-user', ...REQUEST_OVERRIDE_HEADER_NAMES].sort())
+    t.same([...(anonymous.ok_response?.headers_to_remove ?? [])].sort(), ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-issuer', 'x-forwarded-preferred-username', 'x-forwarded-user', ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort())
   })
 
   t.test('not signed in: UNAUTHENTICATED, 401 for programs and 302 to sign in for a navigation', async (t) => {

@@ -5,7 +5,7 @@ import type { Problem } from '../../src/contract/errors.js'
 import { manualClock } from '../fixtures/clock.js'
 import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.js'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
-import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 
 // The Envoy ext_authz HTTP check (ANY /api/v1/openid/ext-authz/<path>), driven exactly as Envoy
 // sends it (test/fixtures/envoy.ts, each rule cited there), against a real oidc-provider.
@@ -13,6 +13,8 @@ import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 const APP = 'app.example.com'
 const NAVIGATION = { accept: 'text/html,application/xhtml+xml', 'sec-fetch-mode': 'navigate' }
 const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer', 'x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time']
+/** The configuration's other identity names, removed by every allow: forward-auth's and the assertion header. */
+const OTHER_IDENTITY = [...Object.values(AUTH_REQUEST_HEADERS).map((name) => name.toLowerCase()), AUTH_REQUEST_ACCESS_TOKEN, 'x-identity-assertion']
 
 const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, publicPaths: ['/public/**'] },
@@ -133,7 +135,7 @@ t.test('ext_authz over HTTP', async (t) => {
       const res = await sendCheck(stack.gw, checkRequestFor({ method, path, headers: { host, ...headers, 'x-forwarded-user': 'forged' } }, withPreflight))
       t.equal(res.status, 200, path)
       t.equal(res.headers['x-forwarded-user'], undefined)
-      t.same(String(res.headers['x-envoy-auth-headers-to-remove']).split(',').sort(), [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort())
+      t.same(String(res.headers['x-envoy-auth-headers-to-remove']).split(',').sort(), [...IDENTITY, ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort())
     }
     const notAllowListed = await check(stack, '/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS')
     t.equal(notAllowListed.status, 401, 'without the header allow-listed, an OPTIONS is no preflight')

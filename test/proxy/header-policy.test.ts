@@ -4,6 +4,8 @@ import { validateHeaderValue } from 'node:http'
 import {
   createHeaderScrubber,
   GATEWAY_ONLY_HEADERS,
+  identityHeaderUnion,
+  identityHeadersToRemove,
   identityHeaderValues,
   isReservedHeaderName,
   scrubResponseHeaders,
@@ -349,4 +351,20 @@ t.test('header-name verdicts are kept for a bounded number of names, and judged 
     if (JSON.stringify(h) !== JSON.stringify({ [`x-filler-${i}`]: '1' })) wrong.push(i)
   }
   t.same(wrong, [], 'every request scrubbed alike')
+})
+
+t.test('the identity header union: every name configured anywhere, folded, once', async (t) => {
+  const defaults = { user: 'X-Forwarded-User', email: 'X-Forwarded-Email', groups: 'X-Forwarded-Groups', preferredUsername: 'X-Forwarded-Preferred-Username', issuer: 'X-Forwarded-Issuer', acr: 'X-Forwarded-Acr', amr: 'X-Forwarded-Amr', authTime: 'X-Forwarded-Auth-Time' }
+  const union = identityHeaderUnion([defaults, { ...defaults, user: 'X-WEBAUTH-USER' }, { ...defaults, user: 'x_webauth_user' }], 'X-Identity-Assertion')
+  for (const name of ['x-forwarded-user', 'x-webauth-user', 'x-auth-request-user', 'x-auth-request-access-token', 'x-identity-assertion']) t.ok(union.names.includes(name), name)
+  t.equal(union.names.filter((name) => name === 'x-webauth-user').length, 1, 'each name once, canonical')
+  t.ok(union.has('X_WebAuth-User'), 'case and _/- folded')
+  t.notOk(union.has('x-forwarded-for'))
+
+  const remove = identityHeadersToRemove(union, { x_forwarded_user: 'admin', 'x-forwarded-user': 'admin', 'x-webauth_user': 'admin', accept: '*/*' }, new Set(['x-forwarded-user']))
+  t.notOk(remove.includes('x-forwarded-user'), 'a name the answer sets is overwritten, not removed')
+  t.ok(remove.includes('x-webauth-user'), 'another upstream\'s name')
+  t.ok(remove.includes('x_forwarded_user'), 'a received spelling with `_`')
+  t.ok(remove.includes('x-webauth_user'), 'a mixed spelling')
+  t.notOk(remove.includes('accept'))
 })
