@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import type WebSocket from 'ws'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { echo, openSocket } from '../fixtures/http.js'
+import { closeCode, echo, openSocket } from '../fixtures/http.js'
 import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
@@ -13,16 +12,6 @@ import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 // store's list, and the same list beside the memory and Redis stores, shared by every replica
 // through Redis), in the proxy and the check dialects (one access decision), and it closes the
 // WebSockets opened with such a token. A token issued after T still works.
-
-function closeCode(ws: WebSocket, boundMs = 5000): Promise<number | 'open'> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve('open'), boundMs)
-    ws.once('close', (code) => {
-      clearTimeout(timer)
-      resolve(code)
-    })
-  })
-}
 
 async function bearerStatus(gw: string, token: string): Promise<number> {
   const res = await fetch(`${gw}/hello`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })

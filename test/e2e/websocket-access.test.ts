@@ -3,24 +3,13 @@ import t from 'tap'
 import type WebSocket from 'ws'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { echo, openSocket } from '../fixtures/http.js'
+import { closeCode, echo, openSocket } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 
 // An open WebSocket does not outlive the access it was opened with (issue 16, point 11): it is
 // closed with 1008 (policy violation, RFC 6455 7.4.1) when its session is logged out, here or by
 // the provider's back-channel logout, and when its credential expires. (A reload that refuses it:
 // test/runtime/live.test.ts.)
-
-/** The close code the gateway sends, or 'open' if the socket is still open after `boundMs`. */
-function closeCode(ws: WebSocket, boundMs = 5000): Promise<number | 'open'> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve('open'), boundMs)
-    ws.once('close', (code) => {
-      clearTimeout(timer)
-      resolve(code)
-    })
-  })
-}
 
 async function socketOf(stack: Stack, headers: Record<string, string>): Promise<WebSocket> {
   const ws = await openSocket(`${stack.gw.replace('http', 'ws')}/socket`, headers)
