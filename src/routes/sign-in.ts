@@ -275,6 +275,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
    */
   async function endSession(req: FastifyRequest, reply: FastifyReply, { session, bound }: { session: Session; bound: boolean }): Promise<string | undefined> {
     await store.destroy(req, reply)
+    cookies.clearBinding(reply)
     options.onEnded?.(session)
     const client = bound ? providers.get(session.provider)?.client : undefined
     noStore(reply)

@@ -306,7 +306,16 @@ export class GatewayCookies {
     reply.setCookie(name, '', { ...this.#txAttributes(crossSite), maxAge: 0, expires: new Date(0) })
     const held = this.#heldBinding(req)
     const suffix = name.slice(this.#txPrefix.length)
-    if (held?.live.includes(suffix) === true) this.#setBinding(reply, held.nonce, held.live.filter((s) => s !== suffix), TRANSACTION_BINDING_SECONDS)
+    if (held?.live.includes(suffix) !== true) return
+    const live = held.live.filter((s) => s !== suffix)
+    // The last one done: the binding goes too (no cookie of a sign-in outlives it).
+    if (live.length === 0) this.clearBinding(reply)
+    else this.#setBinding(reply, held.nonce, live, TRANSACTION_BINDING_SECONDS)
+  }
+
+  /** Expires the binding (a logout: every gateway cookie goes; sign-ins in progress in other tabs start again). */
+  clearBinding(reply: SessionReply): void {
+    reply.setCookie(this.#binding.name, '', { ...this.#binding.options, maxAge: 0, expires: new Date(0) })
   }
 
   /** The browser's binding: its secret, and the name suffixes of its transactions (oldest first); undefined when absent or malformed. */
