@@ -279,7 +279,7 @@ export class GatewayCookies {
     for (const suffix of live.slice(MAX_TRANSACTIONS - 1)) reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(false), maxAge: 0, expires: new Date(0) })
     const suffix = Math.floor(now).toString(36).padStart(TX_TIME_CHARS, '0') + stateTag(state)
     // Set again with every sign-in: it lives as long as the browser's latest transaction.
-    this.#setBinding(reply, nonce, [...live.slice(0, MAX_TRANSACTIONS - 1), suffix], ttlSeconds)
+    this.#setBinding(reply, nonce, [...live.slice(0, MAX_TRANSACTIONS - 1), suffix], ttlSeconds, crossSite)
     reply.setCookie(this.#txPrefix + suffix, sealed, { ...this.#txAttributes(crossSite), maxAge: ttlSeconds })
   }
 
@@ -309,13 +309,18 @@ export class GatewayCookies {
     if (held?.live.includes(suffix) !== true) return
     const live = held.live.filter((s) => s !== suffix)
     // The last one done: the binding goes too (no cookie of a sign-in outlives it).
-    if (live.length === 0) this.clearBinding(reply)
-    else this.#setBinding(reply, held.nonce, live, TRANSACTION_BINDING_SECONDS)
+    if (live.length === 0) this.clearBinding(reply, crossSite)
+    else this.#setBinding(reply, held.nonce, live, TRANSACTION_BINDING_SECONDS, crossSite)
   }
 
   /** Expires the binding (a logout: every gateway cookie goes; sign-ins in progress in other tabs start again). */
-  clearBinding(reply: SessionReply): void {
-    reply.setCookie(this.#binding.name, '', { ...this.#binding.options, maxAge: 0, expires: new Date(0) })
+  clearBinding(reply: SessionReply, crossSite = false): void {
+    reply.setCookie(this.#binding.name, '', { ...this.#bindingAttributes(crossSite), maxAge: 0, expires: new Date(0) })
+  }
+
+  /** The binding's attributes: SameSite=None; Secure for a form_post sign-in, as its transaction's (plain http configurations too). */
+  #bindingAttributes(crossSite: boolean): CookieSerializeOptions {
+    return crossSite ? { ...this.#binding.options, sameSite: 'none', secure: true } : this.#binding.options
   }
 
   /** The browser's binding: its secret, and the name suffixes of its transactions (oldest first); undefined when absent or malformed. */
@@ -327,8 +332,8 @@ export class GatewayCookies {
     return { nonce, live }
   }
 
-  #setBinding(reply: SessionReply, nonce: string, live: readonly string[], ttlSeconds: number): void {
-    reply.setCookie(this.#binding.name, [nonce, ...live].join('.'), { ...this.#binding.options, maxAge: ttlSeconds })
+  #setBinding(reply: SessionReply, nonce: string, live: readonly string[], ttlSeconds: number, crossSite: boolean): void {
+    reply.setCookie(this.#binding.name, [nonce, ...live].join('.'), { ...this.#bindingAttributes(crossSite), maxAge: ttlSeconds })
   }
 
   #txAttributes(crossSite: boolean): CookieSerializeOptions {
