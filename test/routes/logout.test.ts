@@ -1,9 +1,5 @@
 import t from 'tap'
-import { CLIENT_ID, CLIENT_SECRET, startStack } from '../fixtures/stack.js'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { GatewayCookies } from '../../src/session/cookies.js'
-import { SEALED_CREDENTIALS } from '../../src/session/sealed.js'
+import { CLIENT_ID, CLIENT_SECRET, refreshTokenOf, startStack } from '../fixtures/stack.js'
 import type { Problem } from '../../src/contract/errors.js'
 
 t.test('DELETE /api/v1/openid/logout', async (t) => {
@@ -57,14 +53,10 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
     t.equal(replay.status, 400)
     t.equal(((await replay.json()) as Problem).code, 'refresh_token_missing', 'the copy carries no session')
     // ... and the refresh token was revoked at the provider: redeeming it there fails.
-    const jar = Object.fromEntries(oldCookies.split('; ').map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]))
-    const cookies = new GatewayCookies(stack.config.cookies, new CookieCipher(stack.config.cookies.secrets, systemClock))
-    const credentials = SEALED_CREDENTIALS.decode(cookies.read({ url: '/api/v1/openid/refresh', cookies: jar }, 'credentials'))
-    t.type(credentials?.refreshToken, 'string', 'the copy holds the refresh token')
     const grant = await fetch(`${stack.provider?.issuer}/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}` },
-      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: credentials?.refreshToken ?? '' }),
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshTokenOf(stack, oldCookies) }),
     })
     t.equal(grant.status, 400)
     t.equal(((await grant.json()) as { error: string }).error, 'invalid_grant', 'revoked at the provider')
