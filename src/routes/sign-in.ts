@@ -130,7 +130,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     // session falls short of it (the proxy sends the browser back here).
     const stepUp = redirectAfter === undefined ? undefined : options.stepUp?.requirementFor(redirectAfter)
     const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }), ...(stepUp === undefined ? {} : { stepUp }) })
-    cookies.writeTransaction(reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter, stepUp }, TRANSACTION_SECONDS, client.responseMode === 'form_post')
+    cookies.writeTransaction(req, reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter, stepUp }, TRANSACTION_SECONDS, client.responseMode === 'form_post')
     noStore(reply)
     if (performRedirect) return reply.redirect(location, 302)
     return { value: location }
@@ -175,7 +175,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const mode = responseModeViolation(received, client.responseMode)
     if (mode !== undefined) {
       req.log.warn({ rule: mode.rule, provider: provider.name }, 'authorization response refused')
-      cookies.clearTransaction(reply, state, crossSite)
+      cookies.clearTransaction(req, reply, state, crossSite)
       throw new GatewayError('authorization_response_invalid', mode.message, { logged: true })
     }
     const query = req.url.indexOf('?')
@@ -195,7 +195,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       session = lifecycle.create(tokens, provider.name, provider.config.issuer)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.
-      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(reply, state, crossSite)
+      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(req, reply, state, crossSite)
       throw err
     }
     const upgraded = transaction.stepUp === undefined ? undefined : await upgradeInPlace(req, reply, session)
@@ -206,7 +206,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       await store.destroy(req, reply)
       await store.create(req, reply, session)
     }
-    cookies.clearTransaction(reply, state, crossSite)
+    cookies.clearTransaction(req, reply, state, crossSite)
     noStore(reply)
     if (transaction.redirectAfter !== undefined) return reply.redirect(transaction.redirectAfter, 302)
     return { value: session.accessToken }
@@ -285,6 +285,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
    */
   async function endSession(req: FastifyRequest, reply: FastifyReply, { session, bound }: { session: Session; bound: boolean }): Promise<string | undefined> {
     await store.destroy(req, reply)
+    cookies.clearBinding(reply)
     options.onEnded?.(session)
     const client = bound ? providers.get(session.provider)?.client : undefined
     noStore(reply)

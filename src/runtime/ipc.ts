@@ -1,7 +1,6 @@
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import type { Tokens } from '../oidc/client.js'
-import type { RevocationSnapshot } from '../session/revocation.js'
-import type { SessionSelector } from '../session/types.js'
+import type { RevocationSelector, RevocationSnapshot } from '../session/revocation.js'
 
 // The messages between the primary and its workers (server.workers > 1). A worker calls the
 // primary, which holds the state every worker must agree on, and gets one reply; the primary
@@ -42,7 +41,7 @@ export interface PrimaryOps {
   'start.issuers': { args: null; result: Record<string, string> }
   revocations: { args: null; result: RevocationSnapshot }
   /** Resolves once every worker has the entry. */
-  revoke: { args: { selector: SessionSelector; at?: number }; result: null }
+  revoke: { args: { selector: RevocationSelector; at?: number }; result: null }
   'jti.firstUse': { args: { issuer: string; jti: string; until: number }; result: boolean }
   'jti.release': { args: { issuer: string; jti: string }; result: null }
   'refresh.begin': { args: RefreshBegin; result: RefreshTurn }

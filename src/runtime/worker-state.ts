@@ -3,8 +3,7 @@ import { systemClock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { graceEnd, graceKey, rotated, type RefreshCoordinator, type RefreshingSession } from '../session/refresh-coordinator.js'
-import { MemoryRevocationList, type Revocable, type RevocationEntry, type RevocationList } from '../session/revocation.js'
-import type { SessionSelector } from '../session/types.js'
+import { MemoryRevocationList, type Revocable, type RevocationEntry, type RevocationList, type RevocationSelector } from '../session/revocation.js'
 import { callPrimary, onBroadcast, type RefreshEnd } from './ipc.js'
 
 // What a worker (server.workers > 1) shares with the others through the primary, when there is
@@ -28,7 +27,7 @@ export class WorkerRevocationList implements RevocationList {
   }
 
   /** Resolves once every worker has the entry. */
-  async revoke(selector: SessionSelector, at?: number): Promise<void> {
+  async revoke(selector: RevocationSelector, at?: number): Promise<void> {
     await callPrimary('revoke', at === undefined ? { selector } : { selector, at })
   }
 

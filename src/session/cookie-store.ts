@@ -9,7 +9,9 @@ import type { Session, SessionReply, SessionRequest, SessionSelector, SessionSto
 // opened only when the access token has expired or at logout. The credentials cookie travels with
 // every request by default, or only to /api/v1/openid (cookies.credentialsPath). A back-channel
 // logout cannot reach the browsers' cookies: the sessions it ends go on a revocation list,
-// checked on every load.
+// checked on every load. Neither can a logout reach a copy of the cookies (a stolen or kept one,
+// OWASP ASVS V3.3.1): every session this store destroys goes on the list by its id, for what is
+// left of its lifetime, and no other session of the user's with it.
 
 export class CookieSessionStore implements SessionStore {
   readonly #cookies: GatewayCookies
@@ -57,7 +59,7 @@ export class CookieSessionStore implements SessionStore {
    */
   async update(req: SessionRequest, reply: SessionReply, session: Session): Promise<boolean> {
     if (await this.#revocations.isRevoked(session)) {
-      await this.destroy(req, reply)
+      this.#clear(reply)
       return false
     }
     this.#write(req, reply, session)
@@ -76,7 +78,19 @@ export class CookieSessionStore implements SessionStore {
     this.#cookies.write(req, reply, 'credentials', credentials, endsAt)
   }
 
-  async destroy(_req: SessionRequest, reply: SessionReply): Promise<void> {
+  /**
+   * Ends the request's session: listed first (by its id, with its creation as the entry's time, so
+   * it leaves the list when the seal expires), then its cookies cleared. A list that cannot be
+   * written throws (503): the browser keeps its cookies, and no copy of them outlives a logout
+   * that answered 200.
+   */
+  async destroy(req: SessionRequest, reply: SessionReply): Promise<void> {
+    const session = fromSealed(this.#cookies.read(req, 'session'))
+    if (session !== undefined) await this.#revocations.revoke({ provider: session.provider, session: session.id }, session.createdAt)
+    this.#clear(reply)
+  }
+
+  #clear(reply: SessionReply): void {
     this.#cookies.clear(reply, 'session')
     this.#cookies.clear(reply, 'credentials')
   }

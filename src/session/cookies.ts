@@ -1,3 +1,4 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { CookiesConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
@@ -20,6 +21,22 @@ import type { SessionReply, SessionRequest } from './types.js'
 //   under another name, or into another role, does not open;
 // - cookies of the gateway's that the current configuration does not use are expired in the
 //   browser the first time a request brings them (expireFormer).
+//
+// Sign-in transactions (login CSRF, RFC 9700 4.7.1; RFC 6265bis 8.6 on cookie tossing): the
+// transaction cookie travels only to the callback (it is large) and, with cookies.domain, to every
+// host of that domain, so a sibling host could plant one of its own there (its own sign-in's, as
+// the attacker), and the callback would sign the victim in as the attacker. Every transaction is
+// therefore sealed to this browser's binding: a random value in a `__Host-` cookie (Secure,
+// Path=/, no Domain: RFC 6265bis 4.1.3.2), which only the gateway's own host can set and no
+// sibling can set, overwrite or shadow. The callback opens a transaction only when the browser's
+// binding is the one sealed in it. Plain http (cookies.secure: false) has no prefixes: there the
+// binding is an ordinary cookie, which a sibling host can toss too.
+//
+// Transactions are bounded (MAX_TRANSACTIONS per browser): each one sets a cookie of up to about
+// 3 KB for 10 minutes, and unbounded they would push the callback's request past the server's
+// header limit (431) until they expire. They travel only to the callback, so the binding (which
+// travels everywhere, about 100 bytes) lists them, oldest first (their names carry their start),
+// and the redirect endpoint expires the oldest beyond the bound.
 
 
 /** Browsers drop cookies over 4096 bytes (name + value + attributes); stay well under. */
@@ -31,6 +48,24 @@ const CHUNK_MARK = '~'
 /** The prefixes a cookie name can carry (RFC 6265bis 4.1.3): cookies.secure and cookies.domain choose. */
 const NAME_PREFIXES = ['', '__Host-', '__Secure-'] as const
 const ROLE_SUFFIXES = ['', '_cred'] as const
+/**
+ * Sign-ins a browser may have in progress at once (tabs); starting one more drops the oldest. With
+ * the largest transaction (a 2048-character redirectAfter, a DPoP key) the callback then carries
+ * at most about 10 KB of them.
+ */
+export const MAX_TRANSACTIONS = 3
+/** The base-36 epoch second a transaction cookie's name carries after the prefix: its start. */
+const TX_TIME_CHARS = 7
+/** Characters of the state in a transaction cookie's name, after its start. */
+const TX_STATE_CHARS = 16
+const BINDING_SUFFIX = '_txb'
+/** The binding: 128 random bits, base64url. */
+const BINDING_BYTES = 16
+const BINDING = /^[A-Za-z0-9_-]{22}$/
+/** A transaction cookie's name after the prefix: its start, then its state's tag. */
+const TX_SUFFIX = /^[0-9a-z]{7}[A-Za-z0-9_-]{0,16}$/
+/** How long the binding is kept once a callback has taken its transaction off it: the contract's 10 minutes. */
+const TRANSACTION_BINDING_SECONDS = 600
 
 export type CookieRole = 'session' | 'credentials'
 
@@ -44,6 +79,8 @@ export class GatewayCookies {
   readonly #base: CookieSerializeOptions
   readonly #roles: Record<CookieRole, RoleSpec>
   readonly #txPrefix: string
+  /** The browser's binding of its transactions: name and attributes. */
+  readonly #binding: { name: string; options: CookieSerializeOptions }
   /** Every name of the current configuration's cookies (chunks included); the transaction prefix aside. */
   readonly #current: Set<string>
   /** Every name the gateway could have set, with any prefix, for the current and former base names. */
@@ -72,13 +109,21 @@ export class GatewayCookies {
       sameSite: config.sameSite,
       ...(config.domain === undefined ? {} : { domain: config.domain }),
     }
-    this.#current = new Set(withChunks([this.#roles.session.name, credentials.name]))
+    // Never with the domain: the binding is what a sibling host cannot set. SameSite=None with
+    // Secure, so that it comes back with a form_post callback (a cross-site POST) too: it
+    // authorizes nothing alone, it only tells this browser's transactions from planted ones.
+    this.#binding = {
+      name: `${config.secure ? '__Host-' : ''}${config.name}${BINDING_SUFFIX}`,
+      options: { httpOnly: true, secure: config.secure, path: '/', sameSite: config.secure ? 'none' : config.sameSite },
+    }
+    this.#current = new Set([...withChunks([this.#roles.session.name, credentials.name]), this.#binding.name])
     const bases = new Set([config.name, ...formerNames])
     this.#names = new Set()
     this.#txPrefixes = []
     for (const base of bases) {
       for (const prefix of NAME_PREFIXES) {
         for (const name of withChunks(ROLE_SUFFIXES.map((role) => `${prefix}${base}${role}`))) this.#names.add(name)
+        this.#names.add(`${prefix}${base}${BINDING_SUFFIX}`)
         this.#txPrefixes.push(`${prefix}${base}_tx_`)
       }
     }
@@ -214,45 +259,119 @@ export class GatewayCookies {
   }
 
   /**
-   * Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete.
+   * Transaction cookies: one per sign-in in progress, so parallel sign-ins (two tabs) each complete,
+   * at most MAX_TRANSACTIONS (the oldest of the browser's are expired), each sealed to the
+   * browser's binding (set here when the browser has none).
    * `crossSite`: the sign-in returns by a form POST from the provider's site (response_mode
    * form_post), which a browser sends this cookie with only when it is SameSite=None, and
    * SameSite=None only counts with Secure (RFC 6265bis 4.1.2.7; browsers keep Secure cookies of
    * https and loopback origins, config/checks.ts refuses the rest). Only this cookie gets it:
    * it opens for its own state only and is cleared by the callback.
    */
-  writeTransaction(reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number, crossSite = false): void {
-    const sealed = this.#cipher.seal(`tx:${state}`, SEALED_TRANSACTION.encode(transaction), this.#cipher.clock.now() / 1000 + ttlSeconds)
-    reply.setCookie(this.#txName(state), sealed, { ...this.#txAttributes(crossSite), maxAge: ttlSeconds })
+  writeTransaction(req: SessionRequest, reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number, crossSite = false): void {
+    const held = this.#heldBinding(req)
+    const nonce = held?.nonce ?? randomBytes(BINDING_BYTES).toString('base64url')
+    const now = this.#cipher.clock.now() / 1000
+    const sealed = this.#cipher.seal(`tx:${state}`, SEALED_TRANSACTION.encode({ ...transaction, binding: bindingDigest(nonce) }), now + ttlSeconds)
+    // The transaction cookies travel only to the callback, so the binding lists them: the newest
+    // MAX_TRANSACTIONS - 1 stay, the others are expired by name.
+    const live = [...(held?.live ?? [])].sort().reverse()
+    for (const suffix of live.slice(MAX_TRANSACTIONS - 1)) reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(false), maxAge: 0, expires: new Date(0) })
+    const suffix = Math.floor(now).toString(36).padStart(TX_TIME_CHARS, '0') + stateTag(state)
+    // Set again with every sign-in: it lives as long as the browser's latest transaction.
+    this.#setBinding(reply, nonce, [...live.slice(0, MAX_TRANSACTIONS - 1), suffix], ttlSeconds, crossSite)
+    reply.setCookie(this.#txPrefix + suffix, sealed, { ...this.#txAttributes(crossSite), maxAge: ttlSeconds })
   }
 
   /**
    * The transaction started by this browser for `state`, or `undefined`. The state is the
-   * authenticated data of the seal, so a cookie only opens for the exact state it was made for.
+   * authenticated data of the seal, so a cookie only opens for the exact state it was made for;
+   * and only with the binding it was sealed to (a transaction planted by a sibling host is
+   * another browser's).
    */
   readTransaction(req: SessionRequest, state: string): SignInTransaction | undefined {
-    const sealed = req.cookies[this.#txName(state)]
-    return sealed === undefined ? undefined : SEALED_TRANSACTION.decode(this.#cipher.open(`tx:${state}`, sealed))
+    const name = this.#transactionName(req, state)
+    const sealed = name === undefined ? undefined : req.cookies[name]
+    if (sealed === undefined) return undefined
+    const opened = SEALED_TRANSACTION.decode(this.#cipher.open(`tx:${state}`, sealed))
+    if (opened === undefined || !boundToBrowser(opened.binding, this.#heldBinding(req)?.nonce)) return undefined
+    const { binding: _binding, ...transaction } = opened
+    return transaction
   }
 
-  /** Expires a transaction cookie, with the attributes it was set with (`crossSite` as for writeTransaction). */
-  clearTransaction(reply: SessionReply, state: string, crossSite = false): void {
-    reply.setCookie(this.#txName(state), '', { ...this.#txAttributes(crossSite), maxAge: 0, expires: new Date(0) })
+  /** Expires a transaction cookie, with the attributes it was set with (`crossSite` as for writeTransaction), and takes it off the binding's list. */
+  clearTransaction(req: SessionRequest, reply: SessionReply, state: string, crossSite = false): void {
+    const name = this.#transactionName(req, state)
+    if (name === undefined) return
+    reply.setCookie(name, '', { ...this.#txAttributes(crossSite), maxAge: 0, expires: new Date(0) })
+    const held = this.#heldBinding(req)
+    const suffix = name.slice(this.#txPrefix.length)
+    if (held?.live.includes(suffix) !== true) return
+    const live = held.live.filter((s) => s !== suffix)
+    // The last one done: the binding goes too (no cookie of a sign-in outlives it).
+    if (live.length === 0) this.clearBinding(reply, crossSite)
+    else this.#setBinding(reply, held.nonce, live, TRANSACTION_BINDING_SECONDS, crossSite)
+  }
+
+  /** Expires the binding (a logout: every gateway cookie goes; sign-ins in progress in other tabs start again). */
+  clearBinding(reply: SessionReply, crossSite = false): void {
+    reply.setCookie(this.#binding.name, '', { ...this.#bindingAttributes(crossSite), maxAge: 0, expires: new Date(0) })
+  }
+
+  /** The binding's attributes: SameSite=None; Secure for a form_post sign-in, as its transaction's (plain http configurations too). */
+  #bindingAttributes(crossSite: boolean): CookieSerializeOptions {
+    return crossSite ? { ...this.#binding.options, sameSite: 'none', secure: true } : this.#binding.options
+  }
+
+  /** The browser's binding: its secret, and the name suffixes of its transactions (oldest first); undefined when absent or malformed. */
+  #heldBinding(req: SessionRequest): { nonce: string; live: string[] } | undefined {
+    const value = req.cookies[this.#binding.name]
+    if (value === undefined) return undefined
+    const [nonce, ...live] = value.split('.')
+    if (nonce === undefined || !BINDING.test(nonce) || live.length > MAX_TRANSACTIONS || !live.every((s) => TX_SUFFIX.test(s))) return undefined
+    return { nonce, live }
+  }
+
+  #setBinding(reply: SessionReply, nonce: string, live: readonly string[], ttlSeconds: number, crossSite: boolean): void {
+    reply.setCookie(this.#binding.name, [nonce, ...live].join('.'), { ...this.#bindingAttributes(crossSite), maxAge: ttlSeconds })
   }
 
   #txAttributes(crossSite: boolean): CookieSerializeOptions {
     return crossSite ? { ...this.#base, path: CALLBACK_PATH, sameSite: 'none', secure: true } : { ...this.#base, path: CALLBACK_PATH }
   }
 
-  #txName(state: string): string {
-    // A prefix of the state is enough to tell parallel transactions apart; the full state is
-    // checked by the seal. Only cookie-name-safe characters of the state are used.
-    return this.#txPrefix + state.slice(0, 16).replace(/[^A-Za-z0-9_-]/g, '')
+  /** The names of the browser's transaction cookies (the current configuration's). */
+  #transactionNames(req: SessionRequest): string[] {
+    return Object.keys(req.cookies).filter((name) => name.startsWith(this.#txPrefix))
+  }
+
+  /** The cookie of the transaction for `state`: a prefix of the state tells parallel ones apart; the seal checks it whole. */
+  #transactionName(req: SessionRequest, state: string): string | undefined {
+    const tag = stateTag(state)
+    return this.#transactionNames(req).find((name) => name.length === this.#txPrefix.length + TX_TIME_CHARS + tag.length && name.endsWith(tag))
   }
 
   #expire(reply: SessionReply, name: string, path: string): void {
     reply.setCookie(name, '', { ...this.#base, path, maxAge: 0, expires: new Date(0) })
   }
+}
+
+/** Only cookie-name-safe characters of the state, TX_STATE_CHARS of them at most. */
+function stateTag(state: string): string {
+  return state.slice(0, TX_STATE_CHARS).replace(/[^A-Za-z0-9_-]/g, '')
+}
+
+/** What a transaction keeps of the binding: its digest, so the seal never holds the secret itself. */
+function bindingDigest(binding: string): string {
+  return createHash('sha256').update(binding).digest('base64url')
+}
+
+/** Whether the browser's binding cookie is the one a transaction was sealed to (a transaction without one was not). */
+function boundToBrowser(sealedDigest: string | undefined, held: string | undefined): boolean {
+  if (sealedDigest === undefined || held === undefined) return false
+  const expected = Buffer.from(sealedDigest)
+  const actual = Buffer.from(bindingDigest(held))
+  return expected.length === actual.length && timingSafeEqual(expected, actual)
 }
 
 function trimOws(text: string, from: number, to: number): string {

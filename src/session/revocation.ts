@@ -19,6 +19,12 @@ import type { Session, SessionSelector, SessionStore } from './types.js'
 // - A `sub` entry refuses the subject's sessions created at or before the logout (in whole
 //   seconds, as createdAt is: a sign-in in the very second of the logout is refused too, and
 //   the next works).
+// - A `session` entry refuses exactly one sign-in: the session whose random id it names (a
+//   logout of the gateway's own, the cookie store's destroy: the browser's cookies are cleared, a
+//   copy of them is refused). The user's other sessions are untouched, unlike a `sid` entry (the
+//   provider's session may span several of the gateway's, two tabs of one browser, another
+//   device). Its time is the session's creation, so it leaves the list when the session's seal
+//   expires anyway (createdAt + session.maxAgeSeconds), never later.
 // - An `email` entry refuses, as a `sub` entry does, the sessions created at or before it whose
 //   `email` claim is that address, compared lowercased. The entry holds a digest of the provider
 //   and the lowercased address (redis-keys.ts emailDigest), never the address: the list (in
@@ -36,7 +42,11 @@ import type { Session, SessionSelector, SessionStore } from './types.js'
 //   store: a token is judged as a session created at its `iat` (RFC 9068 2.2).
 // - The list never fails open. Memory: when one provider's entries are full, its oldest entry is
 //   folded into that provider's floor, and every session of that provider created at or before the
-//   floor is refused (those users sign in again); other providers keep their own share. Redis:
+//   floor is refused (those users sign in again); other providers keep their own share. A
+//   provider's `session` entries (logouts) have a share and a floor of their own beside it: a
+//   storm of sign-ins and logouts, which any user of the provider can make, never folds away a
+//   back-channel or Shared Signals entry; when it fills its own share, its oldest entry becomes
+//   the floor of that share (that provider's sessions signed in by then are refused). Redis:
 //   the list is shared by every replica, each of which rereads it when it has changed, checked
 //   at most once per REFRESH_MS; a Redis that cannot be reached makes the check fail
 //   (503 session_store_unavailable) once that interval has passed, never pass. A Redis that lost
@@ -56,7 +66,7 @@ export interface RevocationList {
    * Refuses from now on the sessions `selector` names that were created at or before `at` (epoch
    * seconds, default now; a later `at` is taken as now).
    */
-  revoke(selector: SessionSelector, at?: number): Promise<void>
+  revoke(selector: RevocationSelector, at?: number): Promise<void>
   /** Whether `session` (or a Bearer token) was ended by a back-channel logout or an event; throws GatewayError 503 when it cannot tell. */
   isRevoked(session: Revocable): Promise<boolean>
   /** Entries in the list (for the metrics). */
@@ -69,7 +79,26 @@ export interface RevocationList {
   startBy(createdAt: number): Promise<void>
 }
 
-/** One logout: a `sid@`, `sub@` or `email:` key of `provider`, and the epoch second of the logout. */
+/**
+ * What an entry names: the sessions of a SessionSelector (back-channel logout, Shared Signals), or
+ * one session by its random id (a logout of the gateway's own), of `provider`.
+ */
+export type RevocationSelector = SessionSelector | SessionIdSelector
+
+function isSessionIdSelector(selector: RevocationSelector): selector is SessionIdSelector {
+  return typeof (selector as Partial<SessionIdSelector>).session === 'string'
+}
+
+export interface SessionIdSelector {
+  provider: string
+  /** Session.id: random per sign-in. */
+  session: string
+  sid?: undefined
+  sub?: undefined
+  email?: undefined
+}
+
+/** One logout: a `sid@`, `sub@`, `session@` or `email:` key of `provider`, and the epoch second of the logout (a `session@` key's: its creation). */
 export interface RevocationEntry {
   key: string
   at: number
@@ -78,7 +107,7 @@ export interface RevocationEntry {
 
 export interface RevocationSnapshot {
   entries: RevocationEntry[]
-  /** Each provider's floor, when it has one (JSON, which carries it between processes, has no -Infinity). */
+  /** Each share's floor, when it has one, by provider (or `<provider>/sessions`); JSON, which carries it between processes, has no -Infinity. */
   floors: Record<string, number>
 }
 
@@ -96,11 +125,12 @@ const EMAIL_PREFIX = 'email:'
  * others, where the default provider's `partners/alice` was provider partners' `alice`: see
  * legacyReadings.)
  */
-export function subjectKey(kind: 'sid' | 'sub', provider: string, value: string): string {
+export function subjectKey(kind: 'sid' | 'sub' | 'session', provider: string, value: string): string {
   return `${kind}@${provider}/${value}`
 }
 
-function keyOf(selector: SessionSelector): string {
+function keyOf(selector: RevocationSelector): string {
+  if (isSessionIdSelector(selector)) return subjectKey('session', selector.provider, selector.session)
   // The digest carries the provider's scope itself.
   if (selector.email !== undefined) return `${EMAIL_PREFIX}${emailDigest(selector.provider, selector.email)}`
   return selector.sid !== undefined ? subjectKey('sid', selector.provider, selector.sid) : subjectKey('sub', selector.provider, selector.sub)
@@ -139,11 +169,17 @@ function nowSeconds(clock: Clock): number {
   return Math.floor(clock.now() / 1000)
 }
 
-/** What the list judges: a session, or a Bearer token (createdAt: its `iat`, undefined when it has none). */
+/** What the list judges: a session, or a Bearer token (createdAt: its `iat`, undefined when it has none; no id). */
 export interface Revocable {
   claims: Session['claims']
   provider: string
   createdAt: number | undefined
+  id?: string
+}
+
+/** Whether a key is a `session@` entry: those have a share and a floor of their own (a logout storm). */
+function isSessionKey(key: string): boolean {
+  return key.startsWith('session@')
 }
 
 /**
@@ -157,6 +193,7 @@ function revokedBy(entries: ReadonlyMap<string, number>, emails: number, floor: 
   if (session.createdAt !== undefined && createdAt <= floor) return true
   // The common case on every request: nothing revoked, so no key strings are built.
   if (entries.size === 0) return false
+  if (session.id !== undefined && entries.has(subjectKey('session', session.provider, session.id))) return true
   const sid = session.claims.sid
   if (typeof sid === 'string' && entries.has(subjectKey('sid', session.provider, sid))) return true
   const subRevokedAt = entries.get(subjectKey('sub', session.provider, session.claims.sub))
@@ -174,7 +211,7 @@ export interface RevocationOptions {
   clock: Clock
 }
 
-/** One provider's share of the memory list. */
+/** One provider's share of the memory list (or of its `session@` entries). */
 interface Share {
   /** In logout order: a re-revoked key moves to the end. */
   entries: Map<string, number>
@@ -185,11 +222,24 @@ interface Share {
 
 const EMPTY_SHARE: Share = { entries: new Map(), emails: 0, floor: Number.NEGATIVE_INFINITY }
 
+/** The suffix of the share holding a provider's `session@` entries (a provider's name holds no `/`). */
+const SESSIONS_SHARE = '/sessions'
+
+/** The share an entry of `provider` goes to: its `session@` entries (logouts) apart from the others. */
+function shareId(provider: string, key: string): string {
+  return isSessionKey(key) ? provider + SESSIONS_SHARE : provider
+}
+
+/** The provider a share belongs to. */
+function providerOfShare(id: string): string {
+  return id.endsWith(SESSIONS_SHARE) ? id.slice(0, -SESSIONS_SHARE.length) : id
+}
+
 export class MemoryRevocationList implements RevocationList {
   readonly #maxAgeSeconds: number
   readonly #maxEntries: number
   readonly #clock: Clock
-  /** Each provider's entries and floor: one provider filling its share never folds another's. */
+  /** Each share's entries and floor: one provider (or its logouts) filling its share never folds another's. */
   readonly #shares = new Map<string, Share>()
 
   constructor(options: RevocationOptions & { maxEntries?: number }) {
@@ -198,12 +248,12 @@ export class MemoryRevocationList implements RevocationList {
     this.#clock = options.clock
   }
 
-  async revoke(selector: SessionSelector, at?: number): Promise<void> {
+  async revoke(selector: RevocationSelector, at?: number): Promise<void> {
     this.add(selector, at)
   }
 
   /** Revokes, and returns the entry made: what other copies of the list apply (server.workers). */
-  add(selector: SessionSelector, at?: number): RevocationEntry {
+  add(selector: RevocationSelector, at?: number): RevocationEntry {
     const entry: RevocationEntry = { key: keyOf(selector), at: entryTime(this.#clock, at), provider: selector.provider }
     this.apply(entry)
     return entry
@@ -211,13 +261,13 @@ export class MemoryRevocationList implements RevocationList {
 
   /** Records an entry made by the list this one copies. */
   apply(entry: RevocationEntry): void {
-    const share = this.#share(entry.provider)
+    const share = this.#share(shareId(entry.provider, entry.key))
     this.#purge(share, nowSeconds(this.#clock))
     const previous = share.entries.get(entry.key)
     this.#delete(share, entry.key)
     if (share.entries.size >= this.#maxEntries) {
-      // Full: the provider's oldest entry goes, and with it every session it could refuse, and
-      // more (all of that provider's sessions created at or before its logout), rather than any of
+      // Full: the share's oldest entry goes, and with it every session it could refuse, and
+      // more (all of that provider's sessions created at or before its time), rather than any of
       // them coming back. Another provider's sessions are never touched.
       const [oldest, revokedAt] = share.entries.entries().next().value as [string, number]
       this.#delete(share, oldest)
@@ -228,15 +278,16 @@ export class MemoryRevocationList implements RevocationList {
     share.emails += emailWeight(entry.key)
   }
 
-  /** Every entry and the floors, for a new copy of the list (a worker that starts). */
+  /** Every entry and the floors (by share), for a new copy of the list (a worker that starts). */
   snapshot(): RevocationSnapshot {
     const now = nowSeconds(this.#clock)
     const entries: RevocationEntry[] = []
     const floors: Record<string, number> = {}
-    for (const [provider, share] of this.#shares) {
+    for (const [id, share] of this.#shares) {
       this.#purge(share, now)
+      const provider = providerOfShare(id)
       for (const [key, at] of share.entries) entries.push({ key, at, provider })
-      if (Number.isFinite(share.floor)) floors[provider] = share.floor
+      if (Number.isFinite(share.floor)) floors[id] = share.floor
     }
     return { entries, floors }
   }
@@ -244,15 +295,18 @@ export class MemoryRevocationList implements RevocationList {
   /** Takes the state of the list this one copies: its entries and its floors. */
   restore(snapshot: RevocationSnapshot): void {
     for (const entry of snapshot.entries) this.apply(entry)
-    for (const [provider, floor] of Object.entries(snapshot.floors)) {
-      const share = this.#share(provider)
+    for (const [id, floor] of Object.entries(snapshot.floors)) {
+      const share = this.#share(id)
       share.floor = Math.max(share.floor, floor)
     }
   }
 
   async isRevoked(session: Revocable): Promise<boolean> {
     const share = this.#shares.get(session.provider) ?? EMPTY_SHARE
-    return revokedBy(share.entries, share.emails, share.floor, session)
+    if (revokedBy(share.entries, share.emails, share.floor, session)) return true
+    // Bearer tokens name no session: only the floor of the logouts' share can refuse them.
+    const logouts = this.#shares.get(session.provider + SESSIONS_SHARE) ?? EMPTY_SHARE
+    return revokedBy(logouts.entries, 0, logouts.floor, session)
   }
 
   /** A list in memory starts with the process, before any session it judges. */
@@ -268,16 +322,18 @@ export class MemoryRevocationList implements RevocationList {
     return size
   }
 
-  #share(provider: string): Share {
-    let share = this.#shares.get(provider)
+  #share(id: string): Share {
+    let share = this.#shares.get(id)
     if (share === undefined) {
       share = { entries: new Map(), emails: 0, floor: Number.NEGATIVE_INFINITY }
-      this.#shares.set(provider, share)
+      this.#shares.set(id, share)
     }
     return share
   }
 
   #purge(share: Share, now: number): void {
+    // In logout order; a `session@` entry's time is its session's creation, so one may wait
+    // behind a later-created one: it is kept a little longer, never dropped early.
     for (const [key, revokedAt] of share.entries) {
       if (revokedAt + this.#maxAgeSeconds > now) return
       this.#delete(share, key)
@@ -355,7 +411,7 @@ export class RedisRevocationList implements RevocationList {
     await Promise.all([this.#redis.del(legacy.list), this.#redis.del(legacy.since)])
   }
 
-  async revoke(selector: SessionSelector, at?: number): Promise<void> {
+  async revoke(selector: RevocationSelector, at?: number): Promise<void> {
     const time = entryTime(this.#clock, at)
     try {
       await durableWrite(this.#redis, this.#key, (r) => runScript(r, 'ogwRevoke', [this.#key, this.#versionKey], [keyOf(selector), time, this.#maxAgeSeconds]))

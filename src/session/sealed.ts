@@ -123,7 +123,8 @@ export const SEALED_REFERENCE = sealedCodec({ id: required('i', isString), user:
  * A sign-in in progress (the transaction cookie), bound to its state by the seal's purpose. `p`
  * is absent in transactions started before several providers existed (DEFAULT_PROVIDER); `k`
  * is the sign-in's DPoP key (provider.dpop), to which the code is bound; `s` what a step-up
- * sign-in asked for (acr_values, max_age), which the callback checks the ID token against.
+ * sign-in asked for (acr_values, max_age), which the callback checks the ID token against; `b`
+ * the digest of the browser's binding cookie (cookies.ts), without which it does not open.
  */
 export const SEALED_TRANSACTION = sealedCodec({
   provider: optional('p', isString),
@@ -132,6 +133,7 @@ export const SEALED_TRANSACTION = sealedCodec({
   dpopKey: optional('k', isDpopKey),
   redirectAfter: optional('r', isString),
   stepUp: optional('s', isStepUp),
+  binding: optional('b', isString),
 })
 export type SignInTransaction = NonNullable<ReturnType<typeof SEALED_TRANSACTION.decode>>
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+import { CLIENT_ID, CLIENT_SECRET, refreshTokenOf, startStack } from '../fixtures/stack.js'
 import type { Problem } from '../../src/contract/errors.js'
 
 t.test('DELETE /api/v1/openid/logout', async (t) => {
@@ -48,10 +48,18 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
     // The session is gone ...
     const page = await browser.fetch(`${stack.gw}/x`, { headers: { accept: 'application/json' } })
     t.equal(page.status, 401)
-    // ... and the refresh token was revoked at the provider: replaying the old cookies fails there.
+    // ... for a copy of the old cookies too: the logout listed the session (its id) ...
     const replay = await fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: { cookie: oldCookies } })
-    t.equal(replay.status, 409)
-    t.equal(((await replay.json()) as Problem).code, 'refresh_token_invalid')
+    t.equal(replay.status, 400)
+    t.equal(((await replay.json()) as Problem).code, 'refresh_token_missing', 'the copy carries no session')
+    // ... and the refresh token was revoked at the provider: redeeming it there fails.
+    const grant = await fetch(`${stack.provider?.issuer}/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}` },
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshTokenOf(stack, oldCookies) }),
+    })
+    t.equal(grant.status, 400)
+    t.equal(((await grant.json()) as { error: string }).error, 'invalid_grant', 'revoked at the provider')
 
     // The end-session URL works at the provider (RP-initiated logout) and comes back to us.
     const done = await browser.confirmProviderLogout(value)

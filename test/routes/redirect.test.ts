@@ -60,8 +60,10 @@ t.test('GET /api/v1/openid/redirect', async (t) => {
     const res = await fetch(endpoint, { redirect: 'manual' })
     const state = new URL(res.headers.get('location') ?? '').searchParams.get('state') ?? ''
     const cookies = res.headers.getSetCookie()
-    t.equal(cookies.length, 1)
-    const cookie = cookies[0] ?? ''
+    t.equal(cookies.length, 2, 'the transaction and the browser binding')
+    t.match(cookies[0], /^ogw_txb=[A-Za-z0-9_-]{22}\.[0-9a-z]{7}[A-Za-z0-9_-]{16};/, 'the binding: a secret and the transaction it lists')
+    t.match(cookies[0], /; Path=\/;/)
+    const cookie = cookies[1] ?? ''
     t.match(cookie, /^ogw_tx_[A-Za-z0-9_-]+=/)
     t.match(cookie, /; HttpOnly/i)
     t.match(cookie, /; SameSite=Lax/i)
@@ -83,7 +85,7 @@ t.test('GET /api/v1/openid/redirect', async (t) => {
       const uri = new URL(body.value)
       t.equal(uri.searchParams.get('response_type'), 'code')
       t.equal(uri.searchParams.get('code_challenge_method'), 'S256')
-      t.equal(res.headers.getSetCookie().length, 1, 'the transaction cookie is still set')
+      t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw_tx_')), 'the transaction cookie is still set')
     }
   })
 

@@ -99,9 +99,11 @@ t.test('names and attributes', async (t) => {
   const { cookies } = codec({ secure: true, sameSite: 'strict' })
   cookies.write(request({}), secure.reply, 'session', 1, LATER)
   cookies.write(request({}), secure.reply, 'credentials', 1, LATER)
-  cookies.writeTransaction(secure.reply, 'state-1', TX, 600)
-  t.strictSame(secure.set.map((c) => c.name), ['__Host-ogw', '__Secure-ogw_cred', '__Secure-ogw_tx_state-1'])
-  t.ok(secure.set.every((c) => c.options.secure === true && c.options.sameSite === 'strict'))
+  cookies.writeTransaction(request({}), secure.reply, 'state-1', TX, 600)
+  t.match(secure.set.map((c) => c.name), ['__Host-ogw', '__Secure-ogw_cred', '__Host-ogw_txb', /^__Secure-ogw_tx_[0-9a-z]{7}state-1$/])
+  t.ok(secure.set.every((c) => c.options.secure === true))
+  t.ok(secure.set.filter((c) => c.name !== '__Host-ogw_txb').every((c) => c.options.sameSite === 'strict'))
+  t.equal(secure.set[2]?.options.sameSite, 'none', 'the binding comes back with a form_post callback too')
   const domain = reply()
   codec({ secure: true, domain: 'example.com' }).cookies.write(request({}), domain.reply, 'session', 1, LATER)
   t.equal(domain.set[0]?.name, '__Secure-ogw', '__Host- is impossible with a Domain')
@@ -204,17 +206,22 @@ t.test('transaction cookies: one per state, each opening only for its own state'
   const { cookies } = codec()
   const a = 'AAAAAAAAAAAAAAAAAAAA-state-a'
   const b = 'BBBBBBBBBBBBBBBBBBBB-state-b'
-  const { reply: r, set } = reply()
-  cookies.writeTransaction(r, a, { nonce: 'a', codeVerifier: 'va' }, 600)
-  cookies.writeTransaction(r, b, { nonce: 'b', codeVerifier: 'vb' }, 600)
+  // Two tabs: two redirects, the second with what the first set.
+  const first = reply()
+  cookies.writeTransaction(request({}), first.reply, a, { nonce: 'a', codeVerifier: 'va' }, 600)
+  const second = reply()
+  cookies.writeTransaction(request(apply({}, first.set)), second.reply, b, { nonce: 'b', codeVerifier: 'vb' }, 600)
+  const set = [...first.set, ...second.set].filter((c) => c.name !== 'ogw_txb')
   t.equal(set.length, 2)
   t.not(set[0]?.name, set[1]?.name, 'two tabs, two cookies')
+  const nonceOf = (set: typeof first.set): string | undefined => set.find((c) => c.name === 'ogw_txb')?.value.split('.')[0]
+  t.equal(nonceOf(first.set), nonceOf(second.set), 'one binding per browser')
   for (const c of set) {
     t.equal(c.options.path, CALLBACK_PATH)
     t.equal(c.options.maxAge, 600)
     t.equal(c.options.httpOnly, true)
   }
-  const jar = apply({}, set)
+  const jar = apply(apply({}, first.set), second.set)
   t.same(cookies.readTransaction(request(jar), a), { nonce: 'a', codeVerifier: 'va' })
   t.same(cookies.readTransaction(request(jar), b), { nonce: 'b', codeVerifier: 'vb' })
   t.equal(cookies.readTransaction(request(jar), 'CCCC'), undefined)
@@ -225,15 +232,16 @@ t.test('transaction cookies: one per state, each opening only for its own state'
   t.equal(cookies.readTransaction(request(jar), sibling), undefined)
 
   const cleared = reply()
-  cookies.clearTransaction(cleared.reply, a)
-  t.strictSame(cleared.set.map((c) => [c.name, c.options.path, c.options.maxAge]), [[set[0]?.name, CALLBACK_PATH, 0]])
+  cookies.clearTransaction(request(jar), cleared.reply, a)
+  t.strictSame(cleared.set.filter((c) => c.name !== 'ogw_txb').map((c) => [c.name, c.options.path, c.options.maxAge]), [[set[0]?.name, CALLBACK_PATH, 0]])
+  t.notMatch(cleared.set.find((c) => c.name === 'ogw_txb')?.value, set[0]?.name.slice('ogw_tx_'.length) ?? '', 'taken off the binding')
   const after = apply(jar, cleared.set)
   t.equal(cookies.readTransaction(request(after), a), undefined)
   t.same(cookies.readTransaction(request(after), b), { nonce: 'b', codeVerifier: 'vb' }, 'the other tab is untouched')
 
   const odd = reply()
-  cookies.writeTransaction(odd.reply, 'a;b=c d\u00e9\n', TX, 600)
-  t.match(odd.set[0]?.name, /^ogw_tx_[A-Za-z0-9_-]*$/, 'only cookie-name-safe characters of the state')
+  cookies.writeTransaction(request({}), odd.reply, 'a;b=c d\u00e9\n', TX, 600)
+  t.match(odd.set[1]?.name, /^ogw_tx_[A-Za-z0-9_-]*$/, 'only cookie-name-safe characters of the state')
   t.same(cookies.readTransaction(request(apply({}, odd.set)), 'a;b=c d\u00e9\n'), TX)
 })
 
@@ -370,7 +378,7 @@ t.test('property: written values read back exactly, or as nothing once tampered 
           if (!(err instanceof GatewayError) || err.code !== 'session_too_large') throw err
         }
       }
-      cookies.writeTransaction(r, w.state, w.tx, 600)
+      cookies.writeTransaction(request({}), r, w.state, w.tx, 600)
       const tx = normalizeJson(w.tx)
 
       // The browser sends back what was set: exactly the data.

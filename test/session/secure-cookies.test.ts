@@ -5,10 +5,14 @@ t.test('secure cookies carry the __Host- / __Secure- prefixes and the configured
   const stack = await startStack(t, { config: { cookies: { secure: true, sameSite: 'strict' } } })
   const browser = stack.browser()
   const start = await browser.fetch(`${stack.gw}/api/v1/openid/redirect`)
-  const tx = start.headers.getSetCookie()[0] ?? ''
-  t.match(tx, /^__Secure-ogw_tx_/)
+  const tx = start.headers.getSetCookie().find((c) => c.startsWith('__Secure-ogw_tx_')) ?? ''
   t.match(tx, /; Secure/)
   t.match(tx, /; SameSite=Strict/)
+  const binding = start.headers.getSetCookie().find((c) => c.startsWith('__Host-ogw_txb=')) ?? ''
+  t.match(binding, /; Path=\/;/, 'the binding of the transactions: __Host-, Path=/')
+  t.match(binding, /; Secure/)
+  t.match(binding, /; SameSite=None/, 'back with a form_post callback too')
+  t.notMatch(binding, /; Domain=/i, 'host-only')
 
   const res = await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
   t.equal(res.status, 200)
