@@ -530,6 +530,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isTrustedOrigin,
     authenticate,
     publicUrl: config.server.publicUrl,
+    validateRedirectAfter,
     stepUp,
     websockets,
     exchanger,

@@ -4,11 +4,11 @@ import { GatewayError } from '../contract/errors.js'
 import type { Identity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
-import { ASSERTION_JWKS_PATH, FORWARD_AUTH_PATH, isGatewayPath, refreshPath, signInPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, FORWARD_AUTH_PATH, isGatewayPath } from '../contract/endpoints.js'
 import type { UrlRedactor } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, isPreflight, logForbidden, logStepUp, type AccessDecider, type DecisionRequest, type StepUpJudge } from './guard.js'
+import { createAccessDecision, isPreflight, logForbidden, logStepUp, signInLocation, type AccessDecider, type DecisionRequest, type StepUpJudge } from './guard.js'
 import type { StepUpRequirement } from '../oidc/step-up.js'
 import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'
@@ -163,7 +163,7 @@ export function createChecker(options: CheckOptions): Checker {
   const isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
   const deciders = new Map<UpstreamConfig, AccessDecider>(options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate, options.stepUp)]))
   const byName = new Map(options.upstreams.map((u) => [u.name, u]))
-  const { publicUrl, validateRedirectAfter, cookieDomain, isGatewayCookieName } = options
+  const { publicUrl, cookieDomain, isGatewayCookieName } = options
   const publicHost = hostName(canonicalHost(new URL(publicUrl).host))
   const warnedHosts = new Set<string>()
   const cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries, options.clock) : undefined
@@ -260,11 +260,8 @@ export function createChecker(options: CheckOptions): Checker {
   return {
     check: decide,
     signInUrl(checked, refreshable) {
-      const path = checked.target.path + checked.target.search
-      // An absolute URL is only accepted on the public origin or an allowed host; otherwise the
-      // path alone, which the gateway's own origin serves.
-      const back = validateRedirectAfter(`${checked.scheme}://${checked.host}${path}`) ?? validateRedirectAfter(path) ?? undefined
-      return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))
+      const target = checked.target.path + checked.target.search
+      return signInLocation(options, { scheme: checked.scheme, host: checked.host, target }, refreshable)
     },
     challenge(upstream, checked) {
       const url = resourceMetadataUrl(upstream, publicUrl, checked.host)

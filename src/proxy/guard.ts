@@ -26,6 +26,8 @@ import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '.
 export interface GuardDeps {
   authenticate: Authenticator
   publicUrl: string
+  /** routes/redirect-after.ts's rule: a redirectAfter value as the redirect endpoint would accept it, or null. */
+  validateRedirectAfter: (value: string) => string | null
   /** The time and clock tolerance step-up rules are judged by (allow.maxAuthAgeSeconds). */
   stepUp?: StepUpJudge
 }
@@ -212,6 +214,23 @@ export function unauthenticatedError(expired: boolean, signInUrl: string, challe
   })
 }
 
+/**
+ * Where a browser is sent to sign in (or to refresh) for `scheme://host<target>`: the redirect
+ * endpoint on the public origin, with the request's own URL as `redirectAfter` when the redirect
+ * endpoint would accept it (the public origin or an allowed host), else its path. The sign-in
+ * starts on the public origin, where the callback is: the transaction's browser binding is a
+ * host-only cookie (session/cookies.ts), so a sign-in begun on another host could not finish.
+ */
+export function signInLocation(
+  deps: Pick<GuardDeps, 'publicUrl' | 'validateRedirectAfter'>,
+  request: { scheme: string; host: string; target: string },
+  refreshable: boolean,
+): string {
+  const { publicUrl, validateRedirectAfter } = deps
+  const back = validateRedirectAfter(`${request.scheme}://${request.host}${request.target}`) ?? validateRedirectAfter(request.target) ?? undefined
+  return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))
+}
+
 export function forbiddenError(): GatewayError {
   return new GatewayError('forbidden', 'your account is not allowed to use this application')
 }
@@ -223,14 +242,23 @@ function pathOf(url: string): string {
 
 export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
   const decide = createAccessDecision(upstream, deps.authenticate, deps.stepUp)
+  const publicHost = new URL(deps.publicUrl).host
+
+  // On the public host the path alone (the browser stays on its origin); on another host (match.hosts)
+  // the public origin's endpoint, with the page's absolute URL to come back to.
+  function navigateTo(req: FastifyRequest, refreshable: boolean): string {
+    const target = req.url
+    const host = req.headers.host
+    if (host === undefined || host === publicHost) return refreshable ? refreshPath(target) : signInPath(target)
+    return signInLocation(deps, { scheme: req.protocol, host, target }, refreshable)
+  }
 
   function refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean, refreshable: boolean): FastifyReply {
     const target = req.url
     if (isNavigation(req)) {
       // With cookies.credentialsPath: /api/v1/openid the refresh token is not sent here; the
       // refresh endpoint can read it, and falls back to signing in again.
-      const location = refreshable ? refreshPath(target) : signInPath(target)
-      return reply.headers(PROBLEM_HEADERS).redirect(location, 302)
+      return reply.headers(PROBLEM_HEADERS).redirect(navigateTo(req, refreshable), 302)
     }
     throw unauthenticatedError(expired, deps.publicUrl + signInPath(target), challengeOf(req))
   }
@@ -264,7 +292,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
         logStepUp(req, upstream, decision)
         // A page load signs in again: the redirect endpoint asks for what the target's rule needs
         // and the callback upgrades this session. A Bearer token cannot be upgraded that way.
-        if (!decision.bearer && isNavigation(req)) return reply.headers(PROBLEM_HEADERS).redirect(signInPath(req.url), 302)
+        if (!decision.bearer && isNavigation(req)) return reply.headers(PROBLEM_HEADERS).redirect(navigateTo(req, false), 302)
         throw stepUpError(decision.requirement, deps.publicUrl + signInPath(req.url), challengeOf(req))
     }
   }
