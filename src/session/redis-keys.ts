@@ -107,6 +107,11 @@ export class RedisKeys {
     return `${this.#user(tag)}refresh-lock:${digest(sessionId)}`
   }
 
+  /** A redemption of `refreshToken` for a session, started and not yet known to be over (outlives the lock). */
+  refreshAttempt(tag: string, sessionId: string, refreshToken: string): string {
+    return `${this.#user(tag)}refresh-attempt:${digest(`${sessionId}.${refreshToken}`)}`
+  }
+
   /** The sealed result of redeeming `refreshToken` for a session, kept for the grace period. */
   refreshResult(tag: string, sessionId: string, refreshToken: string): string {
     return `${this.#user(tag)}refreshed:${digest(`${sessionId}.${refreshToken}`)}`

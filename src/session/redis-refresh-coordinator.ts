@@ -21,8 +21,13 @@ import { SEALED_REFRESH_RESULT } from './sealed.js'
 // The lock and the result carry the user's hash tag (redis-keys.ts) and change together by two
 // scripts (redis-scripts.ts): a claim (the result if there is one, else the lock if it is free)
 // and a settlement (store the result, release the lock). A lock is short (SET NX PX with a random
-// token): a holder that dies leaves it to expire, and the next request then redeems; a waiter gives
-// up after a bounded wait with 503 rather than redeem the token a second time.
+// token), but the claim also records the attempt to redeem this token, which lives longer
+// (lockMs + waitMs) and ends only when its holder knows the answer: a holder slower than its lock
+// (a loaded machine), or whose redemption failed after the provider may have spent the token (a
+// timeout), leaves the attempt, and every request with that token waits and answers 503 rather
+// than redeem it a second time (a rotating provider with reuse detection would revoke the grant).
+// A holder that dies blocks that token's refresh until the attempt expires; then the next request
+// redeems.
 //
 // Failover (Sentinel, Cluster): the lock and the result are written with WAIT (durableWrite), so
 // the promoted replica has them. A redemption that finished while no primary was reachable keeps
@@ -49,6 +54,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   readonly #cipher: CookieCipher
   readonly #lockMs: number
   readonly #waitMs: number
+  readonly #attemptMs: number
   readonly #clock: Clock
   readonly #flights = new SingleFlight<Tokens>()
 
@@ -58,6 +64,9 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     this.#cipher = options.cipher
     this.#lockMs = options.lockMs
     this.#waitMs = options.waitMs
+    // Longer than a waiter waits after the lock expired: no request that found the lock taken
+    // outlasts the attempt and redeems the token again.
+    this.#attemptMs = options.lockMs + options.waitMs
     this.#clock = options.clock
   }
 
@@ -67,12 +76,16 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
 
   async #coordinated(session: RefreshingSession, refreshToken: string, grant: () => Promise<Tokens>): Promise<Tokens> {
     const user = this.#keys.userTag({ provider: session.provider, sub: session.claims.sub })
-    const keys = [this.#keys.refreshResult(user, session.id, refreshToken), this.#keys.refreshLock(user, session.id)] as const
+    const keys = [
+      this.#keys.refreshResult(user, session.id, refreshToken),
+      this.#keys.refreshLock(user, session.id),
+      this.#keys.refreshAttempt(user, session.id, refreshToken),
+    ] as const
     // A bound on real waiting (the polls below sleep), so monotonic time, not the clock.
     const deadline = performance.now() + this.#waitMs
     for (;;) {
       const token = randomBytes(16).toString('base64url')
-      const claim = await this.#redisCall(() => durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshClaim', keys, [token, this.#lockMs])))
+      const claim = await this.#redisCall(() => durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshClaim', keys, [token, this.#lockMs, this.#attemptMs])))
       const [outcome, sealed] = claim as [string, string?]
       if (outcome === 'result' && sealed !== undefined) {
         const remembered = this.#open(keys[0], sealed)
@@ -83,8 +96,10 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
         try {
           fresh = await grant()
         } catch (err) {
-          // Best effort: an unreleased lock expires by itself.
-          await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
+          // The provider may have spent the token (a timeout after it redeemed): the attempt stays,
+          // so no replica redeems it again before it expires. Best effort: an unreleased lock
+          // expires by itself.
+          await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, '', 0, '0'])).catch(() => undefined)
           throw err
         }
         await this.#settle(keys, token, refreshToken, fresh, deadline)
@@ -103,7 +118,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
    * Keeps a rotation's result and releases the lock, in one step, so no waiter finds neither.
    * While Redis cannot be reached (a failover) it tries again until `deadline`.
    */
-  async #settle(keys: readonly [string, string], token: string, refreshToken: string, fresh: Tokens, deadline: number): Promise<void> {
+  async #settle(keys: readonly [string, string, string], token: string, refreshToken: string, fresh: Tokens, deadline: number): Promise<void> {
     const now = this.#clock.now() / 1000
     const until = graceEnd(fresh, now)
     const keep = rotated(refreshToken, fresh) && until > now
@@ -111,7 +126,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const ttlMs = keep ? Math.ceil((until - now) * 1000) : 0
     for (;;) {
       try {
-        await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
+        await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs, '1']))
         recordOutcome(this.#redis, true)
         return
       } catch (err) {

@@ -110,27 +110,38 @@ end
 return replaced`,
   },
   /**
-   * KEYS: refresh result, refresh lock. ARGV: lock token, lock lifetime (ms).
+   * KEYS: refresh result, refresh lock, refresh attempt. ARGV: lock token, lock lifetime (ms),
+   * attempt lifetime (ms).
    * The refresh compare-and-set: the result of a redemption already made, or the lock to make it,
-   * or neither (another holds the lock). Read and lock in one step, so no replica takes the lock
-   * between another's storing the result and releasing it.
+   * or neither (another holds the lock, or a redemption of this token started and never settled).
+   * Read and lock in one step, so no replica takes the lock between another's storing the result
+   * and releasing it. The attempt names the token's redemption and outlives the lock: a holder
+   * slower than its lock (a loaded machine, a provider that redeemed but answered after the
+   * gateway's timeout) still has it, so the token is never redeemed a second time.
    */
   ogwRefreshClaim: {
     lua: `
 local result = redis.call('get', KEYS[1])
 if result then return {'result', result} end
-if redis.call('set', KEYS[2], ARGV[1], 'PX', ARGV[2], 'NX') then return {'locked'} end
+if redis.call('exists', KEYS[3]) == 1 then return {'busy'} end
+if redis.call('set', KEYS[2], ARGV[1], 'PX', ARGV[2], 'NX') then
+  redis.call('set', KEYS[3], ARGV[1], 'PX', ARGV[3])
+  return {'locked'}
+end
 return {'busy'}`,
   },
   /**
-   * KEYS: refresh result, refresh lock. ARGV: lock token, sealed result ('' for none), its
-   * lifetime (ms). Stores the result and releases the lock (only if this token still holds it: a
-   * holder that outlived its lock must not release the next holder's) in one step, so no waiter
+   * KEYS: refresh result, refresh lock, refresh attempt. ARGV: lock token, sealed result ('' for
+   * none), its lifetime (ms), whether the redemption is over ('1': its answer is known, so the
+   * attempt ends; '0': it failed, and the provider may have spent the token: the attempt stays
+   * until it expires). Stores the result and releases the lock (only if this token still holds it:
+   * a holder that outlived its lock must not release the next holder's) in one step, so no waiter
    * finds neither.
    */
   ogwRefreshSettle: {
     lua: `
 if ARGV[2] ~= '' then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+if ARGV[4] == '1' and redis.call('get', KEYS[3]) == ARGV[1] then redis.call('del', KEYS[3]) end
 if redis.call('get', KEYS[2]) == ARGV[1] then return redis.call('del', KEYS[2]) end
 return 0`,
   },

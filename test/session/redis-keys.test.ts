@@ -56,7 +56,7 @@ for (const store of ['redis', 'cookie'] as const) {
 
     // A user's keys start with the user's hash tag ({digest}:), the revocation list's with {revocations}.
     const kinds = new Set(touched.map((key) => key.slice(PREFIX.length).replace(/^\{[A-Za-z0-9_-]{43}\}:/, '').split(':')[0]))
-    const expected = store === 'redis' ? ['session', 'sub', 'sid', 'sid-user', 'refresh-lock', 'refreshed', 'logout-jti'] : ['{revocations}', 'logout-jti']
+    const expected = store === 'redis' ? ['session', 'sub', 'sid', 'sid-user', 'refresh-lock', 'refresh-attempt', 'refreshed', 'logout-jti'] : ['{revocations}', 'logout-jti']
     for (const kind of expected) t.ok(kinds.has(kind), `${kind} keys were written`)
     t.strictSame(
       touched.filter((key) => !key.startsWith(PREFIX)),

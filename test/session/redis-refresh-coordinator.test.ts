@@ -112,6 +112,49 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
     t.same(provider.state.redeemed, [], 'the token was not redeemed')
   })
 
+  t.test('a holder slower than its lock: the other replica waits for its result and never redeems the token again', async (t) => {
+    const slowA = await replica({ lockMs: 300 })
+    const slowB = await replica({ lockMs: 300 })
+    let release = (): void => undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    // The provider answers A only once A's lock has expired and B has asked Redis again since.
+    const provider = rotatingProvider(() => held)
+    const lockKey = keys.refreshLock(user, 'session-6')
+    const first = slowA.coordinator.redeem(session('session-6'), 'rt-0', provider.grant('rt-0'))
+    await eventually("A is redeeming, and its lock has expired", async () => provider.state.redeemed.length === 1 && (await raw.exists(lockKey)) === 0)
+    const scriptCalls = async (): Promise<number> => {
+      const stats = await raw.info('commandstats')
+      return ['eval', 'evalsha'].reduce((n, c) => n + Number(new RegExp(`^cmdstat_${c}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0), 0)
+    }
+    const before = await scriptCalls()
+    const second = slowB.coordinator.redeem(session('session-6'), 'rt-0', provider.grant('rt-0'))
+    await eventually('B has claimed after the expiry (and waits, or redeems)', async () => provider.state.redeemed.length > 1 || (await scriptCalls()) >= before + 3)
+    release()
+    const [fromA, fromB] = await Promise.all([first, second.catch((err: unknown) => err)])
+    t.same(provider.state.redeemed, ['rt-0'], 'the provider saw the token once')
+    t.notOk(provider.state.revoked, 'the grant was not revoked')
+    t.equal(fromA.accessToken, 'at-1')
+    t.match(fromB, { accessToken: 'at-1' }, "B answers with A's result")
+  })
+
+  t.test('a redemption that failed after the provider may have spent the token: 503 on the other replica, never a second redemption', async (t) => {
+    const impatient = await replica({ waitMs: 300 })
+    const spent: string[] = []
+    // A timeout at the gateway while the provider redeemed (and rotated) the token.
+    const timedOut = async (): Promise<Tokens> => {
+      spent.push('rt-0')
+      throw new GatewayError('provider_unavailable', 'the provider did not answer in time')
+    }
+    const failed = await a.coordinator.redeem(session('session-7'), 'rt-0', timedOut).catch((err: unknown) => err)
+    t.match(failed, { code: 'provider_unavailable' })
+    const provider = rotatingProvider()
+    const error = await impatient.coordinator.redeem(session('session-7'), 'rt-0', provider.grant('rt-0')).catch((err: unknown) => err)
+    t.match(error, { code: 'session_store_unavailable', status: 503 })
+    t.same(provider.state.redeemed, [], 'the token was not sent again')
+  })
+
   t.test('Redis unreachable: 503 session_store_unavailable, the token is not redeemed', async (t) => {
     const provider = rotatingProvider()
     await server.stop()
