@@ -22,12 +22,13 @@ import { SEALED_REFRESH_RESULT } from './sealed.js'
 // scripts (redis-scripts.ts): a claim (the result if there is one, else the lock if it is free)
 // and a settlement (store the result, release the lock). A lock is short (SET NX PX with a random
 // token), but the claim also records the attempt to redeem this token, which lives longer
-// (lockMs + waitMs) and ends only when its holder knows the answer: a holder slower than its lock
-// (a loaded machine), or whose redemption failed after the provider may have spent the token (a
-// timeout), leaves the attempt, and every request with that token waits and answers 503 rather
-// than redeem it a second time (a rotating provider with reuse detection would revoke the grant).
-// A holder that dies blocks that token's refresh until the attempt expires; then the next request
-// redeems.
+// (lockMs + waitMs) and ends when its holder's redemption is over: a holder slower than its lock
+// (a loaded machine) keeps it, so no request sends the token while the first redemption may still
+// be under way at the provider (two in flight at once: a rotating provider with reuse detection
+// revokes the grant). A failed redemption is over: the next request tries again, as the contract's
+// 502 promises; had the provider spent the token, that try gets invalid_grant whenever it is made,
+// so holding it back would only delay the same answer. A holder that dies blocks that token's
+// refresh until the attempt expires; then the next request redeems.
 //
 // Failover (Sentinel, Cluster): the lock and the result are written with WAIT (durableWrite), so
 // the promoted replica has them. A redemption that finished while no primary was reachable keeps
@@ -96,10 +97,9 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
         try {
           fresh = await grant()
         } catch (err) {
-          // The provider may have spent the token (a timeout after it redeemed): the attempt stays,
-          // so no replica redeems it again before it expires. Best effort: an unreleased lock
-          // expires by itself.
-          await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, '', 0, '0'])).catch(() => undefined)
+          // Over, though failed: the attempt ends with the lock. Best effort: an unreleased lock and
+          // attempt expire by themselves.
+          await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, '', 0])).catch(() => undefined)
           throw err
         }
         await this.#settle(keys, token, refreshToken, fresh, deadline)
@@ -126,7 +126,7 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const ttlMs = keep ? Math.ceil((until - now) * 1000) : 0
     for (;;) {
       try {
-        await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs, '1']))
+        await durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshSettle', keys, [token, sealed, ttlMs]))
         recordOutcome(this.#redis, true)
         return
       } catch (err) {

@@ -132,16 +132,15 @@ return {'busy'}`,
   },
   /**
    * KEYS: refresh result, refresh lock, refresh attempt. ARGV: lock token, sealed result ('' for
-   * none), its lifetime (ms), whether the redemption is over ('1': its answer is known, so the
-   * attempt ends; '0': it failed, and the provider may have spent the token: the attempt stays
-   * until it expires). Stores the result and releases the lock (only if this token still holds it:
+   * none), its lifetime (ms). The redemption is over (an answer or a failure): its attempt ends.
+   * Stores the result and releases the lock (only if this token still holds it:
    * a holder that outlived its lock must not release the next holder's) in one step, so no waiter
    * finds neither.
    */
   ogwRefreshSettle: {
     lua: `
 if ARGV[2] ~= '' then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
-if ARGV[4] == '1' and redis.call('get', KEYS[3]) == ARGV[1] then redis.call('del', KEYS[3]) end
+if redis.call('get', KEYS[3]) == ARGV[1] then redis.call('del', KEYS[3]) end
 if redis.call('get', KEYS[2]) == ARGV[1] then return redis.call('del', KEYS[2]) end
 return 0`,
   },
