@@ -1,5 +1,4 @@
-import type { CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import t from 'tap'
 import type { CookiesConfig } from '../../src/options/types.js'
 import { systemClock } from '../../src/lib/clock.js'
@@ -7,6 +6,7 @@ import { CookieCipher } from '../../src/session/cipher.js'
 import { CookieSessionStore } from '../../src/session/cookie-store.js'
 import { GatewayCookies } from '../../src/session/cookies.js'
 import type { Session } from '../../src/session/types.js'
+import { jarReply } from '../fixtures/cookie-jar.js'
 
 // The cookie store reads the session on every request with one AES-GCM open; the credentials
 // cookie is opened only when asked for (an expired access token, a logout), and only where the
@@ -31,13 +31,7 @@ function setup(credentialsPath: CookiesConfig['credentialsPath']) {
 }
 
 async function signedInJar(store: CookieSessionStore): Promise<Record<string, string>> {
-  const jar: Record<string, string> = {}
-  const reply = {
-    setCookie(name: string, value: string, options: CookieSerializeOptions) {
-      if (options.maxAge !== 0) jar[name] = value
-      return reply
-    },
-  }
+  const { jar, reply } = jarReply()
   const session: Session = {
     id: 'sid-1',
     claims: { sub: 'alice' },
@@ -48,7 +42,7 @@ async function signedInJar(store: CookieSessionStore): Promise<Record<string, st
     refreshToken: 'refresh',
     idToken: 'id-token',
   }
-  await store.create(request({}, '/'), reply as unknown as FastifyReply, session)
+  await store.create(request({}, '/'), reply, session)
   return jar
 }
 

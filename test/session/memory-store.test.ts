@@ -1,4 +1,3 @@
-import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import t from 'tap'
 import { CookieCipher } from '../../src/session/cipher.js'
@@ -6,6 +5,7 @@ import { GatewayCookies } from '../../src/session/cookies.js'
 import { MemorySessionStore } from '../../src/session/memory-store.js'
 import type { Session } from '../../src/session/types.js'
 import { manualClock } from '../fixtures/clock.js'
+import { jarReply } from '../fixtures/cookie-jar.js'
 
 // The memory store's bound: sign-ins are created by clients, so their number must not decide
 // the gateway's memory. When full, the oldest sign-in goes first, and each eviction is counted.
@@ -21,15 +21,9 @@ function setup(maxSessions: number) {
   t.teardown(() => store.close())
   /** Saves a session and returns the browser's cookie jar for it. */
   async function signIn(id: string, createdAt = Math.floor(clock.now() / 1000)): Promise<Record<string, string>> {
-    const jar: Record<string, string> = {}
-    const reply = {
-      setCookie(name: string, value: string, options: CookieSerializeOptions) {
-        if (options.maxAge !== 0) jar[name] = value
-        return reply
-      },
-    }
+    const { jar, reply } = jarReply()
     const session: Session = { id, claims: { sub: id }, accessToken: `at-${id}`, expiresAt: createdAt + 300, createdAt, provider: 'default' }
-    await store.create(request(jar), reply as unknown as FastifyReply, session)
+    await store.create(request(jar), reply, session)
     return jar
   }
   return { store, signIn, clock }

@@ -1,5 +1,4 @@
-import type { CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
@@ -14,6 +13,7 @@ import type { Session } from '../../src/session/types.js'
 import { manualClock, type ManualClock } from '../fixtures/clock.js'
 import { eventually } from '../fixtures/poll.js'
 import { startRedis } from '../fixtures/redis.js'
+import { jarReply } from '../fixtures/cookie-jar.js'
 
 // The cookie store's revocation list in Redis refuses every session created before the list
 // started (it cannot tell which of them a lost entry ended). So its start must never come after
@@ -44,16 +44,10 @@ function cookieStore(clock: ManualClock, list: RedisRevocationList): CookieSessi
 
 /** Signs alice in at the clock's time; resolves the request that carries her cookies. */
 async function signIn(store: CookieSessionStore, clock: ManualClock): Promise<FastifyRequest> {
-  const jar: Record<string, string> = {}
-  const reply = {
-    setCookie(name: string, value: string, options: CookieSerializeOptions) {
-      if (options.maxAge !== 0) jar[name] = value
-      return reply
-    },
-  }
+  const { jar, reply } = jarReply()
   const createdAt = Math.floor(clock.now() / 1000)
   const session: Session = { id: 'id-1', claims: { sub: 'alice', sid: 'sid-1' }, accessToken: 'access', expiresAt: createdAt + 300, createdAt, provider: 'default' }
-  await store.create({ cookies: {}, url: '/' } as unknown as FastifyRequest, reply as unknown as FastifyReply, session)
+  await store.create({ cookies: {}, url: '/' } as unknown as FastifyRequest, reply, session)
   return { cookies: jar, url: '/app' } as unknown as FastifyRequest
 }
 

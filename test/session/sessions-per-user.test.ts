@@ -1,4 +1,3 @@
-import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import pino from 'pino'
@@ -13,6 +12,7 @@ import type { Session, SessionStore } from '../../src/session/types.js'
 import { manualClock, type ManualClock } from '../fixtures/clock.js'
 import { startCluster } from '../fixtures/redis-cluster.js'
 import { startRedis } from '../fixtures/redis.js'
+import { jarReply } from '../fixtures/cookie-jar.js'
 
 // session.maxSessionsPerUser in every server-side store: one account signing in over and over
 // churns through its own sessions only, its oldest first; nobody else's session goes, and the
@@ -80,16 +80,10 @@ for (const kind of KINDS) {
     const { store, raw } = await kind.store(t, clock, cookies)
     let n = 0
     async function signIn(sub: string): Promise<Record<string, string>> {
-      const jar: Record<string, string> = {}
-      const reply = {
-        setCookie(name: string, value: string, options: CookieSerializeOptions) {
-          if (options.maxAge !== 0) jar[name] = value
-          return reply
-        },
-      }
+      const { jar, reply } = jarReply()
       const createdAt = Math.floor(clock.now() / 1000)
       const session: Session = { id: `${sub}-${++n}-0123456789abcdef`, claims: { sub, sid: `sid-${n}` }, accessToken: `at-${n}`, expiresAt: createdAt + 300, createdAt, provider: 'default' }
-      await store.create(request(jar), reply as unknown as FastifyReply, session)
+      await store.create(request(jar), reply, session)
       clock.advance(1000)
       return jar
     }
