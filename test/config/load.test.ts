@@ -95,7 +95,7 @@ t.test('YAML 1.2: yes/no/on/off are strings, so they are not booleans', async (t
 t.test('empty keys in YAML take their defaults', async (t) => {
   const yaml = readFileSync(fixture('minimal.yaml'), 'utf8') + 'session:\nlog:\n  level:\n'
   const config = parseConfig(yaml, SECRETS)
-  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } })
+  t.same(config.session, { store: 'cookie', maxAgeSeconds: 28800, maxSessionsPerUser: 10, memory: { maxSessions: 10000 }, redis: { keyPrefix: 'openid-gateway:', timeoutMs: 2000, tls: false, waitTimeoutMs: 500 } })
   t.same(config.log, { level: 'info', redactQueryParams: [...DEFAULT_REDACTED_QUERY_PARAMS] })
 })
 
