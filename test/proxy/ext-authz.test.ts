@@ -242,7 +242,7 @@ t.test('forwardAuth.cache', async (t) => {
       const clock = manualClock()
       const config = { ...CONFIG, provider: { clockToleranceSeconds: 0 }, forwardAuth: { cache: { enabled, ttlSeconds: 60 } } }
       const stack = await startStack(t, { clock, config, upstreams: UPSTREAMS })
-      const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', exp: Math.floor(clock.now() / 1000) + 2 })
+      const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 2 })
       t.equal((await check(stack, '/page', { authorization: `Bearer ${token}` })).status, 200)
       // Past the token's exp, on the gateway's clock.
       clock.advance(3000)
