@@ -9,7 +9,9 @@ configuration, as the gateway itself derives the headers it sends.
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* Every template names its object first: the chart's refusals run before anything else renders. */}}
 {{- define "openid-gateway.fullname" -}}
+{{- include "openid-gateway.validate" . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
@@ -131,7 +133,7 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 {{- if not (hasKey $server "publicUrl") -}}{{- $_ := set $server "publicUrl" $v.publicUrl -}}{{- end -}}
 {{- if and (eq $v.configReload "live") (not (hasKey $server "watchConfig")) -}}{{- $_ := set $server "watchConfig" true -}}{{- end -}}
 {{- if and (include "openid-gateway.grpc" .) (not (hasKey $server "extAuthzGrpcPort")) -}}{{- $_ := set $server "extAuthzGrpcPort" $v.grpcPort -}}{{- end -}}
-{{- if and (hasKey $c "provider") $v.secrets.clientSecretKey -}}
+{{- if and (get $c "provider") $v.secrets.clientSecretKey -}}
 {{- $provider := get $c "provider" -}}
 {{- if not (hasKey $provider "clientSecret") -}}{{- $_ := set $provider "clientSecret" "${OIDC_CLIENT_SECRET}" -}}{{- end -}}
 {{- end -}}
@@ -270,7 +272,7 @@ that every render runs them.
 {{- if not $v.publicUrl -}}
 {{- fail "publicUrl is required: the gateway's public origin, e.g. https://app.example.com" -}}
 {{- end -}}
-{{- if and (not $v.existingConfigMap) (not (or (hasKey $v.config "provider") (hasKey $v.config "providers"))) -}}
+{{- if and (not $v.existingConfigMap) (not (or $v.config.provider $v.config.providers)) -}}
 {{- fail "config.provider is required (issuer and clientId), or config.providers, or existingConfigMap" -}}
 {{- end -}}
 {{- if and (not $v.secrets.existingSecret) (not $v.secrets.cookieSecrets) -}}
