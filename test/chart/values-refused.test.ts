@@ -25,7 +25,7 @@ const REFUSED: [string, Values, RegExp][] = [
   ['a digest that is not sha256', { image: { digest: 'latest' } }, /\/image\/digest/],
   ['a Redis node without a port', { redis: { enabled: true, cluster: { nodes: ['redis-0'] } } }, /\/redis\/cluster\/nodes\/0/],
   // the chart's fail
-  ['no publicUrl', { publicUrl: null }, /publicUrl/],
+  ['no publicUrl', { publicUrl: '' }, /publicUrl is required|at '\/publicUrl'/],
   ['no provider', { config: { provider: null } }, /config\.provider is required/],
   ['no cookie secret', { secrets: { existingSecret: '' } }, /secrets\.existingSecret or secrets\.cookieSecrets is required/],
   ['two replicas without Redis', { replicaCount: 2 }, /replicaCount is 2 but sessions are not shared/],
