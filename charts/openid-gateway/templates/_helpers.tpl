@@ -299,6 +299,9 @@ that every render runs them.
 {{- fail "redis.sentinels.name is required with redis.sentinels.nodes" -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) -}}
+{{- fail (printf "autoscaling.minReplicas (%d) exceeds autoscaling.maxReplicas (%d)" (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) -}}
+{{- end -}}
 {{- $replicas := ternary $v.autoscaling.maxReplicas $v.replicaCount $v.autoscaling.enabled -}}
 {{- if gt (int $replicas) 1 -}}
 {{- $shared := $v.redis.enabled -}}
