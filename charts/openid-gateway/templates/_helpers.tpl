@@ -1,0 +1,355 @@
+{{/*
+Names, labels and the facts every template shares: the public host, the application, the
+gateway's Service address, and the gateway configuration the chart mounts (with what the chart
+owns filled in). Every header list the companion objects carry is derived here from the
+configuration, as the gateway itself derives the headers it sends.
+*/}}
+
+{{- define "openid-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "openid-gateway.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "openid-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "openid-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end -}}
+
+{{- define "openid-gateway.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "openid-gateway.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "openid-gateway.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "openid-gateway.secretName" -}}
+{{- default (include "openid-gateway.fullname" .) .Values.secrets.existingSecret -}}
+{{- end -}}
+
+{{- define "openid-gateway.configMapName" -}}
+{{- default (printf "%s-config" (include "openid-gateway.fullname" .)) .Values.existingConfigMap -}}
+{{- end -}}
+
+{{/* The host of publicUrl (the schema makes publicUrl an http(s) URL). */}}
+{{- define "openid-gateway.publicHost" -}}
+{{- (urlParse .Values.publicUrl).hostname -}}
+{{- end -}}
+
+{{- define "openid-gateway.appHost" -}}
+{{- default (include "openid-gateway.publicHost" .) .Values.app.host -}}
+{{- end -}}
+
+{{- define "openid-gateway.appNamespace" -}}
+{{- default .Release.Namespace .Values.app.namespace -}}
+{{- end -}}
+
+{{/* The gateway Service's cluster address: what ext_authz providers and auth-url name. */}}
+{{- define "openid-gateway.serviceHost" -}}
+{{- printf "%s.%s.svc.cluster.local" (include "openid-gateway.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* Whether the gateway serves the ext_authz gRPC port. */}}
+{{- define "openid-gateway.grpc" -}}
+{{- if or (and .Values.envoyGateway.enabled (eq .Values.envoyGateway.protocol "grpc")) .Values.istio.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether an Envoy ext_authz integration asks the gateway about every request. */}}
+{{- define "openid-gateway.extAuthz" -}}
+{{- if or .Values.envoyGateway.enabled .Values.httpRoute.enabled .Values.istio.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "openid-gateway.forwardAuth" -}}
+{{- if or .Values.ingressNginx.enabled .Values.traefik.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The narrowest domain covering both hosts (cookies.domain for forward-auth on two hosts): their
+longest common suffix of whole labels. Empty when it would be a single label (a TLD).
+*/}}
+{{- define "openid-gateway.commonDomain" -}}
+{{- $a := reverse (splitList "." (index . 0)) -}}
+{{- $b := reverse (splitList "." (index . 1)) -}}
+{{- $common := list -}}
+{{- $same := true -}}
+{{- range $i, $label := $a -}}
+{{- if and $same (lt $i (len $b)) (eq $label (index $b $i)) -}}
+{{- $common = prepend $common $label -}}
+{{- else -}}
+{{- $same = false -}}
+{{- end -}}
+{{- end -}}
+{{- if ge (len $common) 2 -}}{{ join "." $common }}{{- end -}}
+{{- end -}}
+
+{{/*
+The Redis URL with the password reference put in: redis://[user]:${REDIS_PASSWORD}@host:port/db.
+*/}}
+{{- define "openid-gateway.redisUrl" -}}
+{{- $u := urlParse .Values.redis.url -}}
+{{- if .Values.redis.auth -}}
+{{- $user := "" -}}
+{{- if $u.userinfo -}}{{- $user = first (splitList ":" $u.userinfo) -}}{{- end -}}
+{{- printf "%s://%s:${REDIS_PASSWORD}@%s%s" $u.scheme $user $u.host $u.path -}}
+{{- else -}}
+{{- .Values.redis.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The gateway configuration as a dict: .Values.config with what the chart owns filled in where
+config leaves it out. Returned as YAML; callers use fromYaml.
+*/}}
+{{- define "openid-gateway.configDict" -}}
+{{- $v := .Values -}}
+{{- $c := deepCopy $v.config -}}
+{{- $server := get $c "server" | default (dict) -}}
+{{- $_ := set $c "server" $server -}}
+{{- if not (hasKey $server "host") -}}{{- $_ := set $server "host" "0.0.0.0" -}}{{- end -}}
+{{- if not (hasKey $server "port") -}}{{- $_ := set $server "port" 8080 -}}{{- end -}}
+{{- if not (hasKey $server "publicUrl") -}}{{- $_ := set $server "publicUrl" $v.publicUrl -}}{{- end -}}
+{{- if and (eq $v.configReload "live") (not (hasKey $server "watchConfig")) -}}{{- $_ := set $server "watchConfig" true -}}{{- end -}}
+{{- if and (include "openid-gateway.grpc" .) (not (hasKey $server "extAuthzGrpcPort")) -}}{{- $_ := set $server "extAuthzGrpcPort" $v.grpcPort -}}{{- end -}}
+{{- if and (hasKey $c "provider") $v.secrets.clientSecretKey -}}
+{{- $provider := get $c "provider" -}}
+{{- if not (hasKey $provider "clientSecret") -}}{{- $_ := set $provider "clientSecret" "${OIDC_CLIENT_SECRET}" -}}{{- end -}}
+{{- end -}}
+{{- $cookies := get $c "cookies" | default (dict) -}}
+{{- $_ := set $c "cookies" $cookies -}}
+{{- if not (hasKey $cookies "secrets") -}}
+{{- $refs := list -}}
+{{- range $i, $key := $v.secrets.cookieSecretKeys -}}
+{{- $refs = append $refs (ternary "${COOKIE_SECRET}" (printf "${COOKIE_SECRET_%d}" (add1 $i)) (eq $i 0)) -}}
+{{- end -}}
+{{- $_ := set $cookies "secrets" $refs -}}
+{{- end -}}
+{{- $publicHost := include "openid-gateway.publicHost" . -}}
+{{- $appHost := include "openid-gateway.appHost" . -}}
+{{- if and (include "openid-gateway.forwardAuth" .) (ne $publicHost $appHost) -}}
+{{- if not (hasKey $cookies "domain") -}}
+{{- $domain := include "openid-gateway.commonDomain" (list $publicHost $appHost) -}}
+{{- if $domain -}}{{- $_ := set $cookies "domain" $domain -}}{{- end -}}
+{{- end -}}
+{{- $redirects := get $c "redirects" | default (dict) -}}
+{{- $_ := set $c "redirects" $redirects -}}
+{{- if not (hasKey $redirects "allowedHosts") -}}{{- $_ := set $redirects "allowedHosts" (list $appHost) -}}{{- end -}}
+{{- end -}}
+{{- $session := get $c "session" | default (dict) -}}
+{{- $_ := set $c "session" $session -}}
+{{- if $v.redis.enabled -}}
+{{- if not (hasKey $session "store") -}}{{- $_ := set $session "store" "redis" -}}{{- end -}}
+{{- if $v.redis.url -}}
+{{- $_ := set $session "redisUrl" (include "openid-gateway.redisUrl" .) -}}
+{{- else -}}
+{{- $redis := get $session "redis" | default (dict) -}}
+{{- $_ := set $session "redis" $redis -}}
+{{- if $v.redis.sentinels.nodes -}}
+{{- $_ := set $redis "sentinels" (dict "name" $v.redis.sentinels.name "nodes" $v.redis.sentinels.nodes) -}}
+{{- else -}}
+{{- $_ := set $redis "cluster" (dict "nodes" $v.redis.cluster.nodes) -}}
+{{- end -}}
+{{- if $v.redis.auth -}}{{- $_ := set $redis "password" "${REDIS_PASSWORD}" -}}{{- end -}}
+{{- if $v.redis.username -}}{{- $_ := set $redis "username" $v.redis.username -}}{{- end -}}
+{{- if $v.redis.tls -}}{{- $_ := set $redis "tls" true -}}{{- end -}}
+{{- end -}}
+{{- else if not (hasKey $session "store") -}}
+{{- /* Behind a check (ext_authz, forward-auth) a session refreshed during the check may never reach the browser: keep it on the gateway. */ -}}
+{{- $_ := set $session "store" (ternary "memory" "cookie" (or (include "openid-gateway.extAuthz" .) (include "openid-gateway.forwardAuth" .) | empty | not)) -}}
+{{- end -}}
+{{- if include "openid-gateway.extAuthz" . -}}
+{{- $fa := get $c "forwardAuth" | default (dict) -}}
+{{- $_ := set $c "forwardAuth" $fa -}}
+{{- if not (hasKey $fa "cache") -}}{{- $_ := set $fa "cache" (dict "enabled" true "ttlSeconds" 5) -}}{{- end -}}
+{{- end -}}
+{{- if not (hasKey $c "upstreams") -}}
+{{- $target := printf "http://%s.%s.svc.cluster.local:%d" $v.app.serviceName (include "openid-gateway.appNamespace" .) (int $v.app.servicePort) -}}
+{{- $_ := set $c "upstreams" (list (dict "name" "app" "match" (dict "hosts" (list $appHost) "pathPrefix" "/") "target" $target "auth" "required")) -}}
+{{- end -}}
+{{- toYaml $c -}}
+{{- end -}}
+
+{{- define "openid-gateway.configYaml" -}}
+# The gateway configuration rendered by the chart openid-gateway (values: config). Every key is
+# explained in docs/configuration.md; ${VARIABLE}s come from the Secret through the environment.
+{{ include "openid-gateway.configDict" . }}
+{{ end -}}
+
+{{/* The keys a live reload refuses (they take a restart): hashed into a pod annotation. */}}
+{{- define "openid-gateway.restartKeys" -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- $s := $c.server | default (dict) -}}
+{{- $session := $c.session | default (dict) -}}
+{{- $server := pick $s "host" "port" "managementHost" "managementPort" "workers" "extAuthzGrpcPort" -}}
+{{- $sess := pick $session "store" "redisUrl" "redis" "maxAgeSeconds" "memory" -}}
+{{- toYaml (dict "server" $server "session" $sess) -}}
+{{- end -}}
+
+{{- define "openid-gateway.extAuthzPath" -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- dig "forwardAuth" "extAuthzPath" "/api/v1/openid/ext-authz" $c -}}
+{{- end -}}
+
+{{/* The gateway's default identity header names (schema: upstreams[].identityHeaders). */}}
+{{- define "openid-gateway.defaultIdentityHeaders" -}}
+{{- toYaml (dict "user" "X-Forwarded-User" "email" "X-Forwarded-Email" "groups" "X-Forwarded-Groups" "preferredUsername" "X-Forwarded-Preferred-Username" "issuer" "X-Forwarded-Issuer" "acr" "X-Forwarded-Acr" "amr" "X-Forwarded-Amr" "authTime" "X-Forwarded-Auth-Time") -}}
+{{- end -}}
+
+{{/*
+What an ext_authz check's answer sets on the request to the application, lower-case: every
+upstream's identity headers (its identityHeaders over the defaults), authorization for
+forwardAccessToken or tokenExchange, the assertion header for identityAssertion, and cookie
+(the client's cookies minus the gateway's own). allowed_upstream_headers must list them all.
+*/}}
+{{- define "openid-gateway.upstreamHeaders" -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- $defaults := include "openid-gateway.defaultIdentityHeaders" . | fromYaml -}}
+{{- $names := list -}}
+{{- range $u := $c.upstreams -}}
+{{- $headers := merge (deepCopy (default (dict) $u.identityHeaders)) $defaults -}}
+{{- range $k := list "user" "email" "groups" "preferredUsername" "issuer" "acr" "amr" "authTime" -}}{{- $names = append $names (lower (get $headers $k)) -}}{{- end -}}
+{{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "authorization" -}}{{- end -}}
+{{- if $u.identityAssertion -}}{{- $names = append $names (lower (dig "assertions" "header" "X-Identity-Assertion" $c)) -}}{{- end -}}
+{{- end -}}
+{{- toYaml (append $names "cookie" | uniq) -}}
+{{- end -}}
+
+{{/*
+What the check needs from the client besides Host, Method, Path and Content-Length: cookie (the
+session), accept and sec-fetch-mode (a navigation gets 302 to the sign-in, a program 401),
+x-forwarded-proto (the scheme of redirectAfter), authorization (Bearer tokens; some proxies send
+it unasked, a listed gRPC check only what it names).
+*/}}
+{{- define "openid-gateway.checkHeaders" -}}
+{{- toYaml (list "cookie" "accept" "sec-fetch-mode" "x-forwarded-proto" "authorization") -}}
+{{- end -}}
+
+{{/*
+What forward-auth's 200 carries and the ingress copies onto the request (proxy/forward-auth.ts's
+X-Auth-Request-* identity headers, the access token with forwardAccessToken, Authorization with
+tokenExchange), then the request-target and method overrides the gateway's proxy strips
+(proxy/header-policy.ts): the answer never carries those, so the ingress removes the client's copy.
+*/}}
+{{- define "openid-gateway.answerHeaders" -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- $names := list "X-Auth-Request-User" "X-Auth-Request-Email" "X-Auth-Request-Groups" "X-Auth-Request-Preferred-Username" "X-Auth-Request-Issuer" "X-Auth-Request-Acr" "X-Auth-Request-Amr" "X-Auth-Request-Auth-Time" -}}
+{{- range $u := $c.upstreams -}}
+{{- if $u.forwardAccessToken -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
+{{- if $u.tokenExchange -}}{{- $names = append $names "Authorization" -}}{{- end -}}
+{{- end -}}
+{{- $overrides := list "X-Original-URL" "X-Original-URI" "X-Original-Method" "X-Original-Host" "X-Rewrite-URL" "X-Override-URL" "X-Envoy-Original-Path" "X-HTTP-Method-Override" "X-HTTP-Method" "X-Method-Override" -}}
+{{- toYaml (concat ($names | uniq) $overrides) -}}
+{{- end -}}
+
+{{/*
+Combinations the chart refuses, each naming the value to change. Included by the Deployment so
+that every render runs them.
+*/}}
+{{- define "openid-gateway.validate" -}}
+{{- $v := .Values -}}
+{{- if not $v.publicUrl -}}
+{{- fail "publicUrl is required: the gateway's public origin, e.g. https://app.example.com" -}}
+{{- end -}}
+{{- if and (not $v.existingConfigMap) (not (or (hasKey $v.config "provider") (hasKey $v.config "providers"))) -}}
+{{- fail "config.provider is required (issuer and clientId), or config.providers, or existingConfigMap" -}}
+{{- end -}}
+{{- if and (not $v.secrets.existingSecret) (not $v.secrets.cookieSecrets) -}}
+{{- fail "secrets.existingSecret or secrets.cookieSecrets is required: the cookie secret must stay the same across restarts and replicas, so the chart never generates one" -}}
+{{- end -}}
+{{- if and (not $v.secrets.existingSecret) (ne (len $v.secrets.cookieSecrets) (len $v.secrets.cookieSecretKeys)) -}}
+{{- fail (printf "secrets.cookieSecrets has %d values but secrets.cookieSecretKeys names %d keys" (len $v.secrets.cookieSecrets) (len $v.secrets.cookieSecretKeys)) -}}
+{{- end -}}
+{{- if and (not $v.secrets.existingSecret) $v.secrets.clientSecretKey (not $v.secrets.clientSecret) -}}
+{{- fail "secrets.clientSecret is required with a chart-created Secret (or secrets.existingSecret, or secrets.clientSecretKey \"\" for a client without a secret)" -}}
+{{- end -}}
+{{- if and $v.redis.enabled $v.redis.auth (not $v.secrets.existingSecret) (not $v.secrets.redisPassword) -}}
+{{- fail "secrets.redisPassword is required with redis.auth (or secrets.existingSecret with the key secrets.redisPasswordKey, or redis.auth false)" -}}
+{{- end -}}
+{{- if $v.redis.enabled -}}
+{{- $ways := 0 -}}
+{{- if $v.redis.url -}}{{- $ways = add1 $ways -}}{{- end -}}
+{{- if $v.redis.sentinels.nodes -}}{{- $ways = add1 $ways -}}{{- end -}}
+{{- if $v.redis.cluster.nodes -}}{{- $ways = add1 $ways -}}{{- end -}}
+{{- if ne $ways 1 -}}
+{{- fail "redis.enabled needs exactly one of redis.url, redis.sentinels.nodes (with redis.sentinels.name) or redis.cluster.nodes" -}}
+{{- end -}}
+{{- if and $v.redis.sentinels.nodes (not $v.redis.sentinels.name) -}}
+{{- fail "redis.sentinels.name is required with redis.sentinels.nodes" -}}
+{{- end -}}
+{{- end -}}
+{{- $replicas := ternary $v.autoscaling.maxReplicas $v.replicaCount $v.autoscaling.enabled -}}
+{{- if gt (int $replicas) 1 -}}
+{{- $shared := $v.redis.enabled -}}
+{{- if not $v.existingConfigMap -}}
+{{- $session := $v.config.session | default (dict) -}}
+{{- if or (eq (toString $session.store) "redis") $session.redisUrl $session.redis -}}{{- $shared = true -}}{{- end -}}
+{{- end -}}
+{{- if not $shared -}}
+{{- fail (printf "%s is %d but sessions are not shared: set redis.enabled (with redis.url, redis.sentinels or redis.cluster). Without Redis a back-channel logout reaches only the replica that receives it, and memory sessions live in one process" (ternary "autoscaling.maxReplicas" "replicaCount" $v.autoscaling.enabled) (int $replicas)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.envoyGateway.enabled $v.httpRoute.enabled -}}
+{{- fail "envoyGateway.enabled and httpRoute.enabled both render the application's HTTPRoute: enable one (Envoy Gateway: envoyGateway; another Gateway API implementation with GEP-1494: httpRoute)" -}}
+{{- end -}}
+{{- if and $v.ingressNginx.enabled $v.traefik.enabled -}}
+{{- fail "ingressNginx.enabled and traefik.enabled both render the application's Ingress: enable one" -}}
+{{- end -}}
+{{- if and $v.envoyGateway.enabled (not $v.envoyGateway.parentRefs) -}}
+{{- fail "envoyGateway.parentRefs is required: the Gateway the routes attach to" -}}
+{{- end -}}
+{{- if and $v.httpRoute.enabled (not $v.httpRoute.parentRefs) -}}
+{{- fail "httpRoute.parentRefs is required: the Gateway the routes attach to" -}}
+{{- end -}}
+{{- if and $v.istio.virtualService.enabled (not $v.istio.virtualService.gateways) -}}
+{{- fail "istio.virtualService.gateways is required with istio.virtualService.enabled" -}}
+{{- end -}}
+{{- if not $v.existingConfigMap -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- $store := toString $c.session.store -}}
+{{- if and (eq $store "cookie") (or (and $v.envoyGateway.enabled (eq $v.envoyGateway.protocol "http")) $v.httpRoute.enabled) -}}
+{{- fail "config.session.store cookie cannot work behind envoyGateway (protocol http) or httpRoute: their HTTP check has no list of answer headers for the client, so a session refreshed during a check never reaches the browser. Use memory (one replica) or redis" -}}
+{{- end -}}
+{{- if and (include "openid-gateway.grpc" .) (ne (int (dig "server" "extAuthzGrpcPort" 0 $c)) (int $v.grpcPort)) -}}
+{{- fail "config.server.extAuthzGrpcPort must equal grpcPort (the container and Service port the gRPC integration names)" -}}
+{{- end -}}
+{{- if and (include "openid-gateway.forwardAuth" .) (ne (include "openid-gateway.publicHost" .) (include "openid-gateway.appHost" .)) -}}
+{{- $domain := toString (dig "cookies" "domain" "" $c) -}}
+{{- $app := include "openid-gateway.appHost" . -}}
+{{- $public := include "openid-gateway.publicHost" . -}}
+{{- if or (not $domain) (not (hasSuffix (printf ".%s" $domain) (printf ".%s" $app))) (not (hasSuffix (printf ".%s" $domain) (printf ".%s" $public))) -}}
+{{- fail (printf "config.cookies.domain must cover both app.host (%s) and publicUrl's host (%s): the session cookie is set on one and the check reads it on the other" $app $public) -}}
+{{- end -}}
+{{- end -}}
+{{- $port := int (dig "server" "port" 8080 $c) -}}
+{{- if ne $port 8080 -}}
+{{- fail "config.server.port must stay 8080: the container port, the Service and every integration use it" -}}
+{{- end -}}
+{{- if ne (int (dig "server" "managementPort" 9091 $c)) 9091 -}}
+{{- fail "config.server.managementPort must stay 9091: the probes, the Service's metrics port and the ServiceMonitor use it" -}}
+{{- end -}}
+{{- $drain := div (int (dig "server" "shutdownTimeoutMs" 10000 $c)) 1000 -}}
+{{- if lt (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) $drain 3) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must cover preStopSleepSeconds (%d), server.shutdownTimeoutMs (%d s) and 3 s to exit" (int $v.terminationGracePeriodSeconds) (int $v.preStopSleepSeconds) $drain) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
