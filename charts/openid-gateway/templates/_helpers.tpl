@@ -9,7 +9,9 @@ configuration, as the gateway itself derives the headers it sends.
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* Every template names its object first: the chart's refusals run before anything else renders. */}}
 {{- define "openid-gateway.fullname" -}}
+{{- include "openid-gateway.validate" . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
@@ -131,7 +133,7 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 {{- if not (hasKey $server "publicUrl") -}}{{- $_ := set $server "publicUrl" $v.publicUrl -}}{{- end -}}
 {{- if and (eq $v.configReload "live") (not (hasKey $server "watchConfig")) -}}{{- $_ := set $server "watchConfig" true -}}{{- end -}}
 {{- if and (include "openid-gateway.grpc" .) (not (hasKey $server "extAuthzGrpcPort")) -}}{{- $_ := set $server "extAuthzGrpcPort" $v.grpcPort -}}{{- end -}}
-{{- if and (hasKey $c "provider") $v.secrets.clientSecretKey -}}
+{{- if and (get $c "provider") $v.secrets.clientSecretKey -}}
 {{- $provider := get $c "provider" -}}
 {{- if not (hasKey $provider "clientSecret") -}}{{- $_ := set $provider "clientSecret" "${OIDC_CLIENT_SECRET}" -}}{{- end -}}
 {{- end -}}
@@ -191,7 +193,7 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 
 {{- define "openid-gateway.configYaml" -}}
 # The gateway configuration rendered by the chart openid-gateway (values: config). Every key is
-# explained in docs/configuration.md; ${VARIABLE}s come from the Secret through the environment.
+# explained in docs/configuration.md; the secrets come from the Secret through environment variables.
 {{ include "openid-gateway.configDict" . }}
 {{ end -}}
 
@@ -246,15 +248,15 @@ it unasked, a listed gRPC check only what it names).
 
 {{/*
 What forward-auth's 200 carries and the ingress copies onto the request (proxy/forward-auth.ts's
-X-Auth-Request-* identity headers, the access token with forwardAccessToken, Authorization with
-tokenExchange), then the request-target and method overrides the gateway's proxy strips
+X-Auth-Request-* identity headers, the access token with forwardAccessToken or tokenExchange,
+Authorization with tokenExchange), then the request-target and method overrides the gateway's proxy strips
 (proxy/header-policy.ts): the answer never carries those, so the ingress removes the client's copy.
 */}}
 {{- define "openid-gateway.answerHeaders" -}}
 {{- $c := include "openid-gateway.configDict" . | fromYaml -}}
 {{- $names := list "X-Auth-Request-User" "X-Auth-Request-Email" "X-Auth-Request-Groups" "X-Auth-Request-Preferred-Username" "X-Auth-Request-Issuer" "X-Auth-Request-Acr" "X-Auth-Request-Amr" "X-Auth-Request-Auth-Time" -}}
 {{- range $u := $c.upstreams -}}
-{{- if $u.forwardAccessToken -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
+{{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
 {{- if $u.tokenExchange -}}{{- $names = append $names "Authorization" -}}{{- end -}}
 {{- end -}}
 {{- $overrides := list "X-Original-URL" "X-Original-URI" "X-Original-Method" "X-Original-Host" "X-Rewrite-URL" "X-Override-URL" "X-Envoy-Original-Path" "X-HTTP-Method-Override" "X-HTTP-Method" "X-Method-Override" -}}
@@ -270,7 +272,7 @@ that every render runs them.
 {{- if not $v.publicUrl -}}
 {{- fail "publicUrl is required: the gateway's public origin, e.g. https://app.example.com" -}}
 {{- end -}}
-{{- if and (not $v.existingConfigMap) (not (or (hasKey $v.config "provider") (hasKey $v.config "providers"))) -}}
+{{- if and (not $v.existingConfigMap) (not (or $v.config.provider $v.config.providers)) -}}
 {{- fail "config.provider is required (issuer and clientId), or config.providers, or existingConfigMap" -}}
 {{- end -}}
 {{- if and (not $v.secrets.existingSecret) (not $v.secrets.cookieSecrets) -}}

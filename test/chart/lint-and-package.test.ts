@@ -1,0 +1,50 @@
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import YAML from 'yaml'
+import { CHART, EXAMPLES, EXAMPLE_FILES, helm, render } from '../fixtures/chart.js'
+
+// `helm lint --strict` passes with every values example, and refuses the chart's bare defaults
+// (publicUrl is required); `helm package` produces the archive the release publishes, whose
+// appVersion (the image tag) is package.json's version and which renders as the folder does.
+
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+const chart = YAML.parse(readFileSync(`${CHART}Chart.yaml`, 'utf8')) as { name: string; version: string; appVersion: string; apiVersion: string }
+
+t.test('Chart.yaml', async (t) => {
+  t.equal(chart.apiVersion, 'v2', 'a Helm 3+ chart')
+  t.equal(chart.name, 'openid-gateway')
+  t.equal(chart.appVersion, pkg.version, 'appVersion, the default image tag, is package.json\'s version')
+})
+
+t.test('helm lint --strict with every values example', async (t) => {
+  for (const example of EXAMPLE_FILES) {
+    const result = helm(['lint', '--strict', CHART, '-f', `${EXAMPLES}${example}`])
+    t.equal(result.status, 0, `${example}: ${result.stdout.split('\n').filter((l) => /\[(WARNING|ERROR)\]/.test(l)).join('; ')}`)
+  }
+})
+
+t.test('helm lint --strict without values names the required value', async (t) => {
+  const result = helm(['lint', '--strict', CHART])
+  t.not(result.status, 0)
+  t.match(result.stdout + result.stderr, /\/publicUrl/)
+})
+
+t.test('helm package produces the archive, which renders as the folder does', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'chart-package-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const result = helm(['package', CHART, '--destination', dir])
+  t.equal(result.status, 0, result.stderr)
+  const archive = join(dir, `openid-gateway-${chart.version}.tgz`)
+  const list = spawnSync('tar', ['-tzf', archive], { encoding: 'utf8' })
+  t.equal(list.status, 0, `${archive} is a gzipped tar`)
+  const files = list.stdout.split('\n').filter(Boolean)
+  for (const file of ['Chart.yaml', 'values.yaml', 'values.schema.json', 'README.md', 'templates/NOTES.txt', 'templates/deployment.yaml', 'examples/quickstart-envoy-gateway.yaml']) {
+    t.ok(files.includes(`openid-gateway/${file}`), `it holds ${file}`)
+  }
+  const fromArchive = render(['quickstart-envoy-gateway.yaml'], undefined, archive)
+  const fromFolder = render(['quickstart-envoy-gateway.yaml'])
+  t.same(fromArchive.objects, fromFolder.objects, 'the quickstart renders the same objects from the archive')
+})
