@@ -189,3 +189,16 @@ t.test('each rule catches a broken workflow', async (t) => {
     'signaturesByTag',
   )
 })
+
+t.test('docs/deploy/release.md says what the workflow publishes', async (t) => {
+  const page = readFileSync(`${ROOT}docs/deploy/release.md`, 'utf8')
+  t.match(page, `\`${IMAGE}\``, 'the image')
+  t.match(page, `\`${CHART_REF}\``, 'the chart')
+  for (const platform of PLATFORMS) t.match(page, `\`${platform}\``, platform)
+  t.match(page, /tags `0\.1\.0` and `0\.1`/, 'the two tags X.Y.Z and X.Y')
+  t.match(page, /there is no `latest`/, 'and no latest')
+  t.match(page, /SBOM/)
+  t.match(page, /provenance/)
+  t.match(page, '/.github/workflows/release.yml@refs/tags/v$VERSION', 'the signing identity: this workflow at the tag')
+  t.match(page, 'https://token.actions.githubusercontent.com', 'issued by GitHub Actions')
+})
