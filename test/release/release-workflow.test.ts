@@ -1,7 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import t from 'tap'
 import YAML from 'yaml'
-import { runTool } from '../fixtures/kube-tools.js'
+import { kubeTools, runTool } from '../fixtures/kube-tools.js'
 import { type Job, needsOf, parseWorkflow, releaseWorkflowText, ROOT, type Step, type Workflow, workflowErrors } from '../fixtures/workflow.js'
 
 // .github/workflows/release.yml cannot run here (no registry, no OIDC token). What can be known
@@ -158,9 +161,27 @@ t.test('the chart: the helm the tests run, packaged at the tag\'s version, pushe
   t.equal(helm?.with?.version, '${{ env.HELM_VERSION }}', 'setup-helm installs env.HELM_VERSION')
   t.equal(workflow.env.HELM_VERSION, runTool('helm', ['version', '--template', '{{.Version}}']).trim(), 'which is test/fixtures/kube-tools.ts\'s helm')
   const script = job.steps.map((s) => s.run ?? '').join('\n')
-  t.match(script, /helm lint --strict "\$CHART"/, 'linted strictly first')
-  t.match(script, /helm package "\$CHART" --version "\$VERSION" --app-version "\$VERSION"/, 'packaged with the tag\'s version')
   t.match(script, /helm push "dist\/\$\{name\}-\$\{VERSION\}\.tgz" "\$REPOSITORY"/, 'pushed to the chart repository')
+  // The packaging step runs here as GitHub runs it, with the helm of the chart tests: every
+  // example lints strictly, and the archive is the one the push step names.
+  const packaging = job.steps.find((s) => s.id === 'package')?.run ?? ''
+  const version = '9.8.7-rc.1'
+  const dir = mkdtempSync(join(tmpdir(), 'release-chart-'))
+  try {
+    const run = spawnSync('bash', ['--noprofile', '--norc', '-eo', 'pipefail', '-c', packaging], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { PATH: `${dirname(kubeTools().helm)}:/usr/bin:/bin`, CHART: `${ROOT}${workflow.env.CHART}`, VERSION: version, HOME: dir },
+    })
+    t.equal(run.status, 0, `the packaging step succeeds: ${run.stderr}`)
+    t.match(run.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, 'the chart lints strictly')
+    const archive = join(dir, 'dist', `openid-gateway-${version}.tgz`)
+    t.ok(existsSync(archive), 'dist/<chart name>-<version>.tgz, which the push step pushes')
+    const chart = YAML.parse(runTool('helm', ['show', 'chart', archive])) as { version: string; appVersion: string }
+    t.same([chart.version, chart.appVersion], [version, version], 'its version and appVersion are the tag\'s')
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
   t.ok(signs(job), 'signed')
   t.same(needsOf(job), ['version', 'image'], 'after the version check and the image')
   t.same(needsOf(workflow.jobs.image ?? { steps: [] }), ['version'], 'the image after the version check')
