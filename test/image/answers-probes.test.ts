@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startImageStack } from '../fixtures/image.js'
+import { describeBuild, startImageStack } from '../fixtures/image.js'
 
 // The built image, running its own ENTRYPOINT and CMD with the documented variables, answers its
 // probes on the management port, and the HEALTHCHECK it declares (read from the image, as a
@@ -9,12 +9,12 @@ t.setTimeout(15 * 60_000)
 
 t.test('/healthz, /readyz and the image\'s HEALTHCHECK', async (t) => {
   const stack = await startImageStack(t)
-  t.comment(`image ${stack.built.image}: ${(stack.built.sizeBytes / 1e6).toFixed(0)} MB, build ${(stack.built.ms / 1000).toFixed(1)} s`)
+  t.comment(describeBuild(stack.built))
   t.equal((await fetch(`${stack.management}/healthz`)).status, 200, '/healthz')
-  // Ready once the provider's metadata is loaded: the gateway reads it over https, trusting the
-  // mounted certificate through NODE_EXTRA_CA_CERTS.
-  const ready = await fetch(`${stack.management}/readyz`)
-  t.equal(ready.status, 200, `/readyz: ${await ready.text()}`)
+  // Ready once the provider's metadata and keys are loaded: the gateway reads them over https,
+  // trusting the mounted certificate through NODE_EXTRA_CA_CERTS.
+  const ready = await stack.ready()
+  t.equal(ready.status, 200, `/readyz: ${ready.body}`)
 
   const test = stack.built.config.Healthcheck?.Test ?? []
   t.equal(test[0], 'CMD', 'an exec-form HEALTHCHECK')

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { buildImage } from '../fixtures/image.js'
+import { buildImage, describeBuild } from '../fixtures/image.js'
 import { execute, officialBase } from '../fixtures/image-base.js'
 
 // The base the image is built on here stands in for the official one the Dockerfile pins: the
@@ -12,8 +12,7 @@ t.setTimeout(15 * 60_000)
 t.test('the local base has what the official node:X.Y.Z-bookworm-slim has, where it has it', async (t) => {
   const built = await buildImage()
   const { base } = built
-  t.comment(`base ${base.image} from ${base.source} in ${(base.ms / 1000).toFixed(1)} s (Debian ${base.archive}, Node ${base.nodeVersion}, npm ${base.npmVersion})`)
-  t.comment(`image ${built.image}: built in ${(built.ms / 1000).toFixed(1)} s, ${(built.sizeBytes / 1e6).toFixed(0)} MB`)
+  t.comment(describeBuild(built))
   t.equal(base.nodeVersion, officialBase().nodeVersion, 'the Node version of the pinned tag')
 
   // Read from a container of the base itself, as the official image's user would see it.

@@ -9,6 +9,7 @@ t.setTimeout(15 * 60_000)
 
 t.test('a sign-in through the image reaches the upstream with the identity headers', async (t) => {
   const stack = await startImageStack(t)
+  t.equal((await stack.ready()).status, 200, 'the gateway is ready')
   const browser = new Browser({ ca: stack.ca })
   const callback = await browser.signIn(`${stack.gw}/reports/2026`, 'alice')
   t.equal(callback.status, 302, 'the callback ends the sign-in')
