@@ -8,6 +8,7 @@
 
 import { randomBytes, randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import { parse as parseQuery } from 'node:querystring'
 import * as jose from 'jose'
 import { listen } from './listen.js'
@@ -36,6 +37,12 @@ export interface DevProviderOptions {
   host?: string
   /** 0 (default) picks an ephemeral port. */
   port?: number
+  /**
+   * Serve https with this key and certificate (PEM): the issuer is then `https://HOST:PORT`, which a
+   * gateway accepts without `provider.allowInsecureHttp` (it must trust the certificate, e.g.
+   * through NODE_EXTRA_CA_CERTS). Default plain http.
+   */
+  tls?: { key: string | Buffer; cert: string | Buffer }
   clients: DevClient[]
   /** Default 3600. */
   accessTokenTtlSeconds?: number
@@ -131,7 +138,7 @@ export interface SignJwtOptions {
 }
 
 export interface DevProvider {
-  /** `http://HOST:PORT`, no trailing slash. */
+  /** `http://HOST:PORT` (`https://` with `tls`), no trailing slash. */
   issuer: string
   port: number
   /** The oidc-provider instance, for tests that need its events or models. */
@@ -219,9 +226,9 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
   const publicPem = await jose.exportSPKI(publicKey)
 
   // The issuer must carry the real port, so the socket is bound before the Provider exists.
-  const server = createServer()
+  const server = options.tls === undefined ? createServer() : createHttpsServer({ key: options.tls.key, cert: options.tls.cert })
   const port = await listen(server, options.port ?? 0, host)
-  const issuer = `http://${formatHost(host)}:${port}`
+  const issuer = `${options.tls === undefined ? 'http' : 'https'}://${formatHost(host)}:${port}`
 
   const idTokenAlg = options.idTokenSigningAlg ?? (options.fapi2 === true ? 'PS256' : 'RS256')
   const signingKeys: jose.JWK[] = [structuredClone(privateJwk)]

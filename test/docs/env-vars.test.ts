@@ -9,7 +9,7 @@ import { ROOT, userPages } from '../fixtures/markdown.js'
 // Named: an upper-case word with an underscore anywhere in README.md, docs/**/*.md and
 // docker/README.md (`OIDC_CLIENT_SECRET`), or a single upper-case word in a code span or a
 // `${...}` reference (`PORT`), minus NOT_VARIABLES. Read: a `${NAME` reference in config/**/*.yaml
-// or docker/** (the image, the Kubernetes manifests), an `env` entry or ENV line there,
+// or docker/** (the image, the Kubernetes manifests), an `env` entry, ENV or ARG line there,
 // `process.env.NAME` or the string 'NAME' in src/ or bench/ (runtime code that names a variable
 // in a constant), or one of Node's own (BY_NODE). OPERATORS_OWN lists the names offered for the
 // operator's own file.
@@ -79,6 +79,8 @@ function read(): Set<string> {
     for (const m of text.matchAll(/\$\{([A-Z_][A-Z0-9_]*)/g)) names.add(m[1] as string)
     for (const m of text.matchAll(/^\s*-\s*name:\s*([A-Z_][A-Z0-9_]*)\s*$/gm)) names.add(m[1] as string)
     for (const m of text.matchAll(/^ENV\s+([A-Z_][A-Z0-9_]*)=/gm)) names.add(m[1] as string)
+    // A build argument is read by the image's build (`--build-arg NAME=...`).
+    for (const m of text.matchAll(/^ARG\s+([A-Z_][A-Z0-9_]*)\b/gm)) names.add(m[1] as string)
     for (const m of text.matchAll(/process\.env\.([A-Z_][A-Z0-9_]*)/g)) names.add(m[1] as string)
   }
   for (const path of [...filesUnder(join(ROOT, 'src'), (n) => n.endsWith('.ts')), ...filesUnder(join(ROOT, 'bench'), (n) => n.endsWith('.ts'))]) {
