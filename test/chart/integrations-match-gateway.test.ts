@@ -1,11 +1,11 @@
 import type { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress'
-import type { Service } from 'kubernetes-models/v1/Service'
 import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import type { GatewayConfig } from '../../src/options/types.js'
-import { NAMESPACE, RELEASE, type K8sObject, type Rendered, gateway, gatewayConfig, notes, render } from '../fixtures/chart.js'
+import { NAMESPACE, RELEASE, notes, render } from '../fixtures/chart.js'
+import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.js'
 import { EXT_AUTHZ_PATH_DEFAULT, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.js'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
 
@@ -19,14 +19,6 @@ import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-va
 
 type BackendRef = { name: string; namespace?: string; port?: number }
 type Route = K8sObject & { spec: { hostnames?: string[]; parentRefs?: unknown[]; rules?: { matches?: { path?: { type?: string; value?: string } }[]; backendRefs?: BackendRef[]; filters?: unknown[] }[] } }
-
-/** The gateway Service's port `number`, resolved to the container port it reaches. */
-function servicePort(r: Rendered, number: number | undefined) {
-  const port = r.of<Service>('Service', RELEASE)[0]?.spec?.ports?.find((p) => p.port === number)
-  const { container } = gateway(r)
-  const target = typeof port?.targetPort === 'string' ? container.ports?.find((p) => p.name === port.targetPort)?.containerPort : port?.targetPort
-  return { port, containerPort: target }
-}
 
 function includesAll(t: Test, list: readonly string[] | undefined, expected: readonly string[], what: string) {
   t.same(missing(list, expected), [], `${what} lists ${expected.join(', ')}`)

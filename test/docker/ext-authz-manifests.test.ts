@@ -1,15 +1,11 @@
 import { readFileSync } from 'node:fs'
-import type { IContainer } from 'kubernetes-models/v1/Container'
-import type { Deployment } from 'kubernetes-models/apps/v1/Deployment'
-import type { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
-import type { Service } from 'kubernetes-models/v1/Service'
 import { IstioOperator } from '@kubernetes-models/istio/install.istio.io/v1alpha1/IstioOperator'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
-import { parseConfig } from '../../src/config/load.js'
-import { gatewaySchema } from '../../src/options/schema.js'
 import type { GatewayConfig } from '../../src/options/types.js'
 import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
+import { EXT_AUTHZ_PATH_DEFAULT, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.js'
+import { type K8sObject, type Rendered, gateway, gatewayConfig, servicePort } from '../fixtures/k8s-objects.js'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
 import { K8S, kustomize } from '../fixtures/kustomize.js'
 
@@ -20,59 +16,23 @@ import { K8S, kustomize } from '../fixtures/kustomize.js'
 // are never behind the check, and nothing waits on Istio's 600 s default timeout. The schema
 // validation of every object is test/docker/manifests.test.ts's.
 
-const EXT_AUTHZ_PATH_DEFAULT = gatewaySchema.properties?.forwardAuth?.properties?.extAuthzPath?.default
-/** What the check needs from the client besides Host, Method, Path, Content-Length and Authorization. */
-const TO_CHECK = ['cookie', 'accept', 'sec-fetch-mode', 'x-forwarded-proto']
+type Checked = Rendered & { config: GatewayConfig }
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec?: Record<string, unknown> }
-type Rendered = { objects: K8sObject[]; of<T = K8sObject>(kind: string, name?: string): T[]; config: GatewayConfig; namespace: string }
-
-function render(dir: string): Rendered {
-  const objects = kustomize<K8sObject>(dir)
-  const of = <T>(kind: string, name?: string) => objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name)) as T[]
-  const configMap = of<ConfigMap>('ConfigMap').find((c) => c.metadata?.name?.startsWith('openid-gateway-config'))
-  const env = { OIDC_CLIENT_SECRET: 'dummy', COOKIE_SECRET: 'dummy-cookie-secret-of-at-least-32-bytes-0123456789' }
-  const config = parseConfig(configMap?.data?.['gateway.yaml'] ?? '', env)
-  return { objects, of, config, namespace: of<Deployment>('Deployment', 'openid-gateway')[0]?.metadata?.namespace ?? '' }
-}
-
-const lower = (names: readonly string[] | undefined) => (names ?? []).map((n) => n.toLowerCase())
-
-/** The headers each upstream's check answer sets for the upstream: allowed_upstream_headers must list them. */
-function upstreamHeaders(config: GatewayConfig): string[] {
-  const names = config.upstreams.flatMap((u) => [
-    ...Object.values(u.identityHeaders),
-    ...(u.forwardAccessToken ? ['authorization'] : []),
-    ...(u.identityAssertion ? [config.assertions.header] : []),
-  ])
-  return [...new Set([...lower(names), 'cookie'])]
+/** An overlay's objects with the gateway configuration they mount, parsed by the gateway. */
+function render(dir: string): Checked {
+  const r = kustomize(dir)
+  return { ...r, config: gatewayConfig(r).config }
 }
 
 function includesAll(t: Test, list: readonly string[] | undefined, expected: readonly string[], what: string) {
-  const have = lower(list)
-  const missing = expected.filter((name) => !have.includes(name))
-  t.same(missing, [], `${what} lists ${expected.join(', ')}`)
-}
-
-function gatewayContainer(rendered: Rendered): IContainer {
-  const container = rendered.of<Deployment>('Deployment', 'openid-gateway')[0]?.spec?.template.spec?.containers.find((c) => c.name === 'gateway')
-  if (container === undefined) throw new Error('no gateway container')
-  return container
-}
-
-/** The gateway Service's port `number`, resolved to the container port it reaches. */
-function servicePort(rendered: Rendered, number: number | undefined) {
-  const port = rendered.of<Service>('Service', 'openid-gateway')[0]?.spec?.ports?.find((p) => p.port === number)
-  const container = gatewayContainer(rendered)
-  const target = typeof port?.targetPort === 'string' ? container.ports?.find((p) => p.name === port.targetPort)?.containerPort : port?.targetPort
-  return { port, containerPort: target }
+  t.same(missing(list, expected), [], `${what} lists ${expected.join(', ')}`)
 }
 
 type BackendRef = { name: string; port?: number; namespace?: string }
 type HTTPRouteObject = K8sObject & { spec: { hostnames?: string[]; rules?: { matches?: { path?: { type?: string; value?: string } }[]; backendRefs?: BackendRef[] }[] } }
 
 /** The route sending /api/v1/openid to the gateway's http port. */
-function signInRoute(t: Test, rendered: Rendered): HTTPRouteObject | undefined {
+function signInRoute(t: Test, rendered: Checked): HTTPRouteObject | undefined {
   const route = rendered.of<HTTPRouteObject>('HTTPRoute').find((r) =>
     (r.spec.rules ?? []).some((rule) => rule.matches?.some((m) => m.path?.type === 'PathPrefix' && m.path.value === SIGN_IN_PATH) && rule.backendRefs?.some((b) => b.name === 'openid-gateway')),
   )
@@ -84,13 +44,13 @@ function signInRoute(t: Test, rendered: Rendered): HTTPRouteObject | undefined {
 }
 
 /** server.extAuthzGrpcPort is on: a container port and an h2c Service port carry it. */
-function grpcExposed(t: Test, rendered: Rendered, port: number | undefined) {
+function grpcExposed(t: Test, rendered: Checked, port: number | undefined) {
   const grpcPort = rendered.config.server.extAuthzGrpcPort
   t.ok(grpcPort > 0, 'server.extAuthzGrpcPort is set')
   t.equal(port, grpcPort, 'the gRPC backend port is server.extAuthzGrpcPort')
   const { port: service, containerPort } = servicePort(rendered, port)
   t.equal(containerPort, grpcPort, 'the Service port reaches the container port of the gRPC listener')
-  t.ok(gatewayContainer(rendered).ports?.some((p) => p.containerPort === grpcPort), 'the gateway container declares it')
+  t.ok(gateway(rendered).container.ports?.some((p) => p.containerPort === grpcPort), 'the gateway container declares it')
   t.equal(service?.appProtocol, 'kubernetes.io/h2c', 'the Service port says cleartext HTTP/2 (appProtocol kubernetes.io/h2c)')
   t.equal(service?.name, 'grpc', 'the Service port is named grpc')
 }
@@ -109,7 +69,7 @@ type ExtAuth = {
 }
 type SecurityPolicyObject = K8sObject & { spec: { extAuth?: ExtAuth; targetRefs?: { kind: string; name: string }[]; targetRef?: unknown; targetSelectors?: unknown } }
 
-function securityPolicy(t: Test, rendered: Rendered) {
+function securityPolicy(t: Test, rendered: Checked) {
   const policies = rendered.of<SecurityPolicyObject>('SecurityPolicy')
   t.equal(policies.length, 1, 'one SecurityPolicy')
   const policy = policies[0]

@@ -5,16 +5,13 @@ import type { Deployment } from 'kubernetes-models/apps/v1/Deployment'
 import type { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler'
 import type { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress'
 import type { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget'
-import type { IContainer } from 'kubernetes-models/v1/Container'
-import type { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
 import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
 import type { Service } from 'kubernetes-models/v1/Service'
 import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
 import t, { type Test } from 'tap'
-import { parseConfig } from '../../src/config/load.js'
-import { gatewaySchema } from '../../src/options/schema.js'
 import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
-import { VALIDATORS } from '../fixtures/k8s-validators.js'
+import { HTTP_PORT, MANAGEMENT_PORT } from '../fixtures/k8s-checks.js'
+import { type K8sObject, type Rendered, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, stringValues } from '../fixtures/k8s-objects.js'
 import { kustomizations, kustomize } from '../fixtures/kustomize.js'
 import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '../../src/proxy/forward-auth.js'
 import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
@@ -29,10 +26,6 @@ import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 
 const DOCKERFILE = new URL('../../docker/Dockerfile', import.meta.url)
 
-const serverSchema = gatewaySchema.properties?.server?.properties
-const HTTP_PORT = serverSchema?.port?.default
-// The management listener's port; 9091 until the schema gives server.managementPort a default.
-const MANAGEMENT_PORT = serverSchema?.managementPort?.default ?? 9091
 
 /** The identity headers of forward-auth's 200 (proxy/forward-auth.ts). */
 const AUTH_REQUEST_HEADERS = Object.values(FORWARD_AUTH_IDENTITY_HEADERS)
@@ -46,68 +39,14 @@ const lowered = (names: readonly string[] | undefined): string[] | undefined => 
 
 const KUSTOMIZATIONS = kustomizations()
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string> } }
-type Rendered = { objects: K8sObject[]; of<T>(kind: string, name?: string): T[] }
-
-function render(dir: string): Rendered {
-  const objects = kustomize<K8sObject>(dir)
-  return {
-    objects,
-    of: <T>(kind: string, name?: string) =>
-      objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name)) as T[],
-  }
-}
-
-const SECRET_LIKE = /SECRET|PASSWORD|TOKEN|CREDENTIAL|PRIVATE|_KEY$|REDIS_URL/i
-const DUMMY: Record<string, string> = { COOKIE_SECRET: 'dummy-cookie-secret-of-at-least-32-bytes-0123456789' }
-
-function portNumber(container: IContainer, port: string | number | undefined): number | undefined {
-  if (typeof port === 'number') return port
-  return container.ports?.find((p) => p.name === port)?.containerPort
-}
+const render = kustomize
 
 function podSpecs(rendered: Rendered): [string, IPodSpec][] {
   return rendered.of<Deployment>('Deployment').map((d) => [d.metadata?.name ?? '', d.spec?.template.spec ?? { containers: [] }])
 }
 
-/** The gateway's Deployment, its container and the configuration file mounted at its --config. */
-function gateway(rendered: Rendered) {
-  const deployment = rendered.of<Deployment>('Deployment', 'openid-gateway')[0]
-  const pod = deployment?.spec?.template.spec
-  const container = pod?.containers.find((c) => c.name === 'gateway')
-  if (deployment === undefined || pod === undefined || container === undefined) throw new Error('no gateway container')
-  const args = container.args ?? []
-  const configPath = args[args.indexOf('--config') + 1] ?? ''
-  const mount = container.volumeMounts?.find((m) => m.mountPath === posix.dirname(configPath))
-  const volume = pod.volumes?.find((v) => v.name === mount?.name)
-  const configMapName = volume?.configMap?.name
-  const configMap = configMapName === undefined ? undefined : rendered.of<ConfigMap>('ConfigMap', configMapName)[0]
-  const yamlText = configMap?.data?.[posix.basename(configPath)]
-  return { deployment, pod, container, configPath, yamlText }
-}
-
-/** Every string value of a parsed YAML document, with the key it is under (an array item: the array's key). */
-function stringValues(data: unknown, key = ''): { key: string; value: string }[] {
-  if (typeof data === 'string') return [{ key, value: data }]
-  if (Array.isArray(data)) return data.flatMap((item) => stringValues(item, key))
-  if (data !== null && typeof data === 'object') return Object.entries(data).flatMap(([k, v]) => stringValues(v, k))
-  return []
-}
-
-/** The ${NAME}s the configuration's values reference (comments do not count: the gateway expands values). */
-function referencedVariables(yamlText: string): string[] {
-  return [...new Set(stringValues(YAML.parse(yamlText)).flatMap(({ value }) => [...value.matchAll(/\$\{([A-Z_][A-Z0-9_]*)\}/g)].map((m) => m[1] ?? '')))]
-}
-
 /** Keys whose values are secrets: each must be a ${VARIABLE} reference, never a value. */
 const SECRET_KEYS = /^(clientSecret|secrets|password|redisUrl)$/
-
-function gatewayConfig(rendered: Rendered) {
-  const { container, yamlText } = gateway(rendered)
-  const names = referencedVariables(yamlText ?? '')
-  const env = Object.fromEntries(names.map((name) => [name, DUMMY[name] ?? `dummy-${name.toLowerCase()}`]))
-  return { names, config: parseConfig(yamlText ?? '', env), envNames: (container.env ?? []).map((e) => e.name) }
-}
 
 t.test('the code defaults the manifests are compared with', async (t) => {
   t.equal(HTTP_PORT, 8080, 'server.port has a default')
@@ -119,14 +58,7 @@ for (const dir of KUSTOMIZATIONS) {
     const rendered = render(dir)
 
     t.test('every object validates against its API schema', async (t) => {
-      for (const object of rendered.objects) {
-        const validate = VALIDATORS[`${object.apiVersion}/${object.kind}`]
-        if (validate === undefined) {
-          t.fail(`${object.apiVersion} ${object.kind} ${object.metadata.name}: no schema known for this kind`)
-          continue
-        }
-        t.doesNotThrow(() => validate(object), `${object.kind} ${object.metadata.name}`)
-      }
+      t.same(schemaProblems(rendered.objects), [], `${rendered.objects.length} objects`)
     })
 
     t.test('no Secret and no secret value in any manifest', async (t) => {

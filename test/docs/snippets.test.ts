@@ -74,11 +74,11 @@ function envoyExtAuth(object: unknown): { protocol: 'http' | 'grpc'; fields: Fie
 
 /** What the shipped overlays say, per kind of snippet. */
 function overlayFields() {
-  const nginx = kustomize('overlays/ingress-nginx').map(nginxAuth).find((f) => f !== undefined)
-  const traefik = kustomize('overlays/traefik').map(traefikForwardAuth).find((f) => f !== undefined)
+  const nginx = kustomize('overlays/ingress-nginx').objects.map(nginxAuth).find((f) => f !== undefined)
+  const traefik = kustomize('overlays/traefik').objects.map(traefikForwardAuth).find((f) => f !== undefined)
   const envoy = {
-    http: kustomize('overlays/envoy-gateway').map(envoyExtAuth).find((f) => f !== undefined)?.fields,
-    grpc: kustomize('overlays/envoy-gateway-grpc').map(envoyExtAuth).find((f) => f !== undefined)?.fields,
+    http: kustomize('overlays/envoy-gateway').objects.map(envoyExtAuth).find((f) => f !== undefined)?.fields,
+    grpc: kustomize('overlays/envoy-gateway-grpc').objects.map(envoyExtAuth).find((f) => f !== undefined)?.fields,
   }
   return { nginx, traefik, envoy }
 }
