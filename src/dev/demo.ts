@@ -14,6 +14,7 @@ import type { LogConfig } from '../options/types.js'
 import { startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
 import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../contract/endpoints.js'
+import { staleBuildWarning } from './stale-build.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080
@@ -74,6 +75,8 @@ function logLevel(): LogConfig['level'] {
 }
 
 async function main(): Promise<void> {
+  const stale = staleBuildWarning(PACKAGE_ROOT)
+  if (stale !== undefined) process.stderr.write(`demo: ${stale}\n`)
   // DEMO_CONFIG lets you try the demo stack with your own variant of the file.
   const configPath = process.env.DEMO_CONFIG ?? resolve(PACKAGE_ROOT, 'config', 'demo.yaml')
   const closers: Array<() => Promise<unknown>> = []

@@ -3,9 +3,12 @@
 // the redirect URIs it accepts) and who can sign in. Loopback only by default; never production.
 
 import { randomBytes } from 'node:crypto'
+import { dirname, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { CALLBACK_PATH, SIGN_OUT_PATH } from '../contract/endpoints.js'
 import { startDevProvider } from './provider.js'
+import { staleBuildWarning } from './stale-build.js'
 
 const USAGE = `usage: npm run provider -- [--port 9000] [--host 127.0.0.1] [--client-id gateway]
          [--client-secret SECRET] [--gateway-url http://127.0.0.1:8080]
@@ -66,6 +69,9 @@ async function main(): Promise<void> {
     process.stderr.write(`provider: ${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`)
     process.exit(2)
   }
+  // Same path from src/dev and build/dev.
+  const stale = staleBuildWarning(resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'))
+  if (stale !== undefined) process.stderr.write(`provider: ${stale}\n`)
   const provider = await startDevProvider({
     host: s.host,
     port: s.port,
