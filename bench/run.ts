@@ -211,7 +211,7 @@ async function main(): Promise<void> {
   const bareWarn = await startServer('bare proxy, logger at warn', { kind: 'bare', upstream: upstream.origin, logger: 'warn' })
 
   const redisInstalled = spawnSync('redis-server', ['--version']).status === 0
-  // The features of issue 9 that cost something per request when on: a DPoP key in every session
+  // The features that cost something per request when on: a DPoP key in every session
   // cookie, and an identity assertion per session and upstream (signed once, then reused).
   const assertionKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
   const variants: Array<{ name: string; config: Record<string, unknown>; provider?: Record<string, unknown>; upstream?: Record<string, unknown> }> = [
@@ -220,7 +220,7 @@ async function main(): Promise<void> {
     { name: '1000 routes', config: {} },
     { name: 'dpop', config: {}, provider: { dpop: true } },
     { name: 'assertion', config: { assertions: { signingKeys: [assertionKey] } }, upstream: { identityAssertion: true } },
-    // Issue 22: an upstream with its own token (RFC 8693), exchanged at the first request and
+    // An upstream with its own token (RFC 8693), exchanged at the first request and
     // reused from the cache for the hour the provider gives it.
     { name: 'token exchange', config: {}, upstream: { tokenExchange: { audience: 'bench-api', scope: ['api.read'] } } },
   ]

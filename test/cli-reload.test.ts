@@ -121,7 +121,7 @@ async function serveFifo(path: string, pid: number, text: string, onReader: () =
   }
 }
 
-t.test('SIGHUP during startup (issue 16, point 12): remembered, not fatal; the reload runs once the gateway is up', async (t) => {
+t.test('SIGHUP during startup: remembered, not fatal; the reload runs once the gateway is up', async (t) => {
   const upstream = await startEchoUpstream()
   t.teardown(() => upstream.close())
   const port = await freePort()
@@ -156,7 +156,7 @@ t.test('SIGHUP during startup (issue 16, point 12): remembered, not fatal; the r
   t.equal(run.code, 0, 'it ran until told to stop')
 })
 
-t.test('server.managementHost: the management listener binds it, not server.host (issue 16)', async (t) => {
+t.test('server.managementHost: the management listener binds it, not server.host', async (t) => {
   const upstream = await startEchoUpstream()
   t.teardown(() => upstream.close())
   const [port, managementPort] = (await freePorts(2)) as [number, number]

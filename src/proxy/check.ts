@@ -171,7 +171,7 @@ export function createChecker(options: CheckOptions): Checker {
   const loggedUrl = (checked: CheckedRequest): string => options.redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`)
 
   /**
-   * Issue #6 point 12: with host-only cookies (no cookies.domain) the session set on the public
+   * With host-only cookies (no cookies.domain) the session set on the public
    * host never reaches an application on another host, so every check there is "not signed in"
    * and the browser goes round the provider for ever. Said once per host.
    */

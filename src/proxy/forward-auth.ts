@@ -18,7 +18,7 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 // The decision is the check endpoints' one (check.ts); this module only reads the ingress's
 // description of the request and renders the verdict.
 //
-// Which request is being asked about comes from headers (issue #6 point 1; oauth2-proxy
+// Which request is being asked about comes from headers (oauth2-proxy's
 // GHSA-7x63-xv5r-3p2x, where a client-sent X-Forwarded-Uri made skip-auth rules apply to a path
 // of the client's choosing). Each ingress names method, host and path with its own set:
 // - ingress-nginx: X-Original-Method and X-Original-URL (`$scheme://$http_host$request_uri`), set
@@ -40,9 +40,9 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 // - The caller's address plays no part. The answer is about the credentials presented (the
 //   caller's own cookie or Bearer token) for the request named; whoever can call this endpoint
 //   directly learns no more than they would by sending that request through the ingress. What
-//   needs protecting is the ingress's description, and that the agreement rule protects. (Until
-//   issue #6, callers outside server.trustedProxies were decided for `/`: an ingress missing from
-//   that list got `/`'s answer for `/admin`.)
+//   needs protecting is the ingress's description, and that the agreement rule protects. (Deciding
+//   callers outside server.trustedProxies for `/` instead would give an ingress missing from that
+//   list `/`'s answer for `/admin`.)
 // No decision reads User-Agent: the same request gets the same answer from curl, a browser or a bot.
 
 export interface ForwardAuthOptions {

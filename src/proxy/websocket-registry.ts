@@ -6,7 +6,7 @@ import { selects, type SessionSelector } from '../session/types.js'
 
 // Proxied WebSockets, once open, are no longer requests: nothing would look at them again, and a
 // socket opened by a user could keep relaying for hours after the user signed out, was logged out
-// by the provider, or lost access in a reload (issue 16, point 11). The registry knows each open
+// by the provider, or lost access in a reload. The registry knows each open
 // socket with the grant it was opened under, and closes it with 1008 (policy violation,
 // RFC 6455 section 7.4.1) when:
 // - its session is logged out here (sign-in.ts), or its session or Bearer token is ended by a

@@ -1,6 +1,6 @@
 import type { Refusal } from './live.js'
 
-// A reload with server.workers > 1, in two phases, all or nothing (issue 16, point 7). The
+// A reload with server.workers > 1, in two phases, all or nothing. The
 // primary reads and validates the file once and sends its text to every worker (so all build the
 // same file, even if it changes meanwhile); each builds the new app without serving it and says
 // whether it could (`prepare`). Only when every worker could does the primary tell them to serve

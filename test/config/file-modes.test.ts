@@ -10,7 +10,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { COOKIE_SECRET, freePort } from '../fixtures/stack.js'
 
 // Key files and secret-holding configuration files readable by group or others are warned about
-// by `check` and `run` (issue 16, point 13), as ssh refuses such private keys.
+// by `check` and `run`, as ssh refuses such private keys.
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-modes-'))
 const pem = (): string => generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()

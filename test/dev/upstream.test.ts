@@ -73,7 +73,7 @@ t.test('demo upstream: public page', async (t) => {
   const html = await (await fetch(`${upstream.url}/public/anything`, { headers: { accept: 'text/html' } })).text()
   t.match(html, /public page, no sign-in needed/i)
   t.notMatch(html, 'id="logout"', 'no script on the public page')
-  // Issue 19: it said identity headers appear when signed in; public paths never send them.
+  // It once said identity headers appear when signed in; public paths never send them.
   t.match(html, /no identity headers reach it, even when you are signed in/)
   t.notMatch(html, /Identity headers appear/i, 'no promise of identity headers')
 })

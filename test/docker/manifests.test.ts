@@ -289,6 +289,6 @@ t.test('Dockerfile', async (t) => {
   const shipped = readFileSync(new URL('../../config/gateway.yaml', import.meta.url), 'utf8')
   t.match(shipped, new RegExp(`managementPort: \\$\\{MANAGEMENT_PORT:-${MANAGEMENT_PORT}\\}`), 'the image\'s configuration reads the same variable with the same default')
   for (const line of lines.filter((l) => /^(ENV|ARG)\s/i.test(l))) t.notMatch(line, SECRET_LIKE, `no secret in the image: ${line}`)
-  // Issue 16: the management listener is 127.0.0.1 by default, every address in the image (probes).
+  // The management listener is 127.0.0.1 by default, every address in the image (probes).
   t.ok(final.includes('ENV OPENID_GATEWAY_MANAGEMENT_HOST=0.0.0.0'), 'the image serves the management listener to its pod')
 })

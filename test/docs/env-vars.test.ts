@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { ROOT, userPages } from '../fixtures/markdown.js'
 
-// Documented = true (issue 19 point 4): every environment variable the documentation names is read
+// Documented = true: every environment variable the documentation names is read
 // by something the project ships. README.md named MANAGEMENT_PORT, which nothing read.
 //
 // Named: an upper-case word with an underscore anywhere in README.md, docs/**/*.md and

@@ -2,7 +2,7 @@ import t from 'tap'
 import { rawRequest } from '../fixtures/http.js'
 import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
 
-// Issue #3, point 4: opaque Bearer tokens checked at the provider's RFC 7662 introspection
+// Opaque Bearer tokens checked at the provider's RFC 7662 introspection
 // endpoint (the dev oidc-provider issues opaque access tokens), only when
 // provider.bearer.introspection is on.
 

@@ -120,7 +120,7 @@ t.test('every dialect renders the same decision when a session must be refreshed
   await agree(t, stack, grpc, 'an expired session while the provider is down', { path: '/page', headers: { ...JSON_ACCEPT, cookie: carol } }, 'unavailable')
 })
 
-// issue 19: an admin-only path inside one upstream (upstreams[].rules), decided by the one
+// An admin-only path inside one upstream (upstreams[].rules), decided by the one
 // decision whichever dialect asks.
 const ONE_UPSTREAM = [
   {

@@ -6,7 +6,7 @@ import { startAdversarialStack, SUBJECT, type AdversarialProvider } from '../fix
 import { problemCode } from '../fixtures/http.js'
 import { CLIENT_ID } from '../fixtures/stack.js'
 
-// A refresh under way when the session ends (issue 16, point 3): its late answer must not bring
+// A refresh under way when the session ends: its late answer must not bring
 // the session back. The provider holds the refresh's answer (refreshGate) until the logout or
 // back-channel logout is done; the memory store, which had no such guard, is the one tested.
 

@@ -6,7 +6,7 @@ import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
 import { closeCode, echo, openSocket } from '../fixtures/http.js'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
 
-// An open WebSocket does not outlive the access it was opened with (issue 16, point 11): it is
+// An open WebSocket does not outlive the access it was opened with: it is
 // closed with 1008 (policy violation, RFC 6455 7.4.1) when its session is logged out, here or by
 // the provider's back-channel logout, and when its credential expires. (A reload that refuses it:
 // test/runtime/live.test.ts.)

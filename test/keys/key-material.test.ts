@@ -13,7 +13,7 @@ import { problems, resolve } from '../fixtures/config/base.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
 import { startEchoUpstream } from '../fixtures/upstream.js'
 
-// Key material never appears in a message (issue 16, point 6): a value that is neither PEM nor
+// Key material never appears in a message: a value that is neither PEM nor
 // JWK used to be read as a file path, and Node's ENAMETOOLONG message quoted it whole on stderr
 // and in the reload's log line. Common shapes of that mistake are recognised and named instead.
 

@@ -93,7 +93,7 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
     await assertSignedIn(t, stack, provider, await signIn(stack))
   })
 
-  // The third member is the check the log line names (issue 6, point 11).
+  // The third member is the check the log line names.
   const cases: Array<[string, () => Partial<Behaviour>, string]> = [
     ['iss of another issuer', () => ({ idTokenClaims: { iss: 'http://127.0.0.1:1/evil' } }), 'iss'],
     ['iss missing', () => ({ idTokenClaims: { iss: undefined } }), 'iss'],

@@ -12,7 +12,7 @@ import {
 import { problemCode, rawRequest } from '../fixtures/http.js'
 import { discoveryFailure, startStack, type Stack } from '../fixtures/stack.js'
 
-// Issue 6, point 9: ID tokens are accepted in every asymmetric algorithm the provider advertises
+// ID tokens are accepted in every asymmetric algorithm the provider advertises
 // (id_token_signing_alg_values_supported), or in those provider.idTokenAlgorithms pins; never in
 // none or HS*. A refusal says in the log which check failed.
 

@@ -4,7 +4,7 @@ import { sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/a
 import { problemCode, rawRequest } from '../fixtures/http.js'
 import type { Stack } from '../fixtures/stack.js'
 
-// Issue #3, point 2: a token signed with a key the gateway has not seen yet (the provider
+// A token signed with a key the gateway has not seen yet (the provider
 // rotated: a new kid, published after the gateway fetched the JWKS) costs one JWKS refetch and
 // then verifies; tokens with made-up kids cost at most one refetch per interval (src/oidc/keys.ts).
 

@@ -122,7 +122,7 @@ t.test('refresh', async (t) => {
 
   // A refresh response that fails validation is a provider fault for the refresh grant
   // (client.ts maps it to provider_unavailable): 502, and the session must stay exactly as it was.
-  // The third member is the check the log line names (issue 6, point 11).
+  // The third member is the check the log line names.
   const badRefreshIdTokens: Array<[string, Partial<Behaviour>, string]> = [
     // OpenID Connect Core 12.2: the refreshed ID token's sub MUST equal the original one.
     ['an ID token for another subject', { idTokenClaims: { sub: 'mallory' } }, 'sub'],

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { startStack, type StackOptions } from '../fixtures/stack.js'
 
-// Issue 6, point 11: every 403 of the `allow` rules says in the log who was refused, where, by
+// Every 403 of the `allow` rules says in the log who was refused, where, by
 // which rule and why; a rule that needs a claim the sessions do not carry warns once.
 
 const JSON_ACCEPT = { accept: 'application/json' }

@@ -6,7 +6,7 @@ import { loosenedKeys } from '../../src/config/loosening.js'
 import { ConfigWatcher } from '../../src/runtime/live.js'
 import { resolve } from '../fixtures/config/base.js'
 
-// server.watchConfig (issue 16, point 8): a file written in place in steps is loaded only once it
+// server.watchConfig: a file written in place in steps is loaded only once it
 // has stayed the same for a whole look; and a reload that removes access rules names them. The
 // looks are made by the test (ConfigWatcher.look), so no timing decides the outcome.
 

@@ -198,7 +198,7 @@ t.test('WebSocket upgrades through the live server: refused without websocket: t
   again.close()
 })
 
-t.test("a reload that renames the cookies: the former names are still the gateway's, stripped and expired (issue 16, point 4)", async (t) => {
+t.test("a reload that renames the cookies: the former names are still the gateway's, stripped and expired", async (t) => {
   const { live, gw, write } = await setup(t)
   const optional = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], auth: 'optional' }] })
   write(optional)
@@ -213,7 +213,7 @@ t.test("a reload that renames the cookies: the former names are still the gatewa
   t.same([...new Set(expired)].sort(), ['ogw', 'ogw_cred_1'], 'and expired in the browser')
 })
 
-t.test('a reload that removes access rules is logged at warn with their keys (issue 16, point 8)', async (t) => {
+t.test('a reload that removes access rules is logged at warn with their keys', async (t) => {
   const { live, write, lines } = await setup(t)
   const withAdmins = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], allow: { groups: ['admins'] } }] })
   write(withAdmins)
@@ -225,7 +225,7 @@ t.test('a reload that removes access rules is logged at warn with their keys (is
   t.match(warning, { level: 40, trigger: 'SIGHUP', keys: ['upstreams[0].allow.groups (app)'] })
 })
 
-t.test('a reload that refuses an open WebSocket closes it with 1008; one it still admits stays (issue 16, point 11)', async (t) => {
+t.test('a reload that refuses an open WebSocket closes it with 1008; one it still admits stays', async (t) => {
   const { live, gw, write } = await setup(t)
   const withSockets = (c: Record<string, unknown>, allow: Record<string, unknown> = {}) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true, allow }] })
   write(withSockets)

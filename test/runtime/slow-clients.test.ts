@@ -11,7 +11,7 @@ import { startEchoUpstream } from '../fixtures/upstream.js'
 // Clients that send their request slowly, or not at all, against the server production runs
 // (LiveGateway): no connection is held past server.requestTimeoutMs, an answer given before the
 // body arrived closes the connection instead of reading the rest, and the gateway's endpoints read
-// no large body (issue 16, point 10). Real time is what these tests are about: they wait on the
+// no large body. Real time is what these tests are about: they wait on the
 // socket's close, bounded.
 
 async function gateway(t: Test, server: Record<string, unknown> = {}): Promise<{ port: number }> {

@@ -38,7 +38,7 @@ t.test('SIGHUP to the primary: it validates the file, then every worker reloads 
   t.equal((await gateway.stop()).code, 0)
 })
 
-t.test('a reload one worker cannot start is adopted by none (issue 16, point 7): all stay on the running configuration, /config and the metric say so', async (t) => {
+t.test('a reload one worker cannot start is adopted by none: all stay on the running configuration, /config and the metric say so', async (t) => {
   const gateway = await startWorkers(t)
   const cookie = await signedIn(gateway)
   // A provider that answers its key set once: the first worker to prepare discovers it, the other cannot.

@@ -6,7 +6,7 @@ import { refreshedClaims } from '../../src/session/lifecycle.js'
 import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
 import { CLIENT_ID } from '../fixtures/stack.js'
 
-// A refresh keeps what the sign-in established (issue 16, point 9): OpenID Connect Core 12.2 lets
+// A refresh keeps what the sign-in established: OpenID Connect Core 12.2 lets
 // a refreshed ID token leave out `sid`, which a back-channel logout then names; and its `sub`
 // may not change.
 
