@@ -569,6 +569,10 @@ const upstream = object(
     tokenExchange,
     resourceMetadata,
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
+    passHostHeader: boolean(
+      "Send the application, as `Host`, the host it receives in `X-Forwarded-Host`: a host the gateway serves (the request's when it is `server.publicUrl`'s, a `match.hosts` entry or a `redirects.allowedHosts` entry, else `server.publicUrl`'s), never one a client made up; on HTTP requests and WebSocket upgrades. `false`: the host of `target`. With an `https` target and `true`, the TLS server name and the certificate check follow that `Host` too (WebSocket upgrades keep the target's). [What the application receives](proxying.md#what-the-application-receives).",
+      true,
+    ),
     websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host over https); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
     connectTimeoutMs: integer(

@@ -109,6 +109,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     // checks.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const exchanges = upstream.tokenExchange !== undefined
+    const passHost = upstream.passHostHeader
     // Every upstream strips every identity name of the configuration, not only its own: one
     // application behind a public and a protected upstream reads its names on every route.
     const scrub = createHeaderScrubber([
@@ -136,6 +137,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       out['x-forwarded-for'] = forwarded['x-forwarded-for']
       out['x-forwarded-proto'] = forwarded['x-forwarded-proto']
       out['x-forwarded-host'] = forwarded['x-forwarded-host']
+      // reply-from has set Host to the target's (its index.js, before rewriteRequestHeaders); the
+      // WebSocket client sets it from the target URL when the headers carry none. Passing the
+      // host overrides both, with the served host, never the client's own (forwarded.ts).
+      if (passHost) out.host = forwarded['x-forwarded-host']
       const identity = req.identity
       if (identity !== null) {
         const values = identityHeaderValues(identity.claims, names, identity.issuer)
