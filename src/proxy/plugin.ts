@@ -15,6 +15,7 @@ import {
   stripCookies,
 } from './header-policy.js'
 import { hostPattern } from './match.js'
+import { upstreamConnector } from './upstream-tls.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedOriginTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'
 import type { TokenExchanger } from './token-exchange.js'
@@ -219,11 +220,11 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         ...UPSTREAM_POOL,
         headersTimeout: upstream.timeoutMs,
         bodyTimeout: upstream.timeoutMs,
-        // @fastify/reply-from passes rejectUnauthorized: false unless told otherwise (these
-        // connector options win over it): an https upstream's certificate is verified against
-        // Node's CA store (NODE_EXTRA_CA_CERTS adds a private CA), or identity headers and tokens
-        // would go to whoever answers.
-        connect: { timeout: upstream.connectTimeoutMs, rejectUnauthorized: true },
+        // @fastify/reply-from passes rejectUnauthorized: false unless told otherwise (a connector
+        // of our own ignores it): an https upstream's certificate is verified against Node's CA
+        // store (NODE_EXTRA_CA_CERTS adds a private CA) for the target's host name, whatever Host
+        // is sent (upstream-tls.ts), or identity headers and tokens would go to whoever answers.
+        connect: upstreamConnector(upstream.target, upstream.connectTimeoutMs),
       },
       replyOptions: {
         rewriteRequestHeaders:
