@@ -96,7 +96,9 @@ export function forwardedValues(
  * X-Forwarded-Port, -Prefix and the rest of the family are removed and not set: the port is part
  * of X-Forwarded-Host, and the upstream sees the path the gateway matched, prefix included.
  * In the check modes the edge forwards the request itself; the gateway's answer sets or removes
- * none of these headers.
+ * none of these headers. Envoy's cells follow its header_sanitizing.rst (it sanitizes
+ * x-forwarded-for and x-forwarded-proto of external requests, never x-forwarded-host or
+ * forwarded) and headers.rst (x-forwarded-host appended only when the route rewrites the host).
  */
 export const APPLICATION_RECEIVES: readonly (readonly [mode: string, host: string, xff: string, xfp: string, xfh: string, forwarded: string])[] = [
   [
@@ -112,9 +114,9 @@ export const APPLICATION_RECEIVES: readonly (readonly [mode: string, host: strin
   [
     'Forward-auth, ingress-nginx (`auth-url`)',
     "ingress-nginx: the client's `Host`",
-    "ingress-nginx: the client's address (the client's list before it only with `use-forwarded-headers`)",
-    'ingress-nginx: the scheme the client used',
-    "ingress-nginx: the client's `Host`",
+    "ingress-nginx: the client's address (after the incoming list only with `use-forwarded-headers` and `compute-full-forwarded-for`)",
+    'ingress-nginx: the scheme the client used (the incoming value with `use-forwarded-headers`)',
+    "ingress-nginx: the client's `Host` (the incoming value with `use-forwarded-headers`)",
     "the client's, passed on: ingress-nginx neither sets nor removes it",
   ],
   [
@@ -129,7 +131,7 @@ export const APPLICATION_RECEIVES: readonly (readonly [mode: string, host: strin
     'Envoy ext_authz, HTTP and gRPC',
     "Envoy: the client's `:authority`, unless the route rewrites the host",
     "Envoy: the client's address appended when it is the edge (`use_remote_address: true`)",
-    "Envoy: the scheme the client used when it is the edge, else the value it received",
+    "Envoy: the scheme of the client's connection; a trusted downstream's value kept",
     "the client's, passed on: Envoy sets it only when a route rewrites the host (`append_x_forwarded_host`)",
     "the client's, passed on: Envoy neither sets nor removes it",
   ],
