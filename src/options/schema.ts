@@ -544,7 +544,7 @@ const upstream = object(
       { default: {} },
     ),
     target: string(
-      "URL of the upstream (http or https, without credentials, query or fragment). An https upstream's certificate is always verified against Node's CA store (add a private CA with the `NODE_EXTRA_CA_CERTS` environment variable); a certificate that does not verify makes the upstream unreachable (502).",
+      "URL of the upstream (http or https, without credentials, query or fragment). An https upstream's certificate is always verified, for the host of this URL (whatever `Host` is sent), against Node's CA store (add a private CA with the `NODE_EXTRA_CA_CERTS` environment variable); a certificate that does not verify makes the upstream unreachable (502).",
       { format: 'base-url' },
     ),
     auth: string('`required`: sign-in needed; `optional`: identity forwarded when present, except that a path whose `allow` (the upstream\'s, or the [per-path rule](proxying.md#per-path-rules) deciding it) names anything (`providers`, `emails`, `emailDomains`, `groups`, `claims`, `acr`, `maxAuthAgeSeconds`) needs a sign-in as with `required`; `none`: no check.', {
@@ -569,6 +569,10 @@ const upstream = object(
     tokenExchange,
     resourceMetadata,
     allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
+    passHostHeader: boolean(
+      "Send the application, as `Host`, the host it receives in `X-Forwarded-Host`: a host the gateway serves (the request's when it is `server.publicUrl`'s, a `match.hosts` entry or a `redirects.allowedHosts` entry, else `server.publicUrl`'s), never one a client made up; on HTTP requests and WebSocket upgrades. `false`: the host of `target`. The TLS server name and certificate check of an `https` target stay the target's host either way. [What the application receives](proxying.md#what-the-application-receives).",
+      true,
+    ),
     websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host over https); without it upgrades are refused with 400.', false),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
     connectTimeoutMs: integer(

@@ -243,6 +243,8 @@ export interface UpstreamConfig {
    */
   resourceMetadata?: boolean | ResourceMetadataConfig
   allowPreflight: boolean
+  /** Send the served host (the X-Forwarded-Host value) as Host instead of the target's. */
+  passHostHeader: boolean
   websocket: boolean
   timeoutMs: number
   /** Time a connection to the upstream may take to open (502 after). */

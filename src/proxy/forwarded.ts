@@ -83,3 +83,63 @@ export function forwardedValues(
     'x-forwarded-host': forwardedHost(first(incoming['x-forwarded-host']) ?? host),
   }
 }
+
+/**
+ * What the application behind each mode receives in Host, X-Forwarded-For, -Proto, -Host and
+ * Forwarded, and who sets each: docs/proxying.md shows this table (test/docs/forwarded-table.test.ts
+ * keeps the two equal; test/e2e/host-header.test.ts measures the proxy and WebSocket rows).
+ *
+ * Forwarded (RFC 7239) is never sent by the gateway, and a client's or a trusted peer's is removed
+ * (header-policy.ts): section 8.1 says it "cannot be relied upon to be correct" since any node,
+ * the client included, may write it, and section 7.4 warns that a proxy carrying it beside
+ * X-Forwarded-* may hand on two contradicting accounts. The application has one: X-Forwarded-*.
+ * X-Forwarded-Port, -Prefix and the rest of the family are removed and not set: the port is part
+ * of X-Forwarded-Host, and the upstream sees the path the gateway matched, prefix included.
+ * In the check modes the edge forwards the request itself; the gateway's answer sets or removes
+ * none of these headers. Envoy's cells follow its header_sanitizing.rst (it sanitizes
+ * x-forwarded-for and x-forwarded-proto of external requests, never x-forwarded-host or
+ * forwarded) and headers.rst (x-forwarded-host appended only when the route rewrites the host).
+ */
+export const APPLICATION_RECEIVES: readonly (readonly [mode: string, host: string, xff: string, xfp: string, xfh: string, forwarded: string])[] = [
+  [
+    'Proxy, `passHostHeader: true` (the default)',
+    'gateway: the same value as `X-Forwarded-Host`',
+    "gateway: the peer's address; from a peer in `server.trustedProxies`, that peer's list followed by its address",
+    "gateway: its listener's scheme; from a trusted peer, that peer's value",
+    "gateway: the request's `Host` (from a trusted peer, its `X-Forwarded-Host`) when the gateway serves it, else `server.publicUrl`'s host",
+    "none: the gateway removes the client's (and a trusted peer's) and sets none",
+  ],
+  ['Proxy, `passHostHeader: false`', "gateway: the host of the upstream's `target`", 'as above', 'as above', 'as above', 'as above'],
+  ['WebSocket upgrade (`websocket: true`)', 'as for the proxy, by `passHostHeader`', 'as for the proxy', 'as for the proxy', 'as for the proxy', 'as for the proxy'],
+  [
+    'Forward-auth, ingress-nginx (`auth-url`)',
+    "ingress-nginx: the client's `Host`",
+    "ingress-nginx: the client's address (after the incoming list only with `use-forwarded-headers` and `compute-full-forwarded-for`)",
+    'ingress-nginx: the scheme the client used (the incoming value with `use-forwarded-headers`)',
+    "ingress-nginx: the client's `Host` (the incoming value with `use-forwarded-headers`)",
+    "the client's, passed on: ingress-nginx neither sets nor removes it",
+  ],
+  [
+    'Forward-auth, Traefik (ForwardAuth)',
+    "Traefik: the client's `Host` (its `passHostHeader`, default true)",
+    "Traefik: the client's address, after the client's list only from `forwardedHeaders.trustedIPs`",
+    "Traefik: the entry point's scheme (a trusted IP's value)",
+    "Traefik: the client's `Host` (a trusted IP's value)",
+    "the client's, passed on: Traefik neither sets nor removes it",
+  ],
+  [
+    'Envoy ext_authz, HTTP and gRPC',
+    "Envoy: the client's `:authority`, unless the route rewrites the host",
+    "Envoy: the client's address appended when it is the edge (`use_remote_address: true`)",
+    "Envoy: the scheme of the client's connection; a trusted downstream's value kept",
+    "the client's, passed on: Envoy sets it only when a route rewrites the host (`append_x_forwarded_host`)",
+    "the client's, passed on: Envoy neither sets nor removes it",
+  ],
+]
+
+/** APPLICATION_RECEIVES as the Markdown table of docs/proxying.md. */
+export function applicationReceivesTable(): string {
+  const lines = ['| Mode | `Host` | `X-Forwarded-For` | `X-Forwarded-Proto` | `X-Forwarded-Host` | `Forwarded` |', '| --- | --- | --- | --- | --- | --- |']
+  for (const row of APPLICATION_RECEIVES) lines.push(`| ${row.join(' | ')} |`)
+  return lines.join('\n')
+}

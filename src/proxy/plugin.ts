@@ -15,6 +15,7 @@ import {
   stripCookies,
 } from './header-policy.js'
 import { hostPattern } from './match.js'
+import { upstreamConnector } from './upstream-tls.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedOriginTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'
 import type { TokenExchanger } from './token-exchange.js'
@@ -109,6 +110,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     // checks.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const exchanges = upstream.tokenExchange !== undefined
+    const passHost = upstream.passHostHeader
     // Every upstream strips every identity name of the configuration, not only its own: one
     // application behind a public and a protected upstream reads its names on every route.
     const scrub = createHeaderScrubber([
@@ -136,6 +138,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       out['x-forwarded-for'] = forwarded['x-forwarded-for']
       out['x-forwarded-proto'] = forwarded['x-forwarded-proto']
       out['x-forwarded-host'] = forwarded['x-forwarded-host']
+      // reply-from has set Host to the target's (its index.js, before rewriteRequestHeaders); the
+      // WebSocket client sets it from the target URL when the headers carry none. Passing the
+      // host overrides both, with the served host, never the client's own (forwarded.ts).
+      if (passHost) out.host = forwarded['x-forwarded-host']
       const identity = req.identity
       if (identity !== null) {
         const values = identityHeaderValues(identity.claims, names, identity.issuer)
@@ -214,11 +220,11 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         ...UPSTREAM_POOL,
         headersTimeout: upstream.timeoutMs,
         bodyTimeout: upstream.timeoutMs,
-        // @fastify/reply-from passes rejectUnauthorized: false unless told otherwise (these
-        // connector options win over it): an https upstream's certificate is verified against
-        // Node's CA store (NODE_EXTRA_CA_CERTS adds a private CA), or identity headers and tokens
-        // would go to whoever answers.
-        connect: { timeout: upstream.connectTimeoutMs, rejectUnauthorized: true },
+        // @fastify/reply-from passes rejectUnauthorized: false unless told otherwise (a connector
+        // of our own ignores it): an https upstream's certificate is verified against Node's CA
+        // store (NODE_EXTRA_CA_CERTS adds a private CA) for the target's host name, whatever Host
+        // is sent (upstream-tls.ts), or identity headers and tokens would go to whoever answers.
+        connect: upstreamConnector(upstream.target, upstream.connectTimeoutMs),
       },
       replyOptions: {
         rewriteRequestHeaders:

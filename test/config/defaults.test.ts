@@ -54,6 +54,7 @@ const EXPECTED: GatewayConfig = {
       rules: [],
       forwardAccessToken: false,
       allowPreflight: false,
+      passHostHeader: true,
       websocket: false,
       timeoutMs: 30000,
       connectTimeoutMs: 5000,

@@ -82,18 +82,39 @@ t.test('an upstream whose connection does not open within connectTimeoutMs is un
 t.test("an https upstream's certificate is verified: a self-signed one is unreachable (502), never trusted silently", async (t) => {
   // @fastify/reply-from turns certificate verification off unless told otherwise.
   const tls = new URL('../fixtures/tls/', import.meta.url)
+  /** The TLS server name (SNI) of each handshake: the name the gateway verifies the certificate against. */
+  const serverNames: string[] = []
   const server = createHttpsServer(
-    { key: readFileSync(new URL('self-signed.key', tls)), cert: readFileSync(new URL('self-signed.crt', tls)) },
+    {
+      key: readFileSync(new URL('self-signed.key', tls)),
+      cert: readFileSync(new URL('self-signed.crt', tls)),
+      SNICallback: (name, done) => {
+        serverNames.push(name)
+        done(null, undefined)
+      },
+    },
     (_req, res) => res.end('secret upstream'),
   )
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.teardown(() => server.close())
   const { port } = server.address() as AddressInfo
-  const stack = await startStack(t, { upstreams: [{ name: 'tls', target: `https://127.0.0.1:${port}`, auth: 'none' }] })
+  const stack = await startStack(t, {
+    config: { redirects: { allowedHosts: ['app.example.com'] } },
+    upstreams: [
+      { name: 'tls', target: `https://127.0.0.1:${port}`, auth: 'none' },
+      { name: 'named', match: { pathPrefix: '/named' }, target: `https://localhost:${port}`, auth: 'none' },
+    ],
+  })
   const res = await rawRequest(stack.gw, '/x', { headers: JSON_ACCEPT })
   t.equal(res.status, 502)
   t.equal(res.json().code, 'upstream_unavailable')
   t.notMatch(res.body, /secret upstream/)
+
+  // passHostHeader (the default) sends the served host as Host; the TLS name stays the target's,
+  // whose certificate the operator installed, whatever host the request names.
+  const named = await rawRequest(stack.gw, '/named/x', { headers: { ...JSON_ACCEPT, host: 'app.example.com' } })
+  t.equal(named.status, 502)
+  t.strictSame(serverNames, ['localhost'], "the server name is the target's, not the Host sent")
 })
 
 t.test('502 upstream_unavailable and 504 upstream_timeout', async (t) => {
