@@ -1,6 +1,6 @@
 import t from 'tap'
 import YAML from 'yaml'
-import { fencedBlocks, proseLines, userPages, type Page } from '../fixtures/markdown.js'
+import { fencedBlocks, proseLines, recipe, userPages, type Page } from '../fixtures/markdown.js'
 import { FORWARD_AUTH_LISTED_HEADERS, IDENTITY_ANSWER_HEADERS, lower } from '../fixtures/k8s-checks.js'
 import { AUTH_REQUEST_ACCESS_TOKEN, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 
@@ -22,7 +22,7 @@ const sorted = (names: Iterable<string>): string[] => [...new Set(lower([...name
  * The X-Auth-Request-* names of a passage, abbreviations expanded: "`X-Auth-Request-User`,
  * `-Email`" names X-Auth-Request-Email too. The wildcard `X-Auth-Request-*` is no name.
  */
-export function namedIn(passage: string): string[] {
+function namedIn(passage: string): string[] {
   const names: string[] = []
   let full = false
   for (const m of passage.matchAll(/`?(X-Auth-Request-[A-Za-z-]+(?<!-))`?|`(-[A-Z][A-Za-z-]*)`/gi)) {
@@ -95,18 +95,10 @@ t.test('a count of the identity headers is the code\'s', async (t) => {
   }
 })
 
-/** The one fenced block of `lang` on `file`. */
-function block(file: string, lang: string): string {
-  const page = pages.find((p) => p.file === file)
-  const blocks = page === undefined ? [] : fencedBlocks(page).filter((b) => b.lang === lang)
-  if (blocks.length !== 1) throw new Error(`${file}: expected one ${lang} block, found ${blocks.length}`)
-  return (blocks[0] as { body: string }).body
-}
-
 const all = (text: string, re: RegExp): string[][] => [...text.matchAll(re)].map((m) => m.slice(1).map((g) => g ?? ''))
 
 t.test('the nginx recipe copies every identity header and empties every override', async (t) => {
-  const conf = block('docs/deploy/nginx.md', 'nginx')
+  const conf = recipe('docs/deploy/nginx.md', 'nginx')
   const sources = new Map(all(conf, /auth_request_set \$(\w+) \$upstream_http_(\w+);/g).map(([variable, source]) => [variable, source]))
   const copied = all(conf, /proxy_set_header ([\w-]+) \$(auth_\w+);/g)
   t.same(sorted(copied.map(([name]) => name ?? '')), sorted(IDENTITY_ANSWER_HEADERS))
@@ -119,7 +111,7 @@ t.test('the nginx recipe copies every identity header and empties every override
 })
 
 t.test('the Caddy recipe copies every identity header, removes placeholders and every override', async (t) => {
-  const conf = block('docs/deploy/caddy.md', 'caddyfile')
+  const conf = recipe('docs/deploy/caddy.md', 'caddyfile')
   const copy = /copy_headers ([^\n]+)/.exec(conf)?.[1]?.trim().split(/\s+/) ?? []
   t.same(sorted(copy), sorted(FORWARD_AUTH_LISTED_HEADERS))
   t.same(sorted(all(conf, /header_regexp ([\w-]+) \^\\\{http\\\.reverse_proxy\\\./g).map(([n]) => n ?? '')), sorted(IDENTITY_ANSWER_HEADERS))

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { startCaddy, type Caddy } from '../fixtures/caddy.js'
-import { recipe } from '../fixtures/nginx.js'
+import { requireCaddy, startCaddy, type Caddy } from '../fixtures/caddy.js'
+import { recipe } from '../fixtures/markdown.js'
 import { startStack, type Stack } from '../fixtures/stack.js'
 import { rawRequest } from '../fixtures/http.js'
 import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
@@ -25,6 +25,7 @@ function sites(page: string, stack: Stack): string {
     .replace(/^app\.example\.com \{/m, 'http://:0 {\n\tbind 127.0.0.1')
 }
 
+requireCaddy()
 const page = recipe(PAGE, 'caddyfile')
 const stack = await startStack(t, {
   upstreams: [{ name: 'app', publicPaths: ['/public/**'] }],
@@ -33,7 +34,7 @@ const stack = await startStack(t, {
 const caddy: Caddy = await startCaddy(t, sites(page, stack))
 // The sign-in may return to Caddy's host, known only now.
 stack.replicas[0]?.rewrite((c) => ({ ...c, redirects: { allowedHosts: [`127.0.0.1:${caddy.port}`] } }))
-await stack.live.reload()
+if (!(await stack.live.reload('SIGHUP'))) throw new Error('the gateway did not reload')
 
 /** The identity and override headers the application received with the last request. */
 function lastAtApp(): Record<string, string | string[] | undefined> {

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { recipe, startNginx, type Nginx } from '../fixtures/nginx.js'
+import { recipe } from '../fixtures/markdown.js'
+import { requireNginx, startNginx, type Nginx } from '../fixtures/nginx.js'
 import { reservePort, startStack, type Stack } from '../fixtures/stack.js'
 import { rawRequest } from '../fixtures/http.js'
 import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
@@ -22,6 +23,7 @@ function servers(page: string, stack: Stack): string {
     .replaceAll('app.example.com', '127.0.0.1')
 }
 
+requireNginx()
 const page = recipe(PAGE, 'nginx')
 const reserved = await reservePort()
 const stack = await startStack(t, {
