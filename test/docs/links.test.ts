@@ -187,6 +187,6 @@ t.test('the oauth2-proxy page\'s configuration is one the gateway accepts', asyn
   const page = { file: MIGRATION, text: readFileSync(join(ROOT, MIGRATION), 'utf8') }
   const yaml = fencedBlocks(page).filter((b) => b.lang === 'yaml')
   t.equal(yaml.length, 1)
-  const config = parseConfig(yaml[0]?.body ?? '', { CLIENT_SECRET: 'client-secret', COOKIE_SECRET: 'c'.repeat(32) }, MIGRATION)
+  const config = parseConfig(yaml[0]?.body ?? '', { OIDC_CLIENT_SECRET: 'client-secret', COOKIE_SECRET: 'c'.repeat(32) }, MIGRATION)
   t.same(config.upstreams[0]?.allow.emailDomains, ['example.com'])
 })
