@@ -28,7 +28,10 @@ function sites(page: string, stack: Stack): string {
 requireCaddy()
 const page = recipe(PAGE, 'caddyfile')
 const stack = await startStack(t, {
-  upstreams: [{ name: 'app', publicPaths: ['/public/**'] }],
+  upstreams: [
+    { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['nobody'] } },
+    { name: 'app', publicPaths: ['/public/**'] },
+  ],
   config: { provider: { scopes: ['openid', 'profile', 'groups'] } },
 })
 const caddy: Caddy = await startCaddy(t, sites(page, stack))
@@ -86,6 +89,16 @@ t.test('not signed in: a page load is sent to sign in and comes back with its wh
   t.equal(api.status, 401)
   t.match(api.headers['content-type'], /^application\/problem\+json/)
   t.match(api.json(), { code: 'unauthenticated', signInUrl: /redirectAfter=/ })
+})
+
+t.test('a refusal is the gateway\'s own answer', async (t) => {
+  const browser = await stack.signedIn('alice')
+  const before = stack.upstream.requests.length
+  const res = await browser.fetch(`${caddy.url}/admin/x`, { headers: { accept: 'application/json' } })
+  t.equal(res.status, 403)
+  t.match(res.headers.get('content-type'), /^application\/problem\+json/)
+  t.match(await res.json(), { code: 'forbidden' })
+  t.equal(stack.upstream.requests.length, before, 'nothing reached the application')
 })
 
 t.test('without the recipe\'s placeholder lines, Caddy 2.6 hands the application placeholder text', async (t) => {

@@ -102,6 +102,7 @@ t.test('a refusal is nginx\'s own HTML page, never the gateway\'s answer', async
   t.match(anonymous.headers['content-type'], /^text\/html/)
   t.match(anonymous.body, /401 Authorization Required/)
   t.notMatch(anonymous.body, /signInUrl/, 'not the problem+json with signInUrl')
+  t.match(anonymous.headers['www-authenticate'], /^Bearer/, 'the check\'s WWW-Authenticate is kept')
 
   const before = stack.upstream.requests.length
   const unnormal = await rawRequest(nginx.url, '/admin//../users', { headers: { cookie: bob.cookieHeader(`${stack.gw}/`) } })
