@@ -15,7 +15,9 @@ import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import t from 'tap'
 import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
-import { anchors, markdownFiles, proseLines, ROOT } from '../fixtures/markdown.js'
+import { anchors, fencedBlocks, markdownFiles, proseLines, ROOT } from '../fixtures/markdown.js'
+import { ENDPOINT_LIST } from '../../src/contract/endpoints.js'
+import { parseConfig } from '../../src/config/load.js'
 
 const PAGES = [join(ROOT, 'README.md'), join(ROOT, 'ARCHITECTURE.md'), join(ROOT, 'SECURITY.md'), ...markdownFiles()]
 
@@ -148,4 +150,43 @@ t.test('every configuration key the pages name is one the schema accepts', async
     }
   }
   t.ok(named > 300, `${named} key names checked`)
+})
+
+// docs/migrating-from-oauth2-proxy.md maps oauth2-proxy's flags and endpoints to the gateway's: its
+// tables' gateway column names only what the gateway has. A key is written in full there (a bare
+// `camelCase` word could be an invented key that the key pattern above does not read), an
+// endpoint is one of the contract's (or the management listener's), and every row names one or
+// says none. Its configuration example is one the gateway accepts.
+const MIGRATION = 'docs/migrating-from-oauth2-proxy.md'
+const MANAGEMENT_PATHS = ['/healthz', '/readyz', '/metrics']
+
+t.test('the oauth2-proxy page names only keys and endpoints the gateway has', async (t) => {
+  const text = readFileSync(join(ROOT, MIGRATION), 'utf8')
+  const endpoints = new Set<string>([...ENDPOINT_LIST.map((e) => e.path), ...MANAGEMENT_PATHS])
+  let rows = 0
+  for (const { line, number } of proseLines(text)) {
+    const cells = line.split('|').map((c) => c.trim())
+    // | oauth2-proxy | openid-gateway | What differs |
+    if (cells.length !== 5 || !cells[1]?.startsWith('`') && !cells[1]?.startsWith('(')) continue
+    rows++
+    const gateway = cells[2] ?? ''
+    const where = `${MIGRATION}:${number}`
+    t.ok(codeSpans(gateway).length > 0 || /^none\b/.test(gateway), `${where}: names a key or endpoint, or says none`)
+    for (const span of codeSpans(gateway)) {
+      const key = keyNamed(span)
+      const endpoint = /^(?:(?:GET|POST|DELETE) )?(\/[^?\s]*)/.exec(span)?.[1]
+      if (key !== undefined) t.ok(isKey(key), `${where}: \`${span}\` is a key of src/options/schema.ts`)
+      else if (endpoint !== undefined) t.ok(endpoints.has(endpoint), `${where}: \`${span}\` is an endpoint of src/contract/endpoints.ts or the management listener`)
+      else t.notMatch(span, /^[a-z]+[A-Z][A-Za-z]*(?::|$)/, `${where}: \`${span}\` is written as a full key path`)
+    }
+  }
+  t.ok(rows >= 40, `${rows} rows`)
+})
+
+t.test('the oauth2-proxy page\'s configuration is one the gateway accepts', async (t) => {
+  const page = { file: MIGRATION, text: readFileSync(join(ROOT, MIGRATION), 'utf8') }
+  const yaml = fencedBlocks(page).filter((b) => b.lang === 'yaml')
+  t.equal(yaml.length, 1)
+  const config = parseConfig(yaml[0]?.body ?? '', { OIDC_CLIENT_SECRET: 'client-secret', COOKIE_SECRET: 'c'.repeat(32) }, MIGRATION)
+  t.same(config.upstreams[0]?.allow.emailDomains, ['example.com'])
 })
