@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
+import { startDevProvider } from '../../src/dev/provider.js'
 import { systemClock } from '../../src/lib/clock.js'
 import { AUDIT_EVENTS, AUDIT_FIELDS, logDigest } from '../../src/ops/audit.js'
 import { CookieCipher } from '../../src/session/cipher.js'
@@ -135,6 +136,12 @@ t.test('logout: DELETE logout, and one without a session', async (t) => {
   await none.body?.cancel()
   t.equal(none.status, 401)
   t.match(audited('logout', again), [{ outcome: 'refused', reason: 'unauthenticated', client: '127.0.0.1' }])
+
+  const crossSite = lines.length
+  const form = await fetch(`${stack.gw}/api/v1/openid/sign-out`, { method: 'POST', headers: { origin: 'https://elsewhere.example' }, redirect: 'manual' })
+  await form.body?.cancel()
+  t.equal(form.status, 400)
+  t.match(audited('logout', crossSite), [{ outcome: 'refused', reason: 'bad_request', client: '127.0.0.1' }], 'a sign-out form from another site')
 })
 
 t.test("back-channel logout: the provider's logout names the sign-in's sid; a bad token is refused", async (t) => {
@@ -166,9 +173,29 @@ t.test('Shared Signals: a session-revoked push ends the subject; a wrong Authori
   t.equal((await tx.push(token)).status, 400)
   t.match(audited('ssf-revocation', replayed), [{ outcome: 'refused', reason: 'jti_replay', provider: 'default', client: '127.0.0.1' }])
 
+  const forged = lines.length
+  const { token: foreign } = await tx.sign(SESSION_REVOKED, { subId: { format: 'iss_sub', iss: stack.provider?.issuer, sub: 'carol' }, foreignKey: true })
+  secrets.add(foreign)
+  t.equal((await tx.push(foreign)).status, 400)
+  t.match(audited('ssf-revocation', forged), [{ outcome: 'refused', reason: 'invalid_key', detail: String, provider: 'default', client: '127.0.0.1' }], 'a SET signed with another key')
+
   const stranger = lines.length
   t.equal((await tx.push(token, 'Bearer not-the-registered-one')).status, 401)
   t.match(audited('ssf-revocation', stranger), [{ outcome: 'refused', reason: 'authentication_failed', client: '127.0.0.1' }])
+})
+
+t.test("refresh: a session signed in at another issuer than its provider's now is refused, naming it", async (t) => {
+  const browser = await stack.signedIn('dave')
+  const session = sessionOf(browser, stack)
+  const other = await startDevProvider({ clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`] }] })
+  t.teardown(() => other.close())
+  stack.replicas[0]?.rewrite((c) => ({ ...c, provider: { ...(c.provider as object), issuer: other.issuer } }))
+  t.equal(await stack.live.reload('SIGHUP'), true, 'reloaded onto another issuer')
+  const from = lines.length
+  const res = await browser.fetch(stack.gw + REFRESH, { headers: JSON_ACCEPT })
+  await res.body?.cancel()
+  t.equal(res.status, 409)
+  t.match(audited('refresh', from), [{ outcome: 'refused', reason: 'refresh_token_invalid', ...about(session) }])
 })
 
 t.test('no line of the log carries a token, cookie value, session id or secret; audit lines carry only the documented fields', async (t) => {
