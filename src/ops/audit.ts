@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
+import type { LogoutTokenCheck } from '../oidc/logout-token.js'
+import type { SetErrorCode } from '../oidc/ssf-set.js'
 
 // The audit trail: one structured log line per sign-in, refresh, logout, back-channel logout and
 // Shared Signals revocation, accepted or refused, in one shape a security team can grep for
@@ -13,25 +15,30 @@ import { GatewayError, type ProblemCode } from '../contract/errors.js'
 // join a sign-in with its refreshes and logout, and no handle on the session (the id carries 256
 // random bits: its digest cannot be inverted, nor the id guessed from it). The provider's `sid`
 // (OpenID Connect Back-Channel Logout 1.0, 2.4) is a handle on the provider's session and is
-// digested the same way, so a sign-in's `sid` equals the back-channel logout's that ends it. The
-// lines pass through the logger's redaction (logging.ts) like any other; nothing here needs it.
+// digested the same way, so a sign-in's `sid` equals the back-channel logout's that ends it. An
+// address a Shared Signals event names is digested as that event's own line does (routes/
+// ssf-events.ts): it keeps the address out of plain sight only, since addresses can be guessed and
+// hashed. The lines pass through the logger's redaction (logging.ts) like any other; nothing here
+// needs it.
 
 /** The events of the trail, in the order docs/operations.md lists them. */
 export const AUDIT_EVENTS = ['sign-in', 'refresh', 'logout', 'backchannel-logout', 'ssf-revocation'] as const
 export type AuditEvent = (typeof AUDIT_EVENTS)[number]
 
 /** The fields a line may carry, in the order docs/operations.md lists them. */
-export const AUDIT_FIELDS = ['audit', 'outcome', 'provider', 'sub', 'session', 'sid', 'email', 'acr', 'client', 'reason', 'detail'] as const
+export const AUDIT_FIELDS = ['audit', 'outcome', 'provider', 'sub', 'session', 'sid', 'email', 'acr', 'client', 'reason', 'detail'] as const satisfies ReadonlyArray<keyof AuditLine>
 
 /** The `msg` of every audit line. */
 export const AUDIT_MESSAGE = 'audit'
 
 /**
  * Why an event was refused: the problem code the gateway answered with (contract/errors.ts) on its
- * own endpoints; for a provider's push (back-channel logout, Shared Signals), the stable name of
- * the rule the logout token or SET broke, or the RFC 8935 error code answered.
+ * own endpoints; for a provider's push, the rule a logout token broke (oidc/logout-token.ts; a
+ * request without one: `logout_token`) or the RFC 8935 error code a SET was refused with
+ * (oidc/ssf-set.ts), `jti_replay` for a token or SET received before, `rate_limited` beyond a
+ * provider's budget.
  */
-export type AuditReason = ProblemCode | (string & {})
+export type AuditReason = ProblemCode | LogoutTokenCheck | SetErrorCode | 'logout_token' | 'jti_replay'
 
 export interface AuditLine {
   audit: AuditEvent
