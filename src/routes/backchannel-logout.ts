@@ -110,6 +110,8 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     const retryAfter = limit.take(provider.name)
     if (retryAfter !== undefined) {
       await options.replay.release(issuer, jti)
+      // At warn as well: a provider beyond its budget is the operator's to look at (the audit line is at info).
+      req.log.warn({ outcome: 'refused', check: 'rate_limit', provider: provider.name }, 'back-channel logout refused')
       auditRefusal(req.log, 'backchannel-logout', selector, req.ip, 'rate_limited')
       return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
     }

@@ -244,6 +244,8 @@ export async function ssfEventsRoute(app: FastifyInstance, options: SsfEventsRou
     }
     const retryAfter = limit.take(transmitter.provider)
     if (retryAfter !== undefined) {
+      // At warn as well: a transmitter beyond its budget is the operator's to look at (the audit line is at info).
+      req.log.warn({ provider: transmitter.provider, outcome: 'refused', err: 'rate_limited' }, 'shared signals event refused')
       auditRefusal(req.log, 'ssf-revocation', { provider: transmitter.provider }, req.ip, 'rate_limited')
       return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ err: 'rate_limited', description: 'too many events from this transmitter; push again later' })
     }
