@@ -15,6 +15,7 @@ import { Providers, type Provider } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
+import { refreshAuditor } from '../ops/audit.js'
 import { lazyRequestLogger, loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
 import { traceFields, traceRequests, upstreamTracing } from '../ops/request-tracing.js'
 import type { Tracing } from '../ops/tracing.js'
@@ -324,7 +325,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       throw err
     }
   }
-  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock)
+  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock, refreshAuditor(app.log))
   const checks: ReadinessCheck[] = [
     { name: 'provider_metadata', ready: () => providers.all.every((p) => p.client.ready) },
     { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },

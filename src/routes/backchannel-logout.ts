@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
@@ -6,6 +5,7 @@ import { KeysNotLoadedError } from '../oidc/keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
 import type { Providers } from '../oidc/providers.js'
 import { SECURITY_HEADERS } from '../ops/response-headers.js'
+import { auditRefusal, auditSuccess } from '../ops/audit.js'
 import { BACKCHANNEL_LOGOUT_PATH } from '../contract/endpoints.js'
 import { systemClock } from '../lib/clock.js'
 import { KeyedRateLimit, PROVIDER_PUSH_LIMIT, type RateLimitOptions } from '../lib/rate-limit.js'
@@ -48,14 +48,6 @@ export interface BackchannelLogoutOptions {
   limit?: RateLimitOptions
 }
 
-/** Log fields of a selector: sub as the request log has it, sid digested (it is a handle on the provider session). */
-function logFields(selector: SessionSelector): Record<string, string> {
-  const fields: Record<string, string> = {}
-  if (selector.sid !== undefined) fields.sid = createHash('sha256').update(selector.sid).digest('base64url').slice(0, 16)
-  if (selector.sub !== undefined) fields.sub = selector.sub
-  return fields
-}
-
 function invalidRequest(reply: FastifyReply, description: string): FastifyReply {
   return reply.code(400).type('application/json').send({ error: 'invalid_request', error_description: description })
 }
@@ -77,12 +69,12 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     const tokens = form.getAll('logout_token')
     const token = tokens[0]
     if (tokens.length !== 1 || token === undefined || token === '') {
-      req.log.info({ outcome: 'refused', check: 'logout_token' }, 'back-channel logout refused')
+      auditRefusal(req.log, 'backchannel-logout', {}, req.ip, 'logout_token')
       return invalidRequest(reply, 'the request must carry exactly one logout_token')
     }
     const provider = options.providers.verifierOf(token, options.providers.all)
     if (provider === undefined || provider === null) {
-      req.log.info({ outcome: 'refused', check: 'iss' }, 'back-channel logout refused')
+      auditRefusal(req.log, 'backchannel-logout', {}, req.ip, 'iss')
       return invalidRequest(reply, 'the logout token\'s iss names no configured provider')
     }
     const { client, config } = provider
@@ -100,7 +92,7 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       })
     } catch (err) {
       if (err instanceof LogoutTokenError) {
-        req.log.info({ outcome: 'refused', check: err.check, reason: err.message }, 'back-channel logout refused')
+        auditRefusal(req.log, 'backchannel-logout', { provider: provider.name }, req.ip, err.check, err.message)
         return invalidRequest(reply, err.message)
       }
       if (err instanceof KeysNotLoadedError) throw new GatewayError('not_ready', 'the provider keys are not loaded yet', { cause: err })
@@ -110,7 +102,7 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     const selector = { ...verified.selector, provider: provider.name }
     const { issuer } = config
     if (!(await options.replay.firstUse(issuer, jti, acceptableUntil))) {
-      req.log.info({ outcome: 'refused', check: 'jti_replay', ...logFields(selector) }, 'back-channel logout refused')
+      auditRefusal(req.log, 'backchannel-logout', selector, req.ip, 'jti_replay')
       return invalidRequest(reply, 'this logout token was already received (jti replayed)')
     }
     // Counted after the replay guard, so a copied token sent again spends nothing; refused, its jti
@@ -118,7 +110,9 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     const retryAfter = limit.take(provider.name)
     if (retryAfter !== undefined) {
       await options.replay.release(issuer, jti)
+      // At warn as well: a provider beyond its budget is the operator's to look at (the audit line is at info).
       req.log.warn({ outcome: 'refused', check: 'rate_limit', provider: provider.name }, 'back-channel logout refused')
+      auditRefusal(req.log, 'backchannel-logout', selector, req.ip, 'rate_limited')
       return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
     }
     try {
@@ -129,7 +123,7 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       throw err
     }
     options.onEnded?.(selector)
-    req.log.info({ outcome: 'ended', provider: provider.name, ...logFields(selector) }, 'back-channel logout')
+    auditSuccess(req.log, 'backchannel-logout', selector, req.ip)
     return reply.code(200).send()
   })
 }

@@ -16,6 +16,7 @@ import type { TrustedOriginTest } from './redirect-after.js'
 import { acceptFormBodies, FORM_POST_BODY_LIMIT, formPostParams } from './form-post.js'
 import { responseModeViolation, type ResponseMode } from '../oidc/authorization-response.js'
 import { stepUpShortfall, type StepUpRequirement } from '../oidc/step-up.js'
+import { auditRefusal, auditSuccess, refusalReason, sessionSubject } from '../ops/audit.js'
 
 // The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
 // the gateway's pages.
@@ -139,7 +140,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   // One handler for the single provider's path and for each provider's own (contract/endpoints.ts
   // callbackPath); the client checks that the response came back on its transaction's path. GET
   // carries the response in the query, POST in a form body (provider.responseMode: form_post).
-  const callback = async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+  const completeSignIn = async (req: FastifyRequest, reply: FastifyReply, attempt: { provider?: string }): Promise<unknown> => {
     const received: ResponseMode = req.method === 'POST' ? 'form_post' : 'query'
     const params = received === 'form_post' ? formPostParams(req) : queryOf(req)
     const code = single(params, 'code')
@@ -170,6 +171,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     }
     const provider = providers.get(transaction.provider ?? DEFAULT_PROVIDER)
     if (provider === undefined) throw new GatewayError('state_mismatch', 'the sign-in was started with a provider that is no longer configured')
+    attempt.provider = provider.name
     const { client } = provider
     const crossSite = client.responseMode === 'form_post'
     const mode = responseModeViolation(received, client.responseMode)
@@ -207,9 +209,20 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       await store.create(req, reply, session)
     }
     cookies.clearTransaction(req, reply, state, crossSite)
+    auditSuccess(req.log, 'sign-in', sessionSubject(session), req.ip)
     noStore(reply)
     if (transaction.redirectAfter !== undefined) return reply.redirect(transaction.redirectAfter, 302)
     return { value: session.accessToken }
+  }
+  /** The callback, with its audit line when it is refused (ops/audit.ts; the success's is above). */
+  const callback = async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    const attempt: { provider?: string } = {}
+    try {
+      return await completeSignIn(req, reply, attempt)
+    } catch (err) {
+      auditRefusal(req.log, 'sign-in', attempt, req.ip, refusalReason(err))
+      throw err
+    }
   }
   /**
    * OpenID Connect Core 3.1.3.7 items 11 and 12 for a step-up sign-in: the ID token must carry an
@@ -252,12 +265,14 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const redirectAfter = redirectAfterOf(queryOf(req))
     const loaded = await loadWithCredentials(req)
     if (loaded?.bound === false) {
+      auditRefusal(req.log, 'refresh', sessionSubject(loaded.session), req.ip, 'refresh_token_invalid')
       await store.destroy(req, reply)
       if (redirectAfter !== undefined) return reply.redirect(signInPath(redirectAfter), 302)
       throw new GatewayError('refresh_token_invalid', "the session was signed in at another issuer than its provider's, or its provider is gone")
     }
     const session = loaded?.session
     if (session?.refreshToken === undefined) {
+      auditRefusal(req.log, 'refresh', session === undefined ? {} : sessionSubject(session), req.ip, 'refresh_token_missing')
       if (redirectAfter !== undefined) return reply.redirect(signInPath(redirectAfter), 302)
       throw new GatewayError('refresh_token_missing', 'there is no refresh token in this session')
     }
@@ -286,6 +301,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   async function endSession(req: FastifyRequest, reply: FastifyReply, { session, bound }: { session: Session; bound: boolean }): Promise<string | undefined> {
     await store.destroy(req, reply)
     cookies.clearBinding(reply)
+    auditSuccess(req.log, 'logout', sessionSubject(session), req.ip)
     options.onEnded?.(session)
     const client = bound ? providers.get(session.provider)?.client : undefined
     noStore(reply)
@@ -300,6 +316,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
 
   app.delete(ENDPOINTS.logout.path, async (req: FastifyRequest, reply) => {
     const session = await loadWithCredentials(req)
+    if (session === undefined) auditRefusal(req.log, 'logout', {}, req.ip, 'unauthenticated')
     if (session === undefined) throw new GatewayError('unauthenticated', 'there is no session to log out of')
     return { value: (await endSession(req, reply, session)) ?? options.publicUrl + signedOutUntold }
   })
@@ -314,6 +331,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.post(ENDPOINTS.signOut.path, { bodyLimit: 1024 }, async (req: FastifyRequest, reply) => {
     const origin = req.headers.origin
     if (origin === undefined || !options.isTrustedOrigin(origin)) {
+      auditRefusal(req.log, 'logout', {}, req.ip, 'bad_request')
       throw new GatewayError('bad_request', 'the sign-out form must be sent from this site')
     }
     const session = await loadWithCredentials(req)

@@ -9,6 +9,7 @@ import { actionOf, eventTime, foreignIssuer, type SsfAction, type SsfSubject } f
 import { SetError, verifySet, type SetErrorCode } from '../oidc/ssf-set.js'
 import type { SetVerdict, SsfTransmitter } from '../oidc/ssf-transmitter.js'
 import { SECURITY_HEADERS } from '../ops/response-headers.js'
+import { auditRefusal, auditSuccess, logDigest, type AuditLogger } from '../ops/audit.js'
 import { systemClock, type Clock } from '../lib/clock.js'
 import { KeyedRateLimit, PROVIDER_PUSH_LIMIT, type RateLimitOptions } from '../lib/rate-limit.js'
 import { endSelected, type RevocationList } from '../session/revocation.js'
@@ -43,6 +44,15 @@ import type { SessionSelector, SessionStore } from '../session/types.js'
 export const MAX_BODY_BYTES = 64 * 1024
 const SET_MEDIA_TYPE = 'application/secevent+jwt'
 
+/**
+ * Who pushed a SET, for its audit line: the request's logger and client address. A polled SET
+ * (RFC 8936) was fetched by the gateway itself: its line has no client and goes to the app's log.
+ */
+export interface SetDelivery {
+  log: AuditLogger
+  client?: string
+}
+
 /** What receiving one SET came to. */
 export type SetOutcome =
   | { kind: 'accepted'; action: SsfAction }
@@ -69,11 +79,10 @@ export interface SsfReceiverOptions {
 
 /** Log fields of a subject: never the email address itself (a digest), sid digested as back-channel logout does. */
 function subjectFields(subject: SsfSubject): Record<string, string> {
-  const digest = (value: string): string => createHash('sha256').update(value).digest('base64url').slice(0, 16)
   const fields: Record<string, string> = {}
   if (subject.sub !== undefined) fields.sub = subject.sub
-  if (subject.sid !== undefined) fields.sid = digest(subject.sid)
-  if (subject.email !== undefined) fields.email = digest(subject.email.toLowerCase())
+  if (subject.sid !== undefined) fields.sid = logDigest(subject.sid)
+  if (subject.email !== undefined) fields.email = logDigest(subject.email.toLowerCase())
   return fields
 }
 
@@ -88,8 +97,9 @@ export class SsfReceiver {
    * Verifies `token` as a SET of `transmitter` and does what it asks. Throws GatewayError when
    * the gateway cannot tell (keys or store unreachable): the SET was not at fault.
    */
-  async receive(transmitter: SsfTransmitter, token: string): Promise<SetOutcome> {
+  async receive(transmitter: SsfTransmitter, token: string, delivery?: SetDelivery): Promise<SetOutcome> {
     const { log, replay } = this.#options
+    const audit = delivery ?? { log }
     const issuer = transmitter.issuer
     if (issuer === undefined) throw new GatewayError('not_ready', 'the shared signals transmitter is not read yet')
     let set
@@ -97,20 +107,20 @@ export class SsfReceiver {
       set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds, clock: this.#options.clock ?? systemClock })
     } catch (err) {
       if (err instanceof SetError) {
-        log.info({ provider: transmitter.provider, outcome: 'refused', err: err.code, reason: err.message }, 'shared signals event refused')
+        auditRefusal(audit.log, 'ssf-revocation', { provider: transmitter.provider }, audit.client, err.code, err.message)
         return { kind: 'refused', code: err.code, description: err.message }
       }
       if (err instanceof KeysNotLoadedError) throw new GatewayError('not_ready', 'the transmitter keys are not loaded yet', { cause: err })
       throw new GatewayError('provider_unavailable', "the transmitter's keys cannot be fetched", { cause: err })
     }
     if (!(await replay.firstUse(issuer, set.jti, set.acceptableUntil))) {
-      log.info({ provider: transmitter.provider, outcome: 'replayed', event: set.type }, 'shared signals event refused')
+      auditRefusal(audit.log, 'ssf-revocation', { provider: transmitter.provider }, audit.client, 'jti_replay')
       return { kind: 'replayed' }
     }
     const action = actionOf(set, transmitter.config)
     const at = eventTime(set, (this.#options.clock ?? systemClock).now() / 1000)
     try {
-      await this.#act(transmitter, action, set.type, at)
+      await this.#act(transmitter, action, set.type, at, audit)
     } catch (err) {
       // Not done: the transmitter's retry of this SET must not count as a replay.
       await replay.release(issuer, set.jti)
@@ -125,7 +135,7 @@ export class SsfReceiver {
     return outcome.kind === 'refused' ? { code: outcome.code, description: outcome.description } : undefined
   }
 
-  async #act(transmitter: SsfTransmitter, action: SsfAction, event: string, at: number): Promise<void> {
+  async #act(transmitter: SsfTransmitter, action: SsfAction, event: string, at: number, audit: SetDelivery): Promise<void> {
     const { log } = this.#options
     const base = { provider: transmitter.provider, event }
     switch (action.kind) {
@@ -165,6 +175,7 @@ export class SsfReceiver {
         else for (const selector of selectors) this.#options.onEnded?.(selector, at)
         // `provider`: the transmitter's, which is also the one whose sessions ended (#selectors).
         log.info({ ...base, outcome: refreshInPlace ? 'refresh' : 'ended', sessions: selectors.length, at, ...subjectFields(action.subject) }, 'shared signals event')
+        if (!refreshInPlace) auditSuccess(audit.log, 'ssf-revocation', { ...action.subject, provider: transmitter.provider }, audit.client)
         return
       }
     }
@@ -224,23 +235,27 @@ export async function ssfEventsRoute(app: FastifyInstance, options: SsfEventsRou
   app.post(SSF_EVENTS_PATH, async (req, reply) => {
     const transmitter = transmitterOf(req.headers.authorization, options.transmitters)
     if (transmitter === undefined) {
-      req.log.info({ outcome: 'refused', err: 'authentication_failed' }, 'shared signals event refused')
+      auditRefusal(req.log, 'ssf-revocation', {}, req.ip, 'authentication_failed')
       return refuse(reply.header('www-authenticate', 'Bearer'), 401, 'authentication_failed', 'the Authorization header is missing or not the one registered')
     }
     if (transmitter.config.delivery !== 'push') {
+      auditRefusal(req.log, 'ssf-revocation', { provider: transmitter.provider }, req.ip, 'access_denied')
       return refuse(reply, 403, 'access_denied', 'this stream is not delivered by push')
     }
     const retryAfter = limit.take(transmitter.provider)
     if (retryAfter !== undefined) {
+      // At warn as well: a transmitter beyond its budget is the operator's to look at (the audit line is at info).
       req.log.warn({ provider: transmitter.provider, outcome: 'refused', err: 'rate_limited' }, 'shared signals event refused')
+      auditRefusal(req.log, 'ssf-revocation', { provider: transmitter.provider }, req.ip, 'rate_limited')
       return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ err: 'rate_limited', description: 'too many events from this transmitter; push again later' })
     }
     const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase()
     const body = typeof req.body === 'string' ? req.body.trim() : ''
     if (type !== SET_MEDIA_TYPE || body === '') {
+      auditRefusal(req.log, 'ssf-revocation', { provider: transmitter.provider }, req.ip, 'invalid_request')
       return refuse(reply, 400, 'invalid_request', `the body must be one SET, typed ${SET_MEDIA_TYPE}`)
     }
-    const outcome = await options.receiver.receive(transmitter, body)
+    const outcome = await options.receiver.receive(transmitter, body, { log: req.log, client: req.ip })
     if (outcome.kind === 'refused') return refuse(reply, 400, outcome.code, outcome.description)
     if (outcome.kind === 'replayed') return refuse(reply, 400, 'invalid_request', 'this SET was already received (jti replayed)')
     return reply.code(202).send()

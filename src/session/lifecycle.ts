@@ -24,6 +24,13 @@ const AUTHENTICATION_CLAIMS = ['acr', 'amr', 'auth_time'] as const
  */
 export type RefreshGrant = (refreshToken: string, session: Pick<Session, 'claims' | 'dpopKey' | 'provider' | 'issuer'>) => Promise<Tokens>
 
+/**
+ * Told of each refresh this lifecycle redeemed at the provider, after it was stored (`refusal`
+ * undefined) or refused: the audit trail's one line per redemption (ops/audit.ts). Requests that
+ * shared another's redemption are not told again.
+ */
+export type RefreshObserver = (req: SessionRequest, session: Session, refusal?: unknown) => void
+
 /** Session ids carry 256 random bits: unguessable, and never reused by a later sign-in. */
 const SESSION_ID_BYTES = 32
 
@@ -39,6 +46,7 @@ export class SessionLifecycle {
   readonly #maxAgeSeconds: number
   readonly #coordinator: RefreshCoordinator
   readonly #clock: Clock
+  readonly #observe: RefreshObserver | undefined
 
   constructor(
     grant: RefreshGrant,
@@ -47,6 +55,7 @@ export class SessionLifecycle {
     extraClaims: Iterable<string>,
     maxAgeSeconds: number,
     clock: Clock,
+    observe?: RefreshObserver,
   ) {
     this.#grant = grant
     this.#store = store
@@ -54,6 +63,7 @@ export class SessionLifecycle {
     this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...extraClaims])]
     this.#maxAgeSeconds = maxAgeSeconds
     this.#clock = clock
+    this.#observe = observe
   }
 
   /**
@@ -88,9 +98,27 @@ export class SessionLifecycle {
   async refresh(req: SessionRequest, reply: SessionReply, session: Session): Promise<Session> {
     const refreshToken = session.refreshToken
     if (refreshToken === undefined) throw new GatewayError('refresh_token_missing', 'the session holds no refresh token')
+    let redeemed = false
+    try {
+      const updated = await this.#redeem(req, reply, session, refreshToken, () => {
+        redeemed = true
+      })
+      if (redeemed) this.#observe?.(req, updated)
+      return updated
+    } catch (err) {
+      if (redeemed) this.#observe?.(req, session, err)
+      throw err
+    }
+  }
+
+  /** The refresh itself; `redeeming` is called when this request is the one to redeem the token. */
+  async #redeem(req: SessionRequest, reply: SessionReply, session: Session, refreshToken: string, redeeming: () => void): Promise<Session> {
     let tokens: Tokens
     try {
-      tokens = await this.#coordinator.redeem(session, refreshToken, () => this.#grant(refreshToken, session))
+      tokens = await this.#coordinator.redeem(session, refreshToken, () => {
+        redeeming()
+        return this.#grant(refreshToken, session)
+      })
     } catch (err) {
       if (err instanceof GatewayError && err.code === 'refresh_token_invalid') await this.#store.destroy(req, reply)
       throw err

@@ -50,9 +50,9 @@ for (const store of ['cookie', 'memory'] as const) {
     await back.body?.cancel()
     t.equal(await status(stack, browser), 200, 'and its session is accepted')
 
-    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((l) => l.msg === 'back-channel logout')
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((l) => l.audit === 'backchannel-logout')
     t.equal(logged.length, 1, 'the outcome is logged')
-    t.match(logged[0], { outcome: 'ended', sub: 'alice', sid: /^[\w-]{16}$/ })
+    t.match(logged[0], { outcome: 'success', sub: 'alice', sid: /^[\w-]{16}$/ })
     t.notMatch(lines.join('\n'), /logout_token|eyJ/, 'never the token')
   })
 
