@@ -55,6 +55,7 @@ Environment:
   \${NAME} in the file   replaced by the variable NAME (\${NAME:-default}; $\${ for a literal \${)
   ${MANAGEMENT_HOST_ENV}
                       server.managementHost when the file does not set it (default 127.0.0.1)
+  NODE_EXTRA_CA_CERTS read by Node: a private CA for https providers, Redis and upstreams
 
 Exit codes: 0 ok, 1 check --online found a problem or the gateway failed, 2 invalid configuration
 or command line.
