@@ -11,6 +11,12 @@ import { workerState } from './runtime/worker-state.js'
 import { ConfigError, EXIT_CONFIG, loadConfigFile, loadConfigText, type LoadedConfig } from './config/load.js'
 import { describeExposure, exposedSecretFiles } from './config/file-modes.js'
 import { formatEffectiveConfig } from './config/mask.js'
+import { MANAGEMENT_HOST_ENV } from './config/normalize.js'
+import { startupSummary } from './config/summary.js'
+import { BACKCHANNEL_LOGOUT_PATH, callbackPath } from './contract/endpoints.js'
+import { systemClock } from './lib/clock.js'
+import { checkProviderSupport, type ProviderSupport } from './oidc/provider-support.js'
+import { readFileSync } from 'node:fs'
 import { clientJwks } from './oidc/client-auth.js'
 import { LiveGateway } from './runtime/live.js'
 import pino from 'pino'
@@ -19,25 +25,55 @@ import { buildManagement } from './ops/management.js'
 import type { ExtAuthzGrpc } from './ext-authz/grpc-server.js'
 import type { GatewayConfig } from './options/types.js'
 
-// openid-gateway [run] --config PATH   runs the gateway and its management listener; SIGTERM/SIGINT
-//                                      drain (bounded by server.shutdownTimeoutMs) and exit 0;
-//                                      SIGHUP reloads the file (runtime/live.ts); with
-//                                      server.workers > 1 this process is the primary of its workers
-// openid-gateway check --config PATH   validates and prints the effective config, secrets masked
-// openid-gateway jwks --config PATH [--provider NAME]
-//                                      prints the public JWKS of a provider's clientKey, to
-//                                      register at the provider for private_key_jwt
-
-const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH] [--provider NAME (jwks)]'
+const DEFAULT_CONFIG = 'config/gateway.yaml'
 const COMMANDS = ['run', 'check', 'jwks']
+/** `check --online` found a provider that disagrees with the configuration (2 is an invalid file). */
+const EXIT_PROVIDER_PROBLEM = 1
 
-/** Runs `step`; a configuration error ends the process with exit code 2 and its message. */
-async function configured<T>(step: () => T | Promise<T>): Promise<T> {
+const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH] [options]; --help for more'
+
+const HELP = `usage: openid-gateway [command] [--config PATH] [options]
+
+Commands:
+  run (default)   serve: the gateway on server.port, the management listener on
+                  server.managementPort; SIGTERM/SIGINT drain and exit 0, SIGHUP reloads the file
+  check           validate the file offline and end with one OK line naming it (exit 0), or list
+                  every problem by key (exit 2)
+  jwks            print the public JWKS of provider.clientKey, to register for private_key_jwt
+
+Options:
+  -c, --config PATH   the configuration file (default ${DEFAULT_CONFIG})
+  --online            check: also fetch each provider's discovery document and JWKS and compare
+                      them with the configuration; one line per provider, exit 1 on a problem
+  --print-config      check: print the effective configuration (defaults applied, secrets
+                      masked) as YAML on stdout; the verdict goes to stderr
+  --provider NAME     jwks: the provider whose key to print (with several clientKeys)
+  -h, --help          this text
+  -v, --version       the version
+
+Environment:
+  \${NAME} in the file   replaced by the variable NAME (\${NAME:-default}; $\${ for a literal \${)
+  ${MANAGEMENT_HOST_ENV}
+                      server.managementHost when the file does not set it (default 127.0.0.1)
+  NODE_EXTRA_CA_CERTS read by Node: a private CA for https providers, Redis and upstreams
+
+Exit codes: 0 ok, 1 check --online found a problem or the gateway failed, 2 invalid configuration
+or command line.
+`
+
+/** The version of the package this build belongs to (package.json sits next to build/ and src/). */
+function packageVersion(): string {
+  const parsed: unknown = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'))
+  return typeof parsed === 'object' && parsed !== null && 'version' in parsed && typeof parsed.version === 'string' ? parsed.version : 'unknown'
+}
+
+/** Runs `step`; a configuration error ends the process with exit code 2 and its message (then `verdict`). */
+async function configured<T>(step: () => T | Promise<T>, verdict?: string): Promise<T> {
   try {
     return await step()
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`)
+      process.stderr.write(`${err.message}\n${verdict === undefined ? '' : `${verdict}\n`}`)
       process.exit(EXIT_CONFIG)
     }
     throw err
@@ -151,15 +187,57 @@ async function providerJwks(config: GatewayConfig, name: string | undefined): Pr
   throw new ConfigError([`several providers have a clientKey (${chosen.map((p) => p.name).join(', ')}): name one with --provider`])
 }
 
+/** `check`: the verdict on the file, one line naming it; the effective configuration with --print-config. */
+async function check(loaded: LoadedConfig, path: string, options: { online: boolean; printConfig: boolean }): Promise<void> {
+  const { config } = loaded
+  const verdicts = options.printConfig ? process.stderr : process.stdout
+  if (options.printConfig) process.stdout.write(formatEffectiveConfig(config))
+  const counts = `${config.providers.length} provider${config.providers.length === 1 ? '' : 's'}, ${config.upstreams.length} upstream${config.upstreams.length === 1 ? '' : 's'}`
+  if (!options.online) {
+    verdicts.write(`OK: ${path} is a valid configuration (${counts}; offline: --online also asks the providers)\n`)
+    return
+  }
+  const results = await onlineCheck(config)
+  for (const result of results) {
+    verdicts.write(`provider ${result.provider} (${result.issuer})\n`)
+    for (const v of result.verdicts) verdicts.write(`  ${v.ok ? 'ok     ' : 'PROBLEM'} ${v.item}: ${v.said}\n`)
+  }
+  for (const result of results) {
+    const problems = result.verdicts.filter((v) => !v.ok).map((v) => v.item)
+    verdicts.write(`${result.ok ? 'OK' : 'PROBLEM'}: provider ${result.provider}: ${result.ok ? `${result.issuer} supports this configuration (${path})` : problems.join(', ')}\n`)
+  }
+  if (results.some((r) => !r.ok)) process.exitCode = EXIT_PROVIDER_PROBLEM
+}
+
+/** Each provider's discovery document and JWKS against its configuration, all at once. */
+function onlineCheck(config: GatewayConfig): Promise<ProviderSupport[]> {
+  const several = config.providers.length > 1
+  const log = pino({ level: 'silent' })
+  return Promise.all(
+    config.providers.map((provider) =>
+      checkProviderSupport(provider, {
+        publicUrl: config.server.publicUrl,
+        callbackPath: callbackPath(provider.name, several),
+        backchannelUri: config.server.publicUrl + BACKCHANNEL_LOGOUT_PATH,
+        log,
+        clock: systemClock,
+      }),
+    ),
+  )
+}
+
 async function main(argv: string[]): Promise<void> {
   let parsed
   try {
     parsed = parseArgs({
       args: argv,
       options: {
-        config: { type: 'string', short: 'c', default: 'config/gateway.yaml' },
+        config: { type: 'string', short: 'c' },
         provider: { type: 'string' },
+        online: { type: 'boolean' },
+        'print-config': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
       },
       allowPositionals: true,
     })
@@ -169,7 +247,11 @@ async function main(argv: string[]): Promise<void> {
   }
   const { values, positionals } = parsed
   if (values.help) {
-    process.stdout.write(`${USAGE}\n`)
+    process.stdout.write(HELP)
+    return
+  }
+  if (values.version) {
+    process.stdout.write(`openid-gateway ${packageVersion()}\n`)
     return
   }
   const command = positionals[0] ?? 'run'
@@ -177,26 +259,36 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(`${USAGE}\n`)
     process.exit(EXIT_CONFIG)
   }
-  const loaded = await configured(() => (cluster.isWorker && command === 'run' ? workerConfig(values.config) : loadConfigFile(values.config)))
+  if ((values.online || values['print-config']) && command !== 'check') {
+    process.stderr.write(`--online and --print-config belong to check\n${USAGE}\n`)
+    process.exit(EXIT_CONFIG)
+  }
+  const path = values.config ?? DEFAULT_CONFIG
+  // `check` names the file it read, above all when the default was taken.
+  const loaded = await configured(
+    () => (cluster.isWorker && command === 'run' ? workerConfig(path) : loadConfigFile(path)),
+    command === 'check' ? `FAILED: ${path} is not a valid configuration` : undefined,
+  )
   const { config } = loaded
   // Key files readable by others: a warning on stderr for `check`, in the log for `run` (once,
   // from the process that reads the file first: the primary of workers).
-  const exposed = exposedSecretFiles(config, values.config)
+  const exposed = exposedSecretFiles(config, path)
   if (command === 'check') {
     for (const file of exposed) process.stderr.write(`warning: ${describeExposure(file)}\n`)
-    process.stdout.write(formatEffectiveConfig(config))
-    return
+    return check(loaded, path, { online: values.online === true, printConfig: values['print-config'] === true })
   }
-  if (command === 'run' && cluster.isPrimary && exposed.length > 0) {
+  if (command === 'run' && cluster.isPrimary) {
     const log = pino(loggerOptions(config.log), stdoutDestination())
     for (const file of exposed) log.warn({ key: file.key, path: file.path, mode: file.mode }, describeExposure(file))
+    // Once per start, from the primary: what to register at each provider and what will be served.
+    for (const line of startupSummary(config)) log.info(line.fields, line.msg)
   }
   if (command === 'jwks') {
     const jwks = await configured(() => providerJwks(config, values.provider))
     process.stdout.write(`${JSON.stringify(jwks, null, 2)}\n`)
     return
   }
-  await run(loaded, values.config, hangups)
+  await run(loaded, path, hangups)
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -5,16 +5,49 @@ import { eventually } from './fixtures/poll.js'
 import { cli, configFile, COOKIE, SECRET, SECRETS_ENV, until, valid } from './fixtures/cli.js'
 import { freePort, freePorts } from './fixtures/stack.js'
 import { startEchoUpstream } from './fixtures/upstream.js'
+import { readFileSync } from 'node:fs'
+import { parse } from 'yaml'
+import { MANAGEMENT_HOST_ENV } from '../src/config/normalize.js'
 
-t.test('check prints the effective configuration with secrets masked, exit 0', async (t) => {
+t.test('check ends with one OK line naming the file it checked, exit 0; nothing else on stdout', async (t) => {
   const path = configFile(valid(8080, 'http://127.0.0.1:3000'))
   const run = await cli(['check', '--config', path], SECRETS_ENV).done
   t.equal(run.code, 0, run.stderr)
-  t.match(run.stdout, /clientId: gw/)
-  t.match(run.stdout, /\*\*\*\*\*\*\*\*/)
+  t.strictSame(run.stdout.split('\n'), [`OK: ${path} is a valid configuration (1 provider, 1 upstream; offline: --online also asks the providers)`, ''])
+})
+
+t.test('check without --config names the default file it checked, valid or not', async (t) => {
+  const env = { PUBLIC_URL: 'https://gw.example.test', OIDC_ISSUER: 'https://id.example.test', OIDC_CLIENT_SECRET: SECRET, COOKIE_SECRET: COOKIE }
+  const run = await cli(['check'], env).done
+  t.equal(run.code, 0, run.stderr)
+  t.match(run.stdout, /^OK: config\/gateway\.yaml is a valid configuration/)
+  const invalid = await cli(['check'], { ...env, PUBLIC_URL: 'not a url' }).done
+  t.equal(invalid.code, 2)
+  t.match(invalid.stderr, /server\.publicUrl/)
+  t.match(invalid.stderr, /FAILED: config\/gateway\.yaml is not a valid configuration\n$/)
+})
+
+t.test('check --print-config prints the effective configuration with secrets masked on stdout, the verdict on stderr, exit 0', async (t) => {
+  const path = configFile(valid(8080, 'http://127.0.0.1:3000'))
+  const run = await cli(['check', '--print-config', '--config', path], SECRETS_ENV).done
+  t.equal(run.code, 0, run.stderr)
+  t.match(parse(run.stdout), { provider: undefined, providers: [{ clientId: 'gw', clientSecret: '********' }] }, 'stdout is YAML alone')
   t.notMatch(run.stdout, SECRET)
   t.notMatch(run.stdout, COOKIE)
   t.match(run.stdout, /timeoutMs: 10000/, 'defaults are shown')
+  t.match(run.stderr, new RegExp(`^OK: ${path} is a valid configuration`))
+})
+
+t.test('--help prints the commands, options and environment variables the CLI reads; --version the package version', async (t) => {
+  const help = await cli(['--help']).done
+  t.equal(help.code, 0)
+  for (const word of ['run', 'check', 'jwks', '--config', '--online', '--print-config', '--provider', '--version', MANAGEMENT_HOST_ENV, '${NAME}']) t.match(help.stdout, word)
+  const version = await cli(['--version']).done
+  t.equal(version.code, 0, version.stderr)
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+  t.equal(version.stdout, `openid-gateway ${pkg.version}\n`)
+  const misplaced = await cli(['run', '--online']).done
+  t.equal(misplaced.code, 2, '--online belongs to check')
 })
 
 t.test('an invalid file exits 2 naming the key path, before listening', async (t) => {

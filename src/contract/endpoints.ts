@@ -63,6 +63,14 @@ export const ENDPOINT_LIST: readonly Endpoint[] = Object.values(ENDPOINTS)
 export function callbackPath(provider: string, several: boolean): string {
   return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH
 }
+
+/**
+ * The redirect_uri the gateway sends for a provider whose callback is `callback` (callbackPath):
+ * what the operator registers there, exactly (OAuth 2.0 RFC 6749 3.1.2, compared as a string).
+ */
+export function redirectUri(publicUrl: string, callback: string): string {
+  return publicUrl + callback
+}
 export const FORWARD_AUTH_PATH = ENDPOINTS.forwardAuth.path
 export const BACKCHANNEL_LOGOUT_PATH = ENDPOINTS.backchannelLogout.path
 export const SIGN_OUT_PATH = ENDPOINTS.signOut.path

@@ -69,6 +69,11 @@ export interface DevProviderOptions {
    * RS256 and PS256 alike; ES256 adds a P-256 key next to the RSA one.
    */
   idTokenSigningAlg?: 'RS256' | 'PS256' | 'ES256'
+  /**
+   * The client authentication methods the token endpoint takes and advertises
+   * (token_endpoint_auth_methods_supported); default oidc-provider's, which include all three of the gateway's.
+   */
+  clientAuthMethods?: Array<'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'client_secret_jwt' | 'none'>
   /** RFC 9126: off (no PAR endpoint), on (default) or required of every client. */
   pushedAuthorizationRequests?: 'off' | 'on' | 'required'
   /** RFC 9449 8: every DPoP proof must carry a nonce the provider issued (DPoP-Nonce). */
@@ -284,6 +289,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       claims: () => devAccountClaims(sub),
     }),
     pkce: { required: () => true },
+    ...(options.clientAuthMethods === undefined ? {} : { clientAuthMethods: options.clientAuthMethods }),
     ...(options.acrValues === undefined
       ? {}
       : { acrValues: options.acrValues, ...(options.ignoreAcrValues === true ? {} : { interactions: { policy: stepUpPolicy(interactionPolicy) } }) }),

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import type { ProviderConfig, TokenExchangeConfig } from '../options/types.js'
 import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
+import { redirectUri } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
 import { idTokenSigningAlgs } from './algorithms.js'
@@ -105,9 +106,9 @@ export class OidcClient {
     this.#clock = clock
     this.#dpopNonces = new DpopNonces(clock)
     this.#callbackPath = callbackPath
-    this.#redirectUri = publicUrl + callbackPath
+    this.#redirectUri = redirectUri(publicUrl, callbackPath)
     this.#log = log
-    this.#scopes = config.offlineAccess && !config.scopes.includes('offline_access') ? [...config.scopes, 'offline_access'] : config.scopes
+    this.#scopes = requestedScopes(config)
     const observed = observedFetch(observe, tracer && { tracer, provider: config.name, callOf: (url) => this.callOf(url) })
     this.#fetch = !config.dpop
       ? observed
@@ -159,6 +160,11 @@ export class OidcClient {
     if (endpoint === server?.revocation_endpoint) return 'revocation'
     if (endpoint === server?.userinfo_endpoint) return 'userinfo'
     return endpoint.endsWith('/.well-known/openid-configuration') ? 'discovery' : 'other'
+  }
+
+  /** The provider's metadata as it advertised it (before the gateway narrows its algorithms); `undefined` before discovery. */
+  get advertised(): oidc.ServerMetadata | undefined {
+    return this.#discovered?.server
   }
 
   /** Server metadata after discovery. */
@@ -607,6 +613,11 @@ export class OidcClient {
   }
 }
 
+/** The scopes a sign-in asks for: provider.scopes, and offline_access with provider.offlineAccess. */
+export function requestedScopes(config: Pick<ProviderConfig, 'scopes' | 'offlineAccess'>): readonly string[] {
+  return config.offlineAccess && !config.scopes.includes('offline_access') ? [...config.scopes, 'offline_access'] : config.scopes
+}
+
 /** provider.dpop needs a provider that accepts ES256 proofs (RFC 9449 5.1). */
 function checkDpopSupport(server: oidc.ServerMetadata): void {
   const algs = server.dpop_signing_alg_values_supported
@@ -621,7 +632,7 @@ function checkDpopSupport(server: oidc.ServerMetadata): void {
  * Whether authorization requests are pushed (RFC 9126), by provider.pushedAuthorizationRequests
  * and the provider's metadata; throws when the two cannot work together.
  */
-function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], server: oidc.ServerMetadata): boolean {
+export function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], server: oidc.ServerMetadata): boolean {
   const offered = server.pushed_authorization_request_endpoint !== undefined
   // RFC 9126 5: a provider that requires PAR refuses every other authorization request.
   const required = server.require_pushed_authorization_requests === true

@@ -64,6 +64,21 @@ const BINDING_BYTES = 16
 const BINDING = /^[A-Za-z0-9_-]{22}$/
 /** A transaction cookie's name after the prefix: its start, then its state's tag. */
 const TX_SUFFIX = /^[0-9a-z]{7}[A-Za-z0-9_-]{0,16}$/
+
+/**
+ * The prefix of the cookies on Path=/ (the session's): __Host- binds a cookie to this exact origin
+ * (RFC 6265bis 4.1.3.2) and requires Secure, Path=/ and no Domain; with a Domain only __Secure-
+ * remains. Cookies on a narrower path can only carry __Secure-.
+ */
+function sessionCookiePrefix(config: Pick<CookiesConfig, 'secure' | 'domain'>): string {
+  return config.secure && config.domain === undefined ? '__Host-' : config.secure ? '__Secure-' : ''
+}
+
+/** The session cookie's name as browsers see it (before chunking): what an operator looks for in a browser. */
+export function sessionCookieName(config: Pick<CookiesConfig, 'name' | 'secure' | 'domain'>): string {
+  return `${sessionCookiePrefix(config)}${config.name}`
+}
+
 /** How long the binding is kept once a callback has taken its transaction off it: the contract's 10 minutes. */
 const TRANSACTION_BINDING_SECONDS = 600
 
@@ -93,9 +108,7 @@ export class GatewayCookies {
    */
   constructor(config: CookiesConfig, cipher: CookieCipher, formerNames: Iterable<string> = []) {
     this.#cipher = cipher
-    // __Host- binds a cookie to this exact origin (RFC 6265bis 4.1.3.2); it requires Secure,
-    // Path=/ and no Domain. Cookies on a narrower path can only carry __Secure-.
-    const host = config.secure && config.domain === undefined ? '__Host-' : config.secure ? '__Secure-' : ''
+    const host = sessionCookiePrefix(config)
     const secure = config.secure ? '__Secure-' : ''
     const credentials = { path: config.credentialsPath, name: `${config.credentialsPath === '/' ? host : secure}${config.name}_cred` }
     this.#roles = {

@@ -148,7 +148,7 @@ t.test('check prints both Redis passwords masked (the CLI)', async (t) => {
     ...valid(8080, 'http://127.0.0.1:3000'),
     session: { store: 'redis', redis: { sentinels: { ...SENTINELS, password: '${SENTINEL_PW}' }, username: 'gateway', password: '${DATA_PW}' } },
   })
-  const run = await cli(['check', '--config', path], { ...SECRETS_ENV, SENTINEL_PW: SENTINEL_PASSWORD, DATA_PW: DATA_PASSWORD }).done
+  const run = await cli(['check', '--print-config', '--config', path], { ...SECRETS_ENV, SENTINEL_PW: SENTINEL_PASSWORD, DATA_PW: DATA_PASSWORD }).done
   t.equal(run.code, 0, run.stderr)
   t.notMatch(run.stdout, DATA_PASSWORD)
   t.notMatch(run.stdout, SENTINEL_PASSWORD)

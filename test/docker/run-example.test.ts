@@ -37,7 +37,7 @@ function variables(command: string): string[] {
 function check(assignments: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // `env -i`: only what the example passes, plus PATH for the shell and NODE_ENV as the image sets
   // it; the built CLI, as the image runs it.
-  const script = `exec env -i PATH="$PATH" NODE_ENV=production ${assignments.join(' ')} "$0" "$@" check --config config/gateway.yaml`
+  const script = `exec env -i PATH="$PATH" NODE_ENV=production ${assignments.join(' ')} "$0" "$@" check --print-config --config config/gateway.yaml`
   const child = spawn('bash', ['-c', script, process.execPath, CLI], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
