@@ -86,6 +86,8 @@ export class OidcClient {
   #discovered: Discovered | undefined
   /** When discovery started failing (clock time), until it succeeds: for the not-ready page. */
   #failingSince: number | undefined
+  /** The last failed discovery's transport failure in words (fetch.ts transportWords), for the not_ready page. */
+  #failingBecause: string | undefined
   /** provider.scopes, and offline_access with provider.offlineAccess. */
   readonly #scopes: readonly string[]
   #stopped = false
@@ -283,6 +285,7 @@ export class OidcClient {
         this.discover().then(
           () => {
             this.#failingSince = undefined
+            this.#failingBecause = undefined
             this.#log.info({ issuer: this.#config.issuer }, 'provider metadata loaded')
             resolve()
           },
@@ -290,6 +293,7 @@ export class OidcClient {
             if (this.#stopped) return resolve()
             this.#failingSince ??= started
             const described = describe(err)
+            this.#failingBecause = typeof described.meaning === 'string' ? described.meaning : undefined
             // The discovery document, or the key set it names (fetched before the metadata is kept).
             const call = typeof described.url === 'string' ? this.callOf(described.url) : 'discovery'
             this.#log.warn(
@@ -592,14 +596,17 @@ export class OidcClient {
   #require(): Discovered {
     if (this.#discovered === undefined) {
       const unreachable = this.unreachableForMs
+      // The transport failure in words (no host, port or URL): what an operator looking at the
+      // page acts on before reading the log.
+      const because = this.#failingBecause === undefined ? '' : `; the last attempt failed: ${this.#failingBecause}`
       if (unreachable !== undefined) {
         throw new GatewayError(
           'not_ready',
-          `the OpenID provider has been unreachable for ${Math.round(unreachable / 1000)} s (its discovery keeps failing; the gateway's log names the cause)`,
+          `the OpenID provider has been unreachable for ${Math.round(unreachable / 1000)} s (its discovery keeps failing; the gateway's log names the cause)${because}`,
           { headers: { 'retry-after': '5' }, extensions: { reason: NOT_READY_PROVIDER_UNREACHABLE } },
         )
       }
-      throw new GatewayError('not_ready', 'the OpenID provider metadata is not loaded yet; retry shortly', {
+      throw new GatewayError('not_ready', `the OpenID provider metadata is not loaded yet; retry shortly${because}`, {
         headers: { 'retry-after': '1' },
       })
     }

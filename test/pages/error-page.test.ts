@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import type { Browser } from '../fixtures/browser.js'
 import { freePort, startStack } from '../fixtures/stack.js'
+import { eventually } from '../fixtures/poll.js'
 
 // Pages for people, JSON for programs: every error class the gateway answers itself is an HTML
 // page for a browser navigation (same status and code, plain words, who is signed in, the way
@@ -145,5 +148,26 @@ t.test('503 while the provider is not ready: a page for people too', async (t) =
   isPage(t, page, 503, 'not_ready', 'not ready')
   t.ok(header(page, 'retry-after'), 'Retry-After kept')
   t.match(page.body, 'The gateway is starting')
+  t.match(page.body, `<meta http-equiv="refresh" content="${header(page, 'retry-after')}">`, 'the starting page reloads itself after Retry-After')
   isProblem(t, await rawRequest(stack.gw, target, { headers: API }), 503, 'not_ready', 'not ready')
+})
+
+t.test('an https issuer on a plain http server: the log and the page say so in words', async (t) => {
+  const plain = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('plain http'))
+  await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => plain.close(() => resolve())))
+  const { port } = plain.address() as AddressInfo
+  const lines: Array<Record<string, unknown>> = []
+  const stack = await startStack(t, {
+    issuer: `https://127.0.0.1:${port}`,
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const failed = await eventually('a failed discovery logged', () => lines.find((l) => l.msg === 'provider discovery failed'))
+  t.match(failed.meaning, /does not speak TLS on that port/, `the log says it in words (${String(failed.cause)})`)
+  const page = await rawRequest(stack.gw, '/api/v1/openid/redirect?redirectAfter=%2F', { headers: NAVIGATE })
+  isPage(t, page, 503, 'not_ready', 'https on http')
+  t.match(page.body, 'The gateway is starting')
+  t.match(page.body, 'the provider does not speak TLS on that port', 'the page says it in words')
+  t.match(page.body, /<meta http-equiv="refresh" content="\d+">/, 'and reloads itself')
 })
