@@ -1,8 +1,8 @@
 import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
-import type { ProviderConfig, TokenExchangeConfig } from '../options/types.js'
-import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
+import { DEFAULT_PROVIDER, type ProviderConfig, type TokenExchangeConfig } from '../options/types.js'
+import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
 import { idTokenSigningAlgs } from './algorithms.js'
@@ -16,6 +16,7 @@ import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-tok
 import { ProviderKeys } from './keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
 import { stepUpParameters, type StepUpRequirement } from './step-up.js'
+import { clockClaimOf, clockSkewWords, providerClockOffsetSeconds } from './clock-skew.js'
 
 export interface Tokens {
   accessToken: string
@@ -58,6 +59,11 @@ export type ProviderCall = 'discovery' | 'jwks' | 'token' | 'par' | 'introspecti
 const END_SESSION_PROBE_MS = 2000
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
+
+/** What a grant's token response said besides its body: the provider's clock, by its Date header. */
+interface TokenAnswer {
+  clockOffsetSeconds?: number | undefined
+}
 
 interface Discovered {
   server: oidc.ServerMetadata
@@ -251,14 +257,28 @@ export class OidcClient {
    * its ID token names is looked up first (refetching the JWKS once for a new kid, rate-limited),
    * then the set is handed to this Configuration, which has not fetched keys yet and so takes it.
    */
-  #forGrant(): oidc.Configuration {
+  #forGrant(seen?: TokenAnswer): oidc.Configuration {
     const { server, auth, idTokenAlgs, tokenEndpoint } = this.#require()
     const configuration = this.#configure(server, auth, idTokenAlgs, async (url, options) => {
       const res = await this.#fetch(url, options)
+      if (url === tokenEndpoint && seen !== undefined) seen.clockOffsetSeconds = providerClockOffsetSeconds(res.headers.get('date'), Date.now())
       if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlgs, res)
       return res
     })
     return configuration
+  }
+
+  /**
+   * An ID token refused on iat, exp or nbf (clock-skew.ts): the log fields and words that name
+   * the clocks, their measured offset and the tolerance's key; undefined for any other refusal.
+   */
+  #clockSkew(err: unknown, seen: TokenAnswer): { fields: Record<string, unknown>; words: string } | undefined {
+    const claim = clockClaimOf(err)
+    if (claim === undefined) return undefined
+    const { clockToleranceSeconds, name } = this.#config
+    const key = name === DEFAULT_PROVIDER ? 'provider.clockToleranceSeconds' : `providers[${name}].clockToleranceSeconds`
+    const words = clockSkewWords(claim, seen.clockOffsetSeconds, clockToleranceSeconds, key)
+    return { words, fields: { providerClockOffsetSeconds: seen.clockOffsetSeconds, clockToleranceSeconds, hint: words } }
   }
 
   async #prepareKeys(configuration: oidc.Configuration, idTokenAlgs: readonly string[], res: Response): Promise<void> {
@@ -374,8 +394,9 @@ export class OidcClient {
       log.warn({ rule: violation.rule, issuer: this.#config.issuer }, 'authorization response refused')
       throw new GatewayError('authorization_response_invalid', violation.message, { logged: true })
     }
+    const seen: TokenAnswer = {}
     try {
-      const configuration = this.#forGrant()
+      const configuration = this.#forGrant(seen)
       const dpop = await this.#dpopOptions(configuration, checks.dpopKey)
       const response = await oidc.authorizationCodeGrant(
         configuration,
@@ -393,9 +414,14 @@ export class OidcClient {
       }
       if (err instanceof GatewayError && err.code !== 'id_token_invalid') throw err
       const problem = grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange', true)
-      if (problem.code === 'id_token_invalid') logIdTokenRefusal(log, err, 'sign-in')
-      else log.warn({ call: 'token', problem: problem.code, ...describe(err) }, 'code exchange failed')
-      throw problem
+      if (problem.code !== 'id_token_invalid') {
+        log.warn({ call: 'token', problem: problem.code, ...describe(err) }, 'code exchange failed')
+        throw problem
+      }
+      const clock = this.#clockSkew(err, seen)
+      logIdTokenRefusal(log, err, 'sign-in', clock?.fields)
+      if (clock === undefined) throw problem
+      throw new GatewayError('id_token_invalid', `the ID token is invalid: ${clock.words}`, { cause: err, logged: true, extensions: { reason: ID_TOKEN_CLOCK_SKEW } })
     }
   }
 
@@ -405,8 +431,9 @@ export class OidcClient {
    * turned on gets a key now (a confidential client's refresh token is not bound, RFC 9449 5).
    */
   async refresh(refreshToken: string, subject: string, dpopKey?: DpopKey): Promise<Tokens> {
+    const seen: TokenAnswer = {}
     try {
-      const configuration = this.#forGrant()
+      const configuration = this.#forGrant(seen)
       const key = this.#config.dpop ? (dpopKey ?? (await generateDpopKey())) : undefined
       const dpop = await this.#dpopOptions(configuration, key)
       const response = await oidc.refreshTokenGrant(configuration, refreshToken, undefined, dpop)
@@ -415,7 +442,7 @@ export class OidcClient {
     } catch (err) {
       // No request here (refreshes are shared between requests): the gateway's logger.
       if (isValidationFailure(err) || (err instanceof GatewayError && err.cause instanceof IdTokenRuleError)) {
-        logIdTokenRefusal(this.#log, err, 'refresh')
+        logIdTokenRefusal(this.#log, err, 'refresh', this.#clockSkew(err, seen)?.fields)
         throw grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh', true)
       }
       if (err instanceof GatewayError) throw err
@@ -645,14 +672,14 @@ function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], server:
  * Names the check a refused ID token failed (signature, alg, iss, aud, azp, exp, iat, nonce, sub,
  * at_hash…) and openid-client's words for it; never the token or its claims.
  */
-function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, grant: 'sign-in' | 'refresh'): void {
+function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, grant: 'sign-in' | 'refresh', fields: Record<string, unknown> = {}): void {
   const reasons: string[] = []
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
     // JSON.parse's messages quote the input they choke on: a piece of the token.
     if (e instanceof SyntaxError) break
     if (!reasons.some((r) => r.endsWith(e.message))) reasons.push(e.message)
   }
-  log.warn({ call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
+  log.warn({ call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant, ...fields }, 'ID token refused')
 }
 
 function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, clock: Clock): Tokens {

@@ -137,6 +137,31 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
       t.notMatch(JSON.stringify(refusals), /eyJ|adversary-user/, 'neither the token nor its claims are logged')
     })
   }
+  // The clocks named: a refusal on iat, exp or nbf says which clock, by how much when the token
+  // response's Date header measures it, and the key of the tolerance.
+  const clocks: Array<[name: string, behaviour: Partial<Behaviour>, check: string, words: RegExp, offset: number | undefined]> = [
+    ["the provider's clock an hour ahead", { clockAheadSeconds: 3600 }, 'iat', /iat \(issued at\) is in the future by the gateway's clock: the provider's clock is 3[56]\d\d s ahead of the gateway's/, 3600],
+    ["the provider's clock an hour behind", { clockAheadSeconds: -3600 }, 'exp', /exp \(expiry\) has passed by the gateway's clock: the provider's clock is 3\d\d\d s behind the gateway's/, -3600],
+    ['clocks agree, the token expired', { idTokenClaims: { iat: now() - 7200, exp: now() - 3600 } }, 'exp', /Date header agrees with the gateway's clock/, 0],
+  ]
+  for (const [name, behaviour, check, words, offset] of clocks) {
+    t.test(`${name}: the page and the log name the clock, the offset and provider.clockToleranceSeconds`, async (t) => {
+      provider.set(behaviour)
+      const logged = lines.length
+      const outcome = await signIn(stack)
+      t.equal(outcome.res.status, 403)
+      const html = await outcome.res.text()
+      t.match(html, 'Error 403 · id_token_invalid')
+      t.match(html, "The identity provider&#39;s clock and the gateway&#39;s disagree", 'the page says clocks')
+      t.match(html.replaceAll('&#39;', "'"), words, 'the page names the clock and the offset')
+      t.match(html, 'provider.clockToleranceSeconds (30 s)')
+      const refusal = lines.slice(logged).find((l) => l.msg === 'ID token refused')
+      t.equal(refusal?.check, check)
+      t.match(refusal?.hint, words, 'the log says it in words')
+      t.equal(refusal?.clockToleranceSeconds, 30)
+      t.ok(offset !== undefined && Math.abs(Number(refusal?.providerClockOffsetSeconds) - offset) <= 2, `the measured offset: ${String(refusal?.providerClockOffsetSeconds)}`)
+    })
+  }
 })
 
 t.test('no kid in the header with two published keys: 403 id_token_invalid', async (t) => {
