@@ -6,7 +6,7 @@ import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE } fro
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
 import { idTokenSigningAlgs } from './algorithms.js'
-import { clientAuthentication } from './client-auth.js'
+import { basicEncodingChanges, clientAuthentication } from './client-auth.js'
 import { profileAlgorithms } from './profile.js'
 import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
 import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
@@ -269,6 +269,24 @@ export class OidcClient {
   }
 
   /**
+   * The log fields of the gateway's client refused (provider_rejected_client) while it sends
+   * client_secret_basic with an id or secret that the Basic encoding changes (client-auth.ts
+   * basicEncodingChanges): which of them (never their value) and the way out. The problem a
+   * browser sees does not say it: it would tell anyone a property of the secret.
+   */
+  #basicEncodingHint(problem: GatewayError): Record<string, unknown> {
+    if (problem.code !== 'provider_rejected_client' || this.#config.clientAuthMethod !== 'client_secret_basic') return {}
+    const changed = basicEncodingChanges(this.#config)
+    if (changed.length === 0) return {}
+    const names = changed.join(' and ')
+    const key = this.#config.name === DEFAULT_PROVIDER ? 'provider.clientAuthMethod' : `providers[${this.#config.name}].clientAuthMethod`
+    return {
+      basicEncoded: changed,
+      hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters and digits, e.g. "-" as "%2D"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
+    }
+  }
+
+  /**
    * An ID token refused on iat, exp or nbf (clock-skew.ts): the log fields and words that name
    * the clocks, their measured offset and the tolerance's key; undefined for any other refusal.
    */
@@ -371,7 +389,7 @@ export class OidcClient {
       // refused client authentication is the operator's to fix.
       const problem = grantProblem(err, 'provider_unavailable', 'provider_unavailable', 'pushed authorization request', true)
       const code = problem.code === 'provider_rejected_client' ? problem.code : 'provider_unavailable'
-      this.#log.warn({ call: 'par', problem: code, ...describe(err) }, 'pushed authorization request failed')
+      this.#log.warn({ call: 'par', problem: code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
       throw new GatewayError(code, problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request', { cause: err, logged: true })
     }
   }
@@ -415,7 +433,7 @@ export class OidcClient {
       if (err instanceof GatewayError && err.code !== 'id_token_invalid') throw err
       const problem = grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange', true)
       if (problem.code !== 'id_token_invalid') {
-        log.warn({ call: 'token', problem: problem.code, ...describe(err) }, 'code exchange failed')
+        log.warn({ call: 'token', problem: problem.code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'code exchange failed')
         throw problem
       }
       const clock = this.#clockSkew(err, seen)
@@ -447,7 +465,7 @@ export class OidcClient {
       }
       if (err instanceof GatewayError) throw err
       const problem = grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh', true)
-      this.#log.warn({ call: 'refresh', problem: problem.code, ...describe(err) }, 'refresh failed')
+      this.#log.warn({ call: 'refresh', problem: problem.code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'refresh failed')
       throw problem
     }
   }
@@ -484,7 +502,7 @@ export class OidcClient {
       if (problem.code === 'provider_rejected_client' && described.error === 'unauthorized_client') {
         problem = new GatewayError('token_exchange_refused', 'the OpenID provider refused the token exchange for this upstream', { cause: err, logged: true })
       }
-      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, ...described }, 'token exchange failed')
+      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, ...described, ...this.#basicEncodingHint(problem) }, 'token exchange failed')
       throw problem
     }
     const issued = response.issued_token_type

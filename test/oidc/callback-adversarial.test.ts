@@ -8,7 +8,7 @@ import {
   type Behaviour,
 } from '../fixtures/adversarial-provider.js'
 import type { Browser } from '../fixtures/browser.js'
-import { CLIENT_ID, type Stack } from '../fixtures/stack.js'
+import { CLIENT_ID, CLIENT_SECRET, type Stack } from '../fixtures/stack.js'
 
 // The callback against a provider that lies, breaks or stalls. Every refusal must leave the
 // browser without a session; every provider fault must be a 502 (the user did nothing wrong),
@@ -258,4 +258,24 @@ t.test('token endpoint unreachable (closed port): 502 provider_unavailable', asy
   t.ok(outcome.ms < timeoutMs + 1500, `answered in ${outcome.ms} ms`)
   await assertRefused(t, outcome, 502, 'provider_unavailable')
   assertTransactionKept(t, outcome)
+})
+
+t.test("a provider that does not decode Basic (Glewlwyd 2.7): the log names the encoded secret, never its value, and client_secret_post signs in", async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const { stack } = await startAdversarialStack(t, {
+    provider: { basicDecodes: false },
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const outcome = await signIn(stack)
+  await assertRefused(t, outcome, 502, 'provider_rejected_client')
+  const refused = lines.find((l) => l.msg === 'code exchange failed')
+  t.equal(refused?.error, 'invalid_client')
+  t.same(refused?.basicEncoded, ['clientSecret'], 'the secret is the one the encoding changes')
+  t.match(refused?.hint, /RFC 6749 2\.3\.1.*"-" as "%2D".*provider\.clientAuthMethod: client_secret_post/)
+  t.notOk(JSON.stringify(lines).includes(CLIENT_SECRET), 'the secret is not logged')
+  t.notOk(JSON.stringify(lines).includes(encodeURIComponent(CLIENT_SECRET).replaceAll('-', '%2D')), 'nor its encoding')
+
+  const post = await startAdversarialStack(t, { provider: { basicDecodes: false }, config: { provider: { clientAuthMethod: 'client_secret_post' } } })
+  await assertSignedIn(t, post.stack, post.provider, await signIn(post.stack))
 })
