@@ -132,7 +132,16 @@ export const PROVIDER_ERROR_WORDS: Readonly<Record<string, [heading: string, tex
   registration_not_supported: MISCONFIGURED,
 }
 
+/** A 403 of a per-path rule (proxy/guard.ts forbiddenError): the part refused, not the whole application. */
+function refusedPartWords(path: string): [heading: string, text: string] {
+  return [
+    'Your account may not use this part of the application',
+    `You are signed in, but ${path} (and every page under it) admits only some accounts; the rest of the application may be open to you. Sign in with another account, or ask the administrator for access.`,
+  ]
+}
+
 function wordsOf(problem: GatewayError): [heading: string, text: string] {
+  if (problem.code === 'forbidden' && typeof problem.extensions.refusedPath === 'string') return refusedPartWords(problem.extensions.refusedPath)
   if (problem.code === 'not_ready' && problem.extensions.reason === NOT_READY_PROVIDER_UNREACHABLE) return PROVIDER_UNREACHABLE
   if (problem.code === 'id_token_invalid' && problem.extensions.reason === ID_TOKEN_CLOCK_SKEW) return CLOCK_SKEW
   const error = problem.code === 'code_missing' ? problem.extensions.error : undefined

@@ -55,6 +55,7 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
       { name: 'app', match: { pathPrefix: '/', hosts: ['127.0.0.1'] }, timeoutMs: 300 },
       { name: 'admin', match: { pathPrefix: '/admin', hosts: ['127.0.0.1'] }, allow: { groups: ['admins'] } },
       { name: 'down', match: { pathPrefix: '/down', hosts: ['127.0.0.1'] }, target: `http://127.0.0.1:${closedPort}` },
+      { name: 'ops', match: { pathPrefix: '/ops', hosts: ['127.0.0.1'] }, rules: [{ path: '/ops/secrets', allow: { groups: ['admins'] } }] },
     ],
   })
   const bob = await stack.signedIn('bob')
@@ -94,6 +95,23 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     t.match(res.body, `<form method="post" action="${stack.gw}/api/v1/openid/sign-out"><button type="submit">Sign out / switch account</button></form>`)
     const csp = header(res, 'content-security-policy')
     t.match(csp, `form-action ${stack.gw} ${stack.provider?.issuer}`, 'the form may go to the gateway and on to the provider end-session')
+  })
+
+  t.test('a 403 of a per-path rule names the part refused, page, problem+json and forward-auth', async (t) => {
+    const res = await rawRequest(stack.gw, '/ops/secrets/keys?x=1', { headers: signedIn(NAVIGATE) })
+    isPage(t, res, 403, 'forbidden', 'per-path rule')
+    t.match(res.body, '<h1>Your account may not use this part of the application</h1>')
+    t.match(res.body, 'You are signed in, but /ops/secrets (and every page under it) admits only some accounts')
+    t.notMatch(res.body, 'Your account may not use this application')
+    t.match(res.body, 'your account is not allowed to use /ops/secrets of this application')
+    const problem = (await rawRequest(stack.gw, '/ops/secrets/keys', { headers: signedIn(API) })).json()
+    t.match(problem, { code: 'forbidden', refusedPath: '/ops/secrets' })
+    const checked = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: signedIn({ ...API, 'x-original-method': 'GET', 'x-original-url': 'http://127.0.0.1/ops/secrets/keys' }) })
+    t.equal(checked.status, 403)
+    t.match(checked.json(), { code: 'forbidden', refusedPath: '/ops/secrets' }, 'forward-auth names it too')
+    const whole = (await rawRequest(stack.gw, '/admin/x', { headers: signedIn(API) })).json()
+    t.notOk('refusedPath' in whole, "the upstream's own allow: the whole application, as before")
+    t.equal((await rawRequest(stack.gw, '/ops/open', { headers: signedIn(API) })).status, 200, 'the rest of it is open')
   })
 
   t.test('a cancelled sign-in says so, and leads back to sign-in for the site', async (t) => {
