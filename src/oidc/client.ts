@@ -261,7 +261,7 @@ export class OidcClient {
     const { server, auth, idTokenAlgs, tokenEndpoint } = this.#require()
     const configuration = this.#configure(server, auth, idTokenAlgs, async (url, options) => {
       const res = await this.#fetch(url, options)
-      if (url === tokenEndpoint && seen !== undefined) seen.clockOffsetSeconds = providerClockOffsetSeconds(res.headers.get('date'), Date.now())
+      if (url === tokenEndpoint && seen !== undefined) seen.clockOffsetSeconds = providerClockOffsetSeconds(res.headers.get('date'))
       if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlgs, res)
       return res
     })

@@ -25,9 +25,10 @@ export function clockClaimOf(err: unknown): ClockClaim | undefined {
  * The provider's clock minus the gateway's, in whole seconds, from the `Date` header of an answer
  * received at `receivedAtMs` (epoch milliseconds); undefined without a parseable Date. The header
  * has a resolution of one second and is written before the answer travels: it is exact to a
- * second or two, far finer than any tolerance worth naming.
+ * second or two, far finer than any tolerance worth naming. By default the system's clock: the
+ * one openid-client judges the ID token's times by (lib/clock.ts), not the gateway's injected one.
  */
-export function providerClockOffsetSeconds(date: string | null | undefined, receivedAtMs: number): number | undefined {
+export function providerClockOffsetSeconds(date: string | null | undefined, receivedAtMs: number = Date.now()): number | undefined {
   if (date === null || date === undefined) return undefined
   const at = Date.parse(date)
   if (!Number.isFinite(at)) return undefined

@@ -113,7 +113,7 @@ const MISCONFIGURED: [heading: string, text: string] = [
 export const PROVIDER_ERROR_WORDS: Readonly<Record<string, [heading: string, text: string]>> = {
   access_denied: [
     'The sign-in was cancelled',
-    'The sign-in was cancelled at the identity provider, or the provider did not let your account sign in here. Sign in again to continue, or ask the administrator for access.',
+    'The sign-in was cancelled at the identity provider, or the provider did not let your account through. To try again, use the button below; for access, ask the administrator.',
   ],
   invalid_request: MISCONFIGURED,
   unauthorized_client: MISCONFIGURED,
