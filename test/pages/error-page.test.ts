@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
@@ -188,4 +190,17 @@ t.test('an https issuer on a plain http server: the log and the page say so in w
   t.match(page.body, 'The gateway is starting')
   t.match(page.body, 'the provider does not speak TLS on that port', 'the page says it in words')
   t.match(page.body, /<meta http-equiv="refresh" content="\d+">/, 'and reloads itself')
+
+  // A certificate the gateway does not trust, said in words too.
+  const tls = createHttpsServer({ cert: readFileSync(new URL('../fixtures/tls/self-signed.crt', import.meta.url)), key: readFileSync(new URL('../fixtures/tls/self-signed.key', import.meta.url)) }, (_req, res) => res.end())
+  await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => tls.close(() => resolve())))
+  const certLines: Array<Record<string, unknown>> = []
+  await startStack(t, {
+    issuer: `https://127.0.0.1:${(tls.address() as AddressInfo).port}`,
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void certLines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const untrusted = await eventually('a failed discovery logged', () => certLines.find((l) => l.msg === 'provider discovery failed'))
+  t.match(untrusted.meaning, /the provider's TLS certificate/, `a certificate fault in words (${String(untrusted.cause)})`)
 })
