@@ -88,6 +88,15 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
     await assertSignedIn(t, stack, provider, await signIn(stack))
   })
 
+  t.test('auth_time 0 (Glewlwyd 2.7): signed in, the time unknown, no X-Forwarded-Auth-Time', async (t) => {
+    provider.set({ idTokenClaims: { auth_time: 0 } })
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+    t.notOk('x-forwarded-auth-time' in (stack.upstream.requests.at(-1)?.headers ?? {}), 'not forwarded as a sign-in in 1970')
+    provider.reset()
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+    t.match(stack.upstream.requests.at(-1)?.headers['x-forwarded-auth-time'], /^\d{10}$/, 'control: a plausible one is')
+  })
+
   t.test('no kid in the header and a single published key: accepted', async (t) => {
     provider.set({ idToken: 'no-kid' })
     await assertSignedIn(t, stack, provider, await signIn(stack))
