@@ -45,7 +45,7 @@ import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
 import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
-import { createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
+import { createPortHint, createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
 import { ASSERTION_JWKS_PATH, SSF_EVENTS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
@@ -441,6 +441,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     store,
     lifecycle,
     validateRedirectAfter,
+    redirectPortHint: createPortHint({ publicUrl: config.server.publicUrl, allowedHosts: config.redirects.allowedHosts }),
     isTrustedOrigin,
     rateLimit: config.rateLimit.signIn,
     onEnded: (session) => {

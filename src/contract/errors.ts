@@ -64,6 +64,12 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
  */
 export const NOT_READY_PROVIDER_UNREACHABLE = 'provider_unreachable'
 
+/**
+ * The `reason` extension of an `id_token_invalid` problem whose ID token failed on `iat`, `exp`
+ * or `nbf`: the provider's clock and the gateway's disagree (oidc/clock-skew.ts).
+ */
+export const ID_TOKEN_CLOCK_SKEW = 'clock_skew'
+
 export interface Problem {
   type: string
   title: string

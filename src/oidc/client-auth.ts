@@ -36,6 +36,18 @@ export async function clientJwks(config: ProviderConfig): Promise<{ keys: jose.J
   return { keys: [parsed.alg === undefined ? jwk : { ...jwk, alg }] }
 }
 
+/**
+ * Which of the client id and secret `client_secret_basic` sends as another text than configured.
+ * RFC 6749 2.3.1 form-urlencodes each (Appendix B) before joining them with ":" into Basic, and
+ * openid-client encodes every character but ASCII letters and digits (`-` is `%2D`). A provider
+ * that decodes them (as 2.3.1 requires) reads the same value; one that does not (Glewlwyd 2.7)
+ * compares the encoded text and answers invalid_client, which only `client_secret_post` avoids.
+ */
+export function basicEncodingChanges(config: Pick<ProviderConfig, 'clientId' | 'clientSecret'>): Array<'clientId' | 'clientSecret'> {
+  const changed = (value: string | undefined): boolean => value !== undefined && /[^A-Za-z0-9]/.test(value)
+  return [...(changed(config.clientId) ? (['clientId'] as const) : []), ...(changed(config.clientSecret) ? (['clientSecret'] as const) : [])]
+}
+
 /** The openid-client authentication of `config`'s method, for a provider described by `server`. */
 export async function clientAuthentication(
   config: ProviderConfig,

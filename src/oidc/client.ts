@@ -1,13 +1,13 @@
 import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
-import type { ProviderConfig, TokenExchangeConfig } from '../options/types.js'
-import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
+import { DEFAULT_PROVIDER, type ProviderConfig, type TokenExchangeConfig } from '../options/types.js'
+import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
 import { redirectUri } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
 import { idTokenSigningAlgs } from './algorithms.js'
-import { clientAuthentication } from './client-auth.js'
+import { basicEncodingChanges, clientAuthentication } from './client-auth.js'
 import { profileAlgorithms } from './profile.js'
 import { DPOP_ALGORITHM, dpopThumbprint, generateDpopKey, DpopNonces, type DpopKey } from './dpop.js'
 import { describe, grantProblem, isValidationFailure, ProviderMetadataError } from './errors.js'
@@ -17,6 +17,7 @@ import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-tok
 import { ProviderKeys } from './keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
 import { stepUpParameters, type StepUpRequirement } from './step-up.js'
+import { clockClaimOf, clockSkewWords, providerClockOffsetSeconds } from './clock-skew.js'
 
 export interface Tokens {
   accessToken: string
@@ -60,6 +61,11 @@ const END_SESSION_PROBE_MS = 2000
 const RETRY_MIN_MS = 500
 const RETRY_MAX_MS = 30_000
 
+/** What a grant's token response said besides its body: the provider's clock, by its Date header. */
+interface TokenAnswer {
+  clockOffsetSeconds?: number | undefined
+}
+
 interface Discovered {
   server: oidc.ServerMetadata
   /** How the client authenticates, agreed with the metadata (private_key_jwt's algorithm). */
@@ -87,6 +93,8 @@ export class OidcClient {
   #discovered: Discovered | undefined
   /** When discovery started failing (clock time), until it succeeds: for the not-ready page. */
   #failingSince: number | undefined
+  /** The last failed discovery's transport failure in words (fetch.ts transportWords), for the not_ready page. */
+  #failingBecause: string | undefined
   /** provider.scopes, and offline_access with provider.offlineAccess. */
   readonly #scopes: readonly string[]
   #stopped = false
@@ -255,14 +263,46 @@ export class OidcClient {
    * its ID token names is looked up first (refetching the JWKS once for a new kid, rate-limited),
    * then the set is handed to this Configuration, which has not fetched keys yet and so takes it.
    */
-  #forGrant(): oidc.Configuration {
+  #forGrant(seen?: TokenAnswer): oidc.Configuration {
     const { server, auth, idTokenAlgs, tokenEndpoint } = this.#require()
     const configuration = this.#configure(server, auth, idTokenAlgs, async (url, options) => {
       const res = await this.#fetch(url, options)
+      if (url === tokenEndpoint && seen !== undefined) seen.clockOffsetSeconds = providerClockOffsetSeconds(res.headers.get('date'))
       if (url === tokenEndpoint && res.status === 200) await this.#prepareKeys(configuration, idTokenAlgs, res)
       return res
     })
     return configuration
+  }
+
+  /**
+   * The log fields of the gateway's client refused (provider_rejected_client) while it sends
+   * client_secret_basic with an id or secret that the Basic encoding changes (client-auth.ts
+   * basicEncodingChanges): which of them (never their value) and the way out. The problem a
+   * browser sees does not say it: it would tell anyone a property of the secret.
+   */
+  #basicEncodingHint(problem: GatewayError): Record<string, unknown> {
+    if (problem.code !== 'provider_rejected_client' || this.#config.clientAuthMethod !== 'client_secret_basic') return {}
+    const changed = basicEncodingChanges(this.#config)
+    if (changed.length === 0) return {}
+    const names = changed.join(' and ')
+    const key = this.#config.name === DEFAULT_PROVIDER ? 'provider.clientAuthMethod' : `providers[${this.#config.name}].clientAuthMethod`
+    return {
+      basicEncoded: changed,
+      hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters and digits, e.g. "-" as "%2D"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
+    }
+  }
+
+  /**
+   * An ID token refused on iat, exp or nbf (clock-skew.ts): the log fields and words that name
+   * the clocks, their measured offset and the tolerance's key; undefined for any other refusal.
+   */
+  #clockSkew(err: unknown, seen: TokenAnswer): { fields: Record<string, unknown>; words: string } | undefined {
+    const claim = clockClaimOf(err)
+    if (claim === undefined) return undefined
+    const { clockToleranceSeconds, name } = this.#config
+    const key = name === DEFAULT_PROVIDER ? 'provider.clockToleranceSeconds' : `providers[${name}].clockToleranceSeconds`
+    const words = clockSkewWords(claim, seen.clockOffsetSeconds, clockToleranceSeconds, key)
+    return { words, fields: { providerClockOffsetSeconds: seen.clockOffsetSeconds, clockToleranceSeconds, hint: words } }
   }
 
   async #prepareKeys(configuration: oidc.Configuration, idTokenAlgs: readonly string[], res: Response): Promise<void> {
@@ -289,6 +329,7 @@ export class OidcClient {
         this.discover().then(
           () => {
             this.#failingSince = undefined
+            this.#failingBecause = undefined
             this.#log.info({ issuer: this.#config.issuer }, 'provider metadata loaded')
             resolve()
           },
@@ -296,6 +337,7 @@ export class OidcClient {
             if (this.#stopped) return resolve()
             this.#failingSince ??= started
             const described = describe(err)
+            this.#failingBecause = typeof described.meaning === 'string' ? described.meaning : undefined
             // The discovery document, or the key set it names (fetched before the metadata is kept).
             const call = typeof described.url === 'string' ? this.callOf(described.url) : 'discovery'
             this.#log.warn(
@@ -353,7 +395,7 @@ export class OidcClient {
       // refused client authentication is the operator's to fix.
       const problem = grantProblem(err, 'provider_unavailable', 'provider_unavailable', 'pushed authorization request', true)
       const code = problem.code === 'provider_rejected_client' ? problem.code : 'provider_unavailable'
-      this.#log.warn({ call: 'par', problem: code, ...describe(err) }, 'pushed authorization request failed')
+      this.#log.warn({ call: 'par', problem: code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
       throw new GatewayError(code, problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request', { cause: err, logged: true })
     }
   }
@@ -376,8 +418,9 @@ export class OidcClient {
       log.warn({ rule: violation.rule, issuer: this.#config.issuer }, 'authorization response refused')
       throw new GatewayError('authorization_response_invalid', violation.message, { logged: true })
     }
+    const seen: TokenAnswer = {}
     try {
-      const configuration = this.#forGrant()
+      const configuration = this.#forGrant(seen)
       const dpop = await this.#dpopOptions(configuration, checks.dpopKey)
       const response = await oidc.authorizationCodeGrant(
         configuration,
@@ -395,9 +438,14 @@ export class OidcClient {
       }
       if (err instanceof GatewayError && err.code !== 'id_token_invalid') throw err
       const problem = grantProblem(err, 'code_invalid', 'id_token_invalid', 'code exchange', true)
-      if (problem.code === 'id_token_invalid') logIdTokenRefusal(log, err, 'sign-in')
-      else log.warn({ call: 'token', problem: problem.code, ...describe(err) }, 'code exchange failed')
-      throw problem
+      if (problem.code !== 'id_token_invalid') {
+        log.warn({ call: 'token', problem: problem.code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'code exchange failed')
+        throw problem
+      }
+      const clock = this.#clockSkew(err, seen)
+      logIdTokenRefusal(log, err, 'sign-in', clock?.fields)
+      if (clock === undefined) throw problem
+      throw new GatewayError('id_token_invalid', `the ID token is invalid: ${clock.words}`, { cause: err, logged: true, extensions: { reason: ID_TOKEN_CLOCK_SKEW } })
     }
   }
 
@@ -407,8 +455,9 @@ export class OidcClient {
    * turned on gets a key now (a confidential client's refresh token is not bound, RFC 9449 5).
    */
   async refresh(refreshToken: string, subject: string, dpopKey?: DpopKey): Promise<Tokens> {
+    const seen: TokenAnswer = {}
     try {
-      const configuration = this.#forGrant()
+      const configuration = this.#forGrant(seen)
       const key = this.#config.dpop ? (dpopKey ?? (await generateDpopKey())) : undefined
       const dpop = await this.#dpopOptions(configuration, key)
       const response = await oidc.refreshTokenGrant(configuration, refreshToken, undefined, dpop)
@@ -417,12 +466,12 @@ export class OidcClient {
     } catch (err) {
       // No request here (refreshes are shared between requests): the gateway's logger.
       if (isValidationFailure(err) || (err instanceof GatewayError && err.cause instanceof IdTokenRuleError)) {
-        logIdTokenRefusal(this.#log, err, 'refresh')
+        logIdTokenRefusal(this.#log, err, 'refresh', this.#clockSkew(err, seen)?.fields)
         throw grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh', true)
       }
       if (err instanceof GatewayError) throw err
       const problem = grantProblem(err, 'refresh_token_invalid', 'provider_unavailable', 'refresh', true)
-      this.#log.warn({ call: 'refresh', problem: problem.code, ...describe(err) }, 'refresh failed')
+      this.#log.warn({ call: 'refresh', problem: problem.code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'refresh failed')
       throw problem
     }
   }
@@ -459,7 +508,7 @@ export class OidcClient {
       if (problem.code === 'provider_rejected_client' && described.error === 'unauthorized_client') {
         problem = new GatewayError('token_exchange_refused', 'the OpenID provider refused the token exchange for this upstream', { cause: err, logged: true })
       }
-      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, ...described }, 'token exchange failed')
+      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, ...described, ...this.#basicEncodingHint(problem) }, 'token exchange failed')
       throw problem
     }
     const issued = response.issued_token_type
@@ -598,14 +647,17 @@ export class OidcClient {
   #require(): Discovered {
     if (this.#discovered === undefined) {
       const unreachable = this.unreachableForMs
+      // The transport failure in words (no host, port or URL): what an operator looking at the
+      // page acts on before reading the log.
+      const because = this.#failingBecause === undefined ? '' : `; the last attempt failed: ${this.#failingBecause}`
       if (unreachable !== undefined) {
         throw new GatewayError(
           'not_ready',
-          `the OpenID provider has been unreachable for ${Math.round(unreachable / 1000)} s (its discovery keeps failing; the gateway's log names the cause)`,
+          `the OpenID provider has been unreachable for ${Math.round(unreachable / 1000)} s (its discovery keeps failing; the gateway's log names the cause)${because}`,
           { headers: { 'retry-after': '5' }, extensions: { reason: NOT_READY_PROVIDER_UNREACHABLE } },
         )
       }
-      throw new GatewayError('not_ready', 'the OpenID provider metadata is not loaded yet; retry shortly', {
+      throw new GatewayError('not_ready', `the OpenID provider metadata is not loaded yet; retry shortly${because}`, {
         headers: { 'retry-after': '1' },
       })
     }
@@ -649,14 +701,14 @@ export function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], 
  * Names the check a refused ID token failed (signature, alg, iss, aud, azp, exp, iat, nonce, sub,
  * at_hash…) and openid-client's words for it; never the token or its claims.
  */
-function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, grant: 'sign-in' | 'refresh'): void {
+function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, grant: 'sign-in' | 'refresh', fields: Record<string, unknown> = {}): void {
   const reasons: string[] = []
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
     // JSON.parse's messages quote the input they choke on: a piece of the token.
     if (e instanceof SyntaxError) break
     if (!reasons.some((r) => r.endsWith(e.message))) reasons.push(e.message)
   }
-  log.warn({ call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant }, 'ID token refused')
+  log.warn({ call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant, ...fields }, 'ID token refused')
 }
 
 function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, clock: Clock): Tokens {

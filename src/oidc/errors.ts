@@ -99,7 +99,8 @@ function urlOf(err: Error): string | undefined {
  * What a log line says of a failed provider call, flat so it can be queried: `err` (name and
  * message), and when known the call's `url` (no query string, no userinfo), the HTTP `status`,
  * the provider's `error` and `error_description`, the `check` that failed (openid-client's code,
- * or the attribute it compared), the transport `cause` (ECONNREFUSED, timeout, a TLS code), and
+ * or the attribute it compared), the transport `cause` (ECONNREFUSED, timeout, a TLS code) and
+ * its `meaning` in words, and
  * for an issuer mismatch both issuers. Never a response body, token, code or secret.
  */
 export function describe(err: unknown): Record<string, unknown> {
@@ -115,7 +116,10 @@ export function describe(err: unknown): Record<string, unknown> {
     const said = providerErrorCode(e)
     set('error', said?.error)
     set('error_description', said?.description?.slice(0, DESCRIPTION_CHARS))
-    if (e instanceof ProviderUnreachableError) set('cause', e.reason)
+    if (e instanceof ProviderUnreachableError) {
+      set('cause', e.reason)
+      set('meaning', e.words)
+    }
     if (e instanceof oidc.ClientError && e.code !== undefined) {
       const compared = comparison(e.cause)
       set('check', compared?.attribute ?? e.code)

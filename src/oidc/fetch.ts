@@ -46,13 +46,50 @@ export class ProviderUnreachableError extends TypeError {
   override readonly name = 'ProviderUnreachableError'
   readonly url: string
   readonly reason: string
+  /** What `reason` means, in words an operator acts on (transportWords), when it is known. */
+  readonly words: string | undefined
 
   constructor(url: string, cause: unknown) {
     const reason = transportReason(cause)
-    super(`${loggableUrl(url)} could not be reached (${reason})`, { cause })
+    const words = transportWords(reason)
+    super(`${loggableUrl(url)} could not be reached (${reason}${words === undefined ? '' : `: ${words}`})`, { cause })
     this.url = loggableUrl(url)
     this.reason = reason
+    this.words = words
   }
+}
+
+/**
+ * Transport codes that mean "no TLS server answered the TLS handshake": the issuer says https
+ * but the port speaks plain HTTP (or another protocol). OpenSSL reads the first bytes of an HTTP
+ * answer as a TLS record header and names the version or length it finds absurd.
+ */
+const NOT_TLS = new Set(['ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG', 'ERR_SSL_HTTP_REQUEST', 'ERR_SSL_UNKNOWN_PROTOCOL', 'ERR_SSL_RECORD_LAYER_FAILURE', 'EPROTO'])
+
+/** Certificate verification codes (Node's, from OpenSSL's X509_V_ERR_*), by what they mean. */
+const CERTIFICATE_WORDS: Readonly<Record<string, string>> = {
+  CERT_HAS_EXPIRED: "the provider's TLS certificate has expired",
+  CERT_NOT_YET_VALID: "the provider's TLS certificate is not valid yet (is a clock wrong?)",
+  ERR_TLS_CERT_ALTNAME_INVALID: "the provider's TLS certificate is for another host name than the issuer's",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "the provider's TLS certificate is self-signed: trust it with NODE_EXTRA_CA_CERTS",
+  SELF_SIGNED_CERT_IN_CHAIN: "the provider's TLS certificate is signed by an authority the gateway does not trust: add it with NODE_EXTRA_CA_CERTS",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "the provider's TLS certificate is signed by an authority the gateway does not trust (or the server sends no intermediate certificate): add it with NODE_EXTRA_CA_CERTS",
+  UNABLE_TO_GET_ISSUER_CERT: "the provider's TLS certificate is signed by an authority the gateway does not trust: add it with NODE_EXTRA_CA_CERTS",
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "the provider's TLS certificate is signed by an authority the gateway does not trust: add it with NODE_EXTRA_CA_CERTS",
+  CERT_REVOKED: "the provider's TLS certificate is revoked",
+}
+
+/**
+ * A transport failure in words, for the log line and the page that says the provider cannot be
+ * reached: the code alone (ERR_SSL_WRONG_VERSION_NUMBER) sends an operator to a search engine.
+ */
+export function transportWords(reason: string): string | undefined {
+  if (NOT_TLS.has(reason)) return 'the provider does not speak TLS on that port: is the issuer https:// on a plain http server, or the port wrong?'
+  if (Object.hasOwn(CERTIFICATE_WORDS, reason)) return CERTIFICATE_WORDS[reason]
+  if (reason === 'ECONNREFUSED') return 'nothing listens on that host and port'
+  if (reason === 'ENOTFOUND' || reason === 'EAI_AGAIN') return 'the host name does not resolve'
+  if (reason === 'timeout' || reason === 'UND_ERR_CONNECT_TIMEOUT') return 'no answer within provider.timeoutMs'
+  return undefined
 }
 
 /** `timeout`, `aborted`, or the deepest transport error code of a failed fetch. */

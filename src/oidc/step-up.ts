@@ -16,11 +16,36 @@ import type { AllowRules } from '../options/types.js'
 //   actively. The claim is checked with the provider's clock tolerance (clockToleranceSeconds) at
 //   the callback and at every request alike; without `auth_time` nothing is known of the age, so a
 //   max-age rule refuses (sessions sealed before step-up existed carry none: they step up once).
+//   An implausible one (before 2000, 0 included, or in the future beyond the tolerance) is no
+//   better known: it counts as absent (plausibleAuthTime).
 // - Core 3.1.3.7 items 11 and 12: a client that requested `acr` or `max_age` checks the ID token's
 //   `acr` and `auth_time`. A provider may ignore `acr_values` (it is a voluntary claim request),
 //   so the callback checks rather than trusts.
 // - RFC 9068 2.2.1 (JWT access tokens) and RFC 7662 (introspection responses) carry the same
 //   `acr` and `auth_time` claims: a Bearer token is judged by the same function.
+
+/**
+ * The earliest `auth_time` taken for an authentication: 2000-01-01T00:00:00Z. Core 2 defines it
+ * as the time the End-User authentication occurred; no OpenID provider (OpenID Connect dates from
+ * 2014) authenticated anyone before 2000, so an earlier value, 0 in particular (Glewlwyd 2.7 sends
+ * `auth_time: 0`), says the provider does not know, not that the user signed in in 1970.
+ */
+export const EARLIEST_AUTH_TIME = 946684800
+
+/** The largest clockToleranceSeconds the configuration accepts: what forwarding allows for, not knowing the provider's. */
+export const MAX_CLOCK_TOLERANCE_SECONDS = 300
+
+/**
+ * `auth_time` as an authentication's time, or undefined when the claim is absent or implausible:
+ * not an integer (Core 2: a JSON number of seconds), before EARLIEST_AUTH_TIME, or later than now
+ * with the clock tolerance (an authentication that has not happened yet). Implausible means
+ * unknown: a max-age rule then fails closed (as without the claim), and no header carries it.
+ */
+export function plausibleAuthTime(value: unknown, nowSeconds: number, toleranceSeconds: number): number | undefined {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) return undefined
+  if (value < EARLIEST_AUTH_TIME || value > nowSeconds + toleranceSeconds) return undefined
+  return value
+}
 
 /** What a step-up rule asks for: `acrValues` most preferred first, `maxAge` in seconds. */
 export interface StepUpRequirement {
@@ -55,8 +80,9 @@ export function stepUpShortfall(
     if (typeof acr !== 'string' || !acrValues.includes(acr)) return 'acr'
   }
   if (maxAge !== undefined) {
-    const authTime = Object.hasOwn(claims, 'auth_time') ? claims.auth_time : undefined
-    if (typeof authTime !== 'number' || !Number.isFinite(authTime) || nowSeconds - authTime > maxAge + toleranceSeconds) return 'auth_time'
+    // An auth_time in the future would otherwise be younger than any max age.
+    const authTime = plausibleAuthTime(Object.hasOwn(claims, 'auth_time') ? claims.auth_time : undefined, nowSeconds, toleranceSeconds)
+    if (authTime === undefined || nowSeconds - authTime > maxAge + toleranceSeconds) return 'auth_time'
   }
   return undefined
 }

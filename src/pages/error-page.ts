@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import { GatewayError, NOT_READY_PROVIDER_UNREACHABLE, type ProblemCode } from '../contract/errors.js'
+import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE, type ProblemCode } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { escapeHtml } from '../lib/html.js'
 import { isNavigation } from '../contract/navigation.js'
@@ -94,22 +94,80 @@ const PROVIDER_UNREACHABLE: [heading: string, text: string] = [
   'The gateway has not been able to reach its identity provider for a while, so nobody can sign in. Try again later; if it lasts, tell the administrator, quoting the request id below.',
 ]
 
+/** A refused ID token whose times disagree with the gateway's clock (oidc/clock-skew.ts). */
+const CLOCK_SKEW: [heading: string, text: string] = [
+  'The sign-in could not be verified',
+  "The identity provider's clock and the gateway's disagree, so its answer looks expired or issued in the future. Trying again will not help; tell the administrator (the gateway's log gives the measured offset).",
+]
+
+const MISCONFIGURED: [heading: string, text: string] = [
+  'Signing in is misconfigured',
+  "The identity provider refused the sign-in request this gateway sent. Trying again will not help; tell the administrator what the identity provider answered (below).",
+]
+
+/**
+ * The provider's `error` on a callback without a code, in words: RFC 6749 4.1.2.1 and OpenID
+ * Connect Core 3.1.2.6. A person who cancelled reads that they cancelled; a request the provider
+ * refuses is the operator's to fix; any other value keeps code_missing's words.
+ */
+export const PROVIDER_ERROR_WORDS: Readonly<Record<string, [heading: string, text: string]>> = {
+  access_denied: [
+    'The sign-in was cancelled',
+    'The sign-in was cancelled at the identity provider, or the provider did not let your account through. To try again, use the button below; for access, ask the administrator.',
+  ],
+  invalid_request: MISCONFIGURED,
+  unauthorized_client: MISCONFIGURED,
+  unsupported_response_type: MISCONFIGURED,
+  invalid_scope: MISCONFIGURED,
+  server_error: ['The identity provider failed', 'An error at the identity provider stopped the sign-in. Try again in a moment; if it keeps happening, tell the administrator.'],
+  temporarily_unavailable: ['The identity provider is busy', 'The identity provider could not handle the sign-in right now. Try again in a moment.'],
+  interaction_required: ['The identity provider needs you', 'The identity provider needs you to do something on its pages before you can sign in. Sign in again to continue.'],
+  login_required: ['Sign in at the identity provider', 'You are not signed in at the identity provider. Sign in again to continue.'],
+  account_selection_required: ['Choose an account', 'The identity provider needs you to choose which account to sign in with. Sign in again to continue.'],
+  consent_required: ['The identity provider needs your consent', 'You have not yet allowed this application what it asks for at the identity provider. Sign in again and allow it, or ask the administrator.'],
+  invalid_request_uri: MISCONFIGURED,
+  invalid_request_object: MISCONFIGURED,
+  request_not_supported: MISCONFIGURED,
+  request_uri_not_supported: MISCONFIGURED,
+  registration_not_supported: MISCONFIGURED,
+}
+
+/** A 403 of a per-path rule (proxy/guard.ts forbiddenError): the part refused, not the whole application. */
+function refusedPartWords(path: string): [heading: string, text: string] {
+  return [
+    'Your account may not use this part of the application',
+    `You are signed in, but ${path} (and every page under it) admits only some accounts; the rest of the application may be open to you. Sign in with another account, or ask the administrator for access.`,
+  ]
+}
+
 function wordsOf(problem: GatewayError): [heading: string, text: string] {
+  if (problem.code === 'forbidden' && typeof problem.extensions.refusedPath === 'string') return refusedPartWords(problem.extensions.refusedPath)
   if (problem.code === 'not_ready' && problem.extensions.reason === NOT_READY_PROVIDER_UNREACHABLE) return PROVIDER_UNREACHABLE
+  if (problem.code === 'id_token_invalid' && problem.extensions.reason === ID_TOKEN_CLOCK_SKEW) return CLOCK_SKEW
+  const error = problem.code === 'code_missing' ? problem.extensions.error : undefined
+  if (typeof error === 'string' && Object.hasOwn(PROVIDER_ERROR_WORDS, error)) return PROVIDER_ERROR_WORDS[error] as [string, string]
   return WORDS[problem.code]
 }
 
-/** The provider's own words on a callback that carries no code (RFC 6749 4.1.2.1). */
+/** The provider's own words on a callback that carries no code (RFC 6749 4.1.2.1), escaped. */
 function providerAnswer(problem: GatewayError): string {
   if (problem.code !== 'code_missing') return ''
   const error = problem.extensions.error
   if (typeof error !== 'string') return ''
-  if (error === 'access_denied') {
-    return '<p>The sign-in was cancelled at the identity provider, or the provider refused it.</p>'
-  }
   const description = problem.extensions.error_description
   const said = typeof description === 'string' && description !== '' ? `: ${escapeHtml(description)}` : ''
   return `<p>The identity provider answered <code>${escapeHtml(error)}</code>${said}.</p>`
+}
+
+/**
+ * A page that answers "not yet" reloads itself after the error's Retry-After (RFC 9110 10.2.3),
+ * a number of seconds: the starting page then turns into the page asked for, without a person
+ * pressing reload. No script: a `refresh` meta element, which the page's CSP does not govern.
+ */
+function refreshOf(problem: GatewayError): number | undefined {
+  if (problem.code !== 'not_ready') return undefined
+  const after = problem.headers['retry-after']
+  return after !== undefined && /^\d{1,4}$/.test(after) ? Number(after) : undefined
 }
 
 /** Where a page's sign-out form may go: the gateway, and the providers' end-sessions it redirects to. */
@@ -175,7 +233,7 @@ export function createErrorPage(deps: PageDeps) {
       whoLine,
       actions(signInUrl(req, problem), who === undefined ? 'Sign in' : 'Sign in again', who === undefined ? undefined : signOutUrl),
     ].join('\n')
-    return { headers: { ...problem.headers, ...pageHeaders({ formTargets: formTargetsOf(deps) }) }, html: renderPage(`${heading} (${status})`, body) }
+    return { headers: { ...problem.headers, ...pageHeaders({ formTargets: formTargetsOf(deps) }) }, html: renderPage(`${heading} (${status})`, body, refreshOf(problem)) }
   }
 }
 

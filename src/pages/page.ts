@@ -47,14 +47,15 @@ export function pageHeaders(links: PageLinks): Record<string, string> {
   }
 }
 
-/** A whole document; `body` must already be escaped HTML. */
-export function renderPage(title: string, body: string): string {
+/** A whole document; `body` must already be escaped HTML. `refreshSeconds`: the page reloads itself after that long. */
+export function renderPage(title: string, body: string, refreshSeconds?: number): string {
+  const refresh = refreshSeconds === undefined ? '' : `\n<meta http-equiv="refresh" content="${Math.max(0, Math.floor(refreshSeconds))}">`
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
+<meta name="robots" content="noindex">${refresh}
 <title>${escapeHtml(title)}</title>
 <style>${STYLE}</style>
 </head>

@@ -56,7 +56,7 @@ export type CheckVerdict =
   | { outcome: 'pass'; upstream: UpstreamConfig; identity: Identity | null }
   | { outcome: 'unauthenticated'; upstream: UpstreamConfig; expired: boolean; refreshable: boolean }
   /** `identity`: who was refused, when established (the request line's `sub`). */
-  | { outcome: 'forbidden'; upstream: UpstreamConfig; identity: Identity | null }
+  | { outcome: 'forbidden'; upstream: UpstreamConfig; identity: Identity | null; rulePath?: string }
   /**
    * Admitted, but not authenticated as a step-up rule asks: a browser's page load signs in again
    * (unless `bearer`: a Bearer token cannot be upgraded by a sign-in), anything else gets the
@@ -233,7 +233,7 @@ export function createChecker(options: CheckOptions): Checker {
         break
       case 'forbidden':
         logForbidden(req, upstream, decision, { method, url: loggedUrl(checked) })
-        verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
+        verdict = decision.rulePath === undefined ? { outcome: 'forbidden', upstream, identity: decision.identity } : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
         break
       case 'step_up':
         logStepUp(req, upstream, decision, { method, url: loggedUrl(checked) })

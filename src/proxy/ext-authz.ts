@@ -195,7 +195,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
         if (isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
         return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)) }, logged }
       case 'forbidden':
-        return { result: { kind: 'refused', error: forbiddenError(), identity: verdict.identity }, logged }
+        return { result: { kind: 'refused', error: forbiddenError(verdict.rulePath), identity: verdict.identity }, logged }
       case 'step_up':
         if (!verdict.bearer && isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, false) }, logged }
         return { result: { kind: 'refused', error: stepUpError(verdict.requirement, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)), identity: verdict.identity }, logged }

@@ -188,7 +188,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
       case 'forbidden':
         // Who was refused, for the request line.
         req.identity = verdict.identity
-        throw forbiddenError()
+        throw forbiddenError(verdict.rulePath)
       case 'step_up':
         req.identity = verdict.identity
         // As for a sign-in: Traefik's page load is sent to sign in (the redirect endpoint asks for

@@ -231,8 +231,16 @@ export function signInLocation(
   return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))
 }
 
-export function forbiddenError(): GatewayError {
-  return new GatewayError('forbidden', 'your account is not allowed to use this application')
+/**
+ * The 403 of the `allow` rules. `rulePath`: the path of the per-path rule that refused (the
+ * upstream's own `allow` admits the rest), named in the detail and as the `refusedPath` extension,
+ * so that a person refused `/admin` is not told the whole application is closed to them. It is a
+ * prefix of the path the client asked for: it says nothing the client does not know, but which
+ * part of it is refused.
+ */
+export function forbiddenError(rulePath?: string): GatewayError {
+  if (rulePath === undefined) return new GatewayError('forbidden', 'your account is not allowed to use this application')
+  return new GatewayError('forbidden', `your account is not allowed to use ${rulePath} of this application`, { extensions: { refusedPath: rulePath } })
 }
 
 function pathOf(url: string): string {
@@ -286,7 +294,7 @@ export function createGuard(upstream: UpstreamConfig, deps: GuardDeps) {
         // Established, though refused: the request line names who was refused (ops/access-log.ts).
         req.identity = decision.identity
         logForbidden(req, upstream, decision)
-        throw forbiddenError()
+        throw forbiddenError(decision.rulePath)
       case 'step_up':
         req.identity = decision.identity
         logStepUp(req, upstream, decision)

@@ -2,6 +2,7 @@
 // which cookies stay behind.
 
 import type { IdentityHeaderNames } from '../options/types.js'
+import { MAX_CLOCK_TOLERANCE_SECONDS, plausibleAuthTime } from '../oidc/step-up.js'
 
 export type HeaderBag = Record<string, string | string[] | undefined>
 export type HeaderScrubber = (headers: HeaderBag) => HeaderBag
@@ -365,8 +366,11 @@ function computeIdentityHeaders(claims: Record<string, unknown>, names: Identity
     }
   }
   if (amr !== '') out[lower.amr] = amr
-  const authTime = get('auth_time')
-  if (typeof authTime === 'number' && Number.isSafeInteger(authTime) && authTime >= 0) out[lower.authTime] = String(authTime)
+  // An implausible auth_time (0, before 2000, in the future) is no time of a sign-in: an
+  // application would read 0 as a sign-in in 1970. Not knowing the provider, the future is judged
+  // with the largest tolerance.
+  const authTime = plausibleAuthTime(get('auth_time'), Math.floor(Date.now() / 1000), MAX_CLOCK_TOLERANCE_SECONDS)
+  if (authTime !== undefined) out[lower.authTime] = String(authTime)
   return out
 }
 

@@ -6,6 +6,7 @@
 import * as jose from 'jose'
 import type { SessionClaims } from '../contract/identity.js'
 import type { SigningKey } from '../keys/private-key.js'
+import { MAX_CLOCK_TOLERANCE_SECONDS, plausibleAuthTime } from '../oidc/step-up.js'
 
 export interface AssertionOptions {
   /** The first signs; all are published (rotation: prepend the new key, drop the old later). */
@@ -63,9 +64,12 @@ export class IdentityAssertions {
     // Core 2) and two providers may name two people alike.
     const payload: jose.JWTPayload = { sub: claims.sub, idp }
     // acr, amr and auth_time: how and when the user authenticated, for an upstream's own step-up.
-    for (const name of ['email', 'email_verified', 'groups', 'preferred_username', 'acr', 'amr', 'auth_time'] as const) {
+    for (const name of ['email', 'email_verified', 'groups', 'preferred_username', 'acr', 'amr'] as const) {
       if (claims[name] !== undefined) payload[name] = claims[name] as jose.JWTPayload[string]
     }
+    // As the identity header: an implausible auth_time (0, before 2000, in the future) is left out.
+    const authTime = plausibleAuthTime(claims.auth_time, now, MAX_CLOCK_TOLERANCE_SECONDS)
+    if (authTime !== undefined) payload.auth_time = authTime
     return new jose.SignJWT(payload)
       .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
       .setIssuer(this.#options.issuer)

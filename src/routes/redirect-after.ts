@@ -145,6 +145,34 @@ function pathEnd(value: string, from: number): number {
   return value.length
 }
 
+/**
+ * For a refused absolute `redirectAfter` whose host an entry names, but on another port: the
+ * entry that would allow it (`.example.com:8443`, `app.example.com:8443`), or undefined. A port is
+ * part of the origin (RFC 6454 4) and another port of an allowed host is often another program
+ * (a development server, anything a local user may bind above 1024), and the same entries decide
+ * which pages may open WebSockets and send the sign-out form: an entry never covers other ports,
+ * as oauth2-proxy's `--whitelist-domain` without a port covers only the scheme's default one.
+ * The refusal says which entry to add instead, which is what an operator otherwise guesses.
+ */
+export function createPortHint(options: RedirectAfterOptions): (value: string) => string | undefined {
+  const rules = options.allowedHosts.map(parseHostRule)
+  return (value) => {
+    if (!ABSOLUTE_PREFIX.test(value)) return undefined
+    let url: URL
+    try {
+      url = new URL(value)
+    } catch {
+      return undefined
+    }
+    const port = url.port === '' ? defaultPort(url.protocol) : url.port
+    for (const rule of rules) {
+      const named = url.hostname === rule.hostname || (rule.suffix !== null && url.hostname.endsWith(rule.suffix))
+      if (named && (rule.port ?? defaultPort(url.protocol)) !== port) return `${rule.suffix === null ? '' : '.'}${rule.hostname}:${port}`
+    }
+    return undefined
+  }
+}
+
 export function createRedirectAfterValidator(options: RedirectAfterOptions): RedirectAfterValidator {
   const base = new URL(options.publicUrl)
   if (base.protocol !== 'http:' && base.protocol !== 'https:') {

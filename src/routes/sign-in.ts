@@ -46,6 +46,8 @@ export interface SignInOptions {
   bindIssuer: IssuerBinding
   /** Returns the safe redirect target or `null` to refuse (see redirect-after.ts). */
   validateRedirectAfter: (value: string) => string | null
+  /** For a refused redirectAfter: the redirects.allowedHosts entry that would allow its port (redirect-after.ts createPortHint). */
+  redirectPortHint?: (value: string) => string | undefined
   /** Whether the sign-out form may come from a page of this origin (redirect-after.ts createTrustedOriginTest). */
   isTrustedOrigin: TrustedOriginTest
   /** Per-client budget of the redirect, callback and refresh endpoints. */
@@ -72,12 +74,15 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   // The form-post callback and the sign-out form (routes/form-post.ts).
   acceptFormBodies(app)
 
-  function redirectAfterOf(params: URLSearchParams): string | undefined {
+  function redirectAfterOf(req: FastifyRequest, params: URLSearchParams): string | undefined {
     const raw = single(params, 'redirectAfter')
     if (raw === undefined) return undefined
     const target = options.validateRedirectAfter(raw)
     if (target === null) {
-      throw new GatewayError('bad_request', 'redirectAfter must be a path on this site or a URL on an allowed host')
+      const entry = options.redirectPortHint?.(raw)
+      if (entry === undefined) throw new GatewayError('bad_request', 'redirectAfter must be a path on this site or a URL on an allowed host')
+      req.log.info({ entry }, 'redirectAfter refused: redirects.allowedHosts names its host on another port only')
+      throw new GatewayError('bad_request', `redirectAfter's host is allowed on another port only: redirects.allowedHosts needs ${entry} (an entry without a port covers the scheme's default port only)`)
     }
     return target
   }
@@ -119,7 +124,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
 
   app.get(ENDPOINTS.redirect.path, async (req, reply) => {
     const params = queryOf(req)
-    const redirectAfter = redirectAfterOf(params)
+    const redirectAfter = redirectAfterOf(req, params)
     const performRedirect = parseFlag('performRedirect', single(params, 'performRedirect'), true)
     const { client, name } = providerOf(params, redirectAfter)
     const state = oidc.randomState()
@@ -262,7 +267,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.get(ENDPOINTS.refresh.path, async (req, reply) => {
     // With `redirectAfter` (an extension used by the proxy for browser navigations) the answer is
     // a redirect: back to the page when the refresh worked, through sign-in when it cannot.
-    const redirectAfter = redirectAfterOf(queryOf(req))
+    const redirectAfter = redirectAfterOf(req, queryOf(req))
     const loaded = await loadWithCredentials(req)
     if (loaded?.bound === false) {
       auditRefusal(req.log, 'refresh', sessionSubject(loaded.session), req.ip, 'refresh_token_invalid')

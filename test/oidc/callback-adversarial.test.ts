@@ -8,7 +8,7 @@ import {
   type Behaviour,
 } from '../fixtures/adversarial-provider.js'
 import type { Browser } from '../fixtures/browser.js'
-import { CLIENT_ID, type Stack } from '../fixtures/stack.js'
+import { CLIENT_ID, CLIENT_SECRET, type Stack } from '../fixtures/stack.js'
 
 // The callback against a provider that lies, breaks or stalls. Every refusal must leave the
 // browser without a session; every provider fault must be a 502 (the user did nothing wrong),
@@ -88,6 +88,15 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
     await assertSignedIn(t, stack, provider, await signIn(stack))
   })
 
+  t.test('auth_time 0 (Glewlwyd 2.7): signed in, the time unknown, no X-Forwarded-Auth-Time', async (t) => {
+    provider.set({ idTokenClaims: { auth_time: 0 } })
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+    t.notOk('x-forwarded-auth-time' in (stack.upstream.requests.at(-1)?.headers ?? {}), 'not forwarded as a sign-in in 1970')
+    provider.reset()
+    await assertSignedIn(t, stack, provider, await signIn(stack))
+    t.match(stack.upstream.requests.at(-1)?.headers['x-forwarded-auth-time'], /^\d{10}$/, 'control: a plausible one is')
+  })
+
   t.test('no kid in the header and a single published key: accepted', async (t) => {
     provider.set({ idToken: 'no-kid' })
     await assertSignedIn(t, stack, provider, await signIn(stack))
@@ -135,6 +144,31 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
       t.equal(refusals.length, 1, 'one log line')
       t.equal(refusals[0]?.check, check, `the log names the check: ${String(refusals[0]?.reason)}`)
       t.notMatch(JSON.stringify(refusals), /eyJ|adversary-user/, 'neither the token nor its claims are logged')
+    })
+  }
+  // The clocks named: a refusal on iat, exp or nbf says which clock, by how much when the token
+  // response's Date header measures it, and the key of the tolerance.
+  const clocks: Array<[name: string, behaviour: Partial<Behaviour>, check: string, words: RegExp, offset: number | undefined]> = [
+    ["the provider's clock an hour ahead", { clockAheadSeconds: 3600 }, 'iat', /iat \(issued at\) is in the future by the gateway's clock: the provider's clock is 3[56]\d\d s ahead of the gateway's/, 3600],
+    ["the provider's clock an hour behind", { clockAheadSeconds: -3600 }, 'exp', /exp \(expiry\) has passed by the gateway's clock: the provider's clock is 3\d\d\d s behind the gateway's/, -3600],
+    ['clocks agree, the token expired', { idTokenClaims: { iat: now() - 7200, exp: now() - 3600 } }, 'exp', /Date header agrees with the gateway's clock/, 0],
+  ]
+  for (const [name, behaviour, check, words, offset] of clocks) {
+    t.test(`${name}: the page and the log name the clock, the offset and provider.clockToleranceSeconds`, async (t) => {
+      provider.set(behaviour)
+      const logged = lines.length
+      const outcome = await signIn(stack)
+      t.equal(outcome.res.status, 403)
+      const html = await outcome.res.text()
+      t.match(html, 'Error 403 · id_token_invalid')
+      t.match(html, "The identity provider&#39;s clock and the gateway&#39;s disagree", 'the page says clocks')
+      t.match(html.replaceAll('&#39;', "'"), words, 'the page names the clock and the offset')
+      t.match(html, 'provider.clockToleranceSeconds (30 s)')
+      const refusal = lines.slice(logged).find((l) => l.msg === 'ID token refused')
+      t.equal(refusal?.check, check)
+      t.match(refusal?.hint, words, 'the log says it in words')
+      t.equal(refusal?.clockToleranceSeconds, 30)
+      t.ok(offset !== undefined && Math.abs(Number(refusal?.providerClockOffsetSeconds) - offset) <= 2, `the measured offset: ${String(refusal?.providerClockOffsetSeconds)}`)
     })
   }
 })
@@ -233,4 +267,24 @@ t.test('token endpoint unreachable (closed port): 502 provider_unavailable', asy
   t.ok(outcome.ms < timeoutMs + 1500, `answered in ${outcome.ms} ms`)
   await assertRefused(t, outcome, 502, 'provider_unavailable')
   assertTransactionKept(t, outcome)
+})
+
+t.test("a provider that does not decode Basic (Glewlwyd 2.7): the log names the encoded secret, never its value, and client_secret_post signs in", async (t) => {
+  const lines: Array<Record<string, unknown>> = []
+  const { stack } = await startAdversarialStack(t, {
+    provider: { basicDecodes: false },
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const outcome = await signIn(stack)
+  await assertRefused(t, outcome, 502, 'provider_rejected_client')
+  const refused = lines.find((l) => l.msg === 'code exchange failed')
+  t.equal(refused?.error, 'invalid_client')
+  t.same(refused?.basicEncoded, ['clientSecret'], 'the secret is the one the encoding changes')
+  t.match(refused?.hint, /RFC 6749 2\.3\.1.*"-" as "%2D".*provider\.clientAuthMethod: client_secret_post/)
+  t.notOk(JSON.stringify(lines).includes(CLIENT_SECRET), 'the secret is not logged')
+  t.notOk(JSON.stringify(lines).includes(encodeURIComponent(CLIENT_SECRET).replaceAll('-', '%2D')), 'nor its encoding')
+
+  const post = await startAdversarialStack(t, { provider: { basicDecodes: false }, config: { provider: { clientAuthMethod: 'client_secret_post' } } })
+  await assertSignedIn(t, post.stack, post.provider, await signIn(post.stack))
 })

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { clientAssertionAlgorithm } from '../../src/oidc/client-auth.js'
+import * as oidc from 'openid-client'
+import { basicEncodingChanges, clientAssertionAlgorithm } from '../../src/oidc/client-auth.js'
 
 t.test('the client assertion algorithm is agreed with the provider metadata', async (t) => {
   const rsa = ['PS256', 'RS256'] as const
@@ -11,4 +12,23 @@ t.test('the client assertion algorithm is agreed with the provider metadata', as
   t.equal(clientAssertionAlgorithm(['ES256'], undefined), 'ES256')
   t.equal(clientAssertionAlgorithm(rsa, undefined, ['PS256', 'ES256']), 'PS256', 'a profile list: never RS256')
   t.equal(clientAssertionAlgorithm(rsa, ['RS256'], ['PS256', 'ES256']), undefined, 'the profile and the provider disagree')
+})
+
+t.test('client_secret_basic: which of the id and secret the Basic encoding (RFC 6749 2.3.1) changes, as openid-client sends it', async (t) => {
+  t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: 'abcDEF0123' }), [], 'letters and digits pass unchanged')
+  t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: 'a-b' }), ['clientSecret'])
+  t.same(basicEncodingChanges({ clientId: 'my.client', clientSecret: 'a_b' }), ['clientId', 'clientSecret'])
+  t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: undefined }), [])
+  // The verdict agrees with what openid-client really sends, character by character.
+  const sent = async (secret: string): Promise<string> => {
+    const headers = new Headers()
+    await oidc.ClientSecretBasic(secret)({} as oidc.ServerMetadata, { client_id: 'gateway' } as oidc.ClientMetadata, new URLSearchParams(), headers)
+    const basic = Buffer.from((headers.get('authorization') ?? '').slice(6), 'base64').toString('utf8')
+    return basic.slice(basic.indexOf(':') + 1)
+  }
+  for (let code = 0x20; code < 0x7f; code++) {
+    const c = String.fromCharCode(code)
+    const changes = (await sent(`x${c}`)) !== `x${c}`
+    t.equal(basicEncodingChanges({ clientId: 'gateway', clientSecret: `x${c}` }).length === 1, changes, `${JSON.stringify(c)}: ${changes ? 'changed' : 'unchanged'}`)
+  }
 })

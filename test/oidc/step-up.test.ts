@@ -1,7 +1,8 @@
 import t from 'tap'
 import pino from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
-import { stepUpParameters, stepUpRequirementOf, stepUpShortfall } from '../../src/oidc/step-up.js'
+import { EARLIEST_AUTH_TIME, MAX_CLOCK_TOLERANCE_SECONDS, stepUpParameters, stepUpRequirementOf, stepUpShortfall } from '../../src/oidc/step-up.js'
+import { gatewaySchema } from '../../src/options/schema.js'
 import { createAccessDecision, stepUpError, type StepUpJudge } from '../../src/proxy/guard.js'
 import type { Authenticator } from '../../src/proxy/authenticate.js'
 import type { Identity } from '../../src/contract/identity.js'
@@ -37,6 +38,12 @@ t.test('stepUpShortfall: acr exactly one of the accepted, auth_time within max a
   t.equal(stepUpShortfall({ auth_time: NOW - 91 }, age, NOW, 30), 'auth_time')
   t.equal(stepUpShortfall({}, age, NOW, 30), 'auth_time', 'no auth_time: not known to be recent')
   t.equal(stepUpShortfall({ auth_time: String(NOW) }, age, NOW, 30), 'auth_time', 'not a number')
+  // An implausible auth_time is unknown, never a sign-in in 1970 nor one still to come.
+  t.equal(stepUpShortfall({ auth_time: 0 }, age, NOW, 30), 'auth_time', 'auth_time 0 (Glewlwyd 2.7): unknown, step up')
+  t.equal(stepUpShortfall({ auth_time: EARLIEST_AUTH_TIME - 1 }, { maxAge: NOW }, NOW, 30), 'auth_time', 'before 2000, even under a max age that reaches back to it')
+  t.equal(stepUpShortfall({ auth_time: NOW + 31 }, age, NOW, 30), 'auth_time', 'in the future beyond the tolerance: not younger than any max age')
+  t.equal(stepUpShortfall({ auth_time: NOW + 30 }, age, NOW, 30), undefined, 'in the future within the tolerance')
+  t.equal(stepUpShortfall({ auth_time: NOW - 1.5 }, age, NOW, 30), 'auth_time', 'not an integer')
   t.equal(stepUpShortfall({ acr: 'mfa', auth_time: NOW - 600 }, { ...acr, ...age }, NOW, 0), 'auth_time', 'both asked: both must pass')
 })
 
@@ -74,4 +81,9 @@ t.test('the access decision: step_up after the other kinds, pass with the max ag
   })
   const outside = await decider(upstream, identity({ groups: ['finance'] }))(req(), { setCookie: () => undefined }, { path: '/other', preflight: false })
   t.same(outside, { outcome: 'pass', identity: identity({ groups: ['finance'] }) }, 'no step-up rule: a plain pass')
+})
+
+t.test("the largest tolerance forwarding allows for is the configuration's largest clockToleranceSeconds", async (t) => {
+  const found = JSON.stringify(gatewaySchema).match(/"description":"Clock skew tolerated[^}]*"maximum":(\d+)/)
+  t.equal(Number(found?.[1]), MAX_CLOCK_TOLERANCE_SECONDS)
 })

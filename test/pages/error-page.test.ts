@@ -1,8 +1,13 @@
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
+import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { rawRequest, type RawResponse } from '../fixtures/http.js'
 import type { Browser } from '../fixtures/browser.js'
 import { freePort, startStack } from '../fixtures/stack.js'
+import { eventually } from '../fixtures/poll.js'
 
 // Pages for people, JSON for programs: every error class the gateway answers itself is an HTML
 // page for a browser navigation (same status and code, plain words, who is signed in, the way
@@ -52,6 +57,7 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
       { name: 'app', match: { pathPrefix: '/', hosts: ['127.0.0.1'] }, timeoutMs: 300 },
       { name: 'admin', match: { pathPrefix: '/admin', hosts: ['127.0.0.1'] }, allow: { groups: ['admins'] } },
       { name: 'down', match: { pathPrefix: '/down', hosts: ['127.0.0.1'] }, target: `http://127.0.0.1:${closedPort}` },
+      { name: 'ops', match: { pathPrefix: '/ops', hosts: ['127.0.0.1'] }, rules: [{ path: '/ops/secrets', allow: { groups: ['admins'] } }] },
     ],
   })
   const bob = await stack.signedIn('bob')
@@ -91,6 +97,23 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     t.match(res.body, `<form method="post" action="${stack.gw}/api/v1/openid/sign-out"><button type="submit">Sign out / switch account</button></form>`)
     const csp = header(res, 'content-security-policy')
     t.match(csp, `form-action ${stack.gw} ${stack.provider?.issuer}`, 'the form may go to the gateway and on to the provider end-session')
+  })
+
+  t.test('a 403 of a per-path rule names the part refused, page, problem+json and forward-auth', async (t) => {
+    const res = await rawRequest(stack.gw, '/ops/secrets/keys?x=1', { headers: signedIn(NAVIGATE) })
+    isPage(t, res, 403, 'forbidden', 'per-path rule')
+    t.match(res.body, '<h1>Your account may not use this part of the application</h1>')
+    t.match(res.body, 'You are signed in, but /ops/secrets (and every page under it) admits only some accounts')
+    t.notMatch(res.body, 'Your account may not use this application')
+    t.match(res.body, 'your account is not allowed to use /ops/secrets of this application')
+    const problem = (await rawRequest(stack.gw, '/ops/secrets/keys', { headers: signedIn(API) })).json()
+    t.match(problem, { code: 'forbidden', refusedPath: '/ops/secrets' })
+    const checked = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: signedIn({ ...API, 'x-original-method': 'GET', 'x-original-url': 'http://127.0.0.1/ops/secrets/keys' }) })
+    t.equal(checked.status, 403)
+    t.match(checked.json(), { code: 'forbidden', refusedPath: '/ops/secrets' }, 'forward-auth names it too')
+    const whole = (await rawRequest(stack.gw, '/admin/x', { headers: signedIn(API) })).json()
+    t.notOk('refusedPath' in whole, "the upstream's own allow: the whole application, as before")
+    t.equal((await rawRequest(stack.gw, '/ops/open', { headers: signedIn(API) })).status, 200, 'the rest of it is open')
   })
 
   t.test('a cancelled sign-in says so, and leads back to sign-in for the site', async (t) => {
@@ -145,5 +168,39 @@ t.test('503 while the provider is not ready: a page for people too', async (t) =
   isPage(t, page, 503, 'not_ready', 'not ready')
   t.ok(header(page, 'retry-after'), 'Retry-After kept')
   t.match(page.body, 'The gateway is starting')
+  t.match(page.body, `<meta http-equiv="refresh" content="${header(page, 'retry-after')}">`, 'the starting page reloads itself after Retry-After')
   isProblem(t, await rawRequest(stack.gw, target, { headers: API }), 503, 'not_ready', 'not ready')
+})
+
+t.test('an https issuer on a plain http server: the log and the page say so in words', async (t) => {
+  const plain = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('plain http'))
+  await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => plain.close(() => resolve())))
+  const { port } = plain.address() as AddressInfo
+  const lines: Array<Record<string, unknown>> = []
+  const stack = await startStack(t, {
+    issuer: `https://127.0.0.1:${port}`,
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const failed = await eventually('a failed discovery logged', () => lines.find((l) => l.msg === 'provider discovery failed'))
+  t.match(failed.meaning, /does not speak TLS on that port/, `the log says it in words (${String(failed.cause)})`)
+  const page = await rawRequest(stack.gw, '/api/v1/openid/redirect?redirectAfter=%2F', { headers: NAVIGATE })
+  isPage(t, page, 503, 'not_ready', 'https on http')
+  t.match(page.body, 'The gateway is starting')
+  t.match(page.body, 'the provider does not speak TLS on that port', 'the page says it in words')
+  t.match(page.body, /<meta http-equiv="refresh" content="\d+">/, 'and reloads itself')
+
+  // A certificate the gateway does not trust, said in words too.
+  const tls = createHttpsServer({ cert: readFileSync(new URL('../fixtures/tls/self-signed.crt', import.meta.url)), key: readFileSync(new URL('../fixtures/tls/self-signed.key', import.meta.url)) }, (_req, res) => res.end())
+  await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => tls.close(() => resolve())))
+  const certLines: Array<Record<string, unknown>> = []
+  await startStack(t, {
+    issuer: `https://127.0.0.1:${(tls.address() as AddressInfo).port}`,
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void certLines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  const untrusted = await eventually('a failed discovery logged', () => certLines.find((l) => l.msg === 'provider discovery failed'))
+  t.match(untrusted.meaning, /the provider's TLS certificate/, `a certificate fault in words (${String(untrusted.cause)})`)
 })

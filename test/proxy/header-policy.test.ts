@@ -146,6 +146,13 @@ t.test('identityHeaderValues: lowercased names, absent values omitted', async (t
     'acr, amr (comma-joined, unsafe entries skipped) and auth_time',
   )
   t.same(identityHeaderValues({ acr: 'a\r\nx: y', amr: 'pwd', auth_time: 1.5 }, NAMES, ''), {}, 'unsafe acr, a non-list amr, a non-integer auth_time: omitted')
+  // OpenID Connect Core 2: the time an authentication occurred. 0 (Glewlwyd 2.7), a time before
+  // 2000 or one beyond the largest clock tolerance in the future is none: not forwarded.
+  const future = Math.floor(Date.now() / 1000) + 3600
+  for (const authTime of [0, 946684799, future]) {
+    t.same(identityHeaderValues({ sub: 's', auth_time: authTime }, NAMES, ''), { 'x-forwarded-user': 's' }, `auth_time ${authTime}: not forwarded`)
+  }
+  t.same(identityHeaderValues({ auth_time: 946684800 }, NAMES, ''), { 'x-forwarded-auth-time': '946684800' }, '2000-01-01 is forwarded')
 })
 
 t.test('identityHeaderValues: refuses header injection and spoofing shapes', async (t) => {

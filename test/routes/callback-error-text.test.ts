@@ -1,5 +1,7 @@
 import t from 'tap'
 import { startStack } from '../fixtures/stack.js'
+import { PROVIDER_ERROR_WORDS } from '../../src/pages/error-page.js'
+import { escapeHtml } from '../../src/lib/html.js'
 
 // A callback without a code speaks the provider's words (its `error` and `error_description`)
 // only when it answers a sign-in this browser started: its `state` opens the browser's live
@@ -60,5 +62,21 @@ t.test('the callback echoes the provider only for a live transaction', async (t)
     const page = await browser.fetch(callback + query, { headers: NAVIGATE })
     t.equal(page.status, 400)
     t.match(await page.text(), 'The identity provider answered <code>invalid_scope</code>: scope &#60;b&#62;x&#60;/b&#62; unknown.')
+  })
+
+  t.test("each of the provider's error codes (RFC 6749 4.1.2.1, OpenID Connect Core 3.1.2.6) in words a person understands", async (t) => {
+    const browser = stack.browser()
+    for (const [error, [heading, text]] of Object.entries(PROVIDER_ERROR_WORDS)) {
+      const started = await browser.fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=false`)
+      const { value } = (await started.json()) as { value: string }
+      const state = new URL(value).searchParams.get('state') ?? ''
+      const page = await browser.fetch(`${callback}?error=${error}&error_description=${encodeURIComponent('said <i>so</i>')}&state=${state}`, { headers: NAVIGATE })
+      t.equal(page.status, 400, `${error}: still code_missing's status`)
+      const html = await page.text()
+      t.match(html, `<h1>${escapeHtml(heading)}</h1>`, `${error}: the heading`)
+      t.match(html, escapeHtml(text), `${error}: the explanation`)
+      t.match(html, `The identity provider answered <code>${error}</code>: said &#60;i&#62;so&#60;/i&#62;.`, `${error}: the provider's words, escaped`)
+    }
+    t.match(PROVIDER_ERROR_WORDS.access_denied?.[0], /cancelled/, 'a cancel reads as one')
   })
 })

@@ -165,6 +165,18 @@ t.test('redirectAfter to an allowed host', async (t) => {
   for (const bad of ['https://evil.app.example.com/', 'https://evilexample.org/', 'https://app.example.com.evil.com/']) {
     t.equal((await fetch(endpoint + encodeURIComponent(bad), { redirect: 'manual' })).status, 400, bad)
   }
+  // A port is part of the origin: an entry without one covers the scheme's default port only, and
+  // the refusal names the entry that would allow the port asked for.
+  for (const [other, entry] of [['https://docs.example.org:41103/', '.example.org:41103'], ['https://app.example.com:8443/x', 'app.example.com:8443']] as const) {
+    const res = await fetch(endpoint + encodeURIComponent(other), { redirect: 'manual' })
+    t.equal(res.status, 400, other)
+    t.match(((await res.json()) as { detail: string }).detail, `redirects.allowedHosts needs ${entry}`, `${other}: the refusal names ${entry}`)
+  }
+  const plain = await fetch(endpoint + encodeURIComponent('https://evil.example.net:8443/'), { redirect: 'manual' })
+  t.notMatch(((await plain.json()) as { detail: string }).detail, 'allowedHosts needs', 'a host no entry names: no hint')
+  const withPort = await startStack(t, { config: { redirects: { allowedHosts: ['.example.org:41103'] } } })
+  const allowed = `${withPort.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://docs.example.org:41103/')}`
+  t.equal((await fetch(allowed, { redirect: 'manual' })).status, 302, 'the .domain:port form allows that port on every subdomain')
 })
 
 t.test('503 not_ready while the provider metadata is not loaded', async (t) => {
