@@ -32,9 +32,6 @@ import type { AllowRules } from '../options/types.js'
  */
 export const EARLIEST_AUTH_TIME = 946684800
 
-/** The largest clockToleranceSeconds the configuration accepts: what forwarding allows for, not knowing the provider's. */
-export const MAX_CLOCK_TOLERANCE_SECONDS = 300
-
 /**
  * `auth_time` as an authentication's time, or undefined when the claim is absent or implausible:
  * not an integer (Core 2: a JSON number of seconds), before EARLIEST_AUTH_TIME, or later than now

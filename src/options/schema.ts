@@ -41,6 +41,9 @@ export type JsonSchema = {
 }
 
 // JSON Schema has no place for a human message, so each pattern carries its own here.
+/** The largest clockToleranceSeconds accepted; forwarding, not knowing the provider, allows for this much. */
+export const MAX_CLOCK_TOLERANCE_SECONDS = 300
+
 const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
 // acr_values is a space-separated list (OpenID Connect Core 3.1.2.1), and each value is quoted in
 // RFC 9470's WWW-Authenticate challenge: no space, quote or backslash.
@@ -241,7 +244,7 @@ const providerKeys: Record<string, JsonSchema> = {
     postLogoutRedirectUri: string('Where the provider sends the browser after RP-initiated logout (`post_logout_redirect_uri`). Optional.', {
       format: 'http-url',
     }),
-    clockToleranceSeconds: integer('Clock skew tolerated on `exp`, `iat` and `nbf`, in seconds.', 0, 300, 30),
+    clockToleranceSeconds: integer('Clock skew tolerated on `exp`, `iat` and `nbf`, in seconds.', 0, MAX_CLOCK_TOLERANCE_SECONDS, 30),
     allowInsecureHttp: boolean('Allow a plain-http (`http://`) issuer. For local development and tests only.', false),
     ssf: object(
       'The [Shared Signals receiver](#shared-signals-receiver): the gateway subscribes to this provider\'s OpenID Shared Signals Framework 1.0 transmitter and ends or refreshes sessions on CAEP events (`session-revoked`, `credential-change`, `token-claims-change`). Unset: off.',

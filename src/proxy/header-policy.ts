@@ -2,7 +2,8 @@
 // which cookies stay behind.
 
 import type { IdentityHeaderNames } from '../options/types.js'
-import { MAX_CLOCK_TOLERANCE_SECONDS, plausibleAuthTime } from '../oidc/step-up.js'
+import { plausibleAuthTime } from '../oidc/step-up.js'
+import { MAX_CLOCK_TOLERANCE_SECONDS } from '../options/schema.js'
 
 export type HeaderBag = Record<string, string | string[] | undefined>
 export type HeaderScrubber = (headers: HeaderBag) => HeaderBag

@@ -6,7 +6,8 @@
 import * as jose from 'jose'
 import type { SessionClaims } from '../contract/identity.js'
 import type { SigningKey } from '../keys/private-key.js'
-import { MAX_CLOCK_TOLERANCE_SECONDS, plausibleAuthTime } from '../oidc/step-up.js'
+import { plausibleAuthTime } from '../oidc/step-up.js'
+import { MAX_CLOCK_TOLERANCE_SECONDS } from '../options/schema.js'
 
 export interface AssertionOptions {
   /** The first signs; all are published (rotation: prepend the new key, drop the old later). */
