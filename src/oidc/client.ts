@@ -274,6 +274,11 @@ export class OidcClient {
     return configuration
   }
 
+  /** The configuration path of one of this provider's keys, as an operator finds it in the file. */
+  #keyPath(key: keyof ProviderConfig): string {
+    return this.#config.name === DEFAULT_PROVIDER ? `provider.${key}` : `providers[${this.#config.name}].${key}`
+  }
+
   /**
    * The log fields of the gateway's client refused (provider_rejected_client) while it sends
    * client_secret_basic with an id or secret that the Basic encoding changes (client-auth.ts
@@ -285,7 +290,7 @@ export class OidcClient {
     const changed = basicEncodingChanges(this.#config)
     if (changed.length === 0) return {}
     const names = changed.join(' and ')
-    const key = this.#config.name === DEFAULT_PROVIDER ? 'provider.clientAuthMethod' : `providers[${this.#config.name}].clientAuthMethod`
+    const key = this.#keyPath('clientAuthMethod')
     return {
       basicEncoded: changed,
       hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters and digits, e.g. "-" as "%2D"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
@@ -299,9 +304,8 @@ export class OidcClient {
   #clockSkew(err: unknown, seen: TokenAnswer): { fields: Record<string, unknown>; words: string } | undefined {
     const claim = clockClaimOf(err)
     if (claim === undefined) return undefined
-    const { clockToleranceSeconds, name } = this.#config
-    const key = name === DEFAULT_PROVIDER ? 'provider.clockToleranceSeconds' : `providers[${name}].clockToleranceSeconds`
-    const words = clockSkewWords(claim, seen.clockOffsetSeconds, clockToleranceSeconds, key)
+    const { clockToleranceSeconds } = this.#config
+    const words = clockSkewWords(claim, seen.clockOffsetSeconds, clockToleranceSeconds, this.#keyPath('clockToleranceSeconds'))
     return { words, fields: { providerClockOffsetSeconds: seen.clockOffsetSeconds, clockToleranceSeconds, hint: words } }
   }
 

@@ -103,6 +103,11 @@ function parseHostRule(entry: string): HostRule {
   return { hostname: host, suffix: subdomains ? `.${host}` : null, port }
 }
 
+/** Whether `rule` names `hostname`: the host itself, or for a `.domain` entry a subdomain of it (at a dot boundary). */
+function namesHost(rule: HostRule, hostname: string): boolean {
+  return hostname === rule.hostname || (rule.suffix !== null && hostname.length > rule.suffix.length && hostname.endsWith(rule.suffix))
+}
+
 function defaultPort(protocol: string): string {
   return protocol === 'https:' ? '443' : '80'
 }
@@ -166,8 +171,7 @@ export function createPortHint(options: RedirectAfterOptions): (value: string) =
     }
     const port = url.port === '' ? defaultPort(url.protocol) : url.port
     for (const rule of rules) {
-      const named = url.hostname === rule.hostname || (rule.suffix !== null && url.hostname.endsWith(rule.suffix))
-      if (named && (rule.port ?? defaultPort(url.protocol)) !== port) return `${rule.suffix === null ? '' : '.'}${rule.hostname}:${port}`
+      if (namesHost(rule, url.hostname) && (rule.port ?? defaultPort(url.protocol)) !== port) return `${rule.suffix === null ? '' : '.'}${rule.hostname}:${port}`
     }
     return undefined
   }
@@ -190,10 +194,7 @@ export function createRedirectAfterValidator(options: RedirectAfterOptions): Red
       } else if ((explicitPort === '' ? defaultPort(url.protocol) : explicitPort) !== rule.port) {
         continue
       }
-      if (hostname === rule.hostname) return true
-      if (rule.suffix !== null && hostname.length > rule.suffix.length && hostname.endsWith(rule.suffix)) {
-        return true
-      }
+      if (namesHost(rule, hostname)) return true
     }
     return false
   }
