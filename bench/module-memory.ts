@@ -23,7 +23,7 @@ const GROUPS: Array<[string, string[]]> = [
   ['@opentelemetry/core', ['@opentelemetry/core']],
   ['@grpc/grpc-js', ['@grpc/grpc-js']],
   ['@grpc/proto-loader + protobufjs', ['@grpc/proto-loader', 'protobufjs']],
-  ['ext-authz gRPC service (grpc-js, proto-loader, protobufjs)', ['./ext-authz/grpc-server.js']],
+  ['ext-authz gRPC service (grpc-js, proto-loader, protobufjs)', ['./checks/envoy-grpc/server.js']],
   ['openid-client + jose', ['openid-client', 'jose']],
   ['yaml', ['yaml']],
   ['ajv', ['ajv']],

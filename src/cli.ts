@@ -22,7 +22,7 @@ import { LiveGateway } from './runtime/live.js'
 import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement } from './ops/management.js'
-import type { ExtAuthzGrpc } from './ext-authz/grpc-server.js'
+import type { ExtAuthzGrpc } from './checks/envoy-grpc/server.js'
 import type { GatewayConfig } from './options/types.js'
 
 const DEFAULT_CONFIG = 'config/gateway.yaml'

@@ -9,7 +9,7 @@ import t from 'tap'
 const ROOT = new URL('../', import.meta.url).pathname
 const SRC = join(ROOT, 'src')
 const text = readFileSync(join(ROOT, 'ARCHITECTURE.md'), 'utf8')
-const MAX_LINES = 150
+const MAX_LINES = 200
 
 /** The rows of the "## Layout" table: the first cell of each, e.g. `src/proxy/`. */
 function layoutEntries(): string[] {

@@ -108,25 +108,25 @@ t.test('the session lifecycle takes a refresh grant, not the provider client', a
   t.notMatch(readFileSync(join(SRC, 'session/lifecycle.ts'), 'utf8'), /OidcClient/)
 })
 
-t.test('src/ext-authz takes the decision as `check` and imports none of the gateway behind it', async (t) => {
+t.test('src/checks/envoy-grpc takes the decision as `check` and imports none of the gateway behind it', async (t) => {
   // The gRPC service is transport only: proxy/, routes/, session/, oidc/ and config/ reach it
   // through the `check` the gateway passes in, so it can be tested and replaced on its own.
-  const allowed = new Set(['ext-authz', 'lib', 'contract/errors.ts', 'ops/logging.ts', 'ops/response-headers.ts'])
+  const allowed = new Set(['checks/envoy-grpc', 'lib', 'contract/errors.ts', 'ops/logging.ts', 'ops/response-headers.ts'])
   const outside: string[] = []
   for (const file of sources(SRC)) {
-    if (folderOf(file) !== 'ext-authz') continue
+    if (!relative(SRC, file).startsWith('checks/envoy-grpc/')) continue
     for (const spec of importsOf(file)) {
       if (!spec.startsWith('.')) continue
       const target = relative(SRC, join(file, '..', spec)).replace(/\.js$/, '.ts')
-      const folder = folderOf(join(SRC, target))
+      const folder = target.startsWith('checks/envoy-grpc/') ? 'checks/envoy-grpc' : folderOf(join(SRC, target))
       if (!allowed.has(folder) && !allowed.has(target)) outside.push(`${relative(SRC, file)} -> ${spec}`)
     }
   }
   t.strictSame(outside, [])
-  t.ok(sources(join(SRC, 'ext-authz')).length > 0, 'the folder exists')
+  t.ok(sources(join(SRC, 'checks/envoy-grpc')).length > 0, 'the folder exists')
 })
 
-t.test('the check dialects render the one decision of proxy/check.ts and make none of their own', async (t) => {
+t.test('the check dialects render the one decision of access/checker.ts and make none of their own', async (t) => {
   // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (ext-authz.ts) and Envoy gRPC (which asks
   // ext-authz.ts through runtime/grpc-check.ts) take their verdict from the Checker; only check.ts, the
   // proxy guard and the open-WebSocket verdict call the access decision itself.
@@ -134,21 +134,21 @@ t.test('the check dialects render the one decision of proxy/check.ts and make no
     .filter((file) => /\bcreateAccessDecision\(/.test(readFileSync(file, 'utf8')))
     .map((file) => relative(SRC, file))
     .sort()
-  t.strictSame(callers, ['proxy/check.ts', 'proxy/guard.ts', 'proxy/websocket-access.ts'])
-  for (const dialect of ['proxy/forward-auth.ts', 'proxy/ext-authz.ts']) {
-    t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\/check\.js'/, `${dialect} renders the Checker's verdict`)
+  t.strictSame(callers, ['access/checker.ts', 'access/decision.ts', 'proxy/guard.ts', 'proxy/websocket-access.ts'])
+  for (const dialect of ['checks/forward-auth.ts', 'checks/envoy-http.ts']) {
+    t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\.\/access\/checker\.js'/, `${dialect} renders the Checker's verdict`)
   }
   t.notMatch(readFileSync(join(SRC, 'runtime/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's extAuthzCheck, not the decision")
 })
 
 t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {
-  // The gRPC check decides without an HTTP request (proxy/ext-authz.ts createGrpcCheck): the
+  // The gRPC check decides without an HTTP request (checks/envoy-http.ts createGrpcCheck): the
   // session stores read a SessionRequest and write a SessionReply, authentication an AuthRequest,
   // the access decision and the checker a DecisionRequest.
-  const decision = [...sources(join(SRC, 'session')), ...['authenticate.ts', 'check.ts'].map((name) => join(SRC, 'proxy', name))]
+  const decision = [...sources(join(SRC, 'session')), ...['authenticate.ts', 'checker.ts', 'decision.ts'].map((name) => join(SRC, 'access', name))]
   const fastify = decision.filter((file) => /FastifyRequest|FastifyReply/.test(readFileSync(file, 'utf8'))).map((file) => relative(SRC, file))
   t.strictSame(fastify, [])
-  t.match(readFileSync(join(SRC, 'proxy/guard.ts'), 'utf8'), /export type AccessDecider = \(req: DecisionRequest, reply: SessionReply/)
+  t.match(readFileSync(join(SRC, 'access/decision.ts'), 'utf8'), /export type AccessDecider = \(req: DecisionRequest, reply: SessionReply/)
 })
 
 t.test('the process model is src/runtime: only the entry points (cli.ts, dev/) import it, and it alone opens Redis', async (t) => {
@@ -197,8 +197,8 @@ t.test('what judges by time reads the injected clock: no Date.now() in the sessi
     'oidc/client.ts',
     'oidc/dpop.ts',
     'oidc/jti-replay.ts',
-    'proxy/authenticate.ts',
-    'proxy/check.ts',
+    'access/authenticate.ts',
+    'access/checker.ts',
     'session/cipher.ts',
     'session/cookie-store.ts',
     'session/cookies.ts',

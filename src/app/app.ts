@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
-import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
+import type { CheckAnswer, CheckInput } from '../checks/envoy-grpc/types.js'
 import { ConfigError } from '../config/load.js'
 import type { GatewayConfig, ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
@@ -21,26 +21,26 @@ import { traceFields, traceRequests, upstreamTracing } from '../ops/request-trac
 import type { Tracing } from '../ops/tracing.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from '../ops/metrics.js'
-import { createRoutingAmbiguityCheck } from '../proxy/ambiguity.js'
-import { createAuthenticator } from '../proxy/authenticate.js'
-import { canonicalHost, createServedHostTest, createUpstreamMatcher, repeatsHost } from '../proxy/match.js'
+import { createRoutingAmbiguityCheck } from '../access/ambiguity.js'
+import { createAuthenticator } from '../access/authenticate.js'
+import { canonicalHost, createServedHostTest, createUpstreamMatcher, repeatsHost } from '../access/match.js'
 import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
 import { identityHeaderUnion } from '../proxy/header-policy.js'
 import { socketGrant, socketVerdict } from '../proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
-import { isInNormalForm, normalizePath } from '../proxy/path.js'
+import { isInNormalForm, normalizePath } from '../access/path.js'
 import { createErrorPage, createProblemAnswer, wantsPage, type PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
-import { forwardAuthRoutes } from '../proxy/forward-auth.js'
-import { createChecker, isCheckRoute } from '../proxy/check.js'
+import { forwardAuthRoutes } from '../checks/forward-auth.js'
+import { createChecker, isCheckRoute } from '../access/checker.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
-import { resourceMetadataRoutes } from '../proxy/resource-metadata.js'
-import type { StepUpJudge } from '../proxy/guard.js'
-import { createStepUpLookup } from '../proxy/rules.js'
-import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../proxy/ext-authz.js'
+import { resourceMetadataRoutes } from '../access/resource-metadata.js'
+import type { StepUpJudge } from '../access/decision.js'
+import { createStepUpLookup } from '../access/rules.js'
+import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../checks/envoy-http.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
@@ -138,7 +138,7 @@ declare module 'fastify' {
     revocations: RevocationList
     /** This configuration's verdict on open WebSockets; a live gateway applies it once it serves. */
     websocketVerdict: SocketVerdict
-    /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (proxy/ext-authz.ts). */
+    /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (checks/envoy-http.ts). */
     extAuthzCheck: (input: CheckInput) => Promise<CheckAnswer>
     /** This configuration's Shared Signals transmitters; a live gateway hands them to the process's loops once it serves. */
     ssf: SsfBinding
@@ -387,7 +387,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   }
   const answerProblem = createProblemAnswer(createErrorPage(pages))
 
-  // The check endpoints' one decision (proxy/check.ts), with its cache.
+  // The check endpoints' one decision (access/checker.ts), with its cache.
   const checker = createChecker({
     upstreams: config.upstreams,
     authenticate,

@@ -7,7 +7,7 @@ import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
 import { isReservedHeaderName } from '../proxy/header-policy.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
-import { globProblem } from '../proxy/public-paths.js'
+import { globProblem } from '../access/public-paths.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
 
 export type FormatCheck = (value: string) => string | undefined
@@ -110,7 +110,7 @@ function checkPathPrefix(value: string): string | undefined {
   if (INVISIBLE.test(value)) return 'must not contain whitespace or control characters'
   if (/[?#\\]/.test(value)) return 'must not contain ?, # or \\'
   // The prefix becomes a Fastify route: `:` would start a parameter and `*` a wildcard there,
-  // and forward-auth's matcher (proxy/match.ts) reads prefixes literally.
+  // and forward-auth's matcher (access/match.ts) reads prefixes literally.
   if (/[:*]/.test(value)) return 'must not contain : or *'
   if (value.includes('//')) return 'must not contain //'
   if (value.includes('..') || value.split('/').includes('.')) return 'must not contain . or .. segments'
@@ -155,7 +155,7 @@ function checkEmail(value: string): string | undefined {
   return valid ? undefined : 'must be an email address'
 }
 
-// `.example.com` stands for the subdomains of example.com (src/proxy/allow.ts).
+// `.example.com` stands for the subdomains of example.com (src/access/allow.ts).
 function checkEmailDomain(value: string): string | undefined {
   if (value.includes('@')) return 'must be a domain without @'
   if (value.includes('*')) return 'must not contain wildcards; write .example.com for the subdomains of example.com'

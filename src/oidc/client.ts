@@ -14,7 +14,7 @@ import { describe, grantProblem, isValidationFailure, ProviderMetadataError } fr
 import { observedFetch, ProviderFaultError, ProviderUnreachableError, type ProviderCallObserver } from './fetch.js'
 import type { Tracer } from '@opentelemetry/api'
 import { failedIdTokenCheck, IdTokenRuleError, idTokenViolation } from './id-token-rules.js'
-import { ProviderKeys } from './keys.js'
+import { ProviderKeys } from './provider-keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
 import { stepUpParameters, type StepUpRequirement } from './step-up.js'
 import { clockClaimOf, clockSkewWords, providerClockOffsetSeconds } from './clock-skew.js'

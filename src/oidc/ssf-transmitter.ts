@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { SsfConfig } from '../options/types.js'
 import { describe } from './errors.js'
 import { ProviderFaultError, providerFetch } from './fetch.js'
-import { ProviderKeys } from './keys.js'
+import { ProviderKeys } from './provider-keys.js'
 import { EVENTS_REQUESTED } from './ssf-event.js'
 import { isObject, type SetErrorCode } from './ssf-set.js'
 

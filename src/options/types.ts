@@ -31,7 +31,7 @@ export interface ServerConfig {
   workers: number | 'auto'
   /** Reload when the file changes (runtime/live.ts), besides SIGHUP. */
   watchConfig: boolean
-  /** Port of the Envoy ext_authz gRPC service (src/ext-authz/grpc-server.ts) on `host`; 0: none. */
+  /** Port of the Envoy ext_authz gRPC service (src/checks/envoy-grpc/server.ts) on `host`; 0: none. */
   extAuthzGrpcPort: number
 }
 
@@ -204,7 +204,7 @@ export interface IdentityHeaderNames {
   authTime: string
 }
 
-/** One of an upstream's per-path rules (proxy/rules.ts): the longest covering `path` decides with its `allow`. */
+/** One of an upstream's per-path rules (access/rules.ts): the longest covering `path` decides with its `allow`. */
 export interface PathRule {
   /** A path prefix, as match.pathPrefix. */
   path: string
@@ -219,7 +219,7 @@ export interface TokenExchangeConfig {
   resource?: string
 }
 
-/** RFC 9728 protected resource metadata of an upstream (proxy/resource-metadata.ts). */
+/** RFC 9728 protected resource metadata of an upstream (access/resource-metadata.ts). */
 export interface ResourceMetadataConfig {
   /** `scopes_supported`. */
   scopes?: string[]

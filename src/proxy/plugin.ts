@@ -4,7 +4,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
 import type { UpstreamTracing } from '../ops/request-tracing.js'
 import { GatewayError } from '../contract/errors.js'
-import { createGuard, type GuardDeps } from './guard.js'
+import { createGuard } from './guard.js'
+import { type GuardDeps } from '../access/decision.js'
 import { createTrustCheck, forwardedValues, type ForwardedHost } from './forwarded.js'
 import {
   GATEWAY_ONLY_HEADERS,
@@ -14,7 +15,7 @@ import {
   scrubResponseHeaders,
   stripCookies,
 } from './header-policy.js'
-import { hostPattern } from './match.js'
+import { hostPattern } from '../access/match.js'
 import { upstreamConnector } from './upstream-tls.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedOriginTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'

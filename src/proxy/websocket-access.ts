@@ -3,8 +3,8 @@ import type { WebSocketConfig } from '../options/types.js'
 import type { Identity } from '../contract/identity.js'
 import { bearerRevoked, issuedAt, type RevocationList } from '../session/revocation.js'
 import type { SessionStore } from '../session/types.js'
-import { createAccessDecision, type StepUpJudge } from './guard.js'
-import { canonicalHost, type UpstreamMatcher } from './match.js'
+import { createAccessDecision, type StepUpJudge } from '../access/decision.js'
+import { canonicalHost, type UpstreamMatcher } from '../access/match.js'
 import type { SocketGrant, SocketVerdict } from './websocket-registry.js'
 
 // The two decisions the WebSocket registry needs from one configuration: the grant an upgrade

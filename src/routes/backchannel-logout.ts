@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
-import { KeysNotLoadedError } from '../oidc/keys.js'
+import { KeysNotLoadedError } from '../oidc/provider-keys.js'
 import { LogoutTokenError, verifyLogoutToken } from '../oidc/logout-token.js'
 import type { Providers } from '../oidc/providers.js'
 import { SECURITY_HEADERS } from '../ops/response-headers.js'

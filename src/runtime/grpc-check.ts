@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify'
-import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../ext-authz/grpc-server.js'
+import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../checks/envoy-grpc/server.js'
 import type { ReadinessCheck } from '../ops/management.js'
 
 // The gRPC ext_authz service in front of the running app: each Check is the running app's
-// extAuthzCheck (proxy/ext-authz.ts), the decision and rendering of the HTTP ext_authz route,
+// extAuthzCheck (checks/envoy-http.ts), the decision and rendering of the HTTP ext_authz route,
 // asked without an HTTP request. The running app is looked up per check, so a reload applies to
 // gRPC checks at once.
 

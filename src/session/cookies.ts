@@ -278,7 +278,7 @@ export class GatewayCookies {
    * `crossSite`: the sign-in returns by a form POST from the provider's site (response_mode
    * form_post), which a browser sends this cookie with only when it is SameSite=None, and
    * SameSite=None only counts with Secure (RFC 6265bis 4.1.2.7; browsers keep Secure cookies of
-   * https and loopback origins, config/checks.ts refuses the rest). Only this cookie gets it:
+   * https and loopback origins, config/cross-key-rules.ts refuses the rest). Only this cookie gets it:
    * it opens for its own state only and is cleared by the callback.
    */
   writeTransaction(req: SessionRequest, reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number, crossSite = false): void {

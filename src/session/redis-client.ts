@@ -106,7 +106,7 @@ function parseHostPort(value: string): HostPort {
   return { host, port: Number(value.slice(at + 1)) }
 }
 
-/** The topology the session configuration names, if any (config/checks.ts allows at most one). */
+/** The topology the session configuration names, if any (config/cross-key-rules.ts allows at most one). */
 export function redisTopology(session: SessionConfig): RedisTopology | undefined {
   const { redis } = session
   if (session.redisUrl !== undefined) return { kind: 'single', url: session.redisUrl }

@@ -38,7 +38,7 @@ import type { Session, SessionSelector, SessionStore } from './types.js'
 // - An entry's time is when the sessions were ended: the logout's, or a Shared Signals event's own
 //   time (CAEP 1.0 2 `event_timestamp`, else the SET's `iat`), never later than now: an event
 //   received late ends only the sessions signed in before it happened.
-// - The same entries refuse Bearer access tokens (proxy/authenticate.ts), whatever the session
+// - The same entries refuse Bearer access tokens (access/authenticate.ts), whatever the session
 //   store: a token is judged as a session created at its `iat` (RFC 9068 2.2).
 // - The list never fails open. Memory: when one provider's entries are full, its oldest entry is
 //   folded into that provider's floor, and every session of that provider created at or before the

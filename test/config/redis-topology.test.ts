@@ -13,7 +13,7 @@ import type { GatewayConfig } from '../../src/options/types.js'
 // Where Redis is (issue "Sessions that survive a Redis failover"): one node (session.redisUrl),
 // Sentinel (session.redis.sentinels) or Cluster (session.redis.cluster), never two; the data
 // nodes' username, password and tls only with the last two; waitReplicas only with one of them.
-// Each refusal names its key path (config/checks.ts checkRedisStore, config/formats.ts host-port).
+// Each refusal names its key path (config/cross-key-rules.ts checkRedisStore, config/formats.ts host-port).
 
 const ONE_OF = 'give one of session.redisUrl, session.redis.sentinels and session.redis.cluster'
 const URL_ = 'redis://127.0.0.1:6379/0'

@@ -13,7 +13,7 @@ t.test('tokenExchange: valid forms are kept as written', async (t) => {
   const config = resolve(withUpstream({ tokenExchange: { audience: 'orders-api', scope: ['orders.read'] } }))
   t.same(config.upstreams[0]?.tokenExchange, { audience: 'orders-api', scope: ['orders.read'] })
   t.equal(resolve().upstreams[0]?.tokenExchange, undefined, 'absent by default: no exchange')
-  t.equal(resolve().upstreams[0]?.resourceMetadata, undefined, 'unset by default (on: proxy/resource-metadata.ts decides)')
+  t.equal(resolve().upstreams[0]?.resourceMetadata, undefined, 'unset by default (on: access/resource-metadata.ts decides)')
 })
 
 t.test('tokenExchange: refused values, naming the key', async (t) => {

@@ -13,7 +13,7 @@ import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
 import { HTTP_PORT, MANAGEMENT_PORT } from '../fixtures/k8s-checks.js'
 import { type K8sObject, type Rendered, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, sidecarProblems, stringValues } from '../fixtures/k8s-objects.js'
 import { kustomizations, kustomize } from '../fixtures/kustomize.js'
-import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '../../src/proxy/forward-auth.js'
+import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '../../src/checks/forward-auth.js'
 import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 
 // Every kustomization under docker/k8s renders (kubectl 1.35, kustomize v5.7, of test/fixtures/
@@ -27,7 +27,7 @@ import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
 const DOCKERFILE = new URL('../../docker/Dockerfile', import.meta.url)
 
 
-/** The identity headers of forward-auth's 200 (proxy/forward-auth.ts). */
+/** The identity headers of forward-auth's 200 (checks/forward-auth.ts). */
 const AUTH_REQUEST_HEADERS = Object.values(FORWARD_AUTH_IDENTITY_HEADERS)
 /**
  * What the forward-auth overlays copy from the check's answer: the identity headers, then the

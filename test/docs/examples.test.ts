@@ -2,7 +2,7 @@
 // docs/getting-started.md's file for the development provider) pass the gateway's own
 // validation, and protect what their prose says: the application for any signed-in user,
 // `/public/**` for everyone, `/admin` and below for the group `admins` only, by a rule of the
-// one upstream. Decided by the gateway's own router and access decision (proxy/match.ts,
+// one upstream. Decided by the gateway's own router and access decision (access/match.ts,
 // proxy/guard.ts), with the users the prose names: `alice` (admins, staff), `bob` (staff).
 
 import { readFileSync } from 'node:fs'
@@ -12,9 +12,9 @@ import { pino } from 'pino'
 import t from 'tap'
 import { parseConfig } from '../../src/config/load.js'
 import type { Identity } from '../../src/contract/identity.js'
-import type { Authenticator } from '../../src/proxy/authenticate.js'
-import { createAccessDecision, type AccessDecision } from '../../src/proxy/guard.js'
-import { createUpstreamMatcher } from '../../src/proxy/match.js'
+import type { Authenticator } from '../../src/access/authenticate.js'
+import { createAccessDecision, type AccessDecision } from '../../src/access/decision.js'
+import { createUpstreamMatcher } from '../../src/access/match.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 import { ROOT } from '../fixtures/markdown.js'
 

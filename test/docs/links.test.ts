@@ -132,7 +132,7 @@ t.test('the key pattern reads what prose writes, and nothing else', async (t) =>
   t.equal(keyNamed('session.store: redis'), 'session.store')
   t.equal(keyNamed('allow.groups'), 'upstreams[].allow.groups')
   t.equal(keyNamed('bearer.introspection'), 'provider.bearer.introspection')
-  for (const other of ['app.revocations.size()', 'process.env', 'redis.yaml', 'src/proxy/check.ts', 'server', 'ogw_1']) t.equal(keyNamed(other), undefined, other)
+  for (const other of ['app.revocations.size()', 'process.env', 'redis.yaml', 'src/access/checker.ts', 'server', 'ogw_1']) t.equal(keyNamed(other), undefined, other)
   t.ok(isKey('upstreams[].allow.claims.hd'), 'any name below a map')
   t.notOk(isKey('provider.timeoutMS'))
 })

@@ -5,7 +5,7 @@ import type { Stack } from '../fixtures/stack.js'
 
 // A Bearer JWT the gateway verified and cached stops working once the provider withdraws the key
 // that signed it (a key compromise: the provider rotates to a new key and takes the old one out
-// of its JWKS), at the next JWKS fetch, not at the token's `exp` (src/oidc/keys.ts generations).
+// of its JWKS), at the next JWKS fetch, not at the token's `exp` (src/oidc/provider-keys.ts generations).
 
 function bearer(stack: Stack, token: string) {
   return rawRequest(stack.gw, '/api', { headers: { accept: 'application/json', authorization: `Bearer ${token}` } })

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { BearerVerifier } from '../../src/oidc/bearer.js'
-import { MAX_AGE_MS, ProviderKeys } from '../../src/oidc/keys.js'
+import { MAX_AGE_MS, ProviderKeys } from '../../src/oidc/provider-keys.js'
 import { startAdversarialProvider } from '../fixtures/adversarial-provider.js'
 import { manualClock } from '../fixtures/clock.js'
 import { CLIENT_ID, type Teardown } from '../fixtures/stack.js'
 
-// The generation of the provider's keys (src/oidc/keys.ts) and the Bearer verifier's cache that
+// The generation of the provider's keys (src/oidc/provider-keys.ts) and the Bearer verifier's cache that
 // follows it: a key withdrawn from the JWKS stops vouching for cached tokens at the age refresh,
 // which using a cached token starts by itself, on a clock the test moves.
 

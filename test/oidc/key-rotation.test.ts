@@ -6,7 +6,7 @@ import type { Stack } from '../fixtures/stack.js'
 
 // A token signed with a key the gateway has not seen yet (the provider
 // rotated: a new kid, published after the gateway fetched the JWKS) costs one JWKS refetch and
-// then verifies; tokens with made-up kids cost at most one refetch per interval (src/oidc/keys.ts).
+// then verifies; tokens with made-up kids cost at most one refetch per interval (src/oidc/provider-keys.ts).
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

@@ -8,7 +8,7 @@ import type { Identity } from '../../src/contract/identity.js'
 import type { ExchangedToken } from '../../src/oidc/client.js'
 import { Providers, type Provider } from '../../src/oidc/providers.js'
 import type { UpstreamConfig } from '../../src/options/types.js'
-import { bearerChallenge } from '../../src/proxy/bearer-challenge.js'
+import { bearerChallenge } from '../../src/access/bearer-challenge.js'
 import { createTokenExchanger, reuseUntil } from '../../src/proxy/token-exchange.js'
 import { manualClock } from '../fixtures/clock.js'
 

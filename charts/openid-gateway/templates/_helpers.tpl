@@ -247,7 +247,7 @@ it unasked, a listed gRPC check only what it names).
 {{- end -}}
 
 {{/*
-What forward-auth's 200 carries and the ingress copies onto the request (proxy/forward-auth.ts's
+What forward-auth's 200 carries and the ingress copies onto the request (checks/forward-auth.ts's
 X-Auth-Request-* identity headers, the access token with forwardAccessToken or tokenExchange,
 Authorization with tokenExchange), then the request-target and method overrides the gateway's proxy strips
 (proxy/header-policy.ts): the answer never carries those, so the ingress removes the client's copy.

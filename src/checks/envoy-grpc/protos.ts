@@ -5,7 +5,7 @@ import protobuf from 'protobufjs'
 
 // The .proto files of the ext_authz service (protos/, trimmed copies of Envoy's, googleapis' and
 // gRPC's with their package names and field numbers: see each file's header), found next to this
-// module: src/ext-authz/protos under the tests, build/ext-authz/protos once built (the build
+// module: src/checks/envoy-grpc/protos under the tests, build/checks/envoy-grpc/protos once built (the build
 // script copies them, tsc does not). The service and the test client load them with the same
 // options, so both sides see messages of one shape.
 

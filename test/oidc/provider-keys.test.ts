@@ -1,10 +1,10 @@
 import * as jose from 'jose'
 import t from 'tap'
-import { KeysNotLoadedError, MAX_AGE_MS, ProviderKeys, UNKNOWN_KEY_REFETCH_MS } from '../../src/oidc/keys.js'
+import { KeysNotLoadedError, MAX_AGE_MS, ProviderKeys, UNKNOWN_KEY_REFETCH_MS } from '../../src/oidc/provider-keys.js'
 import { startAdversarialProvider, type AdversarialProvider } from '../fixtures/adversarial-provider.js'
 import type { Teardown } from '../fixtures/stack.js'
 
-// The refetch rules of the provider's key set, on a clock the test moves (src/oidc/keys.ts).
+// The refetch rules of the provider's key set, on a clock the test moves (src/oidc/provider-keys.ts).
 
 interface Setup {
   keys: ProviderKeys

@@ -22,7 +22,7 @@
 // - `/api/v1/openid` and everything below it belong to the gateway's own routes (reserved.ts),
 //   never to an upstream.
 //
-// test/proxy/match.test.ts cross-checks this function against the real router.
+// test/access/match.test.ts cross-checks this function against the real router.
 
 import type { UpstreamConfig } from '../options/types.js'
 import { asciiLower } from '../lib/url-chars.js'

@@ -1,4 +1,4 @@
-import { asciiLower } from '../lib/url-chars.js'
+import { asciiLower } from '../../lib/url-chars.js'
 import type { CheckInput } from './types.js'
 
 // Envoy's CheckRequest (envoy/service/auth/v3/external_auth.proto, attribute_context.proto) as

@@ -6,8 +6,8 @@ import { isIP } from 'node:net'
 import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
 import { canonicalHeaderName } from '../proxy/header-policy.js'
-import { foldPath } from '../proxy/ambiguity.js'
-import { createPublicPathMatcher } from '../proxy/public-paths.js'
+import { foldPath } from '../access/ambiguity.js'
+import { createPublicPathMatcher } from '../access/public-paths.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../options/types.js'
@@ -303,7 +303,7 @@ function ruleIndexes(read: Read, upstream: number): number[] {
   return rules === undefined ? [] : rules.map((_, index) => index)
 }
 
-// Per-path rules (proxy/rules.ts): each must be able to decide some request, and which one decides
+// Per-path rules (access/rules.ts): each must be able to decide some request, and which one decides
 // a path must never depend on the order they are written in or on how a case-insensitive upstream
 // spells the path. Refused, naming the rule's path:
 // - a path outside the upstream's prefix, which no request of the upstream reaches, or equal to

@@ -17,7 +17,7 @@
 //   whose `allow` names anything makes its path need one even on an `auth: optional` upstream
 //   (PathPolicy.needsSignIn): it would otherwise refuse signed-in users and pass anyone else. `auth`,
 //   `publicPaths` and `allowPreflight` are decided first (guard.ts), so a public path stays public
-//   inside a rule's path. A rule whose own path is public could never apply: config/checks.ts
+//   inside a rule's path. A rule whose own path is public could never apply: config/cross-key-rules.ts
 //   refuses it, as it refuses two rules with the same path (also the same once case and trailing
 //   dots are folded, ambiguity.ts), a path outside the upstream's prefix, and rules on an upstream
 //   with `auth: none`.

@@ -1,7 +1,7 @@
-// proxy/resource-metadata.ts: which upstreams publish, and on which hosts (docs/features/token-exchange.md).
+// access/resource-metadata.ts: which upstreams publish, and on which hosts (docs/features/token-exchange.md).
 
 import t from 'tap'
-import { documentHosts, publishesResourceMetadata, resourceMetadataDocument, resourceMetadataUrl } from '../../src/proxy/resource-metadata.js'
+import { documentHosts, publishesResourceMetadata, resourceMetadataDocument, resourceMetadataUrl } from '../../src/access/resource-metadata.js'
 import { resolve, withUpstream, type Tree } from '../fixtures/config/base.js'
 import type { UpstreamConfig } from '../../src/options/types.js'
 

@@ -1,10 +1,10 @@
 import * as jose from 'jose'
 import t from 'tap'
-import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.js'
-import { gatewayCookies, startStack } from '../fixtures/stack.js'
+import { checkRequest, serveGatewayGrpc } from '../../fixtures/ext-authz-grpc.js'
+import { gatewayCookies, startStack } from '../../fixtures/stack.js'
 
 // Envoy's gRPC ext_authz for an upstream with tokenExchange (RFC 8693): the same decision as the
-// HTTP check (proxy/ext-authz.ts allowHeaders), so OK sets the exchanged token as `authorization`
+// HTTP check (checks/envoy-http.ts allowHeaders), so OK sets the exchanged token as `authorization`
 // over the client's own, and a refused exchange is PERMISSION_DENIED with 403.
 
 const APP = 'app.example.com'

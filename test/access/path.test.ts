@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { isInNormalForm, normalizePath } from '../../src/proxy/path.js'
+import { isInNormalForm, normalizePath } from '../../src/access/path.js'
 
 const NUM_RUNS = 3000
 

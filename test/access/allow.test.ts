@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { createAllowPolicy } from '../../src/proxy/allow.js'
+import { createAllowPolicy } from '../../src/access/allow.js'
 import type { AllowRules } from '../../src/options/types.js'
 
 /** The policy as a yes/no answer; the refusal's fields have their own tests below. */

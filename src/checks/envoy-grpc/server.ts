@@ -8,8 +8,8 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js'
 import type { FastifyBaseLogger } from 'fastify'
-import { GatewayError, type ProblemCode } from '../contract/errors.js'
-import { PROBLEM_HEADERS } from '../ops/response-headers.js'
+import { GatewayError, type ProblemCode } from '../../contract/errors.js'
+import { PROBLEM_HEADERS } from '../../ops/response-headers.js'
 import { checkInputOf } from './check-input.js'
 import { checkResponse, type CheckResponse } from './check-response.js'
 import { AUTHORIZATION_SERVICE, loadExtAuthzServices, serverAuthorizationService } from './protos.js'

@@ -8,7 +8,7 @@ import { ASSERTION_JWKS_PATH, FORWARD_AUTH_PATH, isGatewayPath } from '../contra
 import type { UrlRedactor } from '../ops/logging.js'
 import type { Authenticator } from './authenticate.js'
 import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, isPreflight, logForbidden, logStepUp, signInLocation, type AccessDecider, type DecisionRequest, type StepUpJudge } from './guard.js'
+import { createAccessDecision, isPreflight, logForbidden, logStepUp, signInLocation, type AccessDecider, type DecisionRequest, type StepUpJudge } from './decision.js'
 import type { StepUpRequirement } from '../oidc/step-up.js'
 import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher } from './match.js'

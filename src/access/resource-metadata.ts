@@ -6,7 +6,7 @@ import { hostPattern } from './match.js'
 // an API or agent client finds which provider issues tokens for an upstream and which scopes it
 // takes, without configuration of its own.
 //
-// - Every upstream with `auth` other than `none` accepts Bearer tokens (proxy/authenticate.ts
+// - Every upstream with `auth` other than `none` accepts Bearer tokens (access/authenticate.ts
 //   tries one whenever no session signs in, from any provider the upstream accepts), so each has
 //   its document unless `resourceMetadata: false` turns it off (an API that publishes its own).
 // - The upstream is the protected resource; its resource identifier (RFC 9728 1.2) is the public

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
-import type { CheckAnswer, CheckInput } from '../ext-authz/types.js'
+import type { CheckAnswer, CheckInput } from './envoy-grpc/types.js'
 import type { Identity } from '../contract/identity.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import type { AccessLog } from '../ops/access-log.js'
@@ -9,12 +9,12 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SetCookieLines } from '../session/cookies.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
-import { checkContext, checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from './check.js'
-import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from './guard.js'
-import type { IdentityAssertions } from './identity-assertion.js'
-import type { TokenExchanger } from './token-exchange.js'
-import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, identityHeadersToRemove, isHeaderSafeToken, stripCookies, type IdentityHeaderUnion } from './header-policy.js'
-import { canonicalHost, isHostValue } from './match.js'
+import { checkContext, checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from '../access/checker.js'
+import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from '../access/decision.js'
+import type { IdentityAssertions } from '../proxy/identity-assertion.js'
+import type { TokenExchanger } from '../proxy/token-exchange.js'
+import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, identityHeadersToRemove, isHeaderSafeToken, stripCookies, type IdentityHeaderUnion } from '../proxy/header-policy.js'
+import { canonicalHost, isHostValue } from '../access/match.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
@@ -42,7 +42,7 @@ import { canonicalHost, isHostValue } from './match.js'
 // starts the transaction (its cookie, PKCE, state and nonce, and any pushed authorization
 // request) under the sign-in rate limit: a check never calls the provider to start a sign-in.
 //
-// The gRPC service (server.extAuthzGrpcPort, ext-authz/grpc-server.ts) asks the same decision
+// The gRPC service (server.extAuthzGrpcPort, checks/envoy-grpc/server.ts) asks the same decision
 // (createExtAuthzDecision) directly, without an HTTP request: it reads the cookies of the request
 // Envoy describes, collects the cookies a refresh sets as Set-Cookie lines, and renders a refusal
 // with the same problem+json or page as the HTTP route (createGrpcCheck).
@@ -282,7 +282,7 @@ export interface GrpcCheckDeps {
 const NO_COOKIES: Readonly<Record<string, string | undefined>> = Object.freeze({})
 
 /**
- * The gRPC ext_authz check: the request Envoy describes (ext-authz/check-input.ts) decided as the
+ * The gRPC ext_authz check: the request Envoy describes (checks/envoy-grpc/check-input.ts) decided as the
  * HTTP route decides it, rendered as a CheckAnswer. `input.upstream` (Envoy's context_extensions)
  * names the upstream whose rules apply; only Envoy's route configuration can set it.
  */

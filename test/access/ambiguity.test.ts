@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { createRoutingAmbiguityCheck, foldPath } from '../../src/proxy/ambiguity.js'
-import { createUpstreamMatcher } from '../../src/proxy/match.js'
-import { normalizePath } from '../../src/proxy/path.js'
+import { createRoutingAmbiguityCheck, foldPath } from '../../src/access/ambiguity.js'
+import { createUpstreamMatcher } from '../../src/access/match.js'
+import { normalizePath } from '../../src/access/path.js'
 import { resolve, type Tree } from '../fixtures/config/base.js'
 
 function checkFor(list: Tree[]) {

@@ -1,0 +1,240 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyBaseLogger } from 'fastify'
+import type { UpstreamConfig } from '../options/types.js'
+import { GatewayError } from '../contract/errors.js'
+import { refreshPath, signInPath } from '../contract/endpoints.js'
+import type { AllowRefusal } from './allow.js'
+import { createPathPolicies, type PathPolicy } from './rules.js'
+import type { Identity } from '../contract/identity.js'
+import { bearerTokenOf, type AuthRequest, type Authenticator } from './authenticate.js'
+import type { SessionReply } from '../session/types.js'
+import { createPublicPathMatcher } from './public-paths.js'
+import { bearerChallenge, type BearerChallengeParams } from './bearer-challenge.js'
+import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '../oidc/step-up.js'
+
+// The access decision of one upstream: whether a request is signed in, may pass, and with which
+// identity. The one decision core: the proxy's guard (proxy/guard.ts), the check endpoints'
+// Checker (checker.ts) and the open-WebSocket verdict ask it, and only their answers differ (a
+// redirect or proxying, a status code, a close). It reads no Fastify request, so a gRPC check
+// decides exactly as an HTTP request does. It opens the session cookie once and calls the
+// provider only to refresh.
+
+export interface GuardDeps {
+  authenticate: Authenticator
+  publicUrl: string
+  /** routes/redirect-after.ts's rule: a redirectAfter value as the redirect endpoint would accept it, or null. */
+  validateRedirectAfter: (value: string) => string | null
+  /** The time and clock tolerance step-up rules are judged by (allow.maxAuthAgeSeconds). */
+  stepUp?: StepUpJudge
+}
+
+/**
+ * What a step-up rule's `auth_time` is judged by: the gateway's clock, in epoch seconds, and the
+ * clock skew allowed for each provider (its clockToleranceSeconds, as at the callback).
+ */
+export interface StepUpJudge {
+  nowSeconds(): number
+  toleranceSeconds(provider: string): number
+}
+
+/** Without a judge: the system clock and no tolerance. */
+const SYSTEM_JUDGE: StepUpJudge = { nowSeconds: () => Math.floor(Date.now() / 1000), toleranceSeconds: () => 0 }
+
+/** The request an access decision is about, as the caller has established it. */
+export interface AccessRequest {
+  /** The normalized path (normalizePath), without the query. */
+  path: string
+  /** A CORS preflight: OPTIONS with Access-Control-Request-Method. */
+  preflight: boolean
+}
+
+/**
+ * `pass` with the identity to assert (null: anonymous, no identity headers; `until`: epoch ms at
+ * which a step-up rule's max age stops passing it); `unauthenticated`
+ * when a sign-in is needed (`expired`: there was one, but its access token could not be renewed
+ * here; `refreshable`: the refresh endpoint can renew it); `forbidden` when signed in but refused
+ * by the `allow` rules; `step_up` when admitted by them but not authenticated as their `acr` or
+ * `maxAuthAgeSeconds` ask (`bearer`: the identity is the request's Bearer token, which a sign-in
+ * cannot upgrade).
+ */
+export type AccessDecision =
+  | { outcome: 'pass'; identity: Identity | null; until?: number }
+  | { outcome: 'step_up'; identity: Identity; requirement: StepUpRequirement; shortfall: StepUpShortfall; bearer: boolean; rulePath?: string }
+  | { outcome: 'unauthenticated'; expired: boolean; refreshable: boolean }
+  | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal; rulePath?: string }
+
+/**
+ * A CORS preflight: OPTIONS with Access-Control-Request-Method (Fetch standard, CORS-preflight
+ * request). The check endpoints pass the original request's method and the client's headers.
+ */
+export function isPreflight(method: string, headers: IncomingHttpHeaders): boolean {
+  return method === 'OPTIONS' && headers['access-control-request-method'] !== undefined
+}
+
+/** What a decision reads of a request (AuthRequest), and where it logs. */
+export interface DecisionRequest extends AuthRequest {
+  readonly log: FastifyBaseLogger
+}
+
+export type AccessDecider = (req: DecisionRequest, reply: SessionReply, request: AccessRequest) => Promise<AccessDecision>
+
+const ANONYMOUS: AccessDecision = { outcome: 'pass', identity: null }
+
+/**
+ * Claims already warned about, per upstream (its configuration object, which the guard and
+ * forward-auth share): once each.
+ */
+const missingClaimsWarned = new WeakMap<UpstreamConfig, Set<string>>()
+
+/**
+ * The log line of a 403 by the `allow` rules: who (`sub`), where (`upstream`), which rule and why
+ * (never a claim value). A claim the identity lacks is also a configuration problem (the scope or
+ * mapper that adds it is missing), said once per upstream and claim as a warning.
+ */
+export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'forbidden' }>, fields: Record<string, unknown> = {}): void {
+  const { refusal } = decision
+  const at = decision.rulePath === undefined ? {} : { path: decision.rulePath }
+  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, ...at, rule: refusal.rule, reason: refusal.reason, ...fields }, 'access refused by the allow rules')
+  if (refusal.missingClaim === undefined) return
+  let warned = missingClaimsWarned.get(upstream)
+  if (warned === undefined) missingClaimsWarned.set(upstream, (warned = new Set()))
+  if (warned.has(refusal.missingClaim)) return
+  warned.add(refusal.missingClaim)
+  req.log.warn(
+    { upstream: upstream.name, rule: refusal.rule, claim: refusal.missingClaim },
+    `an allow rule needs the \`${refusal.missingClaim}\` claim and a session does not carry it: request the scope or mapper that adds it`,
+  )
+}
+
+/**
+ * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
+ * any session; a preflight passes when the upstream allows preflights; otherwise the caller must
+ * be signed in (session or Bearer of a provider it accepts, see authenticate.ts) unless `auth: optional`
+ * on a path whose `allow` names nothing (optionalSignIn), and then pass the
+ * `allow` rules: those of the most specific of the upstream's `rules` covering the path, else the
+ * upstream's own (rules.ts).
+ */
+export function createAccessDecision(upstream: UpstreamConfig, authenticator: Authenticator, judge: StepUpJudge = SYSTEM_JUDGE): AccessDecider {
+  const isPublic = createPublicPathMatcher(upstream.publicPaths)
+  const policyFor = createPathPolicies(upstream)
+  const authenticate = authenticator(upstream.providers)
+  return async function decide(req, reply, request) {
+    if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
+    if (upstream.allowPreflight && request.preflight) return ANONYMOUS
+    const identity = await authenticate(req, reply)
+    const pathPolicy = policyFor(request.path)
+    if (identity === undefined || identity === 'expired' || identity === 'refreshable' || identity === 'invalid_token') {
+      if (optionalSignIn(upstream, pathPolicy)) return ANONYMOUS
+      return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
+    }
+    const { policy, path, stepUp } = pathPolicy
+    const allowed = policy(identity.claims, identity.provider)
+    if (!allowed.allowed) return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
+    // Without allow.acr or allow.maxAuthAgeSeconds this property test is all step-up costs.
+    if (stepUp === undefined) return { outcome: 'pass', identity }
+    return stepUpDecision(identity, stepUp, path, req, judge)
+  }
+}
+
+/**
+ * Whether a request without a sign-in passes anonymously: only on an `auth: optional` upstream,
+ * and only where the deciding `allow` names nothing. An `allow` that names who may pass (or how
+ * they authenticated) is about a signed-in user; passing anyone signed out there would open to
+ * strangers what it refuses to signed-in users, so such a path needs a sign-in as `required` does.
+ */
+export function optionalSignIn(upstream: Pick<UpstreamConfig, 'auth'>, policy: Pick<PathPolicy, 'needsSignIn'>): boolean {
+  return upstream.auth === 'optional' && !policy.needsSignIn
+}
+
+/**
+ * The verdict of a step-up rule on an identity its `allow` admits. Only who the user is (the other
+ * kinds) is a 403; how they authenticated is fixed by authenticating again, so it asks for that.
+ */
+function stepUpDecision(identity: Identity, requirement: StepUpRequirement, path: string | undefined, req: DecisionRequest, judge: StepUpJudge): AccessDecision {
+  const now = judge.nowSeconds()
+  const tolerance = judge.toleranceSeconds(identity.provider)
+  const shortfall = stepUpShortfall(identity.claims, requirement, now, tolerance)
+  if (shortfall === undefined) {
+    if (requirement.maxAge === undefined) return { outcome: 'pass', identity }
+    // A cached verdict must not outlive the authentication's age limit (check.ts).
+    return { outcome: 'pass', identity, until: ((identity.claims.auth_time as number) + requirement.maxAge + tolerance) * 1000 }
+  }
+  const bearer = isBearerOf(req.headers.authorization, identity.accessToken)
+  const decision: AccessDecision = { outcome: 'step_up', identity, requirement, shortfall, bearer }
+  return path === undefined ? decision : { ...decision, rulePath: path }
+}
+
+/** Whether the identity is the request's own Bearer token (authenticate.ts prefers a session). */
+function isBearerOf(authorization: string | undefined, accessToken: string): boolean {
+  return bearerTokenOf(authorization) === accessToken
+}
+
+/** The log line of a step-up: who, where, and what fell short (never a claim value). */
+export function logStepUp(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'step_up' }>, fields: Record<string, unknown> = {}): void {
+  const at = decision.rulePath === undefined ? {} : { path: decision.rulePath }
+  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, ...at, shortfall: decision.shortfall, bearer: decision.bearer, ...fields }, 'step-up authentication required')
+}
+
+/**
+ * RFC 9470 3: the 401 of a request whose authentication does not meet a step-up rule, with the
+ * `insufficient_user_authentication` challenge naming what would (`acr_values`, `max_age`), and
+ * where a browser signs in for it (`signInUrl`, whose redirect endpoint asks the provider for it).
+ * `challenge`: more parameters of the same challenge (RFC 9728 `resource_metadata`).
+ */
+export function stepUpError(requirement: StepUpRequirement, signInUrl: string, challenge: BearerChallengeParams = {}): GatewayError {
+  const acrValues = requirement.acrValues?.join(' ')
+  const extensions: Record<string, unknown> = { signInUrl }
+  if (acrValues !== undefined) extensions.acr_values = acrValues
+  if (requirement.maxAge !== undefined) extensions.max_age = requirement.maxAge
+  const params: BearerChallengeParams = {
+    error: 'insufficient_user_authentication',
+    error_description: 'A different authentication level is required',
+    acr_values: acrValues,
+    max_age: requirement.maxAge === undefined ? undefined : String(requirement.maxAge),
+    ...challenge,
+  }
+  return new GatewayError('insufficient_user_authentication', 'this resource needs a stronger or more recent sign-in', {
+    headers: { 'www-authenticate': bearerChallenge(params) },
+    extensions,
+  })
+}
+
+/**
+ * The 401 of the contract: `WWW-Authenticate: Bearer` (RFC 6750 3.1) and where to sign in.
+ * `challenge`: more parameters of the Bearer challenge (RFC 9728 `resource_metadata`), after `error`.
+ */
+export function unauthenticatedError(expired: boolean, signInUrl: string, challenge: BearerChallengeParams = {}): GatewayError {
+  return new GatewayError('unauthenticated', expired ? 'the sign-in has expired, or the Bearer token was refused' : 'sign in first', {
+    headers: { 'www-authenticate': bearerChallenge(expired ? { error: 'invalid_token', ...challenge } : challenge) },
+    extensions: { signInUrl },
+  })
+}
+
+/**
+ * Where a browser is sent to sign in (or to refresh) for `scheme://host<target>`: the redirect
+ * endpoint on the public origin, with the request's own URL as `redirectAfter` when the redirect
+ * endpoint would accept it (the public origin or an allowed host), else its path. The sign-in
+ * starts on the public origin, where the callback is: the transaction's browser binding is a
+ * host-only cookie (session/cookies.ts), so a sign-in begun on another host could not finish.
+ */
+export function signInLocation(
+  deps: Pick<GuardDeps, 'publicUrl' | 'validateRedirectAfter'>,
+  request: { scheme: string; host: string; target: string },
+  refreshable: boolean,
+): string {
+  const { publicUrl, validateRedirectAfter } = deps
+  const back = validateRedirectAfter(`${request.scheme}://${request.host}${request.target}`) ?? validateRedirectAfter(request.target) ?? undefined
+  return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))
+}
+
+/**
+ * The 403 of the `allow` rules. `rulePath`: the path of the per-path rule that refused (the
+ * upstream's own `allow` admits the rest), named in the detail and as the `refusedPath` extension,
+ * so that a person refused `/admin` is not told the whole application is closed to them. It is a
+ * prefix of the path the client asked for: it says nothing the client does not know, but which
+ * part of it is refused.
+ */
+export function forbiddenError(rulePath?: string): GatewayError {
+  if (rulePath === undefined) return new GatewayError('forbidden', 'your account is not allowed to use this application')
+  return new GatewayError('forbidden', `your account is not allowed to use ${rulePath} of this application`, { extensions: { refusedPath: rulePath } })
+}
