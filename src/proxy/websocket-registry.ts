@@ -38,8 +38,11 @@ export interface SocketGrant {
   endsAt: number
 }
 
-/** Whether a grant still holds under the configuration serving now (app.ts decides). */
-export type SocketVerdict = (grant: SocketGrant) => Promise<boolean>
+/** The configuration serving now's verdict on open sockets (websocket-access.ts SocketAccess). */
+export interface SocketVerdict {
+  /** Whether `grant` still holds. */
+  holds(grant: SocketGrant): Promise<boolean>
+}
 
 interface SocketSetter {
   setSocket(this: WebSocket, socket: Duplex, head: Buffer, options: object): void
@@ -113,7 +116,7 @@ export class WebSocketRegistry {
     if (verdict === undefined) return
     await Promise.all(
       [...this.#open].map(async (tracked) => {
-        const holds = await verdict(tracked).catch(() => false)
+        const holds = await verdict.holds(tracked).catch(() => false)
         if (!holds) close(tracked, 'access ended')
       }),
     )
