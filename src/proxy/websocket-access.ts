@@ -5,7 +5,6 @@ import { bearerRevoked, issuedAt, type RevocationList } from '../session/revocat
 import type { SessionStore } from '../session/types.js'
 import type { AccessDecisions } from '../access/decision.js'
 import { canonicalHost, type UpstreamMatcher } from '../access/match.js'
-import type { SocketGrant, SocketVerdict } from './websocket-registry.js'
 
 // The two decisions the WebSocket registry needs from one configuration: the grant an upgrade
 // is opened under (when its socket must close at the latest, which session it belongs to), and
@@ -13,6 +12,21 @@ import type { SocketGrant, SocketVerdict } from './websocket-registry.js'
 // its path and host, `auth`, `publicPaths`, the upstream's providers and `allow` rules), asked
 // again after a reload and by the registry's sweep (SocketAccess.holds, which asks access/'s
 // UpstreamAccess.decideFor with the grant's identity: nothing is refreshed or written).
+
+/** What an upgrade was allowed under: the request (its cookies, host and path) and who it was. */
+export interface SocketGrant {
+  req: FastifyRequest
+  identity: Identity | null
+  /** The gateway session it was opened with; undefined for a Bearer token or no sign-in. */
+  sessionId: string | undefined
+  /**
+   * When what it was opened with began (epoch seconds): the session's sign-in, or the Bearer
+   * token's `iat`; undefined when unknown (a token without `iat`, or no sign-in).
+   */
+  issuedAt?: number | undefined
+  /** Epoch milliseconds at which the socket is closed whatever happens. */
+  endsAt: number
+}
 
 export interface SocketAccessDeps {
   store: SessionStore
@@ -34,7 +48,7 @@ function pathOf(url: string): string {
 }
 
 /** The WebSocket access of one configuration: the grant an upgrade opens under, and whether a grant still holds. */
-export class SocketAccess implements SocketVerdict {
+export class SocketAccess {
   readonly #deps: SocketAccessDeps
 
   constructor(deps: SocketAccessDeps) {
