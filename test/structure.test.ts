@@ -129,12 +129,13 @@ t.test('src/checks/envoy-grpc takes the decision as `check` and imports none of 
 t.test('the check dialects render the one decision of access/checker.ts and make none of their own', async (t) => {
   // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (ext-authz.ts) and Envoy gRPC (which asks
   // ext-authz.ts through runtime/grpc-check.ts) take their verdict from the Checker; only check.ts, the
-  // proxy guard and the open-WebSocket verdict call the access decision itself.
+  // proxy guard and the open-WebSocket verdict ask the access decision itself, which only
+  // access/decision.ts builds (AccessDecisions, one UpstreamAccess per upstream).
   const callers = sources(SRC)
-    .filter((file) => /\bcreateAccessDecision\(/.test(readFileSync(file, 'utf8')))
+    .filter((file) => /\bnew UpstreamAccess\(|\bcreateAccessDecision\(/.test(readFileSync(file, 'utf8')))
     .map((file) => relative(SRC, file))
     .sort()
-  t.strictSame(callers, ['access/checker.ts', 'access/decision.ts', 'proxy/guard.ts', 'proxy/websocket-access.ts'])
+  t.strictSame(callers, ['access/decision.ts'])
   for (const dialect of ['checks/forward-auth.ts', 'checks/envoy-http.ts']) {
     t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\.\/access\/checker\.js'/, `${dialect} renders the Checker's verdict`)
   }
@@ -148,7 +149,7 @@ t.test('the decision reads no Fastify request: sessions, authentication and the 
   const decision = [...sources(join(SRC, 'session')), ...['authenticate.ts', 'checker.ts', 'decision.ts'].map((name) => join(SRC, 'access', name))]
   const fastify = decision.filter((file) => /FastifyRequest|FastifyReply/.test(readFileSync(file, 'utf8'))).map((file) => relative(SRC, file))
   t.strictSame(fastify, [])
-  t.match(readFileSync(join(SRC, 'access/decision.ts'), 'utf8'), /export type AccessDecider = \(req: DecisionRequest, reply: SessionReply/)
+  t.match(readFileSync(join(SRC, 'access/decision.ts'), 'utf8'), /async decide\(req: DecisionRequest, reply: SessionReply/)
 })
 
 t.test('the process model is src/runtime: only the entry points (cli.ts, dev/) import it, and it alone opens Redis', async (t) => {

@@ -139,7 +139,7 @@ function claimMatches(value: unknown, accepted: Set<string>): boolean {
 
 /**
  * Whether `rules` say who may pass at all (`providers`, or a kind that restricts; empty ones do
- * not, see above). Such rules are about a signed-in user, so they need one: guard.ts asks for a
+ * not, see above). Such rules are about a signed-in user, so they need one: decision.ts asks for a
  * sign-in on a path they decide even on an `auth: optional` upstream.
  */
 export function allowRestricts(rules: AllowRules): boolean {

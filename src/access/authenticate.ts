@@ -1,9 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { FastifyBaseLogger } from 'fastify'
-import { normalizeIP } from '@fastify/rate-limit'
+import type { BaseLogger } from 'pino'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
-import type { Providers } from '../oidc/providers.js'
+import type { Provider, Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import { bearerRevoked, type RevocationList } from '../session/revocation.js'
 import type { Identity } from '../contract/identity.js'
@@ -16,6 +15,12 @@ import type { IssuerBinding } from '../session/issuer-binding.js'
 // proxy guard and the forward-auth endpoint, so both decide the same way. A Bearer token of a
 // subject that a back-channel logout or a Shared Signals event ended is refused as its sessions
 // are (the revocation list), whatever the session store.
+//
+// This file owns authentication: `Authentication` (one per configuration: the session store,
+// the providers, the revocation list) and `UpstreamAuthentication` (one per upstream: only the
+// providers it accepts). Rules it enforces: RFC 6750 2.1 (the Bearer header's b64token, never a
+// token from a body or query) and 3.1 (`invalid_token` for a refused or revoked token); OpenID
+// Connect Core 2 (a session of another issuer than its provider's now signs nobody in).
 
 /**
  * `expired`: a session exists but its access token has expired and cannot be refreshed (no
@@ -24,12 +29,12 @@ import type { IssuerBinding } from '../session/issuer-binding.js'
  * only the refresh endpoint can renew it. `invalid_token`: a Bearer token came and was refused
  * (RFC 6750 3.1: expired, revoked, malformed, bound to a key, or invalid for another reason).
  */
-export type Authentication = Identity | 'expired' | 'refreshable' | 'invalid_token' | undefined
+export type AuthenticationResult = Identity | 'expired' | 'refreshable' | 'invalid_token' | undefined
 
 /** What authentication reads of a request: its cookies and path (the session), and its Authorization header; and where it logs. */
 export interface AuthRequest extends SessionRequest {
   readonly headers: IncomingHttpHeaders
-  readonly log: Pick<FastifyBaseLogger, 'info'>
+  readonly log: Pick<BaseLogger, 'info'>
   /**
    * The client's address as Fastify derives it (server.trustedProxies: X-Forwarded-For from a
    * trusted peer): the introspection budget's key. Only for a request the gateway proxies; a check
@@ -39,12 +44,7 @@ export interface AuthRequest extends SessionRequest {
   readonly ip?: string
 }
 
-export type Authenticate = (req: AuthRequest, reply: SessionReply) => Promise<Authentication>
-
-/** The authentication of an upstream that accepts the providers `names` lists. */
-export type Authenticator = (names: readonly string[]) => Authenticate
-
-export interface AuthenticateDeps {
+export interface AuthenticationDeps {
   store: SessionStore
   lifecycle: SessionLifecycle
   providers: Providers
@@ -57,6 +57,11 @@ export interface AuthenticateDeps {
   revocations?: RevocationList
   /** The session as one of its provider's current issuer, or undefined: it must end (issuer-binding.ts). */
   bindIssuer: IssuerBinding
+  /**
+   * The client as the sign-in rate limit counts it (@fastify/rate-limit's normalizeIP of req.ip:
+   * IPv6 per /64): the introspection budget's key, so that both count a client alike.
+   */
+  clientKey: (ip: string) => string
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i
@@ -66,10 +71,62 @@ export function bearerTokenOf(authorization: string | undefined): string | undef
   return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1]
 }
 
-export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
-  const { store, lifecycle, providers, clock, revocations, bindIssuer } = deps
+/**
+ * The gateway's authentication, built once per configuration (app.ts) and shared, so that the
+ * proxy guard, the check endpoints and WebSockets authenticate alike.
+ */
+export class Authentication {
+  readonly #deps: AuthenticationDeps
 
-  async function fromSession(req: AuthRequest, reply: SessionReply, loaded: Session): Promise<Exclude<Authentication, undefined>> {
+  constructor(deps: AuthenticationDeps) {
+    this.#deps = deps
+  }
+
+  /**
+   * The authentication of an upstream that accepts the providers `names` lists (its
+   * upstreams[].providers), worked out once per upstream.
+   */
+  forProviders(names: readonly string[]): Pick<UpstreamAuthentication, 'authenticate'> {
+    return new UpstreamAuthentication(this.#deps, names)
+  }
+}
+
+/** The authentication of one upstream: a session or a Bearer token of a provider it accepts. */
+export class UpstreamAuthentication {
+  readonly #deps: AuthenticationDeps
+  readonly #accepted: Provider[]
+  readonly #accepts: ReadonlySet<string>
+
+  constructor(deps: AuthenticationDeps, names: readonly string[]) {
+    this.#deps = deps
+    this.#accepted = deps.providers.named(names)
+    this.#accepts = new Set(names)
+  }
+
+  /** Who `req` is: its session, else its Bearer token (see AuthenticationResult for the refusals). */
+  async authenticate(req: AuthRequest, reply: SessionReply): Promise<AuthenticationResult> {
+    const { store, providers, revocations, clientKey } = this.#deps
+    const session = await store.load(req)
+    // A session of a provider this upstream does not accept (or no longer configured) does not sign in here.
+    if (session !== undefined && this.#accepts.has(session.provider)) return this.#fromSession(req, reply, session)
+    const token = bearerTokenOf(req.headers.authorization)
+    if (token === undefined) return undefined
+    // A token is never sent to a provider this upstream does not accept; one that names no
+    // issuer (an opaque token) goes to the first accepted provider that introspects.
+    const accepted = this.#accepted
+    const provider = providers.verifierOf(token, accepted)
+    const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
+    if (verifier === undefined) return 'invalid_token'
+    // The client as the sign-in rate limit counts it (AuthenticationDeps.clientKey).
+    const claims = await verifier.bearer.verify(token, req.ip === undefined ? undefined : clientKey(req.ip))
+    if (claims === undefined) return 'invalid_token'
+    // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
+    if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'
+    return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer }
+  }
+
+  async #fromSession(req: AuthRequest, reply: SessionReply, loaded: Session): Promise<Exclude<AuthenticationResult, undefined>> {
+    const { store, lifecycle, clock, bindIssuer } = this.#deps
     const session = bindIssuer(loaded)
     if (session?.issuer === undefined) {
       // Signed in at another issuer than its provider's now: ended, never asserted as a user of
@@ -91,29 +148,6 @@ export function createAuthenticator(deps: AuthenticateDeps): Authenticator {
       // Refused, or ended while it was being refreshed (SessionStore.update): signed out.
       if (err instanceof GatewayError && (err.code === 'refresh_token_invalid' || err.code === 'unauthenticated')) return 'expired'
       throw err
-    }
-  }
-
-  return (names) => {
-    const accepted = providers.named(names)
-    const accepts = new Set(names)
-    return async function authenticate(req, reply) {
-      const session = await store.load(req)
-      // A session of a provider this upstream does not accept (or no longer configured) does not sign in here.
-      if (session !== undefined && accepts.has(session.provider)) return fromSession(req, reply, session)
-      const token = bearerTokenOf(req.headers.authorization)
-      if (token === undefined) return undefined
-      // A token is never sent to a provider this upstream does not accept; one that names no
-      // issuer (an opaque token) goes to the first accepted provider that introspects.
-      const provider = providers.verifierOf(token, accepted)
-      const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
-      if (verifier === undefined) return 'invalid_token'
-      // The client as the sign-in rate limit counts it (@fastify/rate-limit's key: req.ip, IPv6 per /64).
-      const claims = await verifier.bearer.verify(token, req.ip === undefined ? undefined : normalizeIP(req.ip))
-      if (claims === undefined) return 'invalid_token'
-      // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
-      if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'
-      return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer }
     }
   }
 }

@@ -6,12 +6,11 @@ import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
 import { ASSERTION_JWKS_PATH, FORWARD_AUTH_PATH, isGatewayPath } from '../contract/endpoints.js'
 import type { UrlRedactor } from '../ops/logging.js'
-import type { Authenticator } from './authenticate.js'
-import { createRoutingAmbiguityCheck } from './ambiguity.js'
-import { createAccessDecision, isPreflight, logForbidden, logStepUp, signInLocation, type AccessDecider, type DecisionRequest, type StepUpJudge } from './decision.js'
+import { createRoutingAmbiguityCheck, type RoutingAmbiguityCheck } from './ambiguity.js'
+import { isPreflight, logForbidden, logStepUp, signInLocation, type AccessDecisions, type DecisionRequest } from './decision.js'
 import type { StepUpRequirement } from '../oidc/step-up.js'
 import type { SessionReply } from '../session/types.js'
-import { canonicalHost, createUpstreamMatcher } from './match.js'
+import { canonicalHost, createUpstreamMatcher, type UpstreamMatcher } from './match.js'
 import { isInNormalForm, normalizePath, type NormalizedPath } from './path.js'
 import type { BearerChallengeParams } from './bearer-challenge.js'
 import { resourceMetadataUrl } from './resource-metadata.js'
@@ -19,9 +18,9 @@ import { resourceMetadataUrl } from './resource-metadata.js'
 // The decision of the check endpoints: a gateway or ingress serves the request itself and asks
 // the gateway "may this request through, and as whom?". Four dialects ask it (ingress-nginx and
 // Traefik at /api/v1/openid/auth, Envoy ext_authz over HTTP and over gRPC) and each renders the
-// verdict its own way; the question and the verdict are here, once, and the access decision
-// itself is the proxy guard's (createAccessDecision), so a request gets the same verdict whether
-// the gateway proxies it or is asked about it.
+// verdict its own way; the question and the verdict are here, once (Checker.check), and the
+// access decision itself is the proxy guard's (decision.ts UpstreamAccess.decide), so a request
+// gets the same verdict whether the gateway proxies it or is asked about it.
 //
 // - The request checked is the one the dialect established (its method, canonical host, scheme
 //   and target); a variant spelling that routes elsewhere is refused (ambiguity.ts).
@@ -60,13 +59,14 @@ export type CheckVerdict =
   /**
    * Admitted, but not authenticated as a step-up rule asks: a browser's page load signs in again
    * (unless `bearer`: a Bearer token cannot be upgraded by a sign-in), anything else gets the
-   * RFC 9470 challenge (guard.ts stepUpError).
+   * RFC 9470 challenge (decision.ts stepUpError).
    */
   | { outcome: 'step_up'; upstream: UpstreamConfig; identity: Identity; requirement: StepUpRequirement; bearer: boolean }
 
-export interface CheckOptions {
+export interface CheckerOptions {
   upstreams: UpstreamConfig[]
-  authenticate: Authenticator
+  /** The configuration's access decisions, one per upstream of `upstreams` (decision.ts). */
+  access: AccessDecisions
   /** The gateway's external origin; sign-in URLs are built on it. */
   publicUrl: string
   /** cookies.domain: the session cookie reaches this domain and its subdomains. */
@@ -80,27 +80,6 @@ export interface CheckOptions {
   clock: Clock
   /** log.redactQueryParams applied (ops/logging.ts). */
   redactUrl: UrlRedactor
-  /** What step-up rules' max age is judged by (guard.ts). */
-  stepUp?: StepUpJudge
-}
-
-export interface Checker {
-  /**
-   * The verdict on `checked` for the credentials `req` carries (a refresh may set cookies on
-   * `reply`). `req.url` is the checked request's target, not the check's: the browser sent its
-   * cookies with that one (a credentials cookie on /api/v1/openid never reaches /app). `upstreamName`: the upstream whose rules apply, as the caller names it. Throws
-   * GatewayError: bad_request (an ambiguous path), not_found (no upstream serves it), forbidden
-   * (an unknown upstream name), and whatever authentication throws (503 store, 502 provider).
-   */
-  check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict>
-  /** Where a browser signs in (or, `refreshable`, renews its session) and comes back to `checked`. */
-  signInUrl(checked: CheckedRequest, refreshable: boolean): string
-  /** The Bearer challenge's parameters of a 401 for `upstream` (RFC 9728 `resource_metadata`). */
-  challenge(upstream: UpstreamConfig, checked: CheckedRequest): BearerChallengeParams
-  /** Empties the decision cache (a session ended). */
-  forget(): void
-  /** The checked request's URL as log lines carry it: secret query values redacted. */
-  loggedUrl(checked: CheckedRequest): string
 }
 
 /**
@@ -158,24 +137,123 @@ function isServedByGateway(path: string): boolean {
   return isGatewayPath(path) || path === ASSERTION_JWKS_PATH
 }
 
-export function createChecker(options: CheckOptions): Checker {
-  const matchUpstream = createUpstreamMatcher(options.upstreams)
-  const isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
-  const deciders = new Map<UpstreamConfig, AccessDecider>(options.upstreams.map((u) => [u, createAccessDecision(u, options.authenticate, options.stepUp)]))
-  const byName = new Map(options.upstreams.map((u) => [u.name, u]))
-  const { publicUrl, cookieDomain, isGatewayCookieName } = options
-  const publicHost = hostName(canonicalHost(new URL(publicUrl).host))
-  const warnedHosts = new Set<string>()
-  const cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries, options.clock) : undefined
-  const ttlMs = options.cache.ttlSeconds * 1000
-  const loggedUrl = (checked: CheckedRequest): string => options.redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`)
+/**
+ * The check endpoints' one decision, with its cache: built once per configuration (app.ts) and
+ * asked by every dialect (checks/).
+ */
+export class Checker {
+  readonly #options: CheckerOptions
+  readonly #matchUpstream: UpstreamMatcher
+  readonly #isAmbiguous: RoutingAmbiguityCheck
+  readonly #byName: ReadonlyMap<string, UpstreamConfig>
+  readonly #publicHost: string
+  readonly #warnedHosts = new Set<string>()
+  readonly #cache: TtlCache<CheckVerdict> | undefined
+  readonly #ttlMs: number
+
+  constructor(options: CheckerOptions) {
+    this.#options = options
+    this.#matchUpstream = createUpstreamMatcher(options.upstreams)
+    this.#isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
+    this.#byName = new Map(options.upstreams.map((u) => [u.name, u]))
+    this.#publicHost = hostName(canonicalHost(new URL(options.publicUrl).host))
+    this.#cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries, options.clock) : undefined
+    this.#ttlMs = options.cache.ttlSeconds * 1000
+  }
+
+  /**
+   * The verdict on `checked` for the credentials `req` carries (a refresh may set cookies on
+   * `reply`). `req.url` is the checked request's target, not the check's: the browser sent its
+   * cookies with that one (a credentials cookie on /api/v1/openid never reaches /app). `upstreamName`: the upstream whose rules apply, as the caller names it. Throws
+   * GatewayError: bad_request (an ambiguous path), not_found (no upstream serves it), forbidden
+   * (an unknown upstream name), and whatever authentication throws (503 store, 502 provider).
+   */
+  async check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict> {
+    const { method, host, target } = checked
+    if (this.#isAmbiguous(host, target.path)) {
+      throw new GatewayError('bad_request', 'the path reads as another route in another case or without trailing dots or spaces')
+    }
+    let upstream: UpstreamConfig | undefined
+    if (upstreamName === undefined) {
+      upstream = this.#matchUpstream(host, target.path)
+      if (upstream === undefined) throw new GatewayError('not_found', 'no upstream serves this host and path')
+    } else {
+      upstream = this.#byName.get(upstreamName)
+      if (upstream === undefined) throw new GatewayError('forbidden', 'the upstream named for this check is not configured')
+    }
+    const access = this.#options.access.of(upstream)
+    if (upstream.auth !== 'none') this.#warnIfCookiesCannotReach(req, host)
+    // A preflight only when it can be told: the check carries the client's Access-Control-Request-Method.
+    const preflight = isPreflight(method, req.headers)
+    const cache = this.#cache
+    const key = cache === undefined ? undefined : this.#cacheKey(req, checked, upstreamName, preflight)
+    // The decision's time: a verdict is kept ttlSeconds from when it was asked for.
+    const now = this.#options.clock.now()
+    const cached = key === undefined ? undefined : cache?.get(key)
+    if (cached !== undefined) return cached
+    const decision = await access.decide(req, reply, { path: target.path, preflight })
+    let verdict: CheckVerdict
+    switch (decision.outcome) {
+      case 'unauthenticated':
+        verdict = { outcome: 'unauthenticated', upstream, expired: decision.expired, refreshable: decision.refreshable }
+        break
+      case 'forbidden':
+        logForbidden(req, upstream, decision, { method, url: this.loggedUrl(checked) })
+        verdict = decision.rulePath === undefined ? { outcome: 'forbidden', upstream, identity: decision.identity } : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
+        break
+      case 'step_up':
+        logStepUp(req, upstream, decision, { method, url: this.loggedUrl(checked) })
+        verdict = { outcome: 'step_up', upstream, identity: decision.identity, requirement: decision.requirement, bearer: decision.bearer }
+        break
+      case 'pass':
+        if (isServedByGateway(target.path)) {
+          req.log.warn({ upstream: upstream.name, path: target.path }, 'a check asked about one of the gateway\'s own paths: refused; route them to the gateway without the auth filter')
+          verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
+        } else {
+          verdict = { outcome: 'pass', upstream, identity: decision.identity }
+        }
+        break
+    }
+    // Neither a sign-in to come nor a step-up is kept: the next answer is the one after it. A pass
+    // under a step-up rule's max age is kept no longer than the age allows.
+    if (key !== undefined && verdict.outcome !== 'unauthenticated' && verdict.outcome !== 'step_up') {
+      const until = decision.outcome === 'pass' && decision.until !== undefined ? Math.min(now + this.#ttlMs, decision.until) : now + this.#ttlMs
+      if (until > now) cache?.set(key, verdict, until)
+    }
+    return verdict
+  }
+
+  /** Where a browser signs in (or, `refreshable`, renews its session) and comes back to `checked`. */
+  signInUrl(checked: CheckedRequest, refreshable: boolean): string {
+    const target = checked.target.path + checked.target.search
+    return signInLocation(this.#options, { scheme: checked.scheme, host: checked.host, target }, refreshable)
+  }
+
+  /** The Bearer challenge's parameters of a 401 for `upstream` (RFC 9728 `resource_metadata`). */
+  challenge(upstream: UpstreamConfig, checked: CheckedRequest): BearerChallengeParams {
+    const url = resourceMetadataUrl(upstream, this.#options.publicUrl, checked.host)
+    return url === undefined ? {} : { resource_metadata: url }
+  }
+
+  /** Empties the decision cache (a session ended). */
+  forget(): void {
+    this.#cache?.clear()
+  }
+
+  /** The checked request's URL as log lines carry it: secret query values redacted. */
+  loggedUrl(checked: CheckedRequest): string {
+    return this.#options.redactUrl(`${checked.scheme}://${checked.host}${checked.target.path}${checked.target.search}`)
+  }
 
   /**
    * With host-only cookies (no cookies.domain) the session set on the public
    * host never reaches an application on another host, so every check there is "not signed in"
    * and the browser goes round the provider for ever. Said once per host.
    */
-  function warnIfCookiesCannotReach(req: DecisionRequest, host: string): void {
+  #warnIfCookiesCannotReach(req: DecisionRequest, host: string): void {
+    const { cookieDomain } = this.#options
+    const publicHost = this.#publicHost
+    const warnedHosts = this.#warnedHosts
     const name = hostName(host)
     const reachable = name === publicHost || (cookieDomain !== undefined && (name === cookieDomain || name.endsWith(`.${cookieDomain}`)))
     if (reachable || warnedHosts.has(name) || warnedHosts.size >= MAX_WARNED_HOSTS) return
@@ -191,7 +269,8 @@ export function createChecker(options: CheckOptions): Checker {
    * Authorization header (hashed: the key is kept in memory); the request is its method, host and
    * path (the query plays no part in a decision), the upstream named, and whether it is a preflight.
    */
-  function cacheKey(req: DecisionRequest, checked: CheckedRequest, upstreamName: string | undefined, preflight: boolean): string {
+  #cacheKey(req: DecisionRequest, checked: CheckedRequest, upstreamName: string | undefined, preflight: boolean): string {
+    const { isGatewayCookieName } = this.#options
     const hash = createHash('sha256')
     const cookies = req.cookies
     for (const name in cookies) {
@@ -201,75 +280,5 @@ export function createChecker(options: CheckOptions): Checker {
     if (authorization !== undefined) hash.update(`a\0${authorization}\0`)
     hash.update(`r\0${checked.method}\0${checked.host}\0${checked.target.path}\0${upstreamName ?? ''}\0${preflight ? 1 : 0}`)
     return hash.digest('base64url')
-  }
-
-  async function decide(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined): Promise<CheckVerdict> {
-    const { method, host, target } = checked
-    if (isAmbiguous(host, target.path)) {
-      throw new GatewayError('bad_request', 'the path reads as another route in another case or without trailing dots or spaces')
-    }
-    let upstream: UpstreamConfig | undefined
-    if (upstreamName === undefined) {
-      upstream = matchUpstream(host, target.path)
-      if (upstream === undefined) throw new GatewayError('not_found', 'no upstream serves this host and path')
-    } else {
-      upstream = byName.get(upstreamName)
-      if (upstream === undefined) throw new GatewayError('forbidden', 'the upstream named for this check is not configured')
-    }
-    const decideAccess = deciders.get(upstream) as AccessDecider
-    if (upstream.auth !== 'none') warnIfCookiesCannotReach(req, host)
-    // A preflight only when it can be told: the check carries the client's Access-Control-Request-Method.
-    const preflight = isPreflight(method, req.headers)
-    const key = cache === undefined ? undefined : cacheKey(req, checked, upstreamName, preflight)
-    // The decision's time: a verdict is kept ttlSeconds from when it was asked for.
-    const now = options.clock.now()
-    const cached = key === undefined ? undefined : cache?.get(key)
-    if (cached !== undefined) return cached
-    const decision = await decideAccess(req, reply, { path: target.path, preflight })
-    let verdict: CheckVerdict
-    switch (decision.outcome) {
-      case 'unauthenticated':
-        verdict = { outcome: 'unauthenticated', upstream, expired: decision.expired, refreshable: decision.refreshable }
-        break
-      case 'forbidden':
-        logForbidden(req, upstream, decision, { method, url: loggedUrl(checked) })
-        verdict = decision.rulePath === undefined ? { outcome: 'forbidden', upstream, identity: decision.identity } : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
-        break
-      case 'step_up':
-        logStepUp(req, upstream, decision, { method, url: loggedUrl(checked) })
-        verdict = { outcome: 'step_up', upstream, identity: decision.identity, requirement: decision.requirement, bearer: decision.bearer }
-        break
-      case 'pass':
-        if (isServedByGateway(target.path)) {
-          req.log.warn({ upstream: upstream.name, path: target.path }, 'a check asked about one of the gateway\'s own paths: refused; route them to the gateway without the auth filter')
-          verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
-        } else {
-          verdict = { outcome: 'pass', upstream, identity: decision.identity }
-        }
-        break
-    }
-    // Neither a sign-in to come nor a step-up is kept: the next answer is the one after it. A pass
-    // under a step-up rule's max age is kept no longer than the age allows.
-    if (key !== undefined && verdict.outcome !== 'unauthenticated' && verdict.outcome !== 'step_up') {
-      const until = decision.outcome === 'pass' && decision.until !== undefined ? Math.min(now + ttlMs, decision.until) : now + ttlMs
-      if (until > now) cache?.set(key, verdict, until)
-    }
-    return verdict
-  }
-
-  return {
-    check: decide,
-    signInUrl(checked, refreshable) {
-      const target = checked.target.path + checked.target.search
-      return signInLocation(options, { scheme: checked.scheme, host: checked.host, target }, refreshable)
-    },
-    challenge(upstream, checked) {
-      const url = resourceMetadataUrl(upstream, publicUrl, checked.host)
-      return url === undefined ? {} : { resource_metadata: url }
-    },
-    forget() {
-      cache?.clear()
-    },
-    loggedUrl,
   }
 }

@@ -1,14 +1,14 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { FastifyBaseLogger } from 'fastify'
+import type { BaseLogger } from 'pino'
 import type { UpstreamConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { refreshPath, signInPath } from '../contract/endpoints.js'
 import type { AllowRefusal } from './allow.js'
-import { createPathPolicies, type PathPolicy } from './rules.js'
+import { createPathPolicies, type PathPolicies, type PathPolicy } from './rules.js'
 import type { Identity } from '../contract/identity.js'
-import { bearerTokenOf, type AuthRequest, type Authenticator } from './authenticate.js'
+import { bearerTokenOf, type AuthenticationResult, type AuthRequest, type Authentication, type UpstreamAuthentication } from './authenticate.js'
 import type { SessionReply } from '../session/types.js'
-import { createPublicPathMatcher } from './public-paths.js'
+import { createPublicPathMatcher, type PublicPathMatcher } from './public-paths.js'
 import { bearerChallenge, type BearerChallengeParams } from './bearer-challenge.js'
 import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '../oidc/step-up.js'
 
@@ -18,14 +18,17 @@ import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '.
 // redirect or proxying, a status code, a close). It reads no Fastify request, so a gRPC check
 // decides exactly as an HTTP request does. It opens the session cookie once and calls the
 // provider only to refresh.
+//
+// This file owns the decision (`AccessDecisions`, one per configuration, holding each
+// upstream's `UpstreamAccess`; nothing outside src/access/ builds one) and the answers every
+// caller renders alike: the 401 of RFC 6750 3.1, the step-up 401 of RFC 9470 3, the 403 of the
+// `allow` rules, where a browser signs in, and their log lines.
 
-export interface GuardDeps {
-  authenticate: Authenticator
+/** Where a browser signs in: the public origin, and the redirect endpoint's rule for coming back. */
+export interface SignInOrigin {
   publicUrl: string
   /** routes/redirect-after.ts's rule: a redirectAfter value as the redirect endpoint would accept it, or null. */
   validateRedirectAfter: (value: string) => string | null
-  /** The time and clock tolerance step-up rules are judged by (allow.maxAuthAgeSeconds). */
-  stepUp?: StepUpJudge
 }
 
 /**
@@ -73,10 +76,8 @@ export function isPreflight(method: string, headers: IncomingHttpHeaders): boole
 
 /** What a decision reads of a request (AuthRequest), and where it logs. */
 export interface DecisionRequest extends AuthRequest {
-  readonly log: FastifyBaseLogger
+  readonly log: Pick<BaseLogger, 'info' | 'warn'>
 }
-
-export type AccessDecider = (req: DecisionRequest, reply: SessionReply, request: AccessRequest) => Promise<AccessDecision>
 
 const ANONYMOUS: AccessDecision = { outcome: 'pass', identity: null }
 
@@ -107,6 +108,27 @@ export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: Upstre
 }
 
 /**
+ * The access decisions of one configuration: each upstream's UpstreamAccess, built once from the
+ * configuration's one Authentication and handed to the proxy guard, the Checker and the
+ * WebSocket verdict, which only ask it.
+ */
+export class AccessDecisions {
+  readonly #byUpstream: ReadonlyMap<UpstreamConfig, UpstreamAccess>
+
+  /** `authentication`: the gateway's (authenticate.ts); `judge`: what step-up rules' max age is judged by. */
+  constructor(upstreams: readonly UpstreamConfig[], authentication: Pick<Authentication, 'forProviders'>, judge: StepUpJudge = SYSTEM_JUDGE) {
+    this.#byUpstream = new Map(upstreams.map((upstream) => [upstream, new UpstreamAccess(upstream, authentication.forProviders(upstream.providers), judge)]))
+  }
+
+  /** The access decision of `upstream`, one of this configuration's upstreams. */
+  of(upstream: UpstreamConfig): UpstreamAccess {
+    const access = this.#byUpstream.get(upstream)
+    if (access === undefined) throw new Error(`the upstream ${upstream.name} is not one of this configuration's`)
+    return access
+  }
+}
+
+/**
  * The access rules of one upstream, in order: `auth: none` and public paths pass without reading
  * any session; a preflight passes when the upstream allows preflights; otherwise the caller must
  * be signed in (session or Bearer of a provider it accepts, see authenticate.ts) unless `auth: optional`
@@ -114,17 +136,50 @@ export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: Upstre
  * `allow` rules: those of the most specific of the upstream's `rules` covering the path, else the
  * upstream's own (rules.ts).
  */
-export function createAccessDecision(upstream: UpstreamConfig, authenticator: Authenticator, judge: StepUpJudge = SYSTEM_JUDGE): AccessDecider {
-  const isPublic = createPublicPathMatcher(upstream.publicPaths)
-  const policyFor = createPathPolicies(upstream)
-  const authenticate = authenticator(upstream.providers)
-  return async function decide(req, reply, request) {
-    if (upstream.auth === 'none' || isPublic(request.path)) return ANONYMOUS
-    if (upstream.allowPreflight && request.preflight) return ANONYMOUS
-    const identity = await authenticate(req, reply)
-    const pathPolicy = policyFor(request.path)
+export class UpstreamAccess {
+  readonly #upstream: UpstreamConfig
+  readonly #authentication: Pick<UpstreamAuthentication, 'authenticate'>
+  readonly #judge: StepUpJudge
+  readonly #isPublic: PublicPathMatcher
+  readonly #policyFor: PathPolicies
+
+  /** `authentication`: the upstream's (Authentication.forProviders of its providers). */
+  constructor(upstream: UpstreamConfig, authentication: Pick<UpstreamAuthentication, 'authenticate'>, judge: StepUpJudge = SYSTEM_JUDGE) {
+    this.#upstream = upstream
+    this.#authentication = authentication
+    this.#judge = judge
+    this.#isPublic = createPublicPathMatcher(upstream.publicPaths)
+    this.#policyFor = createPathPolicies(upstream)
+  }
+
+  /** The decision on `request`, authenticating `req` when the path needs it (a refresh may set cookies on `reply`). */
+  async decide(req: DecisionRequest, reply: SessionReply, request: AccessRequest): Promise<AccessDecision> {
+    if (this.#passesUnread(request)) return ANONYMOUS
+    return this.#decideAs(await this.#authentication.authenticate(req, reply), req, request)
+  }
+
+  /**
+   * The decision on `request` for a caller already authenticated as `identity` (an open
+   * WebSocket's grant; undefined: nobody): nothing is read, refreshed or written. An identity of
+   * a provider this upstream does not accept signs nobody in, as in authenticate.ts.
+   */
+  decideFor(identity: Identity | undefined, req: DecisionRequest, request: AccessRequest): AccessDecision {
+    if (this.#passesUnread(request)) return ANONYMOUS
+    return this.#decideAs(identity !== undefined && this.#upstream.providers.includes(identity.provider) ? identity : undefined, req, request)
+  }
+
+  /** `auth: none`, a public path, or a preflight the upstream allows: passes without reading any session. */
+  #passesUnread(request: AccessRequest): boolean {
+    const upstream = this.#upstream
+    if (upstream.auth === 'none' || this.#isPublic(request.path)) return true
+    return upstream.allowPreflight && request.preflight
+  }
+
+  /** The verdict on what authentication found. */
+  #decideAs(identity: AuthenticationResult, req: DecisionRequest, request: AccessRequest): AccessDecision {
+    const pathPolicy = this.#policyFor(request.path)
     if (identity === undefined || identity === 'expired' || identity === 'refreshable' || identity === 'invalid_token') {
-      if (optionalSignIn(upstream, pathPolicy)) return ANONYMOUS
+      if (optionalSignIn(this.#upstream, pathPolicy)) return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
     const { policy, path, stepUp } = pathPolicy
@@ -132,7 +187,7 @@ export function createAccessDecision(upstream: UpstreamConfig, authenticator: Au
     if (!allowed.allowed) return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
     // Without allow.acr or allow.maxAuthAgeSeconds this property test is all step-up costs.
     if (stepUp === undefined) return { outcome: 'pass', identity }
-    return stepUpDecision(identity, stepUp, path, req, judge)
+    return stepUpDecision(identity, stepUp, path, req, this.#judge)
   }
 }
 
@@ -218,7 +273,7 @@ export function unauthenticatedError(expired: boolean, signInUrl: string, challe
  * host-only cookie (session/cookies.ts), so a sign-in begun on another host could not finish.
  */
 export function signInLocation(
-  deps: Pick<GuardDeps, 'publicUrl' | 'validateRedirectAfter'>,
+  deps: SignInOrigin,
   request: { scheme: string; host: string; target: string },
   refreshable: boolean,
 ): string {

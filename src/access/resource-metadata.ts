@@ -1,5 +1,4 @@
-import type { FastifyInstance } from 'fastify'
-import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
+import type { UpstreamConfig } from '../options/types.js'
 import { hostPattern } from './match.js'
 
 // OAuth 2.0 Protected Resource Metadata (RFC 9728) of the upstreams that accept Bearer tokens: how
@@ -23,10 +22,14 @@ import { hostPattern } from './match.js'
 //   exchanged token carries, not what the client's token needs).
 // - The 401 of such an upstream names the document's URL as `resource_metadata` in its Bearer
 //   challenge (RFC 9728 5.1, through bearer-challenge.ts).
-// - The routes are the gateway's own and take precedence over the upstreams' (a static route
-//   beats a prefix), except on a host where another upstream with the same prefix serves that
-//   prefix (documentHosts); they are public documents on exact paths: another spelling is an ordinary
-//   path of whichever upstream serves it, so no access decision depends on them.
+// - The routes (proxy/resource-metadata-route.ts) are the gateway's own and take precedence over
+//   the upstreams' (a static route beats a prefix), except on a host where another upstream with
+//   the same prefix serves that prefix (documentHosts); they are public documents on exact paths:
+//   another spelling is an ordinary path of whichever upstream serves it, so no access decision
+//   depends on them.
+//
+// This file owns the documents, their URLs and the hosts they are served on, as pure functions;
+// the Fastify route that serves them is proxy/resource-metadata-route.ts.
 
 /** RFC 9728 3: the well-known URI suffix. */
 export const RESOURCE_METADATA_SUFFIX = '/.well-known/oauth-protected-resource'
@@ -66,12 +69,6 @@ export function resourceMetadataDocument(upstream: UpstreamConfig, origin: strin
   return document
 }
 
-export interface ResourceMetadataOptions {
-  upstreams: readonly UpstreamConfig[]
-  providers: readonly ProviderConfig[]
-  publicUrl: string
-}
-
 /**
  * The hosts an upstream's document is served on: its own `match.hosts`; for one without hosts,
  * every host but those where another upstream with the same prefix takes that prefix (the router
@@ -83,31 +80,4 @@ export function documentHosts(upstream: UpstreamConfig, hostsAtPrefix: ReadonlyM
   const taken = hostsAtPrefix.get(upstream.match.pathPrefix)
   if (taken === undefined) return undefined
   return new RegExp(`^(?!${hostPattern(taken).source.slice(1)})`, 'i')
-}
-
-/** GET (and HEAD) of each metadata document, on the upstream's hosts. */
-export async function resourceMetadataRoutes(app: FastifyInstance, options: ResourceMetadataOptions): Promise<void> {
-  const issuerOf = new Map(options.providers.map((p) => [p.name, p.issuer]))
-  // One pass over the upstreams, so that a thousand of them register in linear time.
-  const hostsAtPrefix = new Map<string, string[]>()
-  for (const { match } of options.upstreams) {
-    if (match.hosts === undefined) continue
-    const hosts = hostsAtPrefix.get(match.pathPrefix)
-    if (hosts === undefined) hostsAtPrefix.set(match.pathPrefix, [...match.hosts])
-    else hosts.push(...match.hosts)
-  }
-  for (const upstream of options.upstreams) {
-    if (!publishesResourceMetadata(upstream)) continue
-    const issuers = upstream.providers.flatMap((name) => issuerOf.get(name) ?? [])
-    const hosts = documentHosts(upstream, hostsAtPrefix)
-    app.route({
-      method: 'GET',
-      url: resourceMetadataPath(upstream.match.pathPrefix),
-      ...(hosts === undefined ? {} : { constraints: { host: hosts } }),
-      handler: (req, reply) => {
-        const origin = resourceOrigin(upstream, options.publicUrl, req.headers.host)
-        reply.header('cache-control', 'public, max-age=300').type('application/json').send(resourceMetadataDocument(upstream, origin, issuers))
-      },
-    })
-  }
 }

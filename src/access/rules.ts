@@ -16,7 +16,7 @@
 // - Rules decide who may pass once signed in; they never make a path need no sign-in. A rule
 //   whose `allow` names anything makes its path need one even on an `auth: optional` upstream
 //   (PathPolicy.needsSignIn): it would otherwise refuse signed-in users and pass anyone else. `auth`,
-//   `publicPaths` and `allowPreflight` are decided first (guard.ts), so a public path stays public
+//   `publicPaths` and `allowPreflight` are decided first (decision.ts), so a public path stays public
 //   inside a rule's path. A rule whose own path is public could never apply: config/cross-key-rules.ts
 //   refuses it, as it refuses two rules with the same path (also the same once case and trailing
 //   dots are folded, ambiguity.ts), a path outside the upstream's prefix, and rules on an upstream
@@ -40,7 +40,7 @@ export interface PathPolicy {
   stepUp?: StepUpRequirement
   /**
    * The `allow` names anything (who may pass, or how they authenticated): only a signed-in user
-   * can meet it, so the path needs a sign-in even on an `auth: optional` upstream (guard.ts).
+   * can meet it, so the path needs a sign-in even on an `auth: optional` upstream (decision.ts).
    */
   needsSignIn: boolean
 }
@@ -84,7 +84,7 @@ export function createPathPolicies(upstream: Pick<UpstreamConfig, 'allow' | 'rul
 
 /**
  * What the step-up rule deciding `path` of `upstream` asks for, as the access decision would find
- * it (guard.ts): none on `auth: none` and public paths, which the decision passes before any rule.
+ * it (decision.ts): none on `auth: none` and public paths, which the decision passes before any rule.
  * For the redirect endpoint, which asks the provider for it when a sign-in returns there.
  */
 export function createStepUpLookup(upstreams: readonly UpstreamConfig[]): (upstream: UpstreamConfig, path: string) => StepUpRequirement | undefined {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
+import { normalizeIP } from '@fastify/rate-limit'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { CheckAnswer, CheckInput } from '../checks/envoy-grpc/types.js'
@@ -22,11 +23,11 @@ import type { Tracing } from '../ops/tracing.js'
 import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
 import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from '../ops/metrics.js'
 import { createRoutingAmbiguityCheck } from '../access/ambiguity.js'
-import { createAuthenticator } from '../access/authenticate.js'
+import { Authentication } from '../access/authenticate.js'
 import { canonicalHost, createServedHostTest, createUpstreamMatcher, repeatsHost } from '../access/match.js'
 import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
 import { identityHeaderUnion } from '../proxy/header-policy.js'
-import { socketGrant, socketVerdict } from '../proxy/websocket-access.js'
+import { SocketAccess } from '../proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
 import { isInNormalForm, normalizePath } from '../access/path.js'
 import { createErrorPage, createProblemAnswer, wantsPage, type PageDeps } from '../pages/error-page.js'
@@ -35,10 +36,10 @@ import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../checks/forward-auth.js'
-import { createChecker, isCheckRoute } from '../access/checker.js'
+import { Checker, isCheckRoute } from '../access/checker.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
-import { resourceMetadataRoutes } from '../access/resource-metadata.js'
-import type { StepUpJudge } from '../access/decision.js'
+import { resourceMetadataRoutes } from '../proxy/resource-metadata-route.js'
+import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
 import { createStepUpLookup } from '../access/rules.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../checks/envoy-http.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
@@ -367,12 +368,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
 
   // One of each, shared: the proxy guard and forward-auth must decide alike.
-  const authenticate = createAuthenticator({ store, lifecycle, providers, clock: state.clock, revocations, bindIssuer })
+  const authentication = new Authentication({ store, lifecycle, providers, clock: state.clock, revocations, bindIssuer, clientKey: normalizeIP })
   // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
   const stepUp: StepUpJudge = {
     nowSeconds: () => Math.floor(state.clock.now() / 1000),
     toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
   }
+  // Each upstream's access decision, built once: the proxy guard, the Checker and the WebSocket verdict ask it.
+  const access = new AccessDecisions(config.upstreams, authentication, stepUp)
   const publicOrigin = new URL(config.server.publicUrl)
   const validateRedirectAfter = createRedirectAfterValidator({
     publicUrl: config.server.publicUrl,
@@ -388,9 +391,9 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const answerProblem = createProblemAnswer(createErrorPage(pages))
 
   // The check endpoints' one decision (access/checker.ts), with its cache.
-  const checker = createChecker({
+  const checker = new Checker({
     upstreams: config.upstreams,
-    authenticate,
+    access,
     publicUrl: config.server.publicUrl,
     cookieDomain: config.cookies.domain,
     validateRedirectAfter,
@@ -398,7 +401,6 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
     redactUrl,
-    stepUp,
   })
   // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
   const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
@@ -407,17 +409,17 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
   // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
   const { websockets } = state
-  const socketAccess = {
+  const socketAccess = new SocketAccess({
     store,
     matchUpstream,
     websocket: config.websocket,
     sessionMaxAgeSeconds: config.session.maxAgeSeconds,
-    stepUp,
+    access,
     issuerOf: (name: string) => providers.get(name)?.config.issuer,
     revocations,
-  }
+  })
   const stepUpOf = createStepUpLookup(config.upstreams)
-  app.decorate('websocketVerdict', socketVerdict(socketAccess))
+  app.decorate('websocketVerdict', socketAccess)
   if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
     providers,
@@ -530,13 +532,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     isGatewayCookieName: cookies.isGatewayCookieName,
     // The pages that may open WebSockets: the public origin, the allowed hosts over https.
     isTrustedOrigin,
-    authenticate,
+    access,
     publicUrl: config.server.publicUrl,
     validateRedirectAfter,
-    stepUp,
     websockets,
     exchanger,
-    grantWebSocket: async (req) => websockets.grant(await socketGrant(socketAccess, req)),
+    grantWebSocket: async (req) => websockets.grant(await socketAccess.grant(req)),
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
   return app

@@ -4,8 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
 import type { UpstreamTracing } from '../ops/request-tracing.js'
 import { GatewayError } from '../contract/errors.js'
-import { createGuard } from './guard.js'
-import { type GuardDeps } from '../access/decision.js'
+import { ProxyGuard, type GuardDeps } from './guard.js'
 import { createTrustCheck, forwardedValues, type ForwardedHost } from './forwarded.js'
 import {
   GATEWAY_ONLY_HEADERS,
@@ -171,8 +170,11 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     }
 
     const { tracing } = options
-    const untracedGuard = createGuard(upstream, options)
-    const guard = tracing === undefined ? untracedGuard : (req: FastifyRequest, reply: FastifyReply) => tracing.decide(req, upstream.name, () => untracedGuard(req, reply))
+    const untracedGuard = new ProxyGuard(upstream, options)
+    const guard =
+      tracing === undefined
+        ? (req: FastifyRequest, reply: FastifyReply) => untracedGuard.admit(req, reply)
+        : (req: FastifyRequest, reply: FastifyReply) => tracing.decide(req, upstream.name, () => untracedGuard.admit(req, reply))
     const enforceUpgradePolicy = createUpgradePolicy({
       upstream: upstream.name,
       websocket: upstream.websocket,

@@ -1,17 +1,32 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import type { WebSocketConfig } from '../options/types.js'
 import type { Identity } from '../contract/identity.js'
 import { bearerRevoked, issuedAt, type RevocationList } from '../session/revocation.js'
 import type { SessionStore } from '../session/types.js'
-import { createAccessDecision, type StepUpJudge } from '../access/decision.js'
+import type { AccessDecisions } from '../access/decision.js'
 import { canonicalHost, type UpstreamMatcher } from '../access/match.js'
-import type { SocketGrant, SocketVerdict } from './websocket-registry.js'
 
 // The two decisions the WebSocket registry needs from one configuration: the grant an upgrade
 // is opened under (when its socket must close at the latest, which session it belongs to), and
 // whether a grant still holds (the same access decision as any request: the upstream that serves
 // its path and host, `auth`, `publicPaths`, the upstream's providers and `allow` rules), asked
-// again after a reload and by the registry's sweep.
+// again after a reload and by the registry's sweep (SocketAccess.holds, which asks access/'s
+// UpstreamAccess.decideFor with the grant's identity: nothing is refreshed or written).
+
+/** What an upgrade was allowed under: the request (its cookies, host and path) and who it was. */
+export interface SocketGrant {
+  req: FastifyRequest
+  identity: Identity | null
+  /** The gateway session it was opened with; undefined for a Bearer token or no sign-in. */
+  sessionId: string | undefined
+  /**
+   * When what it was opened with began (epoch seconds): the session's sign-in, or the Bearer
+   * token's `iat`; undefined when unknown (a token without `iat`, or no sign-in).
+   */
+  issuedAt?: number | undefined
+  /** Epoch milliseconds at which the socket is closed whatever happens. */
+  endsAt: number
+}
 
 export interface SocketAccessDeps {
   store: SessionStore
@@ -19,8 +34,8 @@ export interface SocketAccessDeps {
   websocket: WebSocketConfig
   /** session.maxAgeSeconds: a session ends this long after its sign-in. */
   sessionMaxAgeSeconds: number
-  /** What step-up rules' max age is judged by (guard.ts). */
-  stepUp?: StepUpJudge
+  /** The configuration's access decisions (access/decision.ts). */
+  access: AccessDecisions
   /** The revocation list: a socket opened with a Bearer token that was ended since is refused. */
   revocations?: RevocationList
   /** The running configuration's issuer of a provider (undefined: no longer configured). */
@@ -32,30 +47,39 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
-/** The grant of an upgrade whose access decision passed (`req.identity` set by the guard). */
-export async function socketGrant(deps: SocketAccessDeps, req: FastifyRequest): Promise<SocketGrant> {
-  const identity = req.identity
-  let endsAt = Date.now() + deps.websocket.maxLifetimeSeconds * 1000
-  let sessionId: string | undefined
-  let began: number | undefined
-  if (identity !== null) {
-    // The session the guard signed it in with (its access token is the identity's), else a Bearer token.
-    const session = await deps.store.load(req)
-    if (session !== undefined && session.accessToken === identity.accessToken && session.provider === identity.provider) {
-      sessionId = session.id
-      began = session.createdAt
-      endsAt = Math.min(endsAt, (session.createdAt + deps.sessionMaxAgeSeconds) * 1000)
-    } else {
-      began = issuedAt(identity.claims)
-      if (typeof identity.claims.exp === 'number') endsAt = Math.min(endsAt, identity.claims.exp * 1000)
-    }
-  }
-  return { req, identity, sessionId, endsAt, issuedAt: began }
-}
+/** The WebSocket access of one configuration: the grant an upgrade opens under, and whether a grant still holds. */
+export class SocketAccess {
+  readonly #deps: SocketAccessDeps
 
-/** Whether `grant` still holds: its session still there, and this configuration's decision for it a pass. */
-export function socketVerdict(deps: SocketAccessDeps): SocketVerdict {
-  return async ({ req, identity, sessionId }) => {
+  constructor(deps: SocketAccessDeps) {
+    this.#deps = deps
+  }
+
+  /** The grant of an upgrade whose access decision passed (`req.identity` set by the guard). */
+  async grant(req: FastifyRequest): Promise<SocketGrant> {
+    const deps = this.#deps
+    const identity = req.identity
+    let endsAt = Date.now() + deps.websocket.maxLifetimeSeconds * 1000
+    let sessionId: string | undefined
+    let began: number | undefined
+    if (identity !== null) {
+      // The session the guard signed it in with (its access token is the identity's), else a Bearer token.
+      const session = await deps.store.load(req)
+      if (session !== undefined && session.accessToken === identity.accessToken && session.provider === identity.provider) {
+        sessionId = session.id
+        began = session.createdAt
+        endsAt = Math.min(endsAt, (session.createdAt + deps.sessionMaxAgeSeconds) * 1000)
+      } else {
+        began = issuedAt(identity.claims)
+        if (typeof identity.claims.exp === 'number') endsAt = Math.min(endsAt, identity.claims.exp * 1000)
+      }
+    }
+    return { req, identity, sessionId, endsAt, issuedAt: began }
+  }
+
+  /** Whether `grant` still holds: its session still there, and this configuration's decision for it a pass. */
+  async holds({ req, identity, sessionId }: SocketGrant): Promise<boolean> {
+    const deps = this.#deps
     const path = pathOf(req.url)
     const upstream = deps.matchUpstream(canonicalHost(req.headers.host ?? ''), path)
     if (upstream === undefined || !upstream.websocket) return false
@@ -74,10 +98,8 @@ export function socketVerdict(deps: SocketAccessDeps): SocketVerdict {
     // A socket opened signed in whose identity ended closes, even where anyone may pass: the
     // upstream holds it as that user's.
     if (identity !== null && current === undefined) return false
-    // Made per verdict (they are rare): the authenticator answers with this grant's identity.
-    const decide = createAccessDecision(upstream, (names) => async () => (current !== undefined && names.includes(current.provider) ? current : undefined), deps.stepUp)
-    // The authenticator above answers without a reply: nothing is refreshed or written here.
-    const decision = await decide(req, undefined as unknown as FastifyReply, { path, preflight: false })
+    // Decided for this grant's identity: nothing is refreshed or written here.
+    const decision = deps.access.of(upstream).decideFor(current, req, { path, preflight: false })
     return decision.outcome === 'pass'
   }
 }

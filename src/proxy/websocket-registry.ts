@@ -1,7 +1,6 @@
 import type { Duplex } from 'node:stream'
-import type { FastifyRequest } from 'fastify'
 import { WebSocket } from 'ws'
-import type { Identity } from '../contract/identity.js'
+import type { SocketAccess, SocketGrant } from './websocket-access.js'
 import { selects, type SessionSelector } from '../session/types.js'
 
 // Proxied WebSockets, once open, are no longer requests: nothing would look at them again, and a
@@ -23,23 +22,8 @@ export const SWEEP_MS = 10_000
 /** setTimeout's longest delay; a later end is checked by the sweep when it comes. */
 const MAX_DELAY_MS = 2_147_483_647
 
-/** What an upgrade was allowed under: the request (its cookies, host and path) and who it was. */
-export interface SocketGrant {
-  req: FastifyRequest
-  identity: Identity | null
-  /** The gateway session it was opened with; undefined for a Bearer token or no sign-in. */
-  sessionId: string | undefined
-  /**
-   * When what it was opened with began (epoch seconds): the session's sign-in, or the Bearer
-   * token's `iat`; undefined when unknown (a token without `iat`, or no sign-in).
-   */
-  issuedAt?: number | undefined
-  /** Epoch milliseconds at which the socket is closed whatever happens. */
-  endsAt: number
-}
-
-/** Whether a grant still holds under the configuration serving now (app.ts decides). */
-export type SocketVerdict = (grant: SocketGrant) => Promise<boolean>
+/** The configuration serving now's verdict on open sockets: its SocketAccess (a reload hands in the next one's). */
+export type SocketVerdict = Pick<SocketAccess, 'holds'>
 
 interface SocketSetter {
   setSocket(this: WebSocket, socket: Duplex, head: Buffer, options: object): void
@@ -113,7 +97,7 @@ export class WebSocketRegistry {
     if (verdict === undefined) return
     await Promise.all(
       [...this.#open].map(async (tracked) => {
-        const holds = await verdict(tracked).catch(() => false)
+        const holds = await verdict.holds(tracked).catch(() => false)
         if (!holds) close(tracked, 'access ended')
       }),
     )

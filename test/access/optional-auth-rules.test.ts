@@ -5,7 +5,7 @@ import { startStack } from '../fixtures/stack.js'
 
 // `auth: optional` and an `allow` that names anything: the path needs a sign-in (401, or a 302
 // to sign in for a page load), as on `auth: required`, in the proxy and in the check dialects
-// (one decision, createAccessDecision). Without it, rules and step-up refused signed-in users
+// (one decision, UpstreamAccess.decide). Without it, rules and step-up refused signed-in users
 // and passed anyone who came without a cookie. A path whose `allow` names nothing stays optional.
 
 const JSON_ACCEPT = { accept: 'application/json' }

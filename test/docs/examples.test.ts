@@ -12,8 +12,8 @@ import { pino } from 'pino'
 import t from 'tap'
 import { parseConfig } from '../../src/config/load.js'
 import type { Identity } from '../../src/contract/identity.js'
-import type { Authenticator } from '../../src/access/authenticate.js'
-import { createAccessDecision, type AccessDecision } from '../../src/access/decision.js'
+import type { Authentication } from '../../src/access/authenticate.js'
+import { AccessDecisions, type AccessDecision } from '../../src/access/decision.js'
 import { createUpstreamMatcher } from '../../src/access/match.js'
 import { COOKIE_SECRET } from '../fixtures/config/base.js'
 import { ROOT } from '../fixtures/markdown.js'
@@ -43,25 +43,28 @@ const USERS: Readonly<Record<string, string[]>> = { alice: ['admins', 'staff'], 
 const log: FastifyBaseLogger = pino({ level: 'silent' })
 
 /** Signs in the user the request's `user` cookie names (none: not signed in). */
-const authenticator: Authenticator = () => async (req) => {
-  const sub = req.cookies.user
-  if (sub === undefined) return undefined
-  const identity: Identity = { claims: { sub, groups: USERS[sub] }, accessToken: 'access-token', provider: 'default', issuer: 'https://login.example.com' }
-  return identity
+const authentication: Pick<Authentication, 'forProviders'> = {
+  forProviders: () => ({
+    async authenticate(req) {
+      const sub = req.cookies.user
+      if (sub === undefined) return undefined
+      const identity: Identity = { claims: { sub, groups: USERS[sub] }, accessToken: 'access-token', provider: 'default', issuer: 'https://login.example.com' }
+      return identity
+    },
+  }),
 }
 
 for (const { page, heading } of EXAMPLES) {
   t.test(`${page}, "${heading.replace(/^#+ /, '')}"`, async (t) => {
     const config = parseConfig(yamlAfter(page, heading), ENV, page)
     const route = createUpstreamMatcher(config.upstreams)
-    const deciders = new Map(config.upstreams.map((upstream) => [upstream, createAccessDecision(upstream, authenticator)]))
+    const access = new AccessDecisions(config.upstreams, authentication)
     /** What the gateway decides for `user` (undefined: not signed in) on `path`. */
     async function decide(path: string, user?: string): Promise<AccessDecision> {
       const upstream = route('app.example.com', path)
-      const decider = upstream === undefined ? undefined : deciders.get(upstream)
-      if (decider === undefined) throw new Error(`${path} reaches no upstream`)
+      if (upstream === undefined) throw new Error(`${path} reaches no upstream`)
       const cookies = user === undefined ? {} : { user }
-      return decider({ url: path, cookies, headers: {}, log }, { setCookie: () => undefined }, { path, preflight: false })
+      return access.of(upstream).decide({ url: path, cookies, headers: {}, log }, { setCookie: () => undefined }, { path, preflight: false })
     }
     const outcome = async (path: string, user?: string) => (await decide(path, user)).outcome
 

@@ -2,8 +2,7 @@ import t from 'tap'
 import pino from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
 import { EARLIEST_AUTH_TIME, stepUpParameters, stepUpRequirementOf, stepUpShortfall } from '../../src/oidc/step-up.js'
-import { createAccessDecision, stepUpError, type StepUpJudge } from '../../src/access/decision.js'
-import type { Authenticator } from '../../src/access/authenticate.js'
+import { UpstreamAccess, stepUpError, type StepUpJudge } from '../../src/access/decision.js'
 import type { Identity } from '../../src/contract/identity.js'
 import type { UpstreamConfig } from '../../src/options/types.js'
 import { resolve, withUpstream } from '../fixtures/config/base.js'
@@ -59,15 +58,14 @@ const identity = (claims: Record<string, unknown>): Identity => ({ claims: { sub
 const judge: StepUpJudge = { nowSeconds: () => NOW, toleranceSeconds: () => 30 }
 
 function decider(upstream: UpstreamConfig, who: Identity) {
-  const authenticator: Authenticator = () => async () => who
-  return createAccessDecision(upstream, authenticator, judge)
+  return new UpstreamAccess(upstream, { authenticate: async () => who }, judge)
 }
 
 t.test('the access decision: step_up after the other kinds, pass with the max age as its deadline', async (t) => {
   const config = resolve(withUpstream({ allow: { groups: ['finance'] }, rules: [{ path: '/payroll', allow: { groups: ['finance'], acr: ['mfa'], maxAuthAgeSeconds: 60 } }] }))
   const upstream = config.upstreams[0] as UpstreamConfig
   const req = (authorization?: string) => ({ url: '/payroll', cookies: {}, headers: authorization === undefined ? {} : { authorization }, log })
-  const ask = (who: Identity, authorization?: string) => decider(upstream, who)(req(authorization), { setCookie: () => undefined }, { path: '/payroll/slip', preflight: false })
+  const ask = (who: Identity, authorization?: string) => decider(upstream, who).decide(req(authorization), { setCookie: () => undefined }, { path: '/payroll/slip', preflight: false })
 
   t.match(await ask(identity({ groups: ['staff'], acr: 'pwd' })), { outcome: 'forbidden' }, 'who the user is is decided first: 403')
   t.match(await ask(identity({ groups: ['finance'], acr: 'pwd', auth_time: NOW })), { outcome: 'step_up', shortfall: 'acr', bearer: false, rulePath: '/payroll', requirement: { acrValues: ['mfa'], maxAge: 60 } })
@@ -78,7 +76,7 @@ t.test('the access decision: step_up after the other kinds, pass with the max ag
     identity: identity({ groups: ['finance'], acr: 'mfa', auth_time: NOW - 10 }),
     until: (NOW - 10 + 60 + 30) * 1000,
   })
-  const outside = await decider(upstream, identity({ groups: ['finance'] }))(req(), { setCookie: () => undefined }, { path: '/other', preflight: false })
+  const outside = await decider(upstream, identity({ groups: ['finance'] })).decide(req(), { setCookie: () => undefined }, { path: '/other', preflight: false })
   t.same(outside, { outcome: 'pass', identity: identity({ groups: ['finance'] }) }, 'no step-up rule: a plain pass')
 })
 
