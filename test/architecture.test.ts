@@ -1,21 +1,17 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import ts from 'typescript'
+import { ARCHITECTURE as text, layoutEntries } from './fixtures/architecture.js'
 
 // ARCHITECTURE.md is read before the code, so it must not describe a tree that no longer exists:
 // its folder list is exactly the folders of src/, every module it names exists, and it stays
-// short enough to be read whole.
+// short enough to be read whole. Each check first finds what it checks, so a page whose wording
+// changed under the regular expressions fails instead of passing with nothing read.
 
 const ROOT = new URL('../', import.meta.url).pathname
 const SRC = join(ROOT, 'src')
-const text = readFileSync(join(ROOT, 'ARCHITECTURE.md'), 'utf8')
 const MAX_LINES = 200
-
-/** The rows of the "## Layout" table: the first cell of each, e.g. `src/proxy/`. */
-function layoutEntries(): string[] {
-  const section = text.split(/^## /m).find((part) => part.startsWith('Layout\n')) ?? ''
-  return [...section.matchAll(/^\| `(src\/[^`]+)` \|/gm)].map((m) => m[1] ?? '')
-}
 
 function modules(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
@@ -39,6 +35,7 @@ t.test('the layout names every folder and top-level module of src/, and nothing 
 
 t.test('every src/ folder the page names exists', async (t) => {
   const named = new Set([...text.matchAll(/\bsrc\/([a-z-]+)\//g)].map((m) => m[1] ?? ''))
+  t.ok(named.size > 10, `${named.size} folders named`)
   for (const folder of named) t.ok(existsSync(join(SRC, folder)), `src/${folder}/`)
 })
 
@@ -54,3 +51,37 @@ t.test('every module the page names exists', async (t) => {
     else t.ok(existsSync(join(ROOT, name)), name)
   }
 })
+
+t.test('every function the page names beside its module is exported by that module', async (t) => {
+  // "decision.ts `createAccessDecision`", "`createAccessDecision` in access/decision.ts": a reader
+  // goes to that module for that name, so a rename or a move of either leaves the page wrong.
+  const pairs = [
+    ...[...text.matchAll(/(?<![\w./-])([\w./-]+\.ts)\)? `(\w+)`/g)].map((m) => [m[1] ?? '', m[2] ?? ''] as const),
+    ...[...text.matchAll(/`(\w+)` in (?:src\/)?([\w./-]+\.ts)\b/g)].map((m) => [m[2] ?? '', m[1] ?? ''] as const),
+  ]
+  t.ok(pairs.length >= 4, `${pairs.length} functions named beside their module`)
+  const all = modules(SRC)
+  for (const [module, name] of pairs) {
+    const candidates = all.filter((file) => file === join(SRC, module.replace(/^src\//, '')) || (!module.includes('/') && file.endsWith(`/${module}`)))
+    const exporters = candidates.filter((file) => exportedNames(file).has(name)).map((file) => file.slice(SRC.length + 1))
+    const found = exporters.length > 0 ? `: ${exporters.join(', ')}` : candidates.length === 0 ? ': no such module' : `: not exported by ${candidates.map((file) => file.slice(SRC.length + 1)).join(', ')}`
+    t.ok(exporters.length > 0, `${module} \`${name}\`${found}`)
+  }
+})
+
+/** The names a module exports by its own declarations or an `export { ... }` list. */
+function exportedNames(file: string): Set<string> {
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
+  const names = new Set<string>()
+  for (const statement of source.statements) {
+    const exported = ts.canHaveModifiers(statement) && (ts.getModifiers(statement) ?? []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword)
+    if (exported && ts.isVariableStatement(statement)) {
+      for (const declaration of statement.declarationList.declarations) if (ts.isIdentifier(declaration.name)) names.add(declaration.name.text)
+    } else if (exported && 'name' in statement && statement.name !== undefined && ts.isIdentifier(statement.name as ts.Node)) {
+      names.add((statement.name as ts.Identifier).text)
+    } else if (ts.isExportDeclaration(statement) && statement.exportClause !== undefined && ts.isNamedExports(statement.exportClause)) {
+      for (const element of statement.exportClause.elements) names.add(element.name.text)
+    }
+  }
+  return names
+}
