@@ -66,10 +66,13 @@ export default defineConfig(
     },
   },
   {
-    // Tests and the benchmark read untyped JSON (`res.json().code`), state with `!` what a test has
-    // just established, destructure helpers' methods and put parsed values into messages.
+    // Tests and the benchmark read untyped JSON (`res.json().code`) and say with `as` the shape they
+    // expect of it, state with `!` what a test has just established, destructure helpers' methods,
+    // put parsed values into messages, and type tap's mocks as `typeof import('...')`.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false }],
+      '@typescript-eslint/no-unnecessary-type-assertion': 'off',
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-non-null-assertion': 'off',
       '@typescript-eslint/no-unsafe-argument': 'off',
