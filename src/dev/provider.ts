@@ -13,7 +13,7 @@ import { parse as parseQuery } from 'node:querystring'
 import * as jose from 'jose'
 import { listen } from './listen.js'
 import type Provider from 'oidc-provider'
-import type { Account, ClientMetadata, Configuration, KoaContextWithOIDC } from 'oidc-provider'
+import type { Account, ClientMetadata, Configuration, interactionPolicy as providerInteractionPolicy, KoaContextWithOIDC } from 'oidc-provider'
 
 export interface DevClient {
   clientId: string
@@ -547,7 +547,7 @@ async function withoutIssParameter(ctx: KoaContextWithOIDC, next: () => Promise<
   }
 }
 
-type InteractionPolicy = typeof import('oidc-provider').interactionPolicy
+type InteractionPolicy = typeof providerInteractionPolicy
 
 /**
  * The default interaction policy plus a login check: `acr_values` the provider session's acr is

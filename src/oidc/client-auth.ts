@@ -2,7 +2,7 @@
 // endpoints: a shared secret (RFC 6749 2.3.1), or a JWT signed with its own key (private_key_jwt,
 // OpenID Connect Core 9 and RFC 7523), whose algorithm is agreed with the provider's metadata.
 
-import * as jose from 'jose'
+import type * as jose from 'jose'
 import * as oidc from 'openid-client'
 import type { ProviderConfig } from '../options/types.js'
 import { algorithmsOf, parsePrivateKey, signingKey, type SigningAlgorithm } from '../keys/private-key.js'

@@ -109,7 +109,8 @@ function transportReason(err: unknown): string {
 
 async function readLimited(res: Response, limit: number): Promise<string> {
   if (res.body === null) return ''
-  const reader = res.body.getReader()
+  // A fetch response's body is a byte stream; Node's types leave its chunks `any`.
+  const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader()
   const chunks: Uint8Array[] = []
   let size = 0
   for (;;) {
@@ -129,7 +130,7 @@ export const providerFetch: CustomFetch = async (url, options) => {
   let res: Response
   let body: string
   try {
-    res = await fetch(url, options as RequestInit)
+    res = await fetch(url, options)
     const where = new URL(url).pathname
     const fault = { url, status: res.status }
     if ((res.status >= 300 && res.status < 400) || res.status >= 500) {

@@ -214,8 +214,6 @@ export function lazyRequestLogger(logger: FastifyBaseLogger, bindings: Bindings,
   return new LazyChildLogger(logger, bindings, options) as unknown as FastifyBaseLogger
 }
 
-type AnyLogFn = (...args: unknown[]) => void
-
 class LazyChildLogger {
   readonly #parent: FastifyBaseLogger
   readonly #bindings: Bindings
@@ -245,7 +243,8 @@ class LazyChildLogger {
     for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const) {
       Object.defineProperty(LazyChildLogger.prototype, level, {
         value(this: LazyChildLogger, ...args: unknown[]): void {
-          ;(this.#real()[level] as AnyLogFn)(...args)
+          const real = this.#real()
+          Reflect.apply(real[level], real, args)
         },
       })
     }

@@ -1,4 +1,5 @@
 import type { Tracer } from '@opentelemetry/api'
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base'
 import type { FastifyBaseLogger } from 'fastify'
 import { otelApi } from '../lib/otel.js'
 import type { TracingConfig } from '../options/types.js'
@@ -50,7 +51,7 @@ export async function startTracing(config: TracingConfig, log: FastifyBaseLogger
   // The SDK reports a failed export to the API's diagnostics, which say nothing unless a logger
   // is registered globally: the gateway says it itself, once per streak of failures.
   let failing = false
-  const exporter: import('@opentelemetry/sdk-trace-base').SpanExporter = {
+  const exporter: SpanExporter = {
     export(spans, done) {
       otlp.export(spans, (result) => {
         if (result.code === ExportResultCode.SUCCESS) {

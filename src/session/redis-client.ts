@@ -435,7 +435,7 @@ function markClosing(client: RedisClient): void {
     closing.add(client)
     closeCompanions()
     return quit(...args)
-  }) as RedisClient['quit']
+  })
   target.disconnect = (reconnect?: boolean) => {
     if (reconnect !== true) {
       closing.add(client)

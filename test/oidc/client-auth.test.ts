@@ -22,7 +22,7 @@ t.test('client_secret_basic: which of the id and secret the Basic encoding (RFC 
   // The verdict agrees with what openid-client really sends, character by character.
   const sent = async (secret: string): Promise<string> => {
     const headers = new Headers()
-    await oidc.ClientSecretBasic(secret)({} as oidc.ServerMetadata, { client_id: 'gateway' } as oidc.ClientMetadata, new URLSearchParams(), headers)
+    oidc.ClientSecretBasic(secret)({} as oidc.ServerMetadata, { client_id: 'gateway' } as oidc.ClientMetadata, new URLSearchParams(), headers)
     const basic = Buffer.from((headers.get('authorization') ?? '').slice(6), 'base64').toString('utf8')
     return basic.slice(basic.indexOf(':') + 1)
   }
