@@ -138,7 +138,7 @@ t.test('the check dialects render the one decision of access/checker.ts and make
   for (const dialect of ['checks/forward-auth.ts', 'checks/envoy-http.ts']) {
     t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\.\/access\/checker\.js'/, `${dialect} renders the Checker's verdict`)
   }
-  t.notMatch(readFileSync(join(SRC, 'runtime/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's extAuthzCheck, not the decision")
+  t.notMatch(readFileSync(join(SRC, 'runtime/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's envoyGrpcCheck, not the decision")
 })
 
 t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {
