@@ -1,16 +1,14 @@
 import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:http'
 import cookie from '@fastify/cookie'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { CheckAnswer, CheckInput } from '../checks/envoy-grpc/types.js'
 import { ConfigError } from '../config/load.js'
-import type { GatewayConfig, ProviderConfig, UpstreamConfig } from '../options/types.js'
+import type { GatewayConfig } from '../options/types.js'
 import { decorateIdentity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
-import { BearerVerifier } from '../oidc/bearer.js'
-import { OidcClient, TOKEN_EXCHANGE_GRANT } from '../oidc/client.js'
-import { Providers, type Provider } from '../oidc/providers.js'
+import { createProvider, Providers, warnUnadvertisedExchange } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
 import { clientErrorHandler, closeIfBodyUnread } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
@@ -21,7 +19,7 @@ import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
 import type { Tracing } from '../ops/tracing.js'
 import type { ReadinessCheck } from '../ops/management.js'
 import { readinessChecks } from '../ops/readiness.js'
-import { GATEWAY_ROUTE, GatewayMetrics } from '../ops/metrics.js'
+import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
 import { createAuthenticator } from '../access/authenticate.js'
 import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../access/match.js'
 import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
@@ -47,7 +45,7 @@ import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { createTransmitters } from '../oidc/ssf-transmitter.js'
 import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
 import { createPortHint, createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH, callbackPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
@@ -209,7 +207,18 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
   })
-  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock, tracing)))
+  const providers = new Providers(
+    config.providers.map((provider) =>
+      createProvider(provider, {
+        publicUrl,
+        several: config.providers.length > 1,
+        log: app.log,
+        clock: state.clock,
+        observeCall: (call, seconds, failed) => metrics.observeProviderCall(call, seconds, failed),
+        tracer: tracing?.tracer,
+      }),
+    ),
+  )
   const bindIssuer = issuerBinding((name) => providers.get(name)?.config.issuer, (name) => state.startIssuers.get(name))
   const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
   const refreshGrant = providerRefreshGrant(providers, bindIssuer, (code) => metrics.observeRefresh(code))
@@ -413,52 +422,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   }
 }
 
-/**
- * A provider whose grant_types_supported lacks the token exchange grant may still accept it (the
- * list is RECOMMENDED, RFC 8414 2, and several providers leave extension grants out): said once,
- * at warn, naming the upstreams; the exchange itself decides, and its refusal is a 403.
- */
-function warnUnadvertisedExchange(ready: Promise<void>, upstreams: readonly UpstreamConfig[], providers: Providers, log: FastifyBaseLogger): void {
-  const exchanging = upstreams.filter((u) => u.tokenExchange !== undefined)
-  if (exchanging.length === 0) return
-  void ready.then(() => {
-    for (const provider of providers.all) {
-      const names = exchanging.filter((u) => u.providers.includes(provider.name)).map((u) => u.name)
-      if (names.length > 0 && provider.client.advertisesGrant(TOKEN_EXCHANGE_GRANT) === false) {
-        log.warn({ provider: provider.name, upstreams: names }, 'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)')
-      }
-    }
-  })
-}
-
 /** The signer of identity assertions, when keys are configured (checks.ts requires them when used). */
 async function identityAssertions(config: GatewayConfig): Promise<IdentityAssertions | undefined> {
   const sources = config.assertions.signingKeys
   if (sources === undefined) return undefined
   const keys = await Promise.all(sources.map((source) => signingKey(parsePrivateKey(source))))
   return new IdentityAssertions({ keys, issuer: config.server.publicUrl, ttlSeconds: config.assertions.ttlSeconds })
-}
-
-/** A provider's client and Bearer verifier; with several providers their log lines name it. */
-function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics, clock: Clock, tracing: Tracing | undefined): Provider {
-  const log = config.providers.length === 1 ? appLog : appLog.child({ provider: provider.name })
-  const callback = callbackPath(provider.name, config.providers.length > 1)
-  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, callback, log, clock, (url, seconds, failed) =>
-    metrics.observeProviderCall(client.callOf(url), seconds, failed),
-    tracing?.tracer,
-  )
-  const bearer = new BearerVerifier({
-    issuer: provider.issuer,
-    clientId: provider.clientId,
-    audiences: provider.audiences,
-    algorithms: provider.bearer.algorithms,
-    clockToleranceSeconds: provider.clockToleranceSeconds,
-    getKey: client.keys.getKey,
-    keyGeneration: () => client.keys.generation(),
-    requireAtJwt: provider.bearer.requireAtJwt,
-    ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
-    log,
-    clock,
-  })
-  return { name: provider.name, config: provider, client, bearer }
 }
