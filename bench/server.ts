@@ -9,7 +9,7 @@ import { createServer } from 'node:http'
 import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import httpProxy from '@fastify/http-proxy'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify from 'fastify'
 import { buildStandaloneApp } from '../src/runtime/process-state.js'
 import { parseConfig } from '../src/config/load.js'
 
@@ -55,10 +55,10 @@ async function start(spec: ServerSpec): Promise<Listening> {
     return { port: (app.server.address() as AddressInfo).port }
   }
   const config = parseConfig(spec.yaml, process.env)
-  const app: FastifyInstance = await buildStandaloneApp(config)
-  await app.providerReady
-  await app.listen({ host: '127.0.0.1', port: spec.port })
-  const port = (app.server.address() as AddressInfo).port
+  const app = await buildStandaloneApp(config)
+  await app.providersReady
+  await app.http.listen({ host: '127.0.0.1', port: spec.port })
+  const port = (app.http.server.address() as AddressInfo).port
   if (spec.grpcPort === undefined) return { port }
   // Loaded only by the gateway that serves gRPC, as the CLI does (the others' memory is their own).
   const { serveExtAuthzGrpc } = await import('../src/runtime/grpc-check.js')

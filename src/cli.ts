@@ -107,7 +107,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     draining = true
     const started = Date.now()
     const { shutdownTimeoutMs } = gateway.config.server
-    gateway.app.log.info({ signal, shutdownTimeoutMs }, 'draining in-flight requests')
+    gateway.log.info({ signal, shutdownTimeoutMs }, 'draining in-flight requests')
     // The server stops accepting connections and waits for in-flight requests; past the bound the
     // remaining connections are cut so that the process ends before Kubernetes kills it. The
     // management listener closes last: /readyz answers 503 throughout the drain.
@@ -117,11 +117,11 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
       .then(() => management?.close())
       .then(
         () => {
-          gateway.app.log.info({ signal, ms: Date.now() - started }, 'stopped')
+          gateway.log.info({ signal, ms: Date.now() - started }, 'stopped')
           process.exit(0)
         },
         (err: unknown) => {
-          gateway.app.log.error({ err }, 'shutdown failed')
+          gateway.log.error({ err }, 'shutdown failed')
           process.exit(1)
         },
       )
@@ -130,14 +130,14 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   process.on('SIGINT', () => stop('SIGINT'))
   // A worker reloads when its primary says so (runtime/reload.ts), never on a signal of its own.
   hangups.handle(() => {
-    if (worker !== undefined) gateway.app.log.info('SIGHUP to a worker is ignored: send it to the primary, which reloads every worker')
+    if (worker !== undefined) gateway.log.info('SIGHUP to a worker is ignored: send it to the primary, which reloads every worker')
     else if (!draining) void gateway.reload('SIGHUP')
   })
   await gateway.listen()
   grpc = await startGrpc(gateway, () => draining)
   if (management !== undefined) {
     const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })
-    gateway.app.log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
+    gateway.log.info({ address }, 'management listener (/healthz, /readyz, /metrics, /config)')
   }
 }
 
@@ -154,7 +154,7 @@ async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise
     checks: () => gateway.checks,
     draining,
   })
-  gateway.app.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
+  gateway.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
   return grpc
 }
 

@@ -461,7 +461,7 @@ t.test('the check dialects render the one decision of access/checker.ts and make
   const grpc = importsOf(sourceAt('runtime/grpc-check.ts'))
     .filter((i) => folderOf(i.to) === 'access' || i.to === 'proxy/guard.ts')
     .map(describe)
-  t.strictSame(grpc, [], "the gRPC service asks the app's extAuthzCheck, not the decision")
+  t.strictSame(grpc, [], "the gRPC service asks the gateway's envoyGrpcCheck, not the decision")
 })
 
 t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {

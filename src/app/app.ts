@@ -1,42 +1,41 @@
 import { randomUUID } from 'node:crypto'
-import { createServer, type IncomingMessage } from 'node:http'
+import { createServer } from 'node:http'
 import cookie from '@fastify/cookie'
 import { normalizeIP } from '@fastify/rate-limit'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { CheckAnswer, CheckInput } from '../checks/envoy-grpc/types.js'
 import { ConfigError } from '../config/load.js'
-import type { GatewayConfig, ProviderConfig, UpstreamConfig } from '../options/types.js'
-import { GatewayError, type ProblemCode } from '../contract/errors.js'
+import type { GatewayConfig } from '../options/types.js'
 import { decorateIdentity } from '../contract/identity.js'
 import type { Clock } from '../lib/clock.js'
-import { BearerVerifier } from '../oidc/bearer.js'
-import { OidcClient, TOKEN_EXCHANGE_GRANT } from '../oidc/client.js'
-import { Providers, type Provider } from '../oidc/providers.js'
+import { createProvider, Providers, warnUnadvertisedExchange } from '../oidc/providers.js'
 import type { JtiReplay } from '../oidc/jti-replay.js'
-import { clientErrorHandler } from '../ops/client-errors.js'
+import { clientErrorHandler, closeIfBodyUnread } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
 import { refreshAuditor } from '../ops/audit.js'
 import { lazyRequestLogger, loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
-import { traceFields, traceRequests, upstreamTracing } from '../ops/request-tracing.js'
+import { traceRequests, upstreamTracing } from '../ops/request-tracing.js'
+import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
 import type { Tracing } from '../ops/tracing.js'
-import type { ManagementOptions, ReadinessCheck } from '../ops/management.js'
-import { GATEWAY_ROUTE, GatewayMetrics, NO_ROUTE } from '../ops/metrics.js'
-import { createRoutingAmbiguityCheck } from '../access/ambiguity.js'
+import type { ReadinessCheck } from '../ops/management.js'
+import { readinessChecks } from '../ops/readiness.js'
+import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
 import { Authentication } from '../access/authenticate.js'
-import { canonicalHost, createServedHostTest, createUpstreamMatcher, repeatsHost } from '../access/match.js'
+import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../access/match.js'
+import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
 import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
 import { identityHeaderUnion } from '../proxy/header-policy.js'
 import { SocketAccess } from '../proxy/websocket-access.js'
 import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
-import { isInNormalForm, normalizePath } from '../access/path.js'
-import { createErrorPage, createProblemAnswer, wantsPage, type PageDeps } from '../pages/error-page.js'
+import { normalizePath } from '../access/path.js'
+import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes, type PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { forwardAuthRoutes } from '../checks/forward-auth.js'
-import { Checker, isCheckRoute } from '../access/checker.js'
+import { Checker } from '../access/checker.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { resourceMetadataRoutes } from '../proxy/resource-metadata-route.js'
 import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
@@ -44,26 +43,32 @@ import { createStepUpLookup } from '../access/rules.js'
 import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../checks/envoy-http.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
-import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
+import { createTransmitters } from '../oidc/ssf-transmitter.js'
 import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
 import { createPortHint, createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH, SSF_EVENTS_PATH, callbackPath, isGatewayPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH } from '../contract/endpoints.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
 import { CookieCipher } from '../session/cipher.js'
 import { GatewayCookies, SetCookieLines } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
-import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
+import { SessionLifecycle } from '../session/lifecycle.js'
 import { issuerBinding } from '../session/issuer-binding.js'
 import { MemorySessions, MemorySessionStore } from '../session/memory-store.js'
+import { providerRefreshGrant } from '../session/refresh-grant.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
-import { pingRedis, type RedisClient } from '../session/redis-client.js'
+import type { RedisClient } from '../session/redis-client.js'
 import type { RedisKeys } from '../session/redis-keys.js'
 import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
 import type { SessionStore } from '../session/types.js'
+
+// Wiring only: buildApp builds one configuration's services from their owners and registers them
+// on a Fastify app in the order a request meets them. Every hook, handler and route it registers
+// lives in the folder that owns its concern; what outlives the configuration comes in as the
+// process state (runtime/process-state.ts), and the caller runs what the app hands back.
 
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
@@ -72,8 +77,7 @@ export interface BuildOptions {
   state: ProcessState
   /**
    * Under a LiveGateway (runtime/live.ts): the app gets a server of its own that never listens;
-   * the live gateway's server hands it requests (`routing`) and upgrades, and applies its
-   * WebSocket verdict once it serves.
+   * the live gateway's server hands it requests (`routing`) and upgrades.
    */
   live?: boolean
 }
@@ -119,35 +123,29 @@ export interface ProcessState {
   readonly startIssuers: ReadonlyMap<string, string>
 }
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** The upstream a proxied route serves (the metrics' route label). */
-    upstream?: string
-  }
-  interface FastifyReply {
-    /** The problem code the gateway answered with, if any (metrics). */
-    problemCode: ProblemCode | undefined
-    /** Fields a route adds to the request's one log line (forward-auth: the request it checked). */
-    logFields: Record<string, unknown> | undefined
-  }
-  interface FastifyInstance {
-    /** What the management listener serves: metrics and readiness checks. */
-    management: { metrics: Registry; checks: ManagementOptions['checks'] }
-    /** Resolves once the provider's metadata is loaded (discovery is retried until then). */
-    providerReady: Promise<void>
-    /** The revocation list (session/revocation.ts; with the cookie store its size() is a metric). */
-    revocations: RevocationList
-    /** This configuration's verdict on open WebSockets; a live gateway applies it once it serves. */
-    websocketVerdict: SocketVerdict
-    /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (checks/envoy-http.ts). */
-    extAuthzCheck: (input: CheckInput) => Promise<CheckAnswer>
-    /** This configuration's Shared Signals transmitters; a live gateway hands them to the process's loops once it serves. */
-    ssf: SsfBinding
-  }
+/**
+ * One configuration's gateway, as buildApp returns it: its HTTP app and the services the process
+ * that runs it asks for by name (the management listener, the gRPC service, the process's
+ * WebSocket registry and Shared Signals loops). Built from one file; a reload builds another.
+ */
+export interface GatewayApp {
+  /** The Fastify app that serves the gateway's HTTP (routes, proxy and their hooks); it does not listen. */
+  readonly http: FastifyInstance
+  /** What the management listener serves: metrics and readiness checks (ops/readiness.ts). */
+  readonly management: { readonly metrics: Registry; readonly checks: readonly ReadinessCheck[] }
+  /** Resolves once every provider's metadata is loaded (discovery is retried until then). */
+  readonly providersReady: Promise<void>
+  /** The revocation list (session/revocation.ts; with the cookie store its size() is a metric). */
+  readonly revocations: RevocationList
+  /** This configuration's verdict on open WebSockets; the process's registry applies it once the configuration serves. */
+  readonly websocketVerdict: SocketVerdict
+  /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (checks/envoy-http.ts). */
+  readonly envoyGrpcCheck: (input: CheckInput) => Promise<CheckAnswer>
+  /** This configuration's Shared Signals transmitters; the process's loops run them once it serves. */
+  readonly sharedSignals: SsfBinding
+  /** Closes the HTTP app: the providers' timers stop and the session store closes (the process state stays open). */
+  close(): Promise<void>
 }
-
-/** Marks a raw request whose path was refused before routing, with the reason (answered 400 in onRequest). */
-const kBadPath = Symbol('openid-gateway.badPath')
 
 /** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
 export const MAX_HEADER_BYTES = 32 * 1024
@@ -179,11 +177,12 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
 }
 
 /** Builds the gateway from a validated configuration. Does not listen. */
-export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<FastifyInstance> {
+export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<GatewayApp> {
   const { state } = options
+  const { metrics, tracing, redis, revocations, websockets } = state
+  const { publicUrl } = config.server
   const logStream = options.logStream ?? stdoutDestination()
   const redactUrl = urlRedactor(config.log)
-  const { extAuthzPath } = config.forwardAuth
   const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
   const app = Fastify({
     logger: { ...loggerOptions(config.log), stream: logStream },
@@ -197,170 +196,63 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(options.live === true ? { serverFactory: () => createServer() } : {}),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
-    // Every decision (routing, public paths, the path the upstream sees) uses one normalized
-    // path, so `/public/../admin` or `/%61dmin` cannot reach a protected route unchecked.
-    rewriteUrl(raw: IncomingMessage) {
-      // One spelling of the host too: the router's host constraints, the guard and the
-      // X-Forwarded-Host the gateway sets all read this header.
-      const host = raw.headers.host
-      if (host !== undefined) raw.headers.host = canonicalHost(host)
-      const url = raw.url ?? '/'
-      const normalized = normalizePath(url)
-      // A check endpoint is recognized on the raw target and never rewritten: normalized first,
-      // `<extAuthzPath>/../redirect` would route to the sign-in endpoint, whose 200 Envoy takes
-      // for an allow of `/../redirect`.
-      const refused = repeatsHost(raw.rawHeaders)
-        ? 'the request has more than one Host header'
-        : normalized === null
-          ? 'the request path is malformed'
-          : isCheckRoute(url, extAuthzPath) && !isInNormalForm(url, normalized)
-            ? "a check's request path must be in normal form"
-            : undefined
-      if (normalized === null || refused !== undefined) {
-        ;(raw as IncomingMessage & { [kBadPath]?: string })[kBadPath] = refused
-        return '/'
-      }
-      return normalized.path + normalized.search
-    },
+    rewriteUrl: rewriteRequestTarget(config.forwardAuth.extAuthzPath),
   })
 
-  app.setErrorHandler((err: FastifyError | GatewayError, req, reply) => {
-    let problem: GatewayError
-    if (err instanceof GatewayError) {
-      problem = err
-    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      problem = new GatewayError('bad_request', 'the request is malformed')
-    } else {
-      req.log.error({ err: { name: err.name, message: err.message, code: err.code } }, 'unexpected error')
-      problem = new GatewayError('internal_error', 'the gateway failed unexpectedly; the log has details')
-    }
-    const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
-    reply.problemCode = problem.code
-    // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
-    return answerProblem(req, req.log, problem, status, wantsPage(req)).then((answer) => reply.code(answer.status).headers(answer.headers).send(answer.body))
-  })
-  app.setNotFoundHandler(() => {
-    throw new GatewayError('not_found', 'no upstream serves this path')
-  })
-
-  const { tracing } = state
-  // First, so that every request's work runs under its server span.
-  if (tracing !== undefined) traceRequests(app, { tracing, isTrustedProxy: createTrustCheck(config.server.trustedProxies) })
-  const isAmbiguous = createRoutingAmbiguityCheck(config.upstreams)
-  await app.register(cookie, { hook: false })
+  // This configuration's services.
   const cipher = new CookieCipher(config.cookies.secrets, state.clock)
-  const formerCookieNames = state.cookieNames
-  const cookies = new GatewayCookies(config.cookies, cipher, formerCookieNames)
-  formerCookieNames.add(config.cookies.name)
-  // What every request goes through before routing, in one hook. It takes a callback: an async
-  // hook costs a promise and a microtask per request for work that never waits.
-  app.addHook('onRequest', (req, reply, done) => {
-    const refused = (req.raw as IncomingMessage & { [kBadPath]?: string })[kBadPath]
-    if (refused !== undefined) return done(new GatewayError('bad_request', refused))
-    const q = req.url.indexOf('?')
-    if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
-      return done(new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces'))
-    }
-    // Only the gateway's cookies are read (session/cookies.ts jar), not every cookie of the
-    // header as @fastify/cookie's parsing hook would (it stays for setting cookies).
-    req.cookies = cookies.jar(req.headers.cookie)
-    cookies.expireFormer(req, reply)
-    done()
-  })
-  // An answer given before the request's body has arrived (a 401 on a protected path, a 413, a
-  // refusal of the gateway's own endpoints) closes the connection: Node would otherwise keep
-  // reading the rest of the body to reuse the connection, which lets a client that trickles a body
-  // hold it (and a worker's socket) for as long as it likes.
-  app.addHook('onSend', (req, reply, payload, done) => {
-    if (!req.raw.complete) reply.header('connection', 'close')
-    done(null, payload)
-  })
-  decorateIdentity(app)
-  app.decorateReply('problemCode', undefined)
-  app.decorateReply('logFields', undefined)
-  const { redis, revocations } = state
-  app.decorate('revocations', revocations)
+  const cookies = new GatewayCookies(config.cookies, cipher, state.cookieNames)
+  state.cookieNames.add(config.cookies.name)
   const { store, coordinator } = createSessions(config, cookies, cipher, state)
-  const { metrics } = state
   metrics.bindStore({
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
   })
-  app.addHook('onResponse', (req, reply, done) => {
-    const route = req.routeOptions.config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
-    metrics.observeRequest({
-      route,
-      method: req.method,
-      status: reply.statusCode,
-      seconds: reply.elapsedTime / 1000,
-      routeUrl: req.routeOptions.url,
-      code: reply.problemCode,
-    })
-    accessLog.write({
-      reqId: req.id,
-      method: req.method,
-      url: req.url,
-      status: reply.statusCode,
-      ms: reply.elapsedTime,
-      ip: req.ip,
-      sub: req.identity?.claims.sub,
-      fields: reply.logFields,
-      trace: traceFields(req),
-    })
-    done()
-  })
-  const providers = new Providers(config.providers.map((provider) => createProvider(provider, config, app.log, metrics, state.clock, tracing)))
-  const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
-  const bindIssuer = issuerBinding((name) => providers.get(name)?.config.issuer, (name) => state.startIssuers.get(name))
-  const refreshGrant: RefreshGrant = async (token, session) => {
-    try {
-      const provider = providers.get(session.provider)
-      if (provider === undefined) throw new GatewayError('refresh_token_invalid', 'the provider of this session is no longer configured')
-      // Another issuer's refresh token is never sent to this one: the session ends instead.
-      if (bindIssuer(session) === undefined) throw new GatewayError('refresh_token_invalid', "the session was signed in at another issuer than its provider's")
-      const tokens = await provider.client.refresh(token, session.claims.sub, session.dpopKey)
-      metrics.observeRefresh('ok')
-      return tokens
-    } catch (err) {
-      metrics.observeRefresh(err instanceof GatewayError ? err.code : 'internal_error')
-      throw err
-    }
-  }
-  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock, refreshAuditor(app.log))
-  const checks: ReadinessCheck[] = [
-    { name: 'provider_metadata', ready: () => providers.all.every((p) => p.client.ready) },
-    { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },
-    { name: 'session_store', ready: () => store.ping() },
-  ]
-  const transmitters = config.providers.flatMap((p) =>
-    p.ssf === undefined
-      ? []
-      : [
-          new SsfTransmitter({
-            provider: p.name,
-            providerIssuer: p.issuer,
-            clientId: p.clientId,
-            ssf: p.ssf,
-            pushUrl: new URL(SSF_EVENTS_PATH, config.server.publicUrl).href,
-            timeoutMs: p.timeoutMs,
-            clockToleranceSeconds: p.clockToleranceSeconds,
-            log: app.log,
-          }),
-        ],
+  const providers = new Providers(
+    config.providers.map((provider) =>
+      createProvider(provider, {
+        publicUrl,
+        several: config.providers.length > 1,
+        log: app.log,
+        clock: state.clock,
+        observeCall: (call, seconds, failed) => metrics.observeProviderCall(call, seconds, failed),
+        tracer: tracing?.tracer,
+      }),
+    ),
   )
-  // Always present (the live gateway's probe names are fixed at start); passes unless a required stream is not enabled.
-  checks.push({
-    name: 'shared_signals',
-    ready: () => transmitters.every((t) => !t.config.required || t.healthy),
-    detail: () => (transmitters.length === 0 ? undefined : Object.fromEntries(transmitters.map((t) => [t.provider, { ...t.status }]))),
-  })
-  // The revocation list and the logout-token replay guard live there too; with Sentinel or
-  // Cluster, `redis` is what names a failover in progress (no primary, or a shard without one).
-  if (redis !== undefined) checks.push({ name: 'redis', ready: () => pingRedis(redis) })
-  app.decorate('management', { metrics: metrics.registry, checks })
+  const bindIssuer = issuerBinding((name) => providers.get(name)?.config.issuer, (name) => state.startIssuers.get(name))
+  const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
+  const refreshGrant = providerRefreshGrant(providers, bindIssuer, (code) => metrics.observeRefresh(code))
+  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock, refreshAuditor(app.log))
+  const validateRedirectAfter = createRedirectAfterValidator({ publicUrl, allowedHosts: config.redirects.allowedHosts })
+  const isTrustedOrigin = createTrustedOriginTest({ publicUrl, allowedHosts: config.redirects.allowedHosts })
+  const pages: PageDeps = {
+    publicUrl,
+    store,
+    validateRedirectAfter,
+    endSessionUrls: () => providers.all.map((p) => p.client.endSessionUrl(undefined)),
+  }
+  const answerProblem = createProblemAnswer(createErrorPage(pages))
 
-  app.decorate('providerReady', Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined))
-  warnUnadvertisedExchange(app.providerReady, config.upstreams, providers, app.log)
+  // Every request, in the order it meets them: errors answered as a page or problem+json, its
+  // server span, the refusal of a target that cannot be read and the gateway's cookies (before
+  // routing), the connection closed after an answer that left the body unread, and once answered
+  // its metrics and line.
+  app.setErrorHandler(answerErrors(answerProblem))
+  app.setNotFoundHandler(noUpstreamServes)
+  // First, so that every request's work runs under its server span.
+  if (tracing !== undefined) traceRequests(app, { tracing, isTrustedProxy: createTrustCheck(config.server.trustedProxies) })
+  await app.register(cookie, { hook: false })
+  app.addHook('onRequest', beforeRouting(config.upstreams, cookies))
+  app.addHook('onSend', closeIfBodyUnread)
+  decorateIdentity(app)
+  decorateOutcome(app)
+  app.addHook('onResponse', recordOutcome(metrics, accessLog))
+
+  const transmitters = createTransmitters(config.providers, publicUrl, app.log)
+  const checks = readinessChecks({ providers, store, transmitters, redis })
+  const providersReady = Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined)
+  warnUnadvertisedExchange(providersReady, config.upstreams, providers, app.log)
   app.addHook('onClose', async () => {
     for (const provider of providers.all) provider.client.stop()
     // The Redis connection is the process's: it outlives this configuration.
@@ -376,25 +268,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   }
   // Each upstream's access decision, built once: the proxy guard, the Checker and the WebSocket verdict ask it.
   const access = new AccessDecisions(config.upstreams, authentication, stepUp)
-  const publicOrigin = new URL(config.server.publicUrl)
-  const validateRedirectAfter = createRedirectAfterValidator({
-    publicUrl: config.server.publicUrl,
-    allowedHosts: config.redirects.allowedHosts,
-  })
-  const isTrustedOrigin = createTrustedOriginTest({ publicUrl: config.server.publicUrl, allowedHosts: config.redirects.allowedHosts })
-  const pages: PageDeps = {
-    publicUrl: config.server.publicUrl,
-    store,
-    validateRedirectAfter,
-    endSessionUrls: () => providers.all.map((p) => p.client.endSessionUrl(undefined)),
-  }
-  const answerProblem = createProblemAnswer(createErrorPage(pages))
-
+  const publicOrigin = new URL(publicUrl)
   // The check endpoints' one decision (access/checker.ts), with its cache.
   const checker = new Checker({
     upstreams: config.upstreams,
     access,
-    publicUrl: config.server.publicUrl,
+    publicUrl,
     cookieDomain: config.cookies.domain,
     validateRedirectAfter,
     cache: config.forwardAuth.cache,
@@ -407,8 +286,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
-  // its verdict, applied once that configuration serves (runtime/live.ts; here without a live gateway).
-  const { websockets } = state
+  // its verdict, applied once that configuration serves (by the caller: runtime/live.ts, process-state.ts).
   const socketAccess = new SocketAccess({
     store,
     matchUpstream,
@@ -419,20 +297,18 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     revocations,
   })
   const stepUpOf = createStepUpLookup(config.upstreams)
-  app.decorate('websocketVerdict', socketAccess)
-  if (options.live !== true) websockets.use(app.websocketVerdict)
   await app.register(signInRoutes, {
     providers,
     bindIssuer,
-    publicUrl: config.server.publicUrl,
+    publicUrl,
     providersFor(target) {
-      const url = new URL(target, config.server.publicUrl)
+      const url = new URL(target, publicUrl)
       const path = normalizePath(url.pathname)
       return path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)?.providers
     },
     stepUp: {
       requirementFor(target) {
-        const url = new URL(target, config.server.publicUrl)
+        const url = new URL(target, publicUrl)
         const path = normalizePath(url.pathname)
         const upstream = path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)
         return upstream === undefined || path === null ? undefined : stepUpOf(upstream, path.path)
@@ -443,7 +319,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     store,
     lifecycle,
     validateRedirectAfter,
-    redirectPortHint: createPortHint({ publicUrl: config.server.publicUrl, allowedHosts: config.redirects.allowedHosts }),
+    redirectPortHint: createPortHint({ publicUrl, allowedHosts: config.redirects.allowedHosts }),
     isTrustedOrigin,
     rateLimit: config.rateLimit.signIn,
     onEnded: (session) => {
@@ -488,9 +364,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       exchanger.forget()
     },
   })
-  app.decorate('ssf', { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) } satisfies SsfBinding)
   await app.register(ssfEventsRoute, { receiver, transmitters })
-  if (options.live !== true) void state.ssf.use(app.ssf)
   await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
   // Every identity header name of this configuration, once: the proxy strips them all on every
@@ -498,9 +372,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const identityHeaders = identityHeaderUnion(config.upstreams.map((upstream) => upstream.identityHeaders), config.assertions.header)
   const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer }, identityHeaders })
   await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
-  app.decorate(
-    'extAuthzCheck',
-    createGrpcCheck({
+  const envoyGrpcCheck = createGrpcCheck({
       decide: extAuthz,
       publicUrl: config.server.publicUrl,
       parseCookie: (header) => cookies.jar(header),
@@ -510,15 +382,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       log: app.log,
       accessLog,
       observe: (method, status, seconds, code) => metrics.observeRequest({ route: GATEWAY_ROUTE, method, status, seconds, routeUrl: undefined, code }),
-    }),
-  )
+    })
   if (signer !== undefined) {
     // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {
       reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
     })
   }
-  await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl: config.server.publicUrl })
+  await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl })
   await app.register(proxyPlugin, {
     assertions: { header: config.assertions.header, signer },
     identityHeaders,
@@ -533,32 +404,23 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     // The pages that may open WebSockets: the public origin, the allowed hosts over https.
     isTrustedOrigin,
     access,
-    publicUrl: config.server.publicUrl,
+    publicUrl,
     validateRedirectAfter,
     websockets,
     exchanger,
     grantWebSocket: async (req) => websockets.grant(await socketAccess.grant(req)),
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
-  return app
-}
-
-/**
- * A provider whose grant_types_supported lacks the token exchange grant may still accept it (the
- * list is RECOMMENDED, RFC 8414 2, and several providers leave extension grants out): said once,
- * at warn, naming the upstreams; the exchange itself decides, and its refusal is a 403.
- */
-function warnUnadvertisedExchange(ready: Promise<void>, upstreams: readonly UpstreamConfig[], providers: Providers, log: FastifyBaseLogger): void {
-  const exchanging = upstreams.filter((u) => u.tokenExchange !== undefined)
-  if (exchanging.length === 0) return
-  void ready.then(() => {
-    for (const provider of providers.all) {
-      const names = exchanging.filter((u) => u.providers.includes(provider.name)).map((u) => u.name)
-      if (names.length > 0 && provider.client.advertisesGrant(TOKEN_EXCHANGE_GRANT) === false) {
-        log.warn({ provider: provider.name, upstreams: names }, 'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)')
-      }
-    }
-  })
+  return {
+    http: app,
+    management: { metrics: metrics.registry, checks },
+    providersReady,
+    revocations,
+    websocketVerdict: socketAccess,
+    envoyGrpcCheck,
+    sharedSignals: { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) },
+    close: () => app.close(),
+  }
 }
 
 /** The signer of identity assertions, when keys are configured (checks.ts requires them when used). */
@@ -567,28 +429,4 @@ async function identityAssertions(config: GatewayConfig): Promise<IdentityAssert
   if (sources === undefined) return undefined
   const keys = await Promise.all(sources.map((source) => signingKey(parsePrivateKey(source))))
   return new IdentityAssertions({ keys, issuer: config.server.publicUrl, ttlSeconds: config.assertions.ttlSeconds })
-}
-
-/** A provider's client and Bearer verifier; with several providers their log lines name it. */
-function createProvider(provider: ProviderConfig, config: GatewayConfig, appLog: FastifyBaseLogger, metrics: GatewayMetrics, clock: Clock, tracing: Tracing | undefined): Provider {
-  const log = config.providers.length === 1 ? appLog : appLog.child({ provider: provider.name })
-  const callback = callbackPath(provider.name, config.providers.length > 1)
-  const client: OidcClient = new OidcClient(provider, config.server.publicUrl, callback, log, clock, (url, seconds, failed) =>
-    metrics.observeProviderCall(client.callOf(url), seconds, failed),
-    tracing?.tracer,
-  )
-  const bearer = new BearerVerifier({
-    issuer: provider.issuer,
-    clientId: provider.clientId,
-    audiences: provider.audiences,
-    algorithms: provider.bearer.algorithms,
-    clockToleranceSeconds: provider.clockToleranceSeconds,
-    getKey: client.keys.getKey,
-    keyGeneration: () => client.keys.generation(),
-    requireAtJwt: provider.bearer.requireAtJwt,
-    ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
-    log,
-    clock,
-  })
-  return { name: provider.name, config: provider, client, bearer }
 }

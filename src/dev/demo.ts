@@ -137,7 +137,7 @@ async function main(): Promise<void> {
 
     const app = await buildStandaloneApp(config)
     closers.push(() => app.close())
-    await app.listen({ host: HOST, port: gatewayPort })
+    await app.http.listen({ host: HOST, port: gatewayPort })
 
     process.stdout.write([
       '',

@@ -1,7 +1,11 @@
 import * as jose from 'jose'
-import type { ProviderConfig } from '../options/types.js'
-import type { BearerVerifier } from './bearer.js'
-import type { OidcClient } from './client.js'
+import type { Tracer } from '@opentelemetry/api'
+import type { FastifyBaseLogger } from 'fastify'
+import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
+import { callbackPath } from '../contract/endpoints.js'
+import type { Clock } from '../lib/clock.js'
+import { BearerVerifier } from './bearer.js'
+import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall } from './client.js'
 
 // The configured providers (`provider:` or `providers:`), each with its client and its Bearer
 // verifier. A name selects a provider at sign-in and in a session, an issuer selects it for a
@@ -68,4 +72,58 @@ function unverifiedIssuer(token: string): string | undefined {
   } catch {
     return undefined
   }
+}
+
+export interface ProviderOptions {
+  publicUrl: string
+  /** Whether the configuration has several providers: each then has a callback path of its own, and its log lines name it. */
+  several: boolean
+  log: FastifyBaseLogger
+  clock: Clock
+  /** Told of every call to the provider (ops/metrics.ts observeProviderCall). */
+  observeCall: (call: ProviderCall, seconds: number, failed: boolean) => void
+  /** With telemetry.tracing: each call to the provider is a span. */
+  tracer: Tracer | undefined
+}
+
+/** A provider's client and Bearer verifier. */
+export function createProvider(provider: ProviderConfig, options: ProviderOptions): Provider {
+  const log = options.several ? options.log.child({ provider: provider.name }) : options.log
+  const callback = callbackPath(provider.name, options.several)
+  const client: OidcClient = new OidcClient(provider, options.publicUrl, callback, log, options.clock, (url, seconds, failed) =>
+    options.observeCall(client.callOf(url), seconds, failed),
+    options.tracer,
+  )
+  const bearer = new BearerVerifier({
+    issuer: provider.issuer,
+    clientId: provider.clientId,
+    audiences: provider.audiences,
+    algorithms: provider.bearer.algorithms,
+    clockToleranceSeconds: provider.clockToleranceSeconds,
+    getKey: client.keys.getKey,
+    keyGeneration: () => client.keys.generation(),
+    requireAtJwt: provider.bearer.requireAtJwt,
+    ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
+    log,
+    clock: options.clock,
+  })
+  return { name: provider.name, config: provider, client, bearer }
+}
+
+/**
+ * A provider whose grant_types_supported lacks the token exchange grant may still accept it (the
+ * list is RECOMMENDED, RFC 8414 2, and several providers leave extension grants out): said once,
+ * at warn, naming the upstreams; the exchange itself decides, and its refusal is a 403.
+ */
+export function warnUnadvertisedExchange(ready: Promise<void>, upstreams: readonly UpstreamConfig[], providers: Providers, log: FastifyBaseLogger): void {
+  const exchanging = upstreams.filter((u) => u.tokenExchange !== undefined)
+  if (exchanging.length === 0) return
+  void ready.then(() => {
+    for (const provider of providers.all) {
+      const names = exchanging.filter((u) => u.providers.includes(provider.name)).map((u) => u.name)
+      if (names.length > 0 && provider.client.advertisesGrant(TOKEN_EXCHANGE_GRANT) === false) {
+        log.warn({ provider: provider.name, upstreams: names }, 'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)')
+      }
+    }
+  })
 }

@@ -1,6 +1,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import type { SsfConfig } from '../options/types.js'
+import type { ProviderConfig, SsfConfig } from '../options/types.js'
+import { SSF_EVENTS_PATH } from '../contract/endpoints.js'
 import { describe } from './errors.js'
 import { ProviderFaultError, providerFetch } from './fetch.js'
 import { ProviderKeys } from './provider-keys.js'
@@ -270,4 +271,29 @@ export class SsfTransmitter {
     this.status.error = err instanceof Error ? err.message : String(err)
     return fields
   }
+}
+
+/**
+ * One configuration's Shared Signals transmitters: one per provider with `ssf`, pushing (with
+ * delivery: push) to the gateway's events endpoint under `publicUrl`. The process's loops
+ * (ssf-streams.ts) run them once that configuration serves.
+ */
+export function createTransmitters(providers: readonly ProviderConfig[], publicUrl: string, log: TransmitterOptions['log']): SsfTransmitter[] {
+  const pushUrl = new URL(SSF_EVENTS_PATH, publicUrl).href
+  return providers.flatMap((p) =>
+    p.ssf === undefined
+      ? []
+      : [
+          new SsfTransmitter({
+            provider: p.name,
+            providerIssuer: p.issuer,
+            clientId: p.clientId,
+            ssf: p.ssf,
+            pushUrl,
+            timeoutMs: p.timeoutMs,
+            clockToleranceSeconds: p.clockToleranceSeconds,
+            log,
+          }),
+        ],
+  )
 }

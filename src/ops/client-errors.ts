@@ -1,11 +1,12 @@
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, onSendHookHandler } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from './response-headers.js'
 
 // What Node's HTTP parser refuses before Fastify sees a request is still answered as the
-// gateway's errors are: problem+json with the security headers, and the connection closed.
+// gateway's errors are: problem+json with the security headers, and the connection closed. A
+// connection whose request body was not read to its end is closed too, once answered.
 
 interface ClientError extends Error {
   code?: string
@@ -48,4 +49,15 @@ export function clientErrorHandler(this: FastifyInstance, err: ClientError, sock
     socket.write(`${head.join('\r\n')}\r\n\r\n${body}`)
   }
   socket.destroy(err)
+}
+
+/**
+ * The `onSend` hook that closes the connection of an answer given before the request's body has
+ * arrived (a 401 on a protected path, a 413, a refusal of the gateway's own endpoints): Node would
+ * otherwise keep reading the rest of the body to reuse the connection, which lets a client that
+ * trickles a body hold it (and a worker's socket) for as long as it likes.
+ */
+export const closeIfBodyUnread: onSendHookHandler = function closeIfBodyUnread(req, reply, payload, done) {
+  if (!req.raw.complete) reply.header('connection', 'close')
+  done(null, payload)
 }

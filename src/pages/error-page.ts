@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE, type ProblemCode } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { escapeHtml } from '../lib/html.js'
@@ -9,8 +9,8 @@ import type { SessionStore } from '../session/types.js'
 import { actions, pageHeaders, renderPage } from './page.js'
 import { signedInAs, type WhoRequest } from './who.js'
 
-// The HTML face of a gateway error, for browser navigations only (the error handler in app.ts
-// decides; everything else keeps problem+json). Same status, same code, the same headers the
+// The HTML face of a gateway error, for browser navigations only (the error handler, answerErrors
+// below, decides; everything else keeps problem+json). Same status, same code, the same headers the
 // error carries (Retry-After, Allow, WWW-Authenticate), plus what happened in plain words, who
 // is signed in, and the way on: sign in (again), or sign out to switch account.
 
@@ -272,4 +272,37 @@ function withRequestId(problem: GatewayError, requestId: string): GatewayError {
 function causeOf(err: Error): string | undefined {
   const cause = err.cause
   return cause instanceof Error ? `${cause.name}: ${cause.message}` : undefined
+}
+
+/** The answer of a problem, as a page or problem+json (createProblemAnswer). */
+export type ProblemAnswerer = ReturnType<typeof createProblemAnswer>
+
+/**
+ * The gateway's error handler: every error a route throws, or Fastify raises, answered with
+ * `answerProblem`: a page for a browser navigation (wantsPage), problem+json for programs, and
+ * its code on the reply for the metrics (`reply.problemCode`). A 4xx of Fastify's own (a malformed
+ * body, an unsupported content type) is `bad_request`; anything else unexpected is logged and
+ * answered `internal_error`, without its message.
+ */
+export function answerErrors(answerProblem: ProblemAnswerer) {
+  return function answerError(err: FastifyError | GatewayError, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    let problem: GatewayError
+    if (err instanceof GatewayError) {
+      problem = err
+    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      problem = new GatewayError('bad_request', 'the request is malformed')
+    } else {
+      req.log.error({ err: { name: err.name, message: err.message, code: err.code } }, 'unexpected error')
+      problem = new GatewayError('internal_error', 'the gateway failed unexpectedly; the log has details')
+    }
+    const status = err instanceof GatewayError ? problem.status : (err.statusCode ?? problem.status)
+    reply.problemCode = problem.code
+    // Pages for people, JSON for programs: a browser navigation gets the same error as a page.
+    return answerProblem(req, req.log, problem, status, wantsPage(req)).then((answer) => reply.code(answer.status).headers(answer.headers).send(answer.body))
+  }
+}
+
+/** The not-found handler: a path no route and no upstream serves (404 `not_found`, answered by answerErrors). */
+export function noUpstreamServes(): never {
+  throw new GatewayError('not_found', 'no upstream serves this path')
 }

@@ -1,9 +1,9 @@
-import type { FastifyInstance } from 'fastify'
+import type { GatewayApp } from '../app/app.js'
 import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../checks/envoy-grpc/server.js'
 import type { ReadinessCheck } from '../ops/management.js'
 
 // The gRPC ext_authz service in front of the running app: each Check is the running app's
-// extAuthzCheck (checks/envoy-http.ts), the decision and rendering of the HTTP ext_authz route,
+// envoyGrpcCheck (checks/envoy-http.ts), the decision and rendering of the HTTP ext_authz route,
 // asked without an HTTP request. The running app is looked up per check, so a reload applies to
 // gRPC checks at once.
 
@@ -11,7 +11,7 @@ export interface ServeOptions {
   host: string
   port: number
   /** The app serving now, looked up per check (a reload swaps it). */
-  running: () => FastifyInstance
+  running: () => GatewayApp
   /** The gateway's readiness checks (those of /readyz). */
   checks: () => readonly ReadinessCheck[]
   /** True while the process drains: the health service then says NOT_SERVING. */
@@ -34,8 +34,8 @@ export async function serveExtAuthzGrpc(options: ServeOptions): Promise<ExtAuthz
   return startExtAuthzGrpc({
     host: options.host,
     port: options.port,
-    check: (input) => options.running().extAuthzCheck(input),
+    check: (input) => options.running().envoyGrpcCheck(input),
     ready: () => ready && !draining(),
-    log: options.running().log,
+    log: options.running().http.log,
   })
 }

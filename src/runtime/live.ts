@@ -4,7 +4,7 @@ import { createServer, ServerResponse, type IncomingMessage, type Server } from 
 import type { Server as NetServer, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
-import { buildApp, MAX_HEADER_BYTES } from '../app/app.js'
+import { buildApp, MAX_HEADER_BYTES, type GatewayApp } from '../app/app.js'
 import { ConfigError, loadConfigFile, loadConfigText, type ConfigState, type LoadedConfig } from '../config/load.js'
 import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../options/types.js'
@@ -279,11 +279,15 @@ async function snapshot(path: string): Promise<FileSnapshot | undefined> {
 class Generation {
   inflight = 0
   #idle: (() => void) | undefined
+  /** The app's HTTP side, which the server hands requests and upgrades to. */
+  readonly http: FastifyInstance
 
   constructor(
-    readonly app: FastifyInstance,
+    readonly app: GatewayApp,
     readonly loaded: LoadedConfig,
-  ) {}
+  ) {
+    this.http = app.http
+  }
 
   /** Bound once: the `close` listener of every request, without a closure per request. */
   readonly end = (): void => {
@@ -326,15 +330,15 @@ export class LiveGateway {
     // which would double a short server.requestTimeoutMs).
     this.server = createServer({ maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval: CONNECTIONS_CHECK_MS }, (req, res) => this.#request(req, res))
     this.server.keepAliveTimeout = 72_000
-    this.server.on('clientError', (err: Error & { code?: string }, socket: Socket) => clientErrorHandler.call(this.#current.app, err, socket))
+    this.server.on('clientError', (err: Error & { code?: string }, socket: Socket) => clientErrorHandler.call(this.#current.http, err, socket))
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
     this.#watcher = new ConfigWatcher(options.path, (text) => void this.reload('file', text), {
       clock: state.clock,
-      loosens: watchedLoosening(() => this.app.log, options.path, options.env, () => this.config),
+      loosens: watchedLoosening(() => this.log, options.path, options.env, () => this.config),
     })
     this.#loaded(current.loaded)
     state.websockets.use(current.app.websocketVerdict)
-    void state.ssf.use(current.app.ssf)
+    void state.ssf.use(current.app.sharedSignals)
   }
 
   /** Builds the first app from `loaded` (loadConfigFile of `options.path`). */
@@ -342,7 +346,7 @@ export class LiveGateway {
     const state = await createProcessState(loaded.config, options)
     try {
       const app = await buildApp(loaded.config, { logStream: options.logStream, state, live: true })
-      await app.ready()
+      await app.http.ready()
       return new LiveGateway(options, state, new Generation(app, loaded))
     } catch (err) {
       await state.close()
@@ -351,8 +355,13 @@ export class LiveGateway {
   }
 
   /** The app serving new requests. */
-  get app(): FastifyInstance {
+  get app(): GatewayApp {
     return this.#current.app
+  }
+
+  /** The logger of the app serving new requests. */
+  get log(): FastifyBaseLogger {
+    return this.#current.http.log
   }
 
   get config(): GatewayConfig {
@@ -389,7 +398,7 @@ export class LiveGateway {
     })
     const address = this.server.address()
     const where = typeof address === 'string' || address === null ? String(address) : `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
-    this.app.log.info({ address: where, config: this.state.hash }, 'listening')
+    this.log.info({ address: where, config: this.state.hash }, 'listening')
     return where
   }
 
@@ -413,7 +422,7 @@ export class LiveGateway {
     this.#watcher.set(false)
     this.#state.websockets.closeAll()
     const bound = setTimeout(() => {
-      this.app.log.warn('shutdown timeout reached: closing the remaining connections')
+      this.log.warn('shutdown timeout reached: closing the remaining connections')
       this.server.closeAllConnections()
     }, boundMs)
     bound.unref()
@@ -468,7 +477,7 @@ export class LiveGateway {
   abort(refusal: Refusal, trigger: ReloadTrigger = 'primary'): Promise<void> {
     const run = this.#queue.then(async () => {
       await this.#discard()
-      this.app.log.error({ trigger, reason: refusal.reason, problems: refusal.problems.length, config: this.state.hash }, 'configuration reload refused: the running configuration is kept')
+      this.log.error({ trigger, reason: refusal.reason, problems: refusal.problems.length, config: this.state.hash }, 'configuration reload refused: the running configuration is kept')
       this.#state.metrics.observeReload('failure')
     })
     this.#queue = run.catch(() => undefined)
@@ -482,7 +491,7 @@ export class LiveGateway {
   }
 
   #refuse(trigger: ReloadTrigger, refusal: Refusal): false {
-    logRefusal(this.app.log, trigger, refusal, this.state)
+    logRefusal(this.log, trigger, refusal, this.state)
     this.#state.metrics.observeReload('failure')
     return false
   }
@@ -491,10 +500,10 @@ export class LiveGateway {
   async #prepare(trigger: ReloadTrigger, text?: string): Promise<Generation | Refusal> {
     const loaded = loadForReload(this.#options.path, this.#options.env, this.config, text)
     if (!('config' in loaded)) return loaded
-    let next: FastifyInstance | undefined
+    let next: GatewayApp | undefined
     try {
       next = await buildApp(loaded.config, { logStream: this.#options.logStream, state: this.#state, live: true })
-      await next.ready()
+      await next.http.ready()
       // A reload never turns a gateway whose providers are discovered into one whose are not.
       const undiscovered = await discovered(next, loaded.config).then(() => undefined, (err: unknown) => err)
       if (undiscovered !== undefined && (await providersReady(this.app))) throw undiscovered
@@ -503,12 +512,12 @@ export class LiveGateway {
       const problems = err instanceof ConfigError ? err.issues : [err instanceof Error ? err.message : String(err)]
       return { problems, reason: 'the new configuration cannot start' }
     }
-    next.log.debug({ trigger, config: loaded.state.hash }, 'configuration prepared')
+    next.http.log.debug({ trigger, config: loaded.state.hash }, 'configuration prepared')
     return new Generation(next, loaded)
   }
 
   #commit(trigger: ReloadTrigger, next: Generation): void {
-    warnLoosening(next.app.log, trigger, this.config, next.loaded.config)
+    warnLoosening(next.http.log, trigger, this.config, next.loaded.config)
     const previous = this.#current
     this.#current = next
     this.#loaded(next.loaded)
@@ -517,9 +526,9 @@ export class LiveGateway {
     this.#state.websockets.use(next.app.websocketVerdict)
     void this.#state.websockets.recheck()
     // The previous configuration's Shared Signals loops stop before this one's start: one poller.
-    void this.#state.ssf.use(next.app.ssf)
+    void this.#state.ssf.use(next.app.sharedSignals)
     this.#retire(previous)
-    next.app.log.info({ trigger, config: next.loaded.state.hash }, 'configuration reloaded')
+    next.http.log.info({ trigger, config: next.loaded.state.hash }, 'configuration reloaded')
   }
 
   /** What follows the running configuration: the metrics of its file, and the watch of it (on a worker, the primary watches). */
@@ -538,7 +547,7 @@ export class LiveGateway {
     const current = this.#current
     current.inflight++
     res.once('close', current.end)
-    current.app.routing(req, res)
+    current.http.routing(req, res)
   }
 
   /**
@@ -547,15 +556,15 @@ export class LiveGateway {
    * as a plain request: so does this, and the routes refuse it.
    */
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const { app } = this.#current
-    if (app.server.listenerCount('upgrade') > 0) {
-      app.server.emit('upgrade', req, socket, head)
+    const { http } = this.#current
+    if (http.server.listenerCount('upgrade') > 0) {
+      http.server.emit('upgrade', req, socket, head)
       return
     }
     const res = new ServerResponse(req)
     res.assignSocket(socket as Socket)
     res.once('finish', () => socket.destroy())
-    app.routing(req, res)
+    http.routing(req, res)
   }
 
   /** Closes an earlier configuration's app once its requests have finished (at most its shutdownTimeoutMs). */
@@ -563,26 +572,26 @@ export class LiveGateway {
     const closing = previous
       .idle(previous.loaded.config.server.shutdownTimeoutMs)
       .then(() => previous.app.close())
-      .then(() => previous.app.log.debug({ config: previous.loaded.state.hash }, 'previous configuration closed'))
-      .catch((err: unknown) => this.app.log.warn({ err }, 'closing the previous configuration failed'))
+      .then(() => previous.http.log.debug({ config: previous.loaded.state.hash }, 'previous configuration closed'))
+      .catch((err: unknown) => this.log.warn({ err }, 'closing the previous configuration failed'))
       .finally(() => this.#retiring.delete(closing))
     this.#retiring.add(closing)
   }
 }
 
-async function providersReady(app: FastifyInstance): Promise<boolean> {
+async function providersReady(app: GatewayApp): Promise<boolean> {
   return (await app.management.checks.find((check) => check.name === 'provider_metadata')?.ready()) === true
 }
 
 /** Resolves when `app`'s providers are discovered; rejects, naming them, after twice the longest provider timeout. */
-async function discovered(app: FastifyInstance, config: GatewayConfig): Promise<void> {
+async function discovered(app: GatewayApp, config: GatewayConfig): Promise<void> {
   const boundMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + 1000
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`the providers could not be discovered within ${boundMs} ms (${config.providers.map((p) => p.issuer).join(', ')})`)), boundMs)
   })
   try {
-    await Promise.race([app.providerReady, late])
+    await Promise.race([app.providersReady, late])
   } finally {
     clearTimeout(timer)
   }

@@ -1,6 +1,6 @@
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger } from 'fastify'
 import { pino } from 'pino'
-import { buildApp, type BuildOptions, type ProcessState } from '../app/app.js'
+import { buildApp, type BuildOptions, type GatewayApp, type ProcessState } from '../app/app.js'
 import type { WorkerState } from './worker-state.js'
 import type { GatewayConfig } from '../options/types.js'
 import { systemClock, type Clock } from '../lib/clock.js'
@@ -106,18 +106,21 @@ export async function createProcessState(config: GatewayConfig, options: Process
 
 /**
  * An app with a process state of its own, closed with it: a process that serves one
- * configuration and never reloads (the demo, the bench, tests of one app). The CLI runs a
+ * configuration and never reloads (the demo, the bench, tests of one app). Its WebSocket verdict
+ * and Shared Signals transmitters apply at once, as it serves from the start. The CLI runs a
  * LiveGateway instead.
  */
-export async function buildStandaloneApp(config: GatewayConfig, options: Omit<BuildOptions, 'state' | 'live'> & ProcessStateOptions = {}): Promise<FastifyInstance> {
+export async function buildStandaloneApp(config: GatewayConfig, options: Omit<BuildOptions, 'state' | 'live'> & ProcessStateOptions = {}): Promise<GatewayApp> {
   const state = await createProcessState(config, options)
-  let app: FastifyInstance
+  let app: GatewayApp
   try {
     app = await buildApp(config, { logStream: options.logStream, state })
   } catch (err) {
     await state.close()
     throw err
   }
-  app.addHook('onClose', () => state.close())
+  state.websockets.use(app.websocketVerdict)
+  void state.ssf.use(app.sharedSignals)
+  app.http.addHook('onClose', () => state.close())
   return app
 }

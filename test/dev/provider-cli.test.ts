@@ -53,8 +53,8 @@ t.test('prints issuer, client and users; the printed configuration signs in thro
   }), {})
   const app = await buildStandaloneApp(config)
   t.teardown(() => app.close())
-  await app.listen({ host: '127.0.0.1', port: gatewayPort })
-  await app.providerReady
+  await app.http.listen({ host: '127.0.0.1', port: gatewayPort })
+  await app.providersReady
   const back = await new Browser().signIn(`${gw}/api/v1/openid/redirect?redirectAfter=%2Fhello`, 'alice')
   t.equal(back.status, 302, 'signed in through the printed configuration')
   t.equal(back.headers.get('location'), '/hello')

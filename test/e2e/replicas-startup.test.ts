@@ -37,7 +37,7 @@ t.test('at a normal start, the first request finds Redis connected', async (t) =
   const redis = await startRedis(t)
   const app = await buildStandaloneApp(config(redis.url))
   t.teardown(() => app.close())
-  const res = await app.inject(request)
+  const res = await app.http.inject(request)
   t.equal(res.statusCode, 401, 'the session is looked up (and not found), not 503')
 })
 
@@ -48,13 +48,13 @@ t.test('Redis down at start: the gateway starts anyway, answers 503, and serves 
   const app = await buildStandaloneApp(config(redis.url))
   t.teardown(() => app.close())
   t.ok(Date.now() - started < TIMEOUT_MS + 1000, 'the start waited at most about session.redis.timeoutMs')
-  const down = await app.inject(request)
+  const down = await app.http.inject(request)
   t.equal(down.statusCode, 503)
   t.equal(down.json().code, 'session_store_unavailable')
   await redis.start()
   // The client reconnects in the background, with a backoff.
   const back = await eventually('an answer other than 503 once Redis is back', async () => {
-    const status = (await app.inject(request)).statusCode
+    const status = (await app.http.inject(request)).statusCode
     return status === 503 ? undefined : status
   })
   t.equal(back, 401, 'Redis is used as soon as it is back, without a restart')
@@ -84,7 +84,7 @@ t.test('a session cookie from a release before hash tags (no user tag) is no ses
   const app = await buildStandaloneApp(config(redis.url))
   t.teardown(() => app.close())
   const legacy = `ogw=${new CookieCipher([COOKIE_SECRET], systemClock).seal('session:ogw', { i: 'an-old-session' }, Date.now() / 1000 + 60)}`
-  const res = await app.inject({ ...request, headers: { ...request.headers, cookie: legacy } })
+  const res = await app.http.inject({ ...request, headers: { ...request.headers, cookie: legacy } })
   t.equal(res.statusCode, 401)
   t.equal(res.json().code, 'unauthenticated')
 })

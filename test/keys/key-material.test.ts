@@ -117,7 +117,7 @@ async function liveGateway(t: Test): Promise<{ live: LiveGateway; path: string; 
   const lines: string[] = []
   const live = await LiveGateway.start({ path, env: {}, logStream: { write: (line: string) => void lines.push(line) } })
   t.teardown(() => live.close(1000))
-  await live.app.providerReady
+  await live.app.providersReady
   return { live, path, base, lines }
 }
 

@@ -65,7 +65,7 @@ t.test('invalid_client at refresh: 502 provider_rejected_client, logged once, th
   // The operator breaks the secret in a reload; the sessions signed in before stay.
   stack.replicas[0]?.rewrite((config) => ({ ...config, provider: { ...(config.provider as object), clientSecret: 'a-wrong-secret-0123456789abcdef0123' } }))
   t.equal(await stack.live.reload('SIGHUP'), true)
-  await stack.app.providerReady
+  await stack.app.providersReady
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   t.equal(res.status, 502)
   const problem = (await res.json()) as Record<string, unknown>

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
+import type { GatewayApp } from '../../src/app/app.js'
 import { startDevProvider } from '../../src/dev/provider.js'
 import { buildManagement } from '../../src/ops/management.js'
 import { manualClock } from '../fixtures/clock.js'
@@ -12,7 +12,7 @@ import { CLIENT_ID, CLIENT_SECRET, freePort, startStack, type Teardown } from '.
 // The management listener as cli.ts runs it, on its own port: probes, readiness rules and the
 // Prometheus metrics, against the real provider, upstream and Redis.
 
-async function management(t: Teardown, app: FastifyInstance, draining = () => false): Promise<string> {
+async function management(t: Teardown, app: GatewayApp, draining = () => false): Promise<string> {
   const server = await buildManagement({ ...app.management, draining })
   t.teardown(() => server.close())
   return server.listen({ host: '127.0.0.1', port: 0 })

@@ -20,7 +20,7 @@ t.test('scopes: none for a refresh token by default; offlineAccess or an explici
       return { ...config, provider: merged }
     })
     t.equal(await stack.live.reload('SIGHUP'), true, name)
-    await stack.app.providerReady
+    await stack.app.providersReady
     const res = await fetch(`${stack.gw}/api/v1/openid/redirect`, { redirect: 'manual' })
     const q = new URL(res.headers.get('location') ?? '').searchParams
     t.equal(q.get('scope'), scope, `${name}: scope`)
@@ -194,7 +194,7 @@ t.test('503 not_ready while the provider metadata is not loaded', async (t) => {
   )
   const app = await buildStandaloneApp(config)
   t.teardown(() => app.close())
-  const res = await app.inject({ method: 'GET', url: '/api/v1/openid/redirect' })
+  const res = await app.http.inject({ method: 'GET', url: '/api/v1/openid/redirect' })
   t.equal(res.statusCode, 503)
   t.equal(res.json().code, 'not_ready')
   t.equal(res.headers['retry-after'], '1')
