@@ -127,9 +127,10 @@ t.test('src/checks/envoy-grpc takes the decision as `check` and imports none of 
 })
 
 t.test('the check dialects render the one decision of access/checker.ts and make none of their own', async (t) => {
-  // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (ext-authz.ts) and Envoy gRPC (which asks
-  // ext-authz.ts through runtime/grpc-check.ts) take their verdict from the Checker; only check.ts, the
-  // proxy guard and the open-WebSocket verdict call the access decision itself.
+  // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (envoy-http.ts) and Envoy gRPC (envoy-grpc-check.ts,
+  // served by runtime/envoy-grpc-listener.ts) take their verdict from the Checker, Envoy's two through one
+  // pipeline (pipeline.ts); only checker.ts, the proxy guard and the open-WebSocket verdict call the access
+  // decision itself.
   const callers = sources(SRC)
     .filter((file) => /\bcreateAccessDecision\(/.test(readFileSync(file, 'utf8')))
     .map((file) => relative(SRC, file))
@@ -138,11 +139,14 @@ t.test('the check dialects render the one decision of access/checker.ts and make
   for (const dialect of ['checks/forward-auth.ts', 'checks/envoy-http.ts']) {
     t.match(readFileSync(join(SRC, dialect), 'utf8'), /from '\.\.\/access\/checker\.js'/, `${dialect} renders the Checker's verdict`)
   }
-  t.notMatch(readFileSync(join(SRC, 'runtime/grpc-check.ts'), 'utf8'), /check\.js'|guard\.js'/, "the gRPC service asks the app's extAuthzCheck, not the decision")
+  t.notMatch(readFileSync(join(SRC, 'runtime/envoy-grpc-listener.ts'), 'utf8'), /access\/|guard\.js'/, "the gRPC listener asks the running configuration's check, not the decision")
+  for (const transport of ['checks/envoy-http.ts', 'checks/envoy-grpc-check.ts']) {
+    t.match(readFileSync(join(SRC, transport), 'utf8'), /from '\.\/pipeline\.js'/, `${transport} is an adapter onto the check pipeline`)
+  }
 })
 
 t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {
-  // The gRPC check decides without an HTTP request (checks/envoy-http.ts createGrpcCheck): the
+  // The gRPC check decides without an HTTP request (checks/pipeline.ts, checks/envoy-grpc-check.ts): the
   // session stores read a SessionRequest and write a SessionReply, authentication an AuthRequest,
   // the access decision and the checker a DecisionRequest.
   const decision = [...sources(join(SRC, 'session')), ...['authenticate.ts', 'checker.ts', 'decision.ts'].map((name) => join(SRC, 'access', name))]

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage } from 'node:http'
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
-import type { CheckAnswer, CheckInput } from '../checks/envoy-grpc/types.js'
+import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
 import { ConfigError } from '../config/load.js'
 import type { GatewayConfig, ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
@@ -34,13 +34,12 @@ import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
-import { forwardAuthRoutes } from '../checks/forward-auth.js'
+import { registerCheckEndpoints } from '../checks/plugin.js'
 import { createChecker, isCheckRoute } from '../access/checker.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { resourceMetadataRoutes } from '../access/resource-metadata.js'
 import type { StepUpJudge } from '../access/decision.js'
 import { createStepUpLookup } from '../access/rules.js'
-import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../checks/envoy-http.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { SsfTransmitter } from '../oidc/ssf-transmitter.js'
@@ -51,7 +50,7 @@ import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
 import { CookieCipher } from '../session/cipher.js'
-import { GatewayCookies, SetCookieLines } from '../session/cookies.js'
+import { GatewayCookies } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionLifecycle, type RefreshGrant } from '../session/lifecycle.js'
 import { issuerBinding } from '../session/issuer-binding.js'
@@ -138,8 +137,8 @@ declare module 'fastify' {
     revocations: RevocationList
     /** This configuration's verdict on open WebSockets; a live gateway applies it once it serves. */
     websocketVerdict: SocketVerdict
-    /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (checks/envoy-http.ts). */
-    extAuthzCheck: (input: CheckInput) => Promise<CheckAnswer>
+    /** Envoy's gRPC ext_authz check, on the HTTP ext_authz route's pipeline (checks/pipeline.ts). */
+    extAuthzCheck: EnvoyGrpcCheck
     /** This configuration's Shared Signals transmitters; a live gateway hands them to the process's loops once it serves. */
     ssf: SsfBinding
   }
@@ -489,27 +488,24 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.decorate('ssf', { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) } satisfies SsfBinding)
   await app.register(ssfEventsRoute, { receiver, transmitters })
   if (options.live !== true) void state.ssf.use(app.ssf)
-  await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
   // Every identity header name of this configuration, once: the proxy strips them all on every
   // upstream and every check's allow names them for removal.
   const identityHeaders = identityHeaderUnion(config.upstreams.map((upstream) => upstream.identityHeaders), config.assertions.header)
-  const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer }, identityHeaders })
-  await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
-  app.decorate(
-    'extAuthzCheck',
-    createGrpcCheck({
-      decide: extAuthz,
-      publicUrl: config.server.publicUrl,
-      parseCookie: (header) => cookies.jar(header),
-      setCookies: () => new SetCookieLines((name, value, options) => app.serializeCookie(name, value, options)),
-      expireFormer: (req, reply) => cookies.expireFormer(req, reply),
-      answerProblem: (req, problem, page) => answerProblem(req, app.log, problem, problem.status, page),
-      log: app.log,
-      accessLog,
-      observe: (method, status, seconds, code) => metrics.observeRequest({ route: GATEWAY_ROUTE, method, status, seconds, routeUrl: undefined, code }),
-    }),
-  )
+  // The check endpoints (checks/plugin.ts): forward-auth and Envoy over HTTP registered here, Envoy over gRPC returned for the process's listener.
+  const envoyGrpcCheck = await registerCheckEndpoints(app, {
+    checker,
+    exchanger,
+    cookies,
+    assertions: { header: config.assertions.header, signer },
+    identityHeaders,
+    extAuthzPath,
+    publicUrl: config.server.publicUrl,
+    answerProblem,
+    metrics,
+    accessLog,
+  })
+  app.decorate('extAuthzCheck', envoyGrpcCheck)
   if (signer !== undefined) {
     // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {

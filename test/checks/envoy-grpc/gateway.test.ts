@@ -8,7 +8,7 @@ import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADE
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
 // a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it
-// (runtime/grpc-check.ts), a real oidc-provider.
+// (runtime/envoy-grpc-listener.ts), a real oidc-provider.
 
 const APP = 'app.example.com'
 /** The configuration's identity names no answer here sets: forward-auth's and the assertion header. */
