@@ -46,7 +46,7 @@ export function createEnvoyGrpcCheck(options: EnvoyGrpcCheckOptions): EnvoyGrpcC
     // The page a refusal is written for: the request checked (its target in normal form is the path as sent).
     const call: CheckCall = { url: input.path, method, headers, cookies: cookieHeader === undefined ? NO_COOKIES : cookies.jar(cookieHeader), log, identity: null }
     const jar = new SetCookieLines(serializeCookie)
-    const { outcome, logged } = await pipeline.run(call, jar, describe, input, input.upstream, expireFormer)
+    const { result: outcome, logged } = await pipeline.run(call, jar, describe, input, input.upstream, expireFormer)
     let answer: CheckAnswer
     let code: string | undefined
     switch (outcome.kind) {

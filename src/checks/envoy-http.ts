@@ -232,7 +232,7 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
   // ones expired by the app's onRequest), the reply takes the cookies a refresh sets, and the app's
   // onResponse records the request line and metric from `logFields`, `problemCode` and `identity`.
   app.all(`${prefix}/*`, async (req: FastifyRequest, reply: FastifyReply) => {
-    const { outcome, logged } = await pipeline.run(req, reply, describe, req, undefined)
+    const { result: outcome, logged } = await pipeline.run(req, reply, describe, req, undefined)
     reply.logFields = { extAuthz: logged }
     // Never cacheable: the answer depends on the caller's cookies and on time. A refusal's
     // rendering carries the same (problem+json, or a page with its own CSP).

@@ -7,7 +7,7 @@ import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
 import type { createProblemAnswer, ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
 import { checkContext, type CheckedRequest } from '../access/checker.js'
-import type { ExtAuthzAllow, ExtAuthzDecide } from './envoy-http.js'
+import type { ExtAuthzDecide, ExtAuthzDecision, ExtAuthzResult } from './envoy-http.js'
 
 // The one request pipeline of Envoy's check, whichever transport carries it (HTTP at
 // forwardAuth.extAuthzPath, gRPC on server.extAuthzGrpcPort). Each transport is a thin adapter:
@@ -45,14 +45,13 @@ export interface CheckCall extends ProblemRequest {
 
 /** A check's answer, before a transport writes it. */
 export type CheckOutcome =
-  | { kind: 'allow'; identity: Identity | null; allow: ExtAuthzAllow }
-  /** A browser navigation without a session: 302 to `location`. */
-  | { kind: 'sign_in'; location: string }
+  /** An allow, or a browser navigation without a session sent to sign in: the decision's result as it is. */
+  | Exclude<ExtAuthzResult, { kind: 'refused' }>
   /** A refusal, rendered: `code` is the problem's (the metrics' `code`). */
   | { kind: 'refused'; code: ProblemCode; answer: ProblemAnswer }
 
 export interface CheckRun {
-  outcome: CheckOutcome
+  result: CheckOutcome
   /** The request line's `extAuthz` fields: the request checked, the upstream and the outcome. */
   logged: Record<string, unknown>
 }
@@ -95,26 +94,27 @@ export function createCheckPipeline({ decide, answerProblem }: CheckPipelineOpti
         checked = describe(source)
       } catch (err) {
         if (!(err instanceof GatewayError)) throw err
-        return { outcome: await refusal(call, err), logged: { outcome: err.code, reason: err.message } }
+        return { result: await refusal(call, err), logged: { outcome: err.code, reason: err.message } }
       }
       const req = checkContext(call, checked)
       expireFormer?.(req, reply)
       const decision = await decide(req, reply, checked, upstreamName)
       const { result } = decision
-      switch (result.kind) {
-        case 'allow':
-          call.identity = result.identity
-          // The decision's own objects: nothing more is allocated on an allow.
-          return { outcome: result, logged: decision.logged }
-        case 'sign_in':
-          return { outcome: result, logged: decision.logged }
-        case 'refused':
-          // Who a 403 refused, for the request line and the page.
-          call.identity = result.identity ?? null
-          return { outcome: await refusal(call, result.error), logged: decision.logged }
+      if (result.kind === 'refused') {
+        // Who a 403 refused, for the request line and the page.
+        call.identity = result.identity ?? null
+        return { result: await refusal(call, result.error), logged: decision.logged }
       }
+      if (result.kind === 'allow') call.identity = result.identity
+      // An allow or a sign-in is the decision itself: nothing more is allocated on the hot path.
+      return isRendered(decision) ? decision : { result, logged: decision.logged }
     },
   }
+}
+
+/** Whether a decision is an answer already (an allow, a sign-in): only a refusal is rendered. */
+function isRendered(decision: ExtAuthzDecision): decision is ExtAuthzDecision & CheckRun {
+  return decision.result.kind !== 'refused'
 }
 
 /** The HTTP status of an outcome (the request line's and the metric's). */
