@@ -1,12 +1,11 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
-import type { CheckedRequest } from '../access/checker.js'
 import { canonicalHost } from '../access/match.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { SetCookieLines, type CookieSerializer, type GatewayCookies } from '../session/cookies.js'
 import { checkedOf, schemeOf } from './envoy-http.js'
 import type { CheckAnswer, CheckInput } from './envoy-grpc/types.js'
-import { recordGrpcCheck, statusOf, type CheckCall, type CheckPipeline, type CheckRecorder } from './pipeline.js'
+import { recordGrpcCheck, statusOf, type CheckCall, type CheckPipeline, type CheckRecorder, type CheckTransport } from './pipeline.js'
 
 // The gRPC adapter of the check pipeline (pipeline.ts): Envoy's CheckRequest, decoded by
 // envoy-grpc/check-input.ts into a CheckInput, becomes a check call, and the pipeline's outcome a
@@ -32,37 +31,44 @@ export interface EnvoyGrpcCheckOptions extends CheckRecorder {
 
 const NO_COOKIES: Readonly<Record<string, string | undefined>> = Object.freeze({})
 
+/** A gRPC check call: what the request line needs besides the check (when it started). */
+interface GrpcCall extends CheckCall {
+  readonly started: number
+}
+
 export function createEnvoyGrpcCheck(options: EnvoyGrpcCheckOptions): EnvoyGrpcCheck {
   const { pipeline, cookies, serializeCookie, log } = options
-  const expireFormer = cookies.expireFormer.bind(cookies)
   const defaultScheme = new URL(options.publicUrl).protocol.slice(0, -1)
-  /** The request Envoy describes: its method, canonical :authority, path and scheme (there is no router, so the path is checked here). */
-  const describe = (input: CheckInput): CheckedRequest => checkedOf(input.method, canonicalHost(input.host), input.path, schemeOf(input.scheme, defaultScheme))
+  const grpc: CheckTransport<CheckInput, GrpcCall, SetCookieLines, CheckAnswer> = {
+    /** The request Envoy describes: its method, canonical :authority, path and scheme (there is no router, so the path is checked here). */
+    describe: (input) => checkedOf(input.method, canonicalHost(input.host), input.path, schemeOf(input.scheme, defaultScheme)),
+    answer(outcome, logged, call, jar) {
+      let answer: CheckAnswer
+      let code: string | undefined
+      switch (outcome.kind) {
+        case 'allow':
+          answer = { allow: true, upstreamHeaders: outcome.allow.set, removeHeaders: outcome.allow.remove, responseHeaders: setCookieHeaders(jar) }
+          break
+        case 'sign_in':
+          answer = { allow: false, status: 302, headers: [['location', outcome.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)], body: '' }
+          break
+        case 'refused':
+          code = outcome.code
+          answer = { allow: false, status: outcome.answer.status, headers: [...Object.entries(outcome.answer.headers), ...setCookieHeaders(jar)], body: outcome.answer.body }
+          break
+      }
+      recordGrpcCheck(options, call, statusOf(outcome), (performance.now() - call.started) / 1000, code, logged)
+      return answer
+    },
+    expireFormer: (req, reply) => cookies.expireFormer(req, reply),
+  }
 
-  return async function check(input) {
-    const started = performance.now()
+  return function check(input) {
     const { headers, method } = input
     const cookieHeader = headers.cookie
     // The page a refusal is written for: the request checked (its target in normal form is the path as sent).
-    const call: CheckCall = { url: input.path, method, headers, cookies: cookieHeader === undefined ? NO_COOKIES : cookies.jar(cookieHeader), log, identity: null }
-    const jar = new SetCookieLines(serializeCookie)
-    const { result: outcome, logged } = await pipeline.run(call, jar, describe, input, input.upstream, expireFormer)
-    let answer: CheckAnswer
-    let code: string | undefined
-    switch (outcome.kind) {
-      case 'allow':
-        answer = { allow: true, upstreamHeaders: outcome.allow.set, removeHeaders: outcome.allow.remove, responseHeaders: setCookieHeaders(jar) }
-        break
-      case 'sign_in':
-        answer = { allow: false, status: 302, headers: [['location', outcome.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)], body: '' }
-        break
-      case 'refused':
-        code = outcome.code
-        answer = { allow: false, status: outcome.answer.status, headers: [...Object.entries(outcome.answer.headers), ...setCookieHeaders(jar)], body: outcome.answer.body }
-        break
-    }
-    recordGrpcCheck(options, call, statusOf(outcome), (performance.now() - started) / 1000, code, logged)
-    return answer
+    const call: GrpcCall = { started: performance.now(), url: input.path, method, headers, cookies: cookieHeader === undefined ? NO_COOKIES : cookies.jar(cookieHeader), log, identity: null }
+    return pipeline.run(grpc, input, call, new SetCookieLines(serializeCookie), input.upstream)
   }
 }
 

@@ -10,7 +10,7 @@ import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, identityHeadersToRemove, isHeaderSafeToken, stripCookies, type IdentityHeaderUnion } from '../proxy/header-policy.js'
 import { isHostValue } from '../access/match.js'
-import type { CheckPipeline } from './pipeline.js'
+import type { CheckOutcome, CheckPipeline, CheckTransport } from './pipeline.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
@@ -220,7 +220,13 @@ export interface ExtAuthzRouteOptions {
 export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRouteOptions): Promise<void> {
   const { pipeline, path: prefix } = options
   const defaultScheme = new URL(options.publicUrl).protocol.slice(0, -1)
-  const describe = (req: FastifyRequest): CheckedRequest => checkedRequest(req, prefix, defaultScheme)
+  // The pipeline's HTTP adapter: the request is the check call (its cookies read and former ones
+  // expired by the app's onRequest), the reply takes the cookies a refresh sets, and the app's
+  // onResponse records the request line and metric from `logFields`, `problemCode` and `identity`.
+  const http: CheckTransport<FastifyRequest, FastifyRequest, FastifyReply, FastifyReply> = {
+    describe: (req) => checkedRequest(req, prefix, defaultScheme),
+    answer: answerHttp,
+  }
 
   // Envoy sends no body (Content-Length 0) unless with_request_body is configured; whatever comes
   // is not read, whatever its Content-Type (a POST's `application/json` with no body would
@@ -228,25 +234,24 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined))
 
-  // The pipeline's adapter over HTTP: the request is the check call (its cookies read and former
-  // ones expired by the app's onRequest), the reply takes the cookies a refresh sets, and the app's
-  // onResponse records the request line and metric from `logFields`, `problemCode` and `identity`.
-  app.all(`${prefix}/*`, async (req: FastifyRequest, reply: FastifyReply) => {
-    const { result: outcome, logged } = await pipeline.run(req, reply, describe, req, undefined)
-    reply.logFields = { extAuthz: logged }
-    // Never cacheable: the answer depends on the caller's cookies and on time. A refusal's
-    // rendering carries the same (problem+json, or a page with its own CSP).
-    switch (outcome.kind) {
-      case 'sign_in':
-        return reply.headers(PROBLEM_HEADERS).redirect(outcome.location, 302)
-      case 'refused':
-        reply.problemCode = outcome.code
-        return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body)
-      case 'allow':
-        reply.headers(PROBLEM_HEADERS)
-        for (const [name, value] of outcome.allow.set) reply.header(name, value)
-        if (outcome.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, outcome.allow.remove.join(','))
-        return reply.code(200).send()
-    }
-  })
+  app.all(`${prefix}/*`, (req: FastifyRequest, reply: FastifyReply) => pipeline.run(http, req, req, reply, undefined))
+}
+
+/** Envoy's HTTP answer: exactly 200 allows, with the headers to set and to remove. */
+function answerHttp(outcome: CheckOutcome, logged: Record<string, unknown>, _req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.logFields = { extAuthz: logged }
+  // Never cacheable: the answer depends on the caller's cookies and on time. A refusal's
+  // rendering carries the same (problem+json, or a page with its own CSP).
+  switch (outcome.kind) {
+    case 'sign_in':
+      return reply.headers(PROBLEM_HEADERS).redirect(outcome.location, 302)
+    case 'refused':
+      reply.problemCode = outcome.code
+      return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body)
+    case 'allow':
+      reply.headers(PROBLEM_HEADERS)
+      for (const [name, value] of outcome.allow.set) reply.header(name, value)
+      if (outcome.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, outcome.allow.remove.join(','))
+      return reply.code(200).send()
+  }
 }

@@ -7,7 +7,7 @@ import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
 import type { createProblemAnswer, ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
 import { checkContext, type CheckedRequest } from '../access/checker.js'
-import type { ExtAuthzDecide, ExtAuthzDecision, ExtAuthzResult } from './envoy-http.js'
+import type { ExtAuthzDecide, ExtAuthzResult } from './envoy-http.js'
 
 // The one request pipeline of Envoy's check, whichever transport carries it (HTTP at
 // forwardAuth.extAuthzPath, gRPC on server.extAuthzGrpcPort). Each transport is a thin adapter:
@@ -23,7 +23,7 @@ import type { ExtAuthzDecide, ExtAuthzDecision, ExtAuthzResult } from './envoy-h
 // - a refusal is rendered by pages/error-page.ts's answer: a page for a browser navigation, RFC 9457
 //   problem+json otherwise, with the error's own headers (WWW-Authenticate, Retry-After);
 // - the outcome, who was decided on (`call.identity`, the request line's `sub`) and the request
-//   line's `extAuthz` fields come back for the transport to record.
+//   line's `extAuthz` fields go to the transport's `answer`, which writes and records them.
 // Recording: an HTTP check's request line and request metric are the app's, written for every
 // request from the reply (app.ts onResponse: `reply.logFields`, `reply.problemCode`,
 // `req.identity`); a gRPC call is no Fastify request, so recordGrpcCheck writes the same line
@@ -50,14 +50,24 @@ export type CheckOutcome =
   /** A refusal, rendered: `code` is the problem's (the metrics' `code`). */
   | { kind: 'refused'; code: ProblemCode; answer: ProblemAnswer }
 
-export interface CheckRun {
-  result: CheckOutcome
-  /** The request line's `extAuthz` fields: the request checked, the upstream and the outcome. */
-  logged: Record<string, unknown>
-}
-
 /** pages/error-page.ts's answer to a refused request (the app's error handler uses the same one). */
 export type ProblemAnswerer = ReturnType<typeof createProblemAnswer>
+
+/**
+ * One transport's side of the pipeline, built once: how it reads the request checked and writes
+ * the outcome. `Source` is what it received, `Call` its check call, `Reply` where cookies go.
+ */
+export interface CheckTransport<Source, Call extends CheckCall, Reply extends SessionReply, Answer> {
+  /** The request checked; a GatewayError thrown is the 400 answered. */
+  describe(source: Source): CheckedRequest
+  /** The transport's answer for `outcome`; `logged` is the request line's `extAuthz` fields. */
+  answer(outcome: CheckOutcome, logged: Record<string, unknown>, call: Call, reply: Reply): Answer
+  /**
+   * For a transport whose requests do not pass the app's onRequest (gRPC): the expiry of former
+   * configurations' cookies the request brings, once the request is described.
+   */
+  expireFormer?: (req: SessionRequest, reply: SessionReply) => void
+}
 
 export interface CheckPipelineOptions {
   decide: ExtAuthzDecide
@@ -65,20 +75,14 @@ export interface CheckPipelineOptions {
 }
 
 export interface CheckPipeline {
-  /**
-   * Runs one check: `describe(source)` names the request checked (a GatewayError it throws is the
-   * 400 answered), `upstreamName` the upstream whose rules apply (gRPC's context_extensions only).
-   * `expireFormer`: for a transport whose requests do not pass the app's onRequest (gRPC), the
-   * expiry of former configurations' cookies the request brings, once the request is described.
-   */
-  run<Source>(
-    call: CheckCall,
-    reply: SessionReply,
-    describe: (source: Source) => CheckedRequest,
+  /** Runs one check of `source` over `transport`; `upstreamName`: the upstream whose rules apply (gRPC's context_extensions only). */
+  run<Source, Call extends CheckCall, Reply extends SessionReply, Answer>(
+    transport: CheckTransport<Source, Call, Reply, Answer>,
     source: Source,
+    call: Call,
+    reply: Reply,
     upstreamName: string | undefined,
-    expireFormer?: (req: SessionRequest, reply: SessionReply) => void,
-  ): Promise<CheckRun>
+  ): Promise<Answer>
 }
 
 export function createCheckPipeline({ decide, answerProblem }: CheckPipelineOptions): CheckPipeline {
@@ -88,33 +92,28 @@ export function createCheckPipeline({ decide, answerProblem }: CheckPipelineOpti
   }
 
   return {
-    async run(call, reply, describe, source, upstreamName, expireFormer) {
+    // One async step per check, as the route's handler was: the transport's answer is written here.
+    async run(transport, source, call, reply, upstreamName) {
       let checked: CheckedRequest
       try {
-        checked = describe(source)
+        checked = transport.describe(source)
       } catch (err) {
         if (!(err instanceof GatewayError)) throw err
-        return { result: await refusal(call, err), logged: { outcome: err.code, reason: err.message } }
+        return transport.answer(await refusal(call, err), { outcome: err.code, reason: err.message }, call, reply)
       }
       const req = checkContext(call, checked)
-      expireFormer?.(req, reply)
-      const decision = await decide(req, reply, checked, upstreamName)
-      const { result } = decision
+      transport.expireFormer?.(req, reply)
+      const { result, logged } = await decide(req, reply, checked, upstreamName)
       if (result.kind === 'refused') {
         // Who a 403 refused, for the request line and the page.
         call.identity = result.identity ?? null
-        return { result: await refusal(call, result.error), logged: decision.logged }
+        return transport.answer(await refusal(call, result.error), logged, call, reply)
       }
       if (result.kind === 'allow') call.identity = result.identity
-      // An allow or a sign-in is the decision itself: nothing more is allocated on the hot path.
-      return isRendered(decision) ? decision : { result, logged: decision.logged }
+      // An allow or a sign-in is the decision's own result: nothing more is allocated on the hot path.
+      return transport.answer(result, logged, call, reply)
     },
   }
-}
-
-/** Whether a decision is an answer already (an allow, a sign-in): only a refusal is rendered. */
-function isRendered(decision: ExtAuthzDecision): decision is ExtAuthzDecision & CheckRun {
-  return decision.result.kind !== 'refused'
 }
 
 /** The HTTP status of an outcome (the request line's and the metric's). */
