@@ -32,7 +32,7 @@ const GROUPS: Array<[string, string[]]> = [
   ['OpenTelemetry SDK + OTLP exporter (loaded only with telemetry.tracing)', ['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/resources', '@opentelemetry/context-async-hooks']],
   ['the app (app/app.js and what it imports)', ['./app/app.js']],
   // What `openid-gateway run` imports before it reads its configuration; gRPC
-  // (runtime/grpc-check.js) only when server.extAuthzGrpcPort is set.
+  // (runtime/envoy-grpc-listener.js) only when server.extAuthzGrpcPort is set.
   [
     "the CLI's static imports (cli.ts)",
     [

@@ -61,12 +61,13 @@ async function start(spec: ServerSpec): Promise<Listening> {
   const port = (app.http.server.address() as AddressInfo).port
   if (spec.grpcPort === undefined) return { port }
   // Loaded only by the gateway that serves gRPC, as the CLI does (the others' memory is their own).
-  const { serveExtAuthzGrpc } = await import('../src/runtime/grpc-check.js')
-  const grpc = await serveExtAuthzGrpc({
+  const { startEnvoyGrpcListener } = await import('../src/runtime/envoy-grpc-listener.js')
+  const grpc = await startEnvoyGrpcListener({
     host: '127.0.0.1',
     port: spec.grpcPort,
-    running: () => app,
+    check: () => app.envoyGrpcCheck,
     checks: () => app.management.checks,
+    log: app.http.log,
   })
   return { port, grpcPort: grpc.port }
 }

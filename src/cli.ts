@@ -146,13 +146,14 @@ async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise
   const { host, extAuthzGrpcPort } = gateway.config.server
   if (extAuthzGrpcPort === 0) return undefined
   // gRPC (@grpc/grpc-js, proto-loader, protobufjs) is loaded only when the service is on.
-  const { serveExtAuthzGrpc } = await import('./runtime/grpc-check.js')
-  const grpc = await serveExtAuthzGrpc({
+  const { startEnvoyGrpcListener } = await import('./runtime/envoy-grpc-listener.js')
+  const grpc = await startEnvoyGrpcListener({
     host,
     port: extAuthzGrpcPort,
-    running: () => gateway.app,
+    check: () => gateway.app.envoyGrpcCheck,
     checks: () => gateway.checks,
     draining,
+    log: gateway.log,
   })
   gateway.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
   return grpc

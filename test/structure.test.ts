@@ -458,10 +458,13 @@ t.test('the check dialects render the one decision of access/checker.ts and make
     t.ok(importsOf(sourceAt(dialect)).some((i) => i.to === 'access/checker.ts' && i.kind !== 'type'), `${dialect} renders the Checker's verdict`)
     t.strictSame(importsOf(sourceAt(dialect)).filter((i) => i.to === 'access/decision.ts' && i.kind !== 'type').flatMap((i) => usesOf([exported('access/decision.ts', 'AccessDecisions'), exported('access/decision.ts', 'UpstreamAccess')]).filter((use) => use.path === i.from && use.kind !== 'type')).map(at), [], `${dialect} decides nothing itself`)
   }
-  const grpc = importsOf(sourceAt('runtime/grpc-check.ts'))
+  const grpc = importsOf(sourceAt('runtime/envoy-grpc-listener.ts'))
     .filter((i) => folderOf(i.to) === 'access' || i.to === 'proxy/guard.ts')
     .map(describe)
-  t.strictSame(grpc, [], "the gRPC service asks the gateway's envoyGrpcCheck, not the decision")
+  t.strictSame(grpc, [], "the gRPC listener asks the running configuration's check, not the decision")
+  for (const transport of ['checks/envoy-http.ts', 'checks/envoy-grpc-check.ts']) {
+    t.ok(importsOf(sourceAt(transport)).some((i) => i.to === 'checks/pipeline.ts'), `${transport} is an adapter onto the check pipeline`)
+  }
 })
 
 t.test('the decision reads no Fastify request: sessions, authentication and the checker take what they read', async (t) => {

@@ -4,7 +4,7 @@ import cookie from '@fastify/cookie'
 import { normalizeIP } from '@fastify/rate-limit'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
-import type { CheckAnswer, CheckInput } from '../checks/envoy-grpc/types.js'
+import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
 import { ConfigError } from '../config/load.js'
 import type { GatewayConfig } from '../options/types.js'
 import { decorateIdentity } from '../contract/identity.js'
@@ -20,7 +20,7 @@ import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
 import type { Tracing } from '../ops/tracing.js'
 import type { ReadinessCheck } from '../ops/management.js'
 import { readinessChecks } from '../ops/readiness.js'
-import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
+import type { GatewayMetrics } from '../ops/metrics.js'
 import { Authentication } from '../access/authenticate.js'
 import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../access/match.js'
 import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
@@ -34,13 +34,12 @@ import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
-import { forwardAuthRoutes } from '../checks/forward-auth.js'
+import { registerCheckEndpoints } from '../checks/plugin.js'
 import { Checker } from '../access/checker.js'
 import { createTokenExchanger } from '../proxy/token-exchange.js'
 import { resourceMetadataRoutes } from '../proxy/resource-metadata-route.js'
 import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
 import { createStepUpLookup } from '../access/rules.js'
-import { createExtAuthzDecision, createGrpcCheck, extAuthzRoutes } from '../checks/envoy-http.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
 import { createTransmitters } from '../oidc/ssf-transmitter.js'
@@ -51,7 +50,7 @@ import { reservedRoutes } from '../routes/reserved.js'
 import type { RateLimitStore } from '../routes/sign-in-hardening.js'
 import { signInRoutes } from '../routes/sign-in.js'
 import { CookieCipher } from '../session/cipher.js'
-import { GatewayCookies, SetCookieLines } from '../session/cookies.js'
+import { GatewayCookies } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionLifecycle } from '../session/lifecycle.js'
 import { issuerBinding } from '../session/issuer-binding.js'
@@ -139,8 +138,8 @@ export interface GatewayApp {
   readonly revocations: RevocationList
   /** This configuration's verdict on open WebSockets; the process's registry applies it once the configuration serves. */
   readonly websocketVerdict: SocketVerdict
-  /** Envoy's gRPC ext_authz check, decided as the HTTP ext_authz route decides (checks/envoy-http.ts). */
-  readonly envoyGrpcCheck: (input: CheckInput) => Promise<CheckAnswer>
+  /** Envoy's gRPC ext_authz check, on the HTTP ext_authz route's pipeline (checks/pipeline.ts). */
+  readonly envoyGrpcCheck: EnvoyGrpcCheck
   /** This configuration's Shared Signals transmitters; the process's loops run them once it serves. */
   readonly sharedSignals: SsfBinding
   /** Closes the HTTP app: the providers' timers stop and the session store closes (the process state stays open). */
@@ -365,24 +364,23 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     },
   })
   await app.register(ssfEventsRoute, { receiver, transmitters })
-  await app.register(forwardAuthRoutes, { checker, exchanger })
   const signer = await identityAssertions(config)
   // Every identity header name of this configuration, once: the proxy strips them all on every
   // upstream and every check's allow names them for removal.
   const identityHeaders = identityHeaderUnion(config.upstreams.map((upstream) => upstream.identityHeaders), config.assertions.header)
-  const extAuthz = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: { header: config.assertions.header, signer }, identityHeaders })
-  await app.register(extAuthzRoutes, { decide: extAuthz, path: config.forwardAuth.extAuthzPath, publicUrl: config.server.publicUrl })
-  const envoyGrpcCheck = createGrpcCheck({
-      decide: extAuthz,
-      publicUrl: config.server.publicUrl,
-      parseCookie: (header) => cookies.jar(header),
-      setCookies: () => new SetCookieLines((name, value, options) => app.serializeCookie(name, value, options)),
-      expireFormer: (req, reply) => cookies.expireFormer(req, reply),
-      answerProblem: (req, problem, page) => answerProblem(req, app.log, problem, problem.status, page),
-      log: app.log,
-      accessLog,
-      observe: (method, status, seconds, code) => metrics.observeRequest({ route: GATEWAY_ROUTE, method, status, seconds, routeUrl: undefined, code }),
-    })
+  // The check endpoints (checks/plugin.ts): forward-auth and Envoy over HTTP registered here, Envoy over gRPC returned for the process's listener.
+  const envoyGrpcCheck = await registerCheckEndpoints(app, {
+    checker,
+    exchanger,
+    cookies,
+    assertions: { header: config.assertions.header, signer },
+    identityHeaders,
+    extAuthzPath: config.forwardAuth.extAuthzPath,
+    publicUrl: config.server.publicUrl,
+    answerProblem,
+    metrics,
+    accessLog,
+  })
   if (signer !== undefined) {
     // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
     app.get(ASSERTION_JWKS_PATH, (_req, reply) => {

@@ -1,20 +1,16 @@
-import { performance } from 'node:perf_hooks'
-import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
-import type { CheckAnswer, CheckInput } from './envoy-grpc/types.js'
 import type { Identity } from '../contract/identity.js'
 import { isNavigationOf } from '../contract/navigation.js'
-import type { AccessLog } from '../ops/access-log.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import type { ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
-import type { SetCookieLines } from '../session/cookies.js'
-import type { SessionReply, SessionRequest } from '../session/types.js'
-import { checkContext, checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from '../access/checker.js'
+import type { SessionReply } from '../session/types.js'
+import { checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from '../access/checker.js'
 import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from '../access/decision.js'
 import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, identityHeadersToRemove, isHeaderSafeToken, stripCookies, type IdentityHeaderUnion } from '../proxy/header-policy.js'
-import { canonicalHost, isHostValue } from '../access/match.js'
+import { isHostValue } from '../access/match.js'
+import type { CheckOutcome, CheckPipeline, CheckTransport } from './pipeline.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
@@ -42,10 +38,9 @@ import { canonicalHost, isHostValue } from '../access/match.js'
 // starts the transaction (its cookie, PKCE, state and nonce, and any pushed authorization
 // request) under the sign-in rate limit: a check never calls the provider to start a sign-in.
 //
-// The gRPC service (server.extAuthzGrpcPort, checks/envoy-grpc/server.ts) asks the same decision
-// (createExtAuthzDecision) directly, without an HTTP request: it reads the cookies of the request
-// Envoy describes, collects the cookies a refresh sets as Set-Cookie lines, and renders a refusal
-// with the same problem+json or page as the HTTP route (createGrpcCheck).
+// The gRPC service (server.extAuthzGrpcPort) asks the same decision through the same pipeline
+// (pipeline.ts), without an HTTP request: envoy-grpc-check.ts is its adapter, as extAuthzRoutes
+// here is the HTTP one.
 
 export interface ExtAuthzOptions {
   checker: Checker
@@ -142,7 +137,7 @@ async function addCredentials(
 }
 
 /** The scheme the browser used: X-Forwarded-Proto (HTTP) or `scheme` (gRPC) when it says http(s), else the public URL's. */
-function schemeOf(said: unknown, defaultScheme: string): string {
+export function schemeOf(said: unknown, defaultScheme: string): string {
   return said === 'https' || said === 'http' ? said : defaultScheme
 }
 
@@ -150,7 +145,7 @@ function schemeOf(said: unknown, defaultScheme: string): string {
  * The request checked: the client's method, Host (never X-Forwarded-Host; already canonical:
  * the app's rewriteUrl made it so over HTTP, the gRPC check does) and request target.
  */
-function checkedOf(method: string, host: string | undefined, rawTarget: string, scheme: string): CheckedRequest {
+export function checkedOf(method: string, host: string | undefined, rawTarget: string, scheme: string): CheckedRequest {
   const target = checkedTarget(rawTarget, 'the path checked')
   if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', 'the check must carry the request\'s Host')
   return { method, host, scheme, target }
@@ -216,15 +211,22 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
 }
 
 export interface ExtAuthzRouteOptions {
-  decide: ExtAuthzDecide
+  pipeline: CheckPipeline
   /** forwardAuth.extAuthzPath: below /api/v1/openid, without a trailing slash. */
   path: string
   publicUrl: string
 }
 
 export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRouteOptions): Promise<void> {
-  const { decide, path: prefix } = options
+  const { pipeline, path: prefix } = options
   const defaultScheme = new URL(options.publicUrl).protocol.slice(0, -1)
+  // The pipeline's HTTP adapter: the request is the check call (its cookies read and former ones
+  // expired by the app's onRequest), the reply takes the cookies a refresh sets, and the app's
+  // onResponse records the request line and metric from `logFields`, `problemCode` and `identity`.
+  const http: CheckTransport<FastifyRequest, FastifyRequest, FastifyReply, FastifyReply> = {
+    describe: (req) => checkedRequest(req, prefix, defaultScheme),
+    answer: answerHttp,
+  }
 
   // Envoy sends no body (Content-Length 0) unless with_request_body is configured; whatever comes
   // is not read, whatever its Content-Type (a POST's `application/json` with no body would
@@ -232,116 +234,24 @@ export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRout
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined))
 
-  app.all(`${prefix}/*`, async (req: FastifyRequest, reply: FastifyReply) => {
-    let checked: CheckedRequest
-    try {
-      checked = checkedRequest(req, prefix, defaultScheme)
-    } catch (err) {
-      reply.logFields = { extAuthz: { outcome: 'bad_request', reason: (err as Error).message } }
-      throw err
-    }
-    const { result, logged } = await decide(checkContext(req, checked), reply, checked, undefined)
-    reply.logFields = { extAuthz: logged }
-    // Never cacheable: the answer depends on the caller's cookies and on time. A refusal gets the
-    // same from the error handler's rendering (problem+json, or a page with its own CSP).
-    switch (result.kind) {
-      case 'sign_in':
-        return reply.headers(PROBLEM_HEADERS).redirect(result.location, 302)
-      case 'refused':
-        // Who a 403 refused, for the request line.
-        req.identity = result.identity ?? null
-        throw result.error
-      case 'allow':
-        req.identity = result.identity
-        reply.headers(PROBLEM_HEADERS)
-        for (const [name, value] of result.allow.set) reply.header(name, value)
-        if (result.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, result.allow.remove.join(','))
-        return reply.code(200).send()
-    }
-  })
+  app.all(`${prefix}/*`, (req: FastifyRequest, reply: FastifyReply) => pipeline.run(http, req, req, reply, undefined))
 }
 
-export interface GrpcCheckDeps {
-  decide: ExtAuthzDecide
-  publicUrl: string
-  /** @fastify/cookie's parser, as the HTTP routes read Cookie. */
-  parseCookie: (header: string) => Record<string, string | undefined>
-  /** A collector of the cookies the decision sets (a refreshed session's, expired former ones). */
-  setCookies: () => SetCookieLines
-  /** Expires the gateway cookies of former configurations the request brings (as on every HTTP request). */
-  expireFormer: (req: SessionRequest, reply: SessionReply) => void
-  /** A refusal as the HTTP routes answer it: a page for a browser navigation, problem+json otherwise. */
-  answerProblem: (req: ProblemRequest, problem: GatewayError, page: boolean) => Promise<ProblemAnswer>
-  log: FastifyBaseLogger
-  /** Where the check's request line goes, as the HTTP routes' lines do. */
-  accessLog: AccessLog
-  /** Counts the check in the request metrics. */
-  observe: (method: string, status: number, seconds: number, code: string | undefined) => void
-}
-
-const NO_COOKIES: Readonly<Record<string, string | undefined>> = Object.freeze({})
-
-/**
- * The gRPC ext_authz check: the request Envoy describes (checks/envoy-grpc/check-input.ts) decided as the
- * HTTP route decides it, rendered as a CheckAnswer. `input.upstream` (Envoy's context_extensions)
- * names the upstream whose rules apply; only Envoy's route configuration can set it.
- */
-export function createGrpcCheck(deps: GrpcCheckDeps): (input: CheckInput) => Promise<CheckAnswer> {
-  const defaultScheme = new URL(deps.publicUrl).protocol.slice(0, -1)
-
-  return async function check(input) {
-    const started = performance.now()
-    const { headers, method } = input
-    const cookieHeader = headers.cookie
-    const cookies = cookieHeader === undefined ? NO_COOKIES : deps.parseCookie(cookieHeader)
-    const jar = deps.setCookies()
-    // The page a refusal is written for: the request checked, or the path as sent when it is not one.
-    let url = input.path
-    let answer: CheckAnswer
-    let logged: Record<string, unknown>
-    let identity: Identity | null = null
-    let code: string | undefined
-    try {
-      const checked = checkedOf(method, canonicalHost(input.host), input.path, schemeOf(input.scheme, defaultScheme))
-      const req = checkContext({ cookies, headers, log: deps.log }, checked)
-      url = req.url
-      deps.expireFormer(req, jar)
-      const decision = await deps.decide(req, jar, checked, input.upstream)
-      logged = decision.logged
-      const { result } = decision
-      switch (result.kind) {
-        case 'allow':
-          identity = result.identity
-          answer = { allow: true, upstreamHeaders: result.allow.set, removeHeaders: result.allow.remove, responseHeaders: setCookieHeaders(jar) }
-          break
-        case 'sign_in':
-          answer = { allow: false, status: 302, headers: [['location', result.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)], body: '' }
-          break
-        case 'refused':
-          code = result.error.code
-          identity = result.identity ?? null
-          answer = await refusal({ url, method, headers, cookies }, result.error, jar)
-          break
-      }
-    } catch (err) {
-      if (!(err instanceof GatewayError)) throw err
-      logged = { outcome: err.code, reason: err.message }
-      code = err.code
-      answer = await refusal({ url, method, headers, cookies }, err, jar)
-    }
-    const status = answer.allow ? 200 : answer.status
-    const seconds = (performance.now() - started) / 1000
-    deps.observe(method, status, seconds, code)
-    deps.accessLog.write({ method, grpc: 'Authorization/Check', status, ms: seconds * 1000, sub: identity?.claims.sub, fields: { extAuthz: logged } })
-    return answer
+/** Envoy's HTTP answer: exactly 200 allows, with the headers to set and to remove. */
+function answerHttp(outcome: CheckOutcome, logged: Record<string, unknown>, _req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.logFields = { extAuthz: logged }
+  // Never cacheable: the answer depends on the caller's cookies and on time. A refusal's
+  // rendering carries the same (problem+json, or a page with its own CSP).
+  switch (outcome.kind) {
+    case 'sign_in':
+      return reply.headers(PROBLEM_HEADERS).redirect(outcome.location, 302)
+    case 'refused':
+      reply.problemCode = outcome.code
+      return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body)
+    case 'allow':
+      reply.headers(PROBLEM_HEADERS)
+      for (const [name, value] of outcome.allow.set) reply.header(name, value)
+      if (outcome.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, outcome.allow.remove.join(','))
+      return reply.code(200).send()
   }
-
-  async function refusal(req: ProblemRequest, problem: GatewayError, jar: SetCookieLines): Promise<CheckAnswer> {
-    const rendered = await deps.answerProblem(req, problem, isNavigationOf(req.method, req.headers))
-    return { allow: false, status: rendered.status, headers: [...Object.entries(rendered.headers), ...setCookieHeaders(jar)], body: rendered.body }
-  }
-}
-
-function setCookieHeaders(jar: SetCookieLines): Array<[string, string]> {
-  return jar.lines.map((line) => ['set-cookie', line])
 }

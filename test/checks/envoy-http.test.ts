@@ -157,7 +157,7 @@ t.test('ext_authz over HTTP', async (t) => {
     t.equal(res.status, 403, 'decided for /admin/users on app.example.com')
     const anonymous = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page', headers: { host: APP, ...spoofs } }, allowed))
     t.equal(anonymous.status, 401, 'not for the public path or open host the headers name')
-    // The gRPC service's internal headers (runtime/grpc-check.ts) without its per-process token.
+    // The headers the gRPC service once asked the HTTP route with (app.inject), without its per-process token.
     const internal = { 'x-openid-gateway-grpc-check': 'guess', 'x-openid-gateway-grpc-upstream': 'open' }
     const guessed = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page', headers: { host: APP, ...internal } }, Object.keys(internal)))
     t.equal(guessed.status, 401, 'the upstream named by a client is not read')

@@ -3,12 +3,13 @@ import type { Clock } from '../../../src/lib/clock.js'
 import { manualClock } from '../../fixtures/clock.js'
 import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuthzClient } from '../../fixtures/ext-authz-grpc.js'
 import { checkRequestFor, sendCheck } from '../../fixtures/envoy.js'
+import { eventually } from '../../fixtures/poll.js'
 import { gatewayCookies, startStack, type Stack } from '../../fixtures/stack.js'
 import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../../src/proxy/header-policy.js'
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
 // a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it
-// (runtime/grpc-check.ts), a real oidc-provider.
+// (runtime/envoy-grpc-listener.ts), a real oidc-provider.
 
 const APP = 'app.example.com'
 /** The configuration's identity names no answer here sets: forward-auth's and the assertion header. */
@@ -199,4 +200,16 @@ t.test('gRPC: each check writes one request line, without the credentials, and c
   t.notOk(text.includes(cookie.split('=')[1] ?? cookie), 'no cookie value')
   t.notOk(text.includes('not-logged'), 'no Authorization')
   t.notOk(text.includes('token=secret'), 'the query redacted')
+  // Envoy's two transports run one pipeline (checks/pipeline.ts): the same request checked over HTTP
+  // writes the same line (the request's id, URL and address in place of the gRPC method) and counts
+  // under the same route.
+  const overHttp = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page?token=secret', headers: { host: APP, cookie, authorization: 'Bearer not-logged', 'x-forwarded-proto': 'https' } }))
+  t.equal(overHttp.status, 200)
+  const httpLine = await eventually("the HTTP check's request line", () =>
+    lines.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'request' && String(line.url).startsWith('/api/v1/openid/ext-authz/')),
+  )
+  const grpcLine = logged[0] ?? {}
+  t.strictSame(Object.keys(httpLine).filter((key) => !['reqId', 'url', 'ip'].includes(key)), Object.keys(grpcLine).filter((key) => key !== 'grpc'), 'the same fields, in the same order')
+  t.strictSame({ status: httpLine.status, sub: httpLine.sub, extAuthz: httpLine.extAuthz }, { status: grpcLine.status, sub: grpcLine.sub, extAuthz: grpcLine.extAuthz }, 'the same status, subject and check fields')
+  t.equal(await requests(), before + 2, 'both counted under route _gateway')
 })
