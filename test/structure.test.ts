@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import t from 'tap'
 import ts from 'typescript'
-import { SIGN_IN_PATH } from '../src/contract/endpoints.js'
+import { SIGN_IN_PATH } from '#src/contract/endpoints'
 
 // The layout ARCHITECTURE.md describes, kept true: the folders of src/ form no import cycle; the
 // contract vocabulary (contract/) and the option types (options/) sit at the bottom; the proxy

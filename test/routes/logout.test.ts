@@ -1,6 +1,6 @@
 import t from 'tap'
-import { CLIENT_ID, CLIENT_SECRET, refreshTokenOf, startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { CLIENT_ID, CLIENT_SECRET, refreshTokenOf, startStack } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 t.test('DELETE /api/v1/openid/logout', async (t) => {
   const stack = await startStack(t)
