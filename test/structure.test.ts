@@ -255,3 +255,22 @@ t.test('what is off is not loaded: the static imports of `openid-gateway run` re
   const loaded = [...reached].filter(([spec]) => /^(@grpc\/|@opentelemetry\/|ioredis$|protobufjs$)/.test(spec)).map(([spec, from]) => `${spec} (${from})`)
   t.strictSame(loaded, [])
 })
+
+t.test('tests and benchmarks load the gateway from build/ (#src/...), never a module of src/ itself', async (t) => {
+  // A process that loaded a module both from src/ (type-stripped) and from build/ would hold two
+  // copies of it: two classes of one name (instanceof fails across them) and two module states.
+  // package.json "imports" sends #src/* to build/ at run time; tsc checks it against src/.
+  const root = new URL('../', import.meta.url).pathname
+  const reaching: string[] = []
+  for (const dir of ['test', 'bench']) {
+    for (const file of sources(join(root, dir))) {
+      const text = readFileSync(file, 'utf8')
+      const { importedFiles } = ts.preProcessFile(text, true, true)
+      const mocked = [...text.matchAll(/mockImport(?:<[\s\S]*?>)?\(\s*['"]([^'"]+)['"]/g)].map((m) => m[1] ?? '')
+      for (const spec of [...importedFiles.map((f) => f.fileName), ...mocked]) {
+        if (spec.startsWith('.') && relative(SRC, join(file, '..', spec)).split('/')[0] !== '..') reaching.push(`${relative(root, file)}: ${spec}`)
+      }
+    }
+  }
+  t.strictSame(reaching, [])
+})
