@@ -99,7 +99,7 @@ t.test('a failing provider does not fail the logout', async (t) => {
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
   t.equal(res.status, 200)
   const { value } = (await res.json()) as { value: string }
-  // Not the provider's end-session, which the browser could not reach either (test/routes/sign-out-provider-down.test.ts).
+  // Not the provider's end-session, which the browser could not reach either (test/e2e/sign-out-provider-down.test.ts).
   t.equal(value, `${stack.gw}/api/v1/openid/sign-out?provider=unreachable`)
   t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw=;')))
 })
