@@ -10,8 +10,8 @@ import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import httpProxy from '@fastify/http-proxy'
 import Fastify from 'fastify'
-import { buildStandaloneApp } from '../src/runtime/process-state.js'
-import { parseConfig } from '../src/config/load.js'
+import { buildStandaloneApp } from '#src/runtime/process-state'
+import { parseConfig } from '#src/config/load'
 
 export type ServerSpec =
   | { kind: 'upstream' }
@@ -61,7 +61,7 @@ async function start(spec: ServerSpec): Promise<Listening> {
   const port = (app.http.server.address() as AddressInfo).port
   if (spec.grpcPort === undefined) return { port }
   // Loaded only by the gateway that serves gRPC, as the CLI does (the others' memory is their own).
-  const { startEnvoyGrpcListener } = await import('../src/runtime/envoy-grpc-listener.js')
+  const { startEnvoyGrpcListener } = await import('#src/runtime/envoy-grpc-listener')
   const grpc = await startEnvoyGrpcListener({
     host: '127.0.0.1',
     port: spec.grpcPort,

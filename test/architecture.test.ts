@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import ts from 'typescript'
-import { ARCHITECTURE as text, layoutEntries } from './fixtures/architecture.js'
+import { ARCHITECTURE as text, layoutEntries } from './fixtures/architecture.ts'
 
 // ARCHITECTURE.md is read before the code, so it must not describe a tree that no longer exists:
 // its folder list is exactly the folders of src/, every module it names exists, and it stays

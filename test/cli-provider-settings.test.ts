@@ -4,12 +4,12 @@
 // case: it takes client_secret_basic and private_key_jwt, not client_secret_post.
 
 import t from 'tap'
-import { rawRequest } from './fixtures/http.js'
-import { cli, configFile, COOKIE, SECRET, SECRETS_ENV, until, valid } from './fixtures/cli.js'
-import { startTestProvider } from './fixtures/provider.js'
-import { freePort } from './fixtures/stack.js'
-import { startupSummary, STARTUP_SUMMARY_MESSAGE } from '../src/config/summary.js'
-import { resolveConfig } from '../src/config/load.js'
+import { rawRequest } from './fixtures/http.ts'
+import { cli, configFile, COOKIE, SECRET, SECRETS_ENV, until, valid } from './fixtures/cli.ts'
+import { startTestProvider } from './fixtures/provider.ts'
+import { freePort } from './fixtures/stack.ts'
+import { startupSummary, STARTUP_SUMMARY_MESSAGE } from '#src/config/summary'
+import { resolveConfig } from '#src/config/load'
 
 const port = await freePort()
 const publicUrl = `http://127.0.0.1:${port}`

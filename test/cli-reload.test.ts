@@ -6,12 +6,12 @@ import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { cli, configFile, SECRETS_ENV, until, valid } from './fixtures/cli.js'
-import { checkRequest, grpcClient } from './fixtures/ext-authz-grpc.js'
-import { rawRequest } from './fixtures/http.js'
-import { eventually } from './fixtures/poll.js'
-import { freePort, freePorts } from './fixtures/stack.js'
-import { startEchoUpstream } from './fixtures/upstream.js'
+import { cli, configFile, SECRETS_ENV, until, valid } from './fixtures/cli.ts'
+import { checkRequest, grpcClient } from './fixtures/ext-authz-grpc.ts'
+import { rawRequest } from './fixtures/http.ts'
+import { eventually } from './fixtures/poll.ts'
+import { freePort, freePorts } from './fixtures/stack.ts'
+import { startEchoUpstream } from './fixtures/upstream.ts'
 
 // The running CLI changing its configuration (SIGHUP, server.watchConfig, a SIGHUP during
 // startup) and where it listens (server.managementHost). Apart from test/cli.test.ts so that each

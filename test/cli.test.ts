@@ -1,13 +1,13 @@
 import t from 'tap'
 import { createPublicKey, generateKeyPairSync } from 'node:crypto'
-import { rawRequest } from './fixtures/http.js'
-import { eventually } from './fixtures/poll.js'
-import { cli, configFile, COOKIE, SECRET, SECRETS_ENV, until, valid } from './fixtures/cli.js'
-import { freePort, freePorts } from './fixtures/stack.js'
-import { startEchoUpstream } from './fixtures/upstream.js'
+import { rawRequest } from './fixtures/http.ts'
+import { eventually } from './fixtures/poll.ts'
+import { cli, configFile, COOKIE, SECRET, SECRETS_ENV, until, valid } from './fixtures/cli.ts'
+import { freePort, freePorts } from './fixtures/stack.ts'
+import { startEchoUpstream } from './fixtures/upstream.ts'
 import { readFileSync } from 'node:fs'
 import { parse } from 'yaml'
-import { MANAGEMENT_HOST_ENV } from '../src/config/normalize.js'
+import { MANAGEMENT_HOST_ENV } from '#src/config/normalize'
 
 t.test('check ends with one OK line naming the file it checked, exit 0; nothing else on stdout', async (t) => {
   const path = configFile(valid(8080, 'http://127.0.0.1:3000'))

@@ -1,9 +1,9 @@
-import { readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import t from 'tap'
 import ts from 'typescript'
-import { SIGN_IN_PATH } from '../src/contract/endpoints.js'
-import { layoutEntries } from './fixtures/architecture.js'
+import { SIGN_IN_PATH } from '#src/contract/endpoints'
+import { layoutEntries } from './fixtures/architecture.ts'
 
 // The rules ARCHITECTURE.md states, kept true. They read src/ as the compiler does (one program,
 // its syntax trees, its module resolution, its TypeChecker's symbols), not as text: an import is
@@ -604,4 +604,29 @@ t.test('what is off is not loaded: the static imports of `openid-gateway run` re
   t.ok(seen.has('app/app.ts') && reached.has('fastify'), `the walk follows the imports (${seen.size} modules, ${reached.size} packages)`)
   const loaded = [...reached].filter(([spec]) => optional.test(spec)).map(([spec, from]) => `${spec} (${from})`)
   t.strictSame(loaded, [])
+})
+
+t.test('tests and benchmarks load the gateway from build/ (#src/...), never a module of src/ itself', async (t) => {
+  // A process that loaded a module both from src/ (type-stripped) and from build/ would hold two
+  // copies of it: two classes of one name (instanceof fails across them) and two module states.
+  // package.json "imports" sends #src/* to build/ at run time; tsc checks it against src/.
+  const root = ROOT
+  const sources = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? sources(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : [],
+    )
+  const reaching: string[] = []
+  for (const dir of ['test', 'bench']) {
+    const files = sources(join(root, dir))
+    t.ok(files.length > 0, `${dir}/ has TypeScript files`)
+    for (const file of files) {
+      const text = readFileSync(file, 'utf8')
+      const { importedFiles } = ts.preProcessFile(text, true, true)
+      const mocked = [...text.matchAll(/mockImport(?:<[\s\S]*?>)?\(\s*['"]([^'"]+)['"]/g)].map((m) => m[1] ?? '')
+      for (const spec of [...importedFiles.map((f) => f.fileName), ...mocked]) {
+        if (spec.startsWith('.') && relative(SRC, join(file, '..', spec)).split('/')[0] !== '..') reaching.push(`${relative(root, file)}: ${spec}`)
+      }
+    }
+  }
+  t.strictSame(reaching, [])
 })

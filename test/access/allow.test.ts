@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { createAllowPolicy } from '../../src/access/allow.js'
-import type { AllowRules } from '../../src/options/types.js'
+import { createAllowPolicy } from '#src/access/allow'
+import type { AllowRules } from '#src/options/types'
 
 /** The policy as a yes/no answer; the refusal's fields have their own tests below. */
 function allowOf(rules: AllowRules): (claims: Record<string, unknown>) => boolean {

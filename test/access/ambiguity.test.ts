@@ -1,9 +1,9 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { createRoutingAmbiguityCheck, foldPath } from '../../src/access/ambiguity.js'
-import { createUpstreamMatcher } from '../../src/access/match.js'
-import { normalizePath } from '../../src/access/path.js'
-import { resolve, type Tree } from '../fixtures/config/base.js'
+import { createRoutingAmbiguityCheck, foldPath } from '#src/access/ambiguity'
+import { createUpstreamMatcher } from '#src/access/match'
+import { normalizePath } from '#src/access/path'
+import { resolve, type Tree } from '../fixtures/config/base.ts'
 
 function checkFor(list: Tree[]) {
   const upstreams = resolve({ upstreams: list.map((u) => ({ target: 'http://127.0.0.1:3000', ...u })) }).upstreams

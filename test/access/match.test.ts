@@ -1,13 +1,13 @@
 import fc from 'fast-check'
 import t from 'tap'
-import type { UpstreamConfig } from '../../src/options/types.js'
-import { createRoutingAmbiguityCheck } from '../../src/access/ambiguity.js'
-import { canonicalHost, createUpstreamMatcher } from '../../src/access/match.js'
-import { normalizePath } from '../../src/access/path.js'
-import { problems, resolve, type Tree } from '../fixtures/config/base.js'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
-import { startEchoUpstream, type EchoUpstream } from '../fixtures/upstream.js'
+import type { UpstreamConfig } from '#src/options/types'
+import { createRoutingAmbiguityCheck } from '#src/access/ambiguity'
+import { canonicalHost, createUpstreamMatcher } from '#src/access/match'
+import { normalizePath } from '#src/access/path'
+import { problems, resolve, type Tree } from '../fixtures/config/base.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
+import { startEchoUpstream, type EchoUpstream } from '../fixtures/upstream.ts'
 
 /** Upstreams as the loader makes them (prefixes and hosts normalized). */
 function upstreams(list: Tree[]): UpstreamConfig[] {

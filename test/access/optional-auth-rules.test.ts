@@ -1,7 +1,7 @@
 import t from 'tap'
-import { checkRequestFor, EXT_AUTHZ_PATH, sendCheck } from '../fixtures/envoy.js'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { checkRequestFor, EXT_AUTHZ_PATH, sendCheck } from '../fixtures/envoy.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // `auth: optional` and an `allow` that names anything: the path needs a sign-in (401, or a 302
 // to sign in for a page load), as on `auth: required`, in the proxy and in the check dialects

@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { isInNormalForm, normalizePath } from '../../src/access/path.js'
+import { isInNormalForm, normalizePath } from '#src/access/path'
 
 const NUM_RUNS = 3000
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import fc from 'fast-check'
 import picomatch from 'picomatch'
-import { createPublicPathMatcher } from '../../src/access/public-paths.js'
-import { normalizePath } from '../../src/access/path.js'
+import { createPublicPathMatcher } from '#src/access/public-paths'
+import { normalizePath } from '#src/access/path'
 
 const NUM_RUNS = 2000
 
@@ -21,8 +21,8 @@ t.test('empty list: always false, picomatch never called', async (t) => {
       },
     },
   )
-  const mod = await t.mockImport<typeof import('../../src/access/public-paths.js')>(
-    '../../src/access/public-paths.js',
+  const mod = await t.mockImport<typeof import('#src/access/public-paths')>(
+    '#src/access/public-paths',
     { picomatch: counting },
   )
   const never = mod.createPublicPathMatcher([])

@@ -1,9 +1,9 @@
 // access/resource-metadata.ts: which upstreams publish, and on which hosts (docs/features/token-exchange.md).
 
 import t from 'tap'
-import { documentHosts, publishesResourceMetadata, resourceMetadataDocument, resourceMetadataUrl } from '../../src/access/resource-metadata.js'
-import { resolve, withUpstream, type Tree } from '../fixtures/config/base.js'
-import type { UpstreamConfig } from '../../src/options/types.js'
+import { documentHosts, publishesResourceMetadata, resourceMetadataDocument, resourceMetadataUrl } from '#src/access/resource-metadata'
+import { resolve, withUpstream, type Tree } from '../fixtures/config/base.ts'
+import type { UpstreamConfig } from '#src/options/types'
 
 const upstream = (patch: Tree): UpstreamConfig => resolve(withUpstream(patch)).upstreams[0]!
 

@@ -1,8 +1,8 @@
 import type { Deployment } from 'kubernetes-models/apps/v1/Deployment'
 import type { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
 import t from 'tap'
-import { RELEASE, type Values, render } from '../fixtures/chart.js'
-import type { Rendered } from '../fixtures/k8s-objects.js'
+import { RELEASE, type Values, render } from '../fixtures/chart.ts'
+import type { Rendered } from '../fixtures/k8s-objects.ts'
 
 // How a changed configuration reaches running pods. With configReload: live (the default) the
 // mounted ConfigMap changes in place and server.watchConfig reloads it

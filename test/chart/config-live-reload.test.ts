@@ -5,11 +5,11 @@ import { join } from 'node:path'
 import type { ConfigMap } from 'kubernetes-models/v1/ConfigMap'
 import t from 'tap'
 import YAML from 'yaml'
-import { render } from '../fixtures/chart.js'
-import { cli, until, valid } from '../fixtures/cli.js'
-import { rawRequest } from '../fixtures/http.js'
-import { freePorts } from '../fixtures/stack.js'
-import { startEchoUpstream } from '../fixtures/upstream.js'
+import { render } from '../fixtures/chart.ts'
+import { cli, until, valid } from '../fixtures/cli.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { freePorts } from '../fixtures/stack.ts'
+import { startEchoUpstream } from '../fixtures/upstream.ts'
 
 // The chart's choice for configuration changes (configReload: live): the ConfigMap is mounted as
 // a directory and the gateway's server.watchConfig reloads the file when the kubelet replaces it.

@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import YAML from 'yaml'
-import { CHART, EXAMPLES, EXAMPLE_FILES } from '../fixtures/chart.js'
-import { ROOT, fencedBlocks } from '../fixtures/markdown.js'
+import { CHART, EXAMPLES, EXAMPLE_FILES } from '../fixtures/chart.ts'
+import { ROOT, fencedBlocks } from '../fixtures/markdown.ts'
 
 // What a reader copies cannot drift from what the chart tests render: every values block of
 // docs/deploy/kubernetes.md's quickstarts is, byte for byte, the example file it names, each

@@ -4,9 +4,9 @@ import type { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisrupt
 import type { Service } from 'kubernetes-models/v1/Service'
 import t from 'tap'
 import YAML from 'yaml'
-import { EXAMPLE_FILES, RELEASE, render, exampleValues } from '../fixtures/chart.js'
-import { type K8sObject, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, sidecarProblems } from '../fixtures/k8s-objects.js'
-import { HTTP_PORT, MANAGEMENT_PORT, podSecurityProblems } from '../fixtures/k8s-checks.js'
+import { EXAMPLE_FILES, RELEASE, render, exampleValues } from '../fixtures/chart.ts'
+import { type K8sObject, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, sidecarProblems } from '../fixtures/k8s-objects.ts'
+import { HTTP_PORT, MANAGEMENT_PORT, podSecurityProblems } from '../fixtures/k8s-checks.ts'
 
 // `helm template` of every values example under charts/openid-gateway/examples (the ones the
 // chart README and docs/deploy/kubernetes.md show): every object validates against its API schema

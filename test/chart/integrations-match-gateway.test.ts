@@ -2,12 +2,12 @@ import type { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress'
 import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
-import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
-import type { GatewayConfig } from '../../src/options/types.js'
-import { NAMESPACE, RELEASE, notes, render } from '../fixtures/chart.js'
-import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.js'
-import { EXT_AUTHZ_PATH_DEFAULT, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.js'
-import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
+import { SIGN_IN_PATH } from '#src/contract/endpoints'
+import type { GatewayConfig } from '#src/options/types'
+import { NAMESPACE, RELEASE, notes, render } from '../fixtures/chart.ts'
+import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
+import { EXT_AUTHZ_PATH_DEFAULT, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
+import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
 
 // The chart's companion objects agree with the gateway configuration it mounts and with the code:
 // each header list carries what docs/deploy/kubernetes.md ("Headers: what each list must

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import YAML from 'yaml'
-import { CHART, EXAMPLES, EXAMPLE_FILES, helm, render, template } from '../fixtures/chart.js'
+import { CHART, EXAMPLES, EXAMPLE_FILES, helm, render, template } from '../fixtures/chart.ts'
 
 // `helm lint --strict` passes with every values example, and the chart's bare defaults are
 // refused (publicUrl is required); `helm package` produces the archive the release publishes, whose

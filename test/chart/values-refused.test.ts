@@ -1,5 +1,5 @@
 import t from 'tap'
-import { type Values, template } from '../fixtures/chart.js'
+import { type Values, template } from '../fixtures/chart.ts'
 
 // A wrong value fails `helm template` (and so `helm install`) naming it: values.schema.json for
 // a misspelt key, a wrong type or a weaker securityContext, the chart's `fail` for a combination

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import type { Problem } from '../../src/contract/errors.js'
-import { manualClock } from '../fixtures/clock.js'
-import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.js'
-import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
-import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import type { Problem } from '#src/contract/errors'
+import { manualClock } from '../fixtures/clock.ts'
+import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.ts'
+import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
 // The Envoy ext_authz HTTP check (ANY /api/v1/openid/ext-authz/<path>), driven exactly as Envoy
 // sends it (test/fixtures/envoy.ts, each rule cited there), against a real oidc-provider.

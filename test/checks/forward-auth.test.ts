@@ -1,9 +1,9 @@
 import t, { type Test as Tap } from 'tap'
 import type { OutgoingHttpHeaders } from 'node:http'
-import { manualClock } from '../fixtures/clock.js'
-import { rawRequest, type RawResponse } from '../fixtures/http.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { manualClock } from '../fixtures/clock.ts'
+import { rawRequest, type RawResponse } from '../fixtures/http.ts'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 // GET /api/v1/openid/auth, as ingress-nginx (auth-url: X-Original-Method/-URL) and Traefik
 // (ForwardAuth: X-Forwarded-Method/-Host/-Uri) call it. The test client is 127.0.0.1, which is

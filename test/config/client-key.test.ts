@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { problems, resolve } from '../fixtures/config/base.js'
-import { formatEffectiveConfig } from '../../src/config/mask.js'
+import { problems, resolve } from '../fixtures/config/base.ts'
+import { formatEffectiveConfig } from '#src/config/mask'
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-keys-'))
 const pem = (key: ReturnType<typeof generateKeyPairSync>['privateKey']): string => key.export({ format: 'pem', type: 'pkcs8' }).toString()

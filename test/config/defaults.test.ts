@@ -1,8 +1,8 @@
 import t from 'tap'
-import type { GatewayConfig } from '../../src/options/types.js'
-import { DEFAULT_REDACTED_QUERY_PARAMS } from '../../src/options/schema.js'
-import { CLIENT_SECRET, COOKIE_SECRET, minimal, resolve } from '../fixtures/config/base.js'
-import { resolveConfig } from '../../src/config/load.js'
+import type { GatewayConfig } from '#src/options/types'
+import { DEFAULT_REDACTED_QUERY_PARAMS } from '#src/options/schema'
+import { CLIENT_SECRET, COOKIE_SECRET, minimal, resolve } from '../fixtures/config/base.ts'
+import { resolveConfig } from '#src/config/load'
 
 const EXPECTED: GatewayConfig = {
   server: {

@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { parseConfig } from '../../src/config/load.js'
-import { substitute } from '../../src/config/env.js'
-import { COOKIE_SECRET, issuesOf, problems, resolve } from '../fixtures/config/base.js'
+import { parseConfig } from '#src/config/load'
+import { substitute } from '#src/config/env'
+import { COOKIE_SECRET, issuesOf, problems, resolve } from '../fixtures/config/base.ts'
 
 const MALFORMED = 'malformed variable reference: write ${NAME} or ${NAME:-default}, and $${ for a literal ${'
 

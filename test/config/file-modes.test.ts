@@ -1,13 +1,13 @@
-import { cli } from '../fixtures/cli.js'
+import { cli } from '../fixtures/cli.ts'
 import { generateKeyPairSync } from 'node:crypto'
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
-import { describeExposure, exposedSecretFiles, isReadableByOthers } from '../../src/config/file-modes.js'
-import { parseConfig } from '../../src/config/load.js'
-import { COOKIE_SECRET, freePort } from '../fixtures/stack.js'
+import { describeExposure, exposedSecretFiles, isReadableByOthers } from '#src/config/file-modes'
+import { parseConfig } from '#src/config/load'
+import { COOKIE_SECRET, freePort } from '../fixtures/stack.ts'
 
 // Key files and secret-holding configuration files readable by group or others are warned about
 // by `check` and `run`, as ssh refuses such private keys.

@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
-import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js'
-import { DEFAULT_REDACTED_QUERY_PARAMS, gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
-import { COOKIE_SECRET, issuesOf } from '../fixtures/config/base.js'
+import { ConfigError, loadConfig, parseConfig } from '#src/config/load'
+import { DEFAULT_REDACTED_QUERY_PARAMS, gatewaySchema, type JsonSchema } from '#src/options/schema'
+import { COOKIE_SECRET, issuesOf } from '../fixtures/config/base.ts'
 
 const file = (path: string): string => fileURLToPath(new URL(`../../${path}`, import.meta.url))
 const fixture = (name: string): string => file(`test/fixtures/config/${name}`)

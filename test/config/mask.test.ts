@@ -1,8 +1,8 @@
 import t from 'tap'
 import YAML from 'yaml'
-import { formatEffectiveConfig, MASK, maskConfig } from '../../src/config/mask.js'
-import type { GatewayConfig } from '../../src/options/types.js'
-import { CLIENT_SECRET, COOKIE_SECRET, resolve } from '../fixtures/config/base.js'
+import { formatEffectiveConfig, MASK, maskConfig } from '#src/config/mask'
+import type { GatewayConfig } from '#src/options/types'
+import { CLIENT_SECRET, COOKIE_SECRET, resolve } from '../fixtures/config/base.ts'
 
 const OLD_COOKIE_SECRET = 'old-cookie-secret-ffffffffffffffffffffffff'
 const REDIS_PASSWORD = 'redis-pa55word-xyz'

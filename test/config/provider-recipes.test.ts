@@ -6,9 +6,9 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import YAML from 'yaml'
-import { ConfigError, loadConfig } from '../../src/config/load.js'
-import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../../src/contract/endpoints.js'
-import { COOKIE_SECRET } from '../fixtures/config/base.js'
+import { ConfigError, loadConfig } from '#src/config/load'
+import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '#src/contract/endpoints'
+import { COOKIE_SECRET } from '../fixtures/config/base.ts'
 
 const ROOT = new URL('../../', import.meta.url)
 const RECIPES = new URL('config/providers/', ROOT)

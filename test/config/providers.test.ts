@@ -2,7 +2,7 @@
 // the loader accepts, what it refuses naming the key, and the defaults it fills in.
 
 import t from 'tap'
-import { CLIENT_SECRET, problems, resolve } from '../fixtures/config/base.js'
+import { CLIENT_SECRET, problems, resolve } from '../fixtures/config/base.ts'
 
 const STAFF = { name: 'staff', issuer: 'https://login.example.com/realms/staff', clientId: 'gateway', clientSecret: CLIENT_SECRET }
 const PARTNERS = { name: 'partners', issuer: 'https://partners.example.net', clientId: 'gw', clientSecret: CLIENT_SECRET }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { parseConfig } from '../../src/config/load.js'
-import { problems, resolve } from '../fixtures/config/base.js'
+import { parseConfig } from '#src/config/load'
+import { problems, resolve } from '../fixtures/config/base.ts'
 
 // rateLimit.signIn: the per-client budget of the sign-in endpoints (routes/sign-in-hardening.ts).
 

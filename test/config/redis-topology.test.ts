@@ -3,12 +3,12 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { exposedSecretFiles } from '../../src/config/file-modes.js'
-import { parseConfig } from '../../src/config/load.js'
-import { formatEffectiveConfig, MASK, maskConfig } from '../../src/config/mask.js'
-import { cli, configFile, SECRETS_ENV, valid } from '../fixtures/cli.js'
-import { problems, resolve, type Tree } from '../fixtures/config/base.js'
-import type { GatewayConfig } from '../../src/options/types.js'
+import { exposedSecretFiles } from '#src/config/file-modes'
+import { parseConfig } from '#src/config/load'
+import { formatEffectiveConfig, MASK, maskConfig } from '#src/config/mask'
+import { cli, configFile, SECRETS_ENV, valid } from '../fixtures/cli.ts'
+import { problems, resolve, type Tree } from '../fixtures/config/base.ts'
+import type { GatewayConfig } from '#src/options/types'
 
 // Where Redis is (issue "Sessions that survive a Redis failover"): one node (session.redisUrl),
 // Sentinel (session.redis.sentinels) or Cluster (session.redis.cluster), never two; the data

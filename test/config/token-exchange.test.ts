@@ -2,7 +2,7 @@
 // each naming the key (docs/features/token-exchange.md).
 
 import t from 'tap'
-import { problems, resolve, withUpstream, type Tree } from '../fixtures/config/base.js'
+import { problems, resolve, withUpstream, type Tree } from '../fixtures/config/base.ts'
 
 const exchange = (tokenExchange: unknown, extra: Tree = {}): string[] => problems(withUpstream({ tokenExchange, ...extra }))
 

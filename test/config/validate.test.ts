@@ -1,6 +1,6 @@
 import t from 'tap'
-import { COOKIE_SECRET, problems, resolve, type Tree, withUpstream } from '../fixtures/config/base.js'
-import { resolveConfig } from '../../src/config/load.js'
+import { COOKIE_SECRET, problems, resolve, type Tree, withUpstream } from '../fixtures/config/base.ts'
+import { resolveConfig } from '#src/config/load'
 
 type Case = readonly [patch: Tree, expected: readonly string[]]
 type Assert = Pick<typeof t, 'strictSame'>

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import type { SignJwtOptions } from '../fixtures/provider.js'
-import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import type { SignJwtOptions } from '../fixtures/provider.ts'
+import { CLIENT_ID, startStack } from '../fixtures/stack.ts'
 
 // The Back-Channel Logout RP plan (oidcc-client-back-channel-logout-rp,
 // OIDCCClientBackChannelLogoutRPTestPlan), against the real oidc-provider. The first module is the

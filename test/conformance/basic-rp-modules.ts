@@ -20,11 +20,11 @@
 import type { IncomingMessage } from 'node:http'
 import * as jose from 'jose'
 import type { Test } from 'tap'
-import { startAdversarialStack, SUBJECT, type AdversarialProvider, type Behaviour, type ProviderOptions } from '../fixtures/adversarial-provider.js'
-import type { Browser } from '../fixtures/browser.js'
-import { devAccountClaims } from '../fixtures/provider.js'
-import { CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type StackOptions } from '../fixtures/stack.js'
-import { assertRefused, assertSignedIn, proxiedIdentity, signIn, type ResponseMode, type SignInOptions, type Verdict } from './runner.js'
+import { startAdversarialStack, SUBJECT, type AdversarialProvider, type Behaviour, type ProviderOptions } from '../fixtures/adversarial-provider.ts'
+import type { Browser } from '../fixtures/browser.ts'
+import { devAccountClaims } from '../fixtures/provider.ts'
+import { CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type StackOptions } from '../fixtures/stack.ts'
+import { assertRefused, assertSignedIn, proxiedIdentity, signIn, type ResponseMode, type SignInOptions, type Verdict } from './runner.ts'
 
 /** What a module's body is given: the plan's response mode and the stack the modules share. */
 interface Plan {

@@ -5,6 +5,6 @@
 // docs/conformance.md lists it; test/docs/conformance-table.test.ts keeps the two equal.
 
 import t from 'tap'
-import { runBasicRpModules } from './basic-rp-modules.js'
+import { runBasicRpModules } from './basic-rp-modules.ts'
 
 await runBasicRpModules(t, 'query')

@@ -10,9 +10,9 @@
 
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
-import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
-import { discoveryFailure, startStack } from '../fixtures/stack.js'
-import { assertRefused, assertSignedIn, signIn } from './runner.js'
+import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.ts'
+import { discoveryFailure, startStack } from '../fixtures/stack.ts'
+import { assertRefused, assertSignedIn, signIn } from './runner.ts'
 
 t.test('oidcc-client-test-discovery-openid-config (rp-discovery-openid-configuration)', async (t) => {
   // The gateway is given the issuer only: every endpoint it uses comes from the configuration.

@@ -10,11 +10,11 @@
 // profile is docs/features/dpop-par-fapi.md; test/e2e/fapi2.test.ts holds its wider tests.
 
 import t from 'tap'
-import { startAdversarialStack, SUBJECT, type AdversarialProvider, type Behaviour } from '../fixtures/adversarial-provider.js'
-import { problems } from '../fixtures/config/base.js'
-import { CLIENT_ID, discoveryFailure, type Stack } from '../fixtures/stack.js'
-import { fapi2Client, startFapi2Stack } from '../fixtures/fapi2.js'
-import { assertRefused, assertSignedIn, proxiedIdentity, signIn, type Verdict } from './runner.js'
+import { startAdversarialStack, SUBJECT, type AdversarialProvider, type Behaviour } from '../fixtures/adversarial-provider.ts'
+import { problems } from '../fixtures/config/base.ts'
+import { CLIENT_ID, discoveryFailure, type Stack } from '../fixtures/stack.ts'
+import { fapi2Client, startFapi2Stack } from '../fixtures/fapi2.ts'
+import { assertRefused, assertSignedIn, proxiedIdentity, signIn, type Verdict } from './runner.ts'
 
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]
 

@@ -6,6 +6,6 @@
 // POST callback itself, are test/e2e/form-post-browser.test.ts and test/routes/form-post.test.ts.
 
 import t from 'tap'
-import { runBasicRpModules } from './basic-rp-modules.js'
+import { runBasicRpModules } from './basic-rp-modules.ts'
 
 await runBasicRpModules(t, 'form_post')

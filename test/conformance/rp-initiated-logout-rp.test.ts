@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startStack } from '../fixtures/stack.js'
+import { startStack } from '../fixtures/stack.ts'
 
 // The RP-Initiated Logout RP plan (oidcc-client-rp-initiated-logout-rp,
 // OIDCCClientRPInitiatedLogoutRPTestPlan), against the real oidc-provider. Each module: sign in,

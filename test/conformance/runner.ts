@@ -11,10 +11,10 @@
 // a provider that answered the other way fails the test instead of passing it by accident.
 
 import type { Test } from 'tap'
-import { cookiesCleared, sessionCookiesSet } from '../fixtures/adversarial-provider.js'
-import { parseForms, type Browser, type BrowserRequestInit } from '../fixtures/browser.js'
-import { problemCode } from '../fixtures/http.js'
-import type { Stack } from '../fixtures/stack.js'
+import { cookiesCleared, sessionCookiesSet } from '../fixtures/adversarial-provider.ts'
+import { parseForms, type Browser, type BrowserRequestInit } from '../fixtures/browser.ts'
+import { problemCode } from '../fixtures/http.ts'
+import type { Stack } from '../fixtures/stack.ts'
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308])
 

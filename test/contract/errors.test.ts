@@ -1,5 +1,5 @@
 import t from 'tap'
-import { GatewayError } from '../../src/contract/errors.js'
+import { GatewayError } from '#src/contract/errors'
 
 t.test('a GatewayError captures no stack (an answer, not a fault) and leaves the limit as it was', async (t) => {
   const limit = Error.stackTraceLimit

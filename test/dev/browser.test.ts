@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { Browser, parseForms, parseSetCookie } from '../fixtures/browser.js'
+import { Browser, parseForms, parseSetCookie } from '../fixtures/browser.ts'
 
 interface Seen {
   method: string

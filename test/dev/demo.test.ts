@@ -1,7 +1,7 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { Browser } from '../fixtures/browser.js'
-import { freePort } from '../fixtures/stack.js'
+import { Browser } from '../fixtures/browser.ts'
+import { freePort } from '../fixtures/stack.ts'
 
 // `npm run demo` as a new user runs it: one process, a printed URL, sign in, see the identity.
 // Built from the source by tap's `before` program (test/build.ts), as `npm run demo` runs it.

@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
-import { buildStandaloneApp } from '../../src/runtime/process-state.js'
-import { parseConfig } from '../../src/config/load.js'
-import { Browser } from '../fixtures/browser.js'
-import { freePort } from '../fixtures/stack.js'
-import { startEchoUpstream } from '../fixtures/upstream.js'
+import { buildStandaloneApp } from '#src/runtime/process-state'
+import { parseConfig } from '#src/config/load'
+import { Browser } from '../fixtures/browser.ts'
+import { freePort } from '../fixtures/stack.ts'
+import { startEchoUpstream } from '../fixtures/upstream.ts'
 
 // `npm run provider` as a user runs it: start it, copy what it prints into a gateway
 // configuration, sign in.

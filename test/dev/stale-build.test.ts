@@ -2,7 +2,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { BUILD_MARKER, staleBuildWarning, staleSources } from '../../src/dev/stale-build.js'
+import { BUILD_MARKER, staleBuildWarning, staleSources } from '#src/dev/stale-build'
 
 // `npm ci` builds once; the development commands start that build instead of rebuilding, and
 // speak up when the sources are newer than it.

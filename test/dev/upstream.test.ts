@@ -1,8 +1,8 @@
 import t from 'tap'
 import WebSocket from 'ws'
-import { startDemoUpstream } from '../../src/dev/upstream.js'
-import { startStack } from '../fixtures/stack.js'
-import { startEchoUpstream } from '../fixtures/upstream.js'
+import { startDemoUpstream } from '#src/dev/upstream'
+import { startStack } from '../fixtures/stack.ts'
+import { startEchoUpstream } from '../fixtures/upstream.ts'
 
 t.test('demo upstream: JSON echo for Accept: application/json and /echo', async (t) => {
   const upstream = await startDemoUpstream()

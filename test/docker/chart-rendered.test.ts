@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import YAML from 'yaml'
-import { K8S, kustomizations, MESH_CONFIG, REGENERATE, RENDERED, renderChartPart, renderMeshConfig } from '../fixtures/kustomize.js'
+import { K8S, kustomizations, MESH_CONFIG, REGENERATE, RENDERED, renderChartPart, renderMeshConfig } from '../fixtures/kustomize.ts'
 
 // One source for the manifests: every kustomization under docker/k8s takes the gateway's objects
 // from the chart (its chart-rendered.yaml is exactly what `helm template` renders from the chart

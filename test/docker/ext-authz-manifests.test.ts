@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs'
 import { IstioOperator } from '@kubernetes-models/istio/install.istio.io/v1alpha1/IstioOperator'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
-import type { GatewayConfig } from '../../src/options/types.js'
-import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
-import { EXT_AUTHZ_PATH_DEFAULT, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.js'
-import { type K8sObject, type Rendered, gateway, gatewayConfig, servicePort } from '../fixtures/k8s-objects.js'
-import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.js'
-import { K8S, kustomize } from '../fixtures/kustomize.js'
+import type { GatewayConfig } from '#src/options/types'
+import { SIGN_IN_PATH } from '#src/contract/endpoints'
+import { EXT_AUTHZ_PATH_DEFAULT, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
+import { type K8sObject, type Rendered, gateway, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
+import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
+import { K8S, kustomize } from '../fixtures/kustomize.ts'
 
 // The ext_authz overlays (envoy-gateway, envoy-gateway-grpc, gateway-api, istio) agree with the
 // gateway configuration they mount and with the check endpoints' contract: the check's path prefix

@@ -9,12 +9,12 @@ import type { IPodSpec } from 'kubernetes-models/v1/PodSpec'
 import type { Service } from 'kubernetes-models/v1/Service'
 import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
 import t, { type Test } from 'tap'
-import { SIGN_IN_PATH } from '../../src/contract/endpoints.js'
-import { HTTP_PORT, MANAGEMENT_PORT } from '../fixtures/k8s-checks.js'
-import { type K8sObject, type Rendered, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, sidecarProblems, stringValues } from '../fixtures/k8s-objects.js'
-import { kustomizations, kustomize } from '../fixtures/kustomize.js'
-import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '../../src/checks/forward-auth.js'
-import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
+import { SIGN_IN_PATH } from '#src/contract/endpoints'
+import { HTTP_PORT, MANAGEMENT_PORT } from '../fixtures/k8s-checks.ts'
+import { type K8sObject, type Rendered, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, sidecarProblems, stringValues } from '../fixtures/k8s-objects.ts'
+import { kustomizations, kustomize } from '../fixtures/kustomize.ts'
+import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '#src/checks/forward-auth'
+import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
 // Every kustomization under docker/k8s renders (kubectl 1.35, kustomize v5.7, of test/fixtures/
 // kube-tools.ts; their gateway objects come from the chart, test/docker/chart-rendered.test.ts), every

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { CLI } from '../fixtures/cli.js'
+import { CLI } from '../fixtures/cli.ts'
 
 // The documented `docker run` commands work as written: the image's configuration
 // (config/gateway.yaml) passes `check` with exactly the variables each example sets, and nothing

@@ -9,8 +9,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { BASIC_RP_MODULES } from '../conformance/basic-rp-modules.js'
-import { DOCS, proseLines, ROOT } from '../fixtures/markdown.js'
+import { BASIC_RP_MODULES } from '../conformance/basic-rp-modules.ts'
+import { DOCS, proseLines, ROOT } from '../fixtures/markdown.ts'
 
 /** Module lists run by a call instead of written-out t.test calls: the call, and the titles it runs. */
 const MODULE_LISTS: ReadonlyArray<{ call: RegExp; titles: readonly string[] }> = [

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { ROOT, userPages } from '../fixtures/markdown.js'
+import { ROOT, userPages } from '../fixtures/markdown.ts'
 
 // Documented = true: every environment variable the documentation names is read
 // by something the project ships. README.md named MANAGEMENT_PORT, which nothing read.

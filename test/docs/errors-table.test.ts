@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { GatewayError, type ProblemCode } from '../../src/contract/errors.js'
-import { DOCS, proseLines } from '../fixtures/markdown.js'
+import { GatewayError, type ProblemCode } from '#src/contract/errors'
+import { DOCS, proseLines } from '../fixtures/markdown.ts'
 
 const ALL = {
   bad_request: true,

@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { APPLICATION_RECEIVES, applicationReceivesTable } from '../../src/proxy/forwarded.js'
-import { GATEWAY_ONLY_HEADERS, createHeaderScrubber } from '../../src/proxy/header-policy.js'
-import { DOCS } from '../fixtures/markdown.js'
+import { APPLICATION_RECEIVES, applicationReceivesTable } from '#src/proxy/forwarded'
+import { GATEWAY_ONLY_HEADERS, createHeaderScrubber } from '#src/proxy/header-policy'
+import { DOCS } from '../fixtures/markdown.ts'
 
 const page = readFileSync(join(DOCS, 'proxying.md'), 'utf8')
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import YAML from 'yaml'
-import { fencedBlocks, proseLines, recipe, userPages, type Page } from '../fixtures/markdown.js'
-import { FORWARD_AUTH_LISTED_HEADERS, IDENTITY_ANSWER_HEADERS, lower } from '../fixtures/k8s-checks.js'
-import { AUTH_REQUEST_ACCESS_TOKEN, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
+import { fencedBlocks, proseLines, recipe, userPages, type Page } from '../fixtures/markdown.ts'
+import { FORWARD_AUTH_LISTED_HEADERS, IDENTITY_ANSWER_HEADERS, lower } from '../fixtures/k8s-checks.ts'
+import { AUTH_REQUEST_ACCESS_TOKEN, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
 // The forward-auth identity headers the documentation names come from the code
 // (src/proxy/header-policy.ts AUTH_REQUEST_HEADERS): every X-Auth-Request-* name a page writes is

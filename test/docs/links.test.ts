@@ -14,10 +14,10 @@
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import t from 'tap'
-import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
-import { anchors, fencedBlocks, markdownFiles, proseLines, ROOT } from '../fixtures/markdown.js'
-import { ENDPOINT_LIST } from '../../src/contract/endpoints.js'
-import { parseConfig } from '../../src/config/load.js'
+import { gatewaySchema, type JsonSchema } from '#src/options/schema'
+import { anchors, fencedBlocks, markdownFiles, proseLines, ROOT } from '../fixtures/markdown.ts'
+import { ENDPOINT_LIST } from '#src/contract/endpoints'
+import { parseConfig } from '#src/config/load'
 
 const PAGES = [join(ROOT, 'README.md'), join(ROOT, 'ARCHITECTURE.md'), join(ROOT, 'SECURITY.md'), ...markdownFiles()]
 

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { ROOT } from '../fixtures/markdown.js'
+import { ROOT } from '../fixtures/markdown.ts'
 
 const ROOT_FILES = ['README.md', 'ARCHITECTURE.md', 'SECURITY.md', 'package.json', '.ci/run']
 const FOLDERS = ['src', 'test', 'bench', 'docs', 'config', 'docker', 'charts', '.github']

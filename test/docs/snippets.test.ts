@@ -1,7 +1,7 @@
 import t from 'tap'
 import YAML from 'yaml'
-import { kustomize } from '../fixtures/kustomize.js'
-import { fencedBlocks, userPages, type Block } from '../fixtures/markdown.js'
+import { kustomize } from '../fixtures/kustomize.ts'
+import { fencedBlocks, userPages, type Block } from '../fixtures/markdown.ts'
 
 // The YAML a user copies from the documentation must protect as the shipped overlays do (issue
 // 19: the ingress-nginx overlay's auth-response-headers lacked a header the README's snippet had).

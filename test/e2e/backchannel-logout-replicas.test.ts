@@ -1,11 +1,11 @@
 import t from 'tap'
-import { REFRESH_MS } from '../../src/session/revocation.js'
-import type { Browser } from '../fixtures/browser.js'
-import { rawRequest } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { KEY_PREFIX, startRedisSessions } from '../fixtures/redis-sessions.js'
-import { startStack, type Stack } from '../fixtures/stack.js'
+import { REFRESH_MS } from '#src/session/revocation'
+import type { Browser } from '../fixtures/browser.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { KEY_PREFIX, startRedisSessions } from '../fixtures/redis-sessions.ts'
+import { startStack, type Stack } from '../fixtures/stack.ts'
 
 // The whole production path at once: two replicas of the gateway (startStack's `replicas: 2`,
 // each on its own port) share what a back-channel logout changes through a real redis-server; the

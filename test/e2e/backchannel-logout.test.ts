@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import type { Browser } from '../fixtures/browser.js'
-import { manualClock } from '../fixtures/clock.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import type { Browser } from '../fixtures/browser.ts'
+import { manualClock } from '../fixtures/clock.ts'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
 
 // Back-channel logout with the real oidc-provider: the user signs out at the provider itself (its
 // own end-session page, not the gateway's), the provider POSTs a logout token to the gateway, and

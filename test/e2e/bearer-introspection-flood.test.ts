@@ -1,6 +1,6 @@
 import t from 'tap'
-import { rawRequest, type RawResponse } from '../fixtures/http.js'
-import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
+import { rawRequest, type RawResponse } from '../fixtures/http.ts'
+import { startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
 
 // Junk opaque tokens never turn a valid one away: against a slow provider, a flood of random
 // tokens from one client holds at most its share of the introspection slots (valid tokens from

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
 
 // Opaque Bearer tokens checked at the provider's RFC 7662 introspection
 // endpoint (the dev oidc-provider issues opaque access tokens), only when

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
-import { rawRequest } from '../fixtures/http.js'
-import type { Stack } from '../fixtures/stack.js'
+import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import type { Stack } from '../fixtures/stack.ts'
 
 // A Bearer JWT the gateway verified and cached stops working once the provider withdraws the key
 // that signed it (a key compromise: the provider rotates to a new key and takes the old one out

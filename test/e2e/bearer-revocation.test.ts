@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { closeCode, echo, openSocket } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import { closeCode, echo, openSocket } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
 
 // A back-channel logout (or a Shared Signals session-revoked) of a subject at time T refuses the
 // Bearer access tokens issued to it before T, as it ends its sessions: in every store (the cookie

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { startAdversarialStack } from '../fixtures/adversarial-provider.js'
-import { rawRequest } from '../fixtures/http.js'
-import { CLIENT_ID, type Stack } from '../fixtures/stack.js'
+import { startAdversarialStack } from '../fixtures/adversarial-provider.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { CLIENT_ID, type Stack } from '../fixtures/stack.ts'
 
 // Provider-signed JWTs that are not access tokens do not sign a Bearer request in: an ID token
 // for several audiences (RFC 8725 3.11 explicit typing, 3.12 tokens told apart by audience) and a

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { launch, screenshot, submitProviderForm } from '../fixtures/chromium.js'
-import { startDemoUpstream } from '../../src/dev/upstream.js'
-import { startStack } from '../fixtures/stack.js'
+import { launch, screenshot, submitProviderForm } from '../fixtures/chromium.ts'
+import { startDemoUpstream } from '#src/dev/upstream'
+import { startStack } from '../fixtures/stack.ts'
 
 // A real headless Chromium (Debian's package, installed by .ci/run) walks the demo's story:
 // protected page -> provider login and consent -> back with identity -> refresh -> log out.

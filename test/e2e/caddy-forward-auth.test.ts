@@ -1,9 +1,9 @@
 import t from 'tap'
-import { requireCaddy, startCaddy, type Caddy } from '../fixtures/caddy.js'
-import { recipe } from '../fixtures/markdown.js'
-import { startStack, type Stack } from '../fixtures/stack.js'
-import { rawRequest } from '../fixtures/http.js'
-import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
+import { requireCaddy, startCaddy, type Caddy } from '../fixtures/caddy.ts'
+import { recipe } from '../fixtures/markdown.ts'
+import { startStack, type Stack } from '../fixtures/stack.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
 // docs/deploy/caddy.md's forward_auth recipe, run as the page shows it by a real Caddy 2.6.2 in
 // front of the gateway and the oidc-provider stack. Caddy 2.6 sets a header the check's answer

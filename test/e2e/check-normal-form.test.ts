@@ -1,9 +1,9 @@
 import t from 'tap'
-import type { Problem } from '../../src/contract/errors.js'
-import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.js'
-import { envoyNormalizedPath, startEnvoy } from '../fixtures/envoy.js'
-import { rawRequest } from '../fixtures/http.js'
-import { gatewayCookies, startStack } from '../fixtures/stack.js'
+import type { Problem } from '#src/contract/errors'
+import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { envoyNormalizedPath, startEnvoy } from '../fixtures/envoy.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
 // Every check dialect decides only on the path the upstream will receive. The ingress forwards the
 // client's spelling (Envoy with normalize_path unset, its default; ingress-nginx, whose

@@ -3,10 +3,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import type { Problem } from '../../src/contract/errors.js'
-import { EXT_AUTHZ_PATH, startEnvoy } from '../fixtures/envoy.js'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import type { Problem } from '#src/contract/errors'
+import { EXT_AUTHZ_PATH, startEnvoy } from '../fixtures/envoy.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // A request whose raw target starts with forwardAuth.extAuthzPath (or the forward-auth path) is
 // the check's and no other endpoint's. Envoy asks `<extAuthzPath>` + the client's path; had the

@@ -1,9 +1,9 @@
 import t from 'tap'
-import { REQUEST_OVERRIDE_HEADER_NAMES } from '../../src/proxy/header-policy.js'
-import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.js'
-import { checkRequestFor, sendCheck, startEnvoy } from '../fixtures/envoy.js'
-import { rawRequest } from '../fixtures/http.js'
-import { gatewayCookies, startStack } from '../fixtures/stack.js'
+import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { checkRequestFor, sendCheck, startEnvoy } from '../fixtures/envoy.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
 // The request-target and method overrides the proxy strips (header-policy.ts) must not reach an
 // upstream through a check either: `GET /public/logo.png` with `X-Original-URL: /admin/secret` is

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.js'
-import { HEADERS_TO_EXT_AUTHZ, startEnvoy } from '../fixtures/envoy.js'
-import { rawRequest } from '../fixtures/http.js'
-import { gatewayCookies, startStack } from '../fixtures/stack.js'
+import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { HEADERS_TO_EXT_AUTHZ, startEnvoy } from '../fixtures/envoy.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
 // `X_Forwarded_User: admin` is X-Forwarded-User to a CGI-style upstream (RFC 3875 4.1.18: Rack,
 // WSGI, PHP read both as HTTP_X_FORWARDED_USER), but Envoy removes the exact names an allow

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // After cookies.name (or cookies.secure, the __Host-/__Secure- prefix) changes, browsers keep
 // sending the former cookies until they expire. The upstream must see none of them, a seal must

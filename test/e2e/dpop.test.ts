@@ -2,11 +2,11 @@
 // gateway's client: the session's key binds the sign-in's and every refresh's tokens.
 
 import t, { type Test } from 'tap'
-import { startAdversarialStack } from '../fixtures/adversarial-provider.js'
-import { problems } from '../fixtures/config/base.js'
-import { problemCode } from '../fixtures/http.js'
-import { assertRefusedAtDiscovery, CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.js'
-import type { Browser } from '../fixtures/browser.js'
+import { startAdversarialStack } from '../fixtures/adversarial-provider.ts'
+import { problems } from '../fixtures/config/base.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { assertRefusedAtDiscovery, CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.ts'
+import type { Browser } from '../fixtures/browser.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

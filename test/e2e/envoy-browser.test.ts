@@ -1,7 +1,7 @@
 import t from 'tap'
-import { launch, screenshot, submitProviderForm } from '../fixtures/chromium.js'
-import { startEnvoy } from '../fixtures/envoy.js'
-import { freePort, startStack } from '../fixtures/stack.js'
+import { launch, screenshot, submitProviderForm } from '../fixtures/chromium.ts'
+import { startEnvoy } from '../fixtures/envoy.ts'
+import { freePort, startStack } from '../fixtures/stack.ts'
 
 // A person behind Envoy: headless Chromium opens the application through an Envoy that asks the
 // gateway's HTTP ext_authz endpoint (test/fixtures/envoy.ts plays Envoy by its documented rules),

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
-import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.js'
-import { startRedisSessions } from '../fixtures/redis-sessions.js'
+import { checkRequestFor, sendCheck } from '../fixtures/envoy.ts'
+import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { startRedisSessions } from '../fixtures/redis-sessions.ts'
 
 // The contract's "provider or store down: 503" for Envoy's checks, with the store down: a real
 // redis-server holding the sessions, stopped. Both protocols fail closed (503, UNAVAILABLE), never

@@ -2,12 +2,12 @@
 // as a FAPI 2.0 provider, and the negatives against a provider that breaks one rule at a time.
 
 import t from 'tap'
-import type { Problem } from '../../src/contract/errors.js'
-import { startAdversarialStack, type Behaviour } from '../fixtures/adversarial-provider.js'
-import { problems, resolve } from '../fixtures/config/base.js'
-import { problemCode } from '../fixtures/http.js'
-import { fapi2Client, startFapi2Stack } from '../fixtures/fapi2.js'
-import { assertRefusedAtDiscovery, refreshTokenOf } from '../fixtures/stack.js'
+import type { Problem } from '#src/contract/errors'
+import { startAdversarialStack, type Behaviour } from '../fixtures/adversarial-provider.ts'
+import { problems, resolve } from '../fixtures/config/base.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { fapi2Client, startFapi2Stack } from '../fixtures/fapi2.ts'
+import { assertRefusedAtDiscovery, refreshTokenOf } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 const client = fapi2Client()

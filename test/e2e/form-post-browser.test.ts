@@ -1,6 +1,6 @@
 import t from 'tap'
-import { launch, submitProviderForm } from '../fixtures/chromium.js'
-import { startStack } from '../fixtures/stack.js'
+import { launch, submitProviderForm } from '../fixtures/chromium.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // The form post response mode in a real Chromium, across sites as in production: the gateway on
 // http://localhost:<port>, the provider (oidc-provider) on http://127.0.0.1:<port>, two sites. The

@@ -1,10 +1,10 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import { connect } from 'node:net'
 import t from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { listen } from '../../src/dev/listen.js'
-import { startStack, type Teardown } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { listen } from '#src/dev/listen'
+import { startStack, type Teardown } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 // Oversized and malformed requests are refused by Node's parser before Fastify sees them; the
 // gateway's clientErrorHandler (ops/client-errors.ts) answers them with problem+json. Session cookie

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import t from 'tap'
-import { echo, openSocket, rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { echo, openSocket, rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // Host header poisoning (OWASP WSTG-INPV-17): an application that builds absolute links from
 // X-Forwarded-Host or Host (a password-reset email) must only ever see a host the gateway serves,

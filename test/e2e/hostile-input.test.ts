@@ -2,7 +2,7 @@ import { request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHead
 import { connect } from 'node:net'
 import fc from 'fast-check'
 import t, { type Test } from 'tap'
-import { startStack, type Stack } from '../fixtures/stack.js'
+import { startStack, type Stack } from '../fixtures/stack.ts'
 
 // Hostile input never gets a 500 and never hangs a socket: route-pattern syntax in gateway paths,
 // any Content-Type on a body, hop-by-hop headers the upstream client refuses, and upgrades to

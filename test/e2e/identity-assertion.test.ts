@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as jose from 'jose'
 import t from 'tap'
-import { problems } from '../fixtures/config/base.js'
-import { startStack } from '../fixtures/stack.js'
+import { problems } from '../fixtures/config/base.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 const dir = mkdtempSync(join(tmpdir(), 'ogw-assert-'))

@@ -1,8 +1,8 @@
 import t from 'tap'
-import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.js'
-import { checkRequestFor, sendCheck, startEnvoy } from '../fixtures/envoy.js'
-import { rawRequest } from '../fixtures/http.js'
-import { gatewayCookies, startStack } from '../fixtures/stack.js'
+import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { checkRequestFor, sendCheck, startEnvoy } from '../fixtures/envoy.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
 // One application behind two upstreams: its public part (auth: none) and its protected part,
 // whose identityHeaders carry the name the application reads (Gitea's X-WEBAUTH-USER). Such an

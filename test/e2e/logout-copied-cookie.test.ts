@@ -1,8 +1,8 @@
 import t from 'tap'
-import { REFRESH_MS } from '../../src/session/revocation.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { startStack, type Stack } from '../fixtures/stack.js'
+import { REFRESH_MS } from '#src/session/revocation'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { startStack, type Stack } from '../fixtures/stack.ts'
 
 // The cookie store keeps the whole session in the browser: a logout clears the browser's cookies,
 // and a copy of them taken before (a stolen or kept Cookie header) must not work afterwards

@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap'
-import { manualClock } from '../fixtures/clock.js'
-import { checkRequestFor, sendCheck } from '../fixtures/envoy.js'
-import { checkRequest, serveGatewayGrpc, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.js'
-import { rawRequest } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.js'
+import { manualClock } from '../fixtures/clock.ts'
+import { checkRequestFor, sendCheck } from '../fixtures/envoy.ts'
+import { checkRequest, serveGatewayGrpc, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 
 // One access decision, five renderings (contract: "Every check dialect ... and the proxy itself
 // render one access decision"). Each case is asked of the reverse proxy, ingress-nginx's and

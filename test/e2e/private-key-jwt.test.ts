@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as jose from 'jose'
 import t from 'tap'
-import { clientJwks } from '../../src/oidc/client-auth.js'
-import type { ProviderConfig } from '../../src/options/types.js'
-import { problemCode } from '../fixtures/http.js'
-import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
+import { clientJwks } from '#src/oidc/client-auth'
+import type { ProviderConfig } from '#src/options/types'
+import { problemCode } from '../fixtures/http.ts'
+import { startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-pkjwt-'))
 const ecFile = join(dir, 'client.pem')

@@ -1,10 +1,10 @@
 import * as jose from 'jose'
 import t from 'tap'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { rawRequest } from '../fixtures/http.js'
-import { CLIENT_ID, startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { rawRequest } from '../fixtures/http.ts'
+import { CLIENT_ID, startStack } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

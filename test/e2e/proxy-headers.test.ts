@@ -1,6 +1,6 @@
 import t from 'tap'
-import { openEchoed, rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { openEchoed, rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

@@ -4,9 +4,9 @@ import { readFileSync } from 'node:fs'
 import { createServer as createHttpsServer } from 'node:https'
 import { connect, type AddressInfo } from 'node:net'
 import t from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { freePort, startStack, type Teardown } from '../fixtures/stack.js'
-import { startEchoUpstream } from '../fixtures/upstream.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { freePort, startStack, type Teardown } from '../fixtures/stack.ts'
+import { startEchoUpstream } from '../fixtures/upstream.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

@@ -1,7 +1,7 @@
 import t from 'tap'
 import WebSocket from 'ws'
-import { openSocket } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { openSocket } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 t.test('WebSocket upgrades are authenticated before they are proxied', async (t) => {
   const stack = await startStack(t, { upstreams: [{ name: 'app', websocket: true }] })

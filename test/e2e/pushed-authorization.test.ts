@@ -1,10 +1,10 @@
 // provider.pushedAuthorizationRequests (RFC 9126) against a real oidc-provider.
 
 import t, { type Test } from 'tap'
-import { startAdversarialStack } from '../fixtures/adversarial-provider.js'
-import { problemCode } from '../fixtures/http.js'
-import { assertRefusedAtDiscovery, startStack, type Stack, type Teardown } from '../fixtures/stack.js'
-import type { DevProviderOptions } from '../../src/dev/provider.js'
+import { startAdversarialStack } from '../fixtures/adversarial-provider.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { assertRefusedAtDiscovery, startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
+import type { DevProviderOptions } from '#src/dev/provider'
 
 async function stackWith(t: Teardown, setting: string, provider: DevProviderOptions['pushedAuthorizationRequests']): Promise<Stack> {
   return startStack(t, { provider: { pushedAuthorizationRequests: provider }, config: { provider: { pushedAuthorizationRequests: setting } } })

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
-import { rawRequest, type RawResponse } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { startStack, type Stack, type Teardown } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { rawRequest, type RawResponse } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 // rateLimit.signIn: one budget per client address for the redirect, callback and refresh
 // endpoints (routes/sign-in-hardening.ts); the client address is Fastify's req.ip.

@@ -1,8 +1,8 @@
 import t from 'tap'
-import type { Browser } from '../fixtures/browser.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedisTopology } from '../fixtures/redis-sessions.js'
-import { startStack } from '../fixtures/stack.js'
+import type { Browser } from '../fixtures/browser.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedisTopology } from '../fixtures/redis-sessions.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // Load while failing over: two gateway replicas on Redis Sentinel, 50 connections of signed-in
 // clients, and the primary killed in the middle. What is measured: every answer is 200 or 503

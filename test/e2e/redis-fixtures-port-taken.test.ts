@@ -3,8 +3,8 @@ import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { REDIS_SERVER, startRedis } from '../fixtures/redis.js'
-import { call, dataNode, PortTaken, spawnOnFreePorts, spawnRedis, type Launch } from '../fixtures/redis-node.js'
+import { REDIS_SERVER, startRedis } from '../fixtures/redis.ts'
+import { call, dataNode, PortTaken, spawnOnFreePorts, spawnRedis, type Launch } from '../fixtures/redis-node.ts'
 
 // The Redis fixtures (redis.ts, redis-sentinel.ts, redis-cluster.ts) pick free ports, release
 // them and start redis-server or redis-sentinel on them. Tests run in parallel: another process

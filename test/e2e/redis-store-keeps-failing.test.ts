@@ -1,8 +1,8 @@
 import t from 'tap'
-import { buildManagement } from '../../src/ops/management.js'
-import { KEEPS_FAILING, keepsFailing } from '../../src/session/redis-store.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedisSessions } from '../fixtures/redis-sessions.js'
+import { buildManagement } from '#src/ops/management'
+import { KEEPS_FAILING, keepsFailing } from '#src/session/redis-store'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedisSessions } from '../fixtures/redis-sessions.ts'
 
 // /readyz and a Redis store whose operations keep failing while Redis still answers PING: the
 // case of a client with a stale Cluster slot map (every write to one shard failed with MOVED),

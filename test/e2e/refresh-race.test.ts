@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { startAdversarialStack, SUBJECT, type AdversarialProvider } from '../fixtures/adversarial-provider.js'
-import { problemCode } from '../fixtures/http.js'
-import { CLIENT_ID } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import { startAdversarialStack, SUBJECT, type AdversarialProvider } from '../fixtures/adversarial-provider.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { CLIENT_ID } from '../fixtures/stack.ts'
 
 // A refresh under way when the session ends: its late answer must not bring
 // the session back. The provider holds the refresh's answer (refreshGate) until the logout or

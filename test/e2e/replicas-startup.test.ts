@@ -1,13 +1,13 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { stringify } from 'yaml'
-import { buildStandaloneApp } from '../../src/runtime/process-state.js'
-import { parseConfig } from '../../src/config/load.js'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { COOKIE_SECRET } from '../fixtures/stack.js'
+import { buildStandaloneApp } from '#src/runtime/process-state'
+import { parseConfig } from '#src/config/load'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { COOKIE_SECRET } from '../fixtures/stack.ts'
 
 // The gateway's start with session.store: redis, without a provider (none is needed to read a
 // session): it waits briefly for Redis, and starts anyway when Redis is down.

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { manualClock } from '../fixtures/clock.js'
-import { rawRequest } from '../fixtures/http.js'
-import { KEY_PREFIX, MAX_AGE_SECONDS, startRedisSessions } from '../fixtures/redis-sessions.js'
-import { COOKIE_SECRET, type Stack } from '../fixtures/stack.js'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { manualClock } from '../fixtures/clock.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { KEY_PREFIX, MAX_AGE_SECONDS, startRedisSessions } from '../fixtures/redis-sessions.ts'
+import { COOKIE_SECRET, type Stack } from '../fixtures/stack.ts'
 
 // Two gateway replicas sharing sessions through a real redis-server.
 

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { freePort, startStack } from '../fixtures/stack.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { freePort, startStack } from '../fixtures/stack.ts'
 
 // Responses the gateway writes itself (sign-in endpoints, every problem+json error) carry the
 // security headers of ops/response-headers.ts and Cache-Control: no-store; upstream responses are passed

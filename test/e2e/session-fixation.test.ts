@@ -1,9 +1,9 @@
 import t from 'tap'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import type { Browser } from '../fixtures/browser.js'
-import { rawRequest } from '../fixtures/http.js'
-import { COOKIE_SECRET, startStack, type Stack } from '../fixtures/stack.js'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import type { Browser } from '../fixtures/browser.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { COOKIE_SECRET, startStack, type Stack } from '../fixtures/stack.ts'
 
 // No session fixation: a sign-in never adopts the session the browser arrived with. It gets a
 // fresh session id, and with a server-side store the old session is ended.

@@ -1,12 +1,12 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import type { Clock } from '../../src/lib/clock.js'
-import type { Browser } from '../fixtures/browser.js'
-import { manualClock } from '../fixtures/clock.js'
-import { problemCode } from '../fixtures/http.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import type { Clock } from '#src/lib/clock'
+import type { Browser } from '../fixtures/browser.ts'
+import { manualClock } from '../fixtures/clock.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
 
 // Two real oidc-provider instances behind one gateway (`providers:`): `staff` and `partners`. The
 // root upstream accepts both (staff first: its default), /partners only partners, /staff only

@@ -1,13 +1,13 @@
 import t from 'tap'
-import { REFRESH_MS } from '../../src/session/revocation.js'
-import { SSF_EVENTS_PATH } from '../../src/contract/endpoints.js'
-import type { Browser } from '../fixtures/browser.js'
-import { rawRequest } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { KEY_PREFIX, startRedisSessions } from '../fixtures/redis-sessions.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
-import { SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, type Transmitter } from '../fixtures/ssf-transmitter.js'
+import { REFRESH_MS } from '#src/session/revocation'
+import { SSF_EVENTS_PATH } from '#src/contract/endpoints'
+import type { Browser } from '../fixtures/browser.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { KEY_PREFIX, startRedisSessions } from '../fixtures/redis-sessions.ts'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
+import { SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, type Transmitter } from '../fixtures/ssf-transmitter.ts'
 
 // A CAEP session-revoked pushed to one of two gateway replicas ends the subject's sessions on
 // both, as back-channel logout does (backchannel-logout-replicas.test.ts): with the Redis store the

@@ -1,9 +1,9 @@
 import t from 'tap'
-import type { Browser } from '../fixtures/browser.js'
-import { eventually } from '../fixtures/poll.js'
-import { CLIENT_ID, startStack, type Stack, type Teardown } from '../fixtures/stack.js'
-import { CREDENTIAL_CHANGE, SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, VERIFICATION, type Transmitter } from '../fixtures/ssf-transmitter.js'
-import { buildManagement } from '../../src/ops/management.js'
+import type { Browser } from '../fixtures/browser.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { CLIENT_ID, startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
+import { CREDENTIAL_CHANGE, SESSION_REVOKED, startTransmitter, TOKEN_CLAIMS_CHANGE, VERIFICATION, type Transmitter } from '../fixtures/ssf-transmitter.ts'
+import { buildManagement } from '#src/ops/management'
 
 // The Shared Signals receiver against a transmitter written as a fixture (test/fixtures/
 // ssf-transmitter.ts) and the real oidc-provider for sign-in: the gateway reads the transmitter,

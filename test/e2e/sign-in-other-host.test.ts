@@ -1,6 +1,6 @@
 import t from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // A page load on a host other than the public URL's (an upstream's match.hosts) is sent to sign
 // in on the public origin, where the callback is: the transaction is sealed to a host-only

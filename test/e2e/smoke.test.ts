@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startStack } from '../fixtures/stack.js'
+import { startStack } from '../fixtures/stack.ts'
 
 t.test('sign in, then a proxied request carries the identity', async (t) => {
   const stack = await startStack(t)

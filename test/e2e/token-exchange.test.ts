@@ -4,9 +4,9 @@
 
 import * as jose from 'jose'
 import t from 'tap'
-import { echo, openSocket, problemCode, rawRequest } from '../fixtures/http.js'
-import { manualClock } from '../fixtures/clock.js'
-import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+import { echo, openSocket, problemCode, rawRequest } from '../fixtures/http.ts'
+import { manualClock } from '../fixtures/clock.ts'
+import { CLIENT_ID, startStack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 const ORDERS = { name: 'orders', match: { pathPrefix: '/orders' }, tokenExchange: { audience: 'orders-api', scope: ['orders.read'] }, resourceMetadata: { scopes: ['orders.read', 'orders.write'] } }

@@ -1,10 +1,10 @@
 import { request } from 'node:http'
 import t from 'tap'
-import { problems } from '../fixtures/config/base.js'
-import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../fixtures/otlp.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.js'
+import { problems } from '../fixtures/config/base.ts'
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../fixtures/otlp.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { startStack, type Stack, type StackOptions, type Teardown } from '../fixtures/stack.ts'
 
 // telemetry.tracing end to end: a real dev provider, echo upstream and gateway, exporting to an
 // OTLP/HTTP receiver started here (test/fixtures/otlp.ts). Spans are awaited by polling the

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { MAX_TRANSACTIONS } from '../../src/session/cookies.js'
-import { startStack } from '../fixtures/stack.js'
+import { MAX_TRANSACTIONS } from '#src/session/cookies'
+import { startStack } from '../fixtures/stack.ts'
 
 // Each sign-in started sets a transaction cookie (up to about 3 KB with a long redirectAfter) for
 // 10 minutes. Unbounded, a browser that starts many (a reloading tab, a script) sends them all to

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { CALLBACK_PATH } from '../../src/contract/endpoints.js'
-import type { Problem } from '../../src/contract/errors.js'
-import { startStack, type Stack } from '../fixtures/stack.js'
+import { CALLBACK_PATH } from '#src/contract/endpoints'
+import type { Problem } from '#src/contract/errors'
+import { startStack, type Stack } from '../fixtures/stack.ts'
 
 // Login CSRF by cookie tossing (RFC 9700 4.7.1, RFC 6265bis 8.6): a sibling host of the same
 // registrable domain sets, for the parent domain, the transaction cookie of a sign-in the attacker

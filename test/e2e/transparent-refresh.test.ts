@@ -1,8 +1,8 @@
 import t from 'tap'
-import type { Problem } from '../../src/contract/errors.js'
-import { manualClock } from '../fixtures/clock.js'
-import { rawRequest } from '../fixtures/http.js'
-import { revokeAtProvider, startStack, type Stack } from '../fixtures/stack.js'
+import type { Problem } from '#src/contract/errors'
+import { manualClock } from '../fixtures/clock.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { revokeAtProvider, startStack, type Stack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 /**

@@ -1,7 +1,7 @@
 import t from 'tap'
 import WebSocket from 'ws'
-import { openSocket } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { openSocket } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // The pages trusted to act with the user's session (the sign-out form's Origin, a WebSocket
 // handshake's Origin): the public origin, and a redirects.allowedHosts host over https. An http

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { rawRequest } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { rawRequest } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // No decision keys on User-Agent: it is client-chosen, so a bot, a script or a browser asking
 // the same thing gets the same answer (no "crawler sees the page" bypass, no UA-based 401/302).

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type WebSocket from 'ws'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { closeCode, echo, openSocket } from '../fixtures/http.js'
-import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import { closeCode, echo, openSocket } from '../fixtures/http.ts'
+import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
 
 // An open WebSocket does not outlive the access it was opened with: it is
 // closed with 1008 (policy violation, RFC 6455 7.4.1) when its session is logged out, here or by

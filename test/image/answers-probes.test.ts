@@ -1,5 +1,5 @@
 import t from 'tap'
-import { describeBuild, startImageStack } from '../fixtures/image.js'
+import { describeBuild, startImageStack } from '../fixtures/image.ts'
 
 // The built image, running its own ENTRYPOINT and CMD with the documented variables, answers its
 // probes on the management port, and the HEALTHCHECK it declares (read from the image, as a

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { buildImage, describeBuild } from '../fixtures/image.js'
-import { execute, officialBase } from '../fixtures/image-base.js'
+import { buildImage, describeBuild } from '../fixtures/image.ts'
+import { execute, officialBase } from '../fixtures/image-base.ts'
 
 // The base the image is built on here stands in for the official one the Dockerfile pins: the
 // same Node at the same place, the npm that Node release bundles with its links, the `node` user,

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { processIds, startImageStack } from '../fixtures/image.js'
+import { processIds, startImageStack } from '../fixtures/image.ts'
 
 // The running image is not root: the gateway process's ids, read from /proc, are 1000, and the
 // user the image runs as (its USER, read from the image) can write nothing outside /tmp: no file

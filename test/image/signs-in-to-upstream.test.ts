@@ -1,6 +1,6 @@
 import t from 'tap'
-import { Browser } from '../fixtures/browser.js'
-import { startImageStack } from '../fixtures/image.js'
+import { Browser } from '../fixtures/browser.ts'
+import { startImageStack } from '../fixtures/image.ts'
 
 // A person signs in through the running image against the development provider, and the
 // application behind it receives the request with the identity headers.

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { escapeHtml } from '../../src/lib/html.js'
+import { escapeHtml } from '#src/lib/html'
 
 t.test('escapeHtml', async (t) => {
   t.equal(escapeHtml('a<b>&"\'`'), 'a&#60;b&#62;&#38;&#34;&#39;&#96;')

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { TtlCache } from '../../src/lib/ttl-cache.js'
-import { manualClock } from '../fixtures/clock.js'
+import { TtlCache } from '#src/lib/ttl-cache'
+import { manualClock } from '../fixtures/clock.ts'
 
 // The one expiring cache: epoch milliseconds on its clock, and bounded.
 

@@ -9,9 +9,9 @@ import {
   MAX_CONCURRENT_INTROSPECTIONS,
   REFUSED_TTL_MS,
   type BearerOptions,
-} from '../../src/oidc/bearer.js'
-import { manualClock, type ManualClock } from '../fixtures/clock.js'
-import type { GatewayError } from '../../src/contract/errors.js'
+} from '#src/oidc/bearer'
+import { manualClock, type ManualClock } from '../fixtures/clock.ts'
+import type { GatewayError } from '#src/contract/errors'
 
 // The Bearer verifier on its own: a local key set, a fake introspection endpoint and a clock the
 // test moves (the end-to-end cases are in test/e2e/proxy-auth.test.ts and bearer-introspection).

@@ -6,9 +6,9 @@ import {
   SUBJECT,
   type AdversarialProvider,
   type Behaviour,
-} from '../fixtures/adversarial-provider.js'
-import type { Browser } from '../fixtures/browser.js'
-import { CLIENT_ID, CLIENT_SECRET, type Stack } from '../fixtures/stack.js'
+} from '../fixtures/adversarial-provider.ts'
+import type { Browser } from '../fixtures/browser.ts'
+import { CLIENT_ID, CLIENT_SECRET, type Stack } from '../fixtures/stack.ts'
 
 // The callback against a provider that lies, breaks or stalls. Every refusal must leave the
 // browser without a session; every provider fault must be a 502 (the user did nothing wrong),

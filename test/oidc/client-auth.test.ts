@@ -1,6 +1,6 @@
 import t from 'tap'
 import * as oidc from 'openid-client'
-import { basicEncodingChanges, clientAssertionAlgorithm } from '../../src/oidc/client-auth.js'
+import { basicEncodingChanges, clientAssertionAlgorithm } from '#src/oidc/client-auth'
 
 t.test('the client assertion algorithm is agreed with the provider metadata', async (t) => {
   const rsa = ['PS256', 'RS256'] as const

@@ -1,6 +1,6 @@
 import * as jose from 'jose'
 import t from 'tap'
-import { idTokenSigningAlgs } from '../../src/oidc/algorithms.js'
+import { idTokenSigningAlgs } from '#src/oidc/algorithms'
 import {
   sessionCookiesSet,
   startAdversarialProvider,
@@ -8,9 +8,9 @@ import {
   SUBJECT,
   type Problem,
   type ProviderOptions,
-} from '../fixtures/adversarial-provider.js'
-import { problemCode, rawRequest } from '../fixtures/http.js'
-import { discoveryFailure, startStack, type Stack } from '../fixtures/stack.js'
+} from '../fixtures/adversarial-provider.ts'
+import { problemCode, rawRequest } from '../fixtures/http.ts'
+import { discoveryFailure, startStack, type Stack } from '../fixtures/stack.ts'
 
 // ID tokens are accepted in every asymmetric algorithm the provider advertises
 // (id_token_signing_alg_values_supported), or in those provider.idTokenAlgorithms pins; never in

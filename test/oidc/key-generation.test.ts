@@ -1,9 +1,9 @@
 import t from 'tap'
-import { BearerVerifier } from '../../src/oidc/bearer.js'
-import { MAX_AGE_MS, ProviderKeys } from '../../src/oidc/provider-keys.js'
-import { startAdversarialProvider } from '../fixtures/adversarial-provider.js'
-import { manualClock } from '../fixtures/clock.js'
-import { CLIENT_ID, type Teardown } from '../fixtures/stack.js'
+import { BearerVerifier } from '#src/oidc/bearer'
+import { MAX_AGE_MS, ProviderKeys } from '#src/oidc/provider-keys'
+import { startAdversarialProvider } from '../fixtures/adversarial-provider.ts'
+import { manualClock } from '../fixtures/clock.ts'
+import { CLIENT_ID, type Teardown } from '../fixtures/stack.ts'
 
 // The generation of the provider's keys (src/oidc/provider-keys.ts) and the Bearer verifier's cache that
 // follows it: a key withdrawn from the JWKS stops vouching for cached tokens at the age refresh,

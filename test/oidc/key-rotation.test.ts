@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
-import { problemCode, rawRequest } from '../fixtures/http.js'
-import type { Stack } from '../fixtures/stack.js'
+import { sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.ts'
+import { problemCode, rawRequest } from '../fixtures/http.ts'
+import type { Stack } from '../fixtures/stack.ts'
 
 // A token signed with a key the gateway has not seen yet (the provider
 // rotated: a new kid, published after the gateway fetched the JWKS) costs one JWKS refetch and

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { cookiesCleared, startAdversarialStack, type ProviderOptions } from '../fixtures/adversarial-provider.js'
-import type { Teardown } from '../fixtures/stack.js'
+import { cookiesCleared, startAdversarialStack, type ProviderOptions } from '../fixtures/adversarial-provider.ts'
+import type { Teardown } from '../fixtures/stack.ts'
 
 // DELETE /api/v1/openid/logout against providers with and without the optional endpoints, and
 // with a revocation endpoint that fails: the logout itself must always succeed, promptly.

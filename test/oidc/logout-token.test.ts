@@ -1,7 +1,7 @@
 import * as jose from 'jose'
 import t, { type Test } from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT, LOGOUT_TOKEN_MAX_AGE_SECONDS, LogoutTokenError, verifyLogoutToken, type LogoutTokenContext } from '../../src/oidc/logout-token.js'
-import { manualClock } from '../fixtures/clock.js'
+import { BACKCHANNEL_LOGOUT_EVENT, LOGOUT_TOKEN_MAX_AGE_SECONDS, LogoutTokenError, verifyLogoutToken, type LogoutTokenContext } from '#src/oidc/logout-token'
+import { manualClock } from '../fixtures/clock.ts'
 
 // Every rule of Back-Channel Logout 1.0 section 2.6, one refused token each, signed with a local key.
 

@@ -1,8 +1,8 @@
 import * as jose from 'jose'
 import t from 'tap'
-import { KeysNotLoadedError, MAX_AGE_MS, ProviderKeys, UNKNOWN_KEY_REFETCH_MS } from '../../src/oidc/provider-keys.js'
-import { startAdversarialProvider, type AdversarialProvider } from '../fixtures/adversarial-provider.js'
-import type { Teardown } from '../fixtures/stack.js'
+import { KeysNotLoadedError, MAX_AGE_MS, ProviderKeys, UNKNOWN_KEY_REFETCH_MS } from '#src/oidc/provider-keys'
+import { startAdversarialProvider, type AdversarialProvider } from '../fixtures/adversarial-provider.ts'
+import type { Teardown } from '../fixtures/stack.ts'
 
 // The refetch rules of the provider's key set, on a clock the test moves (src/oidc/provider-keys.ts).
 

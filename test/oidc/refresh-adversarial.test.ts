@@ -6,7 +6,7 @@ import {
   SUBJECT,
   type Behaviour,
   type Problem,
-} from '../fixtures/adversarial-provider.js'
+} from '../fixtures/adversarial-provider.ts'
 
 // GET /api/v1/openid/refresh against a provider whose answers the test chooses: which refresh
 // token is sent, what a refusal and a fault do to the session.

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { cookiesCleared, sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
-import { problemCode } from '../fixtures/http.js'
+import { cookiesCleared, sessionCookiesSet, startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.ts'
+import { problemCode } from '../fixtures/http.ts'
 
 // Large access tokens against the cookie store (session/cookies.ts): a token that does not fit one
 // cookie is split into chunks that browsers accept; one too large for MAX_CHUNKS is refused with

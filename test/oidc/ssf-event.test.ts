@@ -1,5 +1,5 @@
 import t from 'tap'
-import { actionOf, CREDENTIAL_CHANGE, SESSION_REVOKED, STREAM_UPDATED, subjectOf, TOKEN_CLAIMS_CHANGE, VERIFICATION, type EventPolicy } from '../../src/oidc/ssf-event.js'
+import { actionOf, CREDENTIAL_CHANGE, SESSION_REVOKED, STREAM_UPDATED, subjectOf, TOKEN_CLAIMS_CHANGE, VERIFICATION, type EventPolicy } from '#src/oidc/ssf-event'
 
 // The verdict on each event type and subject format (OpenID CAEP 1.0 section 3, SSF 1.0 sections
 // 3 and 8.1.4-5, RFC 9493): what ends, what refreshes, and that nothing unknown ends anything.

@@ -1,7 +1,7 @@
 import * as jose from 'jose'
 import t, { type Test } from 'tap'
-import { SET_MAX_AGE_SECONDS, SetError, verifySet, type SetContext, type SetErrorCode } from '../../src/oidc/ssf-set.js'
-import { manualClock } from '../fixtures/clock.js'
+import { SET_MAX_AGE_SECONDS, SetError, verifySet, type SetContext, type SetErrorCode } from '#src/oidc/ssf-set'
+import { manualClock } from '../fixtures/clock.ts'
 
 // Every rule of the SET profile (RFC 8417, SSF 1.0 section 4) that ssf-set.ts enforces, one
 // refused SET each, and the RFC 8935 section 2.4 error code each maps to.

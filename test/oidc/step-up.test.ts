@@ -1,11 +1,11 @@
 import t from 'tap'
 import pino from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
-import { EARLIEST_AUTH_TIME, stepUpParameters, stepUpRequirementOf, stepUpShortfall } from '../../src/oidc/step-up.js'
-import { UpstreamAccess, stepUpError, type StepUpJudge } from '../../src/access/decision.js'
-import type { Identity } from '../../src/contract/identity.js'
-import type { UpstreamConfig } from '../../src/options/types.js'
-import { resolve, withUpstream } from '../fixtures/config/base.js'
+import { EARLIEST_AUTH_TIME, stepUpParameters, stepUpRequirementOf, stepUpShortfall } from '#src/oidc/step-up'
+import { UpstreamAccess, stepUpError, type StepUpJudge } from '#src/access/decision'
+import type { Identity } from '#src/contract/identity'
+import type { UpstreamConfig } from '#src/options/types'
+import { resolve, withUpstream } from '../fixtures/config/base.ts'
 
 // The step-up verdict (oidc/step-up.ts), shared by the access decision and the callback, and the
 // decision's step_up outcome (proxy/guard.ts). The end-to-end flows are test/e2e/step-up.test.ts.

@@ -4,8 +4,8 @@ import { mkdtempSync, openSync, readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pino } from 'pino'
-import { AccessLog } from '../../src/ops/access-log.js'
-import { bufferedDestination, LOG_FLUSH_MS, loggerOptions } from '../../src/ops/logging.js'
+import { AccessLog } from '#src/ops/access-log'
+import { bufferedDestination, LOG_FLUSH_MS, loggerOptions } from '#src/ops/logging'
 
 function collect(): { lines: string[]; write(line: string): void } {
   const lines: string[] = []

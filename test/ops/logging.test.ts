@@ -1,11 +1,11 @@
 import t from 'tap'
 import pino from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
-import { createUrlRedactor, lazyRequestLogger, redactUrl, urlRedactor } from '../../src/ops/logging.js'
-import { openEchoed, rawRequest } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { AUDIT_MESSAGE } from '../../src/ops/audit.js'
-import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.js'
+import { createUrlRedactor, lazyRequestLogger, redactUrl, urlRedactor } from '#src/ops/logging'
+import { openEchoed, rawRequest } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { AUDIT_MESSAGE } from '#src/ops/audit'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, startStack } from '../fixtures/stack.ts'
 
 t.test('no token, code, cookie or secret in any log line, even at trace level', async (t) => {
   const lines: string[] = []

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import type { GatewayApp } from '../../src/app/app.js'
-import { startDevProvider } from '../../src/dev/provider.js'
-import { buildManagement } from '../../src/ops/management.js'
-import { manualClock } from '../fixtures/clock.js'
-import { rawRequest } from '../fixtures/http.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { CLIENT_ID, CLIENT_SECRET, freePort, startStack, type Teardown } from '../fixtures/stack.js'
+import type { GatewayApp } from '#src/app/app'
+import { startDevProvider } from '#src/dev/provider'
+import { buildManagement } from '#src/ops/management'
+import { manualClock } from '../fixtures/clock.ts'
+import { rawRequest } from '../fixtures/http.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { CLIENT_ID, CLIENT_SECRET, freePort, startStack, type Teardown } from '../fixtures/stack.ts'
 
 // The management listener as cli.ts runs it, on its own port: probes, readiness rules and the
 // Prometheus metrics, against the real provider, upstream and Redis.

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { GatewayMetrics } from '../../src/ops/metrics.js'
+import { GatewayMetrics } from '#src/ops/metrics'
 
 // The process's metrics (ops/metrics.ts): a store's series exist by the store's kind, and the
 // counters a store keeps stay monotone when a reload builds a new store whose counts start at 0.

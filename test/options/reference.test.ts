@@ -1,10 +1,10 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { FORMATS } from '../../src/config/formats.js'
-import { cell, FORMAT_TYPES, keyReference, type SectionLink } from '../../src/options/reference.js'
-import { gatewaySchema, type JsonSchema } from '../../src/options/schema.js'
-import { anchors, DOCS, docsAnchorIndex } from '../fixtures/markdown.js'
+import { FORMATS } from '#src/config/formats'
+import { cell, FORMAT_TYPES, keyReference, type SectionLink } from '#src/options/reference'
+import { gatewaySchema, type JsonSchema } from '#src/options/schema'
+import { anchors, DOCS, docsAnchorIndex } from '../fixtures/markdown.ts'
 
 const PAGE = join(DOCS, 'configuration.md')
 const BEGIN = '<!-- keys:begin -->\n'

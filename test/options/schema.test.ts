@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import t from 'tap'
-import { FORMATS } from '../../src/config/formats.js'
-import { gatewaySchema, type JsonSchema, schemaJson } from '../../src/options/schema.js'
+import { FORMATS } from '#src/config/formats'
+import { gatewaySchema, type JsonSchema, schemaJson } from '#src/options/schema'
 
 const SCHEMA_FILE = new URL('../../config/gateway.schema.json', import.meta.url)
 

@@ -4,10 +4,10 @@ import { createServer } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { rawRequest, type RawResponse } from '../fixtures/http.js'
-import type { Browser } from '../fixtures/browser.js'
-import { freePort, startStack } from '../fixtures/stack.js'
-import { eventually } from '../fixtures/poll.js'
+import { rawRequest, type RawResponse } from '../fixtures/http.ts'
+import type { Browser } from '../fixtures/browser.ts'
+import { freePort, startStack } from '../fixtures/stack.ts'
+import { eventually } from '../fixtures/poll.ts'
 
 // Pages for people, JSON for programs: every error class the gateway answers itself is an HTML
 // page for a browser navigation (same status and code, plain words, who is signed in, the way

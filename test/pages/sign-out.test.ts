@@ -1,6 +1,6 @@
 import t from 'tap'
-import type { Problem } from '../../src/contract/errors.js'
-import { startStack } from '../fixtures/stack.js'
+import type { Problem } from '#src/contract/errors'
+import { startStack } from '../fixtures/stack.ts'
 
 // Sign-out for people: GET /api/v1/openid/sign-out is a page, POST its form (a page without
 // script cannot send the contract's DELETE logout). The form is refused from another site

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startStack, type StackOptions } from '../fixtures/stack.js'
+import { startStack, type StackOptions } from '../fixtures/stack.ts'
 
 // Every 403 of the `allow` rules says in the log who was refused, where, by
 // which rule and why; a rule that needs a claim the sessions do not carry warns once.

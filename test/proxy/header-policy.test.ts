@@ -11,9 +11,9 @@ import {
   scrubResponseHeaders,
   stripCookies,
   type HeaderBag,
-} from '../../src/proxy/header-policy.js'
-import type { IdentityHeaderNames } from '../../src/options/types.js'
-import { deepFreeze } from '../../src/lib/deep-freeze.js'
+} from '#src/proxy/header-policy'
+import type { IdentityHeaderNames } from '#src/options/types'
+import { deepFreeze } from '#src/lib/deep-freeze'
 
 const NUM_RUNS = 2000
 

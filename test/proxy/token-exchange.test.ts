@@ -3,14 +3,14 @@
 // against oidc-provider in test/e2e/token-exchange.test.ts.
 
 import t from 'tap'
-import { GatewayError } from '../../src/contract/errors.js'
-import type { Identity } from '../../src/contract/identity.js'
-import type { ExchangedToken } from '../../src/oidc/client.js'
-import { Providers, type Provider } from '../../src/oidc/providers.js'
-import type { UpstreamConfig } from '../../src/options/types.js'
-import { bearerChallenge } from '../../src/access/bearer-challenge.js'
-import { createTokenExchanger, reuseUntil } from '../../src/proxy/token-exchange.js'
-import { manualClock } from '../fixtures/clock.js'
+import { GatewayError } from '#src/contract/errors'
+import type { Identity } from '#src/contract/identity'
+import type { ExchangedToken } from '#src/oidc/client'
+import { Providers, type Provider } from '#src/oidc/providers'
+import type { UpstreamConfig } from '#src/options/types'
+import { bearerChallenge } from '#src/access/bearer-challenge'
+import { createTokenExchanger, reuseUntil } from '#src/proxy/token-exchange'
+import { manualClock } from '../fixtures/clock.ts'
 
 const upstream = { name: 'orders', tokenExchange: { audience: 'orders-api' } } as UpstreamConfig
 const identity = (accessToken: string): Identity => ({ claims: { sub: 'alice' }, accessToken, provider: 'default', issuer: 'https://idp.example.com' })

@@ -3,7 +3,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import t from 'tap'
-import { parseWorkflow, releaseWorkflowText, ROOT } from '../fixtures/workflow.js'
+import { parseWorkflow, releaseWorkflowText, ROOT } from '../fixtures/workflow.ts'
 
 // The release workflow's first job refuses to publish unless the tag is v<semantic version> equal
 // to package.json's version and to the chart's version and appVersion. Its script is run here, as

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import t from 'tap'
 import YAML from 'yaml'
-import { kubeTools, runTool } from '../fixtures/kube-tools.js'
-import { type Job, needsOf, parseWorkflow, releaseWorkflowText, ROOT, type Step, type Workflow, workflowErrors } from '../fixtures/workflow.js'
+import { kubeTools, runTool } from '../fixtures/kube-tools.ts'
+import { type Job, needsOf, parseWorkflow, releaseWorkflowText, ROOT, type Step, type Workflow, workflowErrors } from '../fixtures/workflow.ts'
 
 // .github/workflows/release.yml cannot run here (no registry, no OIDC token). What can be known
 // without running it is checked: it is a valid workflow (the validator of @action-validator/core,

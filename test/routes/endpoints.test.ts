@@ -2,10 +2,10 @@ import diagnostics from 'node:diagnostics_channel'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { stringify } from 'yaml'
-import { parseConfig } from '../../src/config/load.js'
-import { ENDPOINT_LIST, isGatewayPath, SIGN_IN_PATH } from '../../src/contract/endpoints.js'
-import { buildStandaloneApp } from '../../src/runtime/process-state.js'
-import { freePort } from '../fixtures/stack.js'
+import { parseConfig } from '#src/config/load'
+import { ENDPOINT_LIST, isGatewayPath, SIGN_IN_PATH } from '#src/contract/endpoints'
+import { buildStandaloneApp } from '#src/runtime/process-state'
+import { freePort } from '../fixtures/stack.ts'
 
 // The endpoints table (contract/endpoints.ts) is what the metrics, the rate limit and the
 // reserved paths' 405s read: an endpoint registered without a row, or a row no route serves,

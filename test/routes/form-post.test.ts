@@ -1,8 +1,8 @@
 import t from 'tap'
-import { startStack, type Stack } from '../fixtures/stack.js'
-import type { Browser } from '../fixtures/browser.js'
-import { parseSetCookie } from '../fixtures/browser.js'
-import { problemCode } from '../fixtures/http.js'
+import { startStack, type Stack } from '../fixtures/stack.ts'
+import type { Browser } from '../fixtures/browser.ts'
+import { parseSetCookie } from '../fixtures/browser.ts'
+import { problemCode } from '../fixtures/http.ts'
 
 // POST /api/v1/openid/callback: the form post response mode (provider.responseMode: form_post)
 // against the real oidc-provider, whose page posts the response. Every refusal of the GET callback

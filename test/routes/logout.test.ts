@@ -1,6 +1,6 @@
 import t from 'tap'
-import { CLIENT_ID, CLIENT_SECRET, refreshTokenOf, startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { CLIENT_ID, CLIENT_SECRET, refreshTokenOf, startStack } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 t.test('DELETE /api/v1/openid/logout', async (t) => {
   const stack = await startStack(t)
@@ -99,7 +99,7 @@ t.test('a failing provider does not fail the logout', async (t) => {
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
   t.equal(res.status, 200)
   const { value } = (await res.json()) as { value: string }
-  // Not the provider's end-session, which the browser could not reach either (test/routes/sign-out-provider-down.test.ts).
+  // Not the provider's end-session, which the browser could not reach either (test/e2e/sign-out-provider-down.test.ts).
   t.equal(value, `${stack.gw}/api/v1/openid/sign-out?provider=unreachable`)
   t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw=;')))
 })

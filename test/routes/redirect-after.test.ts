@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import {
   createRedirectAfterValidator,
   REDIRECT_AFTER_MAX_LENGTH,
-} from '../../src/routes/redirect-after.js'
+} from '#src/routes/redirect-after'
 
 const NUM_RUNS = 3000
 const PUBLIC = 'https://app.example.com'

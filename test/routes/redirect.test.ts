@@ -1,8 +1,8 @@
 import t from 'tap'
-import { CLIENT_ID, startStack } from '../fixtures/stack.js'
-import { freePort } from '../fixtures/stack.js'
-import { buildStandaloneApp } from '../../src/runtime/process-state.js'
-import { parseConfig } from '../../src/config/load.js'
+import { CLIENT_ID, startStack } from '../fixtures/stack.ts'
+import { freePort } from '../fixtures/stack.ts'
+import { buildStandaloneApp } from '#src/runtime/process-state'
+import { parseConfig } from '#src/config/load'
 import { stringify } from 'yaml'
 
 t.test('scopes: none for a refresh token by default; offlineAccess or an explicit offline_access asks for one, with prompt=consent', async (t) => {

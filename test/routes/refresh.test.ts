@@ -1,6 +1,6 @@
 import t from 'tap'
-import { revokeAtProvider, startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { revokeAtProvider, startStack } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 const JSON_ACCEPT = { accept: 'application/json' }
 

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { stringify } from 'yaml'
-import { loadConfigText } from '../../src/config/load.js'
-import { ConfigWatcher, LOOSENING_QUIET_MS, WATCH_INTERVAL_MS, watchedLoosening } from '../../src/runtime/live.js'
-import { manualClock } from '../fixtures/clock.js'
-import { merge, minimal } from '../fixtures/config/base.js'
-import { eventually } from '../fixtures/poll.js'
-import { startStack } from '../fixtures/stack.js'
+import { loadConfigText } from '#src/config/load'
+import { ConfigWatcher, LOOSENING_QUIET_MS, WATCH_INTERVAL_MS, watchedLoosening } from '#src/runtime/live'
+import { manualClock } from '../fixtures/clock.ts'
+import { merge, minimal } from '../fixtures/config/base.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // server.watchConfig and a writer that truncates the file, pauses longer than a look, then writes
 // the rest: the half file may be valid and lack the rules the rest adds. A watched change that

@@ -2,9 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { loosenedKeys } from '../../src/config/loosening.js'
-import { ConfigWatcher } from '../../src/runtime/live.js'
-import { resolve } from '../fixtures/config/base.js'
+import { loosenedKeys } from '#src/config/loosening'
+import { ConfigWatcher } from '#src/runtime/live'
+import { resolve } from '../fixtures/config/base.ts'
 
 // server.watchConfig: a file written in place in steps is loaded only once it
 // has stayed the same for a whole look; and a reload that removes access rules names them. The

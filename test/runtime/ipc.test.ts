@@ -1,6 +1,6 @@
 import t from 'tap'
-import { GatewayError } from '../../src/contract/errors.js'
-import { answerCall, callPrimary, type Message, type PrimaryHandlers } from '../../src/runtime/ipc.js'
+import { GatewayError } from '#src/contract/errors'
+import { answerCall, callPrimary, type Message, type PrimaryHandlers } from '#src/runtime/ipc'
 
 // The calls between a worker and its primary: a defect in the primary is a 500 fault, logged
 // there; only a primary that does not answer is an outage (503). The worker's side is driven here

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { behindAfterCommit, prepareVerdict } from '../../src/runtime/reload.js'
+import { behindAfterCommit, prepareVerdict } from '#src/runtime/reload'
 
 // The primary's verdicts in a reload with server.workers > 1 (runtime/reload.ts): all or nothing
 // at prepare, and after commit every worker serves the file /config reports or is replaced.

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { stringify } from 'yaml'
-import { LiveGateway } from '../../src/runtime/live.js'
-import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.js'
-import { startEchoUpstream } from '../fixtures/upstream.js'
+import { LiveGateway } from '#src/runtime/live'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../fixtures/stack.ts'
+import { startEchoUpstream } from '../fixtures/upstream.ts'
 
 // Clients that send their request slowly, or not at all, against the server production runs
 // (LiveGateway): no connection is held past server.requestTimeoutMs, an answer given before the

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { randomUUID } from 'node:crypto'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { rawRequest } from '../fixtures/http.js'
-import { CLIENT_ID } from '../fixtures/stack.js'
-import { startWorkers, signedIn, page, JSON_ACCEPT } from '../fixtures/workers.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import { rawRequest } from '../fixtures/http.ts'
+import { CLIENT_ID } from '../fixtures/stack.ts'
+import { startWorkers, signedIn, page, JSON_ACCEPT } from '../fixtures/workers.ts'
 
 // server.workers: state every worker must share through the primary: back-channel logouts and
 // the sign-in rate limit.

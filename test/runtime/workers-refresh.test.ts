@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startWorkers, signedIn, page } from '../fixtures/workers.js'
+import { startWorkers, signedIn, page } from '../fixtures/workers.ts'
 
 // server.workers: a refresh of one session on both workers at once redeems its token once.
 

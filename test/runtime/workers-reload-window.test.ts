@@ -1,9 +1,9 @@
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
-import { configHash } from '../../src/config/load.js'
-import { eventually } from '../fixtures/poll.js'
-import { page, signedIn, startWorkers } from '../fixtures/workers.js'
+import { configHash } from '#src/config/load'
+import { eventually } from '../fixtures/poll.ts'
+import { page, signedIn, startWorkers } from '../fixtures/workers.ts'
 
 // server.workers: the primary validates the file and sends its text to the workers, which build
 // that text, not the file as it is when they get to it (runtime/reload.ts). The file is changed

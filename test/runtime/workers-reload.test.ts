@@ -1,9 +1,9 @@
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
-import { startAdversarialProvider } from '../fixtures/adversarial-provider.js'
-import { eventually } from '../fixtures/poll.js'
-import { startWorkers, signedIn, page } from '../fixtures/workers.js'
+import { startAdversarialProvider } from '../fixtures/adversarial-provider.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { startWorkers, signedIn, page } from '../fixtures/workers.ts'
 
 // server.workers: a reload (SIGHUP to the primary) is all or nothing across the workers.
 

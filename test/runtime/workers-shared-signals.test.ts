@@ -1,8 +1,8 @@
 import t from 'tap'
-import { SESSION_REVOKED, startTransmitter } from '../fixtures/ssf-transmitter.js'
-import { eventually } from '../fixtures/poll.js'
-import { CLIENT_ID } from '../fixtures/stack.js'
-import { page, signedIn, startWorkers } from '../fixtures/workers.js'
+import { SESSION_REVOKED, startTransmitter } from '../fixtures/ssf-transmitter.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { CLIENT_ID } from '../fixtures/stack.ts'
+import { page, signedIn, startWorkers } from '../fixtures/workers.ts'
 
 // server.workers: 2 with a polled Shared Signals stream: only the first worker slot manages the
 // stream and polls (one stream, one verification, one poller), and a session-revoked it polls

@@ -4,12 +4,12 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { workerCount } from '../../src/runtime/primary.js'
-import { LOG_FLUSH_MS } from '../../src/ops/logging.js'
+import { workerCount } from '#src/runtime/primary'
+import { LOG_FLUSH_MS } from '#src/ops/logging'
 
-import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET } from '../fixtures/stack.js'
-import { startWorkers, signedIn, page } from '../fixtures/workers.js'
-import { CLI } from '../fixtures/cli.js'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET } from '../fixtures/stack.ts'
+import { startWorkers, signedIn, page } from '../fixtures/workers.ts'
+import { CLI } from '../fixtures/cli.ts'
 
 // server.workers: two workers behind one port, as operators run them (test/fixtures/workers.ts).
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { manualClock } from '../fixtures/clock.js'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { manualClock } from '../fixtures/clock.ts'
 
 const A = 'a'.repeat(32)
 const B = 'b'.repeat(40)

@@ -1,12 +1,12 @@
 import type { FastifyRequest } from 'fastify'
 import t from 'tap'
-import type { CookiesConfig } from '../../src/options/types.js'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { CookieSessionStore } from '../../src/session/cookie-store.js'
-import { GatewayCookies } from '../../src/session/cookies.js'
-import type { Session } from '../../src/session/types.js'
-import { jarReply } from '../fixtures/cookie-jar.js'
+import type { CookiesConfig } from '#src/options/types'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { CookieSessionStore } from '#src/session/cookie-store'
+import { GatewayCookies } from '#src/session/cookies'
+import type { Session } from '#src/session/types'
+import { jarReply } from '../fixtures/cookie-jar.ts'
 
 // The cookie store reads the session on every request with one AES-GCM open; the credentials
 // cookie is opened only when asked for (an expired access token, a logout), and only where the

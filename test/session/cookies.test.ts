@@ -2,12 +2,12 @@ import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fc from 'fast-check'
 import t from 'tap'
-import type { CookiesConfig } from '../../src/options/types.js'
-import { GatewayError } from '../../src/contract/errors.js'
-import { systemClock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../../src/contract/endpoints.js'
-import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '../../src/session/cookies.js'
+import type { CookiesConfig } from '#src/options/types'
+import { GatewayError } from '#src/contract/errors'
+import { systemClock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { CALLBACK_PATH, SIGN_IN_PATH } from '#src/contract/endpoints'
+import { CHUNK_CHARS, type CookieRole, GatewayCookies, MAX_CHUNKS } from '#src/session/cookies'
 
 // GatewayCookies at the cookie level: whatever a browser (or an attacker) sends, reading yields
 // "nothing" or exactly what the gateway wrote, never an exception.

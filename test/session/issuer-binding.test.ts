@@ -1,5 +1,5 @@
 import t from 'tap'
-import { issuerBinding, sessionOfIssuer } from '../../src/session/issuer-binding.js'
+import { issuerBinding, sessionOfIssuer } from '#src/session/issuer-binding'
 
 // A session is a user of the issuer it was signed in at (OpenID Connect Core 2); one whose
 // provider now names another issuer must end. A session sealed before the issuer was recorded is

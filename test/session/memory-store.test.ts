@@ -1,11 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import t from 'tap'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { GatewayCookies } from '../../src/session/cookies.js'
-import { MemorySessionStore } from '../../src/session/memory-store.js'
-import type { Session } from '../../src/session/types.js'
-import { manualClock } from '../fixtures/clock.js'
-import { jarReply } from '../fixtures/cookie-jar.js'
+import { CookieCipher } from '#src/session/cipher'
+import { GatewayCookies } from '#src/session/cookies'
+import { MemorySessionStore } from '#src/session/memory-store'
+import type { Session } from '#src/session/types'
+import { manualClock } from '../fixtures/clock.ts'
+import { jarReply } from '../fixtures/cookie-jar.ts'
 
 // The memory store's bound: sign-ins are created by clients, so their number must not decide
 // the gateway's memory. When full, the oldest sign-in goes first, and each eviction is counted.

@@ -1,10 +1,10 @@
 import { createRequire } from 'node:module'
 import pino from 'pino'
 import t from 'tap'
-import { closeRedis, connectRedis, durableWrite, firstConnection } from '../../src/session/redis-client.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { startStack } from '../fixtures/stack.js'
+import { closeRedis, connectRedis, durableWrite, firstConnection } from '#src/session/redis-client'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // ioredis adds some 20 MiB to a process's resident memory: only gateways that use Redis load it.
 const loaded = (): boolean => Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes('/node_modules/ioredis/'))
@@ -47,8 +47,8 @@ t.test('a durable write waits for replicas on its own connection; fewer than ask
 })
 
 t.test('the topology keys reach ioredis as its options say they should', async (t) => {
-  const { parseConfig } = await import('../../src/config/load.js')
-  const { redisTopology } = await import('../../src/session/redis-client.js')
+  const { parseConfig } = await import('#src/config/load')
+  const { redisTopology } = await import('#src/session/redis-client')
   const base = {
     server: { publicUrl: 'https://app.example.com' },
     provider: { issuer: 'https://idp.example.com', clientId: 'c', clientSecret: 's' },

@@ -1,11 +1,11 @@
 import type { Cluster } from 'ioredis'
 import pino from 'pino'
 import t from 'tap'
-import { connectRedis, durableWrite, firstConnection, type RedisClient, type RedisObserver } from '../../src/session/redis-client.js'
-import { runScript } from '../../src/session/redis-scripts.js'
-import { eventually } from '../fixtures/poll.js'
-import { startCluster } from '../fixtures/redis-cluster.js'
-import { sameAddr } from '../fixtures/redis-node.js'
+import { connectRedis, durableWrite, firstConnection, type RedisClient, type RedisObserver } from '#src/session/redis-client'
+import { runScript } from '#src/session/redis-scripts'
+import { eventually } from '../fixtures/poll.ts'
+import { startCluster } from '../fixtures/redis-cluster.ts'
+import { sameAddr } from '../fixtures/redis-node.ts'
 
 // A durable write (the write, then WAIT for a replica) on a real Redis Cluster whose slot map
 // changes under the client: a slot moved to another primary, then a primary killed. Every write

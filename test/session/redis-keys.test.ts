@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { BACKCHANNEL_LOGOUT_PATH, ENDPOINTS } from '../../src/contract/endpoints.js'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { startRedis } from '../fixtures/redis.js'
-import { CLIENT_ID, startStack } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_PATH, ENDPOINTS } from '#src/contract/endpoints'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { startRedis } from '../fixtures/redis.ts'
+import { CLIENT_ID, startStack } from '../fixtures/stack.ts'
 
 // Every key the gateway touches in Redis is under session.redis.keyPrefix (session/redis-keys.ts),
 // so gateways sharing a database never meet. Redis's MONITOR sees each command the gateway

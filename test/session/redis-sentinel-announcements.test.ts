@@ -1,11 +1,11 @@
 import type { Redis } from 'ioredis'
 import pino from 'pino'
 import t from 'tap'
-import { closeRedis, connectRedis, firstConnection, switchedAway } from '../../src/session/redis-client.js'
-import { eventually } from '../fixtures/poll.js'
-import { startRedis } from '../fixtures/redis.js'
-import { call } from '../fixtures/redis-node.js'
-import { startSentinel } from '../fixtures/redis-sentinel.js'
+import { closeRedis, connectRedis, firstConnection, switchedAway } from '#src/session/redis-client'
+import { eventually } from '../fixtures/poll.ts'
+import { startRedis } from '../fixtures/redis.ts'
+import { call } from '../fixtures/redis-node.ts'
+import { startSentinel } from '../fixtures/redis-sentinel.ts'
 
 // Every sentinel announces a failover (`+switch-master`) on its own, as it learns of it: the
 // leader at once, the others from its hello messages, seconds apart. ioredis's failover detector

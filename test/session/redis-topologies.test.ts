@@ -6,9 +6,9 @@
 
 import { Cluster, Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { eventually } from '../fixtures/poll.js'
-import { startCluster } from '../fixtures/redis-cluster.js'
-import { startSentinel } from '../fixtures/redis-sentinel.js'
+import { eventually } from '../fixtures/poll.ts'
+import { startCluster } from '../fixtures/redis-cluster.ts'
+import { startSentinel } from '../fixtures/redis-sentinel.ts'
 
 const quiet = <C extends { on(event: 'error', listener: (err: Error) => void): unknown; disconnect(): void }>(t: Test, client: C): C => {
   // Connection errors during a failover are expected; the commands' results are what is checked.

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oidc/logout-token.js'
-import { BACKCHANNEL_LOGOUT_PATH } from '../../src/contract/endpoints.js'
-import { refreshedClaims } from '../../src/session/lifecycle.js'
-import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.js'
-import { CLIENT_ID } from '../fixtures/stack.js'
+import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
+import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
+import { refreshedClaims } from '#src/session/lifecycle'
+import { startAdversarialStack, SUBJECT } from '../fixtures/adversarial-provider.ts'
+import { CLIENT_ID } from '../fixtures/stack.ts'
 
 // A refresh keeps what the sign-in established: OpenID Connect Core 12.2 lets
 // a refreshed ID token leave out `sid`, which a back-channel logout then names; and its `sub`

@@ -1,11 +1,11 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { DEFAULT_PROVIDER } from '../../src/options/types.js'
-import { legacyReadings, MemoryRevocationList, RedisRevocationList, type RevocationList } from '../../src/session/revocation.js'
-import { RedisKeys } from '../../src/session/redis-keys.js'
-import { manualClock } from '../fixtures/clock.js'
-import { startRedis } from '../fixtures/redis.js'
+import { DEFAULT_PROVIDER } from '#src/options/types'
+import { legacyReadings, MemoryRevocationList, RedisRevocationList, type RevocationList } from '#src/session/revocation'
+import { RedisKeys } from '#src/session/redis-keys'
+import { manualClock } from '../fixtures/clock.ts'
+import { startRedis } from '../fixtures/redis.ts'
 
 // A revocation names a subject of one provider: the default provider's `sub` "partners/alice" is
 // not provider partners' "alice", nor the other way round, in memory and in Redis. Entries an

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { MemoryRevocationList } from '../../src/session/revocation.js'
-import { manualClock } from '../fixtures/clock.js'
+import { MemoryRevocationList } from '#src/session/revocation'
+import { manualClock } from '../fixtures/clock.ts'
 
 // A logout of the gateway's own lists exactly one session, by its id, until that session's seal
 // expires (its creation + session.maxAgeSeconds). Logouts have a share of their own per provider:

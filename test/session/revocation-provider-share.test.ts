@@ -1,6 +1,6 @@
 import t from 'tap'
-import { MemoryRevocationList } from '../../src/session/revocation.js'
-import { manualClock } from '../fixtures/clock.js'
+import { MemoryRevocationList } from '#src/session/revocation'
+import { manualClock } from '../fixtures/clock.ts'
 
 // The memory revocation list is bounded per provider: when one provider's entries are full, its
 // oldest entry is folded into that provider's floor. A provider (or its transmitter) that pushes

@@ -1,12 +1,12 @@
 import { once } from 'node:events'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { GatewayError } from '../../src/contract/errors.js'
-import { MemoryRevocationList, REFRESH_MS, RedisRevocationList, type RevocationList } from '../../src/session/revocation.js'
-import { RedisKeys } from '../../src/session/redis-keys.js'
-import { selects, type Session } from '../../src/session/types.js'
-import { manualClock, type ManualClock } from '../fixtures/clock.js'
-import { startRedis } from '../fixtures/redis.js'
+import { GatewayError } from '#src/contract/errors'
+import { MemoryRevocationList, REFRESH_MS, RedisRevocationList, type RevocationList } from '#src/session/revocation'
+import { RedisKeys } from '#src/session/redis-keys'
+import { selects, type Session } from '#src/session/types'
+import { manualClock, type ManualClock } from '../fixtures/clock.ts'
+import { startRedis } from '../fixtures/redis.ts'
 
 // The cookie store's revocation list, in memory and in a real Redis: the sessions a back-channel
 // logout (or a Shared Signals event naming a sid, a sub or an email) ended are refused, later

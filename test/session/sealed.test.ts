@@ -1,9 +1,9 @@
 import t from 'tap'
-import { systemClock } from '../../src/lib/clock.js'
-import { DEFAULT_PROVIDER } from '../../src/options/types.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { fromSealed, SEALED_CREDENTIALS, SEALED_REFERENCE, SEALED_REFRESH_RESULT, SEALED_TRANSACTION, toSealed } from '../../src/session/sealed.js'
-import type { Session } from '../../src/session/types.js'
+import { systemClock } from '#src/lib/clock'
+import { DEFAULT_PROVIDER } from '#src/options/types'
+import { CookieCipher } from '#src/session/cipher'
+import { fromSealed, SEALED_CREDENTIALS, SEALED_REFERENCE, SEALED_REFRESH_RESULT, SEALED_TRANSACTION, toSealed } from '#src/session/sealed'
+import type { Session } from '#src/session/types'
 
 // The sealed payloads' wire format is what cookies in browsers and values in Redis hold: values
 // sealed by the hand-written shapes the codecs of session/sealed.ts replaced (literal below, with

@@ -1,9 +1,9 @@
 import t from 'tap'
-import type { Clock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { CookieSessionStore } from '../../src/session/cookie-store.js'
-import { GatewayCookies } from '../../src/session/cookies.js'
-import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.js'
+import type { Clock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { CookieSessionStore } from '#src/session/cookie-store'
+import { GatewayCookies } from '#src/session/cookies'
+import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.ts'
 
 // The session store contract (test/fixtures/store-contract.ts) against the cookie store, whose ended sessions
 // are on its revocation list.

@@ -1,9 +1,9 @@
 import t from 'tap'
-import type { Clock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { GatewayCookies } from '../../src/session/cookies.js'
-import { MemorySessionStore } from '../../src/session/memory-store.js'
-import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.js'
+import type { Clock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { GatewayCookies } from '#src/session/cookies'
+import { MemorySessionStore } from '#src/session/memory-store'
+import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.ts'
 
 // The session store contract (test/fixtures/store-contract.ts) against the memory store.
 

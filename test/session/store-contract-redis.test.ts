@@ -1,13 +1,13 @@
 import t from 'tap'
 import pino from 'pino'
-import type { Clock } from '../../src/lib/clock.js'
-import { CookieCipher } from '../../src/session/cipher.js'
-import { GatewayCookies } from '../../src/session/cookies.js'
-import { connectRedis, firstConnection } from '../../src/session/redis-client.js'
-import { RedisKeys } from '../../src/session/redis-keys.js'
-import { RedisSessionStore } from '../../src/session/redis-store.js'
-import { startRedis } from '../fixtures/redis.js'
-import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.js'
+import type { Clock } from '#src/lib/clock'
+import { CookieCipher } from '#src/session/cipher'
+import { GatewayCookies } from '#src/session/cookies'
+import { connectRedis, firstConnection } from '#src/session/redis-client'
+import { RedisKeys } from '#src/session/redis-keys'
+import { RedisSessionStore } from '#src/session/redis-store'
+import { startRedis } from '../fixtures/redis.ts'
+import { CONTRACT_MAX_AGE, CONTRACT_SECRET, storeContract } from '../fixtures/store-contract.ts'
 
 // The session store contract (test/fixtures/store-contract.ts) against the Redis store and a real redis-server.
 

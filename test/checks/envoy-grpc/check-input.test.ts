@@ -1,5 +1,5 @@
 import t from 'tap'
-import { checkInputOf, headersOf } from '../../../src/checks/envoy-grpc/check-input.js'
+import { checkInputOf, headersOf } from '#src/checks/envoy-grpc/check-input'
 
 // The decoded CheckRequest is whatever came off the network: anything that is not a described
 // HTTP request is a reason to refuse, never an exception or a guess.

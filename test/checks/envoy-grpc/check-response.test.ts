@@ -1,5 +1,5 @@
 import t from 'tap'
-import { checkResponse, GrpcCode, HeaderAppendAction, headerMutations, refusalOf } from '../../../src/checks/envoy-grpc/check-response.js'
+import { checkResponse, GrpcCode, HeaderAppendAction, headerMutations, refusalOf } from '#src/checks/envoy-grpc/check-response'
 
 // The pure mapping from the gateway's answer to Envoy's CheckResponse: every refusal status of
 // the table, the fail-closed rules around it, and the append actions that decide whether

@@ -1,12 +1,12 @@
 import { Client, credentials, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js'
 import pino from 'pino'
-import { loggerOptions } from '../../../src/ops/logging.js'
-import { DEFAULT_REDACTED_QUERY_PARAMS } from '../../../src/options/schema.js'
+import { loggerOptions } from '#src/ops/logging'
+import { DEFAULT_REDACTED_QUERY_PARAMS } from '#src/options/schema'
 import t from 'tap'
-import { startExtAuthzGrpc, type ExtAuthzGrpcOptions } from '../../../src/checks/envoy-grpc/server.js'
-import type { CheckAnswer, CheckInput } from '../../../src/checks/envoy-grpc/types.js'
-import { checkRequest, grpcClient, type DecodedCheckResponse, type ExtAuthzClient } from '../../fixtures/ext-authz-grpc.js'
-import type { Teardown } from '../../fixtures/stack.js'
+import { startExtAuthzGrpc, type ExtAuthzGrpcOptions } from '#src/checks/envoy-grpc/server'
+import type { CheckAnswer, CheckInput } from '#src/checks/envoy-grpc/types'
+import { checkRequest, grpcClient, type DecodedCheckResponse, type ExtAuthzClient } from '../../fixtures/ext-authz-grpc.ts'
+import type { Teardown } from '../../fixtures/stack.ts'
 
 // The ext_authz gRPC service on an ephemeral loopback port, asked by a real grpc-js client loaded
 // from the same .proto files, with a stub decision: what Envoy sends reaches `check` as the

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { startStack } from '../fixtures/stack.js'
-import type { Problem } from '../../src/contract/errors.js'
+import { startStack } from '../fixtures/stack.ts'
+import type { Problem } from '#src/contract/errors'
 
 t.test('GET /api/v1/openid/callback', async (t) => {
   const stack = await startStack(t)

@@ -3,8 +3,8 @@
 // connection-refused page at the provider. Provider calls that fail log their transport cause.
 
 import t from 'tap'
-import { startStack, type Stack } from '../fixtures/stack.js'
-import { eventually } from '../fixtures/poll.js'
+import { startStack, type Stack } from '../fixtures/stack.ts'
+import { eventually } from '../fixtures/poll.ts'
 
 type Line = Record<string, unknown>
 

@@ -1,8 +1,8 @@
 import { createServer, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { UPSTREAM_POOL } from '../../src/proxy/plugin.js'
-import { startStack } from '../fixtures/stack.js'
+import { UPSTREAM_POOL } from '#src/proxy/plugin'
+import { startStack } from '../fixtures/stack.ts'
 
 // The connection pool to an upstream (proxy/plugin.ts UPSTREAM_POOL, docs/performance.md): idle
 // connections are reused, and no more than `connections` are open to one upstream at a time.

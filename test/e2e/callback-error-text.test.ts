@@ -1,7 +1,7 @@
 import t from 'tap'
-import { startStack } from '../fixtures/stack.js'
-import { PROVIDER_ERROR_WORDS } from '../../src/pages/error-page.js'
-import { escapeHtml } from '../../src/lib/html.js'
+import { startStack } from '../fixtures/stack.ts'
+import { PROVIDER_ERROR_WORDS } from '#src/pages/error-page'
+import { escapeHtml } from '#src/lib/html'
 
 // A callback without a code speaks the provider's words (its `error` and `error_description`)
 // only when it answers a sign-in this browser started: its `state` opens the browser's live

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startStack } from '../fixtures/stack.js'
+import { startStack } from '../fixtures/stack.ts'
 
 t.test('secure cookies carry the __Host- / __Secure- prefixes and the configured SameSite', async (t) => {
   const stack = await startStack(t, { config: { cookies: { secure: true, sameSite: 'strict' } } })

@@ -3,10 +3,10 @@
 // user the right page: against the real dev provider, with the mistakes an operator makes.
 
 import t from 'tap'
-import { freePort, startStack, type Stack } from '../fixtures/stack.js'
-import { startTestProvider } from '../fixtures/provider.js'
-import { manualClock } from '../fixtures/clock.js'
-import { eventually } from '../fixtures/poll.js'
+import { freePort, startStack, type Stack } from '../fixtures/stack.ts'
+import { startTestProvider } from '../fixtures/provider.ts'
+import { manualClock } from '../fixtures/clock.ts'
+import { eventually } from '../fixtures/poll.ts'
 
 type Line = Record<string, unknown>
 

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
-import { sessionCookiesSet, startAdversarialProvider } from '../fixtures/adversarial-provider.js'
-import { problemCode } from '../fixtures/http.js'
-import { startStack } from '../fixtures/stack.js'
+import { sessionCookiesSet, startAdversarialProvider } from '../fixtures/adversarial-provider.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { startStack } from '../fixtures/stack.ts'
 
 // The OAuth mix-up attack (RFC 9700 4.4.1) against a gateway with two providers: `honest`, a real
 // oidc-provider, and `evil`, a provider that forwards the user's sign-in to the honest one
