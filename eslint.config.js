@@ -26,6 +26,8 @@ export default defineConfig(
     },
     linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
+      // A `let` assigned once but read (by a closure) before that assignment cannot be a const.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       // Promises: a rejection nobody observes crashes the process; a promise where a boolean or a
       // void callback is read passes a check open or loses its error.
       '@typescript-eslint/no-floating-promises': [

@@ -95,7 +95,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     AggregatorRegistry.setRegistries([metrics])
     // prom-client answers the primary's requests once an aggregator exists in the worker.
     new AggregatorRegistry()
-    onBroadcast('ready', async () => !draining && (await Promise.all(gateway.checks.map((check) => check.ready()))).every(Boolean))
+    onBroadcast('ready', async () => !draining && (await Promise.all(gateway.checks.map(async (check) => check.ready()))).every(Boolean))
     serveReloads(gateway)
   }
   const management =

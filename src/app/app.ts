@@ -312,7 +312,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
         const upstream = path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)
         return upstream === undefined || path === null ? undefined : stepUpOf(upstream, path.path)
       },
-      nowSeconds: stepUp.nowSeconds,
+      nowSeconds: () => stepUp.nowSeconds(),
     },
     cookies,
     store,

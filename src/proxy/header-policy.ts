@@ -225,7 +225,7 @@ export interface IdentityHeaderUnion {
 export function identityHeaderUnion(perUpstream: readonly IdentityHeaderNames[], assertionHeader: string): IdentityHeaderUnion {
   const names = new Set<string>()
   for (const set of [...perUpstream, AUTH_REQUEST_HEADERS]) {
-    for (const name of Object.values(set)) names.add(canonicalHeaderName(name))
+    for (const name of Object.values(set) as string[]) names.add(canonicalHeaderName(name))
   }
   names.add(AUTH_REQUEST_ACCESS_TOKEN)
   names.add(canonicalHeaderName(assertionHeader))

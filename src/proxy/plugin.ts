@@ -194,7 +194,10 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       rewritePrefix: prefix,
       config: { upstream: upstream.name },
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
+      // @fastify/http-proxy types preHandler as a callback hook; Fastify awaits an async hook's
+      // promise (its Hooks reference), which is how a refusal thrown here becomes the answer.
       preHandler:
+        // eslint-disable-next-line @typescript-eslint/no-misused-promises
         signer === undefined && !upstream.websocket && !exchanges
           ? async (req: FastifyRequest, reply: FastifyReply) => {
               enforceUpgradePolicy(req.headers)

@@ -29,7 +29,7 @@ export async function startEnvoyGrpcListener(options: EnvoyGrpcListenerOptions):
   const draining = options.draining ?? (() => false)
   let ready = false
   const look = async (): Promise<void> => {
-    ready = !draining() && (await Promise.all(options.checks().map((check) => check.ready()))).every(Boolean)
+    ready = !draining() && (await Promise.all(options.checks().map(async (check) => check.ready()))).every(Boolean)
   }
   await look()
   setInterval(() => void look(), 1000).unref()

@@ -505,7 +505,10 @@ export class LiveGateway {
       next = await buildApp(loaded.config, { logStream: this.#options.logStream, state: this.#state, live: true })
       await next.http.ready()
       // A reload never turns a gateway whose providers are discovered into one whose are not.
-      const undiscovered = await discovered(next, loaded.config).then(() => undefined, (err: unknown) => err)
+      const undiscovered = await discovered(next, loaded.config).then(
+        () => undefined,
+        (err: unknown) => (err instanceof Error ? err : new Error(String(err))),
+      )
       if (undiscovered !== undefined && (await providersReady(this.app))) throw undiscovered
     } catch (err) {
       await next?.close().catch(() => undefined)

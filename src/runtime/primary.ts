@@ -70,7 +70,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
    */
   const broadcast = (op: string, args: unknown, timeoutMs = ACK_TIMEOUT_MS): Promise<Map<number, unknown>> => {
     const workers = live()
-    if (workers.length === 0) return Promise.resolve(new Map())
+    if (workers.length === 0) return Promise.resolve(new Map<number, unknown>())
     const id = ++nextBroadcast
     return new Promise((resolve) => {
       const results = new Map<number, unknown>()

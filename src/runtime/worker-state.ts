@@ -87,7 +87,7 @@ export class WorkerRateLimitStore {
   incr(key: string, callback: RateLimitCallback, timeWindow: number): void {
     callPrimary('ratelimit.incr', { key, timeWindow }).then(
       (result) => callback(null, result),
-      (err: Error) => callback(err),
+      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err))),
     )
   }
 

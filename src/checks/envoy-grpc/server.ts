@@ -38,9 +38,9 @@ export interface ExtAuthzGrpcOptions {
   /** 0 picks a free port; the returned `port` is the one bound. */
   port: number
   /** The gateway's decision; a rejection is answered 503. */
-  check(input: CheckInput): Promise<CheckAnswer>
+  check: (input: CheckInput) => Promise<CheckAnswer>
   /** Whether the gateway can decide (provider metadata, keys, session store): the health status. */
-  ready(): boolean
+  ready: () => boolean
   log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>
   /** How long close() waits for calls under way before cutting them, in milliseconds. */
   closeTimeoutMs?: number
