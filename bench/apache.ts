@@ -42,7 +42,8 @@ export interface Apache {
 export function apacheAvailable(): { available: boolean; why?: string } {
   const present = (): boolean => spawnSync(HTTPD, ['-v']).status === 0 && spawnSync('test', ['-f', `${MODULES}/mod_auth_openidc.so`]).status === 0
   if (present()) return { available: true }
-  if (process.env.BENCH_APACHE !== 'install') return { available: false, why: 'apache2 and libapache2-mod-auth-openidc are not installed (BENCH_APACHE=install installs them as root)' }
+  if (process.env.BENCH_APACHE !== 'install')
+    return { available: false, why: 'apache2 and libapache2-mod-auth-openidc are not installed (BENCH_APACHE=install installs them as root)' }
   if (process.getuid?.() !== 0) return { available: false, why: 'BENCH_APACHE=install needs root' }
   const apt = spawnSync('sh', ['-c', 'apt-get update && apt-get install -y apache2 libapache2-mod-auth-openidc'], { stdio: ['ignore', 'ignore', 'inherit'] })
   if (apt.status !== 0 || !present()) return { available: false, why: 'installing apache2 and libapache2-mod-auth-openidc failed' }

@@ -128,7 +128,14 @@ export function h2loadAvailable(): { available: boolean; why?: string } {
  * HTTP statuses only, never grpc-status: the caller checks the answer itself before and after.
  * Latencies come from h2load's per-request log.
  */
-export async function h2loadUnary(address: string, path: string, message: Buffer, concurrency: number, seconds: number, pinnedCore?: number): Promise<GrpcLoadResult> {
+export async function h2loadUnary(
+  address: string,
+  path: string,
+  message: Buffer,
+  concurrency: number,
+  seconds: number,
+  pinnedCore?: number,
+): Promise<GrpcLoadResult> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-h2load-'))
   try {
     const body = join(dir, 'request.bin')
@@ -137,7 +144,23 @@ export async function h2loadUnary(address: string, path: string, message: Buffer
     message.copy(frame, 5)
     writeFileSync(body, frame)
     const log = join(dir, 'requests.log')
-    const args = ['-D', String(seconds), '-c', '1', '-m', String(concurrency), '-d', body, '-H', 'content-type: application/grpc', '-H', 'te: trailers', '--log-file', log, `http://${address}${path}`]
+    const args = [
+      '-D',
+      String(seconds),
+      '-c',
+      '1',
+      '-m',
+      String(concurrency),
+      '-d',
+      body,
+      '-H',
+      'content-type: application/grpc',
+      '-H',
+      'te: trailers',
+      '--log-file',
+      log,
+      `http://${address}${path}`,
+    ]
     const [command, argv] = pinnedCore === undefined ? ['h2load', args] : ['taskset', ['-c', String(pinnedCore), 'h2load', ...args]]
     const { stdout } = await execFileAsync(command, argv as string[])
     const counts = /requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(stdout)

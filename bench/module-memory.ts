@@ -29,7 +29,10 @@ const GROUPS: Array<[string, string[]]> = [
   ['ajv', ['ajv']],
   ['pino', ['pino']],
   ['ioredis (loaded only with a Redis store)', ['ioredis']],
-  ['OpenTelemetry SDK + OTLP exporter (loaded only with telemetry.tracing)', ['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/resources', '@opentelemetry/context-async-hooks']],
+  [
+    'OpenTelemetry SDK + OTLP exporter (loaded only with telemetry.tracing)',
+    ['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/resources', '@opentelemetry/context-async-hooks'],
+  ],
   ['the app (app/app.js and what it imports)', ['./app/app.js']],
   // What `openid-gateway run` imports before it reads its configuration; gRPC
   // (runtime/envoy-grpc-listener.js) only when server.extAuthzGrpcPort is set.
@@ -90,9 +93,13 @@ for (const [name, specifiers] of GROUPS) {
   rows.push({ name, rss: median(samples.map((s) => s.rss)) / MiB, heapUsed: median(samples.map((s) => s.heapUsed)) / MiB })
 }
 const base = rows[0] as { rss: number; heapUsed: number }
-process.stdout.write(`Node ${process.version}, medians of ${RUNS} processes each, after gc\n\n| modules | RSS MiB | + RSS MiB | heap used MiB | + heap MiB |\n|---|---:|---:|---:|---:|\n`)
+process.stdout.write(
+  `Node ${process.version}, medians of ${RUNS} processes each, after gc\n\n| modules | RSS MiB | + RSS MiB | heap used MiB | + heap MiB |\n|---|---:|---:|---:|---:|\n`,
+)
 for (const row of rows) {
-  process.stdout.write(`| ${row.name} | ${row.rss.toFixed(1)} | ${(row.rss - base.rss).toFixed(1)} | ${row.heapUsed.toFixed(1)} | ${(row.heapUsed - base.heapUsed).toFixed(1)} |\n`)
+  process.stdout.write(
+    `| ${row.name} | ${row.rss.toFixed(1)} | ${(row.rss - base.rss).toFixed(1)} | ${row.heapUsed.toFixed(1)} | ${(row.heapUsed - base.heapUsed).toFixed(1)} |\n`,
+  )
 }
 const cli = GROUPS[GROUPS.length - 1] as [string, string[]]
 process.stdout.write(`\n${cli[0]} load these CommonJS packages: ${measure(cli[1]).loaded.join(', ')}\n`)

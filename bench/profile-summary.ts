@@ -58,7 +58,10 @@ export function summarize(profile: CpuProfile): { busyMicros: number; byOwner: M
 }
 
 function compare(a: string, requestsA: number, b: string, requestsB: number): void {
-  const [sa, sb] = [a, b].map((file) => summarize(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile)) as [ReturnType<typeof summarize>, ReturnType<typeof summarize>]
+  const [sa, sb] = [a, b].map((file) => summarize(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile)) as [
+    ReturnType<typeof summarize>,
+    ReturnType<typeof summarize>,
+  ]
   const diff = (ma: Map<string, number>, mb: Map<string, number>): string[] =>
     [...new Set([...ma.keys(), ...mb.keys()])]
       .map((k) => [k, (mb.get(k) ?? 0) / requestsB - (ma.get(k) ?? 0) / requestsA] as const)
@@ -79,7 +82,10 @@ function main(): void {
   const requests = Number(requestsArg ?? 0)
   const show = (micros: number): string => (requests > 0 ? `${(micros / requests).toFixed(2)} µs/req` : `${((100 * micros) / busyMicros).toFixed(1)}%`)
   const top = (map: Map<string, number>, n: number): string[] =>
-    [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => `  ${show(v).padStart(14)}  ${k}`)
+    [...map]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([k, v]) => `  ${show(v).padStart(14)}  ${k}`)
   process.stdout.write(`busy ${show(busyMicros)}\nby owner:\n${top(byOwner, 30).join('\n')}\nby function:\n${top(byFunction, 40).join('\n')}\n`)
 }
 

@@ -84,7 +84,6 @@ interface Server {
 
 const teardown: Array<() => unknown> = []
 
-
 async function startServer(name: string, spec: ServerSpec): Promise<Server> {
   const options = spec.kind === 'gateway' ? GATEWAY_NODE_OPTIONS : []
   const child = fork(SERVER, [JSON.stringify(spec)], {
@@ -160,7 +159,9 @@ async function load(row: Row, seconds: number): Promise<Measure> {
   const before = await row.server.stats()
   if (row.kind === 'grpc') {
     const { address, path, message } = row.wire
-    const result = H2LOAD.available ? await h2loadUnary(address, path, message, CONNECTIONS, seconds, pinned ? 1 : undefined) : await grpcLoad(() => row.call(), CONNECTIONS, seconds)
+    const result = H2LOAD.available
+      ? await h2loadUnary(address, path, message, CONNECTIONS, seconds, pinned ? 1 : undefined)
+      : await grpcLoad(() => row.call(), CONNECTIONS, seconds)
     const after = await row.server.stats()
     // h2load reads HTTP statuses only: the answer to the same request is checked once more.
     if (H2LOAD.available && !(await row.call())) result.unexpected = result.requests
@@ -233,7 +234,10 @@ async function main(): Promise<void> {
   await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve))
   teardown.push(() => new Promise<void>((resolve) => collector.close(() => resolve())))
   const endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces`
-  for (const [name, sampleRatio] of [['tracing 100%', 1], ['tracing 1%', 0.01]] as const) {
+  for (const [name, sampleRatio] of [
+    ['tracing 100%', 1],
+    ['tracing 1%', 0.01],
+  ] as const) {
     variants.push({ name, config: { telemetry: { tracing: { endpoint, sampleRatio } } } })
   }
   let redisUrl: string | undefined
@@ -249,7 +253,10 @@ async function main(): Promise<void> {
       variants.push({ name: 'redis sentinel', config: { session: { store: 'redis', redis: { sentinels: { name: sentinel.name, nodes } } } } })
     }
     const cluster = await startCluster(t)
-    variants.push({ name: 'redis cluster', config: { session: { store: 'redis', redis: { cluster: { nodes: cluster.nodes.map((n) => `${n.host}:${n.port}`) } } } } })
+    variants.push({
+      name: 'redis cluster',
+      config: { session: { store: 'redis', redis: { cluster: { nodes: cluster.nodes.map((n) => `${n.host}:${n.port}`) } } } },
+    })
   }
   const ports = await Promise.all(variants.map(() => freePort()))
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
@@ -272,7 +279,16 @@ async function main(): Promise<void> {
     // A P-256 key next to the RSA one, for the ES256 Bearer row.
     idTokenSigningAlg: 'ES256',
     tokenExchange: { audiences: ['bench-api'], expiresInSeconds: 3600 },
-    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [...[...origins, ...cliOrigins].map((o) => `${o}/api/v1/openid/callback`), ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`))] }],
+    clients: [
+      {
+        clientId: CLIENT_ID,
+        clientSecret: CLIENT_SECRET,
+        redirectUris: [
+          ...[...origins, ...cliOrigins].map((o) => `${o}/api/v1/openid/callback`),
+          ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`)),
+        ],
+      },
+    ],
   })
   teardown.push(() => provider.close())
 
@@ -318,11 +334,18 @@ async function main(): Promise<void> {
     { name: 'bare @fastify/http-proxy (baseline)', server: bare, path: '/page', headers: json, status: 200 },
     { name: 'bare @fastify/http-proxy, Fastify logger at warn', server: bareWarn, path: '/page', headers: json, status: 200 },
     { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
-    { name: 'gateway, cookie session, large (chunked)', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie, 'dana') }, status: 200 },
+    {
+      name: 'gateway, cookie session, large (chunked)',
+      server: cookie,
+      path: '/page',
+      headers: { ...json, cookie: await signedIn(cookie, 'dana') },
+      status: 200,
+    },
   ]
   for (const name of ['memory', 'redis', 'redis sentinel', 'redis cluster']) {
     const gateway = gateways.get(name)
-    if (gateway !== undefined) rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
+    if (gateway !== undefined)
+      rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }
   for (const [name, row] of [
     ['dpop', 'DPoP-bound session (provider.dpop)'],
@@ -341,7 +364,15 @@ async function main(): Promise<void> {
     { name: 'gateway, unauthenticated navigation (302 to sign-in)', server: cookie, path: '/page', headers: { accept: 'text/html' }, status: 302 },
   )
   for (const [i, mode] of apacheModes.entries()) {
-    const httpd = await startApache({ mode, port: apachePorts[i] as number, upstream: upstream.origin, issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, pinned })
+    const httpd = await startApache({
+      mode,
+      port: apachePorts[i] as number,
+      upstream: upstream.origin,
+      issuer: provider.issuer,
+      clientId: CLIENT_ID,
+      clientSecret: CLIENT_SECRET,
+      pinned,
+    })
     teardown.push(() => httpd.stop())
     const server: Server = { name: `apache (${mode})`, origin: httpd.origin, stats: () => httpd.stats() }
     const cookieHeader = await signInApache(new Browser(), httpd.origin, 'alice')
@@ -359,7 +390,9 @@ async function main(): Promise<void> {
     writeFileSync(join(dir, 'gateway.yaml'), yaml)
     const args = [...GATEWAY_NODE_OPTIONS, CLI, '--config', join(dir, 'gateway.yaml')]
     // Workers inherit the primary's CPU affinity.
-    const cli = run.pin ? spawn('taskset', ['-c', '0', process.execPath, ...args], { stdio: ['ignore', 'ignore', 'inherit'] }) : spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] })
+    const cli = run.pin
+      ? spawn('taskset', ['-c', '0', process.execPath, ...args], { stdio: ['ignore', 'ignore', 'inherit'] })
+      : spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] })
     teardown.push(
       () =>
         new Promise<void>((resolve) => {
@@ -378,10 +411,22 @@ async function main(): Promise<void> {
     const pid = cli.pid as number
     const where = run.pin ? 'pinned to core 0' : 'not pinned'
     const server: Server = { name: `gateway, ${run.workers} workers, ${where}`, origin, stats: async () => treeStats(pid) }
-    rows.push({ name: `gateway, cookie session, server.workers ${run.workers} (openid-gateway run, ${where})`, server, path: '/page', headers: { ...json, cookie: await signedIn(server) }, status: 200 })
+    rows.push({
+      name: `gateway, cookie session, server.workers ${run.workers} (openid-gateway run, ${where})`,
+      server,
+      path: '/page',
+      headers: { ...json, cookie: await signedIn(server) },
+      status: 200,
+    })
   }
   const many = gateways.get('1000 routes') as Server
-  rows.push({ name: 'gateway, 1000 routes + 100 public globs', server: many, path: '/r999/page', headers: { ...json, cookie: await signedIn(many) }, status: 200 })
+  rows.push({
+    name: 'gateway, 1000 routes + 100 public globs',
+    server: many,
+    path: '/r999/page',
+    headers: { ...json, cookie: await signedIn(many) },
+    status: 200,
+  })
   const forwardCookie = await signedIn(cookie)
   rows.push({
     name: 'forward-auth endpoint (ingress-nginx)',
@@ -433,7 +478,9 @@ async function main(): Promise<void> {
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
   if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 2 || selected(row.name)))
-  process.stderr.write(`warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`)
+  process.stderr.write(
+    `warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`,
+  )
   for (const row of rows) await load(row, WARMUP_SECONDS)
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
   const profiled = PROFILE ? [...new Set(rows.map((row) => row.server))].filter((server) => server.profile !== undefined) : []
@@ -442,7 +489,9 @@ async function main(): Promise<void> {
     for (const row of rows) {
       const m = await load(row, ROUND_SECONDS)
       measures.get(row)?.push(m)
-      process.stderr.write(`round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`)
+      process.stderr.write(
+        `round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
+      )
     }
   }
 
@@ -459,7 +508,9 @@ async function main(): Promise<void> {
     const list = measures.get(row) ?? []
     return {
       name: row.name,
-      ...(row.kind === 'grpc' ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected } : { load: 'autocannon', expectedStatus: row.status }),
+      ...(row.kind === 'grpc'
+        ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected }
+        : { load: 'autocannon', expectedStatus: row.status }),
       rps: median(list.map((m) => m.rps)),
       p50Ms: median(list.map((m) => m.p50)),
       p99Ms: median(list.map((m) => m.p99)),
@@ -471,7 +522,8 @@ async function main(): Promise<void> {
   })
   const baseline = summary.find((row) => row.name.startsWith('bare'))?.cpuMicrosPerRequest ?? Number.NaN
   const warnBaseline = summary.find((row) => row.name.startsWith('bare') && row.name.includes('logger at warn'))?.cpuMicrosPerRequest ?? Number.NaN
-  const header = '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare, logger at warn |\n|---|---:|---:|---:|---:|---:|---:|---:|'
+  const header =
+    '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare, logger at warn |\n|---|---:|---:|---:|---:|---:|---:|---:|'
   const lines = summary.map(
     (s) =>
       `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${(s.cpuMicrosPerRequest / baseline).toFixed(2)}x | ${(s.cpuMicrosPerRequest / warnBaseline).toFixed(2)}x |`,
@@ -488,14 +540,19 @@ async function main(): Promise<void> {
       soak.rssMiB.push(Math.round((await soakRow.server.stats()).rssBytes / MiB))
       soak.cpuMicrosPerRequest.push(Math.round(m.cpuMicrosPerRequest * 10) / 10)
     }
-    process.stdout.write(`\nsoak, ${soak.row}, ${SOAK_SECONDS} s: RSS MiB every ${SOAK_SAMPLE_SECONDS} s: ${soak.rssMiB.join(', ')}; CPU µs/req: ${soak.cpuMicrosPerRequest.join(', ')}\n`)
+    process.stdout.write(
+      `\nsoak, ${soak.row}, ${SOAK_SECONDS} s: RSS MiB every ${SOAK_SAMPLE_SECONDS} s: ${soak.rssMiB.join(', ')}; CPU µs/req: ${soak.cpuMicrosPerRequest.join(', ')}\n`,
+    )
   }
   // npm runs scripts from the package root.
   const dir = join(process.cwd(), 'bench', 'results')
   mkdirSync(dir, { recursive: true })
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
-  writeFileSync(join(dir, `${stamp}-node${node}.json`), `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary, soak }, null, 2)}\n`)
+  writeFileSync(
+    join(dir, `${stamp}-node${node}.json`),
+    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary, soak }, null, 2)}\n`,
+  )
   process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
 }
 

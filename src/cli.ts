@@ -205,7 +205,9 @@ async function check(loaded: LoadedConfig, path: string, options: { online: bool
   }
   for (const result of results) {
     const problems = result.verdicts.filter((v) => !v.ok).map((v) => v.item)
-    verdicts.write(`${result.ok ? 'OK' : 'PROBLEM'}: provider ${result.provider}: ${result.ok ? `${result.issuer} supports this configuration (${path})` : problems.join(', ')}\n`)
+    verdicts.write(
+      `${result.ok ? 'OK' : 'PROBLEM'}: provider ${result.provider}: ${result.ok ? `${result.issuer} supports this configuration (${path})` : problems.join(', ')}\n`,
+    )
   }
   if (results.some((r) => !r.ok)) process.exitCode = EXIT_PROVIDER_PROBLEM
 }

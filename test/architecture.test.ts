@@ -40,7 +40,11 @@ t.test('every src/ folder the page names exists', async (t) => {
 })
 
 t.test('every module the page names exists', async (t) => {
-  const folders = new Set(readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name))
+  const folders = new Set(
+    readdirSync(SRC, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name),
+  )
   const basenames = new Set(modules(SRC).map((file) => file.slice(file.lastIndexOf('/') + 1)))
   const named = new Set([...text.matchAll(/(?<![\w./-])([\w./-]+\.ts)\b/g)].map((m) => m[1] ?? ''))
   t.ok(named.size > 40, `${named.size} modules named`)
@@ -64,7 +68,12 @@ t.test('every function the page names beside its module is exported by that modu
   for (const [module, name] of pairs) {
     const candidates = all.filter((file) => file === join(SRC, module.replace(/^src\//, '')) || (!module.includes('/') && file.endsWith(`/${module}`)))
     const exporters = candidates.filter((file) => exportedNames(file).has(name)).map((file) => file.slice(SRC.length + 1))
-    const found = exporters.length > 0 ? `: ${exporters.join(', ')}` : candidates.length === 0 ? ': no such module' : `: not exported by ${candidates.map((file) => file.slice(SRC.length + 1)).join(', ')}`
+    const found =
+      exporters.length > 0
+        ? `: ${exporters.join(', ')}`
+        : candidates.length === 0
+          ? ': no such module'
+          : `: not exported by ${candidates.map((file) => file.slice(SRC.length + 1)).join(', ')}`
     t.ok(exporters.length > 0, `${module} \`${name}\`${found}`)
   }
 })

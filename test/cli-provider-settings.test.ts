@@ -68,15 +68,24 @@ t.test('check --online: https to a provider that speaks http is a problem naming
 
 t.test('check --online: a client authentication method the provider does not take is a problem; one line per provider, exit 1', async (t) => {
   // Two providers need two issuers: a second provider, which takes client_secret_post alone.
-  const other = await startTestProvider(t, { clients: [{ clientId: 'gw', clientSecret: SECRET, redirectUris: [`${publicUrl}/api/v1/openid/callback/post`] }], clientAuthMethods: ['client_secret_post'] })
+  const other = await startTestProvider(t, {
+    clients: [{ clientId: 'gw', clientSecret: SECRET, redirectUris: [`${publicUrl}/api/v1/openid/callback/post`] }],
+    clientAuthMethods: ['client_secret_post'],
+  })
   const { provider: base, ...rest } = valid(port, 'http://127.0.0.1:9')
   const good = { ...base, name: 'good', issuer }
   const basic = { ...base, name: 'basic', issuer: other.issuer }
   const path = configFile({ ...rest, providers: [good, basic], upstreams: [{ ...rest.upstreams[0], providers: ['good', 'basic'] }] })
   const run = await cli(['check', '--online', '--config', path], SECRETS_ENV).done
   t.equal(run.code, 1, run.stderr)
-  t.match(run.stdout, /PROBLEM client authentication: provider\.clientAuthMethod client_secret_basic is not supported \(token_endpoint_auth_methods_supported: client_secret_post\)/)
-  t.strictSame(lastLines(run.stdout, 2), [`OK: provider good: ${issuer} supports this configuration (${path})`, 'PROBLEM: provider basic: client authentication'])
+  t.match(
+    run.stdout,
+    /PROBLEM client authentication: provider\.clientAuthMethod client_secret_basic is not supported \(token_endpoint_auth_methods_supported: client_secret_post\)/,
+  )
+  t.strictSame(lastLines(run.stdout, 2), [
+    `OK: provider good: ${issuer} supports this configuration (${path})`,
+    'PROBLEM: provider basic: client authentication',
+  ])
   t.equal(run.stdout.match(/ok +JWKS: /g)?.length, 2, 'each provider is compared in full')
 })
 
@@ -127,7 +136,14 @@ t.test('the summary names the Redis store by its addresses and the upstreams wit
       ...base,
       providers: [
         { name: 'a', issuer: 'https://a.example', clientId: 'gw', clientSecret: 'client-secret-a-0123' },
-        { name: 'b', issuer: 'https://b.example', clientId: 'gw', clientAuthMethod: 'client_secret_post', clientSecret: 'client-secret-b-0123', offlineAccess: true },
+        {
+          name: 'b',
+          issuer: 'https://b.example',
+          clientId: 'gw',
+          clientAuthMethod: 'client_secret_post',
+          clientSecret: 'client-secret-b-0123',
+          offlineAccess: true,
+        },
       ],
       cookies: { secrets: [COOKIE], secure: true, domain: 'example.test', sameSite: 'strict' },
       session: { store: 'redis', redisUrl: 'rediss://default:redis-password-456@redis.internal:6380/0' },
@@ -142,7 +158,14 @@ t.test('the summary names the Redis store by its addresses and the upstreams wit
   for (const secret of ['upstream-password-123', 'redis-password-456', 'client-secret-a-0123', 'client-secret-b-0123', COOKIE]) t.notMatch(text, secret)
   t.match(lines, [
     { fields: { provider: 'a', redirectUris: ['http://127.0.0.1:8080/api/v1/openid/callback/a'], clientAuthMethod: 'client_secret_basic' } },
-    { fields: { provider: 'b', redirectUris: ['http://127.0.0.1:8080/api/v1/openid/callback/b'], clientAuthMethod: 'client_secret_post', scopes: ['openid', 'profile', 'email', 'offline_access'] } },
+    {
+      fields: {
+        provider: 'b',
+        redirectUris: ['http://127.0.0.1:8080/api/v1/openid/callback/b'],
+        clientAuthMethod: 'client_secret_post',
+        scopes: ['openid', 'profile', 'email', 'offline_access'],
+      },
+    },
   ])
   t.match(lines[0]?.fields, {
     cookie: { name: '__Secure-ogw', domain: 'example.test', secure: true, sameSite: 'strict' },

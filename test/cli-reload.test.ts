@@ -23,7 +23,12 @@ t.test('SIGHUP reloads the file: /config shows its hash and load time, the metri
   const [port, managementPort] = (await freePorts(2)) as [number, number]
   const base = valid(port, upstream.url, managementPort)
   // An unreachable provider, quickly given up on: the reload does not wait long for it.
-  const config = { ...base, provider: { ...base.provider, timeoutMs: 200 }, upstreams: [{ name: 'app', target: upstream.url, auth: 'required' }], log: { level: 'info' } }
+  const config = {
+    ...base,
+    provider: { ...base.provider, timeoutMs: 200 },
+    upstreams: [{ name: 'app', target: upstream.url, auth: 'required' }],
+    log: { level: 'info' },
+  }
   const path = configFile(config)
   const proc = cli(['--config', path], SECRETS_ENV)
   t.teardown(() => proc.kill('SIGKILL'))
@@ -47,12 +52,18 @@ t.test('SIGHUP reloads the file: /config shows its hash and load time, the metri
 
   writeFileSync(path, stringify({ ...config, upstreams: [{ name: 'app', target: 'not a url' }], cookies: { secrets: ['short'], secure: false } }))
   proc.kill('SIGHUP')
-  t.ok(await until(proc, async () => /openid_gateway_config_reloads_total\{outcome="failure"\} 1/.test((await rawRequest(management, '/metrics')).body)), 'counted as a failure')
+  t.ok(
+    await until(proc, async () => /openid_gateway_config_reloads_total\{outcome="failure"\} 1/.test((await rawRequest(management, '/metrics')).body)),
+    'counted as a failure',
+  )
   t.same((await rawRequest(management, '/config')).json(), second, 'the running configuration is kept')
   t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 200, 'and still serves')
   proc.kill('SIGTERM')
   const run = await proc.done
-  const problems = run.stdout.split('\n').filter((l) => l.includes('"configuration problem"')).map((l) => (JSON.parse(l) as { problem: string }).problem)
+  const problems = run.stdout
+    .split('\n')
+    .filter((l) => l.includes('"configuration problem"'))
+    .map((l) => (JSON.parse(l) as { problem: string }).problem)
   t.match(problems, [/^cookies\.secrets\[0\]: /, /^upstreams\[0\]\.target: /], 'each problem logged by key')
   t.notMatch(run.stdout, /short/, 'never the secret it refused')
 })
@@ -64,7 +75,12 @@ t.test('server.watchConfig: a change of the file reloads it without a signal', a
   const base = valid(port, upstream.url)
   // A change that removes no access rule is loaded after two looks (one that removes some waits
   // for the file to stay unchanged longer: test/runtime/config-watcher-loosening.test.ts).
-  const config = { ...base, server: { ...base.server, watchConfig: true }, provider: { ...base.provider, timeoutMs: 200 }, upstreams: [{ name: 'app', target: upstream.url, auth: 'none' }] }
+  const config = {
+    ...base,
+    server: { ...base.server, watchConfig: true },
+    provider: { ...base.provider, timeoutMs: 200 },
+    upstreams: [{ name: 'app', target: upstream.url, auth: 'none' }],
+  }
   const path = configFile(config)
   const proc = cli(['--config', path], SECRETS_ENV)
   t.teardown(() => proc.kill('SIGKILL'))
@@ -148,9 +164,19 @@ t.test('SIGHUP during startup: remembered, not fatal; the reload runs once the g
   const config = { ...base, provider: { ...base.provider, timeoutMs: 200 }, log: { level: 'info' } }
   const readers = await serveFifo(path, proc.pid as number, stringify(config), () => proc.kill('SIGHUP'), reloaded)
   t.ok(readers >= 2, 'the file was read at startup and again for the reload')
-  const lines = proc.stdout().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; trigger?: string })
-  t.ok(lines.some((l) => l.msg === 'listening'), 'the gateway started')
-  t.ok(lines.some((l) => l.msg === 'configuration reloaded' && l.trigger === 'SIGHUP'), 'and then ran the reload the early SIGHUP asked for')
+  const lines = proc
+    .stdout()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string; trigger?: string })
+  t.ok(
+    lines.some((l) => l.msg === 'listening'),
+    'the gateway started',
+  )
+  t.ok(
+    lines.some((l) => l.msg === 'configuration reloaded' && l.trigger === 'SIGHUP'),
+    'and then ran the reload the early SIGHUP asked for',
+  )
   proc.kill('SIGTERM')
   const run = await proc.done
   t.equal(run.code, 0, 'it ran until told to stop')

@@ -41,7 +41,8 @@ t.test('check --print-config prints the effective configuration with secrets mas
 t.test('--help prints the commands, options and environment variables the CLI reads; --version the package version', async (t) => {
   const help = await cli(['--help']).done
   t.equal(help.code, 0)
-  for (const word of ['run', 'check', 'jwks', '--config', '--online', '--print-config', '--provider', '--version', MANAGEMENT_HOST_ENV, '${NAME}']) t.match(help.stdout, word)
+  for (const word of ['run', 'check', 'jwks', '--config', '--online', '--print-config', '--provider', '--version', MANAGEMENT_HOST_ENV, '${NAME}'])
+    t.match(help.stdout, word)
   const version = await cli(['--version']).done
   t.equal(version.code, 0, version.stderr)
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -104,10 +105,16 @@ t.test('run serves, with its management listener; SIGTERM: /readyz 503 at once, 
   t.equal(run.code, 0, run.stderr)
   // The last line logged (by its time: a line of the drained request may leave the stdout pipe's
   // buffer after it) says it stopped.
-  const lines = run.stdout.trim().split('\n').map((line) => JSON.parse(line) as { msg?: string; signal?: string; time: number })
+  const lines = run.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { msg?: string; signal?: string; time: number })
   const stopped = lines.find((line) => line.msg === 'stopped')
   t.match(stopped, { signal: 'SIGTERM' }, 'a line says it stopped', { tail: run.stdout.slice(-600) })
-  t.notOk(lines.some((line) => line.time > (stopped?.time ?? 0)), 'and nothing was logged after it')
+  t.notOk(
+    lines.some((line) => line.time > (stopped?.time ?? 0)),
+    'and nothing was logged after it',
+  )
   await t.rejects(rawRequest(origin, '/status/204'), 'no longer listening')
   await t.rejects(rawRequest(management, '/healthz'), 'nor the management listener')
 })

@@ -119,7 +119,8 @@ function importsOf(file: ts.SourceFile): Import[] {
   walk(file, (node) => {
     if (ts.isImportDeclaration(node)) add(node.moduleSpecifier, node.importClause?.isTypeOnly === true ? 'type' : 'static')
     else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined) add(node.moduleSpecifier, node.isTypeOnly ? 'type' : 'static')
-    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] !== undefined) add(node.arguments[0], 'dynamic')
+    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] !== undefined)
+      add(node.arguments[0], 'dynamic')
     else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node.argument.literal, 'type')
   })
   importCache.set(file, imports)
@@ -188,10 +189,12 @@ function resolved(symbol: ts.Symbol | undefined): ts.Symbol | undefined {
 function exportsOf(path: string): Map<string, ts.Symbol> {
   const module = checker.getSymbolAtLocation(sourceAt(path))
   if (module === undefined) throw new Error(`src/${path} is not a module`)
-  return new Map(checker.getExportsOfModule(module).flatMap((s) => {
-    const target = resolved(s)
-    return target === undefined ? [] : [[s.name, target] as const]
-  }))
+  return new Map(
+    checker.getExportsOfModule(module).flatMap((s) => {
+      const target = resolved(s)
+      return target === undefined ? [] : [[s.name, target] as const]
+    }),
+  )
 }
 
 /** The symbol a module of src/ exports under a name; a rule about a renamed or removed export fails here. */
@@ -291,7 +294,10 @@ function usesOf(targets: ts.Symbol[]): Use[] {
       if (!ts.isIdentifier(node)) return
       const parent = node.parent
       if (ts.isImportSpecifier(parent) || ts.isImportClause(parent) || ts.isNamespaceImport(parent) || ts.isExportSpecifier(parent)) return
-      if ((ts.isPropertyAccessExpression(parent) || ts.isQualifiedName(parent)) && (ts.isPropertyAccessExpression(parent) ? parent.name : parent.right) === node) {
+      if (
+        (ts.isPropertyAccessExpression(parent) || ts.isQualifiedName(parent)) &&
+        (ts.isPropertyAccessExpression(parent) ? parent.name : parent.right) === node
+      ) {
         const namespace = ts.isPropertyAccessExpression(parent) ? parent.expression : parent.left
         if (!ts.isIdentifier(namespace) || !(namespaces.get(namespace.text) ?? []).includes(node.text)) return
         const module = resolved(checker.getSymbolAtLocation(namespace))
@@ -338,7 +344,10 @@ t.test('the rules read every source of src/ and can place each of its imports', 
     readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
       entry.isDirectory() ? onDisk(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [pathOf(join(dir, entry.name))] : [],
     )
-  t.strictSame(sourceFiles.map(pathOf), onDisk(SRC).sort((a, b) => join(SRC, a).localeCompare(join(SRC, b))))
+  t.strictSame(
+    sourceFiles.map(pathOf),
+    onDisk(SRC).sort((a, b) => join(SRC, a).localeCompare(join(SRC, b))),
+  )
   for (const file of sourceFiles) importsOf(file)
   t.strictSame(unplaced, [], 'every import names a literal module that resolves')
   const kinds = new Set(sourceFiles.flatMap((file) => importsOf(file).map((i) => i.kind)))
@@ -361,7 +370,11 @@ t.test("each folder of src/ imports only the folders listed before it in ARCHITE
   // line, and either the import moves down or the page's row moves up.
   const order = layoutEntries().map((entry) => entry.replace(/^src\//, '').replace(/\/$/, ''))
   t.ok(order.length > 10, `${order.length} rows in the Layout table`)
-  t.strictSame([...folders].filter((folder) => !order.includes(folder)), [], 'every folder of src/ has a row')
+  t.strictSame(
+    [...folders].filter((folder) => !order.includes(folder)),
+    [],
+    'every folder of src/ has a row',
+  )
   const upward: string[] = []
   for (const [from, edges] of graph) {
     for (const [to, imports] of edges) {
@@ -377,7 +390,11 @@ t.test('contract/ imports nothing of the gateway and options/ only contract/', a
   for (const folder of ['contract', 'options', 'app']) t.ok(folders.has(folder), `src/${folder}/ exists`)
   t.strictSame([...(graph.get('contract')?.values() ?? [])].flat().map(describe), [])
   t.strictSame([...(graph.get('options')?.keys() ?? [])], ['contract'])
-  t.strictSame([...(graph.get('app')?.keys() ?? [])].filter((to) => to === 'runtime' || to === 'cli.ts'), [], 'app/ never imports runtime/')
+  t.strictSame(
+    [...(graph.get('app')?.keys() ?? [])].filter((to) => to === 'runtime' || to === 'cli.ts'),
+    [],
+    'app/ never imports runtime/',
+  )
 })
 
 t.test('src/proxy and src/routes do not import each other', async (t) => {
@@ -441,7 +458,10 @@ t.test('only src/access/ builds the access decision, once per configuration', as
   const decisions = exported('access/decision.ts', 'AccessDecisions')
   for (const symbol of [upstreamAccess, decisions]) t.ok((symbol.flags & ts.SymbolFlags.Class) !== 0, `${symbol.name} is a class`)
   const built = usesOf([upstreamAccess]).filter((use) => use.kind !== 'type')
-  t.ok(built.some((use) => use.path === 'access/decision.ts'), 'AccessDecisions builds each UpstreamAccess')
+  t.ok(
+    built.some((use) => use.path === 'access/decision.ts'),
+    'AccessDecisions builds each UpstreamAccess',
+  )
   t.strictSame(built.filter((use) => folderOf(use.path) !== 'access').map(at), [], 'an UpstreamAccess built outside src/access/')
   const wired = usesOf([decisions]).filter((use) => use.kind !== 'type' && folderOf(use.path) !== 'access')
   t.strictSame([...new Set(wired.map((use) => folderOf(use.path)))], ['app'], 'AccessDecisions built by the wiring alone')
@@ -455,15 +475,32 @@ t.test('the check dialects render the one decision of access/checker.ts and make
     'the Checker asks the access decision',
   )
   for (const dialect of ['checks/forward-auth.ts', 'checks/envoy-http.ts']) {
-    t.ok(importsOf(sourceAt(dialect)).some((i) => i.to === 'access/checker.ts' && i.kind !== 'type'), `${dialect} renders the Checker's verdict`)
-    t.strictSame(importsOf(sourceAt(dialect)).filter((i) => i.to === 'access/decision.ts' && i.kind !== 'type').flatMap((i) => usesOf([exported('access/decision.ts', 'AccessDecisions'), exported('access/decision.ts', 'UpstreamAccess')]).filter((use) => use.path === i.from && use.kind !== 'type')).map(at), [], `${dialect} decides nothing itself`)
+    t.ok(
+      importsOf(sourceAt(dialect)).some((i) => i.to === 'access/checker.ts' && i.kind !== 'type'),
+      `${dialect} renders the Checker's verdict`,
+    )
+    t.strictSame(
+      importsOf(sourceAt(dialect))
+        .filter((i) => i.to === 'access/decision.ts' && i.kind !== 'type')
+        .flatMap((i) =>
+          usesOf([exported('access/decision.ts', 'AccessDecisions'), exported('access/decision.ts', 'UpstreamAccess')]).filter(
+            (use) => use.path === i.from && use.kind !== 'type',
+          ),
+        )
+        .map(at),
+      [],
+      `${dialect} decides nothing itself`,
+    )
   }
   const grpc = importsOf(sourceAt('runtime/envoy-grpc-listener.ts'))
     .filter((i) => folderOf(i.to) === 'access' || i.to === 'proxy/guard.ts')
     .map(describe)
   t.strictSame(grpc, [], "the gRPC listener asks the running configuration's check, not the decision")
   for (const transport of ['checks/envoy-http.ts', 'checks/envoy-grpc-check.ts']) {
-    t.ok(importsOf(sourceAt(transport)).some((i) => i.to === 'checks/pipeline.ts'), `${transport} is an adapter onto the check pipeline`)
+    t.ok(
+      importsOf(sourceAt(transport)).some((i) => i.to === 'checks/pipeline.ts'),
+      `${transport} is an adapter onto the check pipeline`,
+    )
   }
 })
 
@@ -471,7 +508,10 @@ t.test('the decision reads no Fastify request: sessions, authentication and the 
   // The gRPC check decides without an HTTP request (checks/envoy-http.ts createGrpcCheck): the
   // session stores read a SessionRequest and write a SessionReply, authentication an AuthRequest,
   // the access decision and the checker a DecisionRequest.
-  const decision = [...sourceFiles.filter((file) => folderOf(pathOf(file)) === 'session'), ...['authenticate.ts', 'checker.ts', 'decision.ts'].map((name) => sourceAt(`access/${name}`))]
+  const decision = [
+    ...sourceFiles.filter((file) => folderOf(pathOf(file)) === 'session'),
+    ...['authenticate.ts', 'checker.ts', 'decision.ts'].map((name) => sourceAt(`access/${name}`)),
+  ]
   t.ok(decision.length > 10, `${decision.length} modules`)
   const fastify = decision.filter((file) => /FastifyRequest|FastifyReply/.test(file.text)).map(pathOf)
   t.strictSame(fastify, [])
@@ -493,8 +533,13 @@ t.test('each URL character helper and the request identity have one home', async
   }
   for (const file of sourceFiles) {
     walk(file, (node) => {
-      if ((ts.isFunctionDeclaration(node) || ts.isVariableDeclaration(node)) && node.name !== undefined && ts.isIdentifier(node.name)) define(node.name.text, file)
-      if (ts.isInterfaceDeclaration(node) && node.name.text === 'FastifyRequest' && node.members.some((m) => m.name !== undefined && ts.isIdentifier(m.name) && m.name.text === 'identity')) {
+      if ((ts.isFunctionDeclaration(node) || ts.isVariableDeclaration(node)) && node.name !== undefined && ts.isIdentifier(node.name))
+        define(node.name.text, file)
+      if (
+        ts.isInterfaceDeclaration(node) &&
+        node.name.text === 'FastifyRequest' &&
+        node.members.some((m) => m.name !== undefined && ts.isIdentifier(m.name) && m.name.text === 'identity')
+      ) {
         define('FastifyRequest.identity', file)
       }
     })
@@ -507,7 +552,13 @@ t.test('the session lifecycle takes a refresh grant, not the provider client', a
   const client = exported('oidc/client.ts', 'OidcClient')
   exported('session/lifecycle.ts', 'RefreshGrant')
   t.notMatch(sourceAt('session/lifecycle.ts').text, /OidcClient/)
-  t.strictSame(usesOf([client]).filter((use) => use.path === 'session/lifecycle.ts').map(at), [], 'lifecycle.ts names no OidcClient, under any name')
+  t.strictSame(
+    usesOf([client])
+      .filter((use) => use.path === 'session/lifecycle.ts')
+      .map(at),
+    [],
+    'lifecycle.ts names no OidcClient, under any name',
+  )
 })
 
 t.test("the gateway's URL space is written in one file: no string outside contract/endpoints.ts spells SIGN_IN_PATH", async (t) => {
@@ -516,30 +567,40 @@ t.test("the gateway's URL space is written in one file: no string outside contra
   const spelled: string[] = []
   for (const file of sourceFiles) {
     walk(file, (node) => {
-      if ((ts.isStringLiteral(node) || ts.isTemplateLiteralToken(node) || ts.isNoSubstitutionTemplateLiteral(node)) && node.text.includes(SIGN_IN_PATH)) spelled.push(`${pathOf(file)}:${lineOf(node)}`)
+      if ((ts.isStringLiteral(node) || ts.isTemplateLiteralToken(node) || ts.isNoSubstitutionTemplateLiteral(node)) && node.text.includes(SIGN_IN_PATH))
+        spelled.push(`${pathOf(file)}:${lineOf(node)}`)
     })
   }
   t.ok(SIGN_IN_PATH.startsWith('/') && spelled.some((at) => at.startsWith('contract/endpoints.ts:')), `contract/endpoints.ts spells ${SIGN_IN_PATH}`)
-  t.strictSame(spelled.filter((at) => !at.startsWith('contract/endpoints.ts:')), [])
+  t.strictSame(
+    spelled.filter((at) => !at.startsWith('contract/endpoints.ts:')),
+    [],
+  )
 })
 
 // ---------------------------------------------------------------------------------------------
 // State ownership: Redis and the clock
 
-t.test('Redis: every key is named by session/redis-keys.ts, every script lives in session/redis-scripts.ts, and writes that must survive a failover go through durableWrite', async (t) => {
-  // Redis Cluster runs a multi-key command or script only on one hash slot: the keys one
-  // operation touches get their common hash tag in one place, and a script written elsewhere
-  // (an eval, a MULTI) would escape the review of which keys it touches together.
-  const callers = methodCallers(['eval', 'evalsha', 'defineCommand', 'multi'])
-  t.ok(callers.get('defineCommand')?.includes('session/redis-scripts.ts'), 'redis-scripts.ts defines the scripts')
-  const scripts = ['eval', 'evalsha', 'defineCommand'].flatMap((name) => callers.get(name) ?? []).filter((from) => from !== 'session/redis-scripts.ts')
-  t.strictSame(scripts, [], 'no Lua script outside redis-scripts.ts')
-  t.strictSame(callers.get('multi') ?? [], [], 'no MULTI: a script says which keys it touches together')
-  const writes = usesOf([exported('session/redis-client.ts', 'durableWrite')]).filter((use) => use.kind === 'call')
-  for (const from of ['session/redis-store.ts', 'session/redis-refresh-coordinator.ts', 'session/revocation.ts']) {
-    t.ok(writes.some((use) => use.path === from), `${from} writes through durableWrite`)
-  }
-})
+t.test(
+  'Redis: every key is named by session/redis-keys.ts, every script lives in session/redis-scripts.ts, and writes that must survive a failover go through durableWrite',
+  async (t) => {
+    // Redis Cluster runs a multi-key command or script only on one hash slot: the keys one
+    // operation touches get their common hash tag in one place, and a script written elsewhere
+    // (an eval, a MULTI) would escape the review of which keys it touches together.
+    const callers = methodCallers(['eval', 'evalsha', 'defineCommand', 'multi'])
+    t.ok(callers.get('defineCommand')?.includes('session/redis-scripts.ts'), 'redis-scripts.ts defines the scripts')
+    const scripts = ['eval', 'evalsha', 'defineCommand'].flatMap((name) => callers.get(name) ?? []).filter((from) => from !== 'session/redis-scripts.ts')
+    t.strictSame(scripts, [], 'no Lua script outside redis-scripts.ts')
+    t.strictSame(callers.get('multi') ?? [], [], 'no MULTI: a script says which keys it touches together')
+    const writes = usesOf([exported('session/redis-client.ts', 'durableWrite')]).filter((use) => use.kind === 'call')
+    for (const from of ['session/redis-store.ts', 'session/redis-refresh-coordinator.ts', 'session/revocation.ts']) {
+      t.ok(
+        writes.some((use) => use.path === from),
+        `${from} writes through durableWrite`,
+      )
+    }
+  },
+)
 
 t.test('what judges by time reads the injected clock: no Date.now() in the session, authentication, check and cache modules', async (t) => {
   // The process chooses one clock (runtime/process-state.ts) and hands it down (lib/clock.ts): a
@@ -573,9 +634,16 @@ t.test('what judges by time reads the injected clock: no Date.now() in the sessi
     return reads
   }
   t.ok(readsSystemTime(sourceAt('lib/clock.ts')), "lib/clock.ts's system clock reads Date.now (the reader finds it)")
-  t.strictSame(onTheClock.filter((path) => readsSystemTime(sourceAt(path))), [])
+  t.strictSame(
+    onTheClock.filter((path) => readsSystemTime(sourceAt(path))),
+    [],
+  )
   const takers = new Set(usesOf([exported('lib/clock.ts', 'Clock')]).map((use) => use.path))
-  t.strictSame(onTheClock.filter((path) => !takers.has(path)), ['session/cookies.ts'], "each takes a Clock (cookies.ts its cipher's)")
+  t.strictSame(
+    onTheClock.filter((path) => !takers.has(path)),
+    ['session/cookies.ts'],
+    "each takes a Clock (cookies.ts its cipher's)",
+  )
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -587,7 +655,13 @@ t.test('what is off is not loaded: the static imports of `openid-gateway run` re
   // without them does not carry their modules (docs/performance.md, Memory). `import type` costs
   // nothing at run time; `export ... from` loads the module as an import does.
   const optional = /^(@grpc\/|@opentelemetry\/|ioredis$|protobufjs$)/
-  const packages = new Set(sourceFiles.flatMap((file) => importsOf(file).filter((i) => i.kind !== 'type' && optional.test(i.to)).map((i) => i.to.split('/')[0])))
+  const packages = new Set(
+    sourceFiles.flatMap((file) =>
+      importsOf(file)
+        .filter((i) => i.kind !== 'type' && optional.test(i.to))
+        .map((i) => i.to.split('/')[0]),
+    ),
+  )
   t.strictSame([...packages].sort(), ['@grpc', '@opentelemetry', 'ioredis', 'protobufjs'], 'src/ imports each of them somewhere')
   const reached = new Map<string, string>()
   const seen = new Set<string>()

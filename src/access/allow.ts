@@ -150,8 +150,7 @@ export function allowRestricts(rules: AllowRules): boolean {
 export function createAllowPolicy(rules: AllowRules): AllowPolicy {
   if (!allowRestricts(rules)) return ALLOW_ALL
   const emails = rules.emails !== undefined && rules.emails.length > 0 ? new Set(rules.emails.map(asciiLower)) : null
-  const domains =
-    rules.emailDomains !== undefined && rules.emailDomains.length > 0 ? parseDomains(rules.emailDomains) : null
+  const domains = rules.emailDomains !== undefined && rules.emailDomains.length > 0 ? parseDomains(rules.emailDomains) : null
   const groups = rules.groups !== undefined && rules.groups.length > 0 ? new Set(rules.groups) : null
   const claimRules: Array<{ name: string; accepted: Set<string> }> = []
   for (const [name, values] of Object.entries(rules.claims ?? {})) {

@@ -77,7 +77,10 @@ export function createRoutingAmbiguityCheck(upstreams: readonly UpstreamConfig[]
     }
     const rules = { upstream, isPublic: createPublicPathMatcher(upstream.publicPaths), rulePaths }
     exact.set(upstream, rules)
-    folded.set({ ...upstream, match: { ...upstream.match, pathPrefix: prefix } }, { upstream, isPublic: createPublicPathMatcher(globs), rulePaths: foldedRulePaths })
+    folded.set(
+      { ...upstream, match: { ...upstream.match, pathPrefix: prefix } },
+      { upstream, isPublic: createPublicPathMatcher(globs), rulePaths: foldedRulePaths },
+    )
   }
   const matchExact = createUpstreamMatcher([...exact.keys()])
   const matchFolded = createUpstreamMatcher([...folded.keys()])

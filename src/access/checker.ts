@@ -199,7 +199,10 @@ export class Checker {
         break
       case 'forbidden':
         logForbidden(req, upstream, decision, { method, url: this.loggedUrl(checked) })
-        verdict = decision.rulePath === undefined ? { outcome: 'forbidden', upstream, identity: decision.identity } : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
+        verdict =
+          decision.rulePath === undefined
+            ? { outcome: 'forbidden', upstream, identity: decision.identity }
+            : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
         break
       case 'step_up':
         logStepUp(req, upstream, decision, { method, url: this.loggedUrl(checked) })
@@ -207,7 +210,10 @@ export class Checker {
         break
       case 'pass':
         if (isServedByGateway(target.path)) {
-          req.log.warn({ upstream: upstream.name, path: target.path }, 'a check asked about one of the gateway\'s own paths: refused; route them to the gateway without the auth filter')
+          req.log.warn(
+            { upstream: upstream.name, path: target.path },
+            "a check asked about one of the gateway's own paths: refused; route them to the gateway without the auth filter",
+          )
           verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
         } else {
           verdict = { outcome: 'pass', upstream, identity: decision.identity }

@@ -92,10 +92,18 @@ const missingClaimsWarned = new WeakMap<UpstreamConfig, Set<string>>()
  * (never a claim value). A claim the identity lacks is also a configuration problem (the scope or
  * mapper that adds it is missing), said once per upstream and claim as a warning.
  */
-export function logForbidden(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'forbidden' }>, fields: Record<string, unknown> = {}): void {
+export function logForbidden(
+  req: Pick<DecisionRequest, 'log'>,
+  upstream: UpstreamConfig,
+  decision: Extract<AccessDecision, { outcome: 'forbidden' }>,
+  fields: Record<string, unknown> = {},
+): void {
   const { refusal } = decision
   const at = decision.rulePath === undefined ? {} : { path: decision.rulePath }
-  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, ...at, rule: refusal.rule, reason: refusal.reason, ...fields }, 'access refused by the allow rules')
+  req.log.info(
+    { sub: decision.identity.claims.sub, upstream: upstream.name, ...at, rule: refusal.rule, reason: refusal.reason, ...fields },
+    'access refused by the allow rules',
+  )
   if (refusal.missingClaim === undefined) return
   let warned = missingClaimsWarned.get(upstream)
   if (warned === undefined) missingClaimsWarned.set(upstream, (warned = new Set()))
@@ -184,7 +192,8 @@ export class UpstreamAccess {
     }
     const { policy, path, stepUp } = pathPolicy
     const allowed = policy(identity.claims, identity.provider)
-    if (!allowed.allowed) return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
+    if (!allowed.allowed)
+      return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
     // Without allow.acr or allow.maxAuthAgeSeconds this property test is all step-up costs.
     if (stepUp === undefined) return { outcome: 'pass', identity }
     return stepUpDecision(identity, stepUp, path, req, this.#judge)
@@ -205,7 +214,13 @@ export function optionalSignIn(upstream: Pick<UpstreamConfig, 'auth'>, policy: P
  * The verdict of a step-up rule on an identity its `allow` admits. Only who the user is (the other
  * kinds) is a 403; how they authenticated is fixed by authenticating again, so it asks for that.
  */
-function stepUpDecision(identity: Identity, requirement: StepUpRequirement, path: string | undefined, req: DecisionRequest, judge: StepUpJudge): AccessDecision {
+function stepUpDecision(
+  identity: Identity,
+  requirement: StepUpRequirement,
+  path: string | undefined,
+  req: DecisionRequest,
+  judge: StepUpJudge,
+): AccessDecision {
   const now = judge.nowSeconds()
   const tolerance = judge.toleranceSeconds(identity.provider)
   const shortfall = stepUpShortfall(identity.claims, requirement, now, tolerance)
@@ -225,9 +240,17 @@ function isBearerOf(authorization: string | undefined, accessToken: string): boo
 }
 
 /** The log line of a step-up: who, where, and what fell short (never a claim value). */
-export function logStepUp(req: Pick<DecisionRequest, 'log'>, upstream: UpstreamConfig, decision: Extract<AccessDecision, { outcome: 'step_up' }>, fields: Record<string, unknown> = {}): void {
+export function logStepUp(
+  req: Pick<DecisionRequest, 'log'>,
+  upstream: UpstreamConfig,
+  decision: Extract<AccessDecision, { outcome: 'step_up' }>,
+  fields: Record<string, unknown> = {},
+): void {
   const at = decision.rulePath === undefined ? {} : { path: decision.rulePath }
-  req.log.info({ sub: decision.identity.claims.sub, upstream: upstream.name, ...at, shortfall: decision.shortfall, bearer: decision.bearer, ...fields }, 'step-up authentication required')
+  req.log.info(
+    { sub: decision.identity.claims.sub, upstream: upstream.name, ...at, shortfall: decision.shortfall, bearer: decision.bearer, ...fields },
+    'step-up authentication required',
+  )
 }
 
 /**
@@ -272,11 +295,7 @@ export function unauthenticatedError(expired: boolean, signInUrl: string, challe
  * starts on the public origin, where the callback is: the transaction's browser binding is a
  * host-only cookie (session/cookies.ts), so a sign-in begun on another host could not finish.
  */
-export function signInLocation(
-  deps: SignInOrigin,
-  request: { scheme: string; host: string; target: string },
-  refreshable: boolean,
-): string {
+export function signInLocation(deps: SignInOrigin, request: { scheme: string; host: string; target: string }, refreshable: boolean): string {
   const { publicUrl, validateRedirectAfter } = deps
   const back = validateRedirectAfter(`${request.scheme}://${request.host}${request.target}`) ?? validateRedirectAfter(request.target) ?? undefined
   return publicUrl + (refreshable ? refreshPath(back ?? '/') : signInPath(back))

@@ -154,12 +154,7 @@ export function createUpstreamMatcher(upstreams: readonly UpstreamConfig[]): Ups
       hosts: upstream.match.hosts === undefined ? undefined : hostPattern(upstream.match.hosts),
       index,
     }))
-    .sort(
-      (a, b) =>
-        b.prefix.length - a.prefix.length ||
-        Number(a.hosts === undefined) - Number(b.hosts === undefined) ||
-        a.index - b.index,
-    )
+    .sort((a, b) => b.prefix.length - a.prefix.length || Number(a.hosts === undefined) - Number(b.hosts === undefined) || a.index - b.index)
   return (host, path) => {
     const routed = routerPath(path)
     if (routed === undefined || isGatewayPath(routed)) return undefined

@@ -67,11 +67,13 @@ function utf8SequenceSpan(s: string, i: number, lead: number): number {
     if (lead === 0xc2) lo = 0xa0
   } else if (lead >= 0xe0 && lead <= 0xef) {
     count = 2
-    if (lead === 0xe0) lo = 0xa0 // overlong
+    if (lead === 0xe0)
+      lo = 0xa0 // overlong
     else if (lead === 0xed) hi = 0x9f // UTF-16 surrogates
   } else if (lead >= 0xf0 && lead <= 0xf4) {
     count = 3
-    if (lead === 0xf0) lo = 0x90 // overlong
+    if (lead === 0xf0)
+      lo = 0x90 // overlong
     else if (lead === 0xf4) hi = 0x8f // above U+10FFFF
   } else {
     // 0x80-0xC1 (continuation byte or overlong 2-byte lead) and 0xF5-0xFF never start a sequence.

@@ -79,7 +79,8 @@ function starRuns(segment: string): number {
   let runs = 0
   for (let i = 0; i < segment.length; i++) {
     const c = segment.charCodeAt(i)
-    if (c === 0x5c) i++ // `\x` is a literal x
+    if (c === 0x5c)
+      i++ // `\x` is a literal x
     else if (c === 0x2a && segment.charCodeAt(i - 1) !== 0x2a) runs++
   }
   return runs
@@ -156,10 +157,7 @@ function matches(glob: readonly SegmentMatcher[], path: string): boolean {
         gi++
         continue
       }
-      const ok =
-        typeof g === 'string'
-          ? end - p === g.length && path.startsWith(g, p)
-          : g !== undefined && g.test(path.slice(p, end))
+      const ok = typeof g === 'string' ? end - p === g.length && path.startsWith(g, p) : g !== undefined && g.test(path.slice(p, end))
       if (ok) {
         gi++
         p = end + 1

@@ -27,7 +27,7 @@ import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
 import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
 import { identityHeaderUnion } from '../proxy/header-policy.js'
 import { SocketAccess } from '../proxy/websocket-access.js'
-import { WebSocketRegistry, type SocketVerdict } from '../proxy/websocket-registry.js'
+import type { WebSocketRegistry, SocketVerdict } from '../proxy/websocket-registry.js'
 import { normalizePath } from '../access/path.js'
 import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes, type PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
@@ -54,7 +54,7 @@ import { GatewayCookies } from '../session/cookies.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionLifecycle } from '../session/lifecycle.js'
 import { issuerBinding } from '../session/issuer-binding.js'
-import { MemorySessions, MemorySessionStore } from '../session/memory-store.js'
+import { type MemorySessions, MemorySessionStore } from '../session/memory-store.js'
 import { providerRefreshGrant } from '../session/refresh-grant.js'
 import type { RevocationList } from '../session/revocation.js'
 import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
@@ -164,13 +164,31 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
     return {
       // The email link only with a Shared Signals receiver, which is its one reader.
-      store: new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds, maxSessionsPerUser: config.session.maxSessionsPerUser, clock: state.clock, indexEmail: config.providers.some((p) => p.ssf !== undefined) }),
+      store: new RedisSessionStore({
+        redis,
+        keys,
+        cookies,
+        cipher,
+        maxAgeSeconds,
+        maxSessionsPerUser: config.session.maxSessionsPerUser,
+        clock: state.clock,
+        indexEmail: config.providers.some((p) => p.ssf !== undefined),
+      }),
       coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
     }
   }
   const { coordinator } = state
   if (store === 'memory') {
-    return { store: new MemorySessionStore(cookies, maxAgeSeconds, { maxSessions: config.session.memory.maxSessions, maxSessionsPerUser: config.session.maxSessionsPerUser }, state.clock, state.memorySessions), coordinator }
+    return {
+      store: new MemorySessionStore(
+        cookies,
+        maxAgeSeconds,
+        { maxSessions: config.session.memory.maxSessions, maxSessionsPerUser: config.session.maxSessionsPerUser },
+        state.clock,
+        state.memorySessions,
+      ),
+      coordinator,
+    }
   }
   return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.clock, state.revocations), coordinator }
 }
@@ -219,7 +237,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
       }),
     ),
   )
-  const bindIssuer = issuerBinding((name) => providers.get(name)?.config.issuer, (name) => state.startIssuers.get(name))
+  const bindIssuer = issuerBinding(
+    (name) => providers.get(name)?.config.issuer,
+    (name) => state.startIssuers.get(name),
+  )
   const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
   const refreshGrant = providerRefreshGrant(providers, bindIssuer, (code) => metrics.observeRefresh(code))
   const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock, refreshAuditor(app.log))
@@ -367,7 +388,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const signer = await identityAssertions(config)
   // Every identity header name of this configuration, once: the proxy strips them all on every
   // upstream and every check's allow names them for removal.
-  const identityHeaders = identityHeaderUnion(config.upstreams.map((upstream) => upstream.identityHeaders), config.assertions.header)
+  const identityHeaders = identityHeaderUnion(
+    config.upstreams.map((upstream) => upstream.identityHeaders),
+    config.assertions.header,
+  )
   // The check endpoints (checks/plugin.ts): forward-auth and Envoy over HTTP registered here, Envoy over gRPC returned for the process's listener.
   const envoyGrpcCheck = await registerCheckEndpoints(app, {
     checker,

@@ -50,11 +50,21 @@ export function createEnvoyGrpcCheck(options: EnvoyGrpcCheckOptions): EnvoyGrpcC
           answer = { allow: true, upstreamHeaders: outcome.allow.set, removeHeaders: outcome.allow.remove, responseHeaders: setCookieHeaders(jar) }
           break
         case 'sign_in':
-          answer = { allow: false, status: 302, headers: [['location', outcome.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)], body: '' }
+          answer = {
+            allow: false,
+            status: 302,
+            headers: [['location', outcome.location], ...Object.entries(PROBLEM_HEADERS), ...setCookieHeaders(jar)],
+            body: '',
+          }
           break
         case 'refused':
           code = outcome.code
-          answer = { allow: false, status: outcome.answer.status, headers: [...Object.entries(outcome.answer.headers), ...setCookieHeaders(jar)], body: outcome.answer.body }
+          answer = {
+            allow: false,
+            status: outcome.answer.status,
+            headers: [...Object.entries(outcome.answer.headers), ...setCookieHeaders(jar)],
+            body: outcome.answer.body,
+          }
           break
       }
       recordGrpcCheck(options, call, statusOf(outcome), (performance.now() - call.started) / 1000, code, logged)
@@ -67,7 +77,15 @@ export function createEnvoyGrpcCheck(options: EnvoyGrpcCheckOptions): EnvoyGrpcC
     const { headers, method } = input
     const cookieHeader = headers.cookie
     // The page a refusal is written for: the request checked (its target in normal form is the path as sent).
-    const call: GrpcCall = { started: performance.now(), url: input.path, method, headers, cookies: cookieHeader === undefined ? NO_COOKIES : cookies.jar(cookieHeader), log, identity: null }
+    const call: GrpcCall = {
+      started: performance.now(),
+      url: input.path,
+      method,
+      headers,
+      cookies: cookieHeader === undefined ? NO_COOKIES : cookies.jar(cookieHeader),
+      log,
+      identity: null,
+    }
     return pipeline.run(grpc, input, call, new SetCookieLines(serializeCookie), input.upstream)
   }
 }

@@ -8,7 +8,14 @@ import { checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } f
 import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from '../access/decision.js'
 import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
-import { REQUEST_OVERRIDE_HEADER_NAMES, identityHeaderValues, identityHeadersToRemove, isHeaderSafeToken, stripCookies, type IdentityHeaderUnion } from '../proxy/header-policy.js'
+import {
+  REQUEST_OVERRIDE_HEADER_NAMES,
+  identityHeaderValues,
+  identityHeadersToRemove,
+  isHeaderSafeToken,
+  stripCookies,
+  type IdentityHeaderUnion,
+} from '../proxy/header-policy.js'
 import { isHostValue } from '../access/match.js'
 import type { CheckOutcome, CheckPipeline, CheckTransport } from './pipeline.js'
 
@@ -147,7 +154,7 @@ export function schemeOf(said: unknown, defaultScheme: string): string {
  */
 export function checkedOf(method: string, host: string | undefined, rawTarget: string, scheme: string): CheckedRequest {
   const target = checkedTarget(rawTarget, 'the path checked')
-  if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', 'the check must carry the request\'s Host')
+  if (host === undefined || !isHostValue(host)) throw new GatewayError('bad_request', "the check must carry the request's Host")
   return { method, host, scheme, target }
 }
 
@@ -187,13 +194,28 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
     logged.outcome = verdict.outcome
     switch (verdict.outcome) {
       case 'unauthenticated':
-        if (isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
-        return { result: { kind: 'refused', error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)) }, logged }
+        if (isNavigationOf(checked.method, req.headers))
+          return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
+        return {
+          result: {
+            kind: 'refused',
+            error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)),
+          },
+          logged,
+        }
       case 'forbidden':
         return { result: { kind: 'refused', error: forbiddenError(verdict.rulePath), identity: verdict.identity }, logged }
       case 'step_up':
-        if (!verdict.bearer && isNavigationOf(checked.method, req.headers)) return { result: { kind: 'sign_in', location: checker.signInUrl(checked, false) }, logged }
-        return { result: { kind: 'refused', error: stepUpError(verdict.requirement, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)), identity: verdict.identity }, logged }
+        if (!verdict.bearer && isNavigationOf(checked.method, req.headers))
+          return { result: { kind: 'sign_in', location: checker.signInUrl(checked, false) }, logged }
+        return {
+          result: {
+            kind: 'refused',
+            error: stepUpError(verdict.requirement, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)),
+            identity: verdict.identity,
+          },
+          logged,
+        }
       case 'pass': {
         let allow: ExtAuthzAllow
         try {

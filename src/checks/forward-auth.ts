@@ -120,9 +120,7 @@ function traefikDescription(req: FastifyRequest): Description {
 
 function complete(d: Description, ingress: OriginalRequest['ingress']): OriginalRequest | undefined {
   const { method, host, scheme, target } = d
-  return method === undefined || host === undefined || scheme === undefined || target === undefined
-    ? undefined
-    : { method, host, scheme, target, ingress }
+  return method === undefined || host === undefined || scheme === undefined || target === undefined ? undefined : { method, host, scheme, target, ingress }
 }
 
 /** The request the caller names: one complete set, with whatever the other set says agreeing. */

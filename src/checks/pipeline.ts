@@ -88,7 +88,11 @@ export interface CheckPipeline {
 export function createCheckPipeline({ decide, answerProblem }: CheckPipelineOptions): CheckPipeline {
   /** A refusal as the error handler renders one: a page for a navigation (the checked request's method and the client's headers), else problem+json. */
   async function refusal(call: CheckCall, problem: GatewayError): Promise<CheckOutcome> {
-    return { kind: 'refused', code: problem.code, answer: await answerProblem(call, call.log, problem, problem.status, isNavigationOf(call.method, call.headers)) }
+    return {
+      kind: 'refused',
+      code: problem.code,
+      answer: await answerProblem(call, call.log, problem, problem.status, isNavigationOf(call.method, call.headers)),
+    }
   }
 
   return {
@@ -135,7 +139,14 @@ export const GRPC_CHECK = 'Authorization/Check'
  * route `_gateway` (no route URL: no endpoint outcome), the method checked, the status answered,
  * the problem code, `sub`, and the `extAuthz` fields.
  */
-export function recordGrpcCheck(recorder: CheckRecorder, call: CheckCall, status: number, seconds: number, code: string | undefined, logged: Record<string, unknown>): void {
+export function recordGrpcCheck(
+  recorder: CheckRecorder,
+  call: CheckCall,
+  status: number,
+  seconds: number,
+  code: string | undefined,
+  logged: Record<string, unknown>,
+): void {
   recorder.metrics.observeRequest({ route: GATEWAY_ROUTE, method: call.method, status, seconds, routeUrl: undefined, code })
   recorder.accessLog.write({ method: call.method, grpc: GRPC_CHECK, status, ms: seconds * 1000, sub: call.identity?.claims.sub, fields: { extAuthz: logged } })
 }

@@ -41,7 +41,13 @@ export interface CheckEndpointsOptions {
 export async function registerCheckEndpoints(app: FastifyInstance, options: CheckEndpointsOptions): Promise<EnvoyGrpcCheck> {
   const { checker, exchanger, cookies, publicUrl } = options
   await app.register(forwardAuthRoutes, { checker, exchanger })
-  const decide = createExtAuthzDecision({ checker, exchanger, isGatewayCookie: cookies.isGatewayCookie, assertions: options.assertions, identityHeaders: options.identityHeaders })
+  const decide = createExtAuthzDecision({
+    checker,
+    exchanger,
+    isGatewayCookie: cookies.isGatewayCookie,
+    assertions: options.assertions,
+    identityHeaders: options.identityHeaders,
+  })
   const pipeline = createCheckPipeline({ decide, answerProblem: options.answerProblem })
   await app.register(extAuthzRoutes, { pipeline, path: options.extAuthzPath, publicUrl })
   return createEnvoyGrpcCheck({

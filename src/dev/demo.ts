@@ -105,14 +105,16 @@ async function main(): Promise<void> {
     const provider = await startDevProvider({
       host: HOST,
       port: portFromEnv('DEMO_PROVIDER_PORT') ?? 0,
-      clients: [{
-        clientId: CLIENT_ID,
-        clientSecret,
-        redirectUris: [publicUrl + CALLBACK_PATH],
-        postLogoutRedirectUris: [publicUrl + SIGN_OUT_PATH],
-        // Signing out at the provider (its own logout page) ends the gateway session too.
-        backchannelLogoutUri: publicUrl + BACKCHANNEL_LOGOUT_PATH,
-      }],
+      clients: [
+        {
+          clientId: CLIENT_ID,
+          clientSecret,
+          redirectUris: [publicUrl + CALLBACK_PATH],
+          postLogoutRedirectUris: [publicUrl + SIGN_OUT_PATH],
+          // Signing out at the provider (its own logout page) ends the gateway session too.
+          backchannelLogoutUri: publicUrl + BACKCHANNEL_LOGOUT_PATH,
+        },
+      ],
       quiet: true,
       // Like Keycloak: a refresh token without offline_access, so no consent screen at sign-in
       // (config/demo.yaml asks for none) and the demo page's refresh button still works.
@@ -139,29 +141,31 @@ async function main(): Promise<void> {
     closers.push(() => app.close())
     await app.http.listen({ host: HOST, port: gatewayPort })
 
-    process.stdout.write([
-      '',
-      'openid-gateway demo is running (loopback only).',
-      '',
-      `  Open            ${publicUrl}/`,
-      '  Sign in with any username (try alice: groups admins, staff) and any password.',
-      '',
-      '  What you will see: the gateway sends you to the development OpenID provider, then proxies',
-      '  you to a demo application that knows nothing of OpenID and shows the identity headers it',
-      '  received (X-Forwarded-User, -Email, -Groups, -Preferred-Username), plus buttons to refresh',
-      `  the token and to log out. ${publicUrl}/public/ needs no sign-in.`,
-      `  Sign out without script: ${publicUrl}${SIGN_OUT_PATH}`,
-      `  Sign out at the provider (${provider.issuer}/session/end) and its back-channel logout to`,
-      `  ${publicUrl}${BACKCHANNEL_LOGOUT_PATH} ends the gateway session too.`,
-      '',
-      `  Gateway         ${publicUrl}`,
-      `  OpenID provider ${provider.issuer}   (client ${CLIENT_ID})`,
-      `  Demo upstream   ${upstream.url}`,
-      `  Gateway logs    level ${level} (set DEMO_LOG_LEVEL=info for one line per request)`,
-      '',
-      'Ctrl-C stops everything.',
-      '',
-    ].join('\n'))
+    process.stdout.write(
+      [
+        '',
+        'openid-gateway demo is running (loopback only).',
+        '',
+        `  Open            ${publicUrl}/`,
+        '  Sign in with any username (try alice: groups admins, staff) and any password.',
+        '',
+        '  What you will see: the gateway sends you to the development OpenID provider, then proxies',
+        '  you to a demo application that knows nothing of OpenID and shows the identity headers it',
+        '  received (X-Forwarded-User, -Email, -Groups, -Preferred-Username), plus buttons to refresh',
+        `  the token and to log out. ${publicUrl}/public/ needs no sign-in.`,
+        `  Sign out without script: ${publicUrl}${SIGN_OUT_PATH}`,
+        `  Sign out at the provider (${provider.issuer}/session/end) and its back-channel logout to`,
+        `  ${publicUrl}${BACKCHANNEL_LOGOUT_PATH} ends the gateway session too.`,
+        '',
+        `  Gateway         ${publicUrl}`,
+        `  OpenID provider ${provider.issuer}   (client ${CLIENT_ID})`,
+        `  Demo upstream   ${upstream.url}`,
+        `  Gateway logs    level ${level} (set DEMO_LOG_LEVEL=info for one line per request)`,
+        '',
+        'Ctrl-C stops everything.',
+        '',
+      ].join('\n'),
+    )
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`demo: ${configPath} is invalid:\n${err.issues.map((i) => `  ${i}`).join('\n')}\n`)

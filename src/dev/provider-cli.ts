@@ -44,12 +44,16 @@ function settings(argv: string[]): Settings {
       'acr-values': { type: 'string' },
     },
   })
-  const acrValues = values['acr-values']?.split(',').map((v) => v.trim()).filter((v) => v !== '')
+  const acrValues = values['acr-values']
+    ?.split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '')
   if (acrValues !== undefined && acrValues.length === 0) throw new UsageError('--acr-values must name at least one value, e.g. pwd,mfa')
   const port = Number(values.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number (0-65535), got ${JSON.stringify(values.port)}`)
   const gateway = values['gateway-url'].replace(/\/+$/, '')
-  if (!/^https?:\/\/[^/]+$/.test(gateway)) throw new UsageError(`--gateway-url must be an origin such as http://127.0.0.1:8080, got ${JSON.stringify(values['gateway-url'])}`)
+  if (!/^https?:\/\/[^/]+$/.test(gateway))
+    throw new UsageError(`--gateway-url must be an origin such as http://127.0.0.1:8080, got ${JSON.stringify(values['gateway-url'])}`)
   return {
     host: values.host,
     port,
@@ -83,32 +87,34 @@ async function main(): Promise<void> {
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
 
-  process.stdout.write([
-    '',
-    'Development OpenID provider is running. For trying things out only: any username signs in.',
-    '',
-    `  Issuer            ${provider.issuer}`,
-    `  Discovery         ${provider.issuer}/.well-known/openid-configuration`,
-    `  Client ID         ${s.clientId}`,
-    `  Client secret     ${s.clientSecret}`,
-    `  Redirect URIs     ${s.redirectUris.join(', ')}`,
-    `  Post-logout URIs  ${s.postLogoutRedirectUris.join(', ')}`,
-    '  Users             any username, any password: alice (groups admins, staff), bob (staff),',
-    '                    anyone else (no groups); email <username>@example.com, verified',
-    '',
-    'In your gateway configuration:',
-    '',
-    '  provider:',
-    `    issuer: ${provider.issuer}`,
-    `    clientId: ${s.clientId}`,
-    `    clientSecret: ${s.clientSecret}`,
-    '    allowInsecureHttp: true        # plain http: development only',
-    '    scopes: [openid, profile, email, groups]',
-    '    # offlineAccess: true           # a refresh token, at the price of a consent screen',
-    '',
-    'Ctrl-C stops it.',
-    '',
-  ].join('\n'))
+  process.stdout.write(
+    [
+      '',
+      'Development OpenID provider is running. For trying things out only: any username signs in.',
+      '',
+      `  Issuer            ${provider.issuer}`,
+      `  Discovery         ${provider.issuer}/.well-known/openid-configuration`,
+      `  Client ID         ${s.clientId}`,
+      `  Client secret     ${s.clientSecret}`,
+      `  Redirect URIs     ${s.redirectUris.join(', ')}`,
+      `  Post-logout URIs  ${s.postLogoutRedirectUris.join(', ')}`,
+      '  Users             any username, any password: alice (groups admins, staff), bob (staff),',
+      '                    anyone else (no groups); email <username>@example.com, verified',
+      '',
+      'In your gateway configuration:',
+      '',
+      '  provider:',
+      `    issuer: ${provider.issuer}`,
+      `    clientId: ${s.clientId}`,
+      `    clientSecret: ${s.clientSecret}`,
+      '    allowInsecureHttp: true        # plain http: development only',
+      '    scopes: [openid, profile, email, groups]',
+      '    # offlineAccess: true           # a refresh token, at the price of a consent screen',
+      '',
+      'Ctrl-C stops it.',
+      '',
+    ].join('\n'),
+  )
 }
 
 main().catch((err: unknown) => {

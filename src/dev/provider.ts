@@ -199,8 +199,7 @@ let consoleFiltered = false
 function filterProviderNotices(): void {
   if (consoleFiltered) return
   consoleFiltered = true
-  const isNotice = (args: unknown[]): boolean =>
-    typeof args[0] === 'string' && args[0].replace(/\x1b\[[0-9;]*m/g, '').startsWith('oidc-provider ')
+  const isNotice = (args: unknown[]): boolean => typeof args[0] === 'string' && args[0].replace(/\x1b\[[0-9;]*m/g, '').startsWith('oidc-provider ')
   const { warn, info } = console
   console.warn = (...args: unknown[]) => {
     if (!isNotice(args)) warn.apply(console, args)
@@ -258,9 +257,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     response_types: ['code'],
     token_endpoint_auth_method: c.tokenEndpointAuthMethod ?? 'client_secret_basic',
     id_token_signed_response_alg: idTokenAlg,
-    ...(c.backchannelLogoutUri === undefined
-      ? {}
-      : { backchannel_logout_uri: c.backchannelLogoutUri, backchannel_logout_session_required: true }),
+    ...(c.backchannelLogoutUri === undefined ? {} : { backchannel_logout_uri: c.backchannelLogoutUri, backchannel_logout_session_required: true }),
   }))
 
   const configuration: Configuration = {
@@ -452,7 +449,8 @@ async function grantFirstParty(ctx: KoaContextWithOIDC): Promise<InstanceType<Pr
   const { client, session, provider } = ctx.oidc
   if (client === undefined || session?.accountId === undefined) return undefined
   const grantId = ctx.oidc.result?.consent?.grantId ?? session.grantIdFor(client.clientId)
-  const grant = (grantId === undefined ? undefined : await provider.Grant.find(grantId)) ?? new provider.Grant({ clientId: client.clientId, accountId: session.accountId })
+  const grant =
+    (grantId === undefined ? undefined : await provider.Grant.find(grantId)) ?? new provider.Grant({ clientId: client.clientId, accountId: session.accountId })
   const scopes = [...ctx.oidc.requestParamScopes].filter((scope) => scope !== 'offline_access')
   const missing = scopes.filter((scope) => !(grant.getOIDCScope() ?? '').split(' ').includes(scope))
   if (missing.length > 0 || grantId === undefined) {
@@ -606,7 +604,10 @@ function acrLogin(provider: Provider, acrValues: readonly string[]) {
     }
     await next()
     if (interaction && ctx.method === 'GET' && typeof ctx.body === 'string' && ctx.body.includes('name="prompt" value="login"')) {
-      ctx.body = ctx.body.replace(LOGIN_BUTTON, `<label><input type="checkbox" name="mfa" value="1"/> second factor (acr ${strongest})</label>\n  ${LOGIN_BUTTON}`)
+      ctx.body = ctx.body.replace(
+        LOGIN_BUTTON,
+        `<label><input type="checkbox" name="mfa" value="1"/> second factor (acr ${strongest})</label>\n  ${LOGIN_BUTTON}`,
+      )
     }
   }
 }

@@ -20,12 +20,7 @@ export interface DemoUpstream {
   close(): Promise<void>
 }
 
-const IDENTITY_HEADERS = [
-  'x-forwarded-user',
-  'x-forwarded-email',
-  'x-forwarded-groups',
-  'x-forwarded-preferred-username',
-]
+const IDENTITY_HEADERS = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username']
 const FORWARDING_HEADERS = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']
 
 // No user data is ever interpolated into this script (only the gateway's fixed endpoint paths); it is
@@ -131,7 +126,9 @@ ${withScript ? `<script>${SCRIPT}</script>` : ''}
 
 function appPage(req: IncomingMessage): string {
   const user = headerValue(req, 'x-forwarded-user')
-  return page('openid-gateway demo upstream', `
+  return page(
+    'openid-gateway demo upstream',
+    `
 <h1>openid-gateway demo upstream</h1>
 <p>${user === undefined ? 'No identity headers arrived.' : `Signed in as <strong>${escapeHtml(user)}</strong>.`}
 This application knows nothing of OpenID Connect: it only sees what the gateway forwards.</p>
@@ -144,11 +141,15 @@ ${headerTable(req)}
 </p>
 <div id="result" role="status"></div>
 <p><a href="/public/">A public page</a> (no sign-in needed).</p>
-`, true)
+`,
+    true,
+  )
 }
 
 function publicPage(req: IncomingMessage): string {
-  return page('openid-gateway demo upstream: public page', `
+  return page(
+    'openid-gateway demo upstream: public page',
+    `
 <h1>Public page, no sign-in needed</h1>
 <p>The gateway forwards this path without asking anyone to sign in, and without reading any
 session: no identity headers reach it, even when you are signed in (the gateway removes any a
@@ -157,7 +158,9 @@ to an upstream with <code>auth: optional</code>.</p>
 <h2>Headers received from the gateway</h2>
 ${headerTable(req)}
 <p><a href="/">Back to the protected page</a></p>
-`, false)
+`,
+    false,
+  )
 }
 
 function wantsJson(req: IncomingMessage): boolean {

@@ -47,15 +47,21 @@ export interface ExpectedResponse {
  */
 export function authorizationResponseViolation(path: string, params: URLSearchParams, expected: ExpectedResponse): AuthorizationResponseViolation | undefined {
   if (path !== expected.callbackPath) {
-    return { rule: 'rfc9700-redirect-uri-mismatch', message: 'the authorization response arrived at the callback of another provider than the one the sign-in was started with' }
+    return {
+      rule: 'rfc9700-redirect-uri-mismatch',
+      message: 'the authorization response arrived at the callback of another provider than the one the sign-in was started with',
+    }
   }
   const iss = params.getAll('iss')
   if (iss.length > 1) return { rule: 'rfc9207-iss-mismatch', message: 'the authorization response carries iss more than once' }
   const value = iss[0]
   if (value === undefined) {
-    return expected.issRequired ? { rule: 'rfc9207-iss-missing', message: 'the authorization response carries no iss, which this provider always sends' } : undefined
+    return expected.issRequired
+      ? { rule: 'rfc9207-iss-missing', message: 'the authorization response carries no iss, which this provider always sends' }
+      : undefined
   }
-  if (value !== expected.issuer) return { rule: 'rfc9207-iss-mismatch', message: "the authorization response's iss is not the issuer the sign-in was started with" }
+  if (value !== expected.issuer)
+    return { rule: 'rfc9207-iss-mismatch', message: "the authorization response's iss is not the issuer the sign-in was started with" }
   return undefined
 }
 
@@ -67,8 +73,9 @@ export function responseModeViolation(received: ResponseMode, expected: Response
   if (received === expected) return undefined
   return {
     rule: 'response-mode-mismatch',
-    message: expected === 'form_post'
-      ? 'the sign-in asked for a form post response, but the response arrived in the URL'
-      : 'the sign-in asked for the response in the URL, but it arrived as a form post',
+    message:
+      expected === 'form_post'
+        ? 'the sign-in asked for a form post response, but the response arrived in the URL'
+        : 'the sign-in asked for the response in the URL, but it arrived as a form post',
   }
 }

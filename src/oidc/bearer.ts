@@ -388,12 +388,7 @@ export class BearerVerifier {
     return claims
   }
 
-  async #introspect(
-    introspect: NonNullable<BearerOptions['introspect']>,
-    token: string,
-    key: string,
-    now: number,
-  ): Promise<SessionClaims | undefined> {
+  async #introspect(introspect: NonNullable<BearerOptions['introspect']>, token: string, key: string, now: number): Promise<SessionClaims | undefined> {
     let response: IntrospectionResponse | undefined
     try {
       response = await introspect(token)
@@ -424,7 +419,10 @@ export class BearerVerifier {
       this.#unloggedFailures++
       return
     }
-    this.#options.log.warn({ call: 'introspection', ...described, unlogged: this.#unloggedFailures }, 'Bearer token introspection failed; the request is not signed in')
+    this.#options.log.warn(
+      { call: 'introspection', ...described, unlogged: this.#unloggedFailures },
+      'Bearer token introspection failed; the request is not signed in',
+    )
     this.#lastFailureLog = now
     this.#unloggedFailures = 0
   }

@@ -49,11 +49,7 @@ export function basicEncodingChanges(config: Pick<ProviderConfig, 'clientId' | '
 }
 
 /** The openid-client authentication of `config`'s method, for a provider described by `server`. */
-export async function clientAuthentication(
-  config: ProviderConfig,
-  server: oidc.ServerMetadata,
-  allowed?: readonly string[],
-): Promise<oidc.ClientAuth> {
+export async function clientAuthentication(config: ProviderConfig, server: oidc.ServerMetadata, allowed?: readonly string[]): Promise<oidc.ClientAuth> {
   switch (config.clientAuthMethod) {
     case 'client_secret_post':
       return oidc.ClientSecretPost(config.clientSecret)

@@ -109,7 +109,15 @@ export class OidcClient {
    * `callbackPath` is this provider's redirect URI path (contract/endpoints.ts callbackPath); `observe` is
    * told of every call to the provider (metrics); with `tracer`, each call is a span.
    */
-  constructor(config: ProviderConfig, publicUrl: string, callbackPath: string, log: FastifyBaseLogger, clock: Clock, observe?: ProviderCallObserver, tracer?: Tracer) {
+  constructor(
+    config: ProviderConfig,
+    publicUrl: string,
+    callbackPath: string,
+    log: FastifyBaseLogger,
+    clock: Clock,
+    observe?: ProviderCallObserver,
+    tracer?: Tracer,
+  ) {
     this.#config = config
     this.#clock = clock
     this.#dpopNonces = new DpopNonces(clock)
@@ -212,10 +220,7 @@ export class OidcClient {
     if (server.token_endpoint === undefined) throw new ProviderMetadataError('the provider metadata has no token_endpoint')
     await this.keys.load(jwksUri)
     if (this.#config.bearer.introspection && server.introspection_endpoint === undefined) {
-      this.#log.warn(
-        { issuer },
-        'provider.bearer.introspection is on, but the provider advertises no introspection_endpoint: opaque Bearer tokens are refused',
-      )
+      this.#log.warn({ issuer }, 'provider.bearer.introspection is on, but the provider advertises no introspection_endpoint: opaque Bearer tokens are refused')
     }
     if (this.#config.dpop) checkDpopSupport(server)
     const auth = await clientAuthentication(this.#config, server, allowed)
@@ -345,7 +350,13 @@ export class OidcClient {
             // The discovery document, or the key set it names (fetched before the metadata is kept).
             const call = typeof described.url === 'string' ? this.callOf(described.url) : 'discovery'
             this.#log.warn(
-              { issuer: this.#config.issuer, call: call === 'other' ? 'discovery' : call, ...described, failingForMs: this.#clock.now() - this.#failingSince, retryInMs: delay },
+              {
+                issuer: this.#config.issuer,
+                call: call === 'other' ? 'discovery' : call,
+                ...described,
+                failingForMs: this.#clock.now() - this.#failingSince,
+                retryInMs: delay,
+              },
               'provider discovery failed',
             )
             this.#retryTimer = setTimeout(() => attempt(Math.min(delay * 2, RETRY_MAX_MS)), delay)
@@ -400,7 +411,11 @@ export class OidcClient {
       const problem = grantProblem(err, 'provider_unavailable', 'provider_unavailable', 'pushed authorization request', true)
       const code = problem.code === 'provider_rejected_client' ? problem.code : 'provider_unavailable'
       this.#log.warn({ call: 'par', problem: code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
-      throw new GatewayError(code, problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request', { cause: err, logged: true })
+      throw new GatewayError(
+        code,
+        problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request',
+        { cause: err, logged: true },
+      )
     }
   }
 
@@ -449,7 +464,11 @@ export class OidcClient {
       const clock = this.#clockSkew(err, seen)
       logIdTokenRefusal(log, err, 'sign-in', clock?.fields)
       if (clock === undefined) throw problem
-      throw new GatewayError('id_token_invalid', `the ID token is invalid: ${clock.words}`, { cause: err, logged: true, extensions: { reason: ID_TOKEN_CLOCK_SKEW } })
+      throw new GatewayError('id_token_invalid', `the ID token is invalid: ${clock.words}`, {
+        cause: err,
+        logged: true,
+        extensions: { reason: ID_TOKEN_CLOCK_SKEW },
+      })
     }
   }
 
@@ -519,8 +538,19 @@ export class OidcClient {
     // RFC 8693 2.2.1: token_type Bearer is what an upstream can use as it is; N_A (not an access
     // token) or DPoP (bound to a key the upstream lacks) cannot be forwarded.
     if (response.token_type !== 'bearer' || (issued !== undefined && issued !== ACCESS_TOKEN_TYPE && issued !== JWT_TOKEN_TYPE)) {
-      const problem = new GatewayError('provider_unavailable', 'the OpenID provider did not issue a Bearer access token in the token exchange', { logged: true })
-      this.#log.warn({ call: 'token_exchange', upstream, problem: problem.code, tokenType: response.token_type, issuedTokenType: typeof issued === 'string' ? issued : undefined }, 'token exchange failed')
+      const problem = new GatewayError('provider_unavailable', 'the OpenID provider did not issue a Bearer access token in the token exchange', {
+        logged: true,
+      })
+      this.#log.warn(
+        {
+          call: 'token_exchange',
+          upstream,
+          problem: problem.code,
+          tokenType: response.token_type,
+          issuedTokenType: typeof issued === 'string' ? issued : undefined,
+        },
+        'token exchange failed',
+      )
       throw problem
     }
     const expiresIn = response.expiresIn()
@@ -578,7 +608,10 @@ export class OidcClient {
     } catch (err) {
       failure = new ProviderUnreachableError(endpoint, err)
     }
-    this.#log.warn({ call: 'end_session', timeoutMs, ...describe(failure) }, "signed out at the gateway only: the provider's end-session endpoint does not answer")
+    this.#log.warn(
+      { call: 'end_session', timeoutMs, ...describe(failure) },
+      "signed out at the gateway only: the provider's end-session endpoint does not answer",
+    )
     return false
   }
 
@@ -693,7 +726,9 @@ export function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], 
   // RFC 9126 5: a provider that requires PAR refuses every other authorization request.
   const required = server.require_pushed_authorization_requests === true
   if (setting === 'off' && required) {
-    throw new ProviderMetadataError('the provider requires pushed authorization requests (require_pushed_authorization_requests), but provider.pushedAuthorizationRequests is off')
+    throw new ProviderMetadataError(
+      'the provider requires pushed authorization requests (require_pushed_authorization_requests), but provider.pushedAuthorizationRequests is off',
+    )
   }
   if ((setting === 'required' || required) && !offered) {
     throw new ProviderMetadataError('pushed authorization requests are required, but the provider metadata has no pushed_authorization_request_endpoint')
@@ -712,7 +747,10 @@ function logIdTokenRefusal(log: Pick<FastifyBaseLogger, 'warn'>, err: unknown, g
     if (e instanceof SyntaxError) break
     if (!reasons.some((r) => r.endsWith(e.message))) reasons.push(e.message)
   }
-  log.warn({ call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant, ...fields }, 'ID token refused')
+  log.warn(
+    { call: grant === 'sign-in' ? 'token' : 'refresh', check: failedIdTokenCheck(err) ?? 'other', reason: reasons.join(': '), grant, ...fields },
+    'ID token refused',
+  )
 }
 
 function toTokens(response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers, clock: Clock): Tokens {

@@ -66,13 +66,7 @@ export function isValidationFailure(err: unknown): boolean {
  * Maps an error of a grant to the contract's problem, given what a refusal means for this grant.
  * `logged`: the caller has logged the cause (describe), so the error handler adds no line.
  */
-export function grantProblem(
-  err: unknown,
-  refusal: ProblemCode,
-  invalidResponse: ProblemCode,
-  action: string,
-  logged = false,
-): GatewayError {
+export function grantProblem(err: unknown, refusal: ProblemCode, invalidResponse: ProblemCode, action: string, logged = false): GatewayError {
   if (err instanceof GatewayError) return err
   if (isProviderFault(err)) {
     return new GatewayError('provider_unavailable', `the OpenID provider failed during ${action}`, { cause: err, logged })
@@ -80,7 +74,11 @@ export function grantProblem(
   if (!isValidationFailure(err)) {
     const code = providerErrorCode(err)?.error
     if (code !== undefined && CLIENT_ERRORS.has(code)) {
-      return new GatewayError('provider_rejected_client', `the OpenID provider refused the gateway's client during ${action} (${code}): its provider settings are wrong`, { cause: err, logged })
+      return new GatewayError(
+        'provider_rejected_client',
+        `the OpenID provider refused the gateway's client during ${action} (${code}): its provider settings are wrong`,
+        { cause: err, logged },
+      )
     }
     return new GatewayError(refusal, `the OpenID provider refused the ${action}`, { cause: err, logged })
   }
@@ -91,7 +89,11 @@ export function grantProblem(
 function urlOf(err: Error): string | undefined {
   if (err instanceof ProviderUnreachableError || err instanceof ProviderFaultError) return err.url
   const response =
-    err instanceof oidc.ResponseBodyError || err instanceof oidc.WWWAuthenticateChallengeError ? err.response : err.cause instanceof Response ? err.cause : undefined
+    err instanceof oidc.ResponseBodyError || err instanceof oidc.WWWAuthenticateChallengeError
+      ? err.response
+      : err.cause instanceof Response
+        ? err.cause
+        : undefined
   return response === undefined || response.url === '' ? undefined : loggableUrl(response.url)
 }
 

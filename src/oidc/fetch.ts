@@ -64,7 +64,14 @@ export class ProviderUnreachableError extends TypeError {
  * but the port speaks plain HTTP (or another protocol). OpenSSL reads the first bytes of an HTTP
  * answer as a TLS record header and names the version or length it finds absurd.
  */
-const NOT_TLS = new Set(['ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG', 'ERR_SSL_HTTP_REQUEST', 'ERR_SSL_UNKNOWN_PROTOCOL', 'ERR_SSL_RECORD_LAYER_FAILURE', 'EPROTO'])
+const NOT_TLS = new Set([
+  'ERR_SSL_WRONG_VERSION_NUMBER',
+  'ERR_SSL_PACKET_LENGTH_TOO_LONG',
+  'ERR_SSL_HTTP_REQUEST',
+  'ERR_SSL_UNKNOWN_PROTOCOL',
+  'ERR_SSL_RECORD_LAYER_FAILURE',
+  'EPROTO',
+])
 
 /** Certificate verification codes (Node's, from OpenSSL's X509_V_ERR_*), by what they mean. */
 const CERTIFICATE_WORDS: Readonly<Record<string, string>> = {
@@ -73,7 +80,8 @@ const CERTIFICATE_WORDS: Readonly<Record<string, string>> = {
   ERR_TLS_CERT_ALTNAME_INVALID: "the provider's TLS certificate is for another host name than the issuer's",
   DEPTH_ZERO_SELF_SIGNED_CERT: "the provider's TLS certificate is self-signed: trust it with NODE_EXTRA_CA_CERTS",
   SELF_SIGNED_CERT_IN_CHAIN: "the provider's TLS certificate is signed by an authority the gateway does not trust: add it with NODE_EXTRA_CA_CERTS",
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "the provider's TLS certificate is signed by an authority the gateway does not trust (or the server sends no intermediate certificate): add it with NODE_EXTRA_CA_CERTS",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    "the provider's TLS certificate is signed by an authority the gateway does not trust (or the server sends no intermediate certificate): add it with NODE_EXTRA_CA_CERTS",
   UNABLE_TO_GET_ISSUER_CERT: "the provider's TLS certificate is signed by an authority the gateway does not trust: add it with NODE_EXTRA_CA_CERTS",
   UNABLE_TO_GET_ISSUER_CERT_LOCALLY: "the provider's TLS certificate is signed by an authority the gateway does not trust: add it with NODE_EXTRA_CA_CERTS",
   CERT_REVOKED: "the provider's TLS certificate is revoked",

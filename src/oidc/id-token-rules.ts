@@ -8,22 +8,7 @@ import * as jose from 'jose'
 
 /** The checks an ID token can fail, as the log names them. */
 export type IdTokenCheck =
-  | 'missing'
-  | 'malformed'
-  | 'alg'
-  | 'signature'
-  | 'iss'
-  | 'aud'
-  | 'azp'
-  | 'exp'
-  | 'iat'
-  | 'nbf'
-  | 'nonce'
-  | 'sub'
-  | 'at_hash'
-  | 'c_hash'
-  | 'auth_time'
-  | 'other'
+  'missing' | 'malformed' | 'alg' | 'signature' | 'iss' | 'aud' | 'azp' | 'exp' | 'iat' | 'nbf' | 'nonce' | 'sub' | 'at_hash' | 'c_hash' | 'auth_time' | 'other'
 
 /** An ID token that breaks a rule of idTokenViolation: the cause of the GatewayError. */
 export class IdTokenRuleError extends Error {

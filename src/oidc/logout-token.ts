@@ -93,7 +93,11 @@ function joseCheck(err: jose.errors.JOSEError): LogoutTokenCheck {
     if (claim === 'iss' || claim === 'aud' || claim === 'iat' || claim === 'exp' || claim === 'jti') return claim
     return 'malformed'
   }
-  if (err instanceof jose.errors.JWSSignatureVerificationFailed || err instanceof jose.errors.JWKSNoMatchingKey || err instanceof jose.errors.JWKSMultipleMatchingKeys) {
+  if (
+    err instanceof jose.errors.JWSSignatureVerificationFailed ||
+    err instanceof jose.errors.JWKSNoMatchingKey ||
+    err instanceof jose.errors.JWKSMultipleMatchingKeys
+  ) {
     return 'signature'
   }
   return 'malformed'

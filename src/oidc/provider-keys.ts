@@ -55,11 +55,7 @@ export class KeysNotLoadedError extends Error {
 
 /** What a key lookup may fail with because of the token, not the provider. */
 function isKeySelectionError(err: unknown): boolean {
-  return (
-    err instanceof jose.errors.JWKSNoMatchingKey ||
-    err instanceof jose.errors.JWKSMultipleMatchingKeys ||
-    err instanceof jose.errors.JOSENotSupported
-  )
+  return err instanceof jose.errors.JWKSNoMatchingKey || err instanceof jose.errors.JWKSMultipleMatchingKeys || err instanceof jose.errors.JOSENotSupported
 }
 
 function isJwks(value: unknown): value is JWKS {

@@ -76,7 +76,10 @@ export function idTokenAlgorithmsSupported(config: Pick<ProviderConfig, 'idToken
   const seen = `id_token_signing_alg_values_supported: ${listed(advertised)}`
   const common = Array.isArray(advertised) ? accepted.filter((alg) => advertised.includes(alg)) : accepted
   if (common.length > 0) return { item: 'ID token signing', ok: true, said: `${common.join(', ')} (${seen})` }
-  const wanted = config.idTokenAlgorithms !== undefined ? `provider.idTokenAlgorithms ${config.idTokenAlgorithms.join(', ')}` : `an asymmetric algorithm${allowed === undefined ? '' : ` of ${allowed.join(', ')}`}`
+  const wanted =
+    config.idTokenAlgorithms !== undefined
+      ? `provider.idTokenAlgorithms ${config.idTokenAlgorithms.join(', ')}`
+      : `an asymmetric algorithm${allowed === undefined ? '' : ` of ${allowed.join(', ')}`}`
   return { item: 'ID token signing', ok: false, said: `the gateway needs ${wanted}, which the provider does not advertise (${seen})` }
 }
 
@@ -98,7 +101,11 @@ export function parAgreed(setting: ProviderConfig['pushedAuthorizationRequests']
   const seen = `pushed_authorization_request_endpoint: ${server.pushed_authorization_request_endpoint ?? 'not advertised'}, require_pushed_authorization_requests: ${String(server.require_pushed_authorization_requests ?? false)}`
   try {
     const pushed = usesPar(setting, server)
-    return { item: 'PAR', ok: true, said: `${pushed ? 'authorization requests are pushed' : 'not used'} (provider.pushedAuthorizationRequests: ${setting}; ${seen})` }
+    return {
+      item: 'PAR',
+      ok: true,
+      said: `${pushed ? 'authorization requests are pushed' : 'not used'} (provider.pushedAuthorizationRequests: ${setting}; ${seen})`,
+    }
   } catch (err) {
     return { item: 'PAR', ok: false, said: `${err instanceof Error ? err.message : String(err)} (${seen})` }
   }
@@ -112,7 +119,11 @@ export function parAgreed(setting: ProviderConfig['pushedAuthorizationRequests']
 export function endSessionAvailable(postLogoutRedirectUri: string | undefined, endpoint: unknown): SupportVerdict {
   if (typeof endpoint === 'string') return { item: 'end-session', ok: true, said: `sign-out continues at ${endpoint}` }
   if (postLogoutRedirectUri !== undefined) {
-    return { item: 'end-session', ok: false, said: 'provider.postLogoutRedirectUri is set, but the provider advertises no end_session_endpoint: sign-out ends the session at the gateway only' }
+    return {
+      item: 'end-session',
+      ok: false,
+      said: 'provider.postLogoutRedirectUri is set, but the provider advertises no end_session_endpoint: sign-out ends the session at the gateway only',
+    }
   }
   return { item: 'end-session', ok: true, said: 'no end_session_endpoint: sign-out ends the session at the gateway only' }
 }
@@ -123,7 +134,11 @@ export function endSessionAvailable(postLogoutRedirectUri: string | undefined, e
  */
 export function backchannelLogoutNoted(supported: unknown, backchannelUri: string): SupportVerdict {
   if (supported === true) return { item: 'back-channel logout', ok: true, said: `supported: register ${backchannelUri} as the client's backchannel_logout_uri` }
-  return { item: 'back-channel logout', ok: true, said: 'not advertised (backchannel_logout_supported): sessions end at the provider only when they expire or sign out at the gateway' }
+  return {
+    item: 'back-channel logout',
+    ok: true,
+    said: 'not advertised (backchannel_logout_supported): sessions end at the provider only when they expire or sign out at the gateway',
+  }
 }
 
 /** The verdicts on a discovered provider's metadata, against its configuration. */

@@ -90,8 +90,13 @@ export interface ProviderOptions {
 export function createProvider(provider: ProviderConfig, options: ProviderOptions): Provider {
   const log = options.several ? options.log.child({ provider: provider.name }) : options.log
   const callback = callbackPath(provider.name, options.several)
-  const client: OidcClient = new OidcClient(provider, options.publicUrl, callback, log, options.clock, (url, seconds, failed) =>
-    options.observeCall(client.callOf(url), seconds, failed),
+  const client: OidcClient = new OidcClient(
+    provider,
+    options.publicUrl,
+    callback,
+    log,
+    options.clock,
+    (url, seconds, failed) => options.observeCall(client.callOf(url), seconds, failed),
     options.tracer,
   )
   const bearer = new BearerVerifier({
@@ -122,7 +127,10 @@ export function warnUnadvertisedExchange(ready: Promise<void>, upstreams: readon
     for (const provider of providers.all) {
       const names = exchanging.filter((u) => u.providers.includes(provider.name)).map((u) => u.name)
       if (names.length > 0 && provider.client.advertisesGrant(TOKEN_EXCHANGE_GRANT) === false) {
-        log.warn({ provider: provider.name, upstreams: names }, 'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)')
+        log.warn(
+          { provider: provider.name, upstreams: names },
+          'the provider does not list the token exchange grant in grant_types_supported: its exchanges for these upstreams may be refused (403 token_exchange_refused)',
+        )
       }
     }
   })

@@ -26,7 +26,19 @@ export const AUDIT_EVENTS = ['sign-in', 'refresh', 'logout', 'backchannel-logout
 export type AuditEvent = (typeof AUDIT_EVENTS)[number]
 
 /** The fields a line may carry, in the order docs/operations.md lists them. */
-export const AUDIT_FIELDS = ['audit', 'outcome', 'provider', 'sub', 'session', 'sid', 'email', 'acr', 'client', 'reason', 'detail'] as const satisfies ReadonlyArray<keyof AuditLine>
+export const AUDIT_FIELDS = [
+  'audit',
+  'outcome',
+  'provider',
+  'sub',
+  'session',
+  'sid',
+  'email',
+  'acr',
+  'client',
+  'reason',
+  'detail',
+] as const satisfies ReadonlyArray<keyof AuditLine>
 
 /** The `msg` of every audit line. */
 export const AUDIT_MESSAGE = 'audit'
@@ -128,7 +140,14 @@ export function auditSuccess(log: AuditLogger, event: AuditEvent, subject: Audit
 }
 
 /** Writes a refusal. */
-export function auditRefusal(log: AuditLogger, event: AuditEvent, subject: AuditSubject, client: string | undefined, reason: AuditReason, detail?: string): void {
+export function auditRefusal(
+  log: AuditLogger,
+  event: AuditEvent,
+  subject: AuditSubject,
+  client: string | undefined,
+  reason: AuditReason,
+  detail?: string,
+): void {
   log.info(auditLine(event, subject, client, detail === undefined ? { reason } : { reason, detail }), AUDIT_MESSAGE)
 }
 

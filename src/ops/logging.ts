@@ -21,7 +21,6 @@ import { DEFAULT_REDACTED_QUERY_PARAMS } from '../options/schema.js'
  */
 const PROTOCOL_PARAMS = /^(code|state|session_state|id_token|id_token_hint|access_token|refresh_token|token|logout_token|client_secret|nonce)$/i
 
-
 /** What a redacted value becomes. */
 export const REDACTED = '[redacted]'
 

@@ -40,7 +40,9 @@ export async function buildManagement(options: ManagementOptions): Promise<Fasti
     if (options.draining()) return reply.code(503).headers(NO_STORE).send({ status: 'draining' })
     const results = await Promise.all(options.checks.map(async (check) => [check.name, await check.ready()] as const))
     const failing = results.filter(([, ok]) => !ok).map(([name]) => name)
-    const details = Object.fromEntries(options.checks.flatMap((check) => (check.detail === undefined ? [] : [[check.name, check.detail()] as const])).filter(([, d]) => d !== undefined))
+    const details = Object.fromEntries(
+      options.checks.flatMap((check) => (check.detail === undefined ? [] : [[check.name, check.detail()] as const])).filter(([, d]) => d !== undefined),
+    )
     const extra = Object.keys(details).length === 0 ? {} : { details }
     return reply
       .code(failing.length === 0 ? 200 : 503)

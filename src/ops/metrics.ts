@@ -13,7 +13,25 @@ import type { EvictionCounts, EvictionReason } from '../session/types.js'
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
 
 /** Redis commands the gateway sends (its scripts go as evalsha): anything else is counted as `other`. */
-const REDIS_COMMANDS = new Set(['get', 'set', 'del', 'mget', 'smembers', 'evalsha', 'eval', 'wait', 'incr', 'zadd', 'zcount', 'zrange', 'zrangebyscore', 'ping', 'info', 'cluster', 'script'])
+const REDIS_COMMANDS = new Set([
+  'get',
+  'set',
+  'del',
+  'mget',
+  'smembers',
+  'evalsha',
+  'eval',
+  'wait',
+  'incr',
+  'zadd',
+  'zcount',
+  'zrange',
+  'zrangebyscore',
+  'ping',
+  'info',
+  'cluster',
+  'script',
+])
 
 /** The `endpoint` label of the gateway's own endpoints whose outcomes are counted, by route URL. */
 const ENDPOINT_LABELS: ReadonlyMap<string, string> = new Map(ENDPOINT_LIST.flatMap((e) => (e.metric === undefined ? [] : [[e.path, e.metric]])))
@@ -270,11 +288,22 @@ export class GatewayMetrics {
       aggregator: 'max',
     })
     if (series.store === 'redis') {
-      mirror(this.registry, 'openid_gateway_session_store_errors_total', 'Failed session-store operations (Redis unreachable or timed out).', () => this.#retired.storeErrors + (this.#store.storeErrors?.() ?? 0))
+      mirror(
+        this.registry,
+        'openid_gateway_session_store_errors_total',
+        'Failed session-store operations (Redis unreachable or timed out).',
+        () => this.#retired.storeErrors + (this.#store.storeErrors?.() ?? 0),
+      )
     }
     if (series.store !== 'cookie') {
       const reasons: EvictionReason[] = series.store === 'memory' ? ['store_full', 'user_limit'] : ['user_limit']
-      mirrorByReason(this.registry, 'openid_gateway_session_evictions_total', 'Live sessions evicted, by reason: store_full (the memory store was full, the oldest sign-in went), user_limit (a user signed in beyond session.maxSessionsPerUser, their oldest went).', reasons, (reason) => this.#retired.evictions[reason] + (this.#store.evictions?.()[reason] ?? 0))
+      mirrorByReason(
+        this.registry,
+        'openid_gateway_session_evictions_total',
+        'Live sessions evicted, by reason: store_full (the memory store was full, the oldest sign-in went), user_limit (a user signed in beyond session.maxSessionsPerUser, their oldest went).',
+        reasons,
+        (reason) => this.#retired.evictions[reason] + (this.#store.evictions?.()[reason] ?? 0),
+      )
     }
     const { revocations } = series
     if (revocations !== undefined) {

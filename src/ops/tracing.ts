@@ -59,7 +59,10 @@ export async function startTracing(config: TracingConfig, log: FastifyBaseLogger
           failing = false
         } else if (!failing) {
           failing = true
-          log.warn({ endpoint: config.endpoint, err: result.error?.message, spans: spans.length }, 'traces could not be sent to the collector; they are dropped until it answers')
+          log.warn(
+            { endpoint: config.endpoint, err: result.error?.message, spans: spans.length },
+            'traces could not be sent to the collector; they are dropped until it answers',
+          )
         }
         done(result)
       })

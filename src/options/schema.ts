@@ -47,7 +47,10 @@ export const MAX_CLOCK_TOLERANCE_SECONDS = 300
 const SCOPE_TOKEN = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', message: 'must be a scope token (no spaces, quotes or backslashes)' }
 // acr_values is a space-separated list (OpenID Connect Core 3.1.2.1), and each value is quoted in
 // RFC 9470's WWW-Authenticate challenge: no space, quote or backslash.
-const ACR_VALUE = { pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,256}$', message: 'must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes' }
+const ACR_VALUE = {
+  pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,256}$',
+  message: 'must be an acr value: 1 to 256 printable ASCII characters without spaces, quotes or backslashes',
+}
 const COOKIE_NAME = { pattern: '^[A-Za-z0-9_-]{1,32}$', message: 'must be 1 to 32 letters, digits, _ or -' }
 // No brace: a `{` in the prefix would move the hash tag of every key (session/redis-keys.ts).
 const KEY_PREFIX = { pattern: '^[\\x21-\\x7A\\x7C\\x7E]{0,64}$', message: 'must be at most 64 printable ASCII characters without spaces or braces' }
@@ -72,7 +75,10 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, ACR_VALUE, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE].map(({ pattern, message }) => [pattern, message]),
+  [SCOPE_TOKEN, ACR_VALUE, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE].map(({ pattern, message }) => [
+    pattern,
+    message,
+  ]),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -160,135 +166,148 @@ const server = object(
 )
 
 const providerKeys: Record<string, JsonSchema> = {
-    issuer: string(
-      'Issuer identifier, kept exactly as written: it must match the `iss` claim. Discovery is read from `<issuer>/.well-known/openid-configuration`. Must be https unless `allowInsecureHttp` is true; no query or fragment.',
-      { format: 'issuer-url' },
-    ),
-    clientId: string('Client identifier registered at the provider.', { minLength: 1 }),
-    clientSecret: string(
-      'Client secret: **required** with `client_secret_basic` and `client_secret_post`, refused with `private_key_jwt`. Supply it through the environment, e.g. `${OIDC_CLIENT_SECRET}`.',
-      { minLength: 1 },
-    ),
-    clientAuthMethod: string(
-      'How the client authenticates at the token, PAR, introspection and revocation endpoints. `private_key_jwt` signs a JWT with `clientKey` (register its public key: `openid-gateway jwks`); see [Client authentication with a key](#client-authentication-with-a-key-private_key_jwt).',
-      { enum: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'], default: 'client_secret_basic' },
-    ),
-    clientKey: string(
-      'Private key of `private_key_jwt` (**required** there, refused otherwise): PEM (PKCS#8, PKCS#1 or SEC1) or JWK text, e.g. `${OIDC_CLIENT_KEY}`, or the path of a file holding it. RSA (2048 bits or more; PS256, else RS256), EC P-256/384/521 (ES256/384/512) or Ed25519; a JWK `alg` pins the algorithm. Masked by `check` when inline.',
-      { format: 'private-key' },
-    ),
-    clientKeyId: string('`kid` of the client assertions signed with `clientKey` and of the JWKS `openid-gateway jwks` prints. Unset: the JWK\'s own `kid`, else the RFC 7638 thumbprint of the public key.', {
+  issuer: string(
+    'Issuer identifier, kept exactly as written: it must match the `iss` claim. Discovery is read from `<issuer>/.well-known/openid-configuration`. Must be https unless `allowInsecureHttp` is true; no query or fragment.',
+    { format: 'issuer-url' },
+  ),
+  clientId: string('Client identifier registered at the provider.', { minLength: 1 }),
+  clientSecret: string(
+    'Client secret: **required** with `client_secret_basic` and `client_secret_post`, refused with `private_key_jwt`. Supply it through the environment, e.g. `${OIDC_CLIENT_SECRET}`.',
+    { minLength: 1 },
+  ),
+  clientAuthMethod: string(
+    'How the client authenticates at the token, PAR, introspection and revocation endpoints. `private_key_jwt` signs a JWT with `clientKey` (register its public key: `openid-gateway jwks`); see [Client authentication with a key](#client-authentication-with-a-key-private_key_jwt).',
+    { enum: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'], default: 'client_secret_basic' },
+  ),
+  clientKey: string(
+    'Private key of `private_key_jwt` (**required** there, refused otherwise): PEM (PKCS#8, PKCS#1 or SEC1) or JWK text, e.g. `${OIDC_CLIENT_KEY}`, or the path of a file holding it. RSA (2048 bits or more; PS256, else RS256), EC P-256/384/521 (ES256/384/512) or Ed25519; a JWK `alg` pins the algorithm. Masked by `check` when inline.',
+    { format: 'private-key' },
+  ),
+  clientKeyId: string(
+    "`kid` of the client assertions signed with `clientKey` and of the JWKS `openid-gateway jwks` prints. Unset: the JWK's own `kid`, else the RFC 7638 thumbprint of the public key.",
+    {
       minLength: 1,
-    }),
-    pushedAuthorizationRequests: string(
-      '[Pushed authorization requests](#pushed-authorization-requests-par) (RFC 9126): `auto` uses them when the provider requires them (`require_pushed_authorization_requests`); `required` always (the provider must offer them); `off` never (a provider that requires them is refused).',
-      { enum: ['auto', 'required', 'off'], default: 'auto' },
-    ),
-    responseMode: string(
-      `How the provider returns the sign-in to the callback ([Form post](#form-post-response-mode)). \`query\`: a redirect whose URL carries \`code\` and \`state\`. \`form_post\` (OAuth 2.0 Form Post Response Mode): the authorization request carries \`response_mode=form_post\`, the provider posts \`code\` and \`state\` in a form to \`POST ${CALLBACK_PATH}\`, so they stay out of URLs, browser history and Referer headers; the sign-in's transaction cookie is then \`SameSite=None; Secure\` (it must survive the provider's cross-site POST), so \`server.publicUrl\` must be https or a loopback address.`,
-      { enum: ['query', 'form_post'], default: 'query' },
-    ),
-    profile: string(
-      '`oidc`: OpenID Connect with PKCE. `fapi2`: the [FAPI 2.0 Security Profile](#fapi-20-profile): requires `clientAuthMethod: private_key_jwt`, turns on `dpop` and `pushedAuthorizationRequests: required` (`off` is refused), requires `iss` in the authorization response and accepts only PS256, ES256 and EdDSA signatures.',
-      { enum: ['oidc', 'fapi2'], default: 'oidc' },
-    ),
-    dpop: boolean(
-      'Bind the session\'s access and refresh tokens to a key of its own with [DPoP](#dpop-sender-constrained-tokens) (RFC 9449): a stolen token is useless without the key, which stays sealed in the session. The provider must accept ES256 proofs. DPoP-bound tokens are never forwarded to upstreams (`forwardAccessToken: true` is refused).',
-      false,
-    ),
-    scopes: list('Scopes requested at sign-in; must include `openid`. Listing `offline_access` here does what `offlineAccess: true` does.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
+    },
+  ),
+  pushedAuthorizationRequests: string(
+    '[Pushed authorization requests](#pushed-authorization-requests-par) (RFC 9126): `auto` uses them when the provider requires them (`require_pushed_authorization_requests`); `required` always (the provider must offer them); `off` never (a provider that requires them is refused).',
+    { enum: ['auto', 'required', 'off'], default: 'auto' },
+  ),
+  responseMode: string(
+    `How the provider returns the sign-in to the callback ([Form post](#form-post-response-mode)). \`query\`: a redirect whose URL carries \`code\` and \`state\`. \`form_post\` (OAuth 2.0 Form Post Response Mode): the authorization request carries \`response_mode=form_post\`, the provider posts \`code\` and \`state\` in a form to \`POST ${CALLBACK_PATH}\`, so they stay out of URLs, browser history and Referer headers; the sign-in's transaction cookie is then \`SameSite=None; Secure\` (it must survive the provider's cross-site POST), so \`server.publicUrl\` must be https or a loopback address.`,
+    { enum: ['query', 'form_post'], default: 'query' },
+  ),
+  profile: string(
+    '`oidc`: OpenID Connect with PKCE. `fapi2`: the [FAPI 2.0 Security Profile](#fapi-20-profile): requires `clientAuthMethod: private_key_jwt`, turns on `dpop` and `pushedAuthorizationRequests: required` (`off` is refused), requires `iss` in the authorization response and accepts only PS256, ES256 and EdDSA signatures.',
+    { enum: ['oidc', 'fapi2'], default: 'oidc' },
+  ),
+  dpop: boolean(
+    "Bind the session's access and refresh tokens to a key of its own with [DPoP](#dpop-sender-constrained-tokens) (RFC 9449): a stolen token is useless without the key, which stays sealed in the session. The provider must accept ES256 proofs. DPoP-bound tokens are never forwarded to upstreams (`forwardAccessToken: true` is refused).",
+    false,
+  ),
+  scopes: list(
+    'Scopes requested at sign-in; must include `openid`. Listing `offline_access` here does what `offlineAccess: true` does.',
+    string('scope', { pattern: SCOPE_TOKEN.pattern }),
+    {
       uniqueItems: true,
       contains: { const: 'openid' },
       default: ['openid', 'profile', 'email'],
-    }),
-    offlineAccess: boolean(
-      'Ask the provider for a refresh token: adds `offline_access` to `scopes`, and `prompt=consent`, which OpenID Connect Core 1.0 section 11 requires for it (most providers then show a consent screen at every sign-in). Without a refresh token a session ends when its access token expires, and the next request signs in again through the provider\'s own session. Keycloak issues refresh tokens without it.',
-      false,
-    ),
-    audiences: list(
-      'Accepted `aud` values of Bearer access tokens (for an introspected token without `aud`: the accepted `client_id` values). Empty: `[clientId]`.',
-      string('audience', { minLength: 1 }),
-      { uniqueItems: true, default: [] },
-    ),
-    bearer: object(
-      '[Bearer tokens](#bearer-tokens) sent by API clients instead of a session cookie.',
-      {
-        algorithms: list(
-          'JWS algorithms accepted on Bearer JWTs. Asymmetric only: `none` and `HS*` are refused by validation.',
-          string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
-          { minItems: 1, uniqueItems: true, default: [...ASYMMETRIC_ALGORITHMS] },
-        ),
-        introspection: boolean(
-          'Check Bearer tokens that are not JWTs at the provider\'s RFC 7662 `introspection_endpoint` (results cached up to 60 s).',
-          false,
-        ),
-        requireAtJwt: boolean(
-          'Accept a Bearer JWT only with the `typ` header `at+jwt` (RFC 9068 section 2.1). Off: `JWT` or no `typ` is accepted too, as Keycloak, Entra ID and Okta send, and a token shaped like an ID token must carry an access-token marker ([Bearer tokens](#bearer-tokens)).',
-          false,
-        ),
-      },
-      { default: {} },
-    ),
-    idTokenAlgorithms: list(
-      'Pins the JWS algorithms ID tokens may be signed with ([ID token signing algorithm](#id-token-signing-algorithm)). Unset: every asymmetric algorithm in the provider\'s `id_token_signing_alg_values_supported` (RS256 when it lists none). `none` and `HS*` are refused by validation.',
-      string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
-      { minItems: 1, uniqueItems: true },
-    ),
-    timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
-    notReadyPageAfterMs: integer(
-      'Once the provider\'s discovery has failed for this long (in milliseconds), sign-ins answer 503 `not_ready` saying the provider is unreachable (with the request id), instead of "the gateway is starting". The log names each failure\'s cause.',
-      0,
-      MAX_TIMER_MS,
-      30000,
-    ),
-    postLogoutRedirectUri: string('Where the provider sends the browser after RP-initiated logout (`post_logout_redirect_uri`). Optional.', {
-      format: 'http-url',
-    }),
-    clockToleranceSeconds: integer('Clock skew tolerated on `exp`, `iat` and `nbf`, in seconds.', 0, MAX_CLOCK_TOLERANCE_SECONDS, 30),
-    allowInsecureHttp: boolean('Allow a plain-http (`http://`) issuer. For local development and tests only.', false),
-    ssf: object(
-      'The [Shared Signals receiver](#shared-signals-receiver): the gateway subscribes to this provider\'s OpenID Shared Signals Framework 1.0 transmitter and ends or refreshes sessions on CAEP events (`session-revoked`, `credential-change`, `token-claims-change`). Unset: off.',
-      {
-        configurationUrl: string(
-          'The transmitter\'s configuration metadata. Unset: `/.well-known/ssf-configuration` under the provider\'s issuer (inserted after the host, as SSF 1.0 section 7.2 says). Must be https unless `allowInsecureHttp` is true.',
-          { format: 'http-url' },
-        ),
-        delivery: string(
-          `\`push\`: the transmitter POSTs events to \`${SSF_EVENTS_PATH}\` (RFC 8935) with \`authorization\`. \`poll\`: the gateway fetches them every \`pollIntervalSeconds\` (RFC 8936).`,
-          { enum: ['push', 'poll'], default: 'push' },
-        ),
-        pollIntervalSeconds: integer('With `delivery: poll`: seconds between two polls when the transmitter has nothing more (a poll that returns events is followed at once by the next).', 1, 3600, 10),
-        authorization: string(
-          'With `delivery: push` (**required** there): the `Authorization` header value the gateway registers in the stream and requires on every push, compared in constant time. A secret: supply it through the environment, e.g. `${SSF_PUSH_AUTHORIZATION}`. Masked by `check`.',
-          { minLength: 16 },
-        ),
-        bearerToken: string(
-          'The access token the gateway sends (`Authorization: Bearer`) to the transmitter\'s stream management endpoints and its poll endpoint. A secret, e.g. `${SSF_TRANSMITTER_TOKEN}`. Masked by `check`.',
-          { minLength: 1 },
-        ),
-        audience: string('The `aud` every event must carry: what the transmitter knows the gateway as. Unset: the provider\'s `clientId`.', { minLength: 1 }),
-        credentialChange: string(
-          'What a CAEP `credential-change` event does: `end` the subject\'s sessions (a password was changed or a key revoked elsewhere), or `ignore` it.',
-          { enum: ['end', 'ignore'], default: 'end' },
-        ),
-        required: boolean(
-          'The stream must be `enabled` at the transmitter and reachable for the gateway to be ready: `/readyz` answers 503 naming `shared_signals` until it is.',
-          false,
-        ),
-      },
-    ),
+    },
+  ),
+  offlineAccess: boolean(
+    "Ask the provider for a refresh token: adds `offline_access` to `scopes`, and `prompt=consent`, which OpenID Connect Core 1.0 section 11 requires for it (most providers then show a consent screen at every sign-in). Without a refresh token a session ends when its access token expires, and the next request signs in again through the provider's own session. Keycloak issues refresh tokens without it.",
+    false,
+  ),
+  audiences: list(
+    'Accepted `aud` values of Bearer access tokens (for an introspected token without `aud`: the accepted `client_id` values). Empty: `[clientId]`.',
+    string('audience', { minLength: 1 }),
+    { uniqueItems: true, default: [] },
+  ),
+  bearer: object(
+    '[Bearer tokens](#bearer-tokens) sent by API clients instead of a session cookie.',
+    {
+      algorithms: list(
+        'JWS algorithms accepted on Bearer JWTs. Asymmetric only: `none` and `HS*` are refused by validation.',
+        string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
+        { minItems: 1, uniqueItems: true, default: [...ASYMMETRIC_ALGORITHMS] },
+      ),
+      introspection: boolean("Check Bearer tokens that are not JWTs at the provider's RFC 7662 `introspection_endpoint` (results cached up to 60 s).", false),
+      requireAtJwt: boolean(
+        'Accept a Bearer JWT only with the `typ` header `at+jwt` (RFC 9068 section 2.1). Off: `JWT` or no `typ` is accepted too, as Keycloak, Entra ID and Okta send, and a token shaped like an ID token must carry an access-token marker ([Bearer tokens](#bearer-tokens)).',
+        false,
+      ),
+    },
+    { default: {} },
+  ),
+  idTokenAlgorithms: list(
+    "Pins the JWS algorithms ID tokens may be signed with ([ID token signing algorithm](#id-token-signing-algorithm)). Unset: every asymmetric algorithm in the provider's `id_token_signing_alg_values_supported` (RS256 when it lists none). `none` and `HS*` are refused by validation.",
+    string('algorithm', { enum: [...ASYMMETRIC_ALGORITHMS] }),
+    { minItems: 1, uniqueItems: true },
+  ),
+  timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
+  notReadyPageAfterMs: integer(
+    'Once the provider\'s discovery has failed for this long (in milliseconds), sign-ins answer 503 `not_ready` saying the provider is unreachable (with the request id), instead of "the gateway is starting". The log names each failure\'s cause.',
+    0,
+    MAX_TIMER_MS,
+    30000,
+  ),
+  postLogoutRedirectUri: string('Where the provider sends the browser after RP-initiated logout (`post_logout_redirect_uri`). Optional.', {
+    format: 'http-url',
+  }),
+  clockToleranceSeconds: integer('Clock skew tolerated on `exp`, `iat` and `nbf`, in seconds.', 0, MAX_CLOCK_TOLERANCE_SECONDS, 30),
+  allowInsecureHttp: boolean('Allow a plain-http (`http://`) issuer. For local development and tests only.', false),
+  ssf: object(
+    "The [Shared Signals receiver](#shared-signals-receiver): the gateway subscribes to this provider's OpenID Shared Signals Framework 1.0 transmitter and ends or refreshes sessions on CAEP events (`session-revoked`, `credential-change`, `token-claims-change`). Unset: off.",
+    {
+      configurationUrl: string(
+        "The transmitter's configuration metadata. Unset: `/.well-known/ssf-configuration` under the provider's issuer (inserted after the host, as SSF 1.0 section 7.2 says). Must be https unless `allowInsecureHttp` is true.",
+        { format: 'http-url' },
+      ),
+      delivery: string(
+        `\`push\`: the transmitter POSTs events to \`${SSF_EVENTS_PATH}\` (RFC 8935) with \`authorization\`. \`poll\`: the gateway fetches them every \`pollIntervalSeconds\` (RFC 8936).`,
+        { enum: ['push', 'poll'], default: 'push' },
+      ),
+      pollIntervalSeconds: integer(
+        'With `delivery: poll`: seconds between two polls when the transmitter has nothing more (a poll that returns events is followed at once by the next).',
+        1,
+        3600,
+        10,
+      ),
+      authorization: string(
+        'With `delivery: push` (**required** there): the `Authorization` header value the gateway registers in the stream and requires on every push, compared in constant time. A secret: supply it through the environment, e.g. `${SSF_PUSH_AUTHORIZATION}`. Masked by `check`.',
+        { minLength: 16 },
+      ),
+      bearerToken: string(
+        "The access token the gateway sends (`Authorization: Bearer`) to the transmitter's stream management endpoints and its poll endpoint. A secret, e.g. `${SSF_TRANSMITTER_TOKEN}`. Masked by `check`.",
+        { minLength: 1 },
+      ),
+      audience: string("The `aud` every event must carry: what the transmitter knows the gateway as. Unset: the provider's `clientId`.", { minLength: 1 }),
+      credentialChange: string(
+        "What a CAEP `credential-change` event does: `end` the subject's sessions (a password was changed or a key revoked elsewhere), or `ignore` it.",
+        { enum: ['end', 'ignore'], default: 'end' },
+      ),
+      required: boolean(
+        'The stream must be `enabled` at the transmitter and reachable for the gateway to be ready: `/readyz` answers 503 naming `shared_signals` until it is.',
+        false,
+      ),
+    },
+  ),
 }
 
-const provider = object('The OpenID Connect provider and this gateway\'s client registration there: the one-provider form of `providers`, a provider named `default`. Exactly one of `provider` and `providers` is given.', providerKeys, {
-  required: ['issuer', 'clientId'],
-})
+const provider = object(
+  "The OpenID Connect provider and this gateway's client registration there: the one-provider form of `providers`, a provider named `default`. Exactly one of `provider` and `providers` is given.",
+  providerKeys,
+  {
+    required: ['issuer', 'clientId'],
+  },
+)
 
 const providers = list(
-  '[Several providers](#several-providers) instead of `provider` (never both): each entry has a unique `name` and the keys of `provider`. Each upstream names those that may sign in to it (`upstreams[].providers`); sessions remember theirs; a Bearer token\'s `iss` selects its provider.',
+  "[Several providers](#several-providers) instead of `provider` (never both): each entry has a unique `name` and the keys of `provider`. Each upstream names those that may sign in to it (`upstreams[].providers`); sessions remember theirs; a Bearer token's `iss` selects its provider.",
   object(
-    'A provider and this gateway\'s client registration there.',
+    "A provider and this gateway's client registration there.",
     {
-      name: string('Unique name: the redirect endpoint\'s `provider=<name>`, `upstreams[].providers`, logs. Renaming a provider ends its sessions.', {
+      name: string("Unique name: the redirect endpoint's `provider=<name>`, `upstreams[].providers`, logs. Renaming a provider ends its sessions.", {
         pattern: UPSTREAM_NAME.pattern,
         maxLength: 63,
       }),
@@ -300,7 +319,7 @@ const providers = list(
 )
 
 const cookies = object(
-  'The gateway\'s cookies (every one of them encrypted and HttpOnly).',
+  "The gateway's cookies (every one of them encrypted and HttpOnly).",
   {
     name: string('Base name of the cookies. When `secure`, it gets the `__Host-` prefix, or `__Secure-` when `domain` is set.', {
       pattern: COOKIE_NAME.pattern,
@@ -311,14 +330,20 @@ const cookies = object(
       string('secret', { format: 'cookie-secret' }),
       { minItems: 1 },
     ),
-    secure: boolean('Set the `Secure` attribute (and the `__Host-`/`__Secure-` prefix). Only false for plain-http development: must be false when `server.publicUrl` is plain http on a host other than localhost.', true),
+    secure: boolean(
+      'Set the `Secure` attribute (and the `__Host-`/`__Secure-` prefix). Only false for plain-http development: must be false when `server.publicUrl` is plain http on a host other than localhost.',
+      true,
+    ),
     sameSite: string('`SameSite` attribute of the session cookies; `none` requires `secure: true`.', {
       enum: ['lax', 'strict', 'none'],
       default: 'lax',
     }),
-    domain: string('`Domain` attribute, to share the sign-in with subdomains. Optional; disables the `__Host-` prefix. A leading dot is dropped and the value is lowercased.', {
-      format: 'cookie-domain',
-    }),
+    domain: string(
+      '`Domain` attribute, to share the sign-in with subdomains. Optional; disables the `__Host-` prefix. A leading dot is dropped and the value is lowercased.',
+      {
+        format: 'cookie-domain',
+      },
+    ),
     credentialsPath: string(
       `Path of the cookie holding the refresh and ID tokens (\`session.store: cookie\` only). \`/\`: sent with every request, so expired access tokens are refreshed for every request; \`${SIGN_IN_PATH}\`: sent to the sign-in endpoints only, so the refresh token never travels with application requests and only page navigations are refreshed (through a redirect). See [Sessions](#sessions).`,
       { enum: ['/', SIGN_IN_PATH], default: '/' },
@@ -330,17 +355,20 @@ const cookies = object(
 const session = object(
   'Where sign-ins are kept.',
   {
-    store: string('`cookie`: encrypted in the browser; `memory`: this process only; `redis`: shared by every replica through `session.redisUrl`, `session.redis.sentinels` or `session.redis.cluster` (see [Redis store](#redis-store)).', {
-      enum: ['cookie', 'memory', 'redis'],
-      default: 'cookie',
-    }),
+    store: string(
+      '`cookie`: encrypted in the browser; `memory`: this process only; `redis`: shared by every replica through `session.redisUrl`, `session.redis.sentinels` or `session.redis.cluster` (see [Redis store](#redis-store)).',
+      {
+        enum: ['cookie', 'memory', 'redis'],
+        default: 'cookie',
+      },
+    ),
     redisUrl: string(
       'One Redis server (`redis://`, or `rediss://` for TLS; user and password in the URL, from the environment: `rediss://:${REDIS_PASSWORD}@redis:6379/0`). `store: redis` needs it, `session.redis.sentinels` or `session.redis.cluster` (one of the three). With `store: cookie`, Redis keeps the back-channel logout revocation list for every replica. Masked by `check`.',
       { format: 'redis-url' },
     ),
     maxAgeSeconds: integer('Absolute lifetime of a sign-in, in seconds (60 to 2592000).', 60, 2592000, 28800),
     maxSessionsPerUser: integer(
-      'Sessions one user (a provider and `sub`) keeps at most in the `memory` and `redis` stores; a sign-in beyond it ends that user\'s oldest session, never anyone else\'s (1 to 1000). A session held in the browser (`store: cookie`) is not counted.',
+      "Sessions one user (a provider and `sub`) keeps at most in the `memory` and `redis` stores; a sign-in beyond it ends that user's oldest session, never anyone else's (1 to 1000). A session held in the browser (`store: cookie`) is not counted.",
       1,
       1000,
       10,
@@ -366,10 +394,16 @@ const session = object(
           2000,
         ),
         username: string('ACL user of the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, the user is in the URL).', { minLength: 1 }),
-        password: string('Password of the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, it is in the URL); from the environment: `${REDIS_PASSWORD}`. Masked by `check`.', {
-          minLength: 1,
-        }),
-        tls: boolean('TLS to the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, `rediss://` says it). Certificates are checked against the system CAs.', false),
+        password: string(
+          'Password of the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, it is in the URL); from the environment: `${REDIS_PASSWORD}`. Masked by `check`.',
+          {
+            minLength: 1,
+          },
+        ),
+        tls: boolean(
+          'TLS to the data nodes, with `sentinels` or `cluster` (with `session.redisUrl`, `rediss://` says it). Certificates are checked against the system CAs.',
+          false,
+        ),
         sentinels: object(
           'Redis Sentinel: the gateway asks the sentinels for the primary and follows a failover by itself (see [Redis Sentinel](#redis-sentinel)). Instead of `session.redisUrl`.',
           {
@@ -384,10 +418,14 @@ const session = object(
         cluster: object(
           'Redis Cluster: keys are spread by hash slot over several primaries, each with replicas (see [Redis Cluster](#redis-cluster)). Instead of `session.redisUrl`.',
           {
-            nodes: list('Seed nodes, `host:port` each: one is enough, the others are discovered; list several so that a start finds one up.', string('host:port', { format: 'host-port' }), {
-              minItems: 1,
-              uniqueItems: true,
-            }),
+            nodes: list(
+              'Seed nodes, `host:port` each: one is enough, the others are discovered; list several so that a start finds one up.',
+              string('host:port', { format: 'host-port' }),
+              {
+                minItems: 1,
+                uniqueItems: true,
+              },
+            ),
             natMap: {
               type: 'object',
               description:
@@ -433,7 +471,12 @@ const rateLimit = object(
     signIn: object(
       `One budget shared by GET \`${SIGN_IN_PATH}/redirect\`, \`/callback\` and \`/refresh\` (a sign-in costs 2). Logout and proxied paths are never limited. Over it: 429 \`rate_limited\` with \`Retry-After\`.`,
       {
-        max: integer('Requests allowed per client address in each window; `0` turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.', 0, 1000000, 6000),
+        max: integer(
+          'Requests allowed per client address in each window; `0` turns the limit off. The default lets 10,000 people behind one NAT address sign in within five minutes.',
+          0,
+          1000000,
+          6000,
+        ),
         windowSeconds: integer('Length of the window, in seconds; it starts at the first request of the address.', 1, 86400, 60),
       },
       { default: {} },
@@ -485,8 +528,7 @@ const pathRulePath = string(
   { format: 'path-prefix' },
 )
 
-const headerName = (description: string, defaultValue: string): JsonSchema =>
-  string(description, { format: 'identity-header', default: defaultValue })
+const headerName = (description: string, defaultValue: string): JsonSchema => string(description, { format: 'identity-header', default: defaultValue })
 
 const identityHeaders = object(
   'Names of the headers carrying the signed-in identity to the upstream. Each must be a valid header name, must not repeat another (case, `_` and `-` count as the same), and must not be one that HTTP or the gateway manages (`Authorization`, `Cookie`, `Host`, `X-Forwarded-For`, `X-Auth-Request-*`, …).',
@@ -496,9 +538,15 @@ const identityHeaders = object(
     groups: headerName('Carries the `groups` claim, comma-separated.', 'X-Forwarded-Groups'),
     preferredUsername: headerName('Carries the `preferred_username` claim.', 'X-Forwarded-Preferred-Username'),
     issuer: headerName("Carries the issuer of the user's provider (two providers may use the same `sub` for different people).", 'X-Forwarded-Issuer'),
-    acr: headerName('Carries the `acr` claim: the authentication context class the provider says the user signed in with ([Step-up](features/step-up.md)).', 'X-Forwarded-Acr'),
+    acr: headerName(
+      'Carries the `acr` claim: the authentication context class the provider says the user signed in with ([Step-up](features/step-up.md)).',
+      'X-Forwarded-Acr',
+    ),
     amr: headerName('Carries the `amr` claim (the authentication methods, e.g. `pwd`, `otp`), comma-separated.', 'X-Forwarded-Amr'),
-    authTime: headerName('Carries the `auth_time` claim: when the user last authenticated at the provider, in seconds since the epoch.', 'X-Forwarded-Auth-Time'),
+    authTime: headerName(
+      'Carries the `auth_time` claim: when the user last authenticated at the provider, in seconds since the epoch.',
+      'X-Forwarded-Auth-Time',
+    ),
   },
   { default: {} },
 )
@@ -506,9 +554,16 @@ const identityHeaders = object(
 const tokenExchange = object(
   "[Token exchange](#token-exchange) (RFC 8693) for this upstream: before a signed-in request is proxied, the user's access token (the session's, or the client's Bearer token) is exchanged at their provider's token endpoint for a token meant for this upstream, which alone is sent as `Authorization: Bearer`; the user's own token never reaches the upstream. Cached per access token and upstream until 30 seconds before the exchanged token expires. A refusal by the provider is 403 `token_exchange_refused`. At least one key.",
   {
-    audience: string('`audience` of the exchange (RFC 8693 2.1): the logical name of the upstream at the provider (a client id in Keycloak).', { pattern: AUDIENCE.pattern }),
-    scope: list('`scope` of the exchange: the scopes the exchanged token should carry (space-joined).', string('scope', { pattern: SCOPE_TOKEN.pattern }), { minItems: 1, uniqueItems: true }),
-    resource: string('`resource` of the exchange (RFC 8707 2): the absolute URI of the upstream as the provider knows it, without a fragment.', { format: 'resource-uri' }),
+    audience: string('`audience` of the exchange (RFC 8693 2.1): the logical name of the upstream at the provider (a client id in Keycloak).', {
+      pattern: AUDIENCE.pattern,
+    }),
+    scope: list('`scope` of the exchange: the scopes the exchanged token should carry (space-joined).', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
+      minItems: 1,
+      uniqueItems: true,
+    }),
+    resource: string('`resource` of the exchange (RFC 8707 2): the absolute URI of the upstream as the provider knows it, without a fragment.', {
+      format: 'resource-uri',
+    }),
   },
   { minProperties: 1 },
 )
@@ -521,7 +576,11 @@ const resourceMetadata: JsonSchema = {
     "[Protected resource metadata](#protected-resource-metadata) (RFC 9728) of this upstream, served at `/.well-known/oauth-protected-resource` followed by `match.pathPrefix` (on the upstream's hosts) and named in its 401's `WWW-Authenticate` as `resource_metadata`. Unset (or `true`): on for every upstream with `auth` other than `none` (those accept Bearer tokens). `false`: neither, e.g. for an API that publishes its own document at that path. An object sets the document's members. Refused with `auth: none` unless `false`.",
   additionalProperties: false,
   properties: {
-    scopes: list('`scopes_supported`: the scopes a client may ask for to use this upstream. Unset: the member is left out.', string('scope', { pattern: SCOPE_TOKEN.pattern }), { minItems: 1, uniqueItems: true }),
+    scopes: list(
+      '`scopes_supported`: the scopes a client may ask for to use this upstream. Unset: the member is left out.',
+      string('scope', { pattern: SCOPE_TOKEN.pattern }),
+      { minItems: 1, uniqueItems: true },
+    ),
   },
 }
 
@@ -550,10 +609,13 @@ const upstream = object(
       "URL of the upstream (http or https, without credentials, query or fragment). An https upstream's certificate is always verified, for the host of this URL (whatever `Host` is sent), against Node's CA store (add a private CA with the `NODE_EXTRA_CA_CERTS` environment variable); a certificate that does not verify makes the upstream unreachable (502).",
       { format: 'base-url' },
     ),
-    auth: string('`required`: sign-in needed; `optional`: identity forwarded when present, except that a path whose `allow` (the upstream\'s, or the [per-path rule](proxying.md#per-path-rules) deciding it) names anything (`providers`, `emails`, `emailDomains`, `groups`, `claims`, `acr`, `maxAuthAgeSeconds`) needs a sign-in as with `required`; `none`: no check.', {
-      enum: ['required', 'optional', 'none'],
-      default: 'required',
-    }),
+    auth: string(
+      "`required`: sign-in needed; `optional`: identity forwarded when present, except that a path whose `allow` (the upstream's, or the [per-path rule](proxying.md#per-path-rules) deciding it) names anything (`providers`, `emails`, `emailDomains`, `groups`, `claims`, `acr`, `maxAuthAgeSeconds`) needs a sign-in as with `required`; `none`: no check.",
+      {
+        enum: ['required', 'optional', 'none'],
+        default: 'required',
+      },
+    ),
     publicPaths: list(
       'Path globs that need no sign-in, e.g. `/public/**`. Each starts with `/`; `*` matches within one segment, `**` at any depth, and `?` and `[...]` work as usual; braces, extglobs and a leading `!` are literal.',
       string('glob', { format: 'path-glob' }),
@@ -562,7 +624,17 @@ const upstream = object(
     allow,
     rules: list(
       "Per-path `allow` rules, so that part of an application (an admin area) needs other users than the rest without a second upstream. `path` is a prefix written as `match.pathPrefix` is, covering that path and everything below it; the rule with the longest `path` covering a request decides with its `allow` **instead of** the upstream's `allow` (rules are not added together); paths no rule covers keep the upstream's `allow`. `auth`, `publicPaths` and `allowPreflight` are decided first: a rule never makes a path public, and never requires a sign-in on a public path. Refused: a `path` outside `match.pathPrefix` or equal to it, two rules with the same `path` (also once case and trailing dots are ignored), a `path` that a `publicPaths` glob makes public, and rules with `auth: none`.",
-      object('A path and who may use it.', { path: pathRulePath, allow: { ...ruleAllow, description: "Who may use the rule's path once signed in, instead of the upstream's `allow`: the same kinds, with the same meaning." } }, { required: ['path', 'allow'] }),
+      object(
+        'A path and who may use it.',
+        {
+          path: pathRulePath,
+          allow: {
+            ...ruleAllow,
+            description: "Who may use the rule's path once signed in, instead of the upstream's `allow`: the same kinds, with the same meaning.",
+          },
+        },
+        { required: ['path', 'allow'] },
+      ),
       { default: [] },
     ),
     forwardAccessToken: boolean(
@@ -576,7 +648,10 @@ const upstream = object(
       "Send the application, as `Host`, the host it receives in `X-Forwarded-Host`: a host the gateway serves (the request's when it is `server.publicUrl`'s, a `match.hosts` entry or a `redirects.allowedHosts` entry, else `server.publicUrl`'s), never one a client made up; on HTTP requests and WebSocket upgrades. `false`: the host of `target`. The TLS server name and certificate check of an `https` target stay the target's host either way. [What the application receives](proxying.md#what-the-application-receives).",
       true,
     ),
-    websocket: boolean('Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host over https); without it upgrades are refused with 400.', false),
+    websocket: boolean(
+      'Proxy WebSocket upgrades (checked like any request, and `Origin` must be the public origin or an allowed host over https); without it upgrades are refused with 400.',
+      false,
+    ),
     timeoutMs: integer('Time the upstream has to answer, in milliseconds (504 after).', 1, MAX_TIMER_MS, 30000),
     connectTimeoutMs: integer(
       'Time a connection to the upstream may take to open, in milliseconds; after it the upstream is unreachable: 502 `upstream_unavailable` (a firewall that drops packets would otherwise hold the request for the whole `timeoutMs`).',
@@ -586,7 +661,7 @@ const upstream = object(
     ),
     identityHeaders,
     identityAssertion: boolean(
-      'Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream\'s name, `sub`, `email`, `groups`, and `acr`, `amr`, `auth_time` when present), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`.',
+      "Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream's name, `sub`, `email`, `groups`, and `acr`, `amr`, `auth_time` when present), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`.",
       false,
     ),
     providers: list(
@@ -606,7 +681,7 @@ const assertions = object(
       string('key', { format: 'private-key' }),
       { minItems: 1 },
     ),
-    header: string('Header carrying the assertion; a client\'s own is always removed.', { format: 'identity-header', default: 'X-Identity-Assertion' }),
+    header: string("Header carrying the assertion; a client's own is always removed.", { format: 'identity-header', default: 'X-Identity-Assertion' }),
     ttlSeconds: integer('Lifetime of an assertion, in seconds; it is reused for half of it.', 10, 3600, 60),
   },
   { default: {} },
@@ -616,7 +691,7 @@ const websocket = object(
   'Proxied WebSockets (`upstreams[].websocket: true`).',
   {
     maxLifetimeSeconds: integer(
-      "Longest a proxied WebSocket stays open, in seconds; it is closed (1008) sooner when its session ends (`session.maxAgeSeconds` after sign-in, logout, back-channel logout) or its Bearer token expires, and when a reload refuses it access.",
+      'Longest a proxied WebSocket stays open, in seconds; it is closed (1008) sooner when its session ends (`session.maxAgeSeconds` after sign-in, logout, back-channel logout) or its Bearer token expires, and when a reload refuses it access.',
       60,
       Math.floor(MAX_TIMER_MS / 1000),
       86400,
@@ -633,7 +708,7 @@ const forwardAuth = object(
       { pattern: EXT_AUTHZ_PATH.pattern, default: `${SIGN_IN_PATH}/ext-authz` },
     ),
     cache: object(
-      'A short-lived [cache](#decision-cache) of the check endpoints\' answers (ext_authz HTTP and gRPC, ingress-nginx, Traefik), keyed by a digest of the credentials and the request checked. Back-channel logout, logout and reload empty it.',
+      "A short-lived [cache](#decision-cache) of the check endpoints' answers (ext_authz HTTP and gRPC, ingress-nginx, Traefik), keyed by a digest of the credentials and the request checked. Back-channel logout, logout and reload empty it.",
       {
         enabled: boolean('Cache decisions. Off: every check is decided afresh.', false),
         ttlSeconds: integer('How long a cached decision is reused, in seconds; a session ended elsewhere (another replica) may pass for this long.', 1, 60, 5),
@@ -646,7 +721,20 @@ const forwardAuth = object(
 )
 
 /** `log.redactQueryParams`' default: what the name of a credential contains. */
-export const DEFAULT_REDACTED_QUERY_PARAMS: readonly string[] = ['password', 'passwd', 'secret', 'token', 'api_key', 'apikey', 'key', 'jwt', 'session', 'auth', 'code', 'state']
+export const DEFAULT_REDACTED_QUERY_PARAMS: readonly string[] = [
+  'password',
+  'passwd',
+  'secret',
+  'token',
+  'api_key',
+  'apikey',
+  'key',
+  'jwt',
+  'session',
+  'auth',
+  'code',
+  'state',
+]
 
 const log = object(
   'Logging.',
@@ -670,10 +758,9 @@ const telemetry = object(
     tracing: object(
       'Traces over OTLP/HTTP (JSON): a server span per request, spans for the access decision, the upstream call, every provider call and Redis command; W3C Trace Context (`traceparent`) passed to the upstream, `trace_id` and `span_id` in the request line. Absent: nothing is traced and no tracing code is loaded.',
       {
-        endpoint: string(
-          'The collector\'s OTLP/HTTP traces URL, path included (an OpenTelemetry Collector or Jaeger: `http://collector:4318/v1/traces`).',
-          { format: 'http-url' },
-        ),
+        endpoint: string("The collector's OTLP/HTTP traces URL, path included (an OpenTelemetry Collector or Jaeger: `http://collector:4318/v1/traces`).", {
+          format: 'http-url',
+        }),
         sampleRatio: {
           type: 'number',
           description:
@@ -700,7 +787,21 @@ export const gatewaySchema: JsonSchema = {
   title: 'openid-gateway configuration',
   ...object(
     'Configuration of openid-gateway. Strings may use ${VAR} and ${VAR:-default} (environment); $${ is a literal ${.',
-    { server, provider, providers, cookies, session, redirects, rateLimit, upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }), assertions, websocket, forwardAuth, log, telemetry },
+    {
+      server,
+      provider,
+      providers,
+      cookies,
+      session,
+      redirects,
+      rateLimit,
+      upstreams: list('Applications behind the gateway.', upstream, { minItems: 1 }),
+      assertions,
+      websocket,
+      forwardAuth,
+      log,
+      telemetry,
+    },
     // provider or providers: checks.ts requires exactly one of them, naming both keys.
     { required: ['server', 'cookies', 'upstreams'] },
   ),

@@ -66,7 +66,7 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
   ],
   step_up_failed: [
     'The stronger sign-in did not happen',
-    'This part of the application needs a stronger or more recent sign-in, and the identity provider did not provide it. Try again; if it keeps happening, tell the administrator (the gateway\'s log says what was missing).',
+    "This part of the application needs a stronger or more recent sign-in, and the identity provider did not provide it. Try again; if it keeps happening, tell the administrator (the gateway's log says what was missing).",
   ],
   not_found: ['There is nothing at this address', 'No application is served here. Check the address.'],
   method_not_allowed: ['This address does not take this kind of request', 'Go back to the application and try again from there.'],
@@ -102,7 +102,7 @@ const CLOCK_SKEW: [heading: string, text: string] = [
 
 const MISCONFIGURED: [heading: string, text: string] = [
   'Signing in is misconfigured',
-  "The identity provider refused the sign-in request this gateway sent. Trying again will not help; tell the administrator what the identity provider answered (below).",
+  'The identity provider refused the sign-in request this gateway sent. Trying again will not help; tell the administrator what the identity provider answered (below).',
 ]
 
 /**
@@ -119,12 +119,21 @@ export const PROVIDER_ERROR_WORDS: Readonly<Record<string, [heading: string, tex
   unauthorized_client: MISCONFIGURED,
   unsupported_response_type: MISCONFIGURED,
   invalid_scope: MISCONFIGURED,
-  server_error: ['The identity provider failed', 'An error at the identity provider stopped the sign-in. Try again in a moment; if it keeps happening, tell the administrator.'],
+  server_error: [
+    'The identity provider failed',
+    'An error at the identity provider stopped the sign-in. Try again in a moment; if it keeps happening, tell the administrator.',
+  ],
   temporarily_unavailable: ['The identity provider is busy', 'The identity provider could not handle the sign-in right now. Try again in a moment.'],
-  interaction_required: ['The identity provider needs you', 'The identity provider needs you to do something on its pages before you can sign in. Sign in again to continue.'],
+  interaction_required: [
+    'The identity provider needs you',
+    'The identity provider needs you to do something on its pages before you can sign in. Sign in again to continue.',
+  ],
   login_required: ['Sign in at the identity provider', 'You are not signed in at the identity provider. Sign in again to continue.'],
   account_selection_required: ['Choose an account', 'The identity provider needs you to choose which account to sign in with. Sign in again to continue.'],
-  consent_required: ['The identity provider needs your consent', 'You have not yet allowed this application what it asks for at the identity provider. Sign in again and allow it, or ask the administrator.'],
+  consent_required: [
+    'The identity provider needs your consent',
+    'You have not yet allowed this application what it asks for at the identity provider. Sign in again and allow it, or ask the administrator.',
+  ],
   invalid_request_uri: MISCONFIGURED,
   invalid_request_object: MISCONFIGURED,
   request_not_supported: MISCONFIGURED,
@@ -233,7 +242,10 @@ export function createErrorPage(deps: PageDeps) {
       whoLine,
       actions(signInUrl(req, problem), who === undefined ? 'Sign in' : 'Sign in again', who === undefined ? undefined : signOutUrl),
     ].join('\n')
-    return { headers: { ...problem.headers, ...pageHeaders({ formTargets: formTargetsOf(deps) }) }, html: renderPage(`${heading} (${status})`, body, refreshOf(problem)) }
+    return {
+      headers: { ...problem.headers, ...pageHeaders({ formTargets: formTargetsOf(deps) }) },
+      html: renderPage(`${heading} (${status})`, body, refreshOf(problem)),
+    }
   }
 }
 

@@ -72,9 +72,7 @@ ${body}
 export function actions(signInUrl: string, signInLabel: string, signOutUrl: string | undefined): string {
   const signIn = `<a href="${escapeHtml(signInUrl)}">${escapeHtml(signInLabel)}</a>`
   const signOut =
-    signOutUrl === undefined
-      ? ''
-      : `<form method="post" action="${escapeHtml(signOutUrl)}"><button type="submit">Sign out / switch account</button></form>`
+    signOutUrl === undefined ? '' : `<form method="post" action="${escapeHtml(signOutUrl)}"><button type="submit">Sign out / switch account</button></form>`
   return `<div class="actions">${signIn}${signOut}</div>`
 }
 

@@ -110,7 +110,14 @@ export const APPLICATION_RECEIVES: readonly (readonly [mode: string, host: strin
     "none: the gateway removes the client's (and a trusted peer's) and sets none",
   ],
   ['Proxy, `passHostHeader: false`', "gateway: the host of the upstream's `target`", 'as above', 'as above', 'as above', 'as above'],
-  ['WebSocket upgrade (`websocket: true`)', 'as for the proxy, by `passHostHeader`', 'as for the proxy', 'as for the proxy', 'as for the proxy', 'as for the proxy'],
+  [
+    'WebSocket upgrade (`websocket: true`)',
+    'as for the proxy, by `passHostHeader`',
+    'as for the proxy',
+    'as for the proxy',
+    'as for the proxy',
+    'as for the proxy',
+  ],
   [
     'Forward-auth, ingress-nginx (`auth-url`)',
     "ingress-nginx: the client's `Host`",

@@ -13,10 +13,27 @@ export type HeaderScrubber = (headers: HeaderBag) => HeaderBag
  * client they are forged, and the gateway's own answer is X-Forwarded-For.
  */
 const CLIENT_ADDRESS_HEADERS = [
-  'forwarded', 'x-forwarded', 'x-real-ip', 'true-client-ip', 'x-client-ip', 'client-ip', 'cf-connecting-ip',
-  'cf-connecting-ipv6', 'x-cluster-client-ip', 'fastly-client-ip', 'akamai-client-ip', 'fly-client-ip',
-  'x-azure-clientip', 'x-azure-socketip', 'x-originating-ip', 'x-remote-ip', 'x-remote-addr', 'x-proxyuser-ip',
-  'wl-proxy-client-ip', 'proxy-client-ip', 'x-host',
+  'forwarded',
+  'x-forwarded',
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'client-ip',
+  'cf-connecting-ip',
+  'cf-connecting-ipv6',
+  'x-cluster-client-ip',
+  'fastly-client-ip',
+  'akamai-client-ip',
+  'fly-client-ip',
+  'x-azure-clientip',
+  'x-azure-socketip',
+  'x-originating-ip',
+  'x-remote-ip',
+  'x-remote-addr',
+  'x-proxyuser-ip',
+  'wl-proxy-client-ip',
+  'proxy-client-ip',
+  'x-host',
 ]
 
 /**
@@ -31,8 +48,16 @@ const CLIENT_ADDRESS_HEADERS = [
  * lower case: Envoy removes exact names, never a prefix.
  */
 export const REQUEST_OVERRIDE_HEADER_NAMES: readonly string[] = [
-  'x-original-url', 'x-original-uri', 'x-original-method', 'x-original-host', 'x-rewrite-url', 'x-override-url',
-  'x-envoy-original-path', 'x-http-method-override', 'x-http-method', 'x-method-override',
+  'x-original-url',
+  'x-original-uri',
+  'x-original-method',
+  'x-original-host',
+  'x-rewrite-url',
+  'x-override-url',
+  'x-envoy-original-path',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
 ]
 
 const REQUEST_OVERRIDE_HEADERS = [...REQUEST_OVERRIDE_HEADER_NAMES, 'x-original-*', 'x-envoy-*']
@@ -45,9 +70,7 @@ const REQUEST_OVERRIDE_HEADERS = [...REQUEST_OVERRIDE_HEADER_NAMES, 'x-original-
  * (oauth2-proxy GHSA-7x63-xv5r-3p2x: a spoofed X-Forwarded-Uri made skip-auth rules apply to the
  * wrong path).
  */
-export const GATEWAY_ONLY_HEADERS: readonly string[] = [
-  'x-forwarded-*', 'x-auth-request-*', ...CLIENT_ADDRESS_HEADERS, ...REQUEST_OVERRIDE_HEADERS,
-]
+export const GATEWAY_ONLY_HEADERS: readonly string[] = ['x-forwarded-*', 'x-auth-request-*', ...CLIENT_ADDRESS_HEADERS, ...REQUEST_OVERRIDE_HEADERS]
 
 /**
  * Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection and are never forwarded, in
@@ -56,16 +79,41 @@ export const GATEWAY_ONLY_HEADERS: readonly string[] = [
  * them a 502.
  */
 const HOP_BY_HOP_HEADERS: readonly string[] = [
-  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade',
-  'proxy-authorization', 'proxy-authenticate', 'http2-settings', 'expect',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'http2-settings',
+  'expect',
 ]
 
 /** What HTTP or the gateway itself manages in a request (a claim may not overwrite these). */
 const MANAGED_HEADERS = [
-  'authorization', 'cookie', 'set-cookie', 'host', 'content-length', 'content-type', 'content-encoding',
-  'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-forwarded-method',
-  'x-forwarded-uri', 'x-forwarded-prefix', 'x-forwarded-path', 'x-forwarded-server', 'x-forwarded-ssl',
-  'x-forwarded-scheme', 'x-forwarded-access-token', 'x-forwarded-client-cert',
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-forwarded-port',
+  'x-forwarded-method',
+  'x-forwarded-uri',
+  'x-forwarded-prefix',
+  'x-forwarded-path',
+  'x-forwarded-server',
+  'x-forwarded-ssl',
+  'x-forwarded-scheme',
+  'x-forwarded-access-token',
+  'x-forwarded-client-cert',
 ]
 
 // Node accepts `_` in header names, and CGI (RFC 3875 4.1.18) and everything built on its
@@ -316,11 +364,7 @@ function headerValue(v: unknown, isGroup: boolean): string | null {
  * only within its issuer, OpenID Connect Core 2). Absent, non-string or unsafe values are
  * omitted (see headerValue).
  */
-export function identityHeaderValues(
-  claims: Record<string, unknown>,
-  names: IdentityHeaderNames,
-  issuer: string,
-): Readonly<Record<string, string>> {
+export function identityHeaderValues(claims: Record<string, unknown>, names: IdentityHeaderNames, issuer: string): Readonly<Record<string, string>> {
   // A session's or a Bearer token's claims are frozen and shared by its requests (the cipher and
   // the Bearer verifier keep what they opened or verified), so their header values are computed
   // once; claims that may still change are not kept. A claims object belongs to one provider, so
@@ -388,10 +432,7 @@ function isOws(c: number): boolean {
  * byte for byte (only the SP/HTAB around each pair dropped) joined with `; ` otherwise, and
  * undefined when nothing remains.
  */
-export function stripCookies(
-  cookieHeader: string,
-  isGatewayCookie: (name: string, value: string) => boolean,
-): string | undefined {
+export function stripCookies(cookieHeader: string, isGatewayCookie: (name: string, value: string) => boolean): string | undefined {
   const len = cookieHeader.length
   // [from, to) of each kept pair; sliced only when something was removed.
   const kept: number[] = []

@@ -66,7 +66,7 @@ export class IdentityAssertions {
     const payload: jose.JWTPayload = { sub: claims.sub, idp }
     // acr, amr and auth_time: how and when the user authenticated, for an upstream's own step-up.
     for (const name of ['email', 'email_verified', 'groups', 'preferred_username', 'acr', 'amr'] as const) {
-      if (claims[name] !== undefined) payload[name] = claims[name] as jose.JWTPayload[string]
+      if (claims[name] !== undefined) payload[name] = claims[name]
     }
     // As the identity header: an implausible auth_time (0, before 2000, in the future) is left out.
     const authTime = plausibleAuthTime(claims.auth_time, now, MAX_CLOCK_TOLERANCE_SECONDS)

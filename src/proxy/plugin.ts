@@ -211,7 +211,8 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
               // provider down (502) answers instead, and nothing reaches the upstream.
               if (exchanges && req.identity !== null) (req as WithExchanged)[kExchanged] = await options.exchanger.token(upstream, req.identity)
               // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
-              if (signer !== undefined && req.identity !== null) (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
+              if (signer !== undefined && req.identity !== null)
+                (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
               if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)
               return undefined
             },
@@ -237,9 +238,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
           tracing === undefined
             ? (req, headers) => rewrite(req as FastifyRequest, headers as Headers) as typeof headers
             : (req, headers) => {
-                const rewritten = rewrite(req as FastifyRequest, headers as Headers)
+                const rewritten = rewrite(req as FastifyRequest, headers)
                 tracing.forward(req as FastifyRequest, rewritten, upstream.target)
-                return rewritten as typeof headers
+                return rewritten
               },
         rewriteHeaders: (headers) => scrubResponseHeaders(headers as Headers, options.isGatewayCookieName) as typeof headers,
         onError: onError as never,

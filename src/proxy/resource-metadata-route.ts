@@ -34,7 +34,10 @@ export async function resourceMetadataRoutes(app: FastifyInstance, options: Reso
       ...(hosts === undefined ? {} : { constraints: { host: hosts } }),
       handler: (req, reply) => {
         const origin = resourceOrigin(upstream, options.publicUrl, req.headers.host)
-        reply.header('cache-control', 'public, max-age=300').type('application/json').send(resourceMetadataDocument(upstream, origin, issuers))
+        reply
+          .header('cache-control', 'public, max-age=300')
+          .type('application/json')
+          .send(resourceMetadataDocument(upstream, origin, issuers))
       },
     })
   }

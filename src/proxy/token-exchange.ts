@@ -70,10 +70,12 @@ export function createTokenExchanger(deps: TokenExchangeDeps): TokenExchanger {
   async function exchange(key: string, upstream: UpstreamConfig, identity: Identity): Promise<string> {
     const provider = providers.get(identity.provider)
     // The access decision established the identity with a configured provider of this upstream.
-    if (provider === undefined || upstream.tokenExchange === undefined) throw new GatewayError('provider_unavailable', 'the provider of this sign-in is not configured')
+    if (provider === undefined || upstream.tokenExchange === undefined)
+      throw new GatewayError('provider_unavailable', 'the provider of this sign-in is not configured')
     const exchanged = await provider.client.exchangeToken(identity.accessToken, upstream.name, upstream.tokenExchange)
     // RFC 6749 A.12: anything else cannot be put in a header; the provider is broken.
-    if (!isHeaderSafeToken(exchanged.accessToken)) throw new GatewayError('provider_unavailable', 'the OpenID provider issued a token that cannot be sent in a header')
+    if (!isHeaderSafeToken(exchanged.accessToken))
+      throw new GatewayError('provider_unavailable', 'the OpenID provider issued a token that cannot be sent in a header')
     const now = clock.now()
     cache.set(key, exchanged.accessToken, reuseUntil(exchanged, now))
     return exchanged.accessToken

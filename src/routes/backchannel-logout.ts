@@ -75,7 +75,7 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
     const provider = options.providers.verifierOf(token, options.providers.all)
     if (provider === undefined || provider === null) {
       auditRefusal(req.log, 'backchannel-logout', {}, req.ip, 'iss')
-      return invalidRequest(reply, 'the logout token\'s iss names no configured provider')
+      return invalidRequest(reply, "the logout token's iss names no configured provider")
     }
     const { client, config } = provider
     const algorithms = client.idTokenAlgorithms
@@ -113,7 +113,11 @@ export async function backchannelLogoutRoute(app: FastifyInstance, options: Back
       // At warn as well: a provider beyond its budget is the operator's to look at (the audit line is at info).
       req.log.warn({ outcome: 'refused', check: 'rate_limit', provider: provider.name }, 'back-channel logout refused')
       auditRefusal(req.log, 'backchannel-logout', selector, req.ip, 'rate_limited')
-      return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
+      return reply
+        .code(429)
+        .header('retry-after', String(retryAfter))
+        .type('application/json')
+        .send({ error: 'rate_limited', error_description: 'too many logout tokens from this provider; send it again later' })
     }
     try {
       await endSelected(options.store, options.revocations, selector)

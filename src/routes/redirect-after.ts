@@ -67,12 +67,8 @@ interface HostRule {
 const ABSOLUTE_PREFIX = /^https?:\/\//i
 const HOST_RULE = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::([0-9]{1,5}))?$/
 
-
 function parseHostRule(entry: string): HostRule {
-  const invalid = (): TypeError =>
-    new TypeError(
-      `redirects.allowedHosts: ${JSON.stringify(entry)} is not a host, host:port or .domain entry`,
-    )
+  const invalid = (): TypeError => new TypeError(`redirects.allowedHosts: ${JSON.stringify(entry)} is not a host, host:port or .domain entry`)
   let rest = entry.toLowerCase()
   let subdomains = false
   if (rest.startsWith('*.')) {
@@ -171,7 +167,8 @@ export function createPortHint(options: RedirectAfterOptions): (value: string) =
     }
     const port = url.port === '' ? defaultPort(url.protocol) : url.port
     for (const rule of rules) {
-      if (namesHost(rule, url.hostname) && (rule.port ?? defaultPort(url.protocol)) !== port) return `${rule.suffix === null ? '' : '.'}${rule.hostname}:${port}`
+      if (namesHost(rule, url.hostname) && (rule.port ?? defaultPort(url.protocol)) !== port)
+        return `${rule.suffix === null ? '' : '.'}${rule.hostname}:${port}`
     }
     return undefined
   }

@@ -82,7 +82,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       const entry = options.redirectPortHint?.(raw)
       if (entry === undefined) throw new GatewayError('bad_request', 'redirectAfter must be a path on this site or a URL on an allowed host')
       req.log.info({ entry }, 'redirectAfter refused: redirects.allowedHosts names its host on another port only')
-      throw new GatewayError('bad_request', `redirectAfter's host is allowed on another port only: redirects.allowedHosts needs ${entry} (an entry without a port covers the scheme's default port only)`)
+      throw new GatewayError(
+        'bad_request',
+        `redirectAfter's host is allowed on another port only: redirects.allowedHosts needs ${entry} (an entry without a port covers the scheme's default port only)`,
+      )
     }
     return target
   }
@@ -113,7 +116,11 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const loaded = await store.load(req)
     if (loaded === undefined) return undefined
     const bound = options.bindIssuer(loaded)
-    if (bound === undefined) req.log.info({ provider: loaded.provider, sub: loaded.claims.sub }, "session ended: signed in at another issuer than its provider's, or its provider is gone")
+    if (bound === undefined)
+      req.log.info(
+        { provider: loaded.provider, sub: loaded.claims.sub },
+        "session ended: signed in at another issuer than its provider's, or its provider is gone",
+      )
     const session = await store.withCredentials(req, bound ?? loaded)
     return session === undefined ? undefined : { session, bound: bound !== undefined }
   }
@@ -135,8 +142,22 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     // The page's step-up rule asks the provider for it from the first sign-in on, and again when a
     // session falls short of it (the proxy sends the browser back here).
     const stepUp = redirectAfter === undefined ? undefined : options.stepUp?.requirementFor(redirectAfter)
-    const location = await client.authorizationUrl({ state, nonce, codeVerifier, codeChallenge, ...(dpopKey === undefined ? {} : { dpopKey }), ...(stepUp === undefined ? {} : { stepUp }) })
-    cookies.writeTransaction(req, reply, state, { provider: name, nonce, codeVerifier, dpopKey, redirectAfter, stepUp }, TRANSACTION_SECONDS, client.responseMode === 'form_post')
+    const location = await client.authorizationUrl({
+      state,
+      nonce,
+      codeVerifier,
+      codeChallenge,
+      ...(dpopKey === undefined ? {} : { dpopKey }),
+      ...(stepUp === undefined ? {} : { stepUp }),
+    })
+    cookies.writeTransaction(
+      req,
+      reply,
+      state,
+      { provider: name, nonce, codeVerifier, dpopKey, redirectAfter, stepUp },
+      TRANSACTION_SECONDS,
+      client.responseMode === 'form_post',
+    )
     noStore(reply)
     if (performRedirect) return reply.redirect(location, 302)
     return { value: location }
@@ -166,7 +187,11 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       const answered = states.length === 1 ? states[0] : undefined
       const transactionBound = answered !== undefined && answered !== '' && cookies.readTransaction(req, answered) !== undefined
       const logged = said.error !== undefined
-      if (logged) req.log.warn({ call: 'authorization', problem: 'code_missing', ...said, transaction: transactionBound }, transactionBound ? 'sign-in refused by the OpenID provider' : 'callback without a code or a live sign-in transaction')
+      if (logged)
+        req.log.warn(
+          { call: 'authorization', problem: 'code_missing', ...said, transaction: transactionBound },
+          transactionBound ? 'sign-in refused by the OpenID provider' : 'callback without a code or a live sign-in transaction',
+        )
       throw new GatewayError('code_missing', 'the callback carries no authorization code', { extensions: transactionBound ? said : {}, logged })
     }
     const state = single(params, 'state')
@@ -192,12 +217,17 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const search = received === 'form_post' ? `?${params.toString()}` : query === -1 ? '' : req.url.slice(query)
     let session
     try {
-      const tokens = await client.exchangeCode(path, search, {
-        state,
-        nonce: transaction.nonce,
-        codeVerifier: transaction.codeVerifier,
-        ...(transaction.dpopKey === undefined ? {} : { dpopKey: transaction.dpopKey }),
-      }, req.log)
+      const tokens = await client.exchangeCode(
+        path,
+        search,
+        {
+          state,
+          nonce: transaction.nonce,
+          codeVerifier: transaction.codeVerifier,
+          ...(transaction.dpopKey === undefined ? {} : { dpopKey: transaction.dpopKey }),
+        },
+        req.log,
+      )
       if (transaction.stepUp !== undefined) refuseUnmetStepUp(req, tokens.claims ?? {}, transaction.stepUp, provider)
       session = lifecycle.create(tokens, provider.name, provider.config.issuer)
     } catch (err) {
@@ -239,8 +269,19 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const now = options.stepUp?.nowSeconds() ?? Math.floor(Date.now() / 1000)
     const shortfall = stepUpShortfall(claims, requirement, now, provider.config.clockToleranceSeconds)
     if (shortfall === undefined) return
-    req.log.warn({ provider: provider.name, shortfall, problem: 'step_up_failed' }, shortfall === 'acr' ? 'step-up sign-in refused: the ID token carries none of the requested acr values' : 'step-up sign-in refused: the ID token has no auth_time within max_age')
-    throw new GatewayError('step_up_failed', shortfall === 'acr' ? 'the identity provider did not authenticate you as this page requires' : 'the identity provider did not authenticate you again recently enough', { logged: true })
+    req.log.warn(
+      { provider: provider.name, shortfall, problem: 'step_up_failed' },
+      shortfall === 'acr'
+        ? 'step-up sign-in refused: the ID token carries none of the requested acr values'
+        : 'step-up sign-in refused: the ID token has no auth_time within max_age',
+    )
+    throw new GatewayError(
+      'step_up_failed',
+      shortfall === 'acr'
+        ? 'the identity provider did not authenticate you as this page requires'
+        : 'the identity provider did not authenticate you again recently enough',
+      { logged: true },
+    )
   }
 
   /**
@@ -252,7 +293,8 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   async function upgradeInPlace(req: FastifyRequest, reply: FastifyReply, signedIn: Session): Promise<Session | undefined> {
     const loaded = await store.load(req)
     const current = loaded === undefined ? undefined : options.bindIssuer(loaded)
-    if (current === undefined || current.provider !== signedIn.provider || current.issuer !== signedIn.issuer || current.claims.sub !== signedIn.claims.sub) return undefined
+    if (current === undefined || current.provider !== signedIn.provider || current.issuer !== signedIn.issuer || current.claims.sub !== signedIn.claims.sub)
+      return undefined
     const upgraded: Session = { ...signedIn, id: current.id, createdAt: current.createdAt }
     // Refresh tokens of the old sign-in are left to expire: the provider may keep both valid, and
     // the session holds only the new one.

@@ -54,10 +54,7 @@ export interface SetDelivery {
 }
 
 /** What receiving one SET came to. */
-export type SetOutcome =
-  | { kind: 'accepted'; action: SsfAction }
-  | { kind: 'replayed' }
-  | { kind: 'refused'; code: SetErrorCode; description: string }
+export type SetOutcome = { kind: 'accepted'; action: SsfAction } | { kind: 'replayed' } | { kind: 'refused'; code: SetErrorCode; description: string }
 
 export interface SsfReceiverOptions {
   providers: Providers
@@ -104,7 +101,13 @@ export class SsfReceiver {
     if (issuer === undefined) throw new GatewayError('not_ready', 'the shared signals transmitter is not read yet')
     let set
     try {
-      set = await verifySet(token, { issuer, audience: transmitter.audience, getKey: transmitter.keys.getKey, clockToleranceSeconds: transmitter.clockToleranceSeconds, clock: this.#options.clock ?? systemClock })
+      set = await verifySet(token, {
+        issuer,
+        audience: transmitter.audience,
+        getKey: transmitter.keys.getKey,
+        clockToleranceSeconds: transmitter.clockToleranceSeconds,
+        clock: this.#options.clock ?? systemClock,
+      })
     } catch (err) {
       if (err instanceof SetError) {
         auditRefusal(audit.log, 'ssf-revocation', { provider: transmitter.provider }, audit.client, err.code, err.message)
@@ -155,7 +158,10 @@ export class SsfReceiver {
       case 'refresh': {
         const foreign = foreignIssuer(action.subject, this.#options.providers.get(transmitter.provider)?.config.issuer)
         if (foreign !== undefined) {
-          log.warn({ ...base, outcome: 'ignored', reason: 'foreign_issuer', issuer: foreign, ...subjectFields(action.subject) }, "shared signals event names another provider's subject; ignored")
+          log.warn(
+            { ...base, outcome: 'ignored', reason: 'foreign_issuer', issuer: foreign, ...subjectFields(action.subject) },
+            "shared signals event names another provider's subject; ignored",
+          )
           return
         }
         const selectors = await this.#selectors(transmitter, action.subject)
@@ -174,7 +180,10 @@ export class SsfReceiver {
         if (refreshInPlace) this.#options.onChanged?.()
         else for (const selector of selectors) this.#options.onEnded?.(selector, at)
         // `provider`: the transmitter's, which is also the one whose sessions ended (#selectors).
-        log.info({ ...base, outcome: refreshInPlace ? 'refresh' : 'ended', sessions: selectors.length, at, ...subjectFields(action.subject) }, 'shared signals event')
+        log.info(
+          { ...base, outcome: refreshInPlace ? 'refresh' : 'ended', sessions: selectors.length, at, ...subjectFields(action.subject) },
+          'shared signals event',
+        )
         if (!refreshInPlace) auditSuccess(audit.log, 'ssf-revocation', { ...action.subject, provider: transmitter.provider }, audit.client)
         return
       }
@@ -247,7 +256,11 @@ export async function ssfEventsRoute(app: FastifyInstance, options: SsfEventsRou
       // At warn as well: a transmitter beyond its budget is the operator's to look at (the audit line is at info).
       req.log.warn({ provider: transmitter.provider, outcome: 'refused', err: 'rate_limited' }, 'shared signals event refused')
       auditRefusal(req.log, 'ssf-revocation', { provider: transmitter.provider }, req.ip, 'rate_limited')
-      return reply.code(429).header('retry-after', String(retryAfter)).type('application/json').send({ err: 'rate_limited', description: 'too many events from this transmitter; push again later' })
+      return reply
+        .code(429)
+        .header('retry-after', String(retryAfter))
+        .type('application/json')
+        .send({ err: 'rate_limited', description: 'too many events from this transmitter; push again later' })
     }
     const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase()
     const body = typeof req.body === 'string' ? req.body.trim() : ''

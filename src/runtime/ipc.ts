@@ -75,7 +75,13 @@ export const CALL_TIMEOUT_MS = 5000
  * and a handler that throws are defects, not outages: `failed` logs them as errors, and the worker
  * answers 500 internal_error, where a primary that does not answer at all is a 503.
  */
-export async function answerCall(handlers: PrimaryHandlers, worker: number, op: string, args: unknown, failed: (err: unknown) => void): Promise<{ result: unknown } | { fault: string }> {
+export async function answerCall(
+  handlers: PrimaryHandlers,
+  worker: number,
+  op: string,
+  args: unknown,
+  failed: (err: unknown) => void,
+): Promise<{ result: unknown } | { fault: string }> {
   if (!Object.hasOwn(handlers, op)) {
     const err = new Error(`unknown operation ${op}`)
     failed(err)
@@ -130,7 +136,7 @@ export function callPrimary<K extends PrimaryOp>(op: K, args: PrimaryOps[K]['arg
       reject(new GatewayError('session_store_unavailable', `the primary process did not answer ${op}`))
     }, CALL_TIMEOUT_MS)
     timer.unref()
-    pending.set(id, { op, resolve: resolve as (value: unknown) => void, reject, timer })
+    pending.set(id, { op, resolve: resolve, reject, timer })
     process.send?.({ ogw: 'call', id, op, args } satisfies Message)
   })
 }

@@ -100,7 +100,12 @@ export function loadForReload(path: string, env: NodeJS.ProcessEnv | undefined, 
  * from `running`, said once at warn while the watcher waits for the file to settle. A file that
  * does not load removes nothing here: its reload is refused anyway, naming its problems.
  */
-export function watchedLoosening(log: () => Pick<FastifyBaseLogger, 'warn'>, path: string, env: NodeJS.ProcessEnv | undefined, running: () => GatewayConfig): (text: string) => boolean {
+export function watchedLoosening(
+  log: () => Pick<FastifyBaseLogger, 'warn'>,
+  path: string,
+  env: NodeJS.ProcessEnv | undefined,
+  running: () => GatewayConfig,
+): (text: string) => boolean {
   return (text) => {
     let keys: string[]
     try {
@@ -111,7 +116,10 @@ export function watchedLoosening(log: () => Pick<FastifyBaseLogger, 'warn'>, pat
       keys = ['(the file could not be compared with the running configuration)']
     }
     if (keys.length === 0) return false
-    log().warn({ trigger: 'file', keys, quietMs: LOOSENING_QUIET_MS }, 'the changed file removes access rules: it is loaded once unchanged for quietMs (SIGHUP loads it now)')
+    log().warn(
+      { trigger: 'file', keys, quietMs: LOOSENING_QUIET_MS },
+      'the changed file removes access rules: it is loaded once unchanged for quietMs (SIGHUP loads it now)',
+    )
     return true
   }
 }
@@ -125,7 +133,10 @@ export function warnLoosening(log: Pick<FastifyBaseLogger, 'warn'>, trigger: Rel
 /** One `configuration problem` line per problem, then the refusal. */
 export function logRefusal(log: Pick<FastifyBaseLogger, 'error'>, trigger: ReloadTrigger, refusal: Refusal, running: ConfigState): void {
   for (const problem of refusal.problems) log.error({ trigger, problem }, 'configuration problem')
-  log.error({ trigger, problems: refusal.problems.length, config: running.hash }, `configuration reload refused (${refusal.reason}): the running configuration is kept`)
+  log.error(
+    { trigger, problems: refusal.problems.length, config: running.hash },
+    `configuration reload refused (${refusal.reason}): the running configuration is kept`,
+  )
 }
 
 function valueAt(config: GatewayConfig, key: string): unknown {
@@ -255,7 +266,6 @@ export class ConfigWatcher {
     this.#pending = undefined
     if (this.#timer !== undefined) this.#changed(now.text)
   }
-
 }
 
 /**
@@ -269,7 +279,13 @@ export function settled(change: { since: number; loosens?: boolean }, now: numbe
 async function snapshot(path: string): Promise<FileSnapshot | undefined> {
   try {
     const [stats, content] = await Promise.all([stat(path), readFile(path)])
-    return { size: stats.size, mtimeMs: stats.mtimeMs, ino: stats.ino, sha256: createHash('sha256').update(content).digest('hex'), text: content.toString('utf8') }
+    return {
+      size: stats.size,
+      mtimeMs: stats.mtimeMs,
+      ino: stats.ino,
+      sha256: createHash('sha256').update(content).digest('hex'),
+      text: content.toString('utf8'),
+    }
   } catch {
     return undefined
   }
@@ -334,7 +350,12 @@ export class LiveGateway {
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#upgrade(req, socket, head))
     this.#watcher = new ConfigWatcher(options.path, (text) => void this.reload('file', text), {
       clock: state.clock,
-      loosens: watchedLoosening(() => this.log, options.path, options.env, () => this.config),
+      loosens: watchedLoosening(
+        () => this.log,
+        options.path,
+        options.env,
+        () => this.config,
+      ),
     })
     this.#loaded(current.loaded)
     state.websockets.use(current.app.websocketVerdict)
@@ -397,7 +418,10 @@ export class LiveGateway {
       else this.server.listen(listening, listened)
     })
     const address = this.server.address()
-    const where = typeof address === 'string' || address === null ? String(address) : `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
+    const where =
+      typeof address === 'string' || address === null
+        ? String(address)
+        : `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
     this.log.info({ address: where, config: this.state.hash }, 'listening')
     return where
   }
@@ -477,7 +501,10 @@ export class LiveGateway {
   abort(refusal: Refusal, trigger: ReloadTrigger = 'primary'): Promise<void> {
     const run = this.#queue.then(async () => {
       await this.#discard()
-      this.log.error({ trigger, reason: refusal.reason, problems: refusal.problems.length, config: this.state.hash }, 'configuration reload refused: the running configuration is kept')
+      this.log.error(
+        { trigger, reason: refusal.reason, problems: refusal.problems.length, config: this.state.hash },
+        'configuration reload refused: the running configuration is kept',
+      )
       this.#state.metrics.observeReload('failure')
     })
     this.#queue = run.catch(() => undefined)
@@ -591,7 +618,10 @@ async function discovered(app: GatewayApp, config: GatewayConfig): Promise<void>
   const boundMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + 1000
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the providers could not be discovered within ${boundMs} ms (${config.providers.map((p) => p.issuer).join(', ')})`)), boundMs)
+    timer = setTimeout(
+      () => reject(new Error(`the providers could not be discovered within ${boundMs} ms (${config.providers.map((p) => p.issuer).join(', ')})`)),
+      boundMs,
+    )
   })
   try {
     await Promise.race([app.providersReady, late])

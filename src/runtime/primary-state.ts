@@ -84,7 +84,9 @@ export class PrimaryState {
     // Remembered before the waiters hear of it, so no request falls between the two.
     if (tokens !== undefined && typeof graceUntil === 'number') this.#grace.set(key, tokens, graceUntil * 1000)
     const turn: RefreshTurn =
-      tokens !== undefined ? { kind: 'result', tokens } : { kind: 'error', code: error?.code ?? 'internal_error', message: error?.message ?? 'the refresh failed' }
+      tokens !== undefined
+        ? { kind: 'result', tokens }
+        : { kind: 'error', code: error?.code ?? 'internal_error', message: error?.message ?? 'the refresh failed' }
     for (const waiter of flight?.waiters ?? []) waiter(turn)
   }
 

@@ -102,7 +102,9 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     if (message.ogw === 'ack') return acknowledged(message.id, worker.id, { value: message.result })
     if (message.ogw !== 'call') return
     const { id, op } = message
-    void answerCall(handlers, worker.id, op, message.args, (err) => log.error({ err, op, worker: worker.process.pid }, 'the primary failed answering a worker')).then((body) => {
+    void answerCall(handlers, worker.id, op, message.args, (err) =>
+      log.error({ err, op, worker: worker.process.pid }, 'the primary failed answering a worker'),
+    ).then((body) => {
       if (worker.isConnected()) worker.send({ ogw: 'reply', id, ...body } satisfies Message)
     })
   }
@@ -188,7 +190,12 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
     // A worker that did not serve the file (it started between prepare and commit, or did not
     // answer) runs another configuration than /config reports: it is replaced, and its successor
     // starts on the running file ('config.text').
-    const laggards = new Set(behindAfterCommit(live().map((worker) => worker.id), committed))
+    const laggards = new Set(
+      behindAfterCommit(
+        live().map((worker) => worker.id),
+        committed,
+      ),
+    )
     const behind = live().filter((worker) => laggards.has(worker.id))
     for (const worker of behind) {
       log.error({ trigger, config: running.state.hash, worker: worker.process.pid }, 'a worker did not take the reloaded configuration; replacing it')
@@ -202,7 +209,14 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
   const reload = (trigger: 'SIGHUP' | 'file', text?: string): void => {
     reloads = reloads.then(() => reloadOnce(trigger, text)).catch((err: unknown) => log.error({ err }, 'reload failed'))
   }
-  const watcher = new ConfigWatcher(path, (text) => reload('file', text), { loosens: watchedLoosening(() => log, path, process.env, () => running.config) })
+  const watcher = new ConfigWatcher(path, (text) => reload('file', text), {
+    loosens: watchedLoosening(
+      () => log,
+      path,
+      process.env,
+      () => running.config,
+    ),
+  })
   hangups.handle(() => reload('SIGHUP'))
   watcher.set(config.server.watchConfig)
 

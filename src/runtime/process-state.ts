@@ -51,7 +51,10 @@ export async function createProcessState(config: GatewayConfig, options: Process
   // Registered by kind (session.store takes a restart); each app binds its own store's counts.
   // The revocation list is read at scrape time, once it exists.
   let revocations: ProcessState['revocations'] | undefined
-  const metrics = new GatewayMetrics({ store: session.store, ...(session.store === 'cookie' ? { revocations: () => revocations?.size() ?? Promise.resolve(0) } : {}) })
+  const metrics = new GatewayMetrics({
+    store: session.store,
+    ...(session.store === 'cookie' ? { revocations: () => revocations?.size() ?? Promise.resolve(0) } : {}),
+  })
   const topology = redisTopology(session)
   const redis =
     topology === undefined

@@ -69,7 +69,8 @@ export class WorkerRefreshCoordinator implements RefreshCoordinator {
       try {
         fresh = await grant()
       } catch (err) {
-        const error: RefreshEnd['error'] = err instanceof GatewayError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'the refresh failed' }
+        const error: RefreshEnd['error'] =
+          err instanceof GatewayError ? { code: err.code, message: err.message } : { code: 'internal_error', message: 'the refresh failed' }
         await callPrimary('refresh.end', { sessionId, key, error }).catch(() => undefined)
         throw err
       }

@@ -38,7 +38,6 @@ import type { SessionReply, SessionRequest } from './types.js'
 // travels everywhere, about 100 bytes) lists them, oldest first (their names carry their start),
 // and the redirect endpoint expires the oldest beyond the bound.
 
-
 /** Browsers drop cookies over 4096 bytes (name + value + attributes); stay well under. */
 export const CHUNK_CHARS = 3800
 /** Cap per cookie role, so the request header stays under the server's 32 KiB header limit. */
@@ -243,10 +242,7 @@ export class GatewayCookies {
     const sealed = this.#cipher.seal(this.#purpose(role), data, expiresAt)
     const count = Math.ceil(sealed.length / CHUNK_CHARS)
     if (count > MAX_CHUNKS) {
-      throw new GatewayError(
-        'session_too_large',
-        'the provider issued tokens too large for cookie sessions; configure session.store: memory or redis',
-      )
+      throw new GatewayError('session_too_large', 'the provider issued tokens too large for cookie sessions; configure session.store: memory or redis')
     }
     const maxAge = Math.max(0, Math.floor(expiresAt - this.#cipher.clock.now() / 1000))
     const options = { ...this.#base, path, maxAge }
@@ -289,7 +285,8 @@ export class GatewayCookies {
     // The transaction cookies travel only to the callback, so the binding lists them: the newest
     // MAX_TRANSACTIONS - 1 stay, the others are expired by name.
     const live = [...(held?.live ?? [])].sort().reverse()
-    for (const suffix of live.slice(MAX_TRANSACTIONS - 1)) reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(false), maxAge: 0, expires: new Date(0) })
+    for (const suffix of live.slice(MAX_TRANSACTIONS - 1))
+      reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(false), maxAge: 0, expires: new Date(0) })
     const suffix = Math.floor(now).toString(36).padStart(TX_TIME_CHARS, '0') + stateTag(state)
     // Set again with every sign-in: it lives as long as the browser's latest transaction.
     this.#setBinding(reply, nonce, [...live.slice(0, MAX_TRANSACTIONS - 1), suffix], ttlSeconds, crossSite)

@@ -1,7 +1,17 @@
 import type { Clock } from '../lib/clock.js'
 import type { GatewayCookies } from './cookies.js'
 import { SEALED_REFERENCE } from './sealed.js'
-import { selects, userSessionsToEvict, type EvictionCounts, type Session, type SessionBounds, type SessionReply, type SessionRequest, type SessionSelector, type SessionStore } from './types.js'
+import {
+  selects,
+  userSessionsToEvict,
+  type EvictionCounts,
+  type Session,
+  type SessionBounds,
+  type SessionReply,
+  type SessionRequest,
+  type SessionSelector,
+  type SessionStore,
+} from './types.js'
 
 // Sessions in this process's memory; the browser holds only a sealed reference. For a single
 // replica whose tokens are too large for cookies, or that wants no token in the browser at all.

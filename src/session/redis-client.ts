@@ -187,7 +187,10 @@ export async function durableWrite<T>(client: RedisClient, key: string, write: (
   const acknowledged = await waitForReplicas(client, policy, key)
   if (typeof acknowledged === 'number' && acknowledged < policy.replicas) {
     policy.observer?.unreplicated()
-    policy.log.warn({ replicas: acknowledged, wanted: policy.replicas, waitMs: policy.timeoutMs }, 'a Redis write reached fewer replicas than session.redis.waitReplicas; it is lost if the primary fails before they catch up')
+    policy.log.warn(
+      { replicas: acknowledged, wanted: policy.replicas, waitMs: policy.timeoutMs },
+      'a Redis write reached fewer replicas than session.redis.waitReplicas; it is lost if the primary fails before they catch up',
+    )
   }
   return reply
 }
@@ -346,7 +349,8 @@ function followSwitches(client: Redis, topology: Extract<RedisTopology, { kind: 
     subscriber.on('message', (channel: string, message: string) => {
       if (channel !== SWITCH_MASTER || client.status !== 'ready') return
       const stream = client.stream
-      const current = stream?.remoteAddress === undefined || stream.remotePort === undefined ? undefined : { host: stream.remoteAddress, port: stream.remotePort }
+      const current =
+        stream?.remoteAddress === undefined || stream.remotePort === undefined ? undefined : { host: stream.remoteAddress, port: stream.remotePort }
       if (switchedAway(message, topology.name, current)) client.disconnect(true)
     })
     return subscriber
@@ -357,7 +361,10 @@ function followSwitches(client: Redis, topology: Extract<RedisTopology, { kind: 
 const SWITCH_MASTER = '+switch-master'
 
 function credentials(topology: { username?: string; password?: string }): Pick<RedisOptions, 'username' | 'password'> {
-  return { ...(topology.username === undefined ? {} : { username: topology.username }), ...(topology.password === undefined ? {} : { password: topology.password }) }
+  return {
+    ...(topology.username === undefined ? {} : { username: topology.username }),
+    ...(topology.password === undefined ? {} : { password: topology.password }),
+  }
 }
 
 /**
@@ -431,11 +438,11 @@ function markClosing(client: RedisClient): void {
   const closeCompanions = (): void => {
     for (const companion of companions.get(client) ?? []) companion.disconnect()
   }
-  target.quit = ((...args: Parameters<RedisClient['quit']>) => {
+  target.quit = (...args: Parameters<RedisClient['quit']>) => {
     closing.add(client)
     closeCompanions()
     return quit(...args)
-  })
+  }
   target.disconnect = (reconnect?: boolean) => {
     if (reconnect !== true) {
       closing.add(client)
@@ -466,7 +473,11 @@ function wrapSend(client: RedisClient, wrap: (send: Send) => Send): void {
 function failureKind(err: unknown): RedisFailureKind {
   const message = err instanceof Error ? err.message : ''
   if (/timed? ?out/i.test(message)) return 'timeout'
-  if (/Connection is closed|isn't writeable|ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EHOSTUNREACH|Cluster isn't ready|None of startup nodes|All sentinels are unreachable|CLUSTERDOWN|Failed to refresh slots cache/i.test(message)) {
+  if (
+    /Connection is closed|isn't writeable|ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EHOSTUNREACH|Cluster isn't ready|None of startup nodes|All sentinels are unreachable|CLUSTERDOWN|Failed to refresh slots cache/i.test(
+      message,
+    )
+  ) {
     return 'connection'
   }
   return 'other'

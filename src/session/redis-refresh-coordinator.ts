@@ -86,7 +86,9 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
     const deadline = performance.now() + this.#waitMs
     for (;;) {
       const token = randomBytes(16).toString('base64url')
-      const claim = await this.#redisCall(() => durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshClaim', keys, [token, this.#lockMs, this.#attemptMs])))
+      const claim = await this.#redisCall(() =>
+        durableWrite(this.#redis, keys[1], (r) => runScript(r, 'ogwRefreshClaim', keys, [token, this.#lockMs, this.#attemptMs])),
+      )
       const [outcome, sealed] = claim as [string, string?]
       if (outcome === 'result' && sealed !== undefined) {
         const remembered = this.#open(keys[0], sealed)
@@ -145,7 +147,13 @@ export class RedisRefreshCoordinator implements RefreshCoordinator {
   #open(key: string, sealed: string): Tokens | undefined {
     const value = SEALED_REFRESH_RESULT.decode(this.#cipher.open(purpose(key), sealed))
     if (value === undefined) return undefined
-    const tokens: Tokens = { accessToken: value.accessToken, expiresAt: value.expiresAt, refreshToken: value.refreshToken, idToken: value.idToken, claims: value.claims }
+    const tokens: Tokens = {
+      accessToken: value.accessToken,
+      expiresAt: value.expiresAt,
+      refreshToken: value.refreshToken,
+      idToken: value.idToken,
+      claims: value.claims,
+    }
     if (value.dpopKey !== undefined) tokens.dpopKey = value.dpopKey
     return tokens
   }

@@ -209,7 +209,7 @@ export class RedisSessionStore implements SessionStore {
       }
       // The order changed between the read and the script: a burst of sign-ins of one user. It
       // settles in a few reads; past them the sign-in fails closed (503) rather than unbounded.
-      if (stored !== -1 || attempt === STORE_ATTEMPTS) throw new Error('the user\'s sign-in order kept changing while a session was stored')
+      if (stored !== -1 || attempt === STORE_ATTEMPTS) throw new Error("the user's sign-in order kept changing while a session was stored")
     }
   }
 
@@ -260,7 +260,9 @@ export class RedisSessionStore implements SessionStore {
    * sessions and indexes share its tag): those selected (with a value no configured secret opens,
    * of no use to anyone), and the index entries whose session is already gone.
    */
-  async #selected(selector: SessionSelector): Promise<{ user: string; index: string; selected: Array<{ ref: string; sealed: string; session: Session | undefined }>; gone: string[] } | undefined> {
+  async #selected(
+    selector: SessionSelector,
+  ): Promise<{ user: string; index: string; selected: Array<{ ref: string; sealed: string; session: Session | undefined }>; gone: string[] } | undefined> {
     const user = await this.#userOf(selector)
     if (user === undefined) return undefined
     const index = selector.sid === undefined ? this.#keys.bySub(user) : this.#keys.bySid(user, selector.sid)
@@ -297,9 +299,11 @@ export class RedisSessionStore implements SessionStore {
     do {
       const [next, users] = await this.#call(() => this.#redis.sscan(link, cursor, 'COUNT', EMAIL_USERS_PER_STEP))
       cursor = next
-      await Promise.all(users.map(async (user) => {
-        for (const sub of await this.#subjectsWithEmail(user, provider, wanted)) subs.add(sub)
-      }))
+      await Promise.all(
+        users.map(async (user) => {
+          for (const sub of await this.#subjectsWithEmail(user, provider, wanted)) subs.add(sub)
+        }),
+      )
     } while (cursor !== '0')
     return [...subs]
   }

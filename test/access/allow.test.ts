@@ -66,7 +66,11 @@ t.test('refusals name the rule and the reason', async (t) => {
     reason: 'the session has no `email` claim: request the scope or mapper that adds it',
     missingClaim: 'email',
   })
-  t.same(emails({ email: 'alice@example.com', email_verified: 'no' }, 'default'), { allowed: false, rule: 'emails', reason: '`email_verified` is present and not true' })
+  t.same(emails({ email: 'alice@example.com', email_verified: 'no' }, 'default'), {
+    allowed: false,
+    rule: 'emails',
+    reason: '`email_verified` is present and not true',
+  })
   t.same(emails({ email: 42 }, 'default'), { allowed: false, rule: 'emails', reason: 'the `email` claim is not a non-empty string' })
   t.same(emails({ email: 'bob@example.com' }, 'default'), { allowed: false, rule: 'emails', reason: 'the email is not one of allow.emails' })
   t.same(emails({ email: 'alice@example.com' }, 'default'), { allowed: true })
@@ -181,7 +185,7 @@ t.test('claims: only own properties count', async (t) => {
   t.equal(
     email(Object.assign(Object.create({ email_verified: false }) as Record<string, unknown>, { email: 'a@example.com' })),
     true,
-    'inherited email_verified is not the token\'s',
+    "inherited email_verified is not the token's",
   )
 })
 
@@ -256,10 +260,14 @@ t.test('property: claims model', async (t) => {
   t.pass('model holds')
 })
 
-t.test('providers: the identity\'s provider must be listed, before any rule on claims', async (t) => {
+t.test("providers: the identity's provider must be listed, before any rule on claims", async (t) => {
   const staffAdmins = createAllowPolicy({ providers: ['staff'], groups: ['admins'] })
   t.same(staffAdmins({ groups: ['admins'] }, 'staff'), { allowed: true })
-  t.same(staffAdmins({ groups: ['admins'] }, 'partners'), { allowed: false, rule: 'providers', reason: 'the provider is not one of allow.providers' }, "a partner's admins are not the staff's")
+  t.same(
+    staffAdmins({ groups: ['admins'] }, 'partners'),
+    { allowed: false, rule: 'providers', reason: 'the provider is not one of allow.providers' },
+    "a partner's admins are not the staff's",
+  )
   const onlyProviders = createAllowPolicy({ providers: ['staff', 'partners'] })
   t.equal(onlyProviders({}, 'partners').allowed, true)
   t.equal(onlyProviders({}, 'other').allowed, false)

@@ -34,9 +34,43 @@ t.test('a variant that reaches another upstream, or another public decision, is 
     { name: 'docs', match: { pathPrefix: '/Docs' } },
     { name: 'secure', match: { pathPrefix: '/', hosts: ['secure.example.com'] } },
   ])
-  const ambiguous = ['/ADMIN', '/ADMIN/x', '/Admin/x', '/admin./x', '/admin%20/x', '/admin.', '/admin%20', '/docs', '/docs/x', '/DOCS/x', '/PUBLIC/x', '/public./x', '/content/x', '/FILES/a.txt', '/files/a.TXT', '/API/v1/openid/redirect']
+  const ambiguous = [
+    '/ADMIN',
+    '/ADMIN/x',
+    '/Admin/x',
+    '/admin./x',
+    '/admin%20/x',
+    '/admin.',
+    '/admin%20',
+    '/docs',
+    '/docs/x',
+    '/DOCS/x',
+    '/PUBLIC/x',
+    '/public./x',
+    '/content/x',
+    '/FILES/a.txt',
+    '/files/a.TXT',
+    '/API/v1/openid/redirect',
+  ]
   for (const path of ambiguous) t.ok(isAmbiguous('h', path), path)
-  const fine = ['/', '/x', '/X', '/admin', '/admin/X', '/admin/x.', '/administrator', '/Administrator', '/Docs', '/Docs/X', '/public/x', '/public/X', '/Content/x', '/files/a.txt', '/a.', '/api/v1/openid/x']
+  const fine = [
+    '/',
+    '/x',
+    '/X',
+    '/admin',
+    '/admin/X',
+    '/admin/x.',
+    '/administrator',
+    '/Administrator',
+    '/Docs',
+    '/Docs/X',
+    '/public/x',
+    '/public/X',
+    '/Content/x',
+    '/files/a.txt',
+    '/a.',
+    '/api/v1/openid/x',
+  ]
   for (const path of fine) t.notOk(isAmbiguous('h', path), path)
   t.ok(isAmbiguous('secure.example.com', '/ADMIN/x'), 'the unconstrained /admin serves every host')
   t.notOk(isAmbiguous('secure.example.com', '/X'))

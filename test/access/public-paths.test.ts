@@ -21,10 +21,7 @@ t.test('empty list: always false, picomatch never called', async (t) => {
       },
     },
   )
-  const mod = await t.mockImport<typeof import('#src/access/public-paths')>(
-    '#src/access/public-paths',
-    { picomatch: counting },
-  )
+  const mod = await t.mockImport<typeof import('#src/access/public-paths')>('#src/access/public-paths', { picomatch: counting })
   const never = mod.createPublicPathMatcher([])
   for (const p of ['/', '/public', '/anything/at/all']) t.equal(never(p), false, p)
   t.equal(calls, 0, 'picomatch not called for an empty list')
@@ -139,8 +136,21 @@ t.test('composed with normalizePath: traversal cannot reach a protected path', a
 
 t.test('rejects regex syntax that picomatch would pass through', async (t) => {
   const regexy = [
-    '/(a|aa)*', '/(a+)+*', '/[a-z]+', '/x?{2}', '/a*{2}', '/(?=a)*', '/a|b*', '/@(a|b)*', '/!(x)*', '/+(x)*',
-    '/[!a]*', '/a^*', '/a b*', '/a/*#', '/x*"',
+    '/(a|aa)*',
+    '/(a+)+*',
+    '/[a-z]+',
+    '/x?{2}',
+    '/a*{2}',
+    '/(?=a)*',
+    '/a|b*',
+    '/@(a|b)*',
+    '/!(x)*',
+    '/+(x)*',
+    '/[!a]*',
+    '/a^*',
+    '/a b*',
+    '/a/*#',
+    '/x*"',
   ]
   for (const g of regexy) {
     t.throws(() => createPublicPathMatcher([g]), TypeError, g)
@@ -168,12 +178,7 @@ t.test('rejects globs that cannot match or are too expensive', async (t) => {
 
 t.test('linear time on hostile paths (picomatch regexes backtrack super-linearly)', async (t) => {
   const m = createPublicPathMatcher(['/a/**/b/**/c/**/d/**/e', '/**/a/**/b/**/c/**/d', '/x/*.css'])
-  const hostile = [
-    '/a' + '/b/c/d'.repeat(1500) + '/z',
-    '/a'.repeat(4000),
-    '/x/' + 'a'.repeat(16000),
-    '/a/' + 'b/'.repeat(4000) + 'c',
-  ]
+  const hostile = ['/a' + '/b/c/d'.repeat(1500) + '/z', '/a'.repeat(4000), '/x/' + 'a'.repeat(16000), '/a/' + 'b/'.repeat(4000) + 'c']
   const start = performance.now()
   for (const p of hostile) t.equal(m(p), false)
   const ms = performance.now() - start
@@ -189,11 +194,7 @@ t.test('property: agrees with simple models', async (t) => {
   const css = createPublicPathMatcher(['/**/*.css'])
   fc.assert(
     fc.property(pathArb, (p) => {
-      return (
-        tree(p) === (p === '/public' || p.startsWith('/public/')) &&
-        one(p) === /^\/public\/[^/]+$/.test(p) &&
-        css(p) === /\/[^/]*\.css$/.test(p)
-      )
+      return tree(p) === (p === '/public' || p.startsWith('/public/')) && one(p) === /^\/public\/[^/]+$/.test(p) && css(p) === /\/[^/]*\.css$/.test(p)
     }),
     { numRuns: NUM_RUNS },
   )
@@ -211,7 +212,10 @@ t.test('property: agrees with whole-glob picomatch where picomatch is consistent
   for (const g of globs) {
     const ours = createPublicPathMatcher([g])
     const theirs = picomatch(g, opts)
-    fc.assert(fc.property(noTrailing, (p) => ours(p) === theirs(p)), { numRuns: 500 })
+    fc.assert(
+      fc.property(noTrailing, (p) => ours(p) === theirs(p)),
+      { numRuns: 500 },
+    )
   }
   t.pass('agrees with picomatch')
 })

@@ -13,7 +13,10 @@ t.test('on for every upstream that accepts Bearer tokens, unless false', async (
   t.ok(publishesResourceMetadata(upstream({ resourceMetadata: true })))
   t.notOk(publishesResourceMetadata(upstream({ resourceMetadata: false })))
   t.notOk(publishesResourceMetadata(upstream({ auth: 'none' })))
-  t.equal(resourceMetadataUrl(upstream({ match: { pathPrefix: '/orders' } }), 'https://gw.example', 'gw.example'), 'https://gw.example/.well-known/oauth-protected-resource/orders')
+  t.equal(
+    resourceMetadataUrl(upstream({ match: { pathPrefix: '/orders' } }), 'https://gw.example', 'gw.example'),
+    'https://gw.example/.well-known/oauth-protected-resource/orders',
+  )
   t.equal(resourceMetadataUrl(upstream({ resourceMetadata: false }), 'https://gw.example', 'gw.example'), undefined)
 })
 
@@ -26,7 +29,13 @@ t.test('scopes_supported only when set', async (t) => {
 t.test('a host-less document leaves the hosts of upstreams with the same prefix', async (t) => {
   const hostless = upstream({ match: { pathPrefix: '/' } })
   t.equal(documentHosts(hostless, new Map()), undefined, 'every host')
-  const hosts = documentHosts(hostless, new Map([['/', ['api.test', 'b.test']], ['/x', ['c.test']]]))!
+  const hosts = documentHosts(
+    hostless,
+    new Map([
+      ['/', ['api.test', 'b.test']],
+      ['/x', ['c.test']],
+    ]),
+  )!
   t.notOk(hosts.test('api.test'))
   t.notOk(hosts.test('API.test:8080'))
   t.notOk(hosts.test('b.test'))

@@ -31,18 +31,32 @@ const liveEdited = renderWith(LIVE, rule('none'))
 const liveRestartKey = renderWith(LIVE, rule('required'), { config: { ...rule('required').config, server: { workers: 2 } } })
 const restart = renderWith(rule('required'))
 const restartEdited = renderWith(rule('none'))
-const otherSecret = renderWith(rule('required'), { secrets: { cookieSecretKeys: ['cookie-secret', 'cookie-secret-previous'], clientSecret: 'another-client-secret', cookieSecrets: ['replace-me-with-32-random-bytes-base64-00000', 'the-previous-cookie-secret-00000000000000'] } })
+const otherSecret = renderWith(rule('required'), {
+  secrets: {
+    cookieSecretKeys: ['cookie-secret', 'cookie-secret-previous'],
+    clientSecret: 'another-client-secret',
+    cookieSecrets: ['replace-me-with-32-random-bytes-base64-00000', 'the-previous-cookie-secret-00000000000000'],
+  },
+})
 
 t.test('live: an edit changes the mounted file, not the pod template', async (t) => {
   t.not(configText(live), configText(liveEdited), 'the ConfigMap changed')
   t.match(configText(live), /watchConfig: true/, 'server.watchConfig is on')
-  t.same(liveEdited.of<Deployment>('Deployment')[0]?.spec?.template, live.of<Deployment>('Deployment')[0]?.spec?.template, 'the pod template is the same: no restart')
+  t.same(
+    liveEdited.of<Deployment>('Deployment')[0]?.spec?.template,
+    live.of<Deployment>('Deployment')[0]?.spec?.template,
+    'the pod template is the same: no restart',
+  )
   t.ok(podAnnotations(live)['checksum/config-restart-keys'], 'the keys a reload refuses are hashed')
   t.equal(podAnnotations(live)['checksum/config'], undefined, 'the whole file is not')
 })
 
 t.test('live: a key the reload refuses rolls the pods', async (t) => {
-  t.not(podAnnotations(liveRestartKey)['checksum/config-restart-keys'], podAnnotations(live)['checksum/config-restart-keys'], 'server.workers changes the annotation')
+  t.not(
+    podAnnotations(liveRestartKey)['checksum/config-restart-keys'],
+    podAnnotations(live)['checksum/config-restart-keys'],
+    'server.workers changes the annotation',
+  )
 })
 
 t.test('restart: every edit rolls the pods', async (t) => {
@@ -56,7 +70,7 @@ t.test('a Secret created from values rolls the pods when it changes', async (t) 
   t.not(podAnnotations(otherSecret)['checksum/secret'], podAnnotations(restart)['checksum/secret'], 'another client secret changes the annotation')
 })
 
-t.test('an existing Secret is the operator\'s: nothing to hash', async (t) => {
+t.test("an existing Secret is the operator's: nothing to hash", async (t) => {
   const r = render(['quickstart-envoy-gateway.yaml'])
   t.equal(podAnnotations(r)['checksum/secret'], undefined)
   t.equal(r.of('Secret').length, 0)

@@ -45,7 +45,7 @@ function local(config: Config, port: number, managementPort: number, upstream: s
 
 const sha256 = (text: string) => `sha256:${createHash('sha256').update(text).digest('hex')}`
 
-t.test('the kubelet swaps ..data: the gateway reloads the chart\'s new configuration by itself', async (t) => {
+t.test("the kubelet swaps ..data: the gateway reloads the chart's new configuration by itself", async (t) => {
   // A tightening (none -> required) is loaded after two looks; a loosening would wait 30 s.
   const first = chartConfig('none')
   const second = chartConfig('required')
@@ -74,7 +74,7 @@ t.test('the kubelet swaps ..data: the gateway reloads the chart\'s new configura
   const management = `http://127.0.0.1:${managementPort}`
   const origin = `http://127.0.0.1:${port}`
   const hash = async () => ((await rawRequest(management, '/config')).json() as { hash: string }).hash
-  t.ok(await until(proc, async () => (await hash()) === sha256(texts[0] ?? '')), '/config shows the first file\'s hash')
+  t.ok(await until(proc, async () => (await hash()) === sha256(texts[0] ?? '')), "/config shows the first file's hash")
   t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 200, 'auth: none')
 
   // The update: a new version directory, ..data_tmp pointing at it, renamed over ..data.
@@ -83,7 +83,7 @@ t.test('the kubelet swaps ..data: the gateway reloads the chart\'s new configura
   rmSync(join(volume, `..2026_11_27_00_00_00.${process.pid}`), { recursive: true, force: true })
   t.equal(readFileSync(join(volume, 'gateway.yaml'), 'utf8'), texts[1], 'the key now reads the new version')
 
-  t.ok(await until(proc, async () => (await hash()) === sha256(texts[1] ?? '')), '/config shows the new file\'s hash, without a signal or a restart')
+  t.ok(await until(proc, async () => (await hash()) === sha256(texts[1] ?? '')), "/config shows the new file's hash, without a signal or a restart")
   t.equal((await rawRequest(origin, '/x', { headers: { accept: 'application/json' } })).status, 401, 'and its rule applies: auth: required')
   proc.kill('SIGTERM')
   t.equal((await proc.done).code, 0, 'the same process throughout, exiting cleanly')

@@ -19,7 +19,12 @@ const QUICKSTARTS = ['quickstart-envoy-gateway.yaml', 'quickstart-istio.yaml', '
 
 /** Removes the indentation a list item gives a fenced block. */
 function dedent(body: string): string {
-  const indent = Math.min(...body.split('\n').filter((l) => l.trim() !== '').map((l) => /^ */.exec(l)?.[0].length ?? 0))
+  const indent = Math.min(
+    ...body
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => /^ */.exec(l)?.[0].length ?? 0),
+  )
   return body
     .split('\n')
     .map((l) => l.slice(indent))
@@ -55,11 +60,22 @@ t.test(`${PAGE}: the Envoy Gateway quickstart's commands`, async (t) => {
   t.match(secret?.[3], /--from-literal=client-secret=/, 'with the key client-secret')
   t.match(secret?.[3], /--from-literal=cookie-secret="\$\(openssl rand -base64 32\)"/, 'and a random cookie-secret')
   const installs = [...shell.matchAll(/^helm install openid-gateway (\S+) .*-n (\S+) -f values\.yaml/gm)]
-  t.same(installs.map((m) => m[1]), ['oci://ghcr.io/openid-gateway/charts/openid-gateway', 'charts/openid-gateway'], 'from the OCI chart, or from the folder of a clone')
-  t.ok(installs.every((m) => m[2] === secret?.[1]), 'into the Secret\'s namespace')
+  t.same(
+    installs.map((m) => m[1]),
+    ['oci://ghcr.io/openid-gateway/charts/openid-gateway', 'charts/openid-gateway'],
+    'from the OCI chart, or from the folder of a clone',
+  )
+  t.ok(
+    installs.every((m) => m[2] === secret?.[1]),
+    "into the Secret's namespace",
+  )
   t.ok(existsSync(join(ROOT, 'charts/openid-gateway/Chart.yaml')), 'the folder is a chart')
-  t.match(section, `${values.publicUrl}/api/v1/openid/callback`, 'the redirect URI to register is publicUrl\'s')
-  t.equal(dedent(readFileSync(`${EXAMPLES}quickstart-envoy-gateway.yaml`, 'utf8')).split('www.example.com').length - 1, 1, 'the values name the public hostname once')
+  t.match(section, `${values.publicUrl}/api/v1/openid/callback`, "the redirect URI to register is publicUrl's")
+  t.equal(
+    dedent(readFileSync(`${EXAMPLES}quickstart-envoy-gateway.yaml`, 'utf8')).split('www.example.com').length - 1,
+    1,
+    'the values name the public hostname once',
+  )
 })
 
 /** Every leaf path of a values tree (lists and empty maps are leaves). */
@@ -74,8 +90,16 @@ t.test('charts/openid-gateway/README.md documents every value, and only those', 
   const documented = [...readme.matchAll(/^\| `([A-Za-z0-9.]+)` \|/gm)].map((m) => m[1] ?? '').filter((name) => !name.endsWith('.yaml'))
   const paths = leaves(values)
   const covered = (path: string) => documented.some((d) => path === d || path.startsWith(`${d}.`))
-  t.same(paths.filter((p) => !covered(p)), [], 'every value of values.yaml is in the table (itself or its parent)')
-  t.same(documented.filter((d) => !paths.some((p) => p === d || p.startsWith(`${d}.`))), [], 'the table names no value values.yaml lacks')
+  t.same(
+    paths.filter((p) => !covered(p)),
+    [],
+    'every value of values.yaml is in the table (itself or its parent)',
+  )
+  t.same(
+    documented.filter((d) => !paths.some((p) => p === d || p.startsWith(`${d}.`))),
+    [],
+    'the table names no value values.yaml lacks',
+  )
   for (const example of EXAMPLE_FILES) t.match(readme, `\`${example}\``, `the README lists ${example}`)
   type SchemaNode = { properties?: Record<string, SchemaNode> }
   const schema = JSON.parse(readFileSync(`${CHART}values.schema.json`, 'utf8')) as SchemaNode

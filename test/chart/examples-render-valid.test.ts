@@ -34,7 +34,10 @@ for (const example of EXAMPLE_FILES) {
       t.equal(pod.enableServiceLinks, false, 'no service links')
       const tmp = container.volumeMounts?.find((m) => m.mountPath === '/tmp')
       t.ok(pod.volumes?.find((v) => v.name === tmp?.name)?.emptyDir, 'an emptyDir on /tmp')
-      t.ok(container.volumeMounts?.every((m) => m.mountPath === '/tmp' || m.readOnly === true), 'every other mount is read-only')
+      t.ok(
+        container.volumeMounts?.every((m) => m.mountPath === '/tmp' || m.readOnly === true),
+        'every other mount is read-only',
+      )
     })
 
     t.test('secrets only by reference', async (t) => {
@@ -46,8 +49,14 @@ for (const example of EXAMPLE_FILES) {
       const { yamlText } = gateway(rendered)
       if (yamlText !== undefined) {
         // The file as written, before the gateway puts in the environment's values.
-        const raw = YAML.parse(yamlText) as { provider?: { clientSecret?: string }; cookies?: { secrets?: string[] }; session?: { redisUrl?: string; redis?: { password?: string } } }
-        const secretValues = [raw.provider?.clientSecret, ...(raw.cookies?.secrets ?? []), raw.session?.redisUrl, raw.session?.redis?.password].filter((v) => v !== undefined)
+        const raw = YAML.parse(yamlText) as {
+          provider?: { clientSecret?: string }
+          cookies?: { secrets?: string[] }
+          session?: { redisUrl?: string; redis?: { password?: string } }
+        }
+        const secretValues = [raw.provider?.clientSecret, ...(raw.cookies?.secrets ?? []), raw.session?.redisUrl, raw.session?.redis?.password].filter(
+          (v) => v !== undefined,
+        )
         t.ok(secretValues.length >= 2, 'the client and cookie secrets are configured')
         for (const value of secretValues) t.match(value, /\$\{[A-Z_0-9]+\}/, `from the environment: ${value}`)
       }
@@ -60,7 +69,11 @@ for (const example of EXAMPLE_FILES) {
       const { container, deployment } = gateway(rendered)
       t.equal(portNumber(container, 'http'), HTTP_PORT, 'the http containerPort is server.port')
       t.equal(portNumber(container, 'metrics'), MANAGEMENT_PORT, 'the metrics containerPort is the management port')
-      const probes = { liveness: [container.livenessProbe, '/healthz'], readiness: [container.readinessProbe, '/readyz'], startup: [container.startupProbe, '/healthz'] } as const
+      const probes = {
+        liveness: [container.livenessProbe, '/healthz'],
+        readiness: [container.readinessProbe, '/readyz'],
+        startup: [container.startupProbe, '/healthz'],
+      } as const
       for (const [name, [probe, path]] of Object.entries(probes)) {
         t.equal(probe?.httpGet?.path, path, `${name} on ${path}`)
         t.equal(portNumber(container, probe?.httpGet?.port), MANAGEMENT_PORT, `${name} on the management port`)
@@ -70,7 +83,10 @@ for (const example of EXAMPLE_FILES) {
       const podLabels = deployment.spec?.template.metadata?.labels ?? {}
       t.ok(Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => podLabels[k] === v), 'the Service selects the gateway pods')
       t.same(deployment.spec?.selector.matchLabels, selector, 'as the Deployment does')
-      for (const [name, number] of [['http', HTTP_PORT], ['metrics', MANAGEMENT_PORT]] as const) {
+      for (const [name, number] of [
+        ['http', HTTP_PORT],
+        ['metrics', MANAGEMENT_PORT],
+      ] as const) {
         const port = service?.spec?.ports?.find((p) => p.name === name)
         t.equal(port?.port, number, `the Service publishes ${name} on ${number}`)
         t.equal(portNumber(container, port?.targetPort), number, `to the ${name} listener`)
@@ -125,7 +141,23 @@ for (const example of EXAMPLE_FILES) {
 
 t.test('object kinds the examples cover', async (t) => {
   const kinds = new Set([...RENDERS.values()].flatMap((r) => r.objects.map((o: K8sObject) => o.kind)))
-  for (const kind of ['Deployment', 'Service', 'ConfigMap', 'Secret', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'ServiceMonitor', 'NetworkPolicy', 'Ingress', 'HTTPRoute', 'SecurityPolicy', 'ReferenceGrant', 'AuthorizationPolicy', 'VirtualService', 'Middleware']) {
+  for (const kind of [
+    'Deployment',
+    'Service',
+    'ConfigMap',
+    'Secret',
+    'HorizontalPodAutoscaler',
+    'PodDisruptionBudget',
+    'ServiceMonitor',
+    'NetworkPolicy',
+    'Ingress',
+    'HTTPRoute',
+    'SecurityPolicy',
+    'ReferenceGrant',
+    'AuthorizationPolicy',
+    'VirtualService',
+    'Middleware',
+  ]) {
     t.ok(kinds.has(kind), `some example renders a ${kind}`)
   }
 })

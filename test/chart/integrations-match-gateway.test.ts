@@ -18,7 +18,13 @@ import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-va
 // headers and forwardAccessToken (gateway-api.yaml) proves the derivation, not a copy.
 
 type BackendRef = { name: string; namespace?: string; port?: number }
-type Route = K8sObject & { spec: { hostnames?: string[]; parentRefs?: unknown[]; rules?: { matches?: { path?: { type?: string; value?: string } }[]; backendRefs?: BackendRef[]; filters?: unknown[] }[] } }
+type Route = K8sObject & {
+  spec: {
+    hostnames?: string[]
+    parentRefs?: unknown[]
+    rules?: { matches?: { path?: { type?: string; value?: string } }[]; backendRefs?: BackendRef[]; filters?: unknown[] }[]
+  }
+}
 
 function includesAll(t: Test, list: readonly string[] | undefined, expected: readonly string[], what: string) {
   t.same(missing(list, expected), [], `${what} lists ${expected.join(', ')}`)
@@ -26,13 +32,15 @@ function includesAll(t: Test, list: readonly string[] | undefined, expected: rea
 
 /** The route sending /api/v1/openid on the public host to the gateway, with no filter. */
 function signInRoute(t: Test, r: Rendered, config: GatewayConfig): Route | undefined {
-  const route = r.of<Route>('HTTPRoute').find((x) => (x.spec.rules ?? []).some((rule) => rule.matches?.some((m) => m.path?.type === 'PathPrefix' && m.path.value === SIGN_IN_PATH)))
+  const route = r
+    .of<Route>('HTTPRoute')
+    .find((x) => (x.spec.rules ?? []).some((rule) => rule.matches?.some((m) => m.path?.type === 'PathPrefix' && m.path.value === SIGN_IN_PATH)))
   t.ok(route, `an HTTPRoute sends ${SIGN_IN_PATH} to the gateway`)
   const backend = route?.spec.rules?.flatMap((x) => x.backendRefs ?? []).find((b) => b.name === RELEASE)
   t.equal(servicePort(r, backend?.port).containerPort, config.server.port, 'on server.port')
   t.same(route?.spec.hostnames, [new URL(config.server.publicUrl).hostname], 'on the host of server.publicUrl')
   t.same(routeFilters(route), [], 'with no filter')
-  t.equal(route?.metadata.namespace, NAMESPACE, 'in the gateway\'s namespace (its backendRef needs no grant)')
+  t.equal(route?.metadata.namespace, NAMESPACE, "in the gateway's namespace (its backendRef needs no grant)")
   return route
 }
 
@@ -47,10 +55,23 @@ function grpcExposed(t: Test, r: Rendered, config: GatewayConfig, port: number |
 /** A ReferenceGrant in the gateway's namespace lets `kind` of `from` name the gateway Service. */
 function granted(r: Rendered, group: string, kind: string, from: string): boolean {
   type Grant = K8sObject & { spec: { from: { group: string; kind: string; namespace: string }[]; to: { group: string; kind: string; name?: string }[] } }
-  return r.of<Grant>('ReferenceGrant').some((g) => g.metadata.namespace === NAMESPACE && g.spec.from.some((f) => f.group === group && f.kind === kind && f.namespace === from) && g.spec.to.some((x) => x.group === '' && x.kind === 'Service' && (x.name ?? RELEASE) === RELEASE))
+  return r
+    .of<Grant>('ReferenceGrant')
+    .some(
+      (g) =>
+        g.metadata.namespace === NAMESPACE &&
+        g.spec.from.some((f) => f.group === group && f.kind === kind && f.namespace === from) &&
+        g.spec.to.some((x) => x.group === '' && x.kind === 'Service' && (x.name ?? RELEASE) === RELEASE),
+    )
 }
 
-type ExtAuth = { http?: { backendRefs?: BackendRef[]; path?: string; headersToBackend?: string[] }; grpc?: { backendRefs?: BackendRef[] }; headersToExtAuth?: string[]; failOpen?: boolean; timeout?: string }
+type ExtAuth = {
+  http?: { backendRefs?: BackendRef[]; path?: string; headersToBackend?: string[] }
+  grpc?: { backendRefs?: BackendRef[] }
+  headersToExtAuth?: string[]
+  failOpen?: boolean
+  timeout?: string
+}
 type SecurityPolicy = K8sObject & { spec: { extAuth?: ExtAuth; targetRefs?: { kind: string; name: string }[] } }
 
 function securityPolicy(t: Test, r: Rendered, config: GatewayConfig): ExtAuth {
@@ -64,8 +85,14 @@ function securityPolicy(t: Test, r: Rendered, config: GatewayConfig): ExtAuth {
   const signIn = signInRoute(t, r, config)
   const targets = policy?.spec.targetRefs ?? []
   t.ok(targets.length > 0 && targets.every((x) => x.kind === 'HTTPRoute'), 'targets HTTPRoutes')
-  t.notOk(targets.some((x) => x.name === signIn?.metadata.name), `the route for ${SIGN_IN_PATH} has no policy`)
-  t.ok(targets.every((x) => r.of<Route>('HTTPRoute', x.name).some((route) => route.metadata.namespace === policy?.metadata.namespace)), 'every target is a route of the policy\'s namespace')
+  t.notOk(
+    targets.some((x) => x.name === signIn?.metadata.name),
+    `the route for ${SIGN_IN_PATH} has no policy`,
+  )
+  t.ok(
+    targets.every((x) => r.of<Route>('HTTPRoute', x.name).some((route) => route.metadata.namespace === policy?.metadata.namespace)),
+    "every target is a route of the policy's namespace",
+  )
   const backend = (extAuth.http ?? extAuth.grpc)?.backendRefs?.[0]
   t.equal(backend?.name, RELEASE, 'to the gateway Service')
   const cross = policy?.metadata.namespace !== NAMESPACE
@@ -82,7 +109,7 @@ t.test('envoy-gateway (HTTP): SecurityPolicy extAuth.http', async (t) => {
   t.equal(extAuth.http?.path, config.forwardAuth.extAuthzPath, 'extAuth.http.path is forwardAuth.extAuthzPath')
   t.equal(extAuth.http?.path, EXT_AUTHZ_PATH_DEFAULT, 'its default')
   t.equal(servicePort(r, extAuth.http?.backendRefs?.[0]?.port).containerPort, config.server.port, 'on server.port')
-  t.same(lower(extAuth.http?.headersToBackend), upstreamHeaders(config), 'headersToBackend: the upstreams\' identity headers and cookie')
+  t.same(lower(extAuth.http?.headersToBackend), upstreamHeaders(config), "headersToBackend: the upstreams' identity headers and cookie")
   t.not(config.session.store, 'cookie', 'sessions on the gateway: a refreshed cookie would never reach the browser')
   t.equal(r.of('ReferenceGrant').length, 0, 'one namespace: no ReferenceGrant')
 })
@@ -112,16 +139,32 @@ t.test('gateway-api: the ExternalAuth filter, its lists derived from custom iden
   t.equal(servicePort(r, filter?.backendRef.port).containerPort, config.server.port, 'on server.port')
   includesAll(t, filter?.http?.allowedHeaders, TO_CHECK, 'http.allowedHeaders')
   const expected = upstreamHeaders(config)
-  t.ok(expected.includes('x-remote-user') && expected.includes('authorization'), 'the example\'s upstream sets X-Remote-User and the access token')
-  t.same(lower(filter?.http?.allowedResponseHeaders), expected, 'http.allowedResponseHeaders: exactly what the check answers (empty would copy every answer header)')
+  t.ok(expected.includes('x-remote-user') && expected.includes('authorization'), "the example's upstream sets X-Remote-User and the access token")
+  t.same(
+    lower(filter?.http?.allowedResponseHeaders),
+    expected,
+    'http.allowedResponseHeaders: exactly what the check answers (empty would copy every answer header)',
+  )
 })
 
 type ExtensionProvider = {
   name: string
-  envoyExtAuthzHttp?: { service: string; port: number; pathPrefix?: string; timeout?: string; failOpen?: boolean; includeRequestHeadersInCheck?: string[]; headersToUpstreamOnAllow?: string[]; headersToDownstreamOnAllow?: string[]; headersToDownstreamOnDeny?: string[] }
+  envoyExtAuthzHttp?: {
+    service: string
+    port: number
+    pathPrefix?: string
+    timeout?: string
+    failOpen?: boolean
+    includeRequestHeadersInCheck?: string[]
+    headersToUpstreamOnAllow?: string[]
+    headersToDownstreamOnAllow?: string[]
+    headersToDownstreamOnDeny?: string[]
+  }
   envoyExtAuthzGrpc?: { service: string; port: number; timeout?: string; failOpen?: boolean }
 }
-type AuthorizationPolicy = K8sObject & { spec: { action?: string; provider?: { name?: string }; selector?: unknown; rules?: { to?: { operation?: { paths?: string[]; notPaths?: string[] } }[] }[] } }
+type AuthorizationPolicy = K8sObject & {
+  spec: { action?: string; provider?: { name?: string }; selector?: unknown; rules?: { to?: { operation?: { paths?: string[]; notPaths?: string[] } }[] }[] }
+}
 
 t.test('istio: a CUSTOM AuthorizationPolicy, and NOTES.txt prints the extension providers it names', async (t) => {
   const r = render(['quickstart-istio.yaml'])
@@ -129,7 +172,10 @@ t.test('istio: a CUSTOM AuthorizationPolicy, and NOTES.txt prints the extension 
   const text = notes(['quickstart-istio.yaml'])
   const snippet = text.slice(text.indexOf('meshConfig:'))
   const mesh = YAML.parse(snippet) as { meshConfig: { extensionProviders: ExtensionProvider[]; pathNormalization?: { normalization?: string } } }
-  t.ok(['MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES'].includes(mesh.meshConfig.pathNormalization?.normalization ?? 'BASE'), 'pathNormalization merges slashes after resolving dot segments')
+  t.ok(
+    ['MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES'].includes(mesh.meshConfig.pathNormalization?.normalization ?? 'BASE'),
+    'pathNormalization merges slashes after resolving dot segments',
+  )
   const validate = schemaValidator(fixtureSchema('istio-meshconfig-extensionprovider.schema.yaml'))
   const providers = mesh.meshConfig.extensionProviders
   t.equal(providers.length, 2, 'an HTTP and a gRPC provider')
@@ -153,24 +199,43 @@ t.test('istio: a CUSTOM AuthorizationPolicy, and NOTES.txt prints the extension 
   t.equal(policies.length, 1, 'one AuthorizationPolicy')
   const policy = policies[0]
   t.equal(policy?.spec.action, 'CUSTOM')
-  t.equal(policy?.metadata.namespace, 'demo', 'in the application\'s namespace')
-  t.ok(providers.some((p) => p.name === policy?.spec.provider?.name), 'its provider is one NOTES.txt prints')
+  t.equal(policy?.metadata.namespace, 'demo', "in the application's namespace")
+  t.ok(
+    providers.some((p) => p.name === policy?.spec.provider?.name),
+    'its provider is one NOTES.txt prints',
+  )
   const operations = (policy?.spec.rules ?? []).flatMap((x) => x.to ?? []).map((to) => to.operation ?? {})
   t.ok(operations.length > 0, 'rules with operations (a CUSTOM policy without rules checks nothing)')
-  t.ok(operations.every((o) => o.notPaths?.includes(`${SIGN_IN_PATH}/*`)), `every rule excludes ${SIGN_IN_PATH}/*`)
+  t.ok(
+    operations.every((o) => o.notPaths?.includes(`${SIGN_IN_PATH}/*`)),
+    `every rule excludes ${SIGN_IN_PATH}/*`,
+  )
   t.match(text, `${config.server.publicUrl.replace(/\/$/, '')}${SIGN_IN_PATH}/callback`, 'NOTES.txt names the redirect URI to register')
 })
 
 function forwardAuth(t: Test, r: Rendered, config: GatewayConfig, app: Ingress | undefined) {
   const appHost = app?.spec?.rules?.[0]?.host ?? ''
-  t.equal(app?.metadata?.namespace, 'demo', 'the application\'s Ingress is in its namespace')
-  t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), 'cookies.domain covers the application\'s host')
-  t.ok(new URL(config.server.publicUrl).hostname.endsWith(`.${config.cookies.domain}`), 'and the gateway\'s')
-  t.ok(config.upstreams.some((u) => u.match.hosts?.includes(appHost)), 'an upstream names the application\'s host')
-  t.ok(config.redirects.allowedHosts.some((h) => h === appHost || (h.startsWith('.') && appHost.endsWith(h))), 'redirectAfter may name the application\'s host')
+  t.equal(app?.metadata?.namespace, 'demo', "the application's Ingress is in its namespace")
+  t.ok(config.cookies.domain && appHost.endsWith(`.${config.cookies.domain}`), "cookies.domain covers the application's host")
+  t.ok(new URL(config.server.publicUrl).hostname.endsWith(`.${config.cookies.domain}`), "and the gateway's")
+  t.ok(
+    config.upstreams.some((u) => u.match.hosts?.includes(appHost)),
+    "an upstream names the application's host",
+  )
+  t.ok(
+    config.redirects.allowedHosts.some((h) => h === appHost || (h.startsWith('.') && appHost.endsWith(h))),
+    "redirectAfter may name the application's host",
+  )
   const host = new URL(config.server.publicUrl).hostname
-  const paths = r.of<Ingress>('Ingress').flatMap((i) => i.spec?.rules ?? []).filter((x) => x.host === host).flatMap((x) => x.http?.paths ?? [])
-  t.ok(paths.some((p) => p.path === SIGN_IN_PATH && p.pathType === 'Prefix' && p.backend.service?.name === RELEASE && p.backend.service.port?.name === 'http'), `an Ingress sends ${SIGN_IN_PATH} on the gateway's host to the gateway`)
+  const paths = r
+    .of<Ingress>('Ingress')
+    .flatMap((i) => i.spec?.rules ?? [])
+    .filter((x) => x.host === host)
+    .flatMap((x) => x.http?.paths ?? [])
+  t.ok(
+    paths.some((p) => p.path === SIGN_IN_PATH && p.pathType === 'Prefix' && p.backend.service?.name === RELEASE && p.backend.service.port?.name === 'http'),
+    `an Ingress sends ${SIGN_IN_PATH} on the gateway's host to the gateway`,
+  )
 }
 
 const authUrl = `http://${RELEASE}.${NAMESPACE}.svc.cluster.local:${HTTP_PORT}${SIGN_IN_PATH}/auth`
@@ -180,24 +245,36 @@ t.test('ingress-nginx: forward-auth annotations that match the gateway', async (
   const { config } = gatewayConfig(r)
   const app = r.of<Ingress>('Ingress').find((i) => i.metadata?.annotations?.['nginx.ingress.kubernetes.io/auth-url'] !== undefined)
   const annotations = app?.metadata?.annotations ?? {}
-  t.equal(annotations['nginx.ingress.kubernetes.io/auth-url'], authUrl, 'auth-url is the gateway Service\'s check')
-  t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin'], `${config.server.publicUrl.replace(/\/$/, '')}${SIGN_IN_PATH}/redirect`, 'auth-signin is the sign-in endpoint')
+  t.equal(annotations['nginx.ingress.kubernetes.io/auth-url'], authUrl, "auth-url is the gateway Service's check")
+  t.equal(
+    annotations['nginx.ingress.kubernetes.io/auth-signin'],
+    `${config.server.publicUrl.replace(/\/$/, '')}${SIGN_IN_PATH}/redirect`,
+    'auth-signin is the sign-in endpoint',
+  )
   t.equal(annotations['nginx.ingress.kubernetes.io/auth-signin-redirect-param'], 'redirectAfter')
-  t.same(lower(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(',')), answerHeaders(config), 'auth-response-headers: every identity header of the answer and every request override')
+  t.same(
+    lower(annotations['nginx.ingress.kubernetes.io/auth-response-headers']?.split(',')),
+    answerHeaders(config),
+    'auth-response-headers: every identity header of the answer and every request override',
+  )
   forwardAuth(t, r, config, app)
 })
 
-t.test('traefik: a ForwardAuth middleware used by the application\'s Ingress', async (t) => {
+t.test("traefik: a ForwardAuth middleware used by the application's Ingress", async (t) => {
   const r = render(['quickstart-traefik.yaml'])
   const { config } = gatewayConfig(r)
   const middleware = r.of<Middleware & K8sObject>('Middleware')[0]
-  t.equal(middleware?.spec?.forwardAuth?.address, authUrl, 'the address is the gateway Service\'s check')
-  t.same(lower(middleware?.spec?.forwardAuth?.authResponseHeaders), answerHeaders(config), 'authResponseHeaders: every identity header of the answer and every request override')
+  t.equal(middleware?.spec?.forwardAuth?.address, authUrl, "the address is the gateway Service's check")
+  t.same(
+    lower(middleware?.spec?.forwardAuth?.authResponseHeaders),
+    answerHeaders(config),
+    'authResponseHeaders: every identity header of the answer and every request override',
+  )
   t.notOk(middleware?.spec?.forwardAuth?.authSigninURL, 'no authSigninURL: the gateway answers a browser with 302 itself')
-  t.equal(middleware?.spec?.forwardAuth?.trustForwardHeader, false, 'the client\'s X-Forwarded-* are not trusted')
+  t.equal(middleware?.spec?.forwardAuth?.trustForwardHeader, false, "the client's X-Forwarded-* are not trusted")
   const reference = `${middleware?.metadata?.namespace}-${middleware?.metadata?.name}@kubernetescrd`
   const app = r.of<Ingress>('Ingress').find((i) => i.metadata?.annotations?.['traefik.ingress.kubernetes.io/router.middlewares'] === reference)
   t.ok(app, `an Ingress uses ${reference}`)
-  t.equal(app?.metadata?.namespace, middleware?.metadata?.namespace, 'in the middleware\'s namespace')
+  t.equal(app?.metadata?.namespace, middleware?.metadata?.namespace, "in the middleware's namespace")
   forwardAuth(t, r, config, app)
 })

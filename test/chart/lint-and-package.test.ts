@@ -16,7 +16,7 @@ const chart = YAML.parse(readFileSync(`${CHART}Chart.yaml`, 'utf8')) as { name: 
 t.test('Chart.yaml', async (t) => {
   t.equal(chart.apiVersion, 'v2', 'a Helm 3+ chart')
   t.equal(chart.name, 'openid-gateway')
-  t.equal(chart.appVersion, pkg.version, 'appVersion, the default image tag, is package.json\'s version')
+  t.equal(chart.appVersion, pkg.version, "appVersion, the default image tag, is package.json's version")
 })
 
 t.test('helm lint --strict with every values example', async (t) => {
@@ -43,7 +43,15 @@ t.test('helm package produces the archive, which renders as the folder does', as
   const list = spawnSync('tar', ['-tzf', archive], { encoding: 'utf8' })
   t.equal(list.status, 0, `${archive} is a gzipped tar`)
   const files = list.stdout.split('\n').filter(Boolean)
-  for (const file of ['Chart.yaml', 'values.yaml', 'values.schema.json', 'README.md', 'templates/NOTES.txt', 'templates/deployment.yaml', 'examples/quickstart-envoy-gateway.yaml']) {
+  for (const file of [
+    'Chart.yaml',
+    'values.yaml',
+    'values.schema.json',
+    'README.md',
+    'templates/NOTES.txt',
+    'templates/deployment.yaml',
+    'examples/quickstart-envoy-gateway.yaml',
+  ]) {
     t.ok(files.includes(`openid-gateway/${file}`), `it holds ${file}`)
   }
   const fromArchive = render(['quickstart-envoy-gateway.yaml'], undefined, archive)

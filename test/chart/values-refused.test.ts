@@ -29,13 +29,25 @@ const REFUSED: [string, Values, RegExp][] = [
   ['no provider', { config: { provider: null } }, /config\.provider is required/],
   ['no cookie secret', { secrets: { existingSecret: '' } }, /secrets\.existingSecret or secrets\.cookieSecrets is required/],
   ['two replicas without Redis', { replicaCount: 2 }, /replicaCount is 2 but sessions are not shared/],
-  ['autoscaling without Redis', { autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 4 } }, /autoscaling\.maxReplicas is 4 but sessions are not shared/],
-  ['an autoscaler whose minimum exceeds its maximum', { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 1 } }, /autoscaling\.minReplicas \(3\) exceeds autoscaling\.maxReplicas \(1\)/],
+  [
+    'autoscaling without Redis',
+    { autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 4 } },
+    /autoscaling\.maxReplicas is 4 but sessions are not shared/,
+  ],
+  [
+    'an autoscaler whose minimum exceeds its maximum',
+    { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 1 } },
+    /autoscaling\.minReplicas \(3\) exceeds autoscaling\.maxReplicas \(1\)/,
+  ],
   ['Redis in two ways', { redis: { enabled: true, url: 'redis://r:6379/0', cluster: { nodes: ['r:6379'] } } }, /exactly one of redis\.url/],
   ['Envoy Gateway and GEP-1494 at once', { httpRoute: { enabled: true, parentRefs: [{ name: 'eg' }] } }, /envoyGateway\.enabled and httpRoute\.enabled/],
   ['no Gateway to attach to', { envoyGateway: { parentRefs: [] } }, /envoyGateway\.parentRefs is required/],
   ['cookie sessions behind an HTTP check', { config: { session: { store: 'cookie' } } }, /config\.session\.store cookie/],
-  ['a cookie domain that misses a host', { envoyGateway: { enabled: false }, ingressNginx: { enabled: true }, app: { host: 'app.example.org' } }, /config\.cookies\.domain must cover both/],
+  [
+    'a cookie domain that misses a host',
+    { envoyGateway: { enabled: false }, ingressNginx: { enabled: true }, app: { host: 'app.example.org' } },
+    /config\.cookies\.domain must cover both/,
+  ],
   ['another server.port', { config: { server: { port: 8081 } } }, /config\.server\.port must stay 8080/],
   ['a grace period shorter than the drain', { terminationGracePeriodSeconds: 10 }, /terminationGracePeriodSeconds \(10\) must cover/],
 ]

@@ -12,7 +12,16 @@ import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADE
 
 const APP = 'app.example.com'
 const NAVIGATION = { accept: 'text/html,application/xhtml+xml', 'sec-fetch-mode': 'navigate' }
-const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer', 'x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time']
+const IDENTITY = [
+  'x-forwarded-user',
+  'x-forwarded-email',
+  'x-forwarded-groups',
+  'x-forwarded-preferred-username',
+  'x-forwarded-issuer',
+  'x-forwarded-acr',
+  'x-forwarded-amr',
+  'x-forwarded-auth-time',
+]
 /** The configuration's other identity names, removed by every allow: forward-auth's and the assertion header. */
 const OTHER_IDENTITY = [...Object.values(AUTH_REQUEST_HEADERS).map((name) => name.toLowerCase()), AUTH_REQUEST_ACCESS_TOKEN, 'x-identity-assertion']
 
@@ -67,7 +76,10 @@ t.test('ext_authz over HTTP', async (t) => {
     t.equal(res.headers['x-forwarded-user'], 'service-a')
     t.equal(res.headers.authorization, `Bearer ${token}`)
     const removed = String(res.headers['x-envoy-auth-headers-to-remove']).split(',')
-    t.ok(removed.includes('x-forwarded-email') && removed.includes('x-forwarded-groups'), 'identity headers the token does not fill are removed: a forged copy never reaches the upstream')
+    t.ok(
+      removed.includes('x-forwarded-email') && removed.includes('x-forwarded-groups'),
+      'identity headers the token does not fill are removed: a forged copy never reaches the upstream',
+    )
     t.notOk(removed.includes('x-forwarded-user'))
     t.notOk(removed.includes('authorization'), 'the verified token is set, not removed')
     const anonymous = await check(stack, '/tokens/x', { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.' })
@@ -75,7 +87,10 @@ t.test('ext_authz over HTTP', async (t) => {
   })
 
   t.test("a forwardAccessToken upstream never receives the client's own Authorization", async (t) => {
-    const stack = await startStack(t, { config: CONFIG, upstreams: [{ name: 'tokens', match: { pathPrefix: '/', hosts: [APP] }, forwardAccessToken: true, publicPaths: ['/public/**'] }] })
+    const stack = await startStack(t, {
+      config: CONFIG,
+      upstreams: [{ name: 'tokens', match: { pathPrefix: '/', hosts: [APP] }, forwardAccessToken: true, publicPaths: ['/public/**'] }],
+    })
     const res = await check(stack, '/public/x', { authorization: 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.' })
     t.equal(res.status, 200, 'a public path passes anonymously')
     t.equal(res.headers.authorization, undefined)
@@ -139,7 +154,10 @@ t.test('ext_authz over HTTP', async (t) => {
     }
     const notAllowListed = await check(stack, '/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS')
     t.equal(notAllowListed.status, 401, 'without the header allow-listed, an OPTIONS is no preflight')
-    const elsewhere = await sendCheck(stack.gw, checkRequestFor({ method: 'OPTIONS', path: '/page', headers: { host: APP, 'access-control-request-method': 'PUT' } }, withPreflight))
+    const elsewhere = await sendCheck(
+      stack.gw,
+      checkRequestFor({ method: 'OPTIONS', path: '/page', headers: { host: APP, 'access-control-request-method': 'PUT' } }, withPreflight),
+    )
     t.equal(elsewhere.status, 401, 'a preflight where the upstream does not allow them')
   })
 
@@ -195,7 +213,10 @@ t.test('ext_authz: a refreshed session comes with Set-Cookie on the allow', asyn
   const res = await check(stack, '/page', { cookie })
   t.equal(res.status, 200)
   const setCookie = res.headers['set-cookie'] ?? []
-  t.ok(setCookie.some((c) => c.startsWith('ogw=')), 'the refreshed session cookie, for Envoy to pass to the client')
+  t.ok(
+    setCookie.some((c) => c.startsWith('ogw=')),
+    'the refreshed session cookie, for Envoy to pass to the client',
+  )
 })
 
 t.test('ext_authz: a provider that fails a needed refresh is 503 (Envoy fails closed on 5xx)', async (t) => {
@@ -215,7 +236,12 @@ t.test('ext_authz: with cookies.credentialsPath /api/v1/openid an expired sessio
   // browser sent with its request, without the credentials cookie: a page load goes to the
   // refresh endpoint, which reads it, as on the proxy.
   const clock = manualClock()
-  const stack = await startStack(t, { clock, config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const stack = await startStack(t, {
+    clock,
+    config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } },
+    upstreams: UPSTREAMS,
+    provider: { accessTokenTtlSeconds: 2 },
+  })
   const cookie = await gatewayCookies(stack, 'alice')
   t.equal((await check(stack, '/page', { cookie })).status, 200)
   // Past the access token's expiry, on the gateway's clock.
@@ -242,7 +268,13 @@ t.test('forwardAuth.cache', async (t) => {
       const clock = manualClock()
       const config = { ...CONFIG, provider: { clockToleranceSeconds: 0 }, forwardAuth: { cache: { enabled, ttlSeconds: 60 } } }
       const stack = await startStack(t, { clock, config, upstreams: UPSTREAMS })
-      const token = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', iat: Math.floor(clock.now() / 1000), exp: Math.floor(clock.now() / 1000) + 2 })
+      const token = await stack.provider!.signJwt({
+        sub: 'service-a',
+        aud: CLIENT_ID,
+        scope: 'api',
+        iat: Math.floor(clock.now() / 1000),
+        exp: Math.floor(clock.now() / 1000) + 2,
+      })
       t.equal((await check(stack, '/page', { authorization: `Bearer ${token}` })).status, 200)
       // Past the token's exp, on the gateway's clock.
       clock.advance(3000)
@@ -257,7 +289,10 @@ t.test('forwardAuth.cache', async (t) => {
   })
 
   t.test('a logout empties it: the ended session is refused at once', async (t) => {
-    const stack = await startStack(t, { config: { ...CONFIG, session: { store: 'memory' }, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } }, upstreams: UPSTREAMS })
+    const stack = await startStack(t, {
+      config: { ...CONFIG, session: { store: 'memory' }, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } },
+      upstreams: UPSTREAMS,
+    })
     const browser = await stack.signedIn('alice')
     const cookie = browser.cookieHeader(`${stack.gw}/page`)
     t.equal((await check(stack, '/page', { cookie })).status, 200)
@@ -266,10 +301,17 @@ t.test('forwardAuth.cache', async (t) => {
   })
 
   t.test('a back-channel logout empties it: the ended session is refused at once', async (t) => {
-    const stack = await startStack(t, { config: { ...CONFIG, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } }, upstreams: UPSTREAMS, backchannelLogout: true })
+    const stack = await startStack(t, {
+      config: { ...CONFIG, forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } } },
+      upstreams: UPSTREAMS,
+      backchannelLogout: true,
+    })
     const cookie = await gatewayCookies(stack, 'alice')
     t.equal((await check(stack, '/page', { cookie })).status, 200)
-    const token = await stack.provider!.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+    const token = await stack.provider!.signJwt(
+      { aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+      { typ: 'logout+jwt' },
+    )
     const logout = await fetch(`${stack.gw}/api/v1/openid/backchannel-logout`, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
     t.equal(logout.status, 200)
     t.equal((await check(stack, '/page', { cookie })).status, 401)

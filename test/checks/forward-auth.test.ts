@@ -62,13 +62,17 @@ t.test('checks', async (t) => {
       t.equal(res.status, 200, method)
       t.equal(res.body, '')
       t.equal(res.headers['cache-control'], 'no-store')
-      t.strictSame(identityHeaders(res), {
-        'x-auth-request-user': 'alice',
-        'x-auth-request-email': 'alice@example.com',
-        'x-auth-request-groups': 'admins,staff',
-        'x-auth-request-preferred-username': 'alice',
-        'x-auth-request-issuer': stack.provider?.issuer,
-      }, 'no access token: the upstream does not forward it')
+      t.strictSame(
+        identityHeaders(res),
+        {
+          'x-auth-request-user': 'alice',
+          'x-auth-request-email': 'alice@example.com',
+          'x-auth-request-groups': 'admins,staff',
+          'x-auth-request-preferred-username': 'alice',
+          'x-auth-request-issuer': stack.provider?.issuer,
+        },
+        'no access token: the upstream does not forward it',
+      )
     }
     t.equal(stack.upstream.requests.length, 0, 'a check never reaches an upstream')
   })
@@ -131,7 +135,12 @@ t.test('checks', async (t) => {
   })
 
   t.test('public paths and auth: none pass without identity, even with a session', async (t) => {
-    const cases: Array<[string, string]> = [[APP, '/public/x'], [APP, '/public/'], ['open.example.com', '/anything'], ['OPEN.example.com:8443', '/']]
+    const cases: Array<[string, string]> = [
+      [APP, '/public/x'],
+      [APP, '/public/'],
+      ['open.example.com', '/anything'],
+      ['OPEN.example.com:8443', '/'],
+    ]
     for (const [host, uri] of cases) {
       for (const cookie of [undefined, alice]) {
         const res = await check(stack, traefik(host, uri, cookie === undefined ? {} : { cookie }))
@@ -191,7 +200,11 @@ t.test('checks', async (t) => {
     t.equal(anon.status, 401)
     t.equal(anon.json<Problem>().signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('http://app.example.com/page?a=1&b=2')}`)
     // The same request described twice (as some nginx configurations do) is fine.
-    const both = nginx('https://app.example.com/public/x', { 'x-forwarded-host': 'APP.example.com.', 'x-forwarded-uri': '/public/x', 'x-forwarded-method': 'GET' })
+    const both = nginx('https://app.example.com/public/x', {
+      'x-forwarded-host': 'APP.example.com.',
+      'x-forwarded-uri': '/public/x',
+      'x-forwarded-method': 'GET',
+    })
     t.equal((await check(stack, both)).status, 200)
   })
 
@@ -252,7 +265,11 @@ t.test('checks', async (t) => {
   })
 
   t.test('no upstream: 404 not_found', async (t) => {
-    const cases: Array<[string, string]> = [['nowhere.example.com', '/'], ['app.example.com.evil', '/public/x'], [APP, '/api/v1/openid/redirect']]
+    const cases: Array<[string, string]> = [
+      ['nowhere.example.com', '/'],
+      ['app.example.com.evil', '/public/x'],
+      [APP, '/api/v1/openid/redirect'],
+    ]
     for (const [host, uri] of cases) {
       const res = await check(stack, traefik(host, uri))
       t.equal(res.status, 404, `${host} ${uri}`)
@@ -276,7 +293,7 @@ t.test('checks', async (t) => {
       'x-auth-request-user': 'mallory',
       'x-auth-request-email': 'ceo@example.com',
       'x-auth-request-groups': 'admins',
-      'X_Auth_Request_User': 'mallory',
+      X_Auth_Request_User: 'mallory',
       'x-forwarded-user': 'mallory',
     }
     const anon = await check(stack, traefik(APP, '/page', forged))
@@ -404,7 +421,7 @@ t.test('routing is canonical: host and path variants of a stricter rule', async 
     }
   }
   t.equal((await check(stack, traefik(own, '/admin/x', { cookie: bob }))).status, 403, 'the exact form is refused as before')
-  t.equal((await check(stack, traefik(own, '/admin/X', { cookie: bob }))).status, 403, 'case below the prefix is the upstream\'s own business')
+  t.equal((await check(stack, traefik(own, '/admin/X', { cookie: bob }))).status, 403, "case below the prefix is the upstream's own business")
   t.equal((await check(stack, traefik(own, '/administrator', { cookie: bob }))).status, 200)
   for (const host of ['secure.example.com.', 'secure.example.com:', 'SECURE.Example.COM.:0443', 'secure.example.com..']) {
     t.equal((await check(stack, traefik(host, '/x', { cookie: bob }))).status, 403, `Traefik ${host}`)
@@ -436,10 +453,18 @@ t.test('log lines name the request checked (redacted) and the outcome', async (t
   const checks = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.forwardAuth !== undefined)
   t.same(
     checks.map((l) => [l.msg, l.status]),
-    [['request', 401], ['request', 403], ['request', 400], ['request', 404]],
+    [
+      ['request', 401],
+      ['request', 403],
+      ['request', 400],
+      ['request', 404],
+    ],
     'one line per check: the request line, with its status',
   )
-  t.notOk(lines.some((l) => l.includes('SECRETCODE') || l.includes('SECRETTOKEN')), 'no secret query value in any line')
+  t.notOk(
+    lines.some((l) => l.includes('SECRETCODE') || l.includes('SECRETTOKEN')),
+    'no secret query value in any line',
+  )
   const refusal = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'access refused by the allow rules')
   t.match(refusal, { sub: 'bob', upstream: 'admin', rule: 'groups', method: 'HEAD' }, 'the 403 names who, where, which rule and the request checked')
 })
@@ -462,7 +487,11 @@ t.test('a warning, once per host, when the session cookie cannot reach the host 
   const hostOnly = await run(t, {})
   t.strictSame(hostOnly.slice(0, 2), ['app.example.com', 'other.example.com'], 'once per host; not for the public host nor an auth: none upstream')
   t.equal(hostOnly.length, 64, 'the hosts remembered are capped')
-  t.strictSame(await run(t, { domain: 'example.com' }), Array.from({ length: 64 }, (_, i) => `h${i}.test`), 'cookies.domain covers example.com')
+  t.strictSame(
+    await run(t, { domain: 'example.com' }),
+    Array.from({ length: 64 }, (_, i) => `h${i}.test`),
+    'cookies.domain covers example.com',
+  )
 })
 
 t.test('expired sign-ins', async (t) => {
@@ -482,25 +511,27 @@ t.test('expired sign-ins', async (t) => {
     })
   }
 
-  t.test('cookies.credentialsPath /api/v1/openid: 401 invalid_token, a page load to the refresh endpoint (the refresh token is not sent to applications)', async (t) => {
-    const clock = manualClock()
-    const stack = await startStack(t, {
-      clock,
-      provider: { accessTokenTtlSeconds: 3 },
-      config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } },
-      upstreams: UPSTREAMS,
-    })
-    const cookie = await sessionCookie(stack, 'alice')
-    t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
-    clock.advance(3300)
-    const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'application/json' }))
-    t.equal(res.status, 401)
-    t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token", resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
-    t.equal(res.headers.location, undefined)
-    const page = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
-    // As on the proxy: the refresh endpoint, which the credentials cookie reaches, renews it.
-    t.equal(page.status, 302, "a browser's page load behind Traefik is sent to renew its sign-in")
-    t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
-  })
-
+  t.test(
+    'cookies.credentialsPath /api/v1/openid: 401 invalid_token, a page load to the refresh endpoint (the refresh token is not sent to applications)',
+    async (t) => {
+      const clock = manualClock()
+      const stack = await startStack(t, {
+        clock,
+        provider: { accessTokenTtlSeconds: 3 },
+        config: { ...CONFIG, cookies: { credentialsPath: '/api/v1/openid' } },
+        upstreams: UPSTREAMS,
+      })
+      const cookie = await sessionCookie(stack, 'alice')
+      t.equal((await check(stack, traefik(APP, '/page', { cookie }))).status, 200)
+      clock.advance(3300)
+      const res = await check(stack, traefik(APP, '/page', { cookie, accept: 'application/json' }))
+      t.equal(res.status, 401)
+      t.equal(res.headers['www-authenticate'], 'Bearer error="invalid_token", resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"')
+      t.equal(res.headers.location, undefined)
+      const page = await check(stack, traefik(APP, '/page', { cookie, accept: 'text/html' }))
+      // As on the proxy: the refresh endpoint, which the credentials cookie reaches, renews it.
+      t.equal(page.status, 302, "a browser's page load behind Traefik is sent to renew its sign-in")
+      t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
+    },
+  )
 })

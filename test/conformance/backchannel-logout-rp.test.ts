@@ -29,11 +29,18 @@ t.test('Back-Channel Logout RP', async (t) => {
 
   /** A logout token for alice's every session (sub), a valid one unless the module changes it. */
   function token(claims: Record<string, unknown> = {}, options: SignJwtOptions = {}): Promise<string> {
-    return provider.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, ...claims }, { typ: 'logout+jwt', ...options })
+    return provider.signJwt(
+      { aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, ...claims },
+      { typ: 'logout+jwt', ...options },
+    )
   }
 
   async function assertRefused(t: Test, logoutToken: string): Promise<void> {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: logoutToken }) })
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ logout_token: logoutToken }),
+    })
     t.equal(res.status, 400, '400 (2.8)')
     t.equal(res.headers.get('cache-control'), 'no-store', 'Cache-Control: no-store (2.8)')
     t.match(await res.json(), { error: 'invalid_request', error_description: String })
@@ -48,20 +55,27 @@ t.test('Back-Channel Logout RP', async (t) => {
 
   // Titles are written out: test/docs/conformance-table.test.ts reads them from this source.
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-alg-none (rp-backchannel-rpinitlogout-lt-alg-none)', (t) =>
-    refused(t, () => token({}, { alg: 'none' })))
+    refused(t, () => token({}, { alg: 'none' })),
+  )
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-no-event (rp-backchannel-rpinitlogout-lt-no-event)', (t) =>
-    refused(t, () => token({ events: undefined })))
+    refused(t, () => token({ events: undefined })),
+  )
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-with-nonce (rp-backchannel-rpinitlogout-lt-with-nonce)', (t) =>
-    refused(t, () => token({ nonce: 'a-nonce' })))
+    refused(t, () => token({ nonce: 'a-nonce' })),
+  )
   // Signed with an algorithm the provider does not sign with: HS256 keyed with its public key (key confusion).
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-alg (rp-backchannel-rpinitlogout-lt-wrong-alg)', (t) =>
-    refused(t, () => token({}, { alg: 'HS256' })))
+    refused(t, () => token({}, { alg: 'HS256' })),
+  )
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-aud (rp-backchannel-rpinitlogout-lt-wrong-aud)', (t) =>
-    refused(t, () => token({ aud: 'another-client' })))
+    refused(t, () => token({ aud: 'another-client' })),
+  )
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-event (rp-backchannel-rpinitlogout-lt-wrong-event)', (t) =>
-    refused(t, () => token({ events: { 'http://schemas.openid.net/event/other': {} } })))
+    refused(t, () => token({ events: { 'http://schemas.openid.net/event/other': {} } })),
+  )
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout-wrong-iss (rp-backchannel-rpinitlogout-lt-wrong-issuer)', (t) =>
-    refused(t, () => token({ iss: 'https://evil.example' })))
+    refused(t, () => token({ iss: 'https://evil.example' })),
+  )
 
   // Last: it ends the session the others keep.
   await t.test('oidcc-client-test-rp-backchannel-rpinitlogout (rp-backchannel-rpinitlogout)', async (t) => {

@@ -143,7 +143,10 @@ export const BASIC_RP_MODULES: readonly Module[] = [
       // token without kid fits exactly one key, which is used (Core 10.1).
       const at = await adversarialStack(t, plan, { keysWithoutKid: 1 })
       const jwks = (await (await fetch(`${at.provider.issuer}/jwks`)).json()) as { keys: jose.JWK[] }
-      t.notOk(jwks.keys.some((k) => k.use === 'sig' && k.kid !== undefined), 'no signing key has a kid')
+      t.notOk(
+        jwks.keys.some((k) => k.use === 'sig' && k.kid !== undefined),
+        'no signing key has a kid',
+      )
       const verdict = await signInPlan(t, plan, at.stack)
       await assertSignedIn(t, at.stack, verdict, SUBJECT)
     },
@@ -234,7 +237,8 @@ export const BASIC_RP_MODULES: readonly Module[] = [
       })
       const seen: Array<{ authorization: string | undefined; body: Record<string, unknown> | undefined }> = []
       real.provider?.provider.on('grant.success', (ctx: { req: IncomingMessage; oidc: { body?: Record<string, unknown> } }) =>
-        seen.push({ authorization: ctx.req.headers.authorization, body: ctx.oidc.body }))
+        seen.push({ authorization: ctx.req.headers.authorization, body: ctx.oidc.body }),
+      )
       const verdict = await signInPlan(t, plan, real)
       await assertSignedIn(t, real, verdict, 'alice')
       t.equal(seen.length, 1, 'one grant at the token endpoint')

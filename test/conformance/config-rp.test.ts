@@ -21,7 +21,11 @@ t.test('oidcc-client-test-discovery-openid-config (rp-discovery-openid-configura
   const metadata = (await (await fetch(`${real.provider?.issuer}/.well-known/openid-configuration`)).json()) as { authorization_endpoint: string }
   const verdict = await signIn(real)
   const request = verdict.authorizationRequest
-  t.equal(request === undefined ? undefined : `${request.origin}${request.pathname}`, metadata.authorization_endpoint, 'the authorization endpoint of the configuration')
+  t.equal(
+    request === undefined ? undefined : `${request.origin}${request.pathname}`,
+    metadata.authorization_endpoint,
+    'the authorization endpoint of the configuration',
+  )
   await assertSignedIn(t, real, verdict, 'alice')
 })
 

@@ -30,7 +30,11 @@ function realFapiStack(t: Test, dpopNonces: boolean): Promise<Stack> {
 /** The happy path against the real provider: pushed, bound, signed in. */
 async function assertFapiSignIn(t: Test, real: Stack): Promise<void> {
   const verdict = await signIn(real)
-  t.strictSame([...(verdict.authorizationRequest?.searchParams.keys() ?? [])].sort(), ['client_id', 'request_uri'], 'the authorization request was pushed (PAR)')
+  t.strictSame(
+    [...(verdict.authorizationRequest?.searchParams.keys() ?? [])].sort(),
+    ['client_id', 'request_uri'],
+    'the authorization request was pushed (PAR)',
+  )
   const accessToken = (JSON.parse(verdict.body) as { value: string }).value
   await assertSignedIn(t, real, verdict, 'alice')
   const metadata = (await (await fetch(`${real.provider?.issuer}/.well-known/openid-configuration`)).json()) as { userinfo_endpoint: string }

@@ -7,5 +7,11 @@ t.test('a GatewayError captures no stack (an answer, not a fault) and leaves the
   t.notMatch(String(err.stack), /\n\s+at /, 'no frames')
   t.equal(Error.stackTraceLimit, limit)
   t.match(new Error('a fault').stack, /\n\s+at /, 'other errors keep their frames')
-  t.same(err.toProblem(), { type: 'urn:openid-gateway:problem:unauthenticated', title: 'Not signed in', status: 401, detail: 'sign in first', code: 'unauthenticated' })
+  t.same(err.toProblem(), {
+    type: 'urn:openid-gateway:problem:unauthenticated',
+    title: 'Not signed in',
+    status: 401,
+    detail: 'sign in first',
+    code: 'unauthenticated',
+  })
 })

@@ -71,17 +71,35 @@ t.test('parseSetCookie', async (t) => {
 t.test('cookie jar: store, path match, delete, prefixes', async (t) => {
   const site = await startSite(t)
   const b = new Browser()
-  await b.fetch(setUrl(site.origin,
-    'root=1; Path=/',
-    'api=2; Path=/api',
-    'deep=3; Path=/api/v1/openid; HttpOnly; SameSite=Strict',
-    '__Host-ok=4; Path=/; Secure',
-    '__Host-bad=5; Path=/api; Secure',
-    '__Secure-bad=6',
-  ))
-  t.same(b.cookies().map((c) => c.name).sort(), ['__Host-ok', 'api', 'deep', 'root'], 'prefix rules enforced')
+  await b.fetch(
+    setUrl(
+      site.origin,
+      'root=1; Path=/',
+      'api=2; Path=/api',
+      'deep=3; Path=/api/v1/openid; HttpOnly; SameSite=Strict',
+      '__Host-ok=4; Path=/; Secure',
+      '__Host-bad=5; Path=/api; Secure',
+      '__Secure-bad=6',
+    ),
+  )
+  t.same(
+    b
+      .cookies()
+      .map((c) => c.name)
+      .sort(),
+    ['__Host-ok', 'api', 'deep', 'root'],
+    'prefix rules enforced',
+  )
   t.same(b.cookie('deep'), {
-    name: 'deep', value: '3', path: '/api/v1/openid', domain: undefined, httpOnly: true, sameSite: 'Strict', secure: false, maxAge: undefined, expiresAt: undefined,
+    name: 'deep',
+    value: '3',
+    path: '/api/v1/openid',
+    domain: undefined,
+    httpOnly: true,
+    sameSite: 'Strict',
+    secure: false,
+    maxAge: undefined,
+    expiresAt: undefined,
   })
 
   t.equal(b.cookieHeader(`${site.origin}/`), 'root=1; __Host-ok=4')
@@ -95,7 +113,14 @@ t.test('cookie jar: store, path match, delete, prefixes', async (t) => {
   t.equal(other.cookie, 'mine=1; root=1; __Host-ok=4', 'explicit Cookie header kept, jar appended (single-host jar)')
 
   await b.fetch(setUrl(site.origin, 'api=; Path=/api; Max-Age=0', 'root=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT'))
-  t.same(b.cookies().map((c) => c.name).sort(), ['__Host-ok', 'deep'], 'Max-Age=0 and past Expires delete')
+  t.same(
+    b
+      .cookies()
+      .map((c) => c.name)
+      .sort(),
+    ['__Host-ok', 'deep'],
+    'Max-Age=0 and past Expires delete',
+  )
 
   await b.fetch(setUrl(site.origin, 'deep=7; Path=/api/v1/openid; Max-Age=1'))
   t.equal(b.cookie('deep')?.value, '7', 'overwritten')
@@ -129,7 +154,12 @@ t.test('fetch vs navigation headers, history', async (t) => {
 t.test('follow: method rewriting per status', async (t) => {
   const site = await startSite(t)
   const b = new Browser()
-  for (const [status, method, body] of [[302, 'GET', ''], [303, 'GET', ''], [307, 'POST', 'a=1'], [308, 'POST', 'a=1']] as const) {
+  for (const [status, method, body] of [
+    [302, 'GET', ''],
+    [303, 'GET', ''],
+    [307, 'POST', 'a=1'],
+    [308, 'POST', 'a=1'],
+  ] as const) {
     const { response, visited } = await b.follow(`${site.origin}/redirect?status=${status}&to=/end`, {
       method: 'POST',
       body: new URLSearchParams({ a: '1' }),

@@ -28,7 +28,10 @@ t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exi
   const back = await browser.signIn(url, 'alice')
   t.equal(back.status, 302, 'the callback returns to the page')
   t.same(browser.prompts, ['login'], 'the login form, and no consent ("Authorize") screen')
-  t.notOk(browser.history.some((u) => u.includes('prompt=consent')), 'the gateway asks for no consent')
+  t.notOk(
+    browser.history.some((u) => u.includes('prompt=consent')),
+    'the gateway asks for no consent',
+  )
   const page = await browser.follow(url)
   const html = await page.response.text()
   t.match(html, /Signed in as <strong>alice<\/strong>/)

@@ -44,13 +44,16 @@ t.test('prints issuer, client and users; the printed configuration signs in thro
   const { provider } = parse(snippet) as { provider: Record<string, unknown> }
   const upstream = await startEchoUpstream()
   t.teardown(() => upstream.close())
-  const config = parseConfig(stringify({
-    server: { host: '127.0.0.1', port: gatewayPort, publicUrl: gw },
-    provider,
-    cookies: { secrets: ['provider-cli-test-cookie-secret-0123456789'], secure: false },
-    upstreams: [{ name: 'app', target: upstream.url }],
-    log: { level: 'silent' },
-  }), {})
+  const config = parseConfig(
+    stringify({
+      server: { host: '127.0.0.1', port: gatewayPort, publicUrl: gw },
+      provider,
+      cookies: { secrets: ['provider-cli-test-cookie-secret-0123456789'], secure: false },
+      upstreams: [{ name: 'app', target: upstream.url }],
+      log: { level: 'silent' },
+    }),
+    {},
+  )
   const app = await buildStandaloneApp(config)
   t.teardown(() => app.close())
   await app.http.listen({ host: '127.0.0.1', port: gatewayPort })

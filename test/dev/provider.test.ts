@@ -55,13 +55,15 @@ async function startRelyingParty(t: Teardown): Promise<RelyingParty> {
 async function setup(t: Teardown, options: Partial<DevProviderOptions> = {}): Promise<{ idp: DevProvider; rp: RelyingParty; config: oidc.Configuration }> {
   const rp = await startRelyingParty(t)
   const idp = await startTestProvider(t, {
-    clients: [{
-      clientId: CLIENT_ID,
-      clientSecret: CLIENT_SECRET,
-      redirectUris: [`${rp.origin}/cb`],
-      postLogoutRedirectUris: [`${rp.origin}/`],
-      backchannelLogoutUri: `${rp.origin}/backchannel`,
-    }],
+    clients: [
+      {
+        clientId: CLIENT_ID,
+        clientSecret: CLIENT_SECRET,
+        redirectUris: [`${rp.origin}/cb`],
+        postLogoutRedirectUris: [`${rp.origin}/`],
+        backchannelLogoutUri: `${rp.origin}/backchannel`,
+      },
+    ],
     ...options,
   })
   const config = await oidc.discovery(new URL(idp.issuer), CLIENT_ID, undefined, oidc.ClientSecretBasic(CLIENT_SECRET), {
@@ -209,7 +211,10 @@ t.test('authorization code + PKCE round trip, refresh, revocation', async (t) =>
   t.ok(claims?.sid, 'sid present (back-channel logout enabled)')
 
   const visited = browser.history.map((u) => new URL(u).pathname)
-  t.ok(visited.some((p) => p.startsWith('/interaction/')), 'went through the interaction pages')
+  t.ok(
+    visited.some((p) => p.startsWith('/interaction/')),
+    'went through the interaction pages',
+  )
 
   // The same browser, still signed in at the provider, comes straight back without forms.
   const again = await signIn(env, 'alice', { prompt: 'consent' }, browser)
@@ -294,5 +299,8 @@ t.test('RP-initiated logout with back-channel logout token', async (t) => {
   // A new sign-in needs the login form again.
   browser.history.length = 0
   await signIn(env, 'alice', { prompt: 'consent' }, browser)
-  t.ok(browser.history.some((u) => u.includes('/interaction/')), 'provider session ended')
+  t.ok(
+    browser.history.some((u) => u.includes('/interaction/')),
+    'provider session ended',
+  )
 })

@@ -85,7 +85,7 @@ t.test('what the public page says is what the gateway does: a signed-in request 
   t.equal(signedIn.headers['x-forwarded-user'], 'alice', 'a protected path is sent who is signed in')
   const res = await browser.fetch(`${stack.gw}/public/anything`, { headers: { accept: 'application/json', 'x-forwarded-user': 'mallory' } })
   const body = (await res.json()) as { headers: Record<string, string> }
-  t.equal(body.headers['x-forwarded-user'], undefined, 'the public path is sent no identity, not even a client\'s own')
+  t.equal(body.headers['x-forwarded-user'], undefined, "the public path is sent no identity, not even a client's own")
   t.equal(body.headers['x-forwarded-email'], undefined)
 })
 

@@ -27,5 +27,5 @@ t.test("the proxy rows' removals are the header policy's", async (t) => {
   const sent = { forwarded: 'for=192.0.2.1;host=evil.example', 'x-forwarded-port': '1', 'x-forwarded-prefix': '/evil', host: 'app.example.com' }
   t.strictSame(scrub(sent), { host: 'app.example.com' }, 'Forwarded, X-Forwarded-Port and -Prefix never pass')
   t.match(APPLICATION_RECEIVES[0]?.[5], /^none: the gateway removes/)
-  t.match(page, /\*\*`X-Forwarded-Port`, `X-Forwarded-Prefix`\*\* and every other `X-Forwarded-\*` a client sends are\n  removed and not set/)
+  t.match(page, /\*\*`X-Forwarded-Port`, `X-Forwarded-Prefix`\*\* and every other `X-Forwarded-\*` a client sends are\n {2}removed and not set/)
 })

@@ -52,7 +52,9 @@ function parsed(): Line[] {
 
 /** The audit lines of `event` written since `from` (an index in `lines`). */
 function audited(event: string, from: number): Line[] {
-  return parsed().slice(from).filter((l) => l.audit === event)
+  return parsed()
+    .slice(from)
+    .filter((l) => l.audit === event)
 }
 
 /** The cookie session of `browser`, opened with the stack's secrets; its cookie values and tokens join `secrets`. */
@@ -92,7 +94,11 @@ t.test('sign-in: a success names the session; a refused callback names its reaso
   const res = await fetch(`${stack.gw}/api/v1/openid/callback?code=stolen&state=forged`, { headers: JSON_ACCEPT })
   await res.body?.cancel()
   t.equal(res.status, 403)
-  t.match(audited('sign-in', refused), [{ audit: 'sign-in', outcome: 'refused', reason: 'state_mismatch', client: '127.0.0.1' }], 'a forged state is refused, logged')
+  t.match(
+    audited('sign-in', refused),
+    [{ audit: 'sign-in', outcome: 'refused', reason: 'state_mismatch', client: '127.0.0.1' }],
+    'a forged state is refused, logged',
+  )
 })
 
 t.test('refresh: a success and the refusals, through the refresh endpoint', async (t) => {
@@ -117,7 +123,11 @@ t.test('refresh: a success and the refusals, through the refresh endpoint', asyn
   const refused = await browser.fetch(stack.gw + REFRESH, { headers: JSON_ACCEPT })
   await refused.body?.cancel()
   t.equal(refused.status, 409)
-  t.match(audited('refresh', revoked), [{ outcome: 'refused', reason: 'refresh_token_invalid', ...about(session) }], 'a refresh token the provider revoked: refused, naming the session')
+  t.match(
+    audited('refresh', revoked),
+    [{ outcome: 'refused', reason: 'refresh_token_invalid', ...about(session) }],
+    'a refresh token the provider revoked: refused, naming the session',
+  )
   t.equal(audited('refresh', revoked).length, 1)
 })
 
@@ -177,7 +187,11 @@ t.test('Shared Signals: a session-revoked push ends the subject; a wrong Authori
   const { token: foreign } = await tx.sign(SESSION_REVOKED, { subId: { format: 'iss_sub', iss: stack.provider?.issuer, sub: 'carol' }, foreignKey: true })
   secrets.add(foreign)
   t.equal((await tx.push(foreign)).status, 400)
-  t.match(audited('ssf-revocation', forged), [{ outcome: 'refused', reason: 'invalid_key', detail: String, provider: 'default', client: '127.0.0.1' }], 'a SET signed with another key')
+  t.match(
+    audited('ssf-revocation', forged),
+    [{ outcome: 'refused', reason: 'invalid_key', detail: String, provider: 'default', client: '127.0.0.1' }],
+    'a SET signed with another key',
+  )
 
   const stranger = lines.length
   t.equal((await tx.push(token, 'Bearer not-the-registered-one')).status, 401)
@@ -187,7 +201,9 @@ t.test('Shared Signals: a session-revoked push ends the subject; a wrong Authori
 t.test("refresh: a session signed in at another issuer than its provider's now is refused, naming it", async (t) => {
   const browser = await stack.signedIn('dave')
   const session = sessionOf(browser, stack)
-  const other = await startDevProvider({ clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`] }] })
+  const other = await startDevProvider({
+    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`] }],
+  })
   t.teardown(() => other.close())
   stack.replicas[0]?.rewrite((c) => ({ ...c, provider: { ...(c.provider as object), issuer: other.issuer } }))
   t.equal(await stack.live.reload('SIGHUP'), true, 'reloaded onto another issuer')
@@ -204,7 +220,9 @@ t.test('no line of the log carries a token, cookie value, session id or secret; 
   for (const secret of secrets) t.notOk(log.includes(secret), `never ${secret.slice(0, 6)}…`)
   t.notMatch(log, /eyJ[\w-]+\.eyJ/, 'no JWT')
   const fields = new Set<string>(AUDIT_FIELDS)
-  const extra = parsed().filter((l) => l.audit !== undefined).flatMap((l) => Object.keys(l).filter((k) => !fields.has(k) && !['level', 'time', 'pid', 'hostname', 'reqId', 'msg'].includes(k)))
+  const extra = parsed()
+    .filter((l) => l.audit !== undefined)
+    .flatMap((l) => Object.keys(l).filter((k) => !fields.has(k) && !['level', 'time', 'pid', 'hostname', 'reqId', 'msg'].includes(k)))
   t.same(extra, [], 'no field beyond the documented ones')
 })
 

@@ -32,42 +32,49 @@ async function logOutAtProvider(stack: Stack, browser: Browser): Promise<void> {
   await delivered
 }
 
-t.test('cookie store, two replicas sharing the revocation list in Redis: a back-channel logout ends the session on both; Redis down, the check answers 503', async (t) => {
-  const redis = await startRedis(t)
-  const stack = await startStack(t, { replicas: 2, backchannelLogout: true, config: { session: { redisUrl: redis.url } } })
-  const [a, b] = stack.replicas.map((r) => r.gw) as [string, string]
-  const browser = await stack.signedIn('alice')
-  const statusOn = async (gw: string, signedIn: Browser = browser): Promise<number> => {
-    const res = await signedIn.fetch(`${gw}/hello`, { headers: JSON_ACCEPT })
-    await res.body?.cancel()
-    return res.status
-  }
-  t.equal(await statusOn(a), 200, 'replica A')
-  t.equal(await statusOn(b), 200, 'replica B reads the same cookie session')
-
-  await logOutAtProvider(stack, browser)
-  t.equal(await statusOn(a), 401, 'replica A, which received the logout token, refuses at once')
-  t.equal(await eventually('replica B refuses the session', async () => (await statusOn(b)) === 401, LIST_REFRESH_BOUND_MS), true, 'replica B refuses it too, once it has read the list again')
-  t.equal(await stack.app.revocations?.size(), 1, 'one entry in the shared list')
-
-  const again = await stack.signedIn('alice')
-  t.equal(await statusOn(b, again), 200, 'a new sign-in works on B')
-  t.equal(await statusOn(a, again), 200, 'and on A')
-
-  await redis.stop()
-  const down = await eventually(
-    'replica B stops answering 200 with Redis down',
-    async () => {
-      const res = await again.fetch(`${b}/hello`, { headers: JSON_ACCEPT })
-      if (res.status !== 200) return res
+t.test(
+  'cookie store, two replicas sharing the revocation list in Redis: a back-channel logout ends the session on both; Redis down, the check answers 503',
+  async (t) => {
+    const redis = await startRedis(t)
+    const stack = await startStack(t, { replicas: 2, backchannelLogout: true, config: { session: { redisUrl: redis.url } } })
+    const [a, b] = stack.replicas.map((r) => r.gw) as [string, string]
+    const browser = await stack.signedIn('alice')
+    const statusOn = async (gw: string, signedIn: Browser = browser): Promise<number> => {
+      const res = await signedIn.fetch(`${gw}/hello`, { headers: JSON_ACCEPT })
       await res.body?.cancel()
-      return undefined
-    },
-    LIST_REFRESH_BOUND_MS,
-  )
-  t.equal(down.status, 503, 'Redis unreachable: the session is not let through unchecked')
-  t.match(await down.json(), { code: 'session_store_unavailable' })
-})
+      return res.status
+    }
+    t.equal(await statusOn(a), 200, 'replica A')
+    t.equal(await statusOn(b), 200, 'replica B reads the same cookie session')
+
+    await logOutAtProvider(stack, browser)
+    t.equal(await statusOn(a), 401, 'replica A, which received the logout token, refuses at once')
+    t.equal(
+      await eventually('replica B refuses the session', async () => (await statusOn(b)) === 401, LIST_REFRESH_BOUND_MS),
+      true,
+      'replica B refuses it too, once it has read the list again',
+    )
+    t.equal(await stack.app.revocations?.size(), 1, 'one entry in the shared list')
+
+    const again = await stack.signedIn('alice')
+    t.equal(await statusOn(b, again), 200, 'a new sign-in works on B')
+    t.equal(await statusOn(a, again), 200, 'and on A')
+
+    await redis.stop()
+    const down = await eventually(
+      'replica B stops answering 200 with Redis down',
+      async () => {
+        const res = await again.fetch(`${b}/hello`, { headers: JSON_ACCEPT })
+        if (res.status !== 200) return res
+        await res.body?.cancel()
+        return undefined
+      },
+      LIST_REFRESH_BOUND_MS,
+    )
+    t.equal(down.status, 503, 'Redis unreachable: the session is not let through unchecked')
+    t.match(await down.json(), { code: 'session_store_unavailable' })
+  },
+)
 
 t.test('redis store, two replicas sharing the sessions: a back-channel logout received by one ends the session on both, and only that session', async (t) => {
   const { stack, raw } = await startRedisSessions(t, { backchannelLogout: true })
@@ -76,7 +83,10 @@ t.test('redis store, two replicas sharing the sessions: a back-channel logout re
   const kept = await stack.signedIn('alice')
   const cookieOf = (browser: Browser): string => `ogw=${browser.cookie('ogw')?.value}`
   const statusOn = async (gw: string, cookie: string): Promise<number> => (await rawRequest(gw, '/hello', { headers: { ...JSON_ACCEPT, cookie } })).status
-  for (const [gw, name] of [[a, 'A'], [b, 'B']] as const) {
+  for (const [gw, name] of [
+    [a, 'A'],
+    [b, 'B'],
+  ] as const) {
     t.equal(await statusOn(gw, cookieOf(ended)), 200, `signed in, on ${name}`)
     t.equal(await statusOn(gw, cookieOf(kept)), 200, `a second provider session of alice, on ${name}`)
   }

@@ -64,7 +64,10 @@ for (const store of ['cookie', 'memory'] as const) {
     const bob = await stack.signedIn('bob')
     // The revocation list counts whole seconds: the logout comes a second after the sign-ins.
     clock.advance(1000)
-    const token = await stack.provider!.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+    const token = await stack.provider!.signJwt(
+      { aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+      { typ: 'logout+jwt' },
+    )
     const res = await fetch(stack.gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
     t.equal(res.status, 200)
     t.equal(await status(stack, alice1), 401)

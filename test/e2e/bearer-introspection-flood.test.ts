@@ -115,7 +115,10 @@ t.test('a junk flood from one client: valid tokens from another all pass', async
   )
   const floodStatuses = (await flood.all).map((res) => res.status)
   t.equal(floodStatuses.filter((status) => status === 200).length, 0, 'no junk token passes')
-  t.ok(floodStatuses.every((status) => status === 401 || status === 429), 'junk: refused (401) or over its budget (429)')
+  t.ok(
+    floodStatuses.every((status) => status === 401 || status === 429),
+    'junk: refused (401) or over its budget (429)',
+  )
   t.ok(floodStatuses.filter((status) => status === 429).length > 0, 'the flooding client was held to its budget')
   t.ok(provider.total <= 8 + valid.length, `the provider saw ${provider.total} introspections, not 200`)
 })

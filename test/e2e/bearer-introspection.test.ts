@@ -69,7 +69,11 @@ t.test('introspection off (the default): the same opaque token is refused', asyn
   const token = await accessToken(stack, 'alice')
   const res = await call(stack, token)
   t.equal(res.status, 401)
-  t.equal(res.headers['www-authenticate'], `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`, 'a token came and was refused (RFC 6750 3.1)')
+  t.equal(
+    res.headers['www-authenticate'],
+    `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`,
+    'a token came and was refused (RFC 6750 3.1)',
+  )
   t.equal(introspections.count, 0, 'the provider is not asked')
   t.equal(stack.upstream.requests.length, 0)
 })

@@ -23,7 +23,14 @@ async function bearerStatus(gw: string, token: string): Promise<number> {
 async function forwardAuthStatus(gw: string, token: string): Promise<number> {
   const host = new URL(gw).host
   const res = await fetch(`${gw}/api/v1/openid/auth`, {
-    headers: { authorization: `Bearer ${token}`, accept: 'application/json', 'x-forwarded-method': 'GET', 'x-forwarded-host': host, 'x-forwarded-uri': '/hello', 'x-forwarded-proto': 'http' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      accept: 'application/json',
+      'x-forwarded-method': 'GET',
+      'x-forwarded-host': host,
+      'x-forwarded-uri': '/hello',
+      'x-forwarded-proto': 'http',
+    },
   })
   await res.body?.cancel()
   return res.status
@@ -49,7 +56,12 @@ const now = (): number => Math.floor(Date.now() / 1000)
 for (const store of ['cookie', 'memory', 'redis'] as const) {
   t.test(`${store} store: a back-channel logout refuses the subject's Bearer tokens issued before it, and closes their WebSockets`, async (t) => {
     const session = store === 'redis' ? { store, redisUrl: (await startRedis(t)).url } : { store }
-    const stack = await startStack(t, { upstreams: [{ name: 'app', websocket: true }], backchannelLogout: true, replicas: store === 'redis' ? 2 : 1, config: { session } })
+    const stack = await startStack(t, {
+      upstreams: [{ name: 'app', websocket: true }],
+      backchannelLogout: true,
+      replicas: store === 'redis' ? 2 : 1,
+      config: { session },
+    })
     // Issued after the gateway started: a Redis list refuses what was issued before it started
     // (it cannot tell what an earlier, lost list held).
     const alice = await accessToken(stack, 'alice', now())
@@ -62,7 +74,10 @@ for (const store of ['cookie', 'memory', 'redis'] as const) {
     await echo(ws, 'ping')
     const closed = closeCode(ws)
     // With Redis, a socket on another replica: closed by that replica's check of open sockets.
-    const remote = store === 'redis' ? await openSocket(`${(stack.replicas[1]?.gw as string).replace('http', 'ws')}/socket`, { authorization: `Bearer ${alice}` }) : undefined
+    const remote =
+      store === 'redis'
+        ? await openSocket(`${(stack.replicas[1]?.gw as string).replace('http', 'ws')}/socket`, { authorization: `Bearer ${alice}` })
+        : undefined
     if (typeof remote === 'number') throw new Error(`upgrade refused with ${remote}`)
     if (remote !== undefined) {
       t.teardown(() => remote.terminate())
@@ -79,7 +94,11 @@ for (const store of ['cookie', 'memory', 'redis'] as const) {
     if (store === 'redis') {
       const other = stack.replicas[1]?.gw as string
       // Another replica rereads the list at most once a second (REFRESH_MS).
-      await eventually('another replica refuses it too (the list is in Redis)', async () => ((await bearerStatus(other, alice)) === 401 ? true : undefined), 5000)
+      await eventually(
+        'another replica refuses it too (the list is in Redis)',
+        async () => ((await bearerStatus(other, alice)) === 401 ? true : undefined),
+        5000,
+      )
       t.pass('another replica refuses it too (the list is in Redis)')
       t.equal(await remoteClosed, 1008, "the socket opened on the other replica is closed by that replica's sweep")
     }

@@ -17,7 +17,10 @@ t.test('default rules', async (t) => {
   const { stack, provider } = await startAdversarialStack(t)
 
   t.test('an ID token for the client and another audience, typ JWT, no nonce: 401', async (t) => {
-    const idToken = await provider.signJwt({ aud: [CLIENT_ID, 'https://other.example.com'], azp: CLIENT_ID, auth_time: Math.floor(Date.now() / 1000) }, { typ: 'JWT' })
+    const idToken = await provider.signJwt(
+      { aud: [CLIENT_ID, 'https://other.example.com'], azp: CLIENT_ID, auth_time: Math.floor(Date.now() / 1000) },
+      { typ: 'JWT' },
+    )
     t.equal((await bearer(stack, idToken)).status, 401)
   })
 

@@ -9,7 +9,10 @@ import { startStack } from '../fixtures/stack.ts'
 t.test('sign in, see the identity, refresh, log out in a real browser', async (t) => {
   const upstream = await startDemoUpstream()
   t.teardown(() => upstream.close())
-  const stack = await startStack(t, { upstreams: [{ name: 'demo', target: upstream.url, publicPaths: ['/public/**'] }], postLogoutPath: '/api/v1/openid/sign-out' })
+  const stack = await startStack(t, {
+    upstreams: [{ name: 'demo', target: upstream.url, publicPaths: ['/public/**'] }],
+    postLogoutPath: '/api/v1/openid/sign-out',
+  })
   const browser = await launch()
   t.teardown(() => browser.close())
   const page = await browser.newPage()
@@ -39,20 +42,35 @@ t.test('sign in, see the identity, refresh, log out in a real browser', async (t
   await page.waitForURL((url) => url.origin === stack.provider?.issuer)
   // oidc-provider asks to confirm the sign-out, then returns to post_logout_redirect_uri.
   await Promise.all([page.waitForNavigation(), page.click('button[value="yes"], button[name="logout"]')])
-  await page.waitForURL((url) => url.href.split("?")[0] === `${stack.gw}/api/v1/openid/sign-out`) // with the state of the logout request
+  await page.waitForURL((url) => url.href.split('?')[0] === `${stack.gw}/api/v1/openid/sign-out`) // with the state of the logout request
   t.match(await page.textContent('h1'), 'You are signed out', "the gateway's signed-out page, not the provider's login form")
   await Promise.all([page.waitForNavigation(), page.click('text=Sign in again')])
   t.ok(await page.locator('input[name="login"]').count(), 'signing in again asks for a login: signed out at the provider too')
-  t.same((await page.context().cookies(stack.gw)).filter((c) => c.name.startsWith('ogw_') || c.name === 'ogw').map((c) => c.name).filter((n) => !n.startsWith('ogw_tx_') && n !== 'ogw_txb'), [], 'no session cookie left')
+  t.same(
+    (await page.context().cookies(stack.gw))
+      .filter((c) => c.name.startsWith('ogw_') || c.name === 'ogw')
+      .map((c) => c.name)
+      .filter((n) => !n.startsWith('ogw_tx_') && n !== 'ogw_txb'),
+    [],
+    'no session cookie left',
+  )
 })
 
 t.test('pages for people: a cancelled sign-in and a refusal are pages with the way on', async (t) => {
-  const stack = await startStack(t, { upstreams: [{ name: 'app', match: { pathPrefix: '/' } }, { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } }], postLogoutPath: '/api/v1/openid/sign-out' })
+  const stack = await startStack(t, {
+    upstreams: [
+      { name: 'app', match: { pathPrefix: '/' } },
+      { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins'] } },
+    ],
+    postLogoutPath: '/api/v1/openid/sign-out',
+  })
   const browser = await launch()
   t.teardown(() => browser.close())
   const page = await browser.newPage()
   const blocked: string[] = []
-  page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) blocked.push(m.text()) })
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) blocked.push(m.text())
+  })
 
   // Cancel at the provider: the callback comes back with error=access_denied and no code.
   await page.goto(`${stack.gw}/admin/reports`)
@@ -75,7 +93,7 @@ t.test('pages for people: a cancelled sign-in and a refusal are pages with the w
   // lets the form's redirect go on to the provider's end-session.
   await Promise.all([page.waitForURL((url) => url.origin === stack.provider?.issuer), page.click('text=Sign out / switch account')])
   await Promise.all([page.waitForNavigation(), page.click('button[value="yes"], button[name="logout"]')])
-  await page.waitForURL((url) => url.href.split("?")[0] === `${stack.gw}/api/v1/openid/sign-out`) // with the state of the logout request
+  await page.waitForURL((url) => url.href.split('?')[0] === `${stack.gw}/api/v1/openid/sign-out`) // with the state of the logout request
   t.match(await page.textContent('h1'), 'You are signed out')
   await screenshot(page, 'ogw-signed-out.png')
   t.same(blocked, [], 'nothing was blocked by the CSP')

@@ -15,7 +15,9 @@ const PAGE = 'docs/deploy/caddy.md'
 const IDENTITY = Object.values(AUTH_REQUEST_HEADERS).map((n) => n.toLowerCase())
 /** X-Original-Method and X-Original-URL name the request to the check: a client's copy that disagrees with Caddy's description is refused (400). */
 const NAMING = ['x-original-method', 'x-original-url']
-const FORGED = Object.fromEntries([...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES.filter((n) => !NAMING.includes(n))].map((n) => [n, n.includes('method') ? 'DELETE' : 'mallory']))
+const FORGED = Object.fromEntries(
+  [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES.filter((n) => !NAMING.includes(n))].map((n) => [n, n.includes('method') ? 'DELETE' : 'mallory']),
+)
 
 function sites(page: string, stack: Stack): string {
   const hostPort = (url: string): string => new URL(url).host
@@ -53,7 +55,7 @@ t.test('an anonymous request to a public path reaches the application with no id
   t.same(lastAtApp(), {}, 'no header, and no placeholder text')
 
   t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: FORGED })).status, 200)
-  t.same(lastAtApp(), {}, 'nor the client\'s own copies')
+  t.same(lastAtApp(), {}, "nor the client's own copies")
 
   const before2 = stack.upstream.requests.length
   const named = await rawRequest(caddy.url, '/public/logo.png', { headers: { 'x-original-method': 'GET', 'x-original-url': `${caddy.url}/admin` } })
@@ -91,7 +93,7 @@ t.test('not signed in: a page load is sent to sign in and comes back with its wh
   t.match(api.json(), { code: 'unauthenticated', signInUrl: /redirectAfter=/ })
 })
 
-t.test('a refusal is the gateway\'s own answer', async (t) => {
+t.test("a refusal is the gateway's own answer", async (t) => {
   const browser = await stack.signedIn('alice')
   const before = stack.upstream.requests.length
   const res = await browser.fetch(`${caddy.url}/admin/x`, { headers: { accept: 'application/json' } })
@@ -101,7 +103,7 @@ t.test('a refusal is the gateway\'s own answer', async (t) => {
   t.equal(stack.upstream.requests.length, before, 'nothing reached the application')
 })
 
-t.test('without the recipe\'s placeholder lines, Caddy 2.6 hands the application placeholder text', async (t) => {
+t.test("without the recipe's placeholder lines, Caddy 2.6 hands the application placeholder text", async (t) => {
   const bare = await startCaddy(t, sites(page.replace(/^\s*(@placeholder_\w+ header_regexp|request_header @placeholder_).*\n/gm, ''), stack))
   await rawRequest(bare.url, '/public/logo.png')
   t.equal(lastAtApp()['x-auth-request-user'], '{http.reverse_proxy.header.X-Auth-Request-User}')

@@ -70,7 +70,9 @@ t.test('the callback echoes the provider only for a live transaction', async (t)
       const started = await browser.fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=false`)
       const { value } = (await started.json()) as { value: string }
       const state = new URL(value).searchParams.get('state') ?? ''
-      const page = await browser.fetch(`${callback}?error=${error}&error_description=${encodeURIComponent('said <i>so</i>')}&state=${state}`, { headers: NAVIGATE })
+      const page = await browser.fetch(`${callback}?error=${error}&error_description=${encodeURIComponent('said <i>so</i>')}&state=${state}`, {
+        headers: NAVIGATE,
+      })
       t.equal(page.status, 400, `${error}: still code_missing's status`)
       const html = await page.text()
       t.match(html, `<h1>${escapeHtml(heading)}</h1>`, `${error}: the heading`)

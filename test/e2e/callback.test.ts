@@ -86,7 +86,11 @@ t.test('GET /api/v1/openid/callback', async (t) => {
     const res3 = await b.fetch(`${callback}?code=abc&state=${state}`)
     t.equal(res3.status, 403)
     t.equal(((await res3.json()) as Problem).code, 'state_mismatch')
-    t.same(res3.headers.getSetCookie().filter((c) => !c.includes('Max-Age=0')), [], 'no session cookie is set')
+    t.same(
+      res3.headers.getSetCookie().filter((c) => !c.includes('Max-Age=0')),
+      [],
+      'no session cookie is set',
+    )
   })
 
   t.test('a transaction cookie only opens for its own state', async (t) => {
@@ -121,7 +125,10 @@ t.test('GET /api/v1/openid/callback', async (t) => {
     const body = (await res.json()) as Problem
     t.equal(body.code, 'code_invalid')
     t.notMatch(JSON.stringify(body), used ?? 'x', 'the code is not echoed')
-    t.notOk(res.headers.getSetCookie().some((c) => c.startsWith('ogw=') && !c.includes('Max-Age=0')), 'no session')
+    t.notOk(
+      res.headers.getSetCookie().some((c) => c.startsWith('ogw=') && !c.includes('Max-Age=0')),
+      'no session',
+    )
   })
 
   t.test('a forged code is 403 code_invalid', async (t) => {

@@ -18,7 +18,16 @@ const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, rules: [{ path: '/admin', allow: { groups: ['admins'] } }] },
   { name: 'docs', match: { pathPrefix: '/docs', hosts: [APP] }, auth: 'none' },
 ]
-const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer', 'x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time']
+const IDENTITY = [
+  'x-forwarded-user',
+  'x-forwarded-email',
+  'x-forwarded-groups',
+  'x-forwarded-preferred-username',
+  'x-forwarded-issuer',
+  'x-forwarded-acr',
+  'x-forwarded-amr',
+  'x-forwarded-auth-time',
+]
 
 /** Targets a normalizer would rewrite; each one's normal form passes for its caller (checked below). */
 const REWRITTEN: Array<{ target: string; who: 'bob' | 'anonymous'; normal: string }> = [
@@ -58,32 +67,41 @@ t.test('every check dialect refuses a target out of normal form with 400, and de
     t.equal(refused.status, 403, 'the rule refuses bob its normal form')
   })
 
-  t.test('behind an Envoy that normalizes first (normalize_path, merge_slashes): the check is asked the path the application gets, and decides it', async (t) => {
-    const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: [...IDENTITY, 'cookie'], normalizePath: true })
-    t.teardown(() => envoy.close())
-    // What Envoy forwards, and the answer the gateway gives that path when asked directly.
-    const expected: Array<[string, 'bob' | 'anonymous', string, number]> = [
-      ['/admin//../users', 'bob', '/admin/users', 403],
-      ['/admin/../users', 'bob', '/users', 200],
-      ['/admin/%2e%2e/users', 'bob', '/users', 200],
-      ['/admin/secret//..//../docs', 'anonymous', '/admin/secret/docs', 401],
-      ['/admin/secret/%2e%2e/%2e%2e/docs', 'anonymous', '/docs', 200],
-      ['//docs/x', 'anonymous', '/docs/x', 200],
-      ['/docs/./x', 'anonymous', '/docs/x', 200],
-    ]
-    for (const [target, who, forwarded, status] of expected) {
-      t.equal(envoyNormalizedPath(target), forwarded, `Envoy forwards ${target} as ${forwarded}`)
-      const before = stack.upstream.requests.length
-      const res = await rawRequest(envoy.url, target, { headers: { host: APP, accept: 'application/json', ...cookieOf(who) } })
-      t.equal(res.status, status, `${target} (${who}) is decided as ${forwarded}`)
-      if (status === 200) t.equal(stack.upstream.requests[before]?.url, forwarded, 'the application gets the path decided')
-      else t.equal(stack.upstream.requests.length, before, 'refused: nothing forwarded')
-    }
-  })
+  t.test(
+    'behind an Envoy that normalizes first (normalize_path, merge_slashes): the check is asked the path the application gets, and decides it',
+    async (t) => {
+      const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: [...IDENTITY, 'cookie'], normalizePath: true })
+      t.teardown(() => envoy.close())
+      // What Envoy forwards, and the answer the gateway gives that path when asked directly.
+      const expected: Array<[string, 'bob' | 'anonymous', string, number]> = [
+        ['/admin//../users', 'bob', '/admin/users', 403],
+        ['/admin/../users', 'bob', '/users', 200],
+        ['/admin/%2e%2e/users', 'bob', '/users', 200],
+        ['/admin/secret//..//../docs', 'anonymous', '/admin/secret/docs', 401],
+        ['/admin/secret/%2e%2e/%2e%2e/docs', 'anonymous', '/docs', 200],
+        ['//docs/x', 'anonymous', '/docs/x', 200],
+        ['/docs/./x', 'anonymous', '/docs/x', 200],
+      ]
+      for (const [target, who, forwarded, status] of expected) {
+        t.equal(envoyNormalizedPath(target), forwarded, `Envoy forwards ${target} as ${forwarded}`)
+        const before = stack.upstream.requests.length
+        const res = await rawRequest(envoy.url, target, { headers: { host: APP, accept: 'application/json', ...cookieOf(who) } })
+        t.equal(res.status, status, `${target} (${who}) is decided as ${forwarded}`)
+        if (status === 200) t.equal(stack.upstream.requests[before]?.url, forwarded, 'the application gets the path decided')
+        else t.equal(stack.upstream.requests.length, before, 'refused: nothing forwarded')
+      }
+    },
+  )
 
   t.test('ext_authz over gRPC: INVALID_ARGUMENT with a 400 problem+json', async (t) => {
     const client = await serveGatewayGrpc(t, stack)
-    const http = (path: string, who: 'bob' | 'anonymous') => ({ method: 'GET', host: APP, path, scheme: 'https', headers: { ':authority': APP, ':method': 'GET', ':path': path, ...cookieOf(who) } })
+    const http = (path: string, who: 'bob' | 'anonymous') => ({
+      method: 'GET',
+      host: APP,
+      path,
+      scheme: 'https',
+      headers: { ':authority': APP, ':method': 'GET', ':path': path, ...cookieOf(who) },
+    })
     for (const { target, who, normal } of REWRITTEN) {
       t.equal((await client.check(checkRequest(http(normal, who)))).status?.code, 0, `${normal} passes for ${who}`)
       const res = await client.check(checkRequest(http(target, who)))

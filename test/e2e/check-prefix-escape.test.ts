@@ -74,6 +74,10 @@ t.test('a check request never reaches another endpoint of the gateway', async (t
       t.equal(res.json<Problem>().code, 'bad_request')
     }
     t.equal((await rawRequest(stack.gw, '/api/v1/openid/auth?x=1', { headers: nginx })).status, 401, 'the check itself, with a query')
-    t.equal((await rawRequest(stack.gw, '/api/v1/openid/authx/../redirect?performRedirect=false', { headers: { host: APP } })).status, 200, 'another path is routed as any other')
+    t.equal(
+      (await rawRequest(stack.gw, '/api/v1/openid/authx/../redirect?performRedirect=false', { headers: { host: APP } })).status,
+      200,
+      'another path is routed as any other',
+    )
   })
 })

@@ -13,7 +13,16 @@ import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 // HTTP, headers_to_remove over gRPC.
 
 const APP = 'app.example.com'
-const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer', 'x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time']
+const IDENTITY = [
+  'x-forwarded-user',
+  'x-forwarded-email',
+  'x-forwarded-groups',
+  'x-forwarded-preferred-username',
+  'x-forwarded-issuer',
+  'x-forwarded-acr',
+  'x-forwarded-amr',
+  'x-forwarded-auth-time',
+]
 const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, publicPaths: ['/public/**'] },
   { name: 'cors', match: { pathPrefix: '/cors', hosts: [APP] }, allowPreflight: true },
@@ -51,16 +60,26 @@ t.test('every allow names the request-target and method overrides for removal', 
   t.test('gRPC: headers_to_remove names each one', async (t) => {
     const client = await serveGatewayGrpc(t, stack)
     for (const headers of credentials) {
-      const res = await client.check(checkRequest({ method: 'GET', host: APP, path: '/public/logo.png', scheme: 'https', headers: { ':authority': APP, ...headers, ...OVERRIDES } }))
+      const res = await client.check(
+        checkRequest({ method: 'GET', host: APP, path: '/public/logo.png', scheme: 'https', headers: { ':authority': APP, ...headers, ...OVERRIDES } }),
+      )
       t.equal(res.status?.code, 0)
       const removed = res.ok_response?.headers_to_remove ?? []
       for (const name of REQUEST_OVERRIDE_HEADER_NAMES) t.ok(removed.includes(name), name)
-      t.notOk(res.ok_response?.headers.some((h) => REQUEST_OVERRIDE_HEADER_NAMES.includes(h.header.key.toLowerCase())), 'none is set')
+      t.notOk(
+        res.ok_response?.headers.some((h) => REQUEST_OVERRIDE_HEADER_NAMES.includes(h.header.key.toLowerCase())),
+        'none is set',
+      )
     }
   })
 
   t.test('through Envoy: the application receives none of them', async (t) => {
-    const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: [...IDENTITY, 'cookie'], headersToExtAuth: ['cookie', 'accept', 'access-control-request-method'] })
+    const envoy = await startEnvoy({
+      gateway: stack.gw,
+      upstream: stack.upstream.url,
+      headersToBackend: [...IDENTITY, 'cookie'],
+      headersToExtAuth: ['cookie', 'accept', 'access-control-request-method'],
+    })
     t.teardown(() => envoy.close())
     const cases: Array<{ method: string; path: string; headers: Record<string, string> }> = [
       { method: 'GET', path: '/public/logo.png', headers: {} },

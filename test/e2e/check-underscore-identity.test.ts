@@ -48,7 +48,7 @@ t.test('check allows remove identity headers spelled with underscores', async (t
       t.equal(res.status, 200)
       const received = stack.upstream.requests[before]?.headers ?? {}
       for (const name of RECEIVED) t.equal(received[name], undefined, `${path}: no ${name}`)
-      t.equal(received['x-forwarded-groups'], credentials.cookie === undefined ? undefined : 'admins,staff', 'the groups are the session\'s')
+      t.equal(received['x-forwarded-groups'], credentials.cookie === undefined ? undefined : 'admins,staff', "the groups are the session's")
     }
   })
 })

@@ -10,7 +10,11 @@ t.test('a restart with another cookies.name: the former session cookies never re
   const before = await startStack(t)
   const browser = await before.signedIn('alice')
   // Only the gateway's: the browser's jar also holds the provider's (cookies ignore the port).
-  const former = browser.cookieHeader(`${before.gw}/page`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+  const former = browser
+    .cookieHeader(`${before.gw}/page`)
+    .split('; ')
+    .filter((pair) => pair.startsWith('ogw'))
+    .join('; ')
   t.match(former, /(^|; )ogw=/, 'signed in with the former name')
   const ogw = /(?:^|; )ogw=([^;]+)/.exec(former)?.[1] ?? ''
 
@@ -43,6 +47,9 @@ t.test('another prefix of the name (cookies.secure switched): stripped, and expi
   const expired = setCookie.filter((line) => /Max-Age=0/i.test(line)).map((line) => line.slice(0, line.indexOf('=')))
   t.ok(expired.includes('__Host-ogw'), '__Host-ogw expired')
   t.ok(expired.includes('__Secure-ogw_cred'), '__Secure-ogw_cred expired')
-  t.ok(setCookie.filter((line) => line.startsWith('__Host-ogw=')).every((line) => /Secure/.test(line) && /Path=\//.test(line) && !/Domain=/i.test(line)), 'as the __Host- prefix requires')
+  t.ok(
+    setCookie.filter((line) => line.startsWith('__Host-ogw=')).every((line) => /Secure/.test(line) && /Path=\//.test(line) && !/Domain=/i.test(line)),
+    'as the __Host- prefix requires',
+  )
   t.notOk(expired.includes('app'), "the application's cookie is left alone")
 })

@@ -49,7 +49,7 @@ function tokenCalls(metrics: string): number {
   return Number(/openid_gateway_provider_request_duration_seconds_count\{call="token"\} (\d+)/.exec(metrics)?.[1] ?? 0)
 }
 
-t.test('the sign-in and every refresh bind the tokens to the session\'s key', async (t) => {
+t.test("the sign-in and every refresh bind the tokens to the session's key", async (t) => {
   const stack = await dpopStack(t)
   const browser = stack.browser()
   const first = await signIn(stack, browser)
@@ -61,16 +61,16 @@ t.test('the sign-in and every refresh bind the tokens to the session\'s key', as
   t.equal((await browser.fetch(`${stack.gw}/x`, { headers: JSON_ACCEPT })).status, 200, 'the session works')
   const second = await refresh(t, browser, stack.gw)
   t.not(second, first)
-  t.equal((await introspect(stack, second) as { cnf?: { jkt?: string } }).cnf?.jkt, jkt, 'the refreshed token is bound to the same key')
+  t.equal(((await introspect(stack, second)) as { cnf?: { jkt?: string } }).cnf?.jkt, jkt, 'the refreshed token is bound to the same key')
   // Without a proof of the key, the token is worth nothing: the provider refuses it as Bearer.
   const userinfo = await fetch((await metadata(stack)).userinfo_endpoint ?? '', { headers: { authorization: `Bearer ${second}` } })
   t.equal(userinfo.status, 401)
   const other = stack.browser()
   const otherToken = await signIn(stack, other)
-  t.not((await introspect(stack, otherToken) as { cnf?: { jkt?: string } }).cnf?.jkt, jkt, 'each sign-in has its own key')
+  t.not(((await introspect(stack, otherToken)) as { cnf?: { jkt?: string } }).cnf?.jkt, jkt, 'each sign-in has its own key')
 })
 
-t.test('DPoP-Nonce: the provider\'s nonce is learned once and used by every session\'s proofs', async (t) => {
+t.test("DPoP-Nonce: the provider's nonce is learned once and used by every session's proofs", async (t) => {
   const stack = await dpopStack(t, { provider: { dpopNonces: true } })
   const browser = stack.browser()
   await signIn(stack, browser)
@@ -85,9 +85,9 @@ t.test('refresh works on another replica: the key travels sealed in the session'
   const stack = await dpopStack(t, { replicas: 2, provider: { dpopNonces: true } })
   const browser = stack.browser()
   const first = await signIn(stack, browser)
-  const jkt = (await introspect(stack, first) as { cnf?: { jkt?: string } }).cnf?.jkt
+  const jkt = ((await introspect(stack, first)) as { cnf?: { jkt?: string } }).cnf?.jkt
   const second = await refresh(t, browser, stack.replicas[1]?.gw ?? '')
-  t.equal((await introspect(stack, second) as { cnf?: { jkt?: string } }).cnf?.jkt, jkt)
+  t.equal(((await introspect(stack, second)) as { cnf?: { jkt?: string } }).cnf?.jkt, jkt)
   t.equal((await browser.fetch(`${stack.replicas[1]?.gw}/x`, { headers: JSON_ACCEPT })).status, 200)
 })
 
@@ -96,7 +96,11 @@ t.test('a provider that issues an unbound (Bearer) token: refused, 502 provider_
   const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
   t.equal(res.status, 502)
   t.equal(await problemCode(res), 'provider_unavailable')
-  t.same(res.headers.getSetCookie().filter((line) => /^ogw=[^;]/.test(line)), [], 'no session')
+  t.same(
+    res.headers.getSetCookie().filter((line) => /^ogw=[^;]/.test(line)),
+    [],
+    'no session',
+  )
 })
 
 t.test('a provider without ES256 DPoP proofs: not ready, 503 not_ready', async (t) => {

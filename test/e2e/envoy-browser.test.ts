@@ -9,7 +9,16 @@ import { freePort, startStack } from '../fixtures/stack.ts'
 // application through Envoy, and the application sees the identity and none of the gateway's
 // cookies. The sign-in endpoints are routed to the gateway unfiltered, as the docs tell operators.
 
-const IDENTITY = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username', 'x-forwarded-issuer', 'x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time']
+const IDENTITY = [
+  'x-forwarded-user',
+  'x-forwarded-email',
+  'x-forwarded-groups',
+  'x-forwarded-preferred-username',
+  'x-forwarded-issuer',
+  'x-forwarded-acr',
+  'x-forwarded-amr',
+  'x-forwarded-auth-time',
+]
 
 t.test('sign in through Envoy ext_authz in a real browser', async (t) => {
   const envoyPort = await freePort()
@@ -43,6 +52,10 @@ t.test('sign in through Envoy ext_authz in a real browser', async (t) => {
   // The provider's own cookies share the loopback host here; the gateway's never pass.
   const sent = echoed.headers.cookie?.split('; ') ?? []
   t.ok(sent.includes('app=mine'), "the application's cookie")
-  t.same(sent.filter((pair) => pair.startsWith('ogw')), [], "none of the gateway's")
+  t.same(
+    sent.filter((pair) => pair.startsWith('ogw')),
+    [],
+    "none of the gateway's",
+  )
   t.equal(envoy.checks.at(-1), 200, 'allowed with exactly 200')
 })

@@ -8,7 +8,7 @@ import { startStack } from '../fixtures/stack.ts'
 // transaction cookie with that cross-site POST only because it is SameSite=None; Secure
 // (loopback is a secure context, so Chromium keeps Secure cookies of http://localhost).
 
-t.test('form post: a real browser signs in through the provider\'s cross-site POST', async (t) => {
+t.test("form post: a real browser signs in through the provider's cross-site POST", async (t) => {
   const stack = await startStack(t, { publicHost: 'localhost', config: { provider: { responseMode: 'form_post' } } })
   const browser = await launch()
   t.teardown(() => browser.close())
@@ -29,10 +29,24 @@ t.test('form post: a real browser signs in through the provider\'s cross-site PO
   if (!page.url().startsWith(stack.gw)) await Promise.all([page.waitForNavigation(), page.click('button[type="submit"]')]) // consent
   await page.waitForURL(`${stack.gw}/welcome?from=test`)
   t.match(await page.textContent('body'), /"x-forwarded-user": "alice"|alice/, 'signed in, the upstream sees alice')
-  t.same(callbacks.map((c) => c.method), ['POST'], 'the response came as one POST')
-  t.notOk(callbacks.some((c) => c.url.includes('code=')), 'no code in any URL the browser opened')
+  t.same(
+    callbacks.map((c) => c.method),
+    ['POST'],
+    'the response came as one POST',
+  )
+  t.notOk(
+    callbacks.some((c) => c.url.includes('code=')),
+    'no code in any URL the browser opened',
+  )
 
   const cookies = await page.context().cookies(stack.gw)
-  t.match(cookies.find((c) => c.name === 'ogw'), { sameSite: 'Lax', httpOnly: true }, 'the session cookie keeps the configured SameSite')
-  t.notOk(cookies.some((c) => c.name.startsWith('ogw_tx_')), 'the transaction cookie is gone')
+  t.match(
+    cookies.find((c) => c.name === 'ogw'),
+    { sameSite: 'Lax', httpOnly: true },
+    'the session cookie keeps the configured SameSite',
+  )
+  t.notOk(
+    cookies.some((c) => c.name.startsWith('ogw_tx_')),
+    'the transaction cookie is gone',
+  )
 })

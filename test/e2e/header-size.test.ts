@@ -99,7 +99,7 @@ t.test('header size limits', async (t) => {
     const seen = upstream.seen.at(-1)
     t.equal(seen?.['x-forwarded-user'], 'alice', 'signed in')
     t.match(seen?.cookie, /(^|; )big=x{20480}(;|$)/, 'the application cookie reaches the upstream')
-    t.notMatch(seen?.cookie, /(^|; )ogw/, 'the gateway\'s do not')
+    t.notMatch(seen?.cookie, /(^|; )ogw/, "the gateway's do not")
     const refresh = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: big })
     t.equal(refresh.status, 200, 'the sign-in endpoints read the session too')
   })
@@ -107,11 +107,20 @@ t.test('header size limits', async (t) => {
   t.test('the process survives a storm of oversized and malformed requests', async (t) => {
     const storm = Array.from({ length: 30 }, (_, i) =>
       i % 2 === 0
-        ? rawRequest(stack.gw, '/page', { headers: { cookie: `c=${'y'.repeat(64 * 1024)}` } }).then((r) => r.status, () => 0)
-        : rawExchange(stack.gw, `GET /page HTTP/1.1\r\nHost: x\r\n${'X'.repeat(100)}\r\n\r\n`).then((r) => parseRaw(r).status, () => 0),
+        ? rawRequest(stack.gw, '/page', { headers: { cookie: `c=${'y'.repeat(64 * 1024)}` } }).then(
+            (r) => r.status,
+            () => 0,
+          )
+        : rawExchange(stack.gw, `GET /page HTTP/1.1\r\nHost: x\r\n${'X'.repeat(100)}\r\n\r\n`).then(
+            (r) => parseRaw(r).status,
+            () => 0,
+          ),
     )
     const statuses = await Promise.all(storm)
-    t.ok(statuses.every((s) => s === 431 || s === 400), `statuses: ${[...new Set(statuses)].join(', ')}`)
+    t.ok(
+      statuses.every((s) => s === 431 || s === 400),
+      `statuses: ${[...new Set(statuses)].join(', ')}`,
+    )
     const res = await rawRequest(stack.gw, '/api/v1/openid/redirect?performRedirect=0')
     t.equal(res.status, 200, 'the gateway still serves')
   })

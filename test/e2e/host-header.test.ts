@@ -49,7 +49,7 @@ t.test('Host and X-Forwarded-Host', async (t) => {
     t.equal(stack.upstream.requests.length, before + 1, 'only the request with one Host reached the upstream')
   })
 
-  t.test('X-Forwarded-Host is a host the gateway serves, else the public URL\'s', async (t) => {
+  t.test("X-Forwarded-Host is a host the gateway serves, else the public URL's", async (t) => {
     const cases: Array<[string, string]> = [
       ['evil.example', own],
       ['evil.example:8443', own],
@@ -98,9 +98,16 @@ t.test('Host and X-Forwarded-Host', async (t) => {
 })
 
 t.test("a trusted peer's X-Forwarded-Host passes only when the gateway serves it", async (t) => {
-  const stack = await startStack(t, { config: { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } }, upstreams: [{ name: 'app', auth: 'none' }] })
+  const stack = await startStack(t, {
+    config: { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } },
+    upstreams: [{ name: 'app', auth: 'none' }],
+  })
   const own = new URL(stack.gw).host
-  for (const [forwarded, expected] of [['app.example.com', 'app.example.com'], ['evil.example', own], ['app.example.com, evil.example', own]] as const) {
+  for (const [forwarded, expected] of [
+    ['app.example.com', 'app.example.com'],
+    ['evil.example', own],
+    ['app.example.com, evil.example', own],
+  ] as const) {
     const before = stack.upstream.requests.length
     await rawRequest(stack.gw, '/x', { headers: { 'x-forwarded-host': forwarded } })
     t.equal(stack.upstream.requests[before]?.headers['x-forwarded-host'], expected, forwarded)

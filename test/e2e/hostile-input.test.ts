@@ -71,9 +71,17 @@ t.test('gateway paths that look like route patterns are plain 404s, endpoints ke
   const log = logCapture()
   const stack = await startStack(t, { config: { log: { level: 'warn' } }, logStream: log.stream })
   const patterns = [
-    '/api/v1/openid/**', '/api/v1/openid/*', '/api/v1/openid/:x(', '/api/v1/openid/:x', '/api/v1/openid/(a)',
-    '/api/v1/openid/redirect/*', '/api/v1/openid/:redirect', '/api/v1/openid/x::y', '/api/v1/openid/(?:a|b)',
-    '/api/v1/openid/:x(^(a+)+$)', '/api/v1/openid/*/**',
+    '/api/v1/openid/**',
+    '/api/v1/openid/*',
+    '/api/v1/openid/:x(',
+    '/api/v1/openid/:x',
+    '/api/v1/openid/(a)',
+    '/api/v1/openid/redirect/*',
+    '/api/v1/openid/:redirect',
+    '/api/v1/openid/x::y',
+    '/api/v1/openid/(?:a|b)',
+    '/api/v1/openid/:x(^(a+)+$)',
+    '/api/v1/openid/*/**',
   ]
   for (const path of patterns) {
     for (const method of ['GET', 'PUT', 'DELETE']) {
@@ -136,7 +144,11 @@ t.test('bodies reach the upstream byte for byte with their Content-Type, whateve
 t.test('the sign-in endpoints still parse (or refuse) bodies themselves, never with a 500', async (t) => {
   const stack = await startStack(t)
   for (const contentType of ['text/plain;', 'application/json', 'foo', 'text/plain; charset=utf-16le']) {
-    const res = await send(stack.gw, '/api/v1/openid/logout', { method: 'DELETE', headers: { 'content-type': contentType, accept: 'application/json' }, body: Buffer.from('{x') })
+    const res = await send(stack.gw, '/api/v1/openid/logout', {
+      method: 'DELETE',
+      headers: { 'content-type': contentType, accept: 'application/json' },
+      body: Buffer.from('{x'),
+    })
     t.ok(res.status >= 400 && res.status < 500, `${contentType}: ${res.status}`)
   }
 })
@@ -164,10 +176,13 @@ t.test('hop-by-hop request headers are answered or dropped, never a 502', async 
   const { hostname, port } = new URL(stack.gw)
   const continued = await new Promise<{ status: number; sawContinue: boolean }>((resolve, reject) => {
     let sawContinue = false
-    const req = httpRequest({ host: hostname, port, method: 'POST', path: '/e', agent: false, headers: { expect: '100-continue', 'content-length': 2 } }, (res) => {
-      res.resume()
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, sawContinue }))
-    })
+    const req = httpRequest(
+      { host: hostname, port, method: 'POST', path: '/e', agent: false, headers: { expect: '100-continue', 'content-length': 2 } },
+      (res) => {
+        res.resume()
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, sawContinue }))
+      },
+    )
     req.on('continue', () => {
       sawContinue = true
       req.end('ok')
@@ -203,7 +218,10 @@ async function upgradesAreRefused(t: Test, stack: Stack, path: string): Promise<
 t.test('an upgrade to an upstream without websocket: true is refused at once and the socket closed', async (t) => {
   t.test('next to an upstream that takes WebSockets', async (t) => {
     const stack = await startStack(t, {
-      upstreams: [{ name: 'app', auth: 'none' }, { name: 'live', auth: 'none', websocket: true, match: { pathPrefix: '/live' } }],
+      upstreams: [
+        { name: 'app', auth: 'none' },
+        { name: 'live', auth: 'none', websocket: true, match: { pathPrefix: '/live' } },
+      ],
     })
     await upgradesAreRefused(t, stack, '/socket')
   })

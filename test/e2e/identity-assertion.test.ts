@@ -36,7 +36,7 @@ t.test('an upstream verifies the assertion against /.well-known/jwks.json', asyn
   const browser = await stack.signedIn('alice')
   const first = (await (await browser.fetch(`${stack.gw}/x`, { headers: { ...JSON_ACCEPT, 'x-identity-assertion': 'forged' } })).json()) as Echo
   const assertion = first.headers['x-identity-assertion'] ?? ''
-  t.not(assertion, 'forged', 'a client\'s own header never reaches the upstream')
+  t.not(assertion, 'forged', "a client's own header never reaches the upstream")
 
   // What an upstream does (docs/features/identity-assertions.md):
   const jwks = jose.createRemoteJWKSet(new URL(`${stack.gw}/.well-known/jwks.json`))
@@ -48,8 +48,18 @@ t.test('an upstream verifies the assertion against /.well-known/jwks.json', asyn
   t.equal((payload.exp ?? 0) - (payload.iat ?? 0), 60, 'short-lived: assertions.ttlSeconds')
 
   const published = (await (await fetch(`${stack.gw}/.well-known/jwks.json`)).json()) as { keys: jose.JWK[] }
-  t.strictSame(published.keys.map((key) => [key.kty, key.alg]), [['EC', 'ES256'], ['RSA', 'PS256']], 'both keys published (rotation)')
-  t.notOk(published.keys.some((key) => 'd' in key), 'public halves only')
+  t.strictSame(
+    published.keys.map((key) => [key.kty, key.alg]),
+    [
+      ['EC', 'ES256'],
+      ['RSA', 'PS256'],
+    ],
+    'both keys published (rotation)',
+  )
+  t.notOk(
+    published.keys.some((key) => 'd' in key),
+    'public halves only',
+  )
 
   const second = (await (await browser.fetch(`${stack.gw}/y`, { headers: JSON_ACCEPT })).json()) as Echo
   t.equal(second.headers['x-identity-assertion'], assertion, 'cached per session and upstream: not signed per request')

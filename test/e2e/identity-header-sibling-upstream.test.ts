@@ -59,10 +59,15 @@ t.test('an identity name of one upstream never reaches the application through a
     const host = new URL(stack.gw).host
     const anonymousOrSignedIn: Array<Record<string, string>> = [{}, { cookie: alice }]
     for (const credentials of anonymousOrSignedIn) {
-      const res = await client.check(checkRequest({ method: 'GET', host, path: '/explore', scheme: 'http', headers: { ':authority': host, [FORGED]: 'admin', ...credentials } }))
+      const res = await client.check(
+        checkRequest({ method: 'GET', host, path: '/explore', scheme: 'http', headers: { ':authority': host, [FORGED]: 'admin', ...credentials } }),
+      )
       t.equal(res.status?.code, 0)
       t.ok(res.ok_response?.headers_to_remove.includes(FORGED), 'named for removal')
-      t.notOk(res.ok_response?.headers.some((h) => h.header.key.toLowerCase() === FORGED), 'not set')
+      t.notOk(
+        res.ok_response?.headers.some((h) => h.header.key.toLowerCase() === FORGED),
+        'not set',
+      )
     }
   })
 })

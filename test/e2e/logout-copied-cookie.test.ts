@@ -38,16 +38,19 @@ async function copiedSession(stack: Stack): Promise<{ copy: string; logout: (how
 }
 
 for (const how of ['delete', 'form'] as const) {
-  t.test(`cookie store in memory: a copied session cookie is refused after the ${how === 'delete' ? 'DELETE logout' : 'sign-out form'}; another session of the user is not`, async (t) => {
-    const stack = await startStack(t)
-    const victim = await copiedSession(stack)
-    const other = await copiedSession(stack)
-    t.equal(await status(stack.gw, victim.copy), 200, 'the copy works while signed in')
-    t.equal(await victim.logout(how), how === 'delete' ? 200 : 303, 'logged out')
-    t.equal(await status(stack.gw, victim.copy), 401, 'the replayed copy is refused')
-    t.equal(await status(stack.gw, other.copy), 200, "the user's other session still works")
-    t.equal(await stack.app.revocations?.size(), 1, 'one entry: that session')
-  })
+  t.test(
+    `cookie store in memory: a copied session cookie is refused after the ${how === 'delete' ? 'DELETE logout' : 'sign-out form'}; another session of the user is not`,
+    async (t) => {
+      const stack = await startStack(t)
+      const victim = await copiedSession(stack)
+      const other = await copiedSession(stack)
+      t.equal(await status(stack.gw, victim.copy), 200, 'the copy works while signed in')
+      t.equal(await victim.logout(how), how === 'delete' ? 200 : 303, 'logged out')
+      t.equal(await status(stack.gw, victim.copy), 401, 'the replayed copy is refused')
+      t.equal(await status(stack.gw, other.copy), 200, "the user's other session still works")
+      t.equal(await stack.app.revocations?.size(), 1, 'one entry: that session')
+    },
+  )
 }
 
 t.test('cookie store, two replicas sharing the list in Redis: a copied cookie is refused by both after a logout on A', async (t) => {
@@ -59,7 +62,11 @@ t.test('cookie store, two replicas sharing the list in Redis: a copied cookie is
   t.equal(await status(b, victim.copy), 200, 'replica B reads the copy before the logout')
   t.equal(await victim.logout('delete'), 200, 'logged out on A')
   t.equal(await status(a, victim.copy), 401, 'replica A refuses the copy at once')
-  t.equal(await eventually('replica B refuses the copy', async () => (await status(b, victim.copy)) === 401, LIST_REFRESH_BOUND_MS), true, 'replica B refuses it once it has read the list again')
+  t.equal(
+    await eventually('replica B refuses the copy', async () => (await status(b, victim.copy)) === 401, LIST_REFRESH_BOUND_MS),
+    true,
+    'replica B refuses it once it has read the list again',
+  )
   t.equal(await status(b, other.copy), 200, "the user's other session still works on B")
   t.equal(await stack.app.revocations?.size(), 1, 'one entry in the shared list')
 })

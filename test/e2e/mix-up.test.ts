@@ -31,7 +31,11 @@ async function mixUpStack(t: Test) {
 t.test('each provider has its own redirect URI, and signs in there', async (t) => {
   const evil = await startAdversarialProvider()
   t.teardown(() => evil.close())
-  const stack = await startStack(t, { providers: ['honest'], extraProviders: [{ name: 'evil', issuer: evil.issuer }], upstreams: [{ name: 'app', providers: ['*'] }] })
+  const stack = await startStack(t, {
+    providers: ['honest'],
+    extraProviders: [{ name: 'evil', issuer: evil.issuer }],
+    upstreams: [{ name: 'app', providers: ['*'] }],
+  })
   for (const name of ['honest', 'evil']) {
     const res = await fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=0&provider=${name}`)
     const body = await res.text()
@@ -48,20 +52,23 @@ t.test('each provider has its own redirect URI, and signs in there', async (t) =
 })
 
 for (const path of ['/api/v1/openid/callback', '/api/v1/openid/callback/honest']) {
-  t.test(`mix-up: the honest provider's code for a sign-in started at the evil one, returned to ${path}: 403 authorization_response_invalid, no token request`, async (t) => {
-    const { stack, evil } = await mixUpStack(t)
-    const honest = stack.providers[0]
-    if (honest === undefined) throw new Error('no honest provider')
-    const metadata = (await (await fetch(`${honest.issuer}/.well-known/openid-configuration`)).json()) as { authorization_endpoint: string }
-    evil.set({ mixUp: { authorizationEndpoint: metadata.authorization_endpoint, redirectUri: stack.gw + path } })
+  t.test(
+    `mix-up: the honest provider's code for a sign-in started at the evil one, returned to ${path}: 403 authorization_response_invalid, no token request`,
+    async (t) => {
+      const { stack, evil } = await mixUpStack(t)
+      const honest = stack.providers[0]
+      if (honest === undefined) throw new Error('no honest provider')
+      const metadata = (await (await fetch(`${honest.issuer}/.well-known/openid-configuration`)).json()) as { authorization_endpoint: string }
+      evil.set({ mixUp: { authorizationEndpoint: metadata.authorization_endpoint, redirectUri: stack.gw + path } })
 
-    const victim = stack.browser()
-    const res = await victim.signIn(`${stack.gw}/api/v1/openid/redirect?provider=evil`, 'alice')
-    const callback = victim.history.find((u) => u.startsWith(`${stack.gw}${path}?`))
-    t.ok(callback !== undefined && new URL(callback).searchParams.has('code'), 'the honest provider sent its code to the gateway')
-    t.equal(evil.tokenRequests, 0, "the honest provider's code never reaches the evil provider's token endpoint")
-    t.equal(res.status, 403)
-    t.equal(await problemCode(res), 'authorization_response_invalid')
-    t.same(sessionCookiesSet(res), [], 'no session')
-  })
+      const victim = stack.browser()
+      const res = await victim.signIn(`${stack.gw}/api/v1/openid/redirect?provider=evil`, 'alice')
+      const callback = victim.history.find((u) => u.startsWith(`${stack.gw}${path}?`))
+      t.ok(callback !== undefined && new URL(callback).searchParams.has('code'), 'the honest provider sent its code to the gateway')
+      t.equal(evil.tokenRequests, 0, "the honest provider's code never reaches the evil provider's token endpoint")
+      t.equal(res.status, 403)
+      t.equal(await problemCode(res), 'authorization_response_invalid')
+      t.same(sessionCookiesSet(res), [], 'no session')
+    },
+  )
 }

@@ -11,7 +11,12 @@ import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/
 const PAGE = 'docs/deploy/nginx.md'
 const IDENTITY = Object.values(AUTH_REQUEST_HEADERS).map((n) => n.toLowerCase())
 /** What a client sends to try to pass as someone, or to have another path or method served. */
-const FORGED = Object.fromEntries([...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].map((n) => [n, n.includes('method') ? 'DELETE' : n.includes('ur') || n.includes('path') ? '/admin' : 'mallory']))
+const FORGED = Object.fromEntries(
+  [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].map((n) => [
+    n,
+    n.includes('method') ? 'DELETE' : n.includes('ur') || n.includes('path') ? '/admin' : 'mallory',
+  ]),
+)
 
 /** The page's configuration with its example addresses replaced by the test's. */
 function servers(page: string, stack: Stack): string {
@@ -90,7 +95,7 @@ t.test('signed in: a client cannot pass as another user or have another path ser
   for (const name of REQUEST_OVERRIDE_HEADER_NAMES) t.equal(headers[name], undefined, `${name} does not reach the application`)
 })
 
-t.test('a refusal is nginx\'s own HTML page, never the gateway\'s answer', async (t) => {
+t.test("a refusal is nginx's own HTML page, never the gateway's answer", async (t) => {
   const bob = await stack.signedIn('bob')
   const forbidden = await bob.fetch(`${nginx.url}/admin/x`)
   t.equal(forbidden.status, 403)
@@ -102,11 +107,11 @@ t.test('a refusal is nginx\'s own HTML page, never the gateway\'s answer', async
   t.match(anonymous.headers['content-type'], /^text\/html/)
   t.match(anonymous.body, /401 Authorization Required/)
   t.notMatch(anonymous.body, /signInUrl/, 'not the problem+json with signInUrl')
-  t.match(anonymous.headers['www-authenticate'], /^Bearer/, 'the check\'s WWW-Authenticate is kept')
+  t.match(anonymous.headers['www-authenticate'], /^Bearer/, "the check's WWW-Authenticate is kept")
 
   const before = stack.upstream.requests.length
   const unnormal = await rawRequest(nginx.url, '/admin//../users', { headers: { cookie: bob.cookieHeader(`${stack.gw}/`) } })
-  t.equal(unnormal.status, 500, 'the check\'s 400 for a path out of normal form is nginx\'s 500')
+  t.equal(unnormal.status, 500, "the check's 400 for a path out of normal form is nginx's 500")
   t.match(unnormal.body, /500 Internal Server Error/)
   t.equal(stack.upstream.requests.length, before, 'nothing reached the application')
 })

@@ -40,7 +40,8 @@ const DIALECTS: Record<string, Dialect> = {
   async proxy(stack, _grpc, { path, headers }) {
     const res = await rawRequest(stack.gw, path, { headers: { host: APP, ...headers } })
     // Forwarded: the echo upstream answers with what it received.
-    const echoed = res.status === 200 && res.headers['content-type']?.toString().includes('json') ? (res.json() as { headers?: Record<string, string> }).headers : undefined
+    const echoed =
+      res.status === 200 && res.headers['content-type']?.toString().includes('json') ? (res.json() as { headers?: Record<string, string> }).headers : undefined
     if (echoed !== undefined) return `allow:${echoed['x-forwarded-user'] ?? ''}`
     // Not forwarded: sent to sign in, failed closed, or not let through (a gateway path the
     // gateway answers itself is never the upstream's).
@@ -48,7 +49,9 @@ const DIALECTS: Record<string, Dialect> = {
     return 'refused'
   },
   async 'ingress-nginx'(stack, _grpc, { path, headers }) {
-    const res = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...headers, 'x-original-method': 'GET', 'x-original-url': `https://${APP}${path}` } })
+    const res = await rawRequest(stack.gw, '/api/v1/openid/auth', {
+      headers: { ...headers, 'x-original-method': 'GET', 'x-original-url': `https://${APP}${path}` },
+    })
     return fromStatus(res.status, res.headers['x-auth-request-user'])
   },
   async traefik(stack, _grpc, { path, headers }) {
@@ -102,7 +105,14 @@ t.test('every dialect renders the same decision', async (t) => {
   await agree(t, stack, grpc, 'the wrong group', { path: '/admin/users', headers: { ...JSON_ACCEPT, cookie: bob } }, 'refused')
   await agree(t, stack, grpc, 'the right group', { path: '/admin/users', headers: { ...JSON_ACCEPT, cookie: alice } }, 'allow:alice')
   await agree(t, stack, grpc, 'a public path', { path: '/public/logo.png', headers: JSON_ACCEPT }, 'allow:')
-  await agree(t, stack, grpc, "a gateway path (the proxy serves it itself; a check never allows it)", { path: '/api/v1/openid/callback', headers: { ...JSON_ACCEPT, cookie: alice } }, 'refused')
+  await agree(
+    t,
+    stack,
+    grpc,
+    'a gateway path (the proxy serves it itself; a check never allows it)',
+    { path: '/api/v1/openid/callback', headers: { ...JSON_ACCEPT, cookie: alice } },
+    'refused',
+  )
 })
 
 t.test('every dialect renders the same decision when a session must be refreshed', async (t) => {

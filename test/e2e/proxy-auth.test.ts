@@ -105,7 +105,11 @@ t.test('auth: required', async (t) => {
   t.test('a tampered, truncated or foreign session cookie is no session, never a 500', async (t) => {
     const browser = await stack.signedIn('alice')
     const value = browser.cookie('ogw')?.value ?? ''
-    const foreign = new CookieCipher(['another-gateway-secret-0123456789abcdef'], systemClock).seal('session:ogw', { i: 'x', c: { sub: 'mallory' }, a: 't', x: 9e9, t: 1 }, 9e9)
+    const foreign = new CookieCipher(['another-gateway-secret-0123456789abcdef'], systemClock).seal(
+      'session:ogw',
+      { i: 'x', c: { sub: 'mallory' }, a: 't', x: 9e9, t: 1 },
+      9e9,
+    )
     const flip = (s: string, i: number) => s.slice(0, i) + (s[i] === 'A' ? 'B' : 'A') + s.slice(i + 1)
     for (const cookie of [flip(value, 20), flip(value, value.length - 3), value.slice(0, -10), value.slice(0, 9), foreign, '', '%%%', 'a.b.c']) {
       const res = await rawRequest(stack.gw, '/private', { headers: { ...JSON_ACCEPT, cookie: `ogw=${cookie}` } })
@@ -161,7 +165,7 @@ t.test('allow rules: signed in but not allowed is 403 forbidden', async (t) => {
   t.equal(nav.status, 403, 'a forbidden navigation is not sent to sign in again')
 })
 
-t.test('Bearer JWT access tokens signed ES256 with the provider\'s P-256 key', async (t) => {
+t.test("Bearer JWT access tokens signed ES256 with the provider's P-256 key", async (t) => {
   const stack = await startStack(t, { provider: { idTokenSigningAlg: 'ES256' }, upstreams: [{ name: 'app' }] })
   const token = await stack.provider!.signJwt({ sub: 'service-ec', aud: CLIENT_ID, scope: 'api' }, { alg: 'ES256', typ: 'at+jwt' })
   t.equal(jose.decodeProtectedHeader(token).alg, 'ES256')
@@ -183,10 +187,7 @@ t.test('a session too large for one cookie (dana, in 150 groups) is chunked and 
 
 t.test('CORS preflights are refused unless allowPreflight', async (t) => {
   const stack = await startStack(t, {
-    upstreams: [
-      { name: 'open', match: { pathPrefix: '/open' }, allowPreflight: true },
-      { name: 'app' },
-    ],
+    upstreams: [{ name: 'open', match: { pathPrefix: '/open' }, allowPreflight: true }, { name: 'app' }],
   })
   const preflight = { origin: 'https://spa.example.com', 'access-control-request-method': 'POST' }
   t.equal((await rawRequest(stack.gw, '/api', { method: 'OPTIONS', headers: preflight })).status, 401)
@@ -242,8 +243,14 @@ t.test('Bearer JWT access tokens', async (t) => {
     }
   }
   t.equal(stack.upstream.requests.length, 2, 'only the good token reached an upstream')
-  t.ok(lines.some((l) => l.msg === 'Bearer JWT refused' && /sender-constrained \(cnf\)/.test(String(l.reason))), 'the log says a bound token was refused')
-  t.ok(lines.some((l) => l.msg === 'Bearer JWT refused' && l.reason === 'sub is not a non-empty string'), 'the log says why')
+  t.ok(
+    lines.some((l) => l.msg === 'Bearer JWT refused' && /sender-constrained \(cnf\)/.test(String(l.reason))),
+    'the log says a bound token was refused',
+  )
+  t.ok(
+    lines.some((l) => l.msg === 'Bearer JWT refused' && l.reason === 'sub is not a non-empty string'),
+    'the log says why',
+  )
 
   // The real ID token of a sign-in, as the browser sees it in the logout's end-session URL.
   const browser = await stack.signedIn('alice')

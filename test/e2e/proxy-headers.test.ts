@@ -69,7 +69,10 @@ t.test('identity headers, spoofing, cookies and X-Forwarded-*', async (t) => {
 })
 
 t.test('X-Forwarded-* are extended when the peer is a trusted proxy', async (t) => {
-  const stack = await startStack(t, { config: { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } }, upstreams: [{ name: 'app', auth: 'none' }] })
+  const stack = await startStack(t, {
+    config: { server: { trustedProxies: ['127.0.0.0/8'] }, redirects: { allowedHosts: ['app.example.com'] } },
+    upstreams: [{ name: 'app', auth: 'none' }],
+  })
   await rawRequest(stack.gw, '/x', {
     headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com' },
   })
@@ -131,12 +134,19 @@ t.test("a client's Authorization reaches a forwardAccessToken upstream only as t
   t.match(received(), /^Bearer /)
 
   await rawRequest(stack.gw, '/plain/x', { headers: { authorization: forged } })
-  t.equal(received(), forged, 'without forwardAccessToken the header is the client\'s own, passed as is')
+  t.equal(received(), forged, "without forwardAccessToken the header is the client's own, passed as is")
 
   const url = `${stack.gw.replace('http', 'ws')}/live/socket`
-  for (const [authorization, expected] of [[forged, undefined], [`Bearer ${good}`, `Bearer ${good}`]] as const) {
+  for (const [authorization, expected] of [
+    [forged, undefined],
+    [`Bearer ${good}`, `Bearer ${good}`],
+  ] as const) {
     await openEchoed(url, { authorization })
-    t.equal(stack.upstream.upgrades.at(-1)?.headers.authorization, expected, `WebSocket upgrade: ${expected === undefined ? 'forged token dropped' : 'own token kept'}`)
+    t.equal(
+      stack.upstream.upgrades.at(-1)?.headers.authorization,
+      expected,
+      `WebSocket upgrade: ${expected === undefined ? 'forged token dropped' : 'own token kept'}`,
+    )
   }
 })
 
@@ -191,7 +201,11 @@ t.test('every client-address, request-override and hop-by-hop header is removed,
   // The WebSocket client forwards only a few client headers; those pass the same policy.
   await openEchoed(`${stack.gw.replace('http', 'ws')}/socket`, forged)
   const upgrade = stack.upstream.upgrades.at(-1)?.headers ?? {}
-  t.same(Object.keys(forged).filter((name) => upgrade[name.toLowerCase()] !== undefined), [], 'none reaches the upstream on an upgrade')
+  t.same(
+    Object.keys(forged).filter((name) => upgrade[name.toLowerCase()] !== undefined),
+    [],
+    'none reaches the upstream on an upgrade',
+  )
 })
 
 t.test("upstream responses cannot set or clear the gateway's cookies, nor pass hop-by-hop headers", async (t) => {

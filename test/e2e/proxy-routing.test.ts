@@ -161,12 +161,23 @@ t.test('routing is canonical: a variant of a stricter route is refused, a varian
   })
   const bob = (await stack.signedIn('bob')).cookieHeader(`${stack.gw}/`)
   const alice = (await stack.signedIn('alice')).cookieHeader(`${stack.gw}/`)
-  const get = (path: string, headers: Record<string, string> = {}) =>
-    rawRequest(stack.gw, path, { headers: { ...JSON_ACCEPT, cookie: bob, ...headers } })
+  const get = (path: string, headers: Record<string, string> = {}) => rawRequest(stack.gw, path, { headers: { ...JSON_ACCEPT, cookie: bob, ...headers } })
 
   const before = stack.upstream.requests.length
   // Each of these reached the `/` upstream with bob's identity while /admin refused him.
-  for (const path of ['/ADMIN/x', '/%41dmin/x', '/admin./x', '/admin%20/x', '/Admin%2e/x', '/admin.%20./x', '/docs/x', '/DOCS', '/PUBLIC/x', '/content/x', '/API/v1/openid/x']) {
+  for (const path of [
+    '/ADMIN/x',
+    '/%41dmin/x',
+    '/admin./x',
+    '/admin%20/x',
+    '/Admin%2e/x',
+    '/admin.%20./x',
+    '/docs/x',
+    '/DOCS',
+    '/PUBLIC/x',
+    '/content/x',
+    '/API/v1/openid/x',
+  ]) {
     const res = await get(path)
     t.equal(res.status, 400, path)
     t.equal(res.json().code, 'bad_request')

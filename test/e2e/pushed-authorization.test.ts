@@ -22,7 +22,11 @@ async function assertSignsIn(t: Test, stack: Stack): Promise<void> {
   t.equal(page.status, 200, 'signed in through the provider')
 }
 
-for (const [setting, provider] of [['required', 'on'], ['auto', 'required'], ['required', 'required']] as const) {
+for (const [setting, provider] of [
+  ['required', 'on'],
+  ['auto', 'required'],
+  ['required', 'required'],
+] as const) {
   t.test(`${setting}, provider PAR ${provider}: the URL carries only client_id and request_uri`, async (t) => {
     const stack = await stackWith(t, setting, provider)
     const url = await authorizationUrl(stack)
@@ -45,7 +49,10 @@ t.test('auto, provider not requiring PAR: the classic authorization URL', async 
 })
 
 t.test('a provider and a setting that cannot work together: not ready, 503 not_ready, never a sign-in without PAR', async (t) => {
-  for (const [setting, provider] of [['off', 'required'], ['required', 'off']] as const) {
+  for (const [setting, provider] of [
+    ['off', 'required'],
+    ['required', 'off'],
+  ] as const) {
     const lines: string[] = []
     const stack = await startStack(t, {
       provider: { pushedAuthorizationRequests: provider },

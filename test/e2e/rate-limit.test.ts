@@ -37,7 +37,7 @@ function assertRateLimited(t: Test, res: RawResponse, windowSeconds: number): vo
   t.equal(body.type, 'urn:openid-gateway:problem:rate_limited')
   const retryAfter = Number(res.headers['retry-after'])
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= windowSeconds, `Retry-After ${String(res.headers['retry-after'])}`)
-  t.notOk('x-ratelimit-limit' in res.headers, 'the answer is the gateway\'s, not the plugin\'s')
+  t.notOk('x-ratelimit-limit' in res.headers, "the answer is the gateway's, not the plugin's")
   t.equal(res.headers['cache-control'], 'no-store')
   t.equal(res.headers['x-content-type-options'], 'nosniff')
 }
@@ -74,7 +74,8 @@ t.test("with several providers, each provider's own callback counts towards the 
     config: { rateLimit: { signIn: { max: 2, windowSeconds: 60 } } },
     upstreams: [{ name: 'app', providers: ['*'] }],
   })
-  const callback = (name: string): Promise<RawResponse> => rawRequest(stack.gw, `/api/v1/openid/callback/${name}?code=x&state=y`, { headers: { accept: 'application/json' } })
+  const callback = (name: string): Promise<RawResponse> =>
+    rawRequest(stack.gw, `/api/v1/openid/callback/${name}?code=x&state=y`, { headers: { accept: 'application/json' } })
   t.not((await callback('corp')).status, 429)
   t.not((await callback('partner')).status, 429)
   assertRateLimited(t, await callback('corp'), 60)
@@ -172,7 +173,11 @@ async function ipOf(stack: Stack, lines: string[], xff: string): Promise<string 
   const marker = `/api/v1/openid/redirect?performRedirect=0&m=${Math.random().toString(36).slice(2)}`
   await rawRequest(stack.gw, marker, { headers: from(xff) })
   // The request line is written in onResponse, possibly just after the client has the answer.
-  const line = await eventually('the request line', () => lines.map((l) => JSON.parse(l) as LogLine).find((l) => l.msg === 'request' && l.url === marker), 1000).catch(() => undefined)
+  const line = await eventually(
+    'the request line',
+    () => lines.map((l) => JSON.parse(l) as LogLine).find((l) => l.msg === 'request' && l.url === marker),
+    1000,
+  ).catch(() => undefined)
   return line?.ip
 }
 

@@ -55,14 +55,25 @@ async function clusterStack(t: Teardown, cluster: ClusterTopology, options: Stac
     ...options,
     config: {
       ...options.config,
-      session: { store: options.store ?? 'redis', maxAgeSeconds: MAX_AGE_SECONDS, redis: { keyPrefix, cluster: { nodes: cluster.nodes.map((n) => `${n.host}:${n.port}`) } } },
+      session: {
+        store: options.store ?? 'redis',
+        maxAgeSeconds: MAX_AGE_SECONDS,
+        redis: { keyPrefix, cluster: { nodes: cluster.nodes.map((n) => `${n.host}:${n.port}`) } },
+      },
     },
   })
   const [a = '', b = ''] = stack.replicas.map((r) => r.gw)
   const clock = options.clock ?? systemClock
   const cipher = new CookieCipher([COOKIE_SECRET], clock)
   const keys = new RedisKeys(keyPrefix)
-  const store = new RedisSessionStore({ redis: await clusterClient(t, cluster), keys, cookies: new GatewayCookies(stack.config.cookies, cipher), cipher, maxAgeSeconds: MAX_AGE_SECONDS, clock })
+  const store = new RedisSessionStore({
+    redis: await clusterClient(t, cluster),
+    keys,
+    cookies: new GatewayCookies(stack.config.cookies, cipher),
+    cipher,
+    maxAgeSeconds: MAX_AGE_SECONDS,
+    clock,
+  })
   const sessionOf = (browser: Browser) => store.load({ cookies: { ogw: browser.cookie('ogw')?.value }, url: '/' } as unknown as FastifyRequest)
   return { stack, a, b, keys, keyPrefix, sessionOf }
 }
@@ -83,7 +94,10 @@ function watchRefreshes(stack: Stack): { redeemed: string[]; refused: number } {
 }
 
 async function backchannelLogout(stack: Stack, gw: string, claims: Record<string, unknown>): Promise<Response> {
-  const token = await stack.provider!.signJwt({ aud: CLIENT_ID, jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, ...claims }, { typ: 'logout+jwt' })
+  const token = await stack.provider!.signJwt(
+    { aud: CLIENT_ID, jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, ...claims },
+    { typ: 'logout+jwt' },
+  )
   return fetch(gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
 }
 
@@ -96,28 +110,35 @@ t.test('Redis Cluster', async (t) => {
       const cipher = new CookieCipher([CONTRACT_SECRET], clock)
       return { cipher, cookies: new GatewayCookies({ name: 'ogw', secrets: [CONTRACT_SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher) }
     }
-    storeContract(t, async (_t, clock) => new RedisSessionStore({ redis, keys: new RedisKeys(`contract${++prefixes}:`), ...cookiesOn(clock), maxAgeSeconds: CONTRACT_MAX_AGE, clock }))
+    storeContract(
+      t,
+      async (_t, clock) =>
+        new RedisSessionStore({ redis, keys: new RedisKeys(`contract${++prefixes}:`), ...cookiesOn(clock), maxAgeSeconds: CONTRACT_MAX_AGE, clock }),
+    )
   })
 
-  t.test('two replicas: a session made on one is used on the other; refresh with a rotating provider redeems each token once; logout on one is refused by the other', async (t) => {
-    const clock = manualClock()
-    const { stack, a, b } = await clusterStack(t, cluster, { clock, provider: { accessTokenTtlSeconds: 2, rotateRefreshTokens: true } })
-    const refreshes = watchRefreshes(stack)
-    const alice = await stack.signedIn('alice')
-    t.same([await status(a, cookieOf(alice)), await status(b, cookieOf(alice))], [200, 200], 'served by both replicas')
-    for (let round = 1; round <= 2; round++) {
-      clock.advance(2300)
-      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => status(i % 2 === 0 ? a : b, cookieOf(alice), `/round-${round}-${i}`)))
-      t.same(results, Array(12).fill(200), `round ${round}: every request on A and B passes`)
-      t.equal(refreshes.redeemed.length, round, `round ${round}: one redemption for both replicas`)
-    }
-    t.equal(refreshes.refused, 0, 'no refresh token was redeemed twice')
-    const explicit = await rawRequest(b, ENDPOINTS.refresh.path, { headers: { ...JSON_ACCEPT, cookie: cookieOf(alice) } })
-    t.equal(explicit.status, 200, 'GET /refresh')
-    const logout = await rawRequest(a, ENDPOINTS.logout.path, { method: 'DELETE', headers: { ...JSON_ACCEPT, cookie: cookieOf(alice) } })
-    t.equal(logout.status, 200, 'logged out on A')
-    t.equal(await status(b, cookieOf(alice)), 401, 'refused on B')
-  })
+  t.test(
+    'two replicas: a session made on one is used on the other; refresh with a rotating provider redeems each token once; logout on one is refused by the other',
+    async (t) => {
+      const clock = manualClock()
+      const { stack, a, b } = await clusterStack(t, cluster, { clock, provider: { accessTokenTtlSeconds: 2, rotateRefreshTokens: true } })
+      const refreshes = watchRefreshes(stack)
+      const alice = await stack.signedIn('alice')
+      t.same([await status(a, cookieOf(alice)), await status(b, cookieOf(alice))], [200, 200], 'served by both replicas')
+      for (let round = 1; round <= 2; round++) {
+        clock.advance(2300)
+        const results = await Promise.all(Array.from({ length: 12 }, (_, i) => status(i % 2 === 0 ? a : b, cookieOf(alice), `/round-${round}-${i}`)))
+        t.same(results, Array(12).fill(200), `round ${round}: every request on A and B passes`)
+        t.equal(refreshes.redeemed.length, round, `round ${round}: one redemption for both replicas`)
+      }
+      t.equal(refreshes.refused, 0, 'no refresh token was redeemed twice')
+      const explicit = await rawRequest(b, ENDPOINTS.refresh.path, { headers: { ...JSON_ACCEPT, cookie: cookieOf(alice) } })
+      t.equal(explicit.status, 200, 'GET /refresh')
+      const logout = await rawRequest(a, ENDPOINTS.logout.path, { method: 'DELETE', headers: { ...JSON_ACCEPT, cookie: cookieOf(alice) } })
+      t.equal(logout.status, 200, 'logged out on A')
+      t.equal(await status(b, cookieOf(alice)), 401, 'refused on B')
+    },
+  )
 
   t.test('back-channel logout by sid and by sub ends those sessions on both replicas, and only those; a replayed token is refused', async (t) => {
     const { stack, a, b, sessionOf } = await clusterStack(t, cluster, { backchannelLogout: true })
@@ -163,7 +184,11 @@ t.test('Redis Cluster', async (t) => {
     const { old } = await cluster.killPrimary(primary)
     const seen = await untilServedAgain([a, b], cookieOf(alice))
     await cluster.awaitFailover(old)
-    t.same([...seen].filter((code) => code !== 200 && code !== 503), [], 'nothing but 200 and 503 during the failover')
+    t.same(
+      [...seen].filter((code) => code !== 200 && code !== 503),
+      [],
+      'nothing but 200 and 503 during the failover',
+    )
     t.same([await status(a, cookieOf(bob)), await status(b, cookieOf(bob))], [200, 200], "bob's session too")
     const carol = await stack.signedIn('carol')
     t.equal(await status(b, cookieOf(carol)), 200, 'sign-ins work after the failover')

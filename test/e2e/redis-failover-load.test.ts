@@ -61,20 +61,28 @@ t.test('50 connections through a Sentinel failover: only 200 and 503, no session
   const summary = Object.fromEntries([...statuses].sort(([x], [y]) => x - y))
   t.comment(`requests: ${sent} in ${Math.round(performance.now() - start)} ms; statuses: ${JSON.stringify(summary)}`)
   const window = unavailableAt.length === 0 ? 0 : Math.round((unavailableAt.at(-1) as number) - Math.min(unavailableAt[0] as number, killedAt ?? Infinity))
-  t.comment(`503 codes: ${[...codes].join(", ")}`)
+  t.comment(`503 codes: ${[...codes].join(', ')}`)
   t.comment(`503 window: ${window} ms from the kill to the last 503; 503 answers: ${unavailableAt.length}`)
-  t.same(Object.keys(summary).filter((code) => code !== '200' && code !== '503'), [], 'no answer but 200 and 503: no 401, no 500, no other 5xx')
+  t.same(
+    Object.keys(summary).filter((code) => code !== '200' && code !== '503'),
+    [],
+    'no answer but 200 and 503: no 401, no 500, no other 5xx',
+  )
   t.ok((statuses.get(503) ?? 0) > 0, 'the window was seen (503 answers)')
 
   let lost = 0
   for (const cookie of cookies) {
     for (const gw of gateways) {
-      await eventually('the gateway serves again', async () => {
-        const res = await fetch(`${gw}/after`, { headers: { accept: 'application/json', cookie } })
-        await res.body?.cancel()
-        if (res.status === 401) lost++
-        return res.status !== 503
-      }, 30_000)
+      await eventually(
+        'the gateway serves again',
+        async () => {
+          const res = await fetch(`${gw}/after`, { headers: { accept: 'application/json', cookie } })
+          await res.body?.cancel()
+          if (res.status === 401) lost++
+          return res.status !== 503
+        },
+        30_000,
+      )
     }
   }
   t.comment(`sessions lost: ${lost}`)

@@ -49,7 +49,7 @@ t.test('a redis-server whose port was taken before it bound it starts again on a
   t.equal(await call(proc.addr, ['PING']), 'PONG')
 })
 
-t.test("a cluster node whose bus port was taken starts again on fresh ports", async (t) => {
+t.test('a cluster node whose bus port was taken starts again on fresh ports', async (t) => {
   const dir = tempDir(t)
   const given: number[][] = []
   const launch = (port: number, busPort: number): Launch => {

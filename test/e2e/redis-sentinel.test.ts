@@ -68,20 +68,28 @@ t.test('Sentinel failover: sessions survive on both replicas, the window answers
     60_000,
   )
   t.ok((seen.get(503) ?? 0) > 0, 'the window was seen: requests answered 503')
-  t.same([...seen.keys()].filter((code) => code !== 200 && code !== 503), [], 'and nothing but 200 and 503: no 401, no 500')
+  t.same(
+    [...seen.keys()].filter((code) => code !== 200 && code !== 503),
+    [],
+    'and nothing but 200 and 503: no 401, no 500',
+  )
   t.equal(unavailable?.code, 'session_store_unavailable')
   t.ok(ready.during.includes('redis'), '/readyz named redis while no primary was reachable')
   const promoted = await sentinel.awaitFailover(old)
   t.not(`${promoted.host}:${promoted.port}`, `${old.host}:${old.port}`, 'a replica was promoted')
 
-  for (const browser of [alice, bob]) t.same([await status(a, cookieOf(browser)), await status(b, cookieOf(browser))], [200, 200], 'the same sessions, on both replicas, after the failover')
+  for (const browser of [alice, bob])
+    t.same([await status(a, cookieOf(browser)), await status(b, cookieOf(browser))], [200, 200], 'the same sessions, on both replicas, after the failover')
   const carol = await stack.signedIn('carol')
   t.equal(await status(b, cookieOf(carol)), 200, 'a sign-in after the failover works')
   for (const replica of stack.replicas) {
     t.match(await replica.live.app.management.metrics.metrics(), /openid_gateway_redis_failovers_total [1-9]/, 'the failover was counted')
   }
 
-  const token = await stack.provider!.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+  const token = await stack.provider!.signJwt(
+    { aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+    { typ: 'logout+jwt' },
+  )
   const logout = await fetch(a + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
   t.equal(logout.status, 200, 'back-channel logout after the failover')
   if (logout.status !== 200) t.comment(await logout.text())
@@ -117,7 +125,11 @@ t.test('Sentinel failover during a refresh: the rotating refresh token is redeem
   // coordinator retries until it can), the request itself may end in the window.
   t.ok([200, 503].includes(first.status), `the request that refreshed answered 200 or 503 (${first.status}), never 401 or 500`)
   await sentinel.awaitFailover((await killed!).old)
-  await eventually('the gateways reach the new primary', async () => (await status(a, cookieOf(alice))) === 200 && (await status(b, cookieOf(alice))) === 200, 30_000)
+  await eventually(
+    'the gateways reach the new primary',
+    async () => (await status(a, cookieOf(alice))) === 200 && (await status(b, cookieOf(alice))) === 200,
+    30_000,
+  )
   t.pass('the refreshed session serves on both replicas')
   t.equal(redeemed.length, 1, 'the refresh token was redeemed once')
   t.equal(refused, 0, 'and the provider refused nothing (no reuse detected)')
@@ -128,25 +140,41 @@ t.test('Sentinel failover during a refresh: the rotating refresh token is redeem
   t.equal(refused, 0)
 })
 
-t.test('Sentinel with passwords, a primary that stops answering (DEBUG SLEEP) instead of dying: the gateways follow the new primary, and nothing written after the failover is lost when the old one wakes', async (t) => {
-  const { stack, sentinel, a, b } = await sentinelStack(t, {}, { data: 'data-secret-0123', sentinel: 'sentinel-secret-0123' })
-  const alice = await stack.signedIn('alice')
-  t.same([await status(a, cookieOf(alice)), await status(b, cookieOf(alice))], [200, 200], 'signed in through password-protected sentinels and data nodes')
-  const { old, awake } = await sentinel.sleepPrimary(6)
-  const seen = await untilServedAgain([a, b], cookieOf(alice))
-  await sentinel.awaitFailover(old)
-  t.same([...seen].filter((code) => code !== 200 && code !== 503), [], 'nothing but 200 and 503 while the primary slept')
-  const bob = await stack.signedIn('bob')
-  t.same([await status(a, cookieOf(bob)), await status(b, cookieOf(bob))], [200, 200], 'a sign-in during the stale primary\'s sleep is on the new primary')
-  await awake
-  // The woken node still believes it is the primary until the sentinels turn it into a replica
-  // of the new one (and it drops what it has): a write sent to it would be lost.
-  await eventually('the woken primary is a replica again', async () => {
-    // The sentinels that turn it into a replica close its clients' connections (CLIENT KILL TYPE
-    // normal with the REPLICAOF, sentinel.c sentinelSendSlaveOf): asked again on the next look.
-    const role = await call(old, ['ROLE'], { password: 'data-secret-0123' }).catch(() => undefined)
-    return Array.isArray(role) && role[0] === 'slave'
-  }, 30_000)
-  for (const browser of [alice, bob]) t.same([await status(a, cookieOf(browser)), await status(b, cookieOf(browser))], [200, 200], 'every session is still there')
-  t.match(await stack.replicas[0]!.live.app.management.metrics.metrics(), /openid_gateway_redis_errors_total\{kind="(timeout|connection)"\} [1-9]/, 'the failed commands were counted by kind')
-})
+t.test(
+  'Sentinel with passwords, a primary that stops answering (DEBUG SLEEP) instead of dying: the gateways follow the new primary, and nothing written after the failover is lost when the old one wakes',
+  async (t) => {
+    const { stack, sentinel, a, b } = await sentinelStack(t, {}, { data: 'data-secret-0123', sentinel: 'sentinel-secret-0123' })
+    const alice = await stack.signedIn('alice')
+    t.same([await status(a, cookieOf(alice)), await status(b, cookieOf(alice))], [200, 200], 'signed in through password-protected sentinels and data nodes')
+    const { old, awake } = await sentinel.sleepPrimary(6)
+    const seen = await untilServedAgain([a, b], cookieOf(alice))
+    await sentinel.awaitFailover(old)
+    t.same(
+      [...seen].filter((code) => code !== 200 && code !== 503),
+      [],
+      'nothing but 200 and 503 while the primary slept',
+    )
+    const bob = await stack.signedIn('bob')
+    t.same([await status(a, cookieOf(bob)), await status(b, cookieOf(bob))], [200, 200], "a sign-in during the stale primary's sleep is on the new primary")
+    await awake
+    // The woken node still believes it is the primary until the sentinels turn it into a replica
+    // of the new one (and it drops what it has): a write sent to it would be lost.
+    await eventually(
+      'the woken primary is a replica again',
+      async () => {
+        // The sentinels that turn it into a replica close its clients' connections (CLIENT KILL TYPE
+        // normal with the REPLICAOF, sentinel.c sentinelSendSlaveOf): asked again on the next look.
+        const role = await call(old, ['ROLE'], { password: 'data-secret-0123' }).catch(() => undefined)
+        return Array.isArray(role) && role[0] === 'slave'
+      },
+      30_000,
+    )
+    for (const browser of [alice, bob])
+      t.same([await status(a, cookieOf(browser)), await status(b, cookieOf(browser))], [200, 200], 'every session is still there')
+    t.match(
+      await stack.replicas[0]!.live.app.management.metrics.metrics(),
+      /openid_gateway_redis_errors_total\{kind="(timeout|connection)"\} [1-9]/,
+      'the failed commands were counted by kind',
+    )
+  },
+)

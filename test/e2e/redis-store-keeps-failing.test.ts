@@ -22,7 +22,11 @@ t.test('what "keeps failing" means', async (t) => {
 
 t.test('a Redis store whose writes keep failing while Redis answers PING: /readyz names session_store until a write succeeds', async (t) => {
   const { stack, raw } = await startRedisSessions(t)
-  const management = await buildManagement({ metrics: { contentType: 'text/plain', metrics: async () => '' }, checks: stack.live.checks, draining: () => false })
+  const management = await buildManagement({
+    metrics: { contentType: 'text/plain', metrics: async () => '' },
+    checks: stack.live.checks,
+    draining: () => false,
+  })
   t.teardown(() => management.close())
   const readyz = async () => {
     const res = await management.inject({ url: '/readyz' })
@@ -36,11 +40,15 @@ t.test('a Redis store whose writes keep failing while Redis answers PING: /ready
   t.equal(await raw.ping(), 'PONG', 'Redis answers PING')
   const started = performance.now()
   const statuses = new Set<number>()
-  const down = await eventually('/readyz answers 503 while sign-ins keep failing', async () => {
-    statuses.add(await signIn())
-    const ready = await readyz()
-    return ready.status === 503 ? ready : undefined
-  }, KEEPS_FAILING.forMs + 10_000)
+  const down = await eventually(
+    '/readyz answers 503 while sign-ins keep failing',
+    async () => {
+      statuses.add(await signIn())
+      const ready = await readyz()
+      return ready.status === 503 ? ready : undefined
+    },
+    KEEPS_FAILING.forMs + 10_000,
+  )
   t.same([...statuses], [503], 'every sign-in failed with 503 (its session cannot be written)')
   t.match(down.body, { status: 'not_ready', failing: ['session_store'] }, 'naming the session store, not redis (PING passes)')
   t.ok(performance.now() - started >= KEEPS_FAILING.forMs, 'not before the failures lasted long enough')

@@ -16,7 +16,10 @@ async function until(check: () => boolean): Promise<void> {
 }
 
 async function backchannelLogout(gw: string, provider: AdversarialProvider): Promise<number> {
-  const token = await provider.signJwt({ aud: CLIENT_ID, sub: SUBJECT, exp: undefined, jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+  const token = await provider.signJwt(
+    { aud: CLIENT_ID, sub: SUBJECT, exp: undefined, jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+    { typ: 'logout+jwt' },
+  )
   const res = await fetch(gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
   await res.body?.cancel()
   return res.status

@@ -37,7 +37,11 @@ async function rePointed(t: Test, store: 'cookie' | 'memory' | 'redis'): Promise
   })
   const oldIssuer = stack.provider!.issuer
   // The other tenant: another issuer, where the gateway's client is registered too.
-  const other = await startDevProvider({ clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`], postLogoutRedirectUris: [`${stack.gw}/`] }] })
+  const other = await startDevProvider({
+    clients: [
+      { clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`], postLogoutRedirectUris: [`${stack.gw}/`] },
+    ],
+  })
   t.teardown(() => other.close())
 
   const alice = await stack.signedIn('alice')
@@ -64,8 +68,21 @@ async function rePointed(t: Test, store: 'cookie' | 'memory' | 'redis'): Promise
   t.match(page.headers.location, '/api/v1/openid/redirect?redirectAfter=%2Fpage')
   const api = await rawRequest(stack.gw, '/page', { headers: { ...JSON_ACCEPT, cookie } })
   t.equal(api.status, 401, 'a program is refused')
-  t.match(lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('session ended: signed in at another issuer')), { provider: 'default', sub: 'alice' }, 'logged')
-  const check = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-forwarded-method': 'GET', 'x-forwarded-host': new URL(stack.gw).host, 'x-forwarded-uri': '/page', 'x-forwarded-proto': 'http' } })
+  t.match(
+    lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('session ended: signed in at another issuer')),
+    { provider: 'default', sub: 'alice' },
+    'logged',
+  )
+  const check = await rawRequest(stack.gw, '/api/v1/openid/auth', {
+    headers: {
+      ...JSON_ACCEPT,
+      cookie,
+      'x-forwarded-method': 'GET',
+      'x-forwarded-host': new URL(stack.gw).host,
+      'x-forwarded-uri': '/page',
+      'x-forwarded-proto': 'http',
+    },
+  })
   t.equal(check.status, 401, 'the check endpoints refuse it too')
   t.not((await rawRequest(stack.gw, '/api/v1/openid/refresh', { headers: { ...JSON_ACCEPT, cookie } })).status, 200, 'nor is it refreshed at the new issuer')
   const after = stack.upstream.requests.slice(upstreamSeen)
@@ -88,15 +105,30 @@ for (const store of ['cookie', 'memory', 'redis'] as const) {
 
 t.test('a session sealed before the issuer was recorded: of the issuer the gateway started with, until a reload re-points its provider', async (t) => {
   const stack = await startStack(t, { config: { session: { store: 'cookie' } } })
-  const other = await startDevProvider({ clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`] }] })
+  const other = await startDevProvider({
+    clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [`${stack.gw}/api/v1/openid/callback`] }],
+  })
   t.teardown(() => other.close())
   // Sealed as an earlier release sealed it: no issuer.
-  const store = new CookieSessionStore(new GatewayCookies(stack.config.cookies, new CookieCipher(stack.config.cookies.secrets, systemClock)), stack.config.session.maxAgeSeconds, systemClock)
+  const store = new CookieSessionStore(
+    new GatewayCookies(stack.config.cookies, new CookieCipher(stack.config.cookies.secrets, systemClock)),
+    stack.config.session.maxAgeSeconds,
+    systemClock,
+  )
   const now = Math.floor(Date.now() / 1000)
   const jar: Record<string, string> = {}
   const reply = { setCookie: (name: string, value: string) => void (jar[name] = value) }
-  await store.create({ url: '/', cookies: {} }, reply, { id: 'legacy-carol', claims: { sub: 'carol' }, accessToken: 'legacy-at', expiresAt: now + 3600, createdAt: now, provider: 'default' })
-  const cookie = Object.entries(jar).map(([name, value]) => `${name}=${value}`).join('; ')
+  await store.create({ url: '/', cookies: {} }, reply, {
+    id: 'legacy-carol',
+    claims: { sub: 'carol' },
+    accessToken: 'legacy-at',
+    expiresAt: now + 3600,
+    createdAt: now,
+    provider: 'default',
+  })
+  const cookie = Object.entries(jar)
+    .map(([name, value]) => `${name}=${value}`)
+    .join('; ')
 
   const before = await rawRequest(stack.gw, '/page', { headers: { ...JSON_ACCEPT, cookie } })
   t.equal(before.status, 200, 'an upgrade signs no one out')

@@ -65,7 +65,9 @@ t.test('closing the app closes its Redis connection; it does not hang while Redi
   const observer = new Redis(redis.url)
   t.teardown(() => observer.disconnect())
   const gatewayClients = async (): Promise<number> =>
-    String(await observer.client('LIST')).split('\n').filter((line) => line.includes('name=openid-gateway')).length
+    String(await observer.client('LIST'))
+      .split('\n')
+      .filter((line) => line.includes('name=openid-gateway')).length
   const app = await buildStandaloneApp(config(redis.url))
   t.equal(await gatewayClients(), 1, 'one connection per gateway process')
   await app.close()

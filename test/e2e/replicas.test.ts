@@ -45,7 +45,11 @@ t.test('a session made on one replica is used on the other; the browser holds on
   t.ok(accessToken.length > 20, 'the upstream got the access token')
 
   const gatewayCookies = browser.cookies().filter((c) => c.name.startsWith('ogw'))
-  t.same(gatewayCookies.map((c) => c.name), ['ogw'], 'one gateway cookie, no credentials cookie')
+  t.same(
+    gatewayCookies.map((c) => c.name),
+    ['ogw'],
+    'one gateway cookie, no credentials cookie',
+  )
   const cookie = browser.cookie('ogw')?.value ?? ''
   const opened = new CookieCipher([COOKIE_SECRET], systemClock).open('session:ogw', cookie)
   t.same(Object.keys(opened as object), ['i', 'u'], "the cookie seals the session id and its user's key tag alone")
@@ -56,7 +60,12 @@ t.test('a session made on one replica is used on the other; the browser holds on
   const keys = await raw.keys('*')
   t.ok(keys.length > 0 && keys.every((k) => k.startsWith(KEY_PREFIX)), 'every key carries the prefix')
   const dump = [...keys, ...(await Promise.all(keys.filter((k) => k.includes(':session:')).map((k) => raw.get(k))))].join('\n')
-  for (const [what, secret] of [['the access token', accessToken.slice(-24)], ['the session id', id], ['the subject', 'alice'], ['the email', 'alice@example.com']]) {
+  for (const [what, secret] of [
+    ['the access token', accessToken.slice(-24)],
+    ['the session id', id],
+    ['the subject', 'alice'],
+    ['the email', 'alice@example.com'],
+  ]) {
     t.notMatch(dump, secret as string, `a Redis dump does not show ${what}`)
   }
 
@@ -103,7 +112,11 @@ t.test('refresh on both replicas at once with a rotating provider: every request
     const results = await Promise.all(
       Array.from({ length: 16 }, (_, i) => rawRequest(i % 2 === 0 ? a : b, `/round-${round}-${i}`, { headers: { ...JSON_ACCEPT, cookie } })),
     )
-    t.same(results.map((r) => r.status), Array(16).fill(200), `round ${round}: all 16 requests on A and B pass`)
+    t.same(
+      results.map((r) => r.status),
+      Array(16).fill(200),
+      `round ${round}: all 16 requests on A and B pass`,
+    )
     t.equal(refreshes.redeemed.length, round, `round ${round}: one refresh for both replicas`)
     const tokens = new Set(stack.upstream.requests.slice(-16).map((r) => r.headers.authorization))
     t.equal(tokens.size, 1, `round ${round}: every request carries the same fresh token`)
@@ -165,7 +178,10 @@ t.test('Redis stopped mid-test: 503 session_store_unavailable on both replicas, 
   }
   const page = await browser.fetch(`${b}/page`, { headers: { accept: 'text/html' } })
   t.equal(page.status, 503, 'a browser navigation gets 503 too, not a redirect to sign-in')
-  for (const [method, path] of [['GET', '/api/v1/openid/refresh'], ['DELETE', '/api/v1/openid/logout']] as const) {
+  for (const [method, path] of [
+    ['GET', '/api/v1/openid/refresh'],
+    ['DELETE', '/api/v1/openid/logout'],
+  ] as const) {
     const res = await rawRequest(a, path, { method, headers: { ...JSON_ACCEPT, cookie } })
     t.equal(res.status, 503, `${method} ${path} answers 503`)
     t.equal(res.json().code, 'session_store_unavailable')

@@ -38,5 +38,8 @@ t.test('secure cookies carry the __Host- / __Secure- prefixes and the configured
   const logout = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
   t.equal(logout.status, 200)
   const cleared = logout.headers.getSetCookie()
-  t.ok(cleared.some((c) => c.startsWith('__Host-ogw=;') && /Max-Age=0/.test(c) && /; Secure/.test(c)), 'cleared with the same attributes')
+  t.ok(
+    cleared.some((c) => c.startsWith('__Host-ogw=;') && /Max-Age=0/.test(c) && /; Secure/.test(c)),
+    'cleared with the same attributes',
+  )
 })

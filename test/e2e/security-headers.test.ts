@@ -68,7 +68,11 @@ t.test('security headers', async (t) => {
       t.match(header(res.headers, 'content-type'), /^application\/problem\+json/, `${label}: problem+json`)
       hasSecurityHeaders(t, res.headers, label)
     }
-    t.equal(header((await rawRequest(stack.gw, '/page', { headers: app() })).headers, 'www-authenticate'), 'Bearer resource_metadata="http://app.test/.well-known/oauth-protected-resource"', 'error headers are kept')
+    t.equal(
+      header((await rawRequest(stack.gw, '/page', { headers: app() })).headers, 'www-authenticate'),
+      'Bearer resource_metadata="http://app.test/.well-known/oauth-protected-resource"',
+      'error headers are kept',
+    )
     t.equal(header((await rawRequest(stack.gw, '/api/v1/openid/logout')).headers, 'allow'), 'DELETE')
   })
 

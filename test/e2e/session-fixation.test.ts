@@ -55,7 +55,7 @@ t.test('session.store: memory: a planted session cookie is never adopted by the 
   const bob = victim.cookie('ogw')?.value ?? ''
   t.not(bob, planted)
   t.equal(await userOf(stack, bob), 'bob')
-  t.not(await userOf(stack, planted), 'bob', 'the planted value does not give the attacker bob\'s session')
+  t.not(await userOf(stack, planted), 'bob', "the planted value does not give the attacker bob's session")
 })
 
 t.test('session.store: cookie: a fresh sign-in sets a new session id', async (t) => {

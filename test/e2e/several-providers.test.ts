@@ -22,7 +22,13 @@ const UPSTREAMS = [
 ]
 
 async function twoProviders(t: Test, config: Record<string, unknown> = {}, clock?: Clock): Promise<{ stack: Stack; staff: string; partners: string }> {
-  const stack = await startStack(t, { providers: ['staff', 'partners'], upstreams: UPSTREAMS, backchannelLogout: true, config, ...(clock === undefined ? {} : { clock }) })
+  const stack = await startStack(t, {
+    providers: ['staff', 'partners'],
+    upstreams: UPSTREAMS,
+    backchannelLogout: true,
+    config,
+    ...(clock === undefined ? {} : { clock }),
+  })
   const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
   return { stack, staff, partners }
 }
@@ -71,38 +77,45 @@ t.test('the redirect endpoint: provider=<name>, else the default of the upstream
   t.equal(new URL(start.headers.get('location') ?? '').origin, partners, 'a navigation to /partners signs in at partners')
 })
 
-for (const store of ['cookie', 'memory'] as const) t.test(`${store} store: a session records its provider: accepted where that provider is, refreshed and logged out there`, async (t) => {
-  const { stack, staff, partners } = await twoProviders(t, { session: { store } })
-  const partner = await signIn(stack, 'partners')
-  t.same(
-    [await status(stack, partner, '/partners/x'), await status(stack, partner, '/'), await status(stack, partner, '/staff/x')],
-    [200, 200, 401],
-    'partners session: the portal and the root, not the staff tools',
-  )
-  const employee = await signIn(stack, 'staff')
-  t.same(
-    [await status(stack, employee, '/partners/x'), await status(stack, employee, '/'), await status(stack, employee, '/staff/x')],
-    [401, 200, 200],
-    'staff session: the root and the staff tools, not the portal',
-  )
-  const seen = await employee.fetch(`${stack.gw}/staff/x`, { headers: { accept: 'application/json' } })
-  t.equal(((await seen.json()) as { headers: Record<string, string> }).headers['x-forwarded-user'], 'alice')
+for (const store of ['cookie', 'memory'] as const)
+  t.test(`${store} store: a session records its provider: accepted where that provider is, refreshed and logged out there`, async (t) => {
+    const { stack, staff, partners } = await twoProviders(t, { session: { store } })
+    const partner = await signIn(stack, 'partners')
+    t.same(
+      [await status(stack, partner, '/partners/x'), await status(stack, partner, '/'), await status(stack, partner, '/staff/x')],
+      [200, 200, 401],
+      'partners session: the portal and the root, not the staff tools',
+    )
+    const employee = await signIn(stack, 'staff')
+    t.same(
+      [await status(stack, employee, '/partners/x'), await status(stack, employee, '/'), await status(stack, employee, '/staff/x')],
+      [401, 200, 200],
+      'staff session: the root and the staff tools, not the portal',
+    )
+    const seen = await employee.fetch(`${stack.gw}/staff/x`, { headers: { accept: 'application/json' } })
+    t.equal(((await seen.json()) as { headers: Record<string, string> }).headers['x-forwarded-user'], 'alice')
 
-  // Each refresh token goes to its own provider: the other would refuse it (409).
-  for (const [browser, name] of [[partner, 'partners'], [employee, 'staff']] as const) {
-    const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
-    t.equal(res.status, 200, `the ${name} session refreshes at ${name}`)
-    await res.body?.cancel()
-  }
+    // Each refresh token goes to its own provider: the other would refuse it (409).
+    for (const [browser, name] of [
+      [partner, 'partners'],
+      [employee, 'staff'],
+    ] as const) {
+      const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
+      t.equal(res.status, 200, `the ${name} session refreshes at ${name}`)
+      await res.body?.cancel()
+    }
 
-  // Logout: the end-session URL of the session's provider.
-  for (const [browser, issuer] of [[partner, partners], [employee, staff]] as const) {
-    const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
-    t.equal(res.status, 200)
-    const { value } = (await res.json()) as { value: string }
-    t.equal(new URL(value).origin, issuer, "the session's own provider's end-session")
-  }
-})
+    // Logout: the end-session URL of the session's provider.
+    for (const [browser, issuer] of [
+      [partner, partners],
+      [employee, staff],
+    ] as const) {
+      const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
+      t.equal(res.status, 200)
+      const { value } = (await res.json()) as { value: string }
+      t.equal(new URL(value).origin, issuer, "the session's own provider's end-session")
+    }
+  })
 
 t.test("a Bearer token's iss selects its provider, among those the upstream accepts", async (t) => {
   const { stack } = await twoProviders(t)
@@ -114,7 +127,11 @@ t.test("a Bearer token's iss selects its provider, among those the upstream acce
   }
   const fromStaff = await staff.signJwt({ sub: 'svc-staff', aud: CLIENT_ID, scope: 'api' }, { typ: 'at+jwt' })
   const fromPartners = await partners.signJwt({ sub: 'svc-partner', aud: CLIENT_ID, scope: 'api' }, { typ: 'at+jwt' })
-  t.same([await call('/api', fromStaff), await call('/api', fromPartners)], ['svc-staff', 'svc-partner'], 'the root accepts either, each verified by its issuer')
+  t.same(
+    [await call('/api', fromStaff), await call('/api', fromPartners)],
+    ['svc-staff', 'svc-partner'],
+    'the root accepts either, each verified by its issuer',
+  )
   t.same([await call('/partners/api', fromPartners), await call('/partners/api', fromStaff)], ['svc-partner', '401'], 'the portal: partners only')
   t.same([await call('/staff/api', fromStaff), await call('/staff/api', fromPartners)], ['svc-staff', '401'], 'the staff tools: staff only')
 
@@ -146,7 +163,10 @@ t.test('back-channel logout: the logout token ends the sessions of its own provi
   t.equal(await logout(staff), 200)
   t.equal(await status(stack, atStaff, '/'), 401, "staff's own logout token ends it")
 
-  const foreign = await partners.signJwt({ iss: 'https://elsewhere.example', aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+  const foreign = await partners.signJwt(
+    { iss: 'https://elsewhere.example', aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+    { typ: 'logout+jwt' },
+  )
   const res = await fetch(stack.gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: foreign }) })
   t.equal(res.status, 400, 'a logout token from no configured provider')
   t.match(await res.json(), { error: 'invalid_request', error_description: /iss names no configured provider/ })
@@ -171,51 +191,62 @@ t.test('a session of a provider no longer configured (renamed or removed) is no 
   t.equal(again.cookie('ogw'), undefined, 'cookies cleared')
 })
 
-t.test("users of different providers are told apart upstream: default provider only unless '*', allow rules per provider, the issuer in the headers and the assertion", async (t) => {
-  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
-  const stack = await startStack(t, {
-    providers: ['staff', 'partners'],
-    upstreams: [
-      // No providers: the default (staff) alone.
-      { name: 'legacy', match: { pathPrefix: '/legacy' } },
-      // Both providers, a group rule without allow.providers: the rule admits staff only.
-      { name: 'admin', match: { pathPrefix: '/admin' }, providers: ['*'], allow: { groups: ['admins'] } },
-      // The same rule, said to hold for every provider.
-      { name: 'shared-admin', match: { pathPrefix: '/shared-admin' }, providers: ['*'], allow: { groups: ['admins'], providers: ['*'] } },
-      { name: 'app', providers: ['*'], identityAssertion: true },
-    ],
-    config: { assertions: { signingKeys: [privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()] } },
-  })
-  const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
-  const atStaff = await signIn(stack, 'staff')
-  const atPartners = await signIn(stack, 'partners')
-  t.same(
-    [await status(stack, atStaff, '/legacy/x'), await status(stack, atPartners, '/legacy/x')],
-    [200, 401],
-    'an upstream without providers: the default provider only',
-  )
-  t.same(
-    [await status(stack, atStaff, '/admin/x'), await status(stack, atPartners, '/admin/x')],
-    [200, 403],
-    "alice in admins at partners is not staff's alice in admins",
-  )
-  t.same([await status(stack, atStaff, '/shared-admin/x'), await status(stack, atPartners, '/shared-admin/x')], [200, 200], "allow.providers: ['*']")
+t.test(
+  "users of different providers are told apart upstream: default provider only unless '*', allow rules per provider, the issuer in the headers and the assertion",
+  async (t) => {
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+    const stack = await startStack(t, {
+      providers: ['staff', 'partners'],
+      upstreams: [
+        // No providers: the default (staff) alone.
+        { name: 'legacy', match: { pathPrefix: '/legacy' } },
+        // Both providers, a group rule without allow.providers: the rule admits staff only.
+        { name: 'admin', match: { pathPrefix: '/admin' }, providers: ['*'], allow: { groups: ['admins'] } },
+        // The same rule, said to hold for every provider.
+        { name: 'shared-admin', match: { pathPrefix: '/shared-admin' }, providers: ['*'], allow: { groups: ['admins'], providers: ['*'] } },
+        { name: 'app', providers: ['*'], identityAssertion: true },
+      ],
+      config: { assertions: { signingKeys: [privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()] } },
+    })
+    const [staff, partners] = stack.providers.map((p) => p.issuer) as [string, string]
+    const atStaff = await signIn(stack, 'staff')
+    const atPartners = await signIn(stack, 'partners')
+    t.same(
+      [await status(stack, atStaff, '/legacy/x'), await status(stack, atPartners, '/legacy/x')],
+      [200, 401],
+      'an upstream without providers: the default provider only',
+    )
+    t.same(
+      [await status(stack, atStaff, '/admin/x'), await status(stack, atPartners, '/admin/x')],
+      [200, 403],
+      "alice in admins at partners is not staff's alice in admins",
+    )
+    t.same([await status(stack, atStaff, '/shared-admin/x'), await status(stack, atPartners, '/shared-admin/x')], [200, 200], "allow.providers: ['*']")
 
-  for (const [browser, issuer] of [[atStaff, staff], [atPartners, partners]] as const) {
-    const res = await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json', 'x-forwarded-issuer': 'https://forged.example' } })
-    const { headers } = (await res.json()) as { headers: Record<string, string> }
-    t.equal(headers['x-forwarded-user'], 'alice', 'the same sub')
-    t.equal(headers['x-forwarded-issuer'], issuer, "X-Forwarded-Issuer is the user's provider (a client's own is dropped)")
-    const assertion = headers['x-identity-assertion'] ?? ''
-    const payload = JSON.parse(Buffer.from(assertion.split('.')[1] ?? '', 'base64url').toString()) as Record<string, unknown>
-    t.equal(payload.idp, issuer, "the assertion's idp claim is the user's provider")
-    t.equal(payload.iss, stack.gw, 'its iss stays the gateway')
-  }
+    for (const [browser, issuer] of [
+      [atStaff, staff],
+      [atPartners, partners],
+    ] as const) {
+      const res = await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json', 'x-forwarded-issuer': 'https://forged.example' } })
+      const { headers } = (await res.json()) as { headers: Record<string, string> }
+      t.equal(headers['x-forwarded-user'], 'alice', 'the same sub')
+      t.equal(headers['x-forwarded-issuer'], issuer, "X-Forwarded-Issuer is the user's provider (a client's own is dropped)")
+      const assertion = headers['x-identity-assertion'] ?? ''
+      const payload = JSON.parse(Buffer.from(assertion.split('.')[1] ?? '', 'base64url').toString()) as Record<string, unknown>
+      t.equal(payload.idp, issuer, "the assertion's idp claim is the user's provider")
+      t.equal(payload.iss, stack.gw, 'its iss stays the gateway')
+    }
 
-  // Forward-auth carries the issuer too.
-  const check = await fetch(`${stack.gw}/api/v1/openid/auth`, {
-    headers: { 'x-original-url': `${stack.gw}/page`, 'x-original-method': 'GET', cookie: atPartners.cookieHeader(`${stack.gw}/page`), accept: 'application/json' },
-  })
-  t.equal(check.status, 200, `forward-auth: ${check.status}`)
-  t.equal(check.headers.get('x-auth-request-issuer'), partners, 'X-Auth-Request-Issuer')
-})
+    // Forward-auth carries the issuer too.
+    const check = await fetch(`${stack.gw}/api/v1/openid/auth`, {
+      headers: {
+        'x-original-url': `${stack.gw}/page`,
+        'x-original-method': 'GET',
+        cookie: atPartners.cookieHeader(`${stack.gw}/page`),
+        accept: 'application/json',
+      },
+    })
+    t.equal(check.status, 200, `forward-auth: ${check.status}`)
+    t.equal(check.headers.get('x-auth-request-issuer'), partners, 'X-Auth-Request-Issuer')
+  },
+)

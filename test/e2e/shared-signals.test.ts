@@ -52,11 +52,17 @@ function ssfStatus(stack: Stack): Record<string, unknown> | undefined {
 
 const alice = (issuer: string | undefined): Record<string, unknown> => ({ format: 'iss_sub', iss: issuer, sub: 'alice' })
 
-t.test('push: the stream is created with the registered Authorization, verified; session-revoked ends the subject\'s sessions only', async (t) => {
+t.test("push: the stream is created with the registered Authorization, verified; session-revoked ends the subject's sessions only", async (t) => {
   const { stack, tx, lines } = await setup(t, { delivery: 'push', authorization: PUSH_AUTHORIZATION, required: true })
   t.equal(tx.streams.length, 1, 'one stream created')
-  t.match(tx.streams[0], { delivery: { method: 'urn:ietf:rfc:8935', endpoint_url: `${stack.gw}/api/v1/openid/ssf/events`, authorization_header: PUSH_AUTHORIZATION }, events_requested: [SESSION_REVOKED, CREDENTIAL_CHANGE, TOKEN_CLAIMS_CHANGE] })
-  t.ok(tx.managementAuthorizations.every((a) => a === `Bearer ${MANAGEMENT_TOKEN}`), 'the management calls carry the bearer token')
+  t.match(tx.streams[0], {
+    delivery: { method: 'urn:ietf:rfc:8935', endpoint_url: `${stack.gw}/api/v1/openid/ssf/events`, authorization_header: PUSH_AUTHORIZATION },
+    events_requested: [SESSION_REVOKED, CREDENTIAL_CHANGE, TOKEN_CLAIMS_CHANGE],
+  })
+  t.ok(
+    tx.managementAuthorizations.every((a) => a === `Bearer ${MANAGEMENT_TOKEN}`),
+    'the management calls carry the bearer token',
+  )
   t.equal(ssfStatus(stack)?.status, 'enabled')
 
   const a1 = await stack.signedIn('alice')
@@ -87,7 +93,12 @@ t.test('push: refused SETs answer their RFC 8935 code and end nothing', async (t
     ['not a SET', tx.push('not-a-jwt'), 400, 'invalid_request'],
     ['wrong media type', tx.sign(SESSION_REVOKED, { subId }).then(({ token }) => tx.push(token, undefined, 'text/plain')), 400, 'invalid_request'],
     ['no Authorization', tx.sign(SESSION_REVOKED, { subId }).then(({ token }) => tx.push(token, null)), 401, 'authentication_failed'],
-    ['wrong Authorization', tx.sign(SESSION_REVOKED, { subId }).then(({ token }) => tx.push(token, 'Bearer push-secret-0123456789abcdeX')), 401, 'authentication_failed'],
+    [
+      'wrong Authorization',
+      tx.sign(SESSION_REVOKED, { subId }).then(({ token }) => tx.push(token, 'Bearer push-secret-0123456789abcdeX')),
+      401,
+      'authentication_failed',
+    ],
   ]
   for (const [name, answer, code, err] of cases) {
     const res = await answer
@@ -115,11 +126,13 @@ t.test('push: subject formats email and opaque; credential-change ends; token-cl
   t.equal(await status(stack, byEmail), 401, 'email: ended (case-insensitive)')
 
   const opaque = await stack.signedIn('alice')
-  await tx.push((await tx.sign(CREDENTIAL_CHANGE, { subId: { format: 'opaque', id: 'alice' }, event: { credential_type: 'password', change_type: 'update' } })).token)
+  await tx.push(
+    (await tx.sign(CREDENTIAL_CHANGE, { subId: { format: 'opaque', id: 'alice' }, event: { credential_type: 'password', change_type: 'update' } })).token,
+  )
   t.equal(await status(stack, opaque), 401, 'opaque is the sub; credential-change ends the sessions by default')
 
   const claims = await stack.signedIn('alice')
-  const refreshes = async (): Promise<string> => (await stack.app.management.metrics.getSingleMetricAsString('openid_gateway_refreshes_total'))
+  const refreshes = async (): Promise<string> => await stack.app.management.metrics.getSingleMetricAsString('openid_gateway_refreshes_total')
   const before = await refreshes()
   t.equal(await status(stack, claims), 200)
   t.equal(await refreshes(), before, 'no refresh before the event')
@@ -143,7 +156,7 @@ t.test('cookie store: an email subject ends the sessions carrying that address t
   t.equal(await status(stack, a1), 401, 'ended (the address compared case-insensitively)')
   t.equal(await status(stack, a2), 401, 'in every browser')
   t.equal(await status(stack, bob), 200, 'another user is left alone')
-  t.equal(await stack.app.revocations?.size(), 1, 'one entry in the cookie store\'s revocation list')
+  t.equal(await stack.app.revocations?.size(), 1, "one entry in the cookie store's revocation list")
   const ssfLines = lines.filter((l) => l.includes('shared signals'))
   const line = ssfLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'shared signals event' && l.event === SESSION_REVOKED)
   t.match(line, { outcome: 'ended', email: String }, 'logged as ended, the address digested')
@@ -178,15 +191,24 @@ t.test('/readyz with required: 503 while the transmitter is down, ready once it 
   const tx = await startTransmitter({ audience: CLIENT_ID })
   t.teardown(() => tx.close())
   tx.up = false
-  const stack = await startStack(t, { config: { provider: { ssf: { configurationUrl: tx.configurationUrl, delivery: 'push', authorization: PUSH_AUTHORIZATION, required: true } } } })
-  const management = await buildManagement({ metrics: { contentType: 'text/plain', metrics: async () => '' }, checks: stack.live.checks, draining: () => false })
+  const stack = await startStack(t, {
+    config: { provider: { ssf: { configurationUrl: tx.configurationUrl, delivery: 'push', authorization: PUSH_AUTHORIZATION, required: true } } },
+  })
+  const management = await buildManagement({
+    metrics: { contentType: 'text/plain', metrics: async () => '' },
+    checks: stack.live.checks,
+    draining: () => false,
+  })
   t.teardown(() => management.close())
   const down = await management.inject({ url: '/readyz' })
   t.equal(down.statusCode, 503, 'the gateway runs, but is not ready')
   t.match(down.json(), { status: 'not_ready', failing: ['shared_signals'], details: { shared_signals: { default: { reachable: false } } } })
   tx.up = true
   await eventually('ready', async () => ((await management.inject({ url: '/readyz' })).statusCode === 200 ? true : undefined), 15_000)
-  t.match((await management.inject({ url: '/readyz' })).json(), { status: 'ready', details: { shared_signals: { default: { status: 'enabled', reachable: true } } } })
+  t.match((await management.inject({ url: '/readyz' })).json(), {
+    status: 'ready',
+    details: { shared_signals: { default: { status: 'enabled', reachable: true } } },
+  })
 })
 
 t.test('verification: an event with another state than the one asked for does not verify the stream', async (t) => {
@@ -197,7 +219,9 @@ t.test('verification: an event with another state than the one asked for does no
     config: { provider: { ssf: { configurationUrl: tx.configurationUrl, delivery: 'push', authorization: PUSH_AUTHORIZATION } }, log: { level: 'info' } },
     logStream: { write: (line: string) => void lines.push(line) },
   })
-  const refused = await eventually('the wrong state is logged', () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'shared signals event' && l.reason === 'state'))
+  const refused = await eventually('the wrong state is logged', () =>
+    lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'shared signals event' && l.reason === 'state'),
+  )
   t.match(refused, { event: VERIFICATION, outcome: 'ignored' })
   t.equal(ssfStatus(stack)?.verification, 'pending', 'not verified')
   const stream = tx.streams[0]

@@ -14,10 +14,7 @@ const REDIRECT = '/api/v1/openid/redirect'
 t.test('a page load on another host signs in on the public origin', async (t) => {
   const stack = await startStack(t, {
     config: { redirects: { allowedHosts: ['app2.example.com'] } },
-    upstreams: [
-      { name: 'site' },
-      { name: 'two', match: { pathPrefix: '/', hosts: ['app2.example.com', 'app3.example.com'] } },
-    ],
+    upstreams: [{ name: 'site' }, { name: 'two', match: { pathPrefix: '/', hosts: ['app2.example.com', 'app3.example.com'] } }],
   })
 
   const own = await rawRequest(stack.gw, '/x?y=1', { headers: NAVIGATION })
@@ -34,7 +31,11 @@ t.test('a page load on another host signs in on the public origin', async (t) =>
 
   const other = await rawRequest(stack.gw, '/x', { headers: { ...NAVIGATION, host: 'app3.example.com' } })
   t.equal(other.status, 302)
-  t.equal(other.headers.location, `${stack.gw}${REDIRECT}?redirectAfter=${encodeURIComponent('/x')}`, 'a host the redirect endpoint does not accept: its path only')
+  t.equal(
+    other.headers.location,
+    `${stack.gw}${REDIRECT}?redirectAfter=${encodeURIComponent('/x')}`,
+    'a host the redirect endpoint does not accept: its path only',
+  )
 
   // The redirect endpoint accepts the absolute URL it was given: the sign-in starts there.
   const start = await fetch(allowed.headers.location as string, { redirect: 'manual' })

@@ -73,8 +73,18 @@ t.test('invalid_client at refresh: 502 provider_rejected_client, logged once, th
   t.same(res.headers.getSetCookie(), [], 'the session is kept: nothing the user did')
   const refusals = log.parsed().filter((l) => l.msg === 'refresh failed')
   t.equal(refusals.length, 1)
-  t.match(refusals[0], { level: 40, call: 'refresh', problem: 'provider_rejected_client', error: 'invalid_client', status: 401, url: `${stack.provider?.issuer}/token` })
-  t.notOk(log.parsed().some((l) => l.code === 'provider_rejected_client'), 'no second line from the error handler')
+  t.match(refusals[0], {
+    level: 40,
+    call: 'refresh',
+    problem: 'provider_rejected_client',
+    error: 'invalid_client',
+    status: 401,
+    url: `${stack.provider?.issuer}/token`,
+  })
+  t.notOk(
+    log.parsed().some((l) => l.code === 'provider_rejected_client'),
+    'no second line from the error handler',
+  )
   t.equal((await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })).status, 200, 'still signed in')
 })
 

@@ -27,7 +27,10 @@ t.test('provider stopped: DELETE logout ends the session and points to the signe
   t.equal(res.status, 200)
   const { value } = (await res.json()) as { value: string }
   t.equal(value, `${stack.gw}/api/v1/openid/sign-out?provider=unreachable`, "the gateway's own page, not the provider's end-session")
-  t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw=;')), 'the cookies are cleared')
+  t.ok(
+    res.headers.getSetCookie().some((c) => c.startsWith('ogw=;')),
+    'the cookies are cleared',
+  )
   t.equal((await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })).status, 401, 'signed out')
 
   const page = await browser.fetch(value, { navigate: true })
@@ -36,8 +39,14 @@ t.test('provider stopped: DELETE logout ends the session and points to the signe
   t.match(html, 'You are signed out')
   t.match(html, 'The identity provider could not be told')
 
-  t.match(lines().find((l) => l.msg === 'refresh token revocation failed'), { level: 40, call: 'revocation', url: `${issuer}/token/revocation`, cause: 'ECONNREFUSED' })
-  t.match(lines().find((l) => l.call === 'end_session'), { level: 40, url: `${issuer}/session/end`, cause: 'ECONNREFUSED' })
+  t.match(
+    lines().find((l) => l.msg === 'refresh token revocation failed'),
+    { level: 40, call: 'revocation', url: `${issuer}/token/revocation`, cause: 'ECONNREFUSED' },
+  )
+  t.match(
+    lines().find((l) => l.call === 'end_session'),
+    { level: 40, url: `${issuer}/session/end`, cause: 'ECONNREFUSED' },
+  )
   t.notMatch(JSON.stringify(lines()), /id_token_hint|eyJ/, 'no token in the log')
 })
 
@@ -45,7 +54,12 @@ t.test("provider stopped: the sign-out form ends on the gateway's page saying th
   const { stack } = await stackWithLog(t)
   const browser = await stack.signedIn('alice')
   await stack.provider?.close()
-  const res = await browser.fetch(`${stack.gw}/api/v1/openid/sign-out`, { method: 'POST', navigate: true, headers: { origin: stack.gw }, body: new URLSearchParams() })
+  const res = await browser.fetch(`${stack.gw}/api/v1/openid/sign-out`, {
+    method: 'POST',
+    navigate: true,
+    headers: { origin: stack.gw },
+    body: new URLSearchParams(),
+  })
   t.equal(res.status, 303)
   t.equal(res.headers.get('location'), '/api/v1/openid/sign-out?provider=unreachable')
   const done = await browser.follow(`${stack.gw}${res.headers.get('location')}`)
@@ -69,7 +83,10 @@ t.test('provider stopped: a refresh is 502, the session kept, and the log names 
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   t.equal(res.status, 502)
   t.match(await res.json(), { code: 'provider_unavailable' })
-  t.match(lines().filter((l) => l.msg === 'refresh failed'), [{ level: 40, call: 'refresh', problem: 'provider_unavailable', url: `${stack.provider?.issuer}/token`, cause: 'ECONNREFUSED' }])
+  t.match(
+    lines().filter((l) => l.msg === 'refresh failed'),
+    [{ level: 40, call: 'refresh', problem: 'provider_unavailable', url: `${stack.provider?.issuer}/token`, cause: 'ECONNREFUSED' }],
+  )
 })
 
 t.test('provider not answering: refresh and sign-out time out, and the log says so', async (t) => {
@@ -80,12 +97,18 @@ t.test('provider not answering: refresh and sign-out time out, and the log says 
 
   const refresh = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   t.equal(refresh.status, 502)
-  t.match(lines().find((l) => l.msg === 'refresh failed'), { call: 'refresh', url: `${stack.provider?.issuer}/token`, cause: 'timeout' })
+  t.match(
+    lines().find((l) => l.msg === 'refresh failed'),
+    { call: 'refresh', url: `${stack.provider?.issuer}/token`, cause: 'timeout' },
+  )
 
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
   t.equal(res.status, 200)
   t.equal(((await res.json()) as { value: string }).value, `${stack.gw}/api/v1/openid/sign-out?provider=unreachable`)
-  t.match(lines().find((l) => l.msg === 'refresh token revocation failed'), { call: 'revocation', cause: 'timeout' })
+  t.match(
+    lines().find((l) => l.msg === 'refresh token revocation failed'),
+    { call: 'revocation', cause: 'timeout' },
+  )
   const probe = await eventually('the end-session probe logged', () => lines().find((l) => l.call === 'end_session'))
   t.match(probe, { url: `${stack.provider?.issuer}/session/end`, cause: 'timeout', timeoutMs })
 })

@@ -53,7 +53,10 @@ function stepUpStack(t: Test, extra: Partial<StackOptions> = {}): Promise<Stack>
 
 /** The gateway's session cookie (the memory store's reference to its session id). */
 function sessionCookie(stack: Stack, browser: Browser): string | undefined {
-  return browser.cookieHeader(`${stack.gw}/x`).split('; ').find((pair) => pair.startsWith('ogw='))
+  return browser
+    .cookieHeader(`${stack.gw}/x`)
+    .split('; ')
+    .find((pair) => pair.startsWith('ogw='))
 }
 
 async function echo(stack: Stack, browser: Browser, path: string): Promise<Echo> {
@@ -62,53 +65,54 @@ async function echo(stack: Stack, browser: Browser, path: string): Promise<Echo>
   return (await res.json()) as Echo
 }
 
-for (const store of ['memory', 'redis', 'cookie'] as const) t.test(`${store} store: a page load is sent through sign-in again with acr_values, and the session is upgraded in place`, async (t) => {
-  const session = store === 'redis' ? { store, redisUrl: (await startRedis(t)).url } : { store }
-  const stack = await stepUpStack(t, { config: { session, assertions: { signingKeys: [signingKey] } } })
-  const browser = await stack.signedIn('alice')
-  const before = sessionCookie(stack, browser)
-  const plain = await echo(stack, browser, '/page')
-  t.equal(plain.headers['x-forwarded-acr'], 'pwd', 'the sign-in acr is forwarded')
-  t.equal(plain.headers['x-forwarded-amr'], 'pwd')
+for (const store of ['memory', 'redis', 'cookie'] as const)
+  t.test(`${store} store: a page load is sent through sign-in again with acr_values, and the session is upgraded in place`, async (t) => {
+    const session = store === 'redis' ? { store, redisUrl: (await startRedis(t)).url } : { store }
+    const stack = await stepUpStack(t, { config: { session, assertions: { signingKeys: [signingKey] } } })
+    const browser = await stack.signedIn('alice')
+    const before = sessionCookie(stack, browser)
+    const plain = await echo(stack, browser, '/page')
+    t.equal(plain.headers['x-forwarded-acr'], 'pwd', 'the sign-in acr is forwarded')
+    t.equal(plain.headers['x-forwarded-amr'], 'pwd')
 
-  // API and XHR: the RFC 9470 challenge.
-  const api = await browser.fetch(`${stack.gw}/payroll/slip`, { headers: JSON_ACCEPT })
-  t.equal(api.status, 401)
-  t.match(api.headers.get('www-authenticate'), CHALLENGE_ACR)
-  const problem = (await api.json()) as Record<string, unknown>
-  t.equal(problem.code, 'insufficient_user_authentication')
-  t.equal(problem.acr_values, 'mfa')
-  t.equal(problem.signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fpayroll%2Fslip`)
+    // API and XHR: the RFC 9470 challenge.
+    const api = await browser.fetch(`${stack.gw}/payroll/slip`, { headers: JSON_ACCEPT })
+    t.equal(api.status, 401)
+    t.match(api.headers.get('www-authenticate'), CHALLENGE_ACR)
+    const problem = (await api.json()) as Record<string, unknown>
+    t.equal(problem.code, 'insufficient_user_authentication')
+    t.equal(problem.acr_values, 'mfa')
+    t.equal(problem.signInUrl, `${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fpayroll%2Fslip`)
 
-  // A page load: back through the redirect endpoint, which asks the provider for acr_values=mfa.
-  const page = await browser.fetch(`${stack.gw}/payroll/slip`, { navigate: true })
-  t.equal(page.status, 302)
-  const signIn = new URL(page.headers.get('location') ?? '', stack.gw)
-  t.equal(signIn.pathname, '/api/v1/openid/redirect')
-  const authorize = await browser.fetch(signIn, { navigate: true })
-  const authorization = new URL(authorize.headers.get('location') ?? '')
-  t.equal(authorization.searchParams.get('acr_values'), 'mfa', 'acr_values in the authorization request')
-  t.equal(authorization.searchParams.get('max_age'), null, 'no max_age for an acr rule')
+    // A page load: back through the redirect endpoint, which asks the provider for acr_values=mfa.
+    const page = await browser.fetch(`${stack.gw}/payroll/slip`, { navigate: true })
+    t.equal(page.status, 302)
+    const signIn = new URL(page.headers.get('location') ?? '', stack.gw)
+    t.equal(signIn.pathname, '/api/v1/openid/redirect')
+    const authorize = await browser.fetch(signIn, { navigate: true })
+    const authorization = new URL(authorize.headers.get('location') ?? '')
+    t.equal(authorization.searchParams.get('acr_values'), 'mfa', 'acr_values in the authorization request')
+    t.equal(authorization.searchParams.get('max_age'), null, 'no max_age for an acr rule')
 
-  browser.prompts.length = 0
-  const callback = await browser.signIn(authorization, 'alice', { ...MFA, gatewayOrigin: stack.gw })
-  t.ok(browser.prompts.includes('login'), 'the provider asked for the login again (its session had acr pwd)')
-  t.equal(callback.status, 302)
-  t.equal(callback.headers.get('location'), '/payroll/slip')
-  // The memory and Redis stores' cookie references the session (its id, its store key): unchanged.
-  // The cookie store seals the whole session (its id inside) in the cookie, which changes with the tokens.
-  if (store !== 'cookie') t.equal(sessionCookie(stack, browser), before, 'the same gateway session: its cookie (and id) unchanged')
+    browser.prompts.length = 0
+    const callback = await browser.signIn(authorization, 'alice', { ...MFA, gatewayOrigin: stack.gw })
+    t.ok(browser.prompts.includes('login'), 'the provider asked for the login again (its session had acr pwd)')
+    t.equal(callback.status, 302)
+    t.equal(callback.headers.get('location'), '/payroll/slip')
+    // The memory and Redis stores' cookie references the session (its id, its store key): unchanged.
+    // The cookie store seals the whole session (its id inside) in the cookie, which changes with the tokens.
+    if (store !== 'cookie') t.equal(sessionCookie(stack, browser), before, 'the same gateway session: its cookie (and id) unchanged')
 
-  const upgraded = await echo(stack, browser, '/payroll/slip')
-  t.equal(upgraded.headers['x-forwarded-user'], 'alice')
-  t.equal(upgraded.headers['x-forwarded-acr'], 'mfa', 'the stronger acr recorded')
-  t.equal(upgraded.headers['x-forwarded-amr'], 'pwd,otp')
-  const jwks = jose.createRemoteJWKSet(new URL(`${stack.gw}/.well-known/jwks.json`))
-  const { payload } = await jose.jwtVerify(upgraded.headers['x-identity-assertion'] ?? '', jwks, { issuer: stack.gw, audience: 'app' })
-  t.equal(payload.acr, 'mfa', 'the assertion carries acr')
-  t.strictSame(payload.amr, ['pwd', 'otp'], 'and amr')
-  t.equal((await browser.fetch(`${stack.gw}/payroll/slip`, { navigate: true })).status, 200, 'the page load passes now: no loop')
-})
+    const upgraded = await echo(stack, browser, '/payroll/slip')
+    t.equal(upgraded.headers['x-forwarded-user'], 'alice')
+    t.equal(upgraded.headers['x-forwarded-acr'], 'mfa', 'the stronger acr recorded')
+    t.equal(upgraded.headers['x-forwarded-amr'], 'pwd,otp')
+    const jwks = jose.createRemoteJWKSet(new URL(`${stack.gw}/.well-known/jwks.json`))
+    const { payload } = await jose.jwtVerify(upgraded.headers['x-identity-assertion'] ?? '', jwks, { issuer: stack.gw, audience: 'app' })
+    t.equal(payload.acr, 'mfa', 'the assertion carries acr')
+    t.strictSame(payload.amr, ['pwd', 'otp'], 'and amr')
+    t.equal((await browser.fetch(`${stack.gw}/payroll/slip`, { navigate: true })).status, 200, 'the page load passes now: no loop')
+  })
 
 t.test('a step-up sign-in as another user replaces the session: two users are never merged', async (t) => {
   const stack = await stepUpStack(t)
@@ -184,7 +188,7 @@ t.test('max_age: a session without a recent auth_time steps up; the callback che
   t.match(await refused.text(), /step_up_failed/)
 })
 
-t.test('Bearer tokens: the token\'s own acr decides, and a page load gets the challenge, never a sign-in', async (t) => {
+t.test("Bearer tokens: the token's own acr decides, and a page load gets the challenge, never a sign-in", async (t) => {
   const stack = await stepUpStack(t)
   const provider = stack.provider!
   const weak = await provider.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', acr: 'pwd', auth_time: Math.floor(Date.now() / 1000) })
@@ -199,14 +203,26 @@ t.test('Bearer tokens: the token\'s own acr decides, and a page load gets the ch
   t.equal(ok.status, 200)
   t.equal(ok.json<Echo>().headers['x-forwarded-acr'], 'mfa')
   t.equal(ok.json<Echo>().headers['x-forwarded-amr'], 'hwk')
-  const none = await rawRequest(stack.gw, '/payroll', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${await provider.signJwt({ sub: 's', aud: CLIENT_ID, scope: 'api' })}` } })
+  const none = await rawRequest(stack.gw, '/payroll', {
+    headers: { ...JSON_ACCEPT, authorization: `Bearer ${await provider.signJwt({ sub: 's', aud: CLIENT_ID, scope: 'api' })}` },
+  })
   t.equal(none.status, 401, 'a token without acr')
-  t.equal((await rawRequest(stack.gw, '/recent', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${weak}` } })).status, 200, 'a recent auth_time in the token')
+  t.equal(
+    (await rawRequest(stack.gw, '/recent', { headers: { ...JSON_ACCEPT, authorization: `Bearer ${weak}` } })).status,
+    200,
+    'a recent auth_time in the token',
+  )
 })
 
 t.test('the check endpoints render the step-up verdict: a page load signs in, a program gets the challenge', async (t) => {
   const host = '127.0.0.1'
-  const stack = await stepUpStack(t, { config: { session: { store: 'memory' }, assertions: { signingKeys: [signingKey] }, forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: true, ttlSeconds: 60 } } } })
+  const stack = await stepUpStack(t, {
+    config: {
+      session: { store: 'memory' },
+      assertions: { signingKeys: [signingKey] },
+      forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: true, ttlSeconds: 60 } },
+    },
+  })
   const grpc = await serveGatewayGrpc(t, stack)
   const browser = await stack.signedIn('alice')
   const cookie = sessionCookie(stack, browser) ?? ''
@@ -214,12 +230,20 @@ t.test('the check endpoints render the step-up verdict: a page load signs in, a 
   const signInUrl = `${stack.gw}/api/v1/openid/redirect?redirectAfter=`
 
   // ingress-nginx: 401 with the challenge (it sends page loads to its auth-signin itself).
-  const nginx = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `${stack.gw}/payroll/x` } })
+  const nginx = await rawRequest(stack.gw, '/api/v1/openid/auth', {
+    headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `${stack.gw}/payroll/x` },
+  })
   t.equal(nginx.status, 401)
   t.match(nginx.headers['www-authenticate'], CHALLENGE_ACR)
   t.equal(nginx.json().code, 'insufficient_user_authentication')
   // Traefik: a page load is sent to sign in; an API call gets the challenge.
-  const traefikHeaders = { cookie, 'x-forwarded-method': 'GET', 'x-forwarded-host': new URL(stack.gw).host, 'x-forwarded-uri': '/payroll/x', 'x-forwarded-proto': 'http' }
+  const traefikHeaders = {
+    cookie,
+    'x-forwarded-method': 'GET',
+    'x-forwarded-host': new URL(stack.gw).host,
+    'x-forwarded-uri': '/payroll/x',
+    'x-forwarded-proto': 'http',
+  }
   const traefikPage = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...traefikHeaders, ...navigation } })
   t.equal(traefikPage.status, 302)
   t.match(traefikPage.headers.location, signInUrl)
@@ -235,7 +259,13 @@ t.test('the check endpoints render the step-up verdict: a page load signs in, a 
   t.equal(envoyApi.status, 401)
   t.match(envoyApi.headers['www-authenticate'], CHALLENGE_ACR)
   const weak = await stack.provider!.signJwt({ sub: 'service-a', aud: CLIENT_ID, scope: 'api', acr: 'pwd' })
-  const envoyBearer = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/payroll/x', headers: { host: envoyHost, authorization: `Bearer ${weak}`, ...navigation } }, [...HEADERS_TO_EXT_AUTHZ, 'authorization']))
+  const envoyBearer = await sendCheck(
+    stack.gw,
+    checkRequestFor({ method: 'GET', path: '/payroll/x', headers: { host: envoyHost, authorization: `Bearer ${weak}`, ...navigation } }, [
+      ...HEADERS_TO_EXT_AUTHZ,
+      'authorization',
+    ]),
+  )
   t.equal(envoyBearer.status, 401, 'a Bearer token on a page load: the challenge, not a sign-in')
   // Envoy over gRPC.
   const grpcPage = await grpc.check(checkRequest({ method: 'GET', host: envoyHost, path: '/payroll/x', scheme: 'http', headers: { cookie, ...navigation } }))
@@ -244,7 +274,9 @@ t.test('the check endpoints render the step-up verdict: a page load signs in, a 
   t.equal(grpcApi.denied_response?.status?.code, 401)
   t.match(grpcApi.denied_response?.headers.find((h) => h.header.key === 'www-authenticate')?.header.value, CHALLENGE_ACR)
   // Outside the rule every dialect allows.
-  const allowed = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `http://${host}/page` } })
+  const allowed = await rawRequest(stack.gw, '/api/v1/openid/auth', {
+    headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `http://${host}/page` },
+  })
   t.equal(allowed.status, 200)
   t.equal(allowed.headers['x-auth-request-acr'], 'pwd', 'forward-auth carries acr')
 
@@ -253,7 +285,9 @@ t.test('the check endpoints render the step-up verdict: a page load signs in, a 
   const page = await browser.fetch(`${stack.gw}/payroll/x`, { navigate: true })
   t.equal((await browser.signIn(new URL(page.headers.get('location') ?? '', stack.gw), 'alice', MFA)).status, 302)
   t.equal(sessionCookie(stack, browser), cookie, 'the same session cookie')
-  const after = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `${stack.gw}/payroll/x` } })
+  const after = await rawRequest(stack.gw, '/api/v1/openid/auth', {
+    headers: { ...JSON_ACCEPT, cookie, 'x-original-method': 'GET', 'x-original-url': `${stack.gw}/payroll/x` },
+  })
   t.equal(after.status, 200, 'decided afresh')
   t.equal(after.headers['x-auth-request-acr'], 'mfa')
 })

@@ -9,7 +9,12 @@ import { manualClock } from '../fixtures/clock.ts'
 import { CLIENT_ID, startStack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
-const ORDERS = { name: 'orders', match: { pathPrefix: '/orders' }, tokenExchange: { audience: 'orders-api', scope: ['orders.read'] }, resourceMetadata: { scopes: ['orders.read', 'orders.write'] } }
+const ORDERS = {
+  name: 'orders',
+  match: { pathPrefix: '/orders' },
+  tokenExchange: { audience: 'orders-api', scope: ['orders.read'] },
+  resourceMetadata: { scopes: ['orders.read', 'orders.write'] },
+}
 const REFUSED = { name: 'refused', match: { pathPrefix: '/refused' }, tokenExchange: { audience: 'unknown-api' } }
 const BY_RESOURCE = { name: 'byresource', match: { pathPrefix: '/res' }, tokenExchange: { resource: 'https://res.example.com/' } }
 const OPTIONAL = { name: 'opt', match: { pathPrefix: '/opt' }, auth: 'optional', tokenExchange: { audience: 'orders-api' } }
@@ -44,7 +49,7 @@ t.test('token exchange per upstream', async (t) => {
   const userToken = ((await signIn.json()) as { value: string }).value
   const upstreamAuthorization = (): string | undefined => stack.upstream.requests.at(-1)?.headers.authorization
 
-  t.test('the upstream receives the exchanged token (audience, scope), never the user\'s', async (t) => {
+  t.test("the upstream receives the exchanged token (audience, scope), never the user's", async (t) => {
     const before = exchanges.length
     // A client-sent Authorization (the user's own token) is dropped as well.
     const res = await browser.fetch(`${stack.gw}/orders/list`, { headers: { ...JSON_ACCEPT, authorization: `Bearer ${userToken}` } })
@@ -83,7 +88,10 @@ t.test('token exchange per upstream', async (t) => {
     const bob = await stack.signedIn('bob')
     const before = exchanges.length
     const concurrent = await Promise.all(Array.from({ length: 8 }, () => bob.fetch(`${stack.gw}/orders/c`, { headers: JSON_ACCEPT })))
-    t.same(concurrent.map((r) => r.status), Array(8).fill(200))
+    t.same(
+      concurrent.map((r) => r.status),
+      Array(8).fill(200),
+    )
     t.equal(exchanges.length, before + 1, 'eight concurrent requests, one exchange')
     const tokens = new Set(stack.upstream.requests.slice(-8).map((r) => r.headers.authorization))
     t.equal(tokens.size, 1, 'all eight carried the same exchanged token')
@@ -112,8 +120,18 @@ t.test('token exchange per upstream', async (t) => {
     t.equal(await problemCode(res), 'token_exchange_refused')
     t.equal(stack.upstream.requests.length, count, 'nothing reached the upstream')
     const line = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'token exchange failed')
-    t.match(line, { level: 40, call: 'token_exchange', upstream: 'refused', problem: 'token_exchange_refused', error: 'invalid_target', error_description: String })
-    t.notOk(lines.some((l) => l.includes(userToken)), 'no log line carries the token')
+    t.match(line, {
+      level: 40,
+      call: 'token_exchange',
+      upstream: 'refused',
+      problem: 'token_exchange_refused',
+      error: 'invalid_target',
+      error_description: String,
+    })
+    t.notOk(
+      lines.some((l) => l.includes(userToken)),
+      'no log line carries the token',
+    )
   })
 
   t.test('Bearer clients: their token is exchanged, and never forwarded', async (t) => {
@@ -130,7 +148,11 @@ t.test('token exchange per upstream', async (t) => {
   })
 
   t.test('ext_authz and forward-auth answer with the exchanged token', async (t) => {
-    const cookie = browser.cookieHeader(`${stack.gw}/orders`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+    const cookie = browser
+      .cookieHeader(`${stack.gw}/orders`)
+      .split('; ')
+      .filter((pair) => pair.startsWith('ogw'))
+      .join('; ')
     const ext = await fetch(`${stack.gw}/api/v1/openid/ext-authz/orders/list`, { headers: { ...JSON_ACCEPT, cookie, authorization: `Bearer ${userToken}` } })
     t.equal(ext.status, 200)
     const set = ext.headers.get('authorization')
@@ -148,7 +170,7 @@ t.test('token exchange per upstream', async (t) => {
     t.equal(await problemCode(refused), 'token_exchange_refused')
   })
 
-  t.test('RFC 9728 metadata and the 401\'s resource_metadata', async (t) => {
+  t.test("RFC 9728 metadata and the 401's resource_metadata", async (t) => {
     const res = await fetch(`${stack.gw}/.well-known/oauth-protected-resource/orders`)
     t.equal(res.status, 200)
     t.match(res.headers.get('content-type'), /^application\/json/)
@@ -162,7 +184,10 @@ t.test('token exchange per upstream', async (t) => {
     t.equal(anonymous.status, 401)
     t.equal(anonymous.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
     const invalid = await fetch(`${stack.gw}/orders/x`, { headers: { ...JSON_ACCEPT, authorization: 'Bearer nope' } })
-    t.equal(invalid.headers.get('www-authenticate'), `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
+    t.equal(
+      invalid.headers.get('www-authenticate'),
+      `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`,
+    )
     const check = await fetch(`${stack.gw}/api/v1/openid/ext-authz/orders/x`, { headers: JSON_ACCEPT })
     t.equal(check.status, 401)
     t.equal(check.headers.get('www-authenticate'), `Bearer resource_metadata="${stack.gw}/.well-known/oauth-protected-resource/orders"`)
@@ -204,9 +229,13 @@ t.test('token exchange per upstream', async (t) => {
     t.equal((await fetch(`${stack.gw}/.well-known/oauth-protected-resource`)).status, 200)
   })
 
-  t.test('a WebSocket upgrade carries the exchanged token, never the user\'s', async (t) => {
+  t.test("a WebSocket upgrade carries the exchanged token, never the user's", async (t) => {
     const url = `${stack.gw.replace('http', 'ws')}/live/socket`
-    const cookie = browser.cookieHeader(`${stack.gw}/live`).split('; ').filter((pair) => pair.startsWith('ogw')).join('; ')
+    const cookie = browser
+      .cookieHeader(`${stack.gw}/live`)
+      .split('; ')
+      .filter((pair) => pair.startsWith('ogw'))
+      .join('; ')
     const before = stack.upstream.upgrades.length
     const ws = await openSocket(url, { cookie, authorization: `Bearer ${userToken}` })
     if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
@@ -262,7 +291,7 @@ t.test('token exchange per upstream', async (t) => {
     await done.response.body?.cancel()
     t.same(delivered, ['ok'], "grace's logout token was delivered and accepted")
     t.equal((await frank.fetch(`${stack.gw}/orders/b`, { headers: JSON_ACCEPT })).status, 200, "frank's session is untouched")
-    t.equal(exchanges.length, before + 2, 'but his exchange is made again (the ended sessions\' tokens are not known there)')
+    t.equal(exchanges.length, before + 2, "but his exchange is made again (the ended sessions' tokens are not known there)")
   })
 
   t.test('provider down: 502 provider_unavailable', async (t) => {

@@ -63,10 +63,17 @@ t.test('a sign-in: the redirect, then the callback with its token call below it'
 
   const callback = await serverSpan(receiver, '/api/v1/openid/callback')
   t.equal(callback.name, 'GET /api/v1/openid/callback')
-  const token = await eventually('the token call', () => childrenOf(receiver.spans, callback).find((span) => span.attributes['openid_gateway.provider.call'] === 'token'))
+  const token = await eventually('the token call', () =>
+    childrenOf(receiver.spans, callback).find((span) => span.attributes['openid_gateway.provider.call'] === 'token'),
+  )
   t.equal(token.kind, CLIENT)
   t.equal(token.name, `POST ${new URL(stack.provider?.issuer ?? '').pathname.replace(/\/$/, '')}/token`)
-  t.match(token.attributes, { 'http.request.method': 'POST', 'openid_gateway.grant_type': 'authorization_code', 'http.response.status_code': 200, 'openid_gateway.provider': 'default' })
+  t.match(token.attributes, {
+    'http.request.method': 'POST',
+    'openid_gateway.grant_type': 'authorization_code',
+    'http.response.status_code': 200,
+    'openid_gateway.provider': 'default',
+  })
 
   const discovery = receiver.spans.find((span) => span.attributes['openid_gateway.provider.call'] === 'discovery')
   t.ok(discovery, 'discovery is a span of its own')
@@ -74,35 +81,51 @@ t.test('a sign-in: the redirect, then the callback with its token call below it'
 
   // Never a code, a state, a token or a cookie in an attribute.
   const values = receiver.spans.flatMap((span) => Object.values(span.attributes).map(String))
-  t.notOk(values.some((value) => value.includes('?')), 'no query string')
-  for (const pair of cookie.split('; ')) t.notOk(values.some((value) => value.includes(pair.split('=')[1] ?? '')), 'no cookie value')
+  t.notOk(
+    values.some((value) => value.includes('?')),
+    'no query string',
+  )
+  for (const pair of cookie.split('; '))
+    t.notOk(
+      values.some((value) => value.includes(pair.split('=')[1] ?? '')),
+      'no cookie value',
+    )
 })
 
-t.test('a proxied request: the server span, the decision and the upstream call below it, whose traceparent the upstream receives; the trace id in the request line', async (t) => {
-  const { stack, receiver, lines } = await tracedStack(t)
-  const browser = await stack.signedIn()
-  t.equal((await browser.fetch(`${stack.gw}/page?x=1`)).status, 200)
+t.test(
+  'a proxied request: the server span, the decision and the upstream call below it, whose traceparent the upstream receives; the trace id in the request line',
+  async (t) => {
+    const { stack, receiver, lines } = await tracedStack(t)
+    const browser = await stack.signedIn()
+    t.equal((await browser.fetch(`${stack.gw}/page?x=1`)).status, 200)
 
-  const server = await serverSpan(receiver, '/page')
-  t.equal(server.name, 'GET /*')
-  t.match(server.attributes, { 'http.route': '/*', 'http.request.method': 'GET', 'http.response.status_code': 200, 'openid_gateway.upstream': 'app', 'client.address': '127.0.0.1' })
-  const children = await eventually('the decision and the upstream call', () => {
-    const found = childrenOf(receiver.spans, server)
-    return found.length === 2 ? found : undefined
-  })
-  const decision = children.find((span) => span.name === 'access decision')
-  t.equal(decision?.kind, INTERNAL)
-  t.equal(decision?.attributes['openid_gateway.decision'], 'pass')
-  const upstream = children.find((span) => span.kind === CLIENT)
-  t.match(upstream?.attributes, { 'http.request.method': 'GET', 'http.response.status_code': 200, 'url.full': `${stack.upstream.url}/page` })
+    const server = await serverSpan(receiver, '/page')
+    t.equal(server.name, 'GET /*')
+    t.match(server.attributes, {
+      'http.route': '/*',
+      'http.request.method': 'GET',
+      'http.response.status_code': 200,
+      'openid_gateway.upstream': 'app',
+      'client.address': '127.0.0.1',
+    })
+    const children = await eventually('the decision and the upstream call', () => {
+      const found = childrenOf(receiver.spans, server)
+      return found.length === 2 ? found : undefined
+    })
+    const decision = children.find((span) => span.name === 'access decision')
+    t.equal(decision?.kind, INTERNAL)
+    t.equal(decision?.attributes['openid_gateway.decision'], 'pass')
+    const upstream = children.find((span) => span.kind === CLIENT)
+    t.match(upstream?.attributes, { 'http.request.method': 'GET', 'http.response.status_code': 200, 'url.full': `${stack.upstream.url}/page` })
 
-  const received = stack.upstream.requests.find((req) => req.url === '/page?x=1')
-  t.equal(received?.headers.traceparent, `00-${server.traceId}-${upstream?.spanId}-01`, "the upstream's parent is the upstream call")
+    const received = stack.upstream.requests.find((req) => req.url === '/page?x=1')
+    t.equal(received?.headers.traceparent, `00-${server.traceId}-${upstream?.spanId}-01`, "the upstream's parent is the upstream call")
 
-  const line = requestLine(lines, '/page?x=1')
-  t.equal(line?.trace_id, server.traceId)
-  t.equal(line?.span_id, server.spanId)
-})
+    const line = requestLine(lines, '/page?x=1')
+    t.equal(line?.trace_id, server.traceId)
+    t.equal(line?.span_id, server.spanId)
+  },
+)
 
 t.test('a traceparent is continued from a trusted proxy only; an untrusted one is replaced upstream', async (t) => {
   const sent = { traceparent: `00-${TRACE}-${PARENT}-01`, tracestate: 'vendor=chosen' }
@@ -172,12 +195,20 @@ t.test('Redis commands are spans below the decision, without keys or values', as
   const command = await eventually('a Redis command', () => childrenOf(receiver.spans, decision).find((span) => span.attributes['db.system.name'] === 'redis'))
   t.equal(command.kind, CLIENT)
   t.equal(command.name, 'GET')
-  t.strictSame(command.attributes, { 'db.system.name': 'redis', 'server.address': '127.0.0.1', 'server.port': redis.port, 'db.namespace': '0', 'db.operation.name': 'GET' })
+  t.strictSame(command.attributes, {
+    'db.system.name': 'redis',
+    'server.address': '127.0.0.1',
+    'server.port': redis.port,
+    'db.namespace': '0',
+    'db.operation.name': 'GET',
+  })
 })
 
 t.test('the configuration refuses a bad endpoint and a ratio out of range, naming the key', async (t) => {
   t.strictSame(problems({ telemetry: { tracing: { endpoint: 'collector:4318' } } }), ['telemetry.tracing.endpoint: must be an http(s) URL'])
-  t.strictSame(problems({ telemetry: { tracing: { endpoint: 'http://collector:4318/v1/traces', sampleRatio: 1.5 } } }), ['telemetry.tracing.sampleRatio: must be between 0 and 1'])
+  t.strictSame(problems({ telemetry: { tracing: { endpoint: 'http://collector:4318/v1/traces', sampleRatio: 1.5 } } }), [
+    'telemetry.tracing.sampleRatio: must be between 0 and 1',
+  ])
   t.strictSame(problems({ telemetry: { tracing: {} } }), ['telemetry.tracing.endpoint: is required'])
   t.strictSame(problems({ telemetry: { tracing: { endpoint: 'http://collector:4318/v1/traces' } } }), [])
 })
@@ -209,7 +240,9 @@ t.test('a sign-out: the revocation call below its server span, though the form b
   })
   t.equal(status, 303)
   const server = await serverSpan(receiver, '/api/v1/openid/sign-out')
-  const revocation = await eventually('the revocation call', () => receiver.spans.find((span) => span.attributes['openid_gateway.provider.call'] === 'revocation'))
+  const revocation = await eventually('the revocation call', () =>
+    receiver.spans.find((span) => span.attributes['openid_gateway.provider.call'] === 'revocation'),
+  )
   t.equal(revocation.traceId, server.traceId)
   t.equal(revocation.parentSpanId, server.spanId)
 })

@@ -21,7 +21,10 @@ t.test('20 sign-ins started in one browser: the last completes, and the browser 
   }
   const held = browser.cookies().filter((c) => c.name.startsWith('ogw_tx_'))
   t.ok(held.length <= MAX_TRANSACTIONS, `${held.length} transaction cookies held`)
-  t.ok(held.every((c) => c.name.length + c.value.length < 4000), 'each under the 4096 bytes a browser keeps')
+  t.ok(
+    held.every((c) => c.name.length + c.value.length < 4000),
+    'each under the 4096 bytes a browser keeps',
+  )
   const done = await browser.signIn(last, 'alice', { gatewayOrigin: stack.gw })
   t.equal(done.status, 302, 'the callback of the last completes')
   t.equal(done.headers.get('location'), LONG_TARGET)

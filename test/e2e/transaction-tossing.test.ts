@@ -31,30 +31,36 @@ async function attackersSignIn(stack: Stack): Promise<{ name: string; value: str
 }
 
 for (const victimStarted of [false, true]) {
-  t.test(`a transaction tossed by a sibling host is refused (the victim ${victimStarted ? 'has a sign-in of its own in progress' : 'never started a sign-in'})`, async (t) => {
-    const stack = await startStack(t, { config: { cookies: { secure: true } } })
-    const planted = await attackersSignIn(stack)
-    t.match(planted.name, /^__Secure-ogw_tx_/, 'the name a sibling can set for the parent domain')
+  t.test(
+    `a transaction tossed by a sibling host is refused (the victim ${victimStarted ? 'has a sign-in of its own in progress' : 'never started a sign-in'})`,
+    async (t) => {
+      const stack = await startStack(t, { config: { cookies: { secure: true } } })
+      const planted = await attackersSignIn(stack)
+      t.match(planted.name, /^__Secure-ogw_tx_/, 'the name a sibling can set for the parent domain')
 
-    const victim = stack.browser()
-    if (victimStarted) {
-      const own = await victim.fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=0`)
-      await own.body?.cancel()
-      t.ok(victim.cookie('__Host-ogw_txb'), "the victim's browser holds its binding")
-    }
-    // What the sibling's Set-Cookie (Domain=<parent>; Path=/api/v1/openid/callback) leaves in the
-    // victim's browser: the gateway sees the same Cookie header for it.
-    victim.setCookie(planted.name, planted.value, { path: CALLBACK_PATH, secure: true })
-    // An unprefixed copy too, which any host may set.
-    victim.setCookie(planted.name.replace('__Secure-', ''), planted.value, { path: CALLBACK_PATH })
-    const res = await victim.fetch(planted.callbackUrl, { headers: JSON_ACCEPT })
-    t.equal(res.status, 403, 'refused')
-    t.equal(((await res.json()) as Problem).code, 'state_mismatch')
-    t.notOk(victim.cookies().some((c) => c.name === '__Host-ogw'), 'no session was set')
-    const page = await victim.fetch(`${stack.gw}/hello`, { headers: JSON_ACCEPT })
-    await page.body?.cancel()
-    t.equal(page.status, 401, 'the victim is not signed in as the attacker')
-  })
+      const victim = stack.browser()
+      if (victimStarted) {
+        const own = await victim.fetch(`${stack.gw}/api/v1/openid/redirect?performRedirect=0`)
+        await own.body?.cancel()
+        t.ok(victim.cookie('__Host-ogw_txb'), "the victim's browser holds its binding")
+      }
+      // What the sibling's Set-Cookie (Domain=<parent>; Path=/api/v1/openid/callback) leaves in the
+      // victim's browser: the gateway sees the same Cookie header for it.
+      victim.setCookie(planted.name, planted.value, { path: CALLBACK_PATH, secure: true })
+      // An unprefixed copy too, which any host may set.
+      victim.setCookie(planted.name.replace('__Secure-', ''), planted.value, { path: CALLBACK_PATH })
+      const res = await victim.fetch(planted.callbackUrl, { headers: JSON_ACCEPT })
+      t.equal(res.status, 403, 'refused')
+      t.equal(((await res.json()) as Problem).code, 'state_mismatch')
+      t.notOk(
+        victim.cookies().some((c) => c.name === '__Host-ogw'),
+        'no session was set',
+      )
+      const page = await victim.fetch(`${stack.gw}/hello`, { headers: JSON_ACCEPT })
+      await page.body?.cancel()
+      t.equal(page.status, 401, 'the victim is not signed in as the attacker')
+    },
+  )
 }
 
 t.test("the browser's own transaction still completes, and a second tab's too", async (t) => {

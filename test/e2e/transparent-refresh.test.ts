@@ -16,8 +16,7 @@ const EXPIRED_MS = TTL_SECONDS * 1000 + 300
 /** Counts refresh grants at the provider, succeeded and refused. */
 function countRefreshes(stack: Stack): { succeeded: number; refused: number } {
   const counts = { succeeded: 0, refused: 0 }
-  const isRefresh = (ctx: { oidc?: { params?: unknown } }): boolean =>
-    (ctx.oidc?.params as Record<string, unknown> | undefined)?.grant_type === 'refresh_token'
+  const isRefresh = (ctx: { oidc?: { params?: unknown } }): boolean => (ctx.oidc?.params as Record<string, unknown> | undefined)?.grant_type === 'refresh_token'
   stack.provider?.provider.on('grant.success', (ctx) => {
     if (isRefresh(ctx)) counts.succeeded++
   })
@@ -42,7 +41,11 @@ t.test('memory store: an expired access token is refreshed transparently, once p
   const firstToken = stack.upstream.requests.at(-1)?.headers.authorization
   clock.advance(3300)
   const results = await Promise.all(Array.from({ length: 8 }, () => rawRequest(stack.gw, '/x', { headers: { ...JSON_ACCEPT, cookie } })))
-  t.same(results.map((r) => r.status), Array(8).fill(200), 'every parallel request passes')
+  t.same(
+    results.map((r) => r.status),
+    Array(8).fill(200),
+    'every parallel request passes',
+  )
   t.equal(refreshes.succeeded, 1, 'one refresh for eight parallel requests')
   const tokens = new Set(stack.upstream.requests.slice(-8).map((r) => r.headers.authorization))
   t.equal(tokens.size, 1, 'they all carry the refreshed token')
@@ -107,10 +110,17 @@ t.test('cookie store: concurrent requests of one session cause one refresh, and 
   const browser = await stack.signedIn('bob')
   clock.advance(EXPIRED_MS)
   const results = await Promise.all(Array.from({ length: 8 }, (_, i) => browser.fetch(`${stack.gw}/api/${i}`)))
-  t.same(results.map((r) => r.status), Array(8).fill(200), 'every parallel request passes')
+  t.same(
+    results.map((r) => r.status),
+    Array(8).fill(200),
+    'every parallel request passes',
+  )
   t.equal(refreshes.succeeded, 1, 'one refresh for eight parallel requests')
   t.equal(refreshes.refused, 0)
-  t.ok(results.every((r) => r.headers.getSetCookie().some((c) => c.startsWith('ogw='))), 'each response stores the refreshed session')
+  t.ok(
+    results.every((r) => r.headers.getSetCookie().some((c) => c.startsWith('ogw='))),
+    'each response stores the refreshed session',
+  )
   const tokens = new Set(stack.upstream.requests.slice(-8).map((r) => r.headers.authorization))
   t.equal(tokens.size, 1, 'they all carry the same refreshed token')
   // Whichever response the browser applied last, its cookies hold the rotated refresh token.
@@ -156,8 +166,14 @@ t.test('cookie store: a refused refresh token ends the session; the request is t
   t.equal(api.json<Problem>().code, 'unauthenticated')
   t.equal(api.headers['www-authenticate'], `Bearer error="invalid_token", resource_metadata="${stack.gw}/.well-known/oauth-protected-resource"`)
   const cleared = ([] as string[]).concat(api.headers['set-cookie'] ?? [])
-  t.ok(cleared.some((c) => /^ogw=;/.test(c) && /Max-Age=0/.test(c)), 'the session cookie is cleared')
-  t.ok(cleared.some((c) => /^ogw_cred=;/.test(c) && /Max-Age=0/.test(c)), 'the credentials cookie is cleared')
+  t.ok(
+    cleared.some((c) => /^ogw=;/.test(c) && /Max-Age=0/.test(c)),
+    'the session cookie is cleared',
+  )
+  t.ok(
+    cleared.some((c) => /^ogw_cred=;/.test(c) && /Max-Age=0/.test(c)),
+    'the credentials cookie is cleared',
+  )
   const nav = await rawRequest(stack.gw, '/page', {
     headers: { accept: 'text/html', 'sec-fetch-mode': 'navigate', cookie: copied },
   })

@@ -18,7 +18,12 @@ async function attempt(url: string, origin: string): Promise<WebSocket | number>
 }
 
 async function signOut(gw: string, origin: string): Promise<number> {
-  const res = await fetch(`${gw}/api/v1/openid/sign-out`, { method: 'POST', headers: { origin, 'content-type': 'application/x-www-form-urlencoded' }, body: '', redirect: 'manual' })
+  const res = await fetch(`${gw}/api/v1/openid/sign-out`, {
+    method: 'POST',
+    headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+    body: '',
+    redirect: 'manual',
+  })
   return res.status
 }
 

@@ -48,7 +48,7 @@ t.test('a back-channel logout closes the open WebSockets of the sessions it ends
   t.equal(await closed, 1008)
 })
 
-t.test("a socket opened with a Bearer token closes when the token expires", async (t) => {
+t.test('a socket opened with a Bearer token closes when the token expires', async (t) => {
   const stack = await startStack(t, { upstreams: [{ name: 'app', websocket: true }] })
   const provider = stack.provider
   if (provider === undefined) throw new Error('no provider')

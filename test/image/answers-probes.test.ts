@@ -7,7 +7,7 @@ import { describeBuild, startImageStack } from '../fixtures/image.ts'
 
 t.setTimeout(15 * 60_000)
 
-t.test('/healthz, /readyz and the image\'s HEALTHCHECK', async (t) => {
+t.test("/healthz, /readyz and the image's HEALTHCHECK", async (t) => {
   const stack = await startImageStack(t)
   t.comment(describeBuild(stack.built))
   t.equal((await fetch(`${stack.management}/healthz`)).status, 200, '/healthz')

@@ -26,14 +26,19 @@ t.test('the local base has what the official node:X.Y.Z-bookworm-slim has, where
     return r.stdout.trim()
   }
   t.equal(await inside('node', '--version'), `v${base.nodeVersion}`, 'node on PATH')
-  t.equal(await inside('sh', '-c', 'for c in node npm npx nodejs; do command -v $c; done'), '/usr/local/bin/node\n/usr/local/bin/npm\n/usr/local/bin/npx\n/usr/local/bin/nodejs')
+  t.equal(
+    await inside('sh', '-c', 'for c in node npm npx nodejs; do command -v $c; done'),
+    '/usr/local/bin/node\n/usr/local/bin/npm\n/usr/local/bin/npx\n/usr/local/bin/nodejs',
+  )
   t.equal(await inside('readlink', '/usr/local/bin/npm'), '../lib/node_modules/npm/bin/npm-cli.js')
   t.equal(await inside('readlink', '/usr/local/bin/npx'), '../lib/node_modules/npm/bin/npx-cli.js')
   t.equal(await inside('npm', '--version'), base.npmVersion, 'the npm that Node release bundles')
   t.equal(await inside('getent', 'passwd', 'node'), 'node:x:1000:1000::/home/node:/bin/bash', 'the node user')
   t.equal(await inside('stat', '-c', '%u:%g %a', '/home/node'), '1000:1000 755', 'its home is its own in the base (the image takes it back)')
   t.equal(await inside('sh', '-c', '. /etc/os-release && echo $VERSION_CODENAME'), 'bookworm')
-  const config = JSON.parse((await execute('buildah', ['inspect', '--type', 'image', base.image])).stdout) as { OCIv1: { config: { Env: string[]; Cmd: string[] } } }
+  const config = JSON.parse((await execute('buildah', ['inspect', '--type', 'image', base.image])).stdout) as {
+    OCIv1: { config: { Env: string[]; Cmd: string[] } }
+  }
   t.ok(config.OCIv1.config.Env.includes(`NODE_VERSION=${base.nodeVersion}`), 'NODE_VERSION')
   t.ok(config.OCIv1.config.Env.includes('PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'), 'PATH')
   t.strictSame(config.OCIv1.config.Cmd, ['node'], 'CMD ["node"]')

@@ -58,10 +58,12 @@ t.test('a value that is not a key is named by kind, never quoted', async (t) => 
   }
   const fileOfBase64Pem = join(dir, 'base64.pem')
   writeFileSync(fileOfBase64Pem, base64Pem)
-  t.strictSame(problems(jwt(fileOfBase64Pem)), ['provider.clientKey: names a file that holds a base64-encoded PEM key: decode it once (base64 -d) and give the PEM text, which starts with -----BEGIN'])
+  t.strictSame(problems(jwt(fileOfBase64Pem)), [
+    'provider.clientKey: names a file that holds a base64-encoded PEM key: decode it once (base64 -d) and give the PEM text, which starts with -----BEGIN',
+  ])
 })
 
-t.test('a file-system error is described by its code, never by Node\'s message (which quotes the path)', async (t) => {
+t.test("a file-system error is described by its code, never by Node's message (which quotes the path)", async (t) => {
   const error = Object.assign(new Error(`ENAMETOOLONG: name too long, open '${rsaDerBase64}'`), { code: 'ENAMETOOLONG' })
   t.equal(describeFsError(error), 'the name is too long for a path')
   const unknown = Object.assign(new Error(`EWEIRD: open '${rsaDerBase64}'`), { code: 'EWEIRD' })

@@ -32,7 +32,9 @@ interface Harness {
   sign: (claims?: jose.JWTPayload, alg?: string) => Promise<string>
 }
 
-async function harness(options: Partial<BearerOptions> & { introspection?: (token: string) => Promise<IntrospectionResponse | undefined> } = {}): Promise<Harness> {
+async function harness(
+  options: Partial<BearerOptions> & { introspection?: (token: string) => Promise<IntrospectionResponse | undefined> } = {},
+): Promise<Harness> {
   const rsa = await jose.generateKeyPair('RS256', { extractable: true })
   const ec = await jose.generateKeyPair('ES256', { extractable: true })
   const local = jose.createLocalJWKSet({
@@ -90,7 +92,7 @@ t.test('JWTs: verified results are cached until exp, in a bounded cache', async 
   t.equal(h.keyLookups(), 6, 'the oldest entry was evicted and is verified again')
 })
 
-t.test('JWTs: a cached token\'s claims are one frozen object, shared by its requests', async (t) => {
+t.test("JWTs: a cached token's claims are one frozen object, shared by its requests", async (t) => {
   const h = await harness()
   const token = await h.sign({ groups: ['staff'] })
   const first = await h.verifier.verify(token)
@@ -251,8 +253,16 @@ t.test('introspection rules', async (t) => {
     ['token_type DPoP', active({ token_type: 'DPoP' }), 'token_type is not Bearer'],
     ['token_use refresh_token (Hydra)', active({ token_use: 'refresh_token' }), 'token_use is not access_token'],
     ['token_use access_token', active({ token_use: 'access_token' }), undefined],
-    ['DPoP-bound (cnf.jkt)', active({ cnf: { jkt: 'abc' } }), 'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry'],
-    ['mTLS-bound (cnf x5t#S256)', active({ cnf: { 'x5t#S256': 'abc' } }), 'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry'],
+    [
+      'DPoP-bound (cnf.jkt)',
+      active({ cnf: { jkt: 'abc' } }),
+      'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry',
+    ],
+    [
+      'mTLS-bound (cnf x5t#S256)',
+      active({ cnf: { 'x5t#S256': 'abc' } }),
+      'the token is sender-constrained (cnf): it needs a proof of possession, which a Bearer token does not carry',
+    ],
   ]
   for (const [name, response, expected] of cases) t.equal(introspectionViolation(response, ctx), expected, name)
 })
@@ -349,7 +359,11 @@ t.test('accessTokenViolation names the reason', async (t) => {
     'it is shaped like an ID token (aud names the client id, or a nonce) and nothing marks it as an access token',
   )
   t.equal(accessTokenViolation(h, { aud: ['x', 'y'], nonce: 'n' }, 'c'), accessTokenViolation(h, { aud: 'c' }, 'c'))
-  t.equal(accessTokenViolation(h, { aud: ['c', 'api'] }, 'c'), accessTokenViolation(h, { aud: 'c' }, 'c'), 'an API audience next to the client, no nonce: an ID token for several audiences')
+  t.equal(
+    accessTokenViolation(h, { aud: ['c', 'api'] }, 'c'),
+    accessTokenViolation(h, { aud: 'c' }, 'c'),
+    'an API audience next to the client, no nonce: an ID token for several audiences',
+  )
   t.equal(accessTokenViolation(h, { aud: ['c', 'api'], scope: 'read' }, 'c'), undefined, 'the same with a scope')
   t.equal(accessTokenViolation({ ...h, typ: 'JWT' }, { aud: 'api' }, 'c'), undefined)
 })

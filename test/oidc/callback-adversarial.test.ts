@@ -52,13 +52,19 @@ async function assertRefused(t: Test, { res, browser }: Outcome, status: number,
 /** A refused code or ID token ends the transaction (sign-in.ts): the cookie is expired. */
 function assertTransactionCleared(t: Test, { res, browser }: Outcome): void {
   t.equal(cookiesCleared(res, 'ogw_tx_').length, 1, 'the transaction cookie is expired')
-  t.notOk(browser.cookies().some((c) => c.name.startsWith('ogw_tx_')), 'no transaction cookie left')
+  t.notOk(
+    browser.cookies().some((c) => c.name.startsWith('ogw_tx_')),
+    'no transaction cookie left',
+  )
 }
 
 /** A provider fault leaves the transaction for a retry (sign-in.ts): the cookie is untouched. */
 function assertTransactionKept(t: Test, { res, browser }: Outcome): void {
   t.same(cookiesCleared(res, 'ogw_tx_'), [], 'the transaction cookie is not expired')
-  t.ok(browser.cookies().some((c) => c.name.startsWith('ogw_tx_')), 'the transaction cookie is kept')
+  t.ok(
+    browser.cookies().some((c) => c.name.startsWith('ogw_tx_')),
+    'the transaction cookie is kept',
+  )
 }
 
 async function assertSignedIn(t: Test, stack: Stack, provider: AdversarialProvider, outcome: Outcome): Promise<void> {
@@ -149,8 +155,20 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
   // The clocks named: a refusal on iat, exp or nbf says which clock, by how much when the token
   // response's Date header measures it, and the key of the tolerance.
   const clocks: Array<[name: string, behaviour: Partial<Behaviour>, check: string, words: RegExp, offset: number | undefined]> = [
-    ["the provider's clock an hour ahead", { clockAheadSeconds: 3600 }, 'iat', /iat \(issued at\) is in the future by the gateway's clock: the provider's clock is 3[56]\d\d s ahead of the gateway's/, 3600],
-    ["the provider's clock an hour behind", { clockAheadSeconds: -3600 }, 'exp', /exp \(expiry\) has passed by the gateway's clock: the provider's clock is 3\d\d\d s behind the gateway's/, -3600],
+    [
+      "the provider's clock an hour ahead",
+      { clockAheadSeconds: 3600 },
+      'iat',
+      /iat \(issued at\) is in the future by the gateway's clock: the provider's clock is 3[56]\d\d s ahead of the gateway's/,
+      3600,
+    ],
+    [
+      "the provider's clock an hour behind",
+      { clockAheadSeconds: -3600 },
+      'exp',
+      /exp \(expiry\) has passed by the gateway's clock: the provider's clock is 3\d\d\d s behind the gateway's/,
+      -3600,
+    ],
     ['clocks agree, the token expired', { idTokenClaims: { iat: now() - 7200, exp: now() - 3600 } }, 'exp', /Date header agrees with the gateway's clock/, 0],
   ]
   for (const [name, behaviour, check, words, offset] of clocks) {
@@ -161,14 +179,17 @@ t.test('bad ID tokens: 403 id_token_invalid, no session, the log names the faile
       t.equal(outcome.res.status, 403)
       const html = await outcome.res.text()
       t.match(html, 'Error 403 · id_token_invalid')
-      t.match(html, "The identity provider&#39;s clock and the gateway&#39;s disagree", 'the page says clocks')
+      t.match(html, 'The identity provider&#39;s clock and the gateway&#39;s disagree', 'the page says clocks')
       t.match(html.replaceAll('&#39;', "'"), words, 'the page names the clock and the offset')
       t.match(html, 'provider.clockToleranceSeconds (30 s)')
       const refusal = lines.slice(logged).find((l) => l.msg === 'ID token refused')
       t.equal(refusal?.check, check)
       t.match(refusal?.hint, words, 'the log says it in words')
       t.equal(refusal?.clockToleranceSeconds, 30)
-      t.ok(offset !== undefined && Math.abs(Number(refusal?.providerClockOffsetSeconds) - offset) <= 2, `the measured offset: ${String(refusal?.providerClockOffsetSeconds)}`)
+      t.ok(
+        offset !== undefined && Math.abs(Number(refusal?.providerClockOffsetSeconds) - offset) <= 2,
+        `the measured offset: ${String(refusal?.providerClockOffsetSeconds)}`,
+      )
     })
   }
 })
@@ -183,30 +204,36 @@ t.test('no kid in the header with two published keys: 403 id_token_invalid', asy
   assertTransactionCleared(t, outcome)
 })
 
-t.test('authorization response from another issuer, or without the iss it advertises (RFC 9207 2.4): 403 authorization_response_invalid, the code is never redeemed', async (t) => {
-  const lines: string[] = []
-  const { stack, provider } = await startAdversarialStack(t, { config: { log: { level: 'warn' } }, logStream: { write: (line) => lines.push(line) } })
-  t.beforeEach(() => provider.reset())
-  const cases: Array<[name: string, iss: string | null, rule: string]> = [
-    ['iss of another issuer', 'http://127.0.0.1:1/evil', 'rfc9207-iss-mismatch'],
-    ['iss empty', '', 'rfc9207-iss-mismatch'],
-    ['iss missing, though the provider advertises it', null, 'rfc9207-iss-missing'],
-  ]
-  for (const [name, iss, rule] of cases) {
-    t.test(name, async (t) => {
-      provider.set({ authorizationIss: iss })
-      const before = provider.tokenRequests
-      lines.length = 0
-      const outcome = await signIn(stack)
-      t.equal(provider.tokenRequests, before, 'the code is not sent to the token endpoint')
-      await assertRefused(t, outcome, 403, 'authorization_response_invalid')
-      assertTransactionCleared(t, outcome)
-      const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'authorization response refused')
-      t.equal(logged?.rule, rule, 'the log names the rule')
-      t.notOk(lines.some((l) => l.includes('ID token refused')), 'not reported as an ID token problem')
-    })
-  }
-})
+t.test(
+  'authorization response from another issuer, or without the iss it advertises (RFC 9207 2.4): 403 authorization_response_invalid, the code is never redeemed',
+  async (t) => {
+    const lines: string[] = []
+    const { stack, provider } = await startAdversarialStack(t, { config: { log: { level: 'warn' } }, logStream: { write: (line) => lines.push(line) } })
+    t.beforeEach(() => provider.reset())
+    const cases: Array<[name: string, iss: string | null, rule: string]> = [
+      ['iss of another issuer', 'http://127.0.0.1:1/evil', 'rfc9207-iss-mismatch'],
+      ['iss empty', '', 'rfc9207-iss-mismatch'],
+      ['iss missing, though the provider advertises it', null, 'rfc9207-iss-missing'],
+    ]
+    for (const [name, iss, rule] of cases) {
+      t.test(name, async (t) => {
+        provider.set({ authorizationIss: iss })
+        const before = provider.tokenRequests
+        lines.length = 0
+        const outcome = await signIn(stack)
+        t.equal(provider.tokenRequests, before, 'the code is not sent to the token endpoint')
+        await assertRefused(t, outcome, 403, 'authorization_response_invalid')
+        assertTransactionCleared(t, outcome)
+        const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'authorization response refused')
+        t.equal(logged?.rule, rule, 'the log names the rule')
+        t.notOk(
+          lines.some((l) => l.includes('ID token refused')),
+          'not reported as an ID token problem',
+        )
+      })
+    }
+  },
+)
 
 t.test('a provider that does not advertise iss: a response without it is accepted (RFC 9207 2.4)', async (t) => {
   const { stack, provider } = await startAdversarialStack(t, { provider: { issParameter: false } })
@@ -269,22 +296,25 @@ t.test('token endpoint unreachable (closed port): 502 provider_unavailable', asy
   assertTransactionKept(t, outcome)
 })
 
-t.test("a provider that does not decode Basic (Glewlwyd 2.7): the log names the encoded secret, never its value, and client_secret_post signs in", async (t) => {
-  const lines: Array<Record<string, unknown>> = []
-  const { stack } = await startAdversarialStack(t, {
-    provider: { basicDecodes: false },
-    config: { log: { level: 'warn' } },
-    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
-  })
-  const outcome = await signIn(stack)
-  await assertRefused(t, outcome, 502, 'provider_rejected_client')
-  const refused = lines.find((l) => l.msg === 'code exchange failed')
-  t.equal(refused?.error, 'invalid_client')
-  t.same(refused?.basicEncoded, ['clientSecret'], 'the secret is the one the encoding changes')
-  t.match(refused?.hint, /RFC 6749 2\.3\.1.*"-" as "%2D".*provider\.clientAuthMethod: client_secret_post/)
-  t.notOk(JSON.stringify(lines).includes(CLIENT_SECRET), 'the secret is not logged')
-  t.notOk(JSON.stringify(lines).includes(encodeURIComponent(CLIENT_SECRET).replaceAll('-', '%2D')), 'nor its encoding')
+t.test(
+  'a provider that does not decode Basic (Glewlwyd 2.7): the log names the encoded secret, never its value, and client_secret_post signs in',
+  async (t) => {
+    const lines: Array<Record<string, unknown>> = []
+    const { stack } = await startAdversarialStack(t, {
+      provider: { basicDecodes: false },
+      config: { log: { level: 'warn' } },
+      logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    })
+    const outcome = await signIn(stack)
+    await assertRefused(t, outcome, 502, 'provider_rejected_client')
+    const refused = lines.find((l) => l.msg === 'code exchange failed')
+    t.equal(refused?.error, 'invalid_client')
+    t.same(refused?.basicEncoded, ['clientSecret'], 'the secret is the one the encoding changes')
+    t.match(refused?.hint, /RFC 6749 2\.3\.1.*"-" as "%2D".*provider\.clientAuthMethod: client_secret_post/)
+    t.notOk(JSON.stringify(lines).includes(CLIENT_SECRET), 'the secret is not logged')
+    t.notOk(JSON.stringify(lines).includes(encodeURIComponent(CLIENT_SECRET).replaceAll('-', '%2D')), 'nor its encoding')
 
-  const post = await startAdversarialStack(t, { provider: { basicDecodes: false }, config: { provider: { clientAuthMethod: 'client_secret_post' } } })
-  await assertSignedIn(t, post.stack, post.provider, await signIn(post.stack))
-})
+    const post = await startAdversarialStack(t, { provider: { basicDecodes: false }, config: { provider: { clientAuthMethod: 'client_secret_post' } } })
+    await assertSignedIn(t, post.stack, post.provider, await signIn(post.stack))
+  },
+)

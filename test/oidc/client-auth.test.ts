@@ -29,6 +29,10 @@ t.test('client_secret_basic: which of the id and secret the Basic encoding (RFC 
   for (let code = 0x20; code < 0x7f; code++) {
     const c = String.fromCharCode(code)
     const changes = (await sent(`x${c}`)) !== `x${c}`
-    t.equal(basicEncodingChanges({ clientId: 'gateway', clientSecret: `x${c}` }).length === 1, changes, `${JSON.stringify(c)}: ${changes ? 'changed' : 'unchanged'}`)
+    t.equal(
+      basicEncodingChanges({ clientId: 'gateway', clientSecret: `x${c}` }).length === 1,
+      changes,
+      `${JSON.stringify(c)}: ${changes ? 'changed' : 'unchanged'}`,
+    )
   }
 })

@@ -28,9 +28,18 @@ t.test('the algorithms taken from id_token_signing_alg_values_supported', async 
     [[], ['RS256']],
     ['RS256', ['RS256']],
     [['RS256'], ['RS256']],
-    [['ES256', 'RS256'], ['ES256', 'RS256']],
-    [['RS256', 'PS256'], ['RS256', 'PS256']],
-    [['HS256', 'none', 'PS384', 'ES256', 'PS384'], ['PS384', 'ES256']],
+    [
+      ['ES256', 'RS256'],
+      ['ES256', 'RS256'],
+    ],
+    [
+      ['RS256', 'PS256'],
+      ['RS256', 'PS256'],
+    ],
+    [
+      ['HS256', 'none', 'PS384', 'ES256', 'PS384'],
+      ['PS384', 'ES256'],
+    ],
     [['EdDSA'], ['EdDSA']],
     [['HS256', 'HS512', 'none'], []],
     [['none'], []],
@@ -95,7 +104,10 @@ t.test('the real dev provider signing PS256 with RS256 pinned: 403, the log name
   const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')
   t.equal(res.status, 403)
   t.equal(await problemCode(res), 'id_token_invalid')
-  t.match(lines.filter((l) => l.msg === 'ID token refused'), [{ check: 'alg', grant: 'sign-in' }])
+  t.match(
+    lines.filter((l) => l.msg === 'ID token refused'),
+    [{ check: 'alg', grant: 'sign-in' }],
+  )
   t.notMatch(JSON.stringify(lines), /eyJ/, 'no token in the log')
 })
 

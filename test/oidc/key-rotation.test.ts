@@ -93,7 +93,11 @@ t.test('Bearer JWTs with made-up kids: all 401, at most one refetch', async (t) 
   for (const token of await Promise.all(Array.from({ length: 20 }, () => provider.signJwt({}, { kid: randomUUID() })))) {
     sequential.push((await bearer(stack, token)).status)
   }
-  t.same(sequential, tokens.map(() => 401), '20 one after the other')
+  t.same(
+    sequential,
+    tokens.map(() => 401),
+    '20 one after the other',
+  )
   t.ok(provider.jwksRequests - before <= 1, `${provider.jwksRequests - before} refetches for 40 unknown kids`)
   t.equal((await bearer(stack, await provider.signJwt())).status, 200, 'the known key still works')
   t.equal(stack.upstream.requests.length, 1, 'only that one reached the upstream')

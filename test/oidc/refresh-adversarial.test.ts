@@ -1,12 +1,5 @@
 import t from 'tap'
-import {
-  cookiesCleared,
-  sessionCookiesSet,
-  startAdversarialStack,
-  SUBJECT,
-  type Behaviour,
-  type Problem,
-} from '../fixtures/adversarial-provider.ts'
+import { cookiesCleared, sessionCookiesSet, startAdversarialStack, SUBJECT, type Behaviour, type Problem } from '../fixtures/adversarial-provider.ts'
 
 // GET /api/v1/openid/refresh against a provider whose answers the test chooses: which refresh
 // token is sent, what a refusal and a fault do to the session.
@@ -146,6 +139,10 @@ t.test('refresh', async (t) => {
   }
 
   t.test('provider faults and refusals are not logged as refused ID tokens', async (t) => {
-    t.same(refusals().map((l) => l.grant), ['refresh', 'refresh', 'refresh'], 'only the three bad ID tokens above')
+    t.same(
+      refusals().map((l) => l.grant),
+      ['refresh', 'refresh', 'refresh'],
+      'only the three bad ID tokens above',
+    )
   })
 })

@@ -25,11 +25,7 @@ t.test('an access token of 6000 characters: the session cookie is chunked and wo
     t.ok(Buffer.byteLength(line) <= BROWSER_COOKIE_BYTES, `${line.slice(0, line.indexOf('='))} fits a browser cookie`)
   }
   const chunks = browser.cookies().filter((c) => c.name === 'ogw' || /^ogw_\d+$/.test(c.name))
-  t.same(
-    chunks.map((c) => c.name).sort(),
-    set.filter((n) => n !== 'ogw_cred').sort(),
-    'the browser kept every chunk',
-  )
+  t.same(chunks.map((c) => c.name).sort(), set.filter((n) => n !== 'ogw_cred').sort(), 'the browser kept every chunk')
   t.ok(
     chunks.every((c) => c.path === '/' && c.httpOnly && c.sameSite === 'Lax'),
     'every chunk has the attributes of the session cookie',
@@ -57,7 +53,10 @@ t.test('an access token of 20000 characters: 502 session_too_large and no sessio
   t.equal(await problemCode(res), 'session_too_large')
   t.notMatch(body, /[A-Za-z0-9_-]{200}/, 'no token in the body')
   t.same(sessionCookiesSet(res), [], 'no session cookie is set')
-  t.notOk(browser.cookies().some((c) => c.name === 'ogw' || /^ogw_(\d+|cred)/.test(c.name)), 'the browser holds no session cookie')
+  t.notOk(
+    browser.cookies().some((c) => c.name === 'ogw' || /^ogw_(\d+|cred)/.test(c.name)),
+    'the browser holds no session cookie',
+  )
   t.same(cookiesCleared(res, 'ogw_tx_'), [], 'the transaction is left for a retry, like any 5xx')
 
   const page = await browser.fetch(`${stack.gw}/x`, { headers: { accept: 'application/json' } })
@@ -73,7 +72,10 @@ t.test('a smaller session after a chunked one expires the chunks it no longer ne
   const res = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`)
   t.equal(res.status, 200)
   t.ok(cookiesCleared(res, 'ogw_1').includes('ogw_1'), 'ogw_1 is expired')
-  t.notOk(browser.cookies().some((c) => /^ogw_\d+$/.test(c.name)), 'no chunk is left')
+  t.notOk(
+    browser.cookies().some((c) => /^ogw_\d+$/.test(c.name)),
+    'no chunk is left',
+  )
   const page = await browser.fetch(`${stack.gw}/small`, { headers: { accept: 'application/json' } })
   t.equal(page.status, 200, 'the unchunked session works')
 })

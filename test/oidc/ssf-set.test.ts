@@ -48,7 +48,14 @@ async function refused(t: Test, token: string, code: SetErrorCode, context: SetC
 
 t.test('a valid SET gives its one event, its sub_id and how long its jti must be remembered', async (t) => {
   const set = await verifySet(await sign({}), ctx)
-  t.same(set, { jti: 'jti-1', type: EVENT, event: { event_timestamp: NOW }, subId: { format: 'opaque', id: 'alice' }, acceptableUntil: NOW + SET_MAX_AGE_SECONDS + 30, issuedAt: NOW })
+  t.same(set, {
+    jti: 'jti-1',
+    type: EVENT,
+    event: { event_timestamp: NOW },
+    subId: { format: 'opaque', id: 'alice' },
+    acceptableUntil: NOW + SET_MAX_AGE_SECONDS + 30,
+    issuedAt: NOW,
+  })
   // exp, when earlier than the maximum age, bounds it.
   t.equal((await verifySet(await sign({ exp: NOW + 60 }), ctx)).acceptableUntil, NOW + 60 + 30)
   // aud as an array naming the gateway; typ with its application/ prefix (RFC 8417 2.3).

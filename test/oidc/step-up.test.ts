@@ -38,7 +38,11 @@ t.test('stepUpShortfall: acr exactly one of the accepted, auth_time within max a
   t.equal(stepUpShortfall({ auth_time: String(NOW) }, age, NOW, 30), 'auth_time', 'not a number')
   // An implausible auth_time is unknown, never a sign-in in 1970 nor one still to come.
   t.equal(stepUpShortfall({ auth_time: 0 }, age, NOW, 30), 'auth_time', 'auth_time 0 (Glewlwyd 2.7): unknown, step up')
-  t.equal(stepUpShortfall({ auth_time: EARLIEST_AUTH_TIME - 1 }, { maxAge: NOW }, NOW, 30), 'auth_time', 'before 2000, even under a max age that reaches back to it')
+  t.equal(
+    stepUpShortfall({ auth_time: EARLIEST_AUTH_TIME - 1 }, { maxAge: NOW }, NOW, 30),
+    'auth_time',
+    'before 2000, even under a max age that reaches back to it',
+  )
   t.equal(stepUpShortfall({ auth_time: NOW + 31 }, age, NOW, 30), 'auth_time', 'in the future beyond the tolerance: not younger than any max age')
   t.equal(stepUpShortfall({ auth_time: NOW + 30 }, age, NOW, 30), undefined, 'in the future within the tolerance')
   t.equal(stepUpShortfall({ auth_time: NOW - 1.5 }, age, NOW, 30), 'auth_time', 'not an integer')
@@ -49,12 +53,20 @@ t.test('stepUpError: the RFC 9470 challenge and problem', async (t) => {
   const err = stepUpError({ acrValues: ['mfa', 'hwk'], maxAge: 300 }, 'https://gw/api/v1/openid/redirect?redirectAfter=%2Fx')
   t.equal(err.status, 401)
   t.equal(err.code, 'insufficient_user_authentication')
-  t.equal(err.headers['www-authenticate'], 'Bearer error="insufficient_user_authentication", error_description="A different authentication level is required", acr_values="mfa hwk", max_age="300"')
+  t.equal(
+    err.headers['www-authenticate'],
+    'Bearer error="insufficient_user_authentication", error_description="A different authentication level is required", acr_values="mfa hwk", max_age="300"',
+  )
   t.match(err.toProblem(), { acr_values: 'mfa hwk', max_age: 300, signInUrl: 'https://gw/api/v1/openid/redirect?redirectAfter=%2Fx' })
 })
 
 const log: FastifyBaseLogger = pino({ level: 'silent' })
-const identity = (claims: Record<string, unknown>): Identity => ({ claims: { sub: 'alice', ...claims }, accessToken: 'at', provider: 'default', issuer: 'https://idp' })
+const identity = (claims: Record<string, unknown>): Identity => ({
+  claims: { sub: 'alice', ...claims },
+  accessToken: 'at',
+  provider: 'default',
+  issuer: 'https://idp',
+})
 const judge: StepUpJudge = { nowSeconds: () => NOW, toleranceSeconds: () => 30 }
 
 function decider(upstream: UpstreamConfig, who: Identity) {
@@ -62,15 +74,28 @@ function decider(upstream: UpstreamConfig, who: Identity) {
 }
 
 t.test('the access decision: step_up after the other kinds, pass with the max age as its deadline', async (t) => {
-  const config = resolve(withUpstream({ allow: { groups: ['finance'] }, rules: [{ path: '/payroll', allow: { groups: ['finance'], acr: ['mfa'], maxAuthAgeSeconds: 60 } }] }))
+  const config = resolve(
+    withUpstream({ allow: { groups: ['finance'] }, rules: [{ path: '/payroll', allow: { groups: ['finance'], acr: ['mfa'], maxAuthAgeSeconds: 60 } }] }),
+  )
   const upstream = config.upstreams[0] as UpstreamConfig
   const req = (authorization?: string) => ({ url: '/payroll', cookies: {}, headers: authorization === undefined ? {} : { authorization }, log })
-  const ask = (who: Identity, authorization?: string) => decider(upstream, who).decide(req(authorization), { setCookie: () => undefined }, { path: '/payroll/slip', preflight: false })
+  const ask = (who: Identity, authorization?: string) =>
+    decider(upstream, who).decide(req(authorization), { setCookie: () => undefined }, { path: '/payroll/slip', preflight: false })
 
   t.match(await ask(identity({ groups: ['staff'], acr: 'pwd' })), { outcome: 'forbidden' }, 'who the user is is decided first: 403')
-  t.match(await ask(identity({ groups: ['finance'], acr: 'pwd', auth_time: NOW })), { outcome: 'step_up', shortfall: 'acr', bearer: false, rulePath: '/payroll', requirement: { acrValues: ['mfa'], maxAge: 60 } })
+  t.match(await ask(identity({ groups: ['finance'], acr: 'pwd', auth_time: NOW })), {
+    outcome: 'step_up',
+    shortfall: 'acr',
+    bearer: false,
+    rulePath: '/payroll',
+    requirement: { acrValues: ['mfa'], maxAge: 60 },
+  })
   t.match(await ask(identity({ groups: ['finance'], acr: 'mfa', auth_time: NOW - 100 })), { outcome: 'step_up', shortfall: 'auth_time' })
-  t.match(await ask(identity({ groups: ['finance'], acr: 'pwd' }), 'Bearer at'), { outcome: 'step_up', bearer: true }, 'the identity is the Bearer token of the request')
+  t.match(
+    await ask(identity({ groups: ['finance'], acr: 'pwd' }), 'Bearer at'),
+    { outcome: 'step_up', bearer: true },
+    'the identity is the Bearer token of the request',
+  )
   t.same(await ask(identity({ groups: ['finance'], acr: 'mfa', auth_time: NOW - 10 })), {
     outcome: 'pass',
     identity: identity({ groups: ['finance'], acr: 'mfa', auth_time: NOW - 10 }),
@@ -79,4 +104,3 @@ t.test('the access decision: step_up after the other kinds, pass with the max ag
   const outside = await decider(upstream, identity({ groups: ['finance'] })).decide(req(), { setCookie: () => undefined }, { path: '/other', preflight: false })
   t.same(outside, { outcome: 'pass', identity: identity({ groups: ['finance'] }) }, 'no step-up rule: a plain pass')
 })
-

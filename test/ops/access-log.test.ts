@@ -14,7 +14,16 @@ function collect(): { lines: string[]; write(line: string): void } {
 
 t.test('the request line has the shape pino gives the same fields, and one line per write', async (t) => {
   const own = collect()
-  new AccessLog(own, 'info').write({ reqId: 'r-1', method: 'GET', url: '/page?q=1', status: 200, ms: 1.5, ip: '127.0.0.1', sub: 'alice', fields: { extAuthz: { outcome: 'pass', upstream: 'app' } } })
+  new AccessLog(own, 'info').write({
+    reqId: 'r-1',
+    method: 'GET',
+    url: '/page?q=1',
+    status: 200,
+    ms: 1.5,
+    ip: '127.0.0.1',
+    sub: 'alice',
+    fields: { extAuthz: { outcome: 'pass', upstream: 'app' } },
+  })
   const viaPino = collect()
   pino(loggerOptions({ level: 'info' } as never), viaPino)
     .child({ reqId: 'r-1' })
@@ -32,7 +41,14 @@ t.test('the request line has the shape pino gives the same fields, and one line 
 
 t.test('the target is redacted, absent fields are left out, strings are escaped', async (t) => {
   const out = collect()
-  new AccessLog(out, 'info').write({ method: 'GET', url: '/api/v1/openid/callback?code=secret-code&state=s"t', grpc: 'Authorization/Check', status: 302, ms: 0.1, fields: { skipped: undefined, note: 'a "quoted"\nvalue' } })
+  new AccessLog(out, 'info').write({
+    method: 'GET',
+    url: '/api/v1/openid/callback?code=secret-code&state=s"t',
+    grpc: 'Authorization/Check',
+    status: 302,
+    ms: 0.1,
+    fields: { skipped: undefined, note: 'a "quoted"\nvalue' },
+  })
   const line = JSON.parse(out.lines[0] ?? '') as Record<string, unknown>
   t.notOk(out.lines[0]?.includes('secret-code'), 'no code')
   t.equal(line.url, '/api/v1/openid/callback?code=[redacted]&state=[redacted]')
@@ -54,7 +70,9 @@ t.test('property: every string field reads back as written, one line, whatever i
       new AccessLog(out, 'info').write({ reqId, method, url: '/page', status: 200, ms: 1, ip, sub, fields: { [`f${sub}`]: method } })
       const written = out.lines[0] ?? ''
       const line = JSON.parse(written) as Record<string, unknown>
-      return written.split('\n').length === 2 && line[`f${sub}`] === method && line.reqId === reqId && line.method === method && line.ip === ip && line.sub === sub
+      return (
+        written.split('\n').length === 2 && line[`f${sub}`] === method && line.reqId === reqId && line.method === method && line.ip === ip && line.sub === sub
+      )
     }),
   )
   t.pass('checked')

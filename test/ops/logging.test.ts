@@ -23,7 +23,10 @@ t.test('no token, code, cookie or secret in any log line, even at trace level', 
   const jwt = await stack.provider!.signJwt({ sub: 'svc', aud: CLIENT_ID, scope: 'api' })
   await rawRequest(stack.gw, '/api', { headers: { accept: 'application/json', authorization: `Bearer ${jwt}` } })
   await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })
-  const cookies = browser.cookies().filter((c) => c.name.startsWith('ogw')).map((c) => c.value)
+  const cookies = browser
+    .cookies()
+    .filter((c) => c.name.startsWith('ogw'))
+    .map((c) => c.value)
   await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE' })
   await rawRequest(stack.gw, `/api/v1/openid/callback?code=leaked-code-value&state=leaked-state-value`)
 
@@ -51,12 +54,17 @@ t.test('no token, code, cookie or secret in any log line, even at trace level', 
     t.type(line.reqId, 'string', 'with a request id')
     t.type(line.status, 'number')
   }
-  t.ok(requests.some((l) => l.sub === 'alice'), 'signed-in requests name the subject')
-  const perRequest = lines
-    .map((l) => JSON.parse(l) as { level: number; msg: string; reqId?: string })
-    .filter((l) => l.level >= 30 && l.reqId !== undefined)
+  t.ok(
+    requests.some((l) => l.sub === 'alice'),
+    'signed-in requests name the subject',
+  )
+  const perRequest = lines.map((l) => JSON.parse(l) as { level: number; msg: string; reqId?: string }).filter((l) => l.level >= 30 && l.reqId !== undefined)
   // Besides its request line, a sign-in, refresh or logout writes its audit line (ops/audit.ts).
-  t.same(new Set(perRequest.map((l) => l.msg).filter((msg) => msg !== AUDIT_MESSAGE)), new Set(['request']), 'at info level, exactly one line per request, besides the audit trail')
+  t.same(
+    new Set(perRequest.map((l) => l.msg).filter((msg) => msg !== AUDIT_MESSAGE)),
+    new Set(['request']),
+    'at info level, exactly one line per request, besides the audit trail',
+  )
 })
 
 t.test('redactUrl hides the values of credential-like query parameters only', async (t) => {
@@ -72,10 +80,36 @@ t.test('redactUrl hides the values of credential-like query parameters only', as
 
 t.test('every name that contains a credential word is redacted, case-insensitive, inside larger names', async (t) => {
   const secret = [
-    'password', 'user_password', 'PASSWORD', 'passwd', 'db_passwd', 'secret', 'client_secret', 'ClientSecret',
-    'token', 'accessToken', 'reset-token', 'api_key', 'X-Api-Key', 'x_api_key', 'apikey', 'ApiKey', 'key',
-    'jwt', 'id_jwt', 'session', 'sessionId', 'auth', 'Authorization', 'oauth_verifier', 'code', 'barcode',
-    'state', 'statement', 'nonce', 'pass%77ord',
+    'password',
+    'user_password',
+    'PASSWORD',
+    'passwd',
+    'db_passwd',
+    'secret',
+    'client_secret',
+    'ClientSecret',
+    'token',
+    'accessToken',
+    'reset-token',
+    'api_key',
+    'X-Api-Key',
+    'x_api_key',
+    'apikey',
+    'ApiKey',
+    'key',
+    'jwt',
+    'id_jwt',
+    'session',
+    'sessionId',
+    'auth',
+    'Authorization',
+    'oauth_verifier',
+    'code',
+    'barcode',
+    'state',
+    'statement',
+    'nonce',
+    'pass%77ord',
   ]
   for (const name of secret) {
     t.equal(redactUrl(`/p?${name}=VALUE&page=2`), `/p?${name}=[redacted]&page=2`, name)
@@ -87,7 +121,11 @@ t.test('every name that contains a credential word is redacted, case-insensitive
 t.test('log.redactQueryParams replaces the default list; the sign-in parameters stay redacted', async (t) => {
   const redact = createUrlRedactor(['ssn'])
   t.equal(redact('/p?user_ssn=1&password=2&postcode=3'), '/p?user_ssn=[redacted]&password=2&postcode=3')
-  t.equal(redact('/cb?code=1&state=2&id_token_hint=3'), '/cb?code=[redacted]&state=[redacted]&id_token_hint=[redacted]', 'the gateway\'s own parameters, whatever the list')
+  t.equal(
+    redact('/cb?code=1&state=2&id_token_hint=3'),
+    '/cb?code=[redacted]&state=[redacted]&id_token_hint=[redacted]',
+    "the gateway's own parameters, whatever the list",
+  )
   t.equal(createUrlRedactor([])('/p?api_key=1&token=2'), '/p?api_key=1&token=[redacted]', 'an empty list keeps only them')
   t.equal(urlRedactor({})('/p?api_key=1'), '/p?api_key=[redacted]', 'unset is the default list')
 })
@@ -140,8 +178,14 @@ t.test('the proxy libraries log no secret either: WebSocket URLs, upstream error
   await rawRequest(stack.gw, `/x?token=${secrets.token}`, { headers: { accept: 'application/json', 'proxy-authorization': `Basic ${secrets.proxy}`, cookie } })
 
   const all = lines.join('')
-  t.ok(lines.some((l) => l.includes('proxy websocket')), "the WebSocket proxy's debug line is there")
-  t.ok(lines.some((l) => l.includes('response errored')), "reply-from's failure line is there")
+  t.ok(
+    lines.some((l) => l.includes('proxy websocket')),
+    "the WebSocket proxy's debug line is there",
+  )
+  t.ok(
+    lines.some((l) => l.includes('response errored')),
+    "reply-from's failure line is there",
+  )
   for (const [name, secret] of Object.entries(secrets)) t.notOk(all.includes(secret), `no ${name} in the logs`)
   t.notOk(all.includes(cookie.slice(4, 44)), 'no session cookie in the logs')
 })
@@ -169,7 +213,10 @@ t.test("a request's logger is made when the request first logs, and logs as a pi
   log.warn({ upstream: 'app' }, 'something %s', 'happened')
   log.info('again')
   t.equal(children, 1, 'one child per request')
-  t.match(lines, [{ level: 40, reqId: 'r-1', upstream: 'app', msg: 'something happened' }, { level: 30, reqId: 'r-1', msg: 'again' }])
+  t.match(lines, [
+    { level: 40, reqId: 'r-1', upstream: 'app', msg: 'something happened' },
+    { level: 30, reqId: 'r-1', msg: 'again' },
+  ])
   log.child({ extra: 1 }).error('from a child')
   t.match(lines[2], { level: 50, reqId: 'r-1', extra: 1, msg: 'from a child' })
   const debug = lazyRequestLogger(parent, { reqId: 'r-3' }, { level: 'debug' })

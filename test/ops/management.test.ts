@@ -69,22 +69,55 @@ t.test('requests are counted by upstream, method and status class; sign-in, refr
 
   const text = await metrics(origin)
   const requests = samples(text, 'openid_gateway_requests_total')
-  t.ok(requests.some((l) => l.startsWith('openid_gateway_requests_total{route="app",method="GET",status="2xx"} ')), 'signed-in requests to app')
-  t.ok(requests.some((l) => l.startsWith('openid_gateway_requests_total{route="docs",method="GET",status="2xx"} ')), 'public upstream')
-  t.ok(requests.some((l) => l.startsWith('openid_gateway_requests_total{route="app",method="GET",status="4xx"} ')), 'refused')
-  t.ok(requests.some((l) => /method="other",status="4xx"\} 1$/.test(l)), 'unusual methods counted as other')
-  t.ok(requests.some((l) => l.startsWith('openid_gateway_requests_total{route="_gateway",method="GET",status="3xx"} ')), "the gateway's own endpoints")
-  t.ok(samples(text, 'openid_gateway_request_duration_seconds_bucket').some((l) => l.includes('route="app"')), 'latency histogram')
+  t.ok(
+    requests.some((l) => l.startsWith('openid_gateway_requests_total{route="app",method="GET",status="2xx"} ')),
+    'signed-in requests to app',
+  )
+  t.ok(
+    requests.some((l) => l.startsWith('openid_gateway_requests_total{route="docs",method="GET",status="2xx"} ')),
+    'public upstream',
+  )
+  t.ok(
+    requests.some((l) => l.startsWith('openid_gateway_requests_total{route="app",method="GET",status="4xx"} ')),
+    'refused',
+  )
+  t.ok(
+    requests.some((l) => /method="other",status="4xx"\} 1$/.test(l)),
+    'unusual methods counted as other',
+  )
+  t.ok(
+    requests.some((l) => l.startsWith('openid_gateway_requests_total{route="_gateway",method="GET",status="3xx"} ')),
+    "the gateway's own endpoints",
+  )
+  t.ok(
+    samples(text, 'openid_gateway_request_duration_seconds_bucket').some((l) => l.includes('route="app"')),
+    'latency histogram',
+  )
 
   const outcomes = samples(text, 'openid_gateway_endpoint_outcomes_total')
-  t.ok(outcomes.some((l) => /endpoint="redirect",code="ok"\} 1$/.test(l)), 'one sign-in started')
-  t.ok(outcomes.some((l) => /endpoint="callback",code="ok"\} 1$/.test(l)), 'one completed')
-  t.ok(outcomes.some((l) => /endpoint="callback",code="state_mismatch"\} 1$/.test(l)), 'one refused, by its code')
-  t.ok(samples(text, 'openid_gateway_refreshes_total').some((l) => /code="ok"\} 1$/.test(l)), 'the refresh')
+  t.ok(
+    outcomes.some((l) => /endpoint="redirect",code="ok"\} 1$/.test(l)),
+    'one sign-in started',
+  )
+  t.ok(
+    outcomes.some((l) => /endpoint="callback",code="ok"\} 1$/.test(l)),
+    'one completed',
+  )
+  t.ok(
+    outcomes.some((l) => /endpoint="callback",code="state_mismatch"\} 1$/.test(l)),
+    'one refused, by its code',
+  )
+  t.ok(
+    samples(text, 'openid_gateway_refreshes_total').some((l) => /code="ok"\} 1$/.test(l)),
+    'the refresh',
+  )
 
   const provider = samples(text, 'openid_gateway_provider_request_duration_seconds_count')
   for (const call of ['discovery', 'jwks', 'token']) {
-    t.ok(provider.some((l) => l.includes(`call="${call}"`)), `provider call ${call} measured`)
+    t.ok(
+      provider.some((l) => l.includes(`call="${call}"`)),
+      `provider call ${call} measured`,
+    )
   }
   t.same(samples(text, 'openid_gateway_provider_errors_total'), [], 'no provider error')
 })
@@ -115,7 +148,10 @@ t.test('started while the provider is down: alive, not ready, sign-in 503 not_re
   const signIn = await rawRequest(stack.gw, '/api/v1/openid/redirect', { headers: { accept: 'application/json' } })
   t.equal(signIn.status, 503)
   t.equal(signIn.json().code, 'not_ready')
-  t.ok(samples(await metrics(origin), 'openid_gateway_provider_errors_total').some((l) => l.includes('call="discovery"')), 'failed discovery counted')
+  t.ok(
+    samples(await metrics(origin), 'openid_gateway_provider_errors_total').some((l) => l.includes('call="discovery"')),
+    'failed discovery counted',
+  )
 
   const provider = await startDevProvider({
     port: providerPort,

@@ -46,7 +46,12 @@ t.test("the request series read exactly as prom-client's own Counter and Histogr
   const { Counter, Histogram, Registry } = await import('prom-client')
   const metrics = new GatewayMetrics()
   const reference = new Registry()
-  const counter = new Counter({ name: 'openid_gateway_requests_total', help: 'Requests answered, by upstream (or _gateway, _none), method and status class.', labelNames: ['route', 'method', 'status'], registers: [reference] })
+  const counter = new Counter({
+    name: 'openid_gateway_requests_total',
+    help: 'Requests answered, by upstream (or _gateway, _none), method and status class.',
+    labelNames: ['route', 'method', 'status'],
+    registers: [reference],
+  })
   const histogram = new Histogram({
     name: 'openid_gateway_request_duration_seconds',
     help: 'Time from the request to the end of the response, by upstream and method.',

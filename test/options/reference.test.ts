@@ -38,7 +38,11 @@ const table = splitPage(readFileSync(PAGE, 'utf8')).table
 
 /** The cells of a table row, split where GitHub splits them: on every `|` not escaped. */
 function cells(row: string): string[] {
-  return row.replace(/^\|/, '').replace(/\|$/, '').split(/(?<!\\)\|/).map((text) => text.trim())
+  return row
+    .replace(/^\|/, '')
+    .replace(/\|$/, '')
+    .split(/(?<!\\)\|/)
+    .map((text) => text.trim())
 }
 
 /** Every key path the schema accepts, written as the table writes it. */
@@ -83,7 +87,10 @@ t.test('every row renders as four cells, with defaults and required keys where t
 t.test('text outside code spans cannot start HTML, and a | cannot end a cell early', async (t) => {
   t.equal(cell('a `<b> | c` <d> | e'), 'a `<b> \\| c` &lt;d> \\| e')
   for (const row of table.split('\n')) {
-    const prose = row.split('`').filter((_, i) => i % 2 === 0).join('')
+    const prose = row
+      .split('`')
+      .filter((_, i) => i % 2 === 0)
+      .join('')
     t.notMatch(prose, /<[a-z]/i, row)
   }
 })
@@ -95,6 +102,9 @@ t.test('every format the schema uses has a name in the Type column', async (t) =
 t.test('every link of the table leads to a heading of a page of docs/', async (t) => {
   const links = [...table.matchAll(/\]\(([^)#]*)#([^)]+)\)/g)].map((m) => ({ page: m[1] || 'configuration.md', anchor: m[2] ?? '' }))
   t.ok(links.length > 10, `${links.length} links`)
-  t.ok(links.some(({ page }) => page !== 'configuration.md'), 'links lead to other pages too')
+  t.ok(
+    links.some(({ page }) => page !== 'configuration.md'),
+    'links lead to other pages too',
+  )
   for (const { page, anchor } of links) t.ok(anchors(readFileSync(join(DOCS, page), 'utf8')).has(anchor), `${page}#${anchor}`)
 })

@@ -79,7 +79,13 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     isPage(t, await rawRequest(stack.gw, target, { headers: signedIn({ accept: 'text/html', ...extra }) }), status, code, `${label} (Accept only)`)
     isProblem(t, await rawRequest(stack.gw, target, { headers: signedIn({ ...API, ...extra }) }), status, code, label)
     // A page script's fetch() says cors, whatever it accepts.
-    isProblem(t, await rawRequest(stack.gw, target, { headers: signedIn({ accept: '*/*', 'sec-fetch-mode': 'cors', ...extra }) }), status, code, `${label} fetch`)
+    isProblem(
+      t,
+      await rawRequest(stack.gw, target, { headers: signedIn({ accept: '*/*', 'sec-fetch-mode': 'cors', ...extra }) }),
+      status,
+      code,
+      `${label} fetch`,
+    )
   }
   // HEAD: the same status and headers, no body.
   const head = await rawRequest(stack.gw, '/admin/x', { method: 'HEAD', headers: signedIn(NAVIGATE) })
@@ -108,7 +114,9 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     t.match(res.body, 'your account is not allowed to use /ops/secrets of this application')
     const problem = (await rawRequest(stack.gw, '/ops/secrets/keys', { headers: signedIn(API) })).json()
     t.match(problem, { code: 'forbidden', refusedPath: '/ops/secrets' })
-    const checked = await rawRequest(stack.gw, '/api/v1/openid/auth', { headers: signedIn({ ...API, 'x-original-method': 'GET', 'x-original-url': 'http://127.0.0.1/ops/secrets/keys' }) })
+    const checked = await rawRequest(stack.gw, '/api/v1/openid/auth', {
+      headers: signedIn({ ...API, 'x-original-method': 'GET', 'x-original-url': 'http://127.0.0.1/ops/secrets/keys' }),
+    })
     t.equal(checked.status, 403)
     t.match(checked.json(), { code: 'forbidden', refusedPath: '/ops/secrets' }, 'forward-auth names it too')
     const whole = (await rawRequest(stack.gw, '/admin/x', { headers: signedIn(API) })).json()
@@ -120,7 +128,9 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     // The provider's words are shown for the browser's own sign-in only (its live transaction).
     const browser = stack.browser()
     const state = await startedSignIn(browser, stack.gw)
-    const res = await browser.fetch(`${stack.gw}/api/v1/openid/callback?error=access_denied&error_description=End-User+aborted&state=${state}`, { headers: NAVIGATE })
+    const res = await browser.fetch(`${stack.gw}/api/v1/openid/callback?error=access_denied&error_description=End-User+aborted&state=${state}`, {
+      headers: NAVIGATE,
+    })
     const body = await res.text()
     t.match(body, 'The sign-in was cancelled at the identity provider')
     t.match(body, 'You are not signed in.')
@@ -132,7 +142,10 @@ t.test('each error class: a page for a navigation, problem+json for a program', 
     const evil = '<script>alert(1)</script>"\''
     const browser = stack.browser()
     const state = await startedSignIn(browser, stack.gw)
-    const res = await browser.fetch(`${stack.gw}/api/v1/openid/callback?error=${encodeURIComponent(evil)}&error_description=${encodeURIComponent(`<img src=x onerror=alert(2)>`)}&state=${state}`, { headers: NAVIGATE })
+    const res = await browser.fetch(
+      `${stack.gw}/api/v1/openid/callback?error=${encodeURIComponent(evil)}&error_description=${encodeURIComponent(`<img src=x onerror=alert(2)>`)}&state=${state}`,
+      { headers: NAVIGATE },
+    )
     const cb = { status: res.status, body: await res.text() }
     t.equal(cb.status, 400)
     t.notMatch(cb.body, /<script>|<img/)
@@ -192,7 +205,13 @@ t.test('an https issuer on a plain http server: the log and the page say so in w
   t.match(page.body, /<meta http-equiv="refresh" content="\d+">/, 'and reloads itself')
 
   // A certificate the gateway does not trust, said in words too.
-  const tls = createHttpsServer({ cert: readFileSync(new URL('../fixtures/tls/self-signed.crt', import.meta.url)), key: readFileSync(new URL('../fixtures/tls/self-signed.key', import.meta.url)) }, (_req, res) => res.end())
+  const tls = createHttpsServer(
+    {
+      cert: readFileSync(new URL('../fixtures/tls/self-signed.crt', import.meta.url)),
+      key: readFileSync(new URL('../fixtures/tls/self-signed.key', import.meta.url)),
+    },
+    (_req, res) => res.end(),
+  )
   await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve))
   t.teardown(() => new Promise<void>((resolve) => tls.close(() => resolve())))
   const certLines: Array<Record<string, unknown>> = []

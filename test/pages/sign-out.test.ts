@@ -22,7 +22,11 @@ t.test('POST /api/v1/openid/sign-out', async (t) => {
     t.equal(`${location.origin}${location.pathname}`, `${stack.provider?.issuer}/session/end`)
     t.ok(location.searchParams.get('id_token_hint'), 'with id_token_hint, like DELETE')
     t.equal(res.headers.get('cache-control'), 'no-store')
-    t.same(browser.cookies().filter((c) => c.name.startsWith('ogw')), [], 'no gateway cookie left')
+    t.same(
+      browser.cookies().filter((c) => c.name.startsWith('ogw')),
+      [],
+      'no gateway cookie left',
+    )
     const replay = await fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: { cookie: oldCookies } })
     t.equal(replay.status, 400, 'a copy of the cookies is no session any more (the refresh token is revoked too: test/routes/logout.test.ts)')
   })

@@ -31,7 +31,10 @@ t.test('a 403 names the sub, the upstream, the rule and the reason', async (t) =
   t.equal(refusals.length, 1)
   t.match(refusals[0], { level: 30, sub: 'bob', upstream: 'admin', rule: 'groups', reason: 'none of the groups is one of allow.groups' })
   t.ok(typeof refusals[0]?.reqId === 'string', 'on the request logger')
-  t.notOk(lines.some((l) => l.level === 40), 'bob has a groups claim: no warning')
+  t.notOk(
+    lines.some((l) => l.level === 40),
+    'bob has a groups claim: no warning',
+  )
   const alice = await stack.signedIn('alice')
   t.equal((await alice.fetch(`${stack.gw}/admin/x`, { headers: JSON_ACCEPT })).status, 200)
   t.equal(lines.filter((l) => l.msg === 'access refused by the allow rules').length, 1, 'a pass logs no refusal')

@@ -55,7 +55,7 @@ t.test('scrubber: case and underscore variants are all removed, into a new objec
     Forwarded: 'for=1.2.3.4',
     host: 'app.example.com',
     'x-auth-requests': 'kept: not the x-auth-request- prefix',
-    'x-forwarded-user-agent': 'removed: every X-Forwarded-* is the gateway\'s',
+    'x-forwarded-user-agent': "removed: every X-Forwarded-* is the gateway's",
     'x-forwarded-groups': 'removed: a default identity header, whatever this upstream configures',
     'x-forwardedness': 'kept: not the x-forwarded- prefix',
     cookie: 'a=1',
@@ -67,9 +67,7 @@ t.test('scrubber: case and underscore variants are all removed, into a new objec
   headers = scrub(given)
   t.not(headers, given, 'a new object')
   t.same(given, before, 'the given headers are left as they were')
-  t.same(Object.keys(headers).sort(), [
-    'cookie', 'host', 'set-cookie', 'x-auth-requests', 'x-empty', 'x-forwardedness',
-  ])
+  t.same(Object.keys(headers).sort(), ['cookie', 'host', 'set-cookie', 'x-auth-requests', 'x-empty', 'x-forwardedness'])
 })
 
 t.test('scrubber: every gateway-only header goes (GHSA-7x63-xv5r-3p2x: forged X-Forwarded-Uri)', async (t) => {
@@ -101,9 +99,7 @@ t.test('property: any case/underscore spelling of a scrubbed name is removed', a
   const flags = fc.array(fc.boolean(), { minLength: 30, maxLength: 30 })
   const spelling = fc
     .tuple(fc.constantFrom('x-forwarded-user', 'x-auth-request-user', 'x-auth-request-'), flags, flags)
-    .map(([name, upper, underscore]) =>
-      [...name].map((c, i) => (c === '-' && underscore[i] ? '_' : upper[i] ? c.toUpperCase() : c)).join(''),
-    )
+    .map(([name, upper, underscore]) => [...name].map((c, i) => (c === '-' && underscore[i] ? '_' : upper[i] ? c.toUpperCase() : c)).join(''))
   fc.assert(
     fc.property(spelling, (name) => {
       let h: HeaderBag = { [name]: 'forged', other: 'kept' }
@@ -117,11 +113,7 @@ t.test('property: any case/underscore spelling of a scrubbed name is removed', a
 
 t.test('identityHeaderValues: lowercased names, absent values omitted', async (t) => {
   t.same(
-    identityHeaderValues(
-      { sub: 'u-1', email: 'a@example.com', groups: ['admins', 'ops'], preferred_username: 'alice' },
-      NAMES,
-      'https://login.example.com',
-    ),
+    identityHeaderValues({ sub: 'u-1', email: 'a@example.com', groups: ['admins', 'ops'], preferred_username: 'alice' }, NAMES, 'https://login.example.com'),
     {
       'x-forwarded-user': 'u-1',
       'x-forwarded-email': 'a@example.com',
@@ -129,7 +121,7 @@ t.test('identityHeaderValues: lowercased names, absent values omitted', async (t
       'x-forwarded-preferred-username': 'alice',
       'x-forwarded-issuer': 'https://login.example.com',
     },
-    'the issuer of the user\'s provider in X-Forwarded-Issuer',
+    "the issuer of the user's provider in X-Forwarded-Issuer",
   )
   t.same(identityHeaderValues({ sub: 'u-1' }, NAMES, ''), { 'x-forwarded-user': 'u-1' })
   t.same(identityHeaderValues({}, NAMES, ''), {})
@@ -137,7 +129,16 @@ t.test('identityHeaderValues: lowercased names, absent values omitted', async (t
   t.same(identityHeaderValues({ sub: 42, email: ['a@b'], preferred_username: null, groups: { a: 1 } }, NAMES, ''), {}, 'non-strings omitted')
   t.same(identityHeaderValues({ groups: [] }, NAMES, ''), {}, 'no groups, no header')
   t.same(identityHeaderValues({ groups: ['a', 1, null, 'b', ''] }, NAMES, ''), { 'x-forwarded-groups': 'a,b' }, 'non-string and empty groups skipped')
-  const custom = { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups', preferredUsername: 'Remote-Name', issuer: 'Remote-Issuer', acr: 'Remote-Acr', amr: 'Remote-Amr', authTime: 'Remote-Auth-Time' }
+  const custom = {
+    user: 'Remote-User',
+    email: 'Remote-Email',
+    groups: 'Remote-Groups',
+    preferredUsername: 'Remote-Name',
+    issuer: 'Remote-Issuer',
+    acr: 'Remote-Acr',
+    amr: 'Remote-Amr',
+    authTime: 'Remote-Auth-Time',
+  }
   t.same(identityHeaderValues({ sub: 's', preferred_username: 'n' }, custom, ''), { 'remote-user': 's', 'remote-name': 'n' })
   t.same(identityHeaderValues(Object.create({ sub: 'inherited' }) as Record<string, unknown>, NAMES, ''), {}, 'own claims only')
   t.same(
@@ -181,10 +182,14 @@ t.test('identityHeaderValues: refuses header injection and spoofing shapes', asy
     { 'x-forwarded-groups': 'ops,dev' },
     'a comma would split one group into two; padded or broken names dropped',
   )
-  t.same(identityHeaderValues({ sub: 'Alice Smith', preferred_username: 'a,b' }, NAMES, ''), {
-    'x-forwarded-user': 'Alice Smith',
-    'x-forwarded-preferred-username': 'a,b',
-  }, 'inner spaces, and commas outside groups, are fine')
+  t.same(
+    identityHeaderValues({ sub: 'Alice Smith', preferred_username: 'a,b' }, NAMES, ''),
+    {
+      'x-forwarded-user': 'Alice Smith',
+      'x-forwarded-preferred-username': 'a,b',
+    },
+    'inner spaces, and commas outside groups, are fine',
+  )
 })
 
 t.test('identityHeaderValues: non-ASCII goes out as UTF-8 bytes', async (t) => {
@@ -268,7 +273,10 @@ t.test('property: stripCookies keeps exactly the foreign pairs', async (t) => {
     fc.property(fc.array(pairArb, { maxLength: 6 }), (pairs) => {
       const header = pairs.map((p) => p.text).join(';')
       const out = stripCookies(header, gateway)
-      const kept = pairs.filter((p) => !gateway(p.n)).map((p) => p.text.replace(/^[ \t]+|[ \t]+$/g, '')).filter((s) => s !== '')
+      const kept = pairs
+        .filter((p) => !gateway(p.n))
+        .map((p) => p.text.replace(/^[ \t]+|[ \t]+$/g, ''))
+        .filter((s) => s !== '')
       const removedAny = pairs.some((p) => gateway(p.n))
       if (kept.length === 0) return out === undefined
       return removedAny ? out === kept.join('; ') : out === header
@@ -298,7 +306,11 @@ t.test('hop-by-hop: the fixed list and every header Connection names, in any cas
     'x-kept': '1',
   }
   t.same(createHeaderScrubber([])(h), { 'content-type': 'text/plain', 'x-kept': '1' }, 'the request policy')
-  t.same(scrubResponseHeaders(h, () => false), { 'content-type': 'text/plain', 'x-kept': '1' }, 'the response policy')
+  t.same(
+    scrubResponseHeaders(h, () => false),
+    { 'content-type': 'text/plain', 'x-kept': '1' },
+    'the response policy',
+  )
 })
 
 t.test('response policy: Set-Cookie of the gateway dropped, however it is spelled to a browser', async (t) => {
@@ -316,7 +328,24 @@ t.test('response policy: Set-Cookie of the gateway dropped, however it is spelle
 })
 
 t.test('reserved header names: what the policy manages or strips, except the X-Forwarded-* the identity may use', async (t) => {
-  for (const name of ['Authorization', 'cookie', 'Host', 'X-Forwarded-For', 'x_forwarded_proto', 'X-Forwarded-Prefix', 'Keep-Alive', 'TE', 'True-Client-IP', 'X-Original-URL', 'X-Original-Anything', 'X-HTTP-Method-Override', 'X-Envoy-Internal', 'X-Auth-Request-User', 'Forwarded', 'X-Forwarded']) {
+  for (const name of [
+    'Authorization',
+    'cookie',
+    'Host',
+    'X-Forwarded-For',
+    'x_forwarded_proto',
+    'X-Forwarded-Prefix',
+    'Keep-Alive',
+    'TE',
+    'True-Client-IP',
+    'X-Original-URL',
+    'X-Original-Anything',
+    'X-HTTP-Method-Override',
+    'X-Envoy-Internal',
+    'X-Auth-Request-User',
+    'Forwarded',
+    'X-Forwarded',
+  ]) {
     t.ok(isReservedHeaderName(name), name)
   }
   for (const name of ['X-Forwarded-User', 'X-Forwarded-Email', 'X-Forwarded-Groups', 'X-Forwarded-Preferred-Username', 'Remote-User', 'X-User']) {
@@ -340,7 +369,14 @@ t.test('identity headers of frozen (session) claims are computed once; other cla
 
 t.test('request scrubber: the hop-by-hop headers and the listed ones go in the same pass, Connection-named ones too', async (t) => {
   const scrub = createHeaderScrubber(['x-forwarded-user'])
-  let h: HeaderBag = { connection: 'keep-alive, X-Named', 'keep-alive': 'timeout=5', 'x-named': '1', te: 'trailers', 'x-forwarded-user': 'mallory', accept: '*/*' }
+  let h: HeaderBag = {
+    connection: 'keep-alive, X-Named',
+    'keep-alive': 'timeout=5',
+    'x-named': '1',
+    te: 'trailers',
+    'x-forwarded-user': 'mallory',
+    accept: '*/*',
+  }
   h = scrub(h)
   t.same(h, { accept: '*/*' })
   let plain: HeaderBag = { connection: 'keep-alive', accept: '*/*', 'x-kept': '1' }
@@ -361,16 +397,30 @@ t.test('header-name verdicts are kept for a bounded number of names, and judged 
 })
 
 t.test('the identity header union: every name configured anywhere, folded, once', async (t) => {
-  const defaults = { user: 'X-Forwarded-User', email: 'X-Forwarded-Email', groups: 'X-Forwarded-Groups', preferredUsername: 'X-Forwarded-Preferred-Username', issuer: 'X-Forwarded-Issuer', acr: 'X-Forwarded-Acr', amr: 'X-Forwarded-Amr', authTime: 'X-Forwarded-Auth-Time' }
+  const defaults = {
+    user: 'X-Forwarded-User',
+    email: 'X-Forwarded-Email',
+    groups: 'X-Forwarded-Groups',
+    preferredUsername: 'X-Forwarded-Preferred-Username',
+    issuer: 'X-Forwarded-Issuer',
+    acr: 'X-Forwarded-Acr',
+    amr: 'X-Forwarded-Amr',
+    authTime: 'X-Forwarded-Auth-Time',
+  }
   const union = identityHeaderUnion([defaults, { ...defaults, user: 'X-WEBAUTH-USER' }, { ...defaults, user: 'x_webauth_user' }], 'X-Identity-Assertion')
-  for (const name of ['x-forwarded-user', 'x-webauth-user', 'x-auth-request-user', 'x-auth-request-access-token', 'x-identity-assertion']) t.ok(union.names.includes(name), name)
+  for (const name of ['x-forwarded-user', 'x-webauth-user', 'x-auth-request-user', 'x-auth-request-access-token', 'x-identity-assertion'])
+    t.ok(union.names.includes(name), name)
   t.equal(union.names.filter((name) => name === 'x-webauth-user').length, 1, 'each name once, canonical')
   t.ok(union.has('X_WebAuth-User'), 'case and _/- folded')
   t.notOk(union.has('x-forwarded-for'))
 
-  const remove = identityHeadersToRemove(union, { x_forwarded_user: 'admin', 'x-forwarded-user': 'admin', 'x-webauth_user': 'admin', accept: '*/*' }, new Set(['x-forwarded-user']))
+  const remove = identityHeadersToRemove(
+    union,
+    { x_forwarded_user: 'admin', 'x-forwarded-user': 'admin', 'x-webauth_user': 'admin', accept: '*/*' },
+    new Set(['x-forwarded-user']),
+  )
   t.notOk(remove.includes('x-forwarded-user'), 'a name the answer sets is overwritten, not removed')
-  t.ok(remove.includes('x-webauth-user'), 'another upstream\'s name')
+  t.ok(remove.includes('x-webauth-user'), "another upstream's name")
   t.ok(remove.includes('x_forwarded_user'), 'a received spelling with `_`')
   t.ok(remove.includes('x-webauth_user'), 'a mixed spelling')
   t.notOk(remove.includes('accept'))

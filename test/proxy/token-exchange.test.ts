@@ -45,7 +45,7 @@ t.test('one exchange per access token and upstream; concurrent callers share it'
   t.same(calls, ['u1', 'u2'])
   exchanger.forgetToken('default', 'u1')
   await exchanger.token(upstream, identity('u1'))
-  t.same(calls, ['u1', 'u2', 'u1'], 'logout drops the session\'s exchanges')
+  t.same(calls, ['u1', 'u2', 'u1'], "logout drops the session's exchanges")
   exchanger.forget()
   await exchanger.token(upstream, identity('u2'))
   t.equal(calls.length, 4, 'back-channel logout drops all')
@@ -54,7 +54,7 @@ t.test('one exchange per access token and upstream; concurrent callers share it'
   t.equal(calls.length, 5, 'expired entries are exchanged again')
 })
 
-t.test('refusals are not cached; an unsafe token is the provider\'s fault', async (t) => {
+t.test("refusals are not cached; an unsafe token is the provider's fault", async (t) => {
   let refuse = true
   const { calls, exchanger } = setup(async () => {
     if (refuse) throw new GatewayError('token_exchange_refused', 'no')
@@ -75,6 +75,9 @@ t.test('the cache is bounded', async (t) => {
 
 t.test('bearerChallenge', async (t) => {
   t.equal(bearerChallenge(), 'Bearer')
-  t.equal(bearerChallenge({ error: 'invalid_token', resource_metadata: 'https://a.example/.well-known/oauth-protected-resource/x' }), 'Bearer error="invalid_token", resource_metadata="https://a.example/.well-known/oauth-protected-resource/x"')
+  t.equal(
+    bearerChallenge({ error: 'invalid_token', resource_metadata: 'https://a.example/.well-known/oauth-protected-resource/x' }),
+    'Bearer error="invalid_token", resource_metadata="https://a.example/.well-known/oauth-protected-resource/x"',
+  )
   t.equal(bearerChallenge({ error: undefined, scope: 'a "b" \\c' }), 'Bearer scope="a \\"b\\" \\\\c"', 'quoted-string escapes; undefined left out')
 })

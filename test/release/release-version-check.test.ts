@@ -108,9 +108,21 @@ t.test('refused, publishing nothing', async (t) => {
     t.same(run.outputs, {}, `${what}: no output for the jobs that publish`)
   }
   refused('a tag of another version', runCheck('v9.9.9'), /::error::package\.json version is '[^']+', the tag says 9\.9\.9/)
-  refused('a chart version behind', runCheck(`v${PACKAGE_VERSION}`, { edit: setChartField('version', '0.0.1') }), /::error::charts\/openid-gateway\/Chart\.yaml version is '0\.0\.1'/)
-  refused('a chart appVersion behind', runCheck(`v${PACKAGE_VERSION}`, { edit: setChartField('appVersion', '"0.0.1"') }), /::error::charts\/openid-gateway\/Chart\.yaml appVersion is '0\.0\.1'/)
-  refused('a chart version with a comment it cannot read', runCheck(`v${PACKAGE_VERSION}`, { edit: setChartField('version', `${PACKAGE_VERSION} # x`) }), /Chart\.yaml version is ''/)
+  refused(
+    'a chart version behind',
+    runCheck(`v${PACKAGE_VERSION}`, { edit: setChartField('version', '0.0.1') }),
+    /::error::charts\/openid-gateway\/Chart\.yaml version is '0\.0\.1'/,
+  )
+  refused(
+    'a chart appVersion behind',
+    runCheck(`v${PACKAGE_VERSION}`, { edit: setChartField('appVersion', '"0.0.1"') }),
+    /::error::charts\/openid-gateway\/Chart\.yaml appVersion is '0\.0\.1'/,
+  )
+  refused(
+    'a chart version with a comment it cannot read',
+    runCheck(`v${PACKAGE_VERSION}`, { edit: setChartField('version', `${PACKAGE_VERSION} # x`) }),
+    /Chart\.yaml version is ''/,
+  )
   for (const tag of ['v1.2', 'v01.2.3', '1.2.3', 'v1.2.3.4', 'v1.2.3+build', 'v1.2.3-', 'v1.2.3-rc..1', `v${PACKAGE_VERSION};id`]) {
     refused(`the tag ${tag}`, runCheck(tag), /::error::tag .* is not v<semantic version>/)
   }

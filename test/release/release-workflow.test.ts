@@ -129,7 +129,7 @@ t.test('what it publishes is what the chart installs', async (t) => {
   t.equal(`${expandOwner(workflow.env.CHART_REPOSITORY)}/${chart.name}`, CHART_REF, 'the chart oci://ghcr.io/<owner>/charts/<chart name>')
   t.equal(chartDir, `charts/${chart.name}`, 'the chart directory is named after the chart')
   const values = YAML.parse(readFileSync(`${ROOT}${chartDir}/values.yaml`, 'utf8')) as { image?: { repository?: string } }
-  t.equal(values.image?.repository, IMAGE, 'the chart\'s default image repository is the image pushed')
+  t.equal(values.image?.repository, IMAGE, "the chart's default image repository is the image pushed")
 })
 
 t.test('the image: docker/Dockerfile, two platforms, SBOM and provenance, signed', async (t) => {
@@ -141,7 +141,10 @@ t.test('the image: docker/Dockerfile, two platforms, SBOM and provenance, signed
   t.equal(build?.with?.file, '${{ env.DOCKERFILE }}', 'built from env.DOCKERFILE')
   t.equal(build?.with?.context, '.', 'with the repository as its context')
   t.same(String(build?.with?.platforms).split(','), PLATFORMS, 'for linux/amd64 and linux/arm64')
-  t.ok(at('docker/setup-qemu-action') >= 0 && at('docker/setup-qemu-action') < at('docker/build-push-action'), 'QEMU is set up before (arm64 on an amd64 runner)')
+  t.ok(
+    at('docker/setup-qemu-action') >= 0 && at('docker/setup-qemu-action') < at('docker/build-push-action'),
+    'QEMU is set up before (arm64 on an amd64 runner)',
+  )
   t.ok(at('docker/setup-buildx-action') >= 0 && at('docker/setup-buildx-action') < at('docker/build-push-action'), 'and buildx')
   t.equal(build?.with?.push, true, 'pushed')
   t.equal(build?.with?.sbom, true, 'with an SBOM attestation')
@@ -151,15 +154,18 @@ t.test('the image: docker/Dockerfile, two platforms, SBOM and provenance, signed
   t.same(String(meta?.with?.tags).trim().split('\n'), ['type=semver,pattern={{version}}', 'type=semver,pattern={{major}}.{{minor}}'], 'tagged X.Y.Z and X.Y')
   t.match(String(meta?.with?.flavor), /^latest=false$/m, 'never latest')
   t.ok(signs(job), 'signed')
-  t.ok(job.steps.some((s) => s.env?.DIGEST === '${{ steps.build.outputs.digest }}' && /cosign sign/.test(s.run ?? '')), 'by the digest the build pushed')
+  t.ok(
+    job.steps.some((s) => s.env?.DIGEST === '${{ steps.build.outputs.digest }}' && /cosign sign/.test(s.run ?? '')),
+    'by the digest the build pushed',
+  )
 })
 
-t.test('the chart: the helm the tests run, packaged at the tag\'s version, pushed and signed', async (t) => {
+t.test("the chart: the helm the tests run, packaged at the tag's version, pushed and signed", async (t) => {
   const job = workflow.jobs.chart
   if (job === undefined) throw new Error('no job chart')
   const helm = stepUsing(job, 'azure/setup-helm')
   t.equal(helm?.with?.version, '${{ env.HELM_VERSION }}', 'setup-helm installs env.HELM_VERSION')
-  t.equal(workflow.env.HELM_VERSION, runTool('helm', ['version', '--template', '{{.Version}}']).trim(), 'which is test/fixtures/kube-tools.ts\'s helm')
+  t.equal(workflow.env.HELM_VERSION, runTool('helm', ['version', '--template', '{{.Version}}']).trim(), "which is test/fixtures/kube-tools.ts's helm")
   const script = job.steps.map((s) => s.run ?? '').join('\n')
   t.match(script, /helm push "dist\/\$\{name\}-\$\{VERSION\}\.tgz" "\$REPOSITORY"/, 'pushed to the chart repository')
   // The packaging step runs here as GitHub runs it, with the helm of the chart tests: every
@@ -178,7 +184,7 @@ t.test('the chart: the helm the tests run, packaged at the tag\'s version, pushe
     const archive = join(dir, 'dist', `openid-gateway-${version}.tgz`)
     t.ok(existsSync(archive), 'dist/<chart name>-<version>.tgz, which the push step pushes')
     const chart = YAML.parse(runTool('helm', ['show', 'chart', archive])) as { version: string; appVersion: string }
-    t.same([chart.version, chart.appVersion], [version, version], 'its version and appVersion are the tag\'s')
+    t.same([chart.version, chart.appVersion], [version, version], "its version and appVersion are the tag's")
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -198,9 +204,17 @@ t.test('each rule catches a broken workflow', async (t) => {
   t.not(workflowErrors(text.replace('permissions: {}', 'permissions: all')).length, 0, 'the validator: an unknown permissions value')
   t.not(unpinnedActions(text.replace(/@[0-9a-f]{40} # (v[\d.]+)/, '@$1')).length, 0, 'unpinnedActions: an action by tag')
   t.not(excessPermissions(broken((wf) => Object.assign(wf, { permissions: 'write-all' }))).length, 0, 'excessPermissions: write-all')
-  t.not(excessPermissions(broken((wf) => (job(wf, 'version').permissions['id-token'] = 'write'))).length, 0, 'excessPermissions: id-token for a job that signs nothing')
+  t.not(
+    excessPermissions(broken((wf) => (job(wf, 'version').permissions['id-token'] = 'write'))).length,
+    0,
+    'excessPermissions: id-token for a job that signs nothing',
+  )
   t.not(excessPermissions(broken((wf) => (job(wf, 'chart').permissions.contents = 'write'))).length, 0, 'excessPermissions: contents: write')
-  t.not(expressionsInRun(broken((wf) => Object.assign(job(wf, 'version').steps[1] ?? {}, { run: 'echo ${{ github.ref_name }}' }))).length, 0, 'expressionsInRun')
+  t.not(
+    expressionsInRun(broken((wf) => Object.assign(job(wf, 'version').steps[1] ?? {}, { run: 'echo ${{ github.ref_name }}' }))).length,
+    0,
+    'expressionsInRun',
+  )
   t.not(checkoutsKeepingCredentials(broken((wf) => Object.assign(job(wf, 'image').steps[0] ?? {}, { with: {} }))).length, 0, 'checkoutsKeepingCredentials')
   t.not(unresolvedReferences(broken((wf) => Object.assign(job(wf, 'image'), { needs: [] }))).length, 0, 'unresolvedReferences: an output of a job not needed')
   t.not(unresolvedReferences(broken((wf) => delete job(wf, 'version').outputs?.image)).length, 0, 'unresolvedReferences: an undeclared output')

@@ -101,7 +101,9 @@ const ISSUER = 'https://op.example.com'
 const { privateKey, publicKey } = await jose.generateKeyPair('RS256')
 
 function sign(extra: Record<string, unknown> = {}): Promise<string> {
-  return new jose.SignJWT({ iss: ISSUER, iat: Math.floor(Date.now() / 1000), ...claims(extra) }).setProtectedHeader({ alg: 'RS256', typ: 'logout+jwt' }).sign(privateKey)
+  return new jose.SignJWT({ iss: ISSUER, iat: Math.floor(Date.now() / 1000), ...claims(extra) })
+    .setProtectedHeader({ alg: 'RS256', typ: 'logout+jwt' })
+    .sign(privateKey)
 }
 
 interface Ended {
@@ -109,7 +111,11 @@ interface Ended {
   fail: Error | undefined
 }
 
-async function routeApp(t: Tap, replay: JtiReplayGuard, options: { ready?: boolean; getKey?: () => Promise<jose.CryptoKey> } = {}): Promise<{ app: FastifyInstance; ended: Ended }> {
+async function routeApp(
+  t: Tap,
+  replay: JtiReplayGuard,
+  options: { ready?: boolean; getKey?: () => Promise<jose.CryptoKey> } = {},
+): Promise<{ app: FastifyInstance; ended: Ended }> {
   const ended: Ended = { selectors: [], fail: undefined }
   const store = {
     async end(selector: SessionSelector) {
@@ -141,7 +147,12 @@ async function routeApp(t: Tap, replay: JtiReplayGuard, options: { ready?: boole
 type Tap = { teardown(fn: () => unknown): void }
 
 function inject(app: FastifyInstance, token: string) {
-  return app.inject({ method: 'POST', url: BACKCHANNEL_LOGOUT_PATH, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams({ logout_token: token }).toString() })
+  return app.inject({
+    method: 'POST',
+    url: BACKCHANNEL_LOGOUT_PATH,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({ logout_token: token }).toString(),
+  })
 }
 
 t.test('the selector of the token reaches the store: sid (with sub), or sub alone', async (t) => {
@@ -149,7 +160,11 @@ t.test('the selector of the token reaches the store: sid (with sub), or sub alon
   t.equal((await inject(app, await sign())).statusCode, 200)
   t.equal((await inject(app, await sign({ sid: undefined }))).statusCode, 200)
   t.equal((await inject(app, await sign({ sub: undefined }))).statusCode, 200)
-  t.same(ended.selectors, [{ sid: 'sid-1', sub: 'alice', provider: 'default' }, { sub: 'alice', provider: 'default' }, { sid: 'sid-1', provider: 'default' }])
+  t.same(ended.selectors, [
+    { sid: 'sid-1', sub: 'alice', provider: 'default' },
+    { sub: 'alice', provider: 'default' },
+    { sid: 'sid-1', provider: 'default' },
+  ])
 })
 
 t.test('a logout that fails is a 5xx, and the provider may send the same token again', async (t) => {

@@ -22,7 +22,13 @@ async function started(stack: Stack, browser: Browser): Promise<{ state: string;
   return { state: authorizationUrl.searchParams.get('state') ?? '', authorizationUrl, setCookies: res.headers.getSetCookie() }
 }
 
-function post(stack: Stack, browser: Browser, body: URLSearchParams | string, headers: Record<string, string> = FORM, path = '/api/v1/openid/callback'): Promise<Response> {
+function post(
+  stack: Stack,
+  browser: Browser,
+  body: URLSearchParams | string,
+  headers: Record<string, string> = FORM,
+  path = '/api/v1/openid/callback',
+): Promise<Response> {
   return browser.fetch(`${stack.gw}${path}`, { method: 'POST', headers, body })
 }
 
@@ -35,7 +41,7 @@ t.test('provider.responseMode: form_post', async (t) => {
   const stack = await startStack(t, { config: { provider: { responseMode: 'form_post' } } })
   const callback = `${stack.gw}/api/v1/openid/callback`
 
-  t.test('a sign-in completes through the provider\'s form post; no code in any URL', async (t) => {
+  t.test("a sign-in completes through the provider's form post; no code in any URL", async (t) => {
     const browser = stack.browser()
     const res = await browser.signIn(`${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('/app?x=1')}`, 'alice')
     t.equal(res.status, 302)
@@ -46,13 +52,20 @@ t.test('provider.responseMode: form_post', async (t) => {
     const authorization = browser.history.find((u) => u.startsWith(`${stack.provider?.issuer}/auth?`))
     t.equal(new URL(authorization ?? 'http://x').searchParams.get('response_mode'), 'form_post', 'the authorization request asks for a form post')
     t.equal(browser.history.at(-1), callback, 'the callback was posted, its URL bare')
-    t.notOk(browser.history.some((u) => u.startsWith(callback) && u.includes('code=')), 'the code was never in a URL')
+    t.notOk(
+      browser.history.some((u) => u.startsWith(callback) && u.includes('code=')),
+      'the code was never in a URL',
+    )
     const lines = res.headers.getSetCookie()
     const session = lines.find((l) => l.startsWith('ogw='))
     t.match(session, /SameSite=Lax/, 'the session cookie keeps cookies.sameSite')
     t.notMatch(session, /SameSite=None/)
     const cleared = lines.map((l) => parseSetCookie(l, callback)).find((c) => c?.name.startsWith('ogw_tx_'))
-    t.match(cleared, { deletes: true, sameSite: 'None', secure: true, path: '/api/v1/openid/callback' }, 'the transaction cookie is cleared with the attributes it was set with')
+    t.match(
+      cleared,
+      { deletes: true, sameSite: 'None', secure: true, path: '/api/v1/openid/callback' },
+      'the transaction cookie is cleared with the attributes it was set with',
+    )
   })
 
   t.test('the transaction cookie alone is SameSite=None; Secure', async (t) => {
@@ -60,10 +73,13 @@ t.test('provider.responseMode: form_post', async (t) => {
     const tx = setCookies.map((l) => parseSetCookie(l, `${stack.gw}/api/v1/openid/redirect`)).filter((c) => c?.name.startsWith('ogw_tx_'))
     t.equal(tx.length, 1)
     t.match(tx[0], { sameSite: 'None', secure: true, httpOnly: true, path: '/api/v1/openid/callback', maxAge: 600 })
-    t.notOk(setCookies.some((l) => !l.startsWith('ogw_tx_') && !l.startsWith('ogw_txb=') && /SameSite=None/i.test(l)), 'no other cookie is SameSite=None')
+    t.notOk(
+      setCookies.some((l) => !l.startsWith('ogw_tx_') && !l.startsWith('ogw_txb=') && /SameSite=None/i.test(l)),
+      'no other cookie is SameSite=None',
+    )
   })
 
-  t.test('400 code_missing, checked first; the provider\'s error is echoed as JSON strings', async (t) => {
+  t.test("400 code_missing, checked first; the provider's error is echoed as JSON strings", async (t) => {
     const browser = stack.browser()
     const { state } = await started(stack, browser)
     for (const body of ['', `state=${state}`, `code=&state=${state}`]) await assertProblem(t, await post(stack, browser, body), 400, 'code_missing')
@@ -116,11 +132,19 @@ t.test('provider.responseMode: form_post', async (t) => {
     const iss = encodeURIComponent(stack.provider?.issuer ?? '')
     const res = await browser.fetch(`${callback}?code=abc&state=${state}&iss=${iss}`)
     await assertProblem(t, res, 403, 'authorization_response_invalid')
-    t.ok(res.headers.getSetCookie().some((l) => l.startsWith('ogw_tx_') && /Max-Age=0/.test(l)), 'the transaction ends')
+    t.ok(
+      res.headers.getSetCookie().some((l) => l.startsWith('ogw_tx_') && /Max-Age=0/.test(l)),
+      'the transaction ends',
+    )
 
     const other = stack.browser()
     const second = await started(stack, other)
-    await assertProblem(t, await post(stack, other, new URLSearchParams({ code: 'abc', state: second.state, iss: 'https://evil.example' })), 403, 'authorization_response_invalid')
+    await assertProblem(
+      t,
+      await post(stack, other, new URLSearchParams({ code: 'abc', state: second.state, iss: 'https://evil.example' })),
+      403,
+      'authorization_response_invalid',
+    )
   })
 
   t.test('405 on another method names POST in Allow', async (t) => {
@@ -144,6 +168,7 @@ t.test('provider.responseMode: query (the default): a POST callback is refused, 
 t.test('the sign-in rate limit counts form posts', async (t) => {
   const stack = await startStack(t, { config: { provider: { responseMode: 'form_post' }, rateLimit: { signIn: { max: 2, windowSeconds: 60 } } } })
   const statuses = []
-  for (let i = 0; i < 3; i++) statuses.push((await fetch(`${stack.gw}/api/v1/openid/callback`, { method: 'POST', headers: FORM, body: 'code=a&state=b' })).status)
+  for (let i = 0; i < 3; i++)
+    statuses.push((await fetch(`${stack.gw}/api/v1/openid/callback`, { method: 'POST', headers: FORM, body: 'code=a&state=b' })).status)
   t.same(statuses, [403, 403, 429])
 })

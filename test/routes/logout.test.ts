@@ -55,7 +55,10 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
     // ... and the refresh token was revoked at the provider: redeeming it there fails.
     const grant = await fetch(`${stack.provider?.issuer}/token`, {
       method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`,
+      },
       body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshTokenOf(stack, oldCookies) }),
     })
     t.equal(grant.status, 400)
@@ -63,7 +66,10 @@ t.test('DELETE /api/v1/openid/logout', async (t) => {
 
     // The end-session URL works at the provider (RP-initiated logout) and comes back to us.
     const done = await browser.confirmProviderLogout(value)
-    t.ok(done.visited.some((u) => u.startsWith(`${stack.gw}/`)), 'redirected to post_logout_redirect_uri')
+    t.ok(
+      done.visited.some((u) => u.startsWith(`${stack.gw}/`)),
+      'redirected to post_logout_redirect_uri',
+    )
   })
 
   t.test('405 method_not_allowed with Allow on the wrong method', async (t) => {

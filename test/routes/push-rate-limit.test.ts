@@ -35,13 +35,25 @@ function recordingStore(ended: SessionSelector[]): SessionStore {
 }
 
 function logoutToken(name: string, key: jose.CryptoKey = privateKey): Promise<string> {
-  return new jose.SignJWT({ iss: `https://${name}.example.com`, aud: 'gateway', iat: Math.floor(Date.now() / 1000), sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
+  return new jose.SignJWT({
+    iss: `https://${name}.example.com`,
+    aud: 'gateway',
+    iat: Math.floor(Date.now() / 1000),
+    sub: 'alice',
+    jti: randomUUID(),
+    events: { [BACKCHANNEL_LOGOUT_EVENT]: {} },
+  })
     .setProtectedHeader({ alg: 'ES256', typ: 'logout+jwt' })
     .sign(key)
 }
 
 async function logout(app: FastifyInstance, token: string): Promise<{ status: number; retryAfter: string | undefined }> {
-  const res = await app.inject({ method: 'POST', url: BACKCHANNEL_LOGOUT_PATH, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams({ logout_token: token }).toString() })
+  const res = await app.inject({
+    method: 'POST',
+    url: BACKCHANNEL_LOGOUT_PATH,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({ logout_token: token }).toString(),
+  })
   return { status: res.statusCode, retryAfter: res.headers['retry-after'] as string | undefined }
 }
 
@@ -49,10 +61,16 @@ t.test('back-channel logout: a budget per provider, counted for verified tokens 
   const clock = manualClock(T0 * 1000)
   const ended: SessionSelector[] = []
   const app = Fastify()
-  await app.register(backchannelLogoutRoute, { providers: new Providers([provider('staff'), provider('partners')]), store: recordingStore(ended), replay: new JtiReplayGuard({ clock: manualClock() }), limit: { ...LIMIT, clock } })
+  await app.register(backchannelLogoutRoute, {
+    providers: new Providers([provider('staff'), provider('partners')]),
+    store: recordingStore(ended),
+    replay: new JtiReplayGuard({ clock: manualClock() }),
+    limit: { ...LIMIT, clock },
+  })
   t.teardown(() => app.close())
 
-  for (let i = 0; i < 5; i++) t.equal((await logout(app, await logoutToken('partners', other.privateKey))).status, 400, 'a forged token is refused, and spends nothing')
+  for (let i = 0; i < 5; i++)
+    t.equal((await logout(app, await logoutToken('partners', other.privateKey))).status, 400, 'a forged token is refused, and spends nothing')
   const first = await logoutToken('partners')
   t.equal((await logout(app, first)).status, 200)
   for (let i = 0; i < 5; i++) t.equal((await logout(app, first)).status, 400, 'a copy sent again is a replay, and spends nothing')
@@ -81,16 +99,34 @@ t.test('Shared Signals push: a budget per transmitter, counted once its Authoriz
     status: {},
     verified: () => false,
   } as unknown as SsfTransmitter
-  const receiver = new SsfReceiver({ providers: new Providers([provider('partners')]), store: recordingStore(ended), replay: new JtiReplayGuard({ clock }), clock, log: { info: () => undefined, warn: () => undefined } as never })
+  const receiver = new SsfReceiver({
+    providers: new Providers([provider('partners')]),
+    store: recordingStore(ended),
+    replay: new JtiReplayGuard({ clock }),
+    clock,
+    log: { info: () => undefined, warn: () => undefined } as never,
+  })
   const app = Fastify()
   await app.register(ssfEventsRoute, { receiver, transmitters: [transmitter], limit: { ...LIMIT, clock } })
   t.teardown(() => app.close())
   const set = (): Promise<string> =>
-    new jose.SignJWT({ iss: 'https://ssf.partners.example.com', aud: 'gateway', iat: T0, jti: randomUUID(), sub_id: { format: 'opaque', id: 'alice' }, events: { 'https://schemas.openid.net/secevent/caep/event-type/session-revoked': {} } })
+    new jose.SignJWT({
+      iss: 'https://ssf.partners.example.com',
+      aud: 'gateway',
+      iat: T0,
+      jti: randomUUID(),
+      sub_id: { format: 'opaque', id: 'alice' },
+      events: { 'https://schemas.openid.net/secevent/caep/event-type/session-revoked': {} },
+    })
       .setProtectedHeader({ alg: 'ES256', typ: 'secevent+jwt' })
       .sign(privateKey)
   const push = async (token: string, authorization = 'Bearer push-secret-0123456789abcdef'): Promise<{ status: number; retryAfter: unknown }> => {
-    const res = await app.inject({ method: 'POST', url: SSF_EVENTS_PATH, headers: { authorization, 'content-type': 'application/secevent+jwt' }, payload: token })
+    const res = await app.inject({
+      method: 'POST',
+      url: SSF_EVENTS_PATH,
+      headers: { authorization, 'content-type': 'application/secevent+jwt' },
+      payload: token,
+    })
     return { status: res.statusCode, retryAfter: res.headers['retry-after'] }
   }
   for (let i = 0; i < 5; i++) t.equal((await push(await set(), 'Bearer guessed')).status, 401, 'another Authorization spends nothing')

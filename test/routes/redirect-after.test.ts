@@ -1,9 +1,6 @@
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
-import {
-  createRedirectAfterValidator,
-  REDIRECT_AFTER_MAX_LENGTH,
-} from '#src/routes/redirect-after'
+import { createRedirectAfterValidator, REDIRECT_AFTER_MAX_LENGTH } from '#src/routes/redirect-after'
 
 const NUM_RUNS = 3000
 const PUBLIC = 'https://app.example.com'
@@ -238,8 +235,18 @@ t.test('refuses raw controls, whitespace, backslashes and non-ASCII', async (t) 
 
 t.test('rejects allowedHosts entries that could never match as written', async (t) => {
   const invalid = [
-    'https://app.example.com', 'app.example.com/', 'user@host', 'host:0', 'host:65536', 'host:x', '', '.', '*.',
-    'a b', '0x7f.1', 'ex\u00e4mple.com',
+    'https://app.example.com',
+    'app.example.com/',
+    'user@host',
+    'host:0',
+    'host:65536',
+    'host:x',
+    '',
+    '.',
+    '*.',
+    'a b',
+    '0x7f.1',
+    'ex\u00e4mple.com',
   ]
   for (const entry of invalid) {
     t.throws(() => createRedirectAfterValidator({ publicUrl: PUBLIC, allowedHosts: [entry] }), TypeError, show(entry))
@@ -268,20 +275,26 @@ function modelAllowed(url: URL): boolean {
   const effective = port === '' ? (url.protocol === 'https:' ? '443' : '80') : port
   return (
     (port === '' &&
-      (h === 'other.example.org' ||
-        h === 'corp.example' ||
-        h.endsWith('.corp.example') ||
-        h === 'wild.example' ||
-        h.endsWith('.wild.example'))) ||
+      (h === 'other.example.org' || h === 'corp.example' || h.endsWith('.corp.example') || h === 'wild.example' || h.endsWith('.wild.example'))) ||
     (h === 'port.example.net' && effective === '8443') ||
     (h === '[::1]' && effective === '9000')
   )
 }
 
 const hostArb = fc.constantFrom(
-  'app.example.com', 'other.example.org', 'corp.example', 'a.corp.example', 'evilcorp.example',
-  'corp.example.evil', 'port.example.net', 'wild.example', 'x.wild.example', 'evil.com', '[::1]',
-  'APP.example.com', 'xother.example.org',
+  'app.example.com',
+  'other.example.org',
+  'corp.example',
+  'a.corp.example',
+  'evilcorp.example',
+  'corp.example.evil',
+  'port.example.net',
+  'wild.example',
+  'x.wild.example',
+  'evil.com',
+  '[::1]',
+  'APP.example.com',
+  'xother.example.org',
 )
 const portArb = fc.constantFrom('', ':8443', ':9000', ':80', ':443', ':1')
 const pathArb = fc.constantFrom('', '/', '/x', '/a/b?c=d', '/#f', '/%2F', '//x', '/..', '/a%20b')
@@ -295,13 +308,7 @@ t.test('property: absolute URLs are accepted exactly when the model allows them'
       if (out === null) return true
       const url = new URL(out)
       // accepted ⇒ well-formed scheme, allowed by the model, canonical, and stable
-      return (
-        /^https?:\/\//i.test(value) &&
-        modelAllowed(url) &&
-        url.username === '' &&
-        url.password === '' &&
-        validate(out) === out
-      )
+      return /^https?:\/\//i.test(value) && modelAllowed(url) && url.username === '' && url.password === '' && validate(out) === out
     }),
     { numRuns: NUM_RUNS },
   )
@@ -324,8 +331,29 @@ const anyString = fc.oneof(
   fc
     .array(
       fc.constantFrom(
-        '/', '\\', '.', '..', 'evil.com', 'app.example.com', '@', ':', 'https:', '//', '%2f', '%5c', '%09', '%25',
-        '%2e', '\t', ' ', '\n', '#', '?', 'javascript:', '\u3031', 'a',
+        '/',
+        '\\',
+        '.',
+        '..',
+        'evil.com',
+        'app.example.com',
+        '@',
+        ':',
+        'https:',
+        '//',
+        '%2f',
+        '%5c',
+        '%09',
+        '%25',
+        '%2e',
+        '\t',
+        ' ',
+        '\n',
+        '#',
+        '?',
+        'javascript:',
+        '\u3031',
+        'a',
       ),
       { maxLength: 12 },
     )

@@ -85,7 +85,10 @@ t.test('GET /api/v1/openid/redirect', async (t) => {
       const uri = new URL(body.value)
       t.equal(uri.searchParams.get('response_type'), 'code')
       t.equal(uri.searchParams.get('code_challenge_method'), 'S256')
-      t.ok(res.headers.getSetCookie().some((c) => c.startsWith('ogw_tx_')), 'the transaction cookie is still set')
+      t.ok(
+        res.headers.getSetCookie().some((c) => c.startsWith('ogw_tx_')),
+        'the transaction cookie is still set',
+      )
     }
   })
 
@@ -167,7 +170,10 @@ t.test('redirectAfter to an allowed host', async (t) => {
   }
   // A port is part of the origin: an entry without one covers the scheme's default port only, and
   // the refusal names the entry that would allow the port asked for.
-  for (const [other, entry] of [['https://docs.example.org:41103/', '.example.org:41103'], ['https://app.example.com:8443/x', 'app.example.com:8443']] as const) {
+  for (const [other, entry] of [
+    ['https://docs.example.org:41103/', '.example.org:41103'],
+    ['https://app.example.com:8443/x', 'app.example.com:8443'],
+  ] as const) {
     const res = await fetch(endpoint + encodeURIComponent(other), { redirect: 'manual' })
     t.equal(res.status, 400, other)
     t.match(((await res.json()) as { detail: string }).detail, `redirects.allowedHosts needs ${entry}`, `${other}: the refusal names ${entry}`)

@@ -44,8 +44,14 @@ t.test('GET /api/v1/openid/refresh', async (t) => {
     t.match(res.headers.get('content-type'), /^application\/problem\+json/)
     t.equal(((await res.json()) as Problem).code, 'refresh_token_invalid')
     const cleared = res.headers.getSetCookie()
-    t.ok(cleared.some((c) => /^ogw=;.*Max-Age=0.*Path=\//.test(c) || (/^ogw=;/.test(c) && /Max-Age=0/.test(c))), 'session cookie cleared')
-    t.ok(cleared.some((c) => /^ogw_cred=;/.test(c) && /Max-Age=0/.test(c) && /Path=\/(;|$)/.test(c)), 'credentials cleared')
+    t.ok(
+      cleared.some((c) => /^ogw=;.*Max-Age=0.*Path=\//.test(c) || (/^ogw=;/.test(c) && /Max-Age=0/.test(c))),
+      'session cookie cleared',
+    )
+    t.ok(
+      cleared.some((c) => /^ogw_cred=;/.test(c) && /Max-Age=0/.test(c) && /Path=\/(;|$)/.test(c)),
+      'credentials cleared',
+    )
   })
 
   t.test('with redirectAfter (browser navigation): 302 back on success, to sign-in when refused', async (t) => {

@@ -98,7 +98,12 @@ async function setup(t: Test): Promise<Setup> {
 }
 
 async function push(app: FastifyInstance, token: string): Promise<number> {
-  const res = await app.inject({ method: 'POST', url: SSF_EVENTS_PATH, headers: { authorization: AUTHORIZATION, 'content-type': 'application/secevent+jwt' }, payload: token })
+  const res = await app.inject({
+    method: 'POST',
+    url: SSF_EVENTS_PATH,
+    headers: { authorization: AUTHORIZATION, 'content-type': 'application/secevent+jwt' },
+    payload: token,
+  })
   return res.statusCode
 }
 
@@ -110,8 +115,15 @@ t.test("partners' transmitter cannot end staff's alice: iss_sub naming staff's i
   t.ok(sessions.has('staff-alice'), "staff's alice is still signed in")
   t.ok(sessions.has('partners-alice'), "nor is partners' alice touched: the subject named staff's")
   t.same(ended, [], 'nothing ended')
-  t.notOk(await revocations.isRevoked({ provider: 'staff', claims: { sub: 'alice', iat: T0 - 10 }, createdAt: T0 - 10 }), "staff alice's Bearer tokens are not refused")
-  t.match(warnings, [{ provider: 'partners', issuer: STAFF, outcome: 'ignored', reason: 'foreign_issuer' }], "logged at warn, naming the transmitter's provider and the foreign issuer")
+  t.notOk(
+    await revocations.isRevoked({ provider: 'staff', claims: { sub: 'alice', iat: T0 - 10 }, createdAt: T0 - 10 }),
+    "staff alice's Bearer tokens are not refused",
+  )
+  t.match(
+    warnings,
+    [{ provider: 'partners', issuer: STAFF, outcome: 'ignored', reason: 'foreign_issuer' }],
+    "logged at warn, naming the transmitter's provider and the foreign issuer",
+  )
 })
 
 t.test('the same inside a complex subject', async (t) => {
@@ -134,7 +146,10 @@ t.test("partners' own alice is ended, and the log names partners as the provider
   t.equal(await push(app, await sign(SESSION_REVOKED, { format: 'iss_sub', iss: PARTNERS, sub: 'alice' }, clock)), 202)
   t.notOk(sessions.has('partners-alice'), "partners' alice is signed out")
   t.ok(sessions.has('staff-alice'), "staff's is not")
-  t.same(ended.map((e) => e.selector), [{ provider: 'partners', sub: 'alice' }])
+  t.same(
+    ended.map((e) => e.selector),
+    [{ provider: 'partners', sub: 'alice' }],
+  )
   t.match(infos.at(-1), { provider: 'partners', outcome: 'ended', sessions: 1 })
 })
 
@@ -155,11 +170,19 @@ t.test("without event_timestamp the SET's iat is the time; a time in the future 
   const { app, sessions, ended, clock } = await setup(t)
   const partnersAlice = { format: 'iss_sub', iss: PARTNERS, sub: 'alice' }
   t.equal(await push(app, await sign(SESSION_REVOKED, partnersAlice, clock, { event_timestamp: T0 + 3600 })), 202)
-  t.same(ended.map((e) => e.at), [T0], 'bounded by now')
+  t.same(
+    ended.map((e) => e.at),
+    [T0],
+    'bounded by now',
+  )
   sessions.set('partners-alice-later', session('partners-alice-later', 'partners', 'alice', T0 + 10))
   clock.advance(20_000)
   const iatOnly = await sign(SESSION_REVOKED, partnersAlice, manualClock((T0 + 5) * 1000))
   t.equal(await push(app, iatOnly), 202)
-  t.same(ended.map((e) => e.at), [T0, T0 + 5], 'the iat, when the event has no time')
+  t.same(
+    ended.map((e) => e.at),
+    [T0, T0 + 5],
+    'the iat, when the event has no time',
+  )
   t.ok(sessions.has('partners-alice-later'), 'a sign-in after the iat survives')
 })

@@ -39,7 +39,12 @@ function watched(t: Test) {
   const watcher = new ConfigWatcher(path, (text) => loaded.push(text), {
     intervalMs: HOUR,
     clock,
-    loosens: watchedLoosening(() => log as never, path, {}, () => running),
+    loosens: watchedLoosening(
+      () => log as never,
+      path,
+      {},
+      () => running,
+    ),
   })
   watcher.set(true)
   t.teardown(() => watcher.set(false))
@@ -118,7 +123,8 @@ t.test('a live gateway holds a watched loosening on its clock, then loads it', a
     upstreams: [{ name: 'app', rules: [{ path: '/admin', allow: { groups: ['admins'] } }] }],
     logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
   })
-  const held = (): Record<string, unknown> | undefined => lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('the changed file removes access rules'))
+  const held = (): Record<string, unknown> | undefined =>
+    lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('the changed file removes access rules'))
   stack.replicas[0]!.rewrite((c) => ({ ...c, upstreams: (c.upstreams as Array<Record<string, unknown>>).map(({ rules: _rules, ...u }) => u) }))
   t.match(await eventually('the loosening held', held), { keys: ['upstreams[0].rules[0] (/admin): removed (app)'] })
   t.equal(stack.live.config.upstreams[0]?.rules.length, 1, 'the running rules stay')

@@ -87,7 +87,12 @@ t.test('loosenedKeys: the access rules a new configuration removes, by key', asy
   const before = resolve({
     upstreams: [
       { name: 'app', target: 'http://127.0.0.1:3000' },
-      { name: 'admin', match: { pathPrefix: '/admin' }, target: 'http://127.0.0.1:3000', allow: { groups: ['admins'], claims: { tenant: ['acme'], role: ['x'] } } },
+      {
+        name: 'admin',
+        match: { pathPrefix: '/admin' },
+        target: 'http://127.0.0.1:3000',
+        allow: { groups: ['admins'], claims: { tenant: ['acme'], role: ['x'] } },
+      },
       { name: 'api', match: { pathPrefix: '/api' }, target: 'http://127.0.0.1:3001', publicPaths: ['/api/health'] },
     ],
   })
@@ -107,7 +112,12 @@ t.test('loosenedKeys: the access rules a new configuration removes, by key', asy
   const tightened = resolve({
     upstreams: [
       { name: 'app', target: 'http://127.0.0.1:3000', allow: { emails: ['a@example.com'] } },
-      { name: 'admin', match: { pathPrefix: '/admin' }, target: 'http://127.0.0.1:3000', allow: { groups: ['admins'], claims: { tenant: ['acme'], role: ['x'] } } },
+      {
+        name: 'admin',
+        match: { pathPrefix: '/admin' },
+        target: 'http://127.0.0.1:3000',
+        allow: { groups: ['admins'], claims: { tenant: ['acme'], role: ['x'] } },
+      },
       { name: 'api', match: { pathPrefix: '/api' }, target: 'http://127.0.0.1:3001', publicPaths: ['/api/health', '/api/docs/**'] },
     ],
   })

@@ -26,7 +26,11 @@ t.test('the primary answers from the table, and reports a throwing handler or an
   t.same(await answerCall(handlers, 1, 'ratelimit.incr', { key: 'k', timeWindow: 60_000 }, failed), { result: { current: 1, ttl: 60_000 } })
   t.same(failures, [], 'an answer is no failure')
   t.same(await answerCall(handlers, 1, 'revoke', {}, failed), { fault: 'a defect in the primary' })
-  t.same(await answerCall(handlers, 1, 'toString', null, failed), { fault: 'unknown operation toString' }, 'nothing outside the table, inherited names included')
+  t.same(
+    await answerCall(handlers, 1, 'toString', null, failed),
+    { fault: 'unknown operation toString' },
+    'nothing outside the table, inherited names included',
+  )
   t.equal(failures.length, 2, 'each fault is reported, for the primary to log as an error')
 })
 

@@ -26,7 +26,11 @@ interface Setup {
   second: string
 }
 
-async function setup(t: Test, store: 'cookie' | 'memory' | 'redis' = 'cookie', overrides: { redisUrl?: string; shutdownTimeoutMs?: number; logLevel?: string } = {}): Promise<Setup> {
+async function setup(
+  t: Test,
+  store: 'cookie' | 'memory' | 'redis' = 'cookie',
+  overrides: { redisUrl?: string; shutdownTimeoutMs?: number; logLevel?: string } = {},
+): Promise<Setup> {
   const other = await startEchoUpstream()
   t.teardown(() => other.close())
   const lines: Array<Record<string, unknown>> = []
@@ -48,7 +52,10 @@ t.test('redis store: ten reloads use the one Redis connection of the process, al
   const { live, gw } = await setup(t, 'redis', { redisUrl: redis.url, shutdownTimeoutMs: 60_000 })
   const admin = new Redis(redis.url)
   t.teardown(() => admin.disconnect())
-  const gatewayClients = async (): Promise<number> => String(await admin.call('CLIENT', 'LIST')).split('\n').filter((line) => / name=openid-gateway /.test(line)).length
+  const gatewayClients = async (): Promise<number> =>
+    String(await admin.call('CLIENT', 'LIST'))
+      .split('\n')
+      .filter((line) => / name=openid-gateway /.test(line)).length
   const connectionsReceived = async (): Promise<number> => Number(/total_connections_received:(\d+)/.exec(await admin.info('stats'))?.[1])
   t.equal(await gatewayClients(), 1, 'one connection at start')
   const before = await connectionsReceived()
@@ -72,7 +79,10 @@ async function status(browser: Browser, url: string): Promise<number> {
 
 async function reloads(live: LiveGateway): Promise<string> {
   const text = await live.app.management.metrics.metrics()
-  return text.split('\n').filter((l) => l.startsWith('openid_gateway_config_reloads_total')).join('\n')
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('openid_gateway_config_reloads_total'))
+    .join('\n')
 }
 
 for (const store of ['cookie', 'memory'] as const) {
@@ -135,12 +145,22 @@ for (const store of ['cookie', 'memory'] as const) {
 t.test('an invalid file keeps the running configuration and logs every problem by key', async (t) => {
   const { live, gw, write, lines } = await setup(t)
   const before = live.state
-  write((c) => ({ ...c, upstreams: [{ name: 'app', target: 'ftp://nowhere' }, { name: 'app', target: 'http://127.0.0.1:1' }], cookies: { secrets: ['short'] } }))
+  write((c) => ({
+    ...c,
+    upstreams: [
+      { name: 'app', target: 'ftp://nowhere' },
+      { name: 'app', target: 'http://127.0.0.1:1' },
+    ],
+    cookies: { secrets: ['short'] },
+  }))
   t.equal(await live.reload('SIGHUP'), false, 'refused')
   t.same(live.state, before, 'the same configuration runs')
   const problems = lines.filter((l) => l.msg === 'configuration problem').map((l) => l.problem)
   t.match(problems, [/^cookies\.secrets\[0\]: /, /^upstreams\[0\]\.target: /, /^upstreams\[1\]\.name: duplicate/], 'one line per problem, by key')
-  t.match(lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('configuration reload refused')), { trigger: 'SIGHUP', problems: problems.length })
+  t.match(
+    lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('configuration reload refused')),
+    { trigger: 'SIGHUP', problems: problems.length },
+  )
   t.equal(problems.length, 4, String(problems))
   const res = await fetch(`${gw}/x`, { headers: { accept: 'application/json' } })
   t.equal(res.status, 401, 'still served as before')
@@ -149,7 +169,11 @@ t.test('an invalid file keeps the running configuration and logs every problem b
   write((c) => ({ ...c, server: { ...(c.server as object), port: 1 }, session: { store: 'redis', redisUrl: 'redis://127.0.0.1:1' } }))
   t.equal(await live.reload('file'), false, 'a key that takes a restart is refused')
   const restart = lines.filter((l) => l.msg === 'configuration problem' && l.trigger === 'file').map((l) => l.problem)
-  t.same(restart, ['server.port: changed, which takes a restart', 'session.store: changed, which takes a restart', 'session.redisUrl: changed, which takes a restart'])
+  t.same(restart, [
+    'server.port: changed, which takes a restart',
+    'session.store: changed, which takes a restart',
+    'session.redisUrl: changed, which takes a restart',
+  ])
   t.same(live.state, before)
 
   write()
@@ -161,46 +185,55 @@ t.test('a reload whose provider cannot be discovered is refused while the runnin
   const { live, gw, write, lines } = await setup(t)
   write((c) => ({ ...c, provider: { ...(c.provider as object), issuer: 'http://127.0.0.1:9', timeoutMs: 200 } }))
   t.equal(await live.reload('SIGHUP'), false)
-  t.match(lines.filter((l) => l.msg === 'configuration problem').map((l) => l.problem), [/providers could not be discovered within 1400 ms/])
+  t.match(
+    lines.filter((l) => l.msg === 'configuration problem').map((l) => l.problem),
+    [/providers could not be discovered within 1400 ms/],
+  )
   t.equal((await fetch(`${gw}/api/v1/openid/redirect?performRedirect=0`)).status, 200, 'sign-ins still work')
 })
 
-t.test('WebSocket upgrades through the live server: refused without websocket: true, proxied once a reload allows them, and kept open across a reload', async (t) => {
-  // At debug: the line that says a retired configuration's app has closed.
-  const { live, gw, write, lines } = await setup(t, 'cookie', { logLevel: 'debug' })
-  const browser = new Browser()
-  const signedIn = await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')
-  await signedIn.body?.cancel()
-  const url = `${gw.replace('http', 'ws')}/socket`
-  const cookie = browser.cookieHeader(gw)
-  t.equal(await openSocket(url, { cookie }).catch(() => 'error'), 400, 'an upstream without websocket: true refuses the upgrade at once')
+t.test(
+  'WebSocket upgrades through the live server: refused without websocket: true, proxied once a reload allows them, and kept open across a reload',
+  async (t) => {
+    // At debug: the line that says a retired configuration's app has closed.
+    const { live, gw, write, lines } = await setup(t, 'cookie', { logLevel: 'debug' })
+    const browser = new Browser()
+    const signedIn = await browser.signIn(`${gw}/api/v1/openid/redirect`, 'alice')
+    await signedIn.body?.cancel()
+    const url = `${gw.replace('http', 'ws')}/socket`
+    const cookie = browser.cookieHeader(gw)
+    t.equal(await openSocket(url, { cookie }).catch(() => 'error'), 400, 'an upstream without websocket: true refuses the upgrade at once')
 
-  const withSockets = (c: Record<string, unknown>) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true }] })
-  write(withSockets)
-  t.equal(await live.reload('SIGHUP'), true)
-  t.equal(await openSocket(url, {}), 401, 'checked before the upgrade: no session')
-  const ws = await openSocket(url, { cookie })
-  if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
-  t.teardown(() => ws.close())
-  t.equal(await echo(ws, 'before'), 'before', 'proxied after the reload that allowed it')
+    const withSockets = (c: Record<string, unknown>) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true }] })
+    write(withSockets)
+    t.equal(await live.reload('SIGHUP'), true)
+    t.equal(await openSocket(url, {}), 401, 'checked before the upgrade: no session')
+    const ws = await openSocket(url, { cookie })
+    if (typeof ws === 'number') throw new Error(`upgrade refused with ${ws}`)
+    t.teardown(() => ws.close())
+    t.equal(await echo(ws, 'before'), 'before', 'proxied after the reload that allowed it')
 
-  const proxying = live.state.hash
-  write((c) => ({ ...withSockets(c), rateLimit: { signIn: { max: 999999 } } }))
-  t.equal(await live.reload('SIGHUP'), true)
-  // The previous configuration's app, which proxied the upgrade, is closed once its requests are
-  // done; its sockets stay.
-  await eventually('the retired app closes', () => lines.some((l) => l.msg === 'previous configuration closed' && l.config === proxying))
-  t.equal(ws.readyState, WebSocket.OPEN, 'still open after the reload')
-  t.equal(await echo(ws, 'after'), 'after', 'and still proxied')
-  const again = await openSocket(url, { cookie })
-  if (typeof again === 'number') throw new Error(`upgrade refused with ${again}`)
-  t.equal(await echo(again, 'new'), 'new', 'a new upgrade on the new configuration')
-  again.close()
-})
+    const proxying = live.state.hash
+    write((c) => ({ ...withSockets(c), rateLimit: { signIn: { max: 999999 } } }))
+    t.equal(await live.reload('SIGHUP'), true)
+    // The previous configuration's app, which proxied the upgrade, is closed once its requests are
+    // done; its sockets stay.
+    await eventually('the retired app closes', () => lines.some((l) => l.msg === 'previous configuration closed' && l.config === proxying))
+    t.equal(ws.readyState, WebSocket.OPEN, 'still open after the reload')
+    t.equal(await echo(ws, 'after'), 'after', 'and still proxied')
+    const again = await openSocket(url, { cookie })
+    if (typeof again === 'number') throw new Error(`upgrade refused with ${again}`)
+    t.equal(await echo(again, 'new'), 'new', 'a new upgrade on the new configuration')
+    again.close()
+  },
+)
 
 t.test("a reload that renames the cookies: the former names are still the gateway's, stripped and expired", async (t) => {
   const { live, gw, write } = await setup(t)
-  const optional = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], auth: 'optional' }] })
+  const optional = (c: Record<string, unknown>): Record<string, unknown> => ({
+    ...c,
+    upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], auth: 'optional' }],
+  })
   write(optional)
   t.equal(await live.reload('SIGHUP'), true)
   write((c) => ({ ...optional(c), cookies: { ...(c.cookies as Record<string, unknown>), name: 'gw2' } }))
@@ -209,16 +242,25 @@ t.test("a reload that renames the cookies: the former names are still the gatewa
   const res = await fetch(`${gw}/page`, { headers: { accept: 'application/json', cookie: 'ogw=opaque; ogw_cred_1=opaque; app=1' } })
   const body = (await res.json()) as { headers: Record<string, string> }
   t.equal(body.headers.cookie, 'app=1', 'the former names are stripped')
-  const expired = res.headers.getSetCookie().filter((line) => /Max-Age=0/i.test(line)).map((line) => line.slice(0, line.indexOf('=')))
+  const expired = res.headers
+    .getSetCookie()
+    .filter((line) => /Max-Age=0/i.test(line))
+    .map((line) => line.slice(0, line.indexOf('=')))
   t.same([...new Set(expired)].sort(), ['ogw', 'ogw_cred_1'], 'and expired in the browser')
 })
 
 t.test('a reload that removes access rules is logged at warn with their keys', async (t) => {
   const { live, write, lines } = await setup(t)
-  const withAdmins = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], allow: { groups: ['admins'] } }] })
+  const withAdmins = (c: Record<string, unknown>): Record<string, unknown> => ({
+    ...c,
+    upstreams: [{ ...(c.upstreams as Array<Record<string, unknown>>)[0], allow: { groups: ['admins'] } }],
+  })
   write(withAdmins)
   t.equal(await live.reload('SIGHUP'), true)
-  t.notOk(lines.some((l) => l.msg === 'the new configuration removes access rules'), 'adding a rule is not worth a warning')
+  t.notOk(
+    lines.some((l) => l.msg === 'the new configuration removes access rules'),
+    'adding a rule is not worth a warning',
+  )
   write()
   t.equal(await live.reload('SIGHUP'), true, 'the rule removed: still a valid reload')
   const warning = lines.find((l) => l.msg === 'the new configuration removes access rules')
@@ -227,7 +269,10 @@ t.test('a reload that removes access rules is logged at warn with their keys', a
 
 t.test('a reload that refuses an open WebSocket closes it with 1008; one it still admits stays', async (t) => {
   const { live, gw, write } = await setup(t)
-  const withSockets = (c: Record<string, unknown>, allow: Record<string, unknown> = {}) => ({ ...c, upstreams: [{ ...(c.upstreams as object[])[0], websocket: true, allow }] })
+  const withSockets = (c: Record<string, unknown>, allow: Record<string, unknown> = {}) => ({
+    ...c,
+    upstreams: [{ ...(c.upstreams as object[])[0], websocket: true, allow }],
+  })
   write(withSockets)
   t.equal(await live.reload('SIGHUP'), true)
   const url = `${gw.replace('http', 'ws')}/socket`

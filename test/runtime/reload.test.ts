@@ -12,8 +12,38 @@ t.test('prepare: every worker prepared it, or every worker is told why not', asy
 })
 
 t.test('commit: a worker that did not serve the committed file is behind and replaced', async (t) => {
-  t.strictSame(behindAfterCommit([1, 2], new Map([[1, true], [2, true]])), [], 'every worker serves it')
-  t.strictSame(behindAfterCommit([1, 2, 3], new Map([[1, true], [2, false]])), [2, 3], 'one prepared another file (or none), one did not answer')
-  t.strictSame(behindAfterCommit([1, 4], new Map([[1, true], [2, true]])), [4], 'a worker started after prepare had nothing to commit')
+  t.strictSame(
+    behindAfterCommit(
+      [1, 2],
+      new Map([
+        [1, true],
+        [2, true],
+      ]),
+    ),
+    [],
+    'every worker serves it',
+  )
+  t.strictSame(
+    behindAfterCommit(
+      [1, 2, 3],
+      new Map([
+        [1, true],
+        [2, false],
+      ]),
+    ),
+    [2, 3],
+    'one prepared another file (or none), one did not answer',
+  )
+  t.strictSame(
+    behindAfterCommit(
+      [1, 4],
+      new Map([
+        [1, true],
+        [2, true],
+      ]),
+    ),
+    [4],
+    'a worker started after prepare had nothing to commit',
+  )
   t.strictSame(behindAfterCommit([1], new Map([[1, 'true']])), [1], 'only true is a commit')
 })

@@ -15,7 +15,10 @@ t.test('a back-channel logout received by one worker ends the session on every w
   const cookie = await signedIn(gateway)
   const other = await signedIn(gateway, 'bob')
   t.equal((await page(gateway, cookie)).status, 200)
-  const token = await gateway.provider.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+  const token = await gateway.provider.signJwt(
+    { aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+    { typ: 'logout+jwt' },
+  )
   // Real time (worker processes take no injected clock): the logout comes in a later second than the sign-ins.
   await sleep(1000 - (Date.now() % 1000) + 10)
   // A connection each (rawRequest): cluster hands out connections, so a kept-alive one would stay on one worker.

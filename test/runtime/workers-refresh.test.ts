@@ -18,7 +18,11 @@ t.test('concurrent refreshes of one session on both workers against a rotating p
   // Real time (worker processes take no injected clock): the 2 s access token expires.
   await sleep(2300)
   const results = await Promise.all(Array.from({ length: 16 }, (_, i) => page(gateway, cookie, `/r${i}`)))
-  t.same(results.map((r) => r.status), Array(16).fill(200), 'all 16 pass')
+  t.same(
+    results.map((r) => r.status),
+    Array(16).fill(200),
+    'all 16 pass',
+  )
   t.equal(redeemed.length, 1, 'one redemption for both workers')
   t.equal(refused, 0, 'the provider refused none (the grant was not revoked)')
 })

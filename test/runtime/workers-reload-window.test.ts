@@ -19,7 +19,14 @@ t.test('a file changed between the primary validating it and the workers applyin
   const gateway = await startWorkers(t)
   const cookie = await signedIn(gateway)
   const workers = await eventually('both workers listening', () => {
-    const pids = [...new Set(gateway.lines().filter((l) => l.msg === 'listening').map((l) => l.pid as number))]
+    const pids = [
+      ...new Set(
+        gateway
+          .lines()
+          .filter((l) => l.msg === 'listening')
+          .map((l) => l.pid as number),
+      ),
+    ]
     return pids.length === 2 ? pids : undefined
   })
   const config = parse(readFileSync(gateway.path, 'utf8')) as { upstreams: Array<Record<string, unknown>> }

@@ -29,12 +29,23 @@ t.test('SIGHUP to the primary: it validates the file, then every worker reloads 
   writeFileSync(gateway.path, stringify({ ...config, upstreams: [{ ...upstream, target: 'nowhere' }] }))
   gateway.signal('SIGHUP')
   await eventually('the primary names the problem', () => gateway.lines().some((l) => l.msg === 'configuration problem'))
-  t.match(gateway.lines().filter((l) => l.msg === 'configuration problem').map((l) => l.problem), [/^upstreams\[0\]\.target: /], 'the primary names the key')
+  t.match(
+    gateway
+      .lines()
+      .filter((l) => l.msg === 'configuration problem')
+      .map((l) => l.problem),
+    [/^upstreams\[0\]\.target: /],
+    'the primary names the key',
+  )
   // Each worker says it keeps the running configuration once the primary has told it (reload.abort).
   const kept = (): number => gateway.lines().filter((l) => l.msg === 'configuration reload refused: the running configuration is kept').length
   await eventually('both workers are told of the refusal', () => kept() >= 2)
   t.equal(reloaded(), 2, 'no worker reloaded')
-  t.match(await (await fetch(`${gateway.management}/config`)).json(), { ...second, lastReload: { outcome: 'refused', reason: 'invalid file' } }, 'the running file, and the refusal')
+  t.match(
+    await (await fetch(`${gateway.management}/config`)).json(),
+    { ...second, lastReload: { outcome: 'refused', reason: 'invalid file' } },
+    'the running file, and the refusal',
+  )
   t.equal((await gateway.stop()).code, 0)
 })
 

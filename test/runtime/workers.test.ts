@@ -27,7 +27,7 @@ t.test('two workers serve one port; a session works on both; /metrics sums them;
   // rawRequest opens a connection per request, and the primary hands connections round-robin.
   // The workers write their lines in batches, at least once every LOG_FLUSH_MS.
   const answered = () => gateway.lines().filter((l) => l.msg === 'request' && String(l.url).startsWith('/p'))
-  for (const deadline = Date.now() + 5 * LOG_FLUSH_MS; answered().length < 20 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50))
+  for (const deadline = Date.now() + 5 * LOG_FLUSH_MS; answered().length < 20 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50))
   const pids = new Set(answered().map((l) => l.pid))
   t.equal(pids.size, 2, 'both workers answered')
   const metrics = await (await fetch(`${gateway.management}/metrics`)).text()
@@ -39,7 +39,7 @@ t.test('two workers serve one port; a session works on both; /metrics sums them;
   const { code, lines } = await gateway.stop()
   t.equal(code, 0)
   t.equal(lines.filter((l) => l.msg === 'stopped').length, 3, 'each worker and the primary stopped')
-  t.equal(lines.at(-1)?.msg, 'stopped', 'the primary\'s line is the last')
+  t.equal(lines.at(-1)?.msg, 'stopped', "the primary's line is the last")
 })
 
 t.test('workers: 2 with session.store: memory is refused by check and run, naming the key', async (t) => {

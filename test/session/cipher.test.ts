@@ -50,9 +50,13 @@ t.test('opened values are kept: the same frozen value again, until expiry, for i
   clock.advance(1000)
   t.equal(c.open('session', sealed), first, 'the second open is the kept value, not a new decryption')
   t.ok(Object.isFrozen(first) && Object.isFrozen(first.claims) && Object.isFrozen(first.claims.groups), 'frozen to the leaves')
-  t.throws(() => {
-    first.claims.groups.push('admins')
-  }, TypeError, 'a request cannot change what the next one reads')
+  t.throws(
+    () => {
+      first.claims.groups.push('admins')
+    },
+    TypeError,
+    'a request cannot change what the next one reads',
+  )
   t.equal(c.open('credentials', sealed), undefined, 'a kept value does not open for another purpose')
   t.equal(c.open('session', sealed), first, 'nor does that evict it')
   clock.advance(9000)

@@ -89,7 +89,13 @@ t.test('names and attributes', async (t) => {
   const plain = reply()
   codec().cookies.write(request({}), plain.reply, 'session', 1, LATER)
   codec().cookies.write(request({}), plain.reply, 'credentials', 1, LATER)
-  t.strictSame(plain.set.map((c) => [c.name, c.options.path]), [['ogw', '/'], ['ogw_cred', SIGN_IN_PATH]])
+  t.strictSame(
+    plain.set.map((c) => [c.name, c.options.path]),
+    [
+      ['ogw', '/'],
+      ['ogw_cred', SIGN_IN_PATH],
+    ],
+  )
   for (const c of plain.set) {
     t.equal(c.options.httpOnly, true)
     t.equal(c.options.sameSite, 'lax')
@@ -100,7 +106,10 @@ t.test('names and attributes', async (t) => {
   cookies.write(request({}), secure.reply, 'session', 1, LATER)
   cookies.write(request({}), secure.reply, 'credentials', 1, LATER)
   cookies.writeTransaction(request({}), secure.reply, 'state-1', TX, 600)
-  t.match(secure.set.map((c) => c.name), ['__Host-ogw', '__Secure-ogw_cred', '__Host-ogw_txb', /^__Secure-ogw_tx_[0-9a-z]{7}state-1$/])
+  t.match(
+    secure.set.map((c) => c.name),
+    ['__Host-ogw', '__Secure-ogw_cred', '__Host-ogw_txb', /^__Secure-ogw_tx_[0-9a-z]{7}state-1$/],
+  )
   t.ok(secure.set.every((c) => c.options.secure === true))
   t.ok(secure.set.filter((c) => c.name !== '__Host-ogw_txb').every((c) => c.options.sameSite === 'strict'))
   t.equal(secure.set[2]?.options.sameSite, 'none', 'the binding comes back with a form_post callback too')
@@ -113,10 +122,16 @@ t.test('names and attributes', async (t) => {
 t.test('credentialsPath /: the credentials cookie travels everywhere, bound to the origin when secure', async (t) => {
   const plain = reply()
   codec({ credentialsPath: '/' }).cookies.write(request({}), plain.reply, 'credentials', 1, LATER)
-  t.strictSame(plain.set.map((c) => [c.name, c.options.path]), [['ogw_cred', '/']])
+  t.strictSame(
+    plain.set.map((c) => [c.name, c.options.path]),
+    [['ogw_cred', '/']],
+  )
   const secure = reply()
   codec({ credentialsPath: '/', secure: true }).cookies.write(request({}), secure.reply, 'credentials', 1, LATER)
-  t.strictSame(secure.set.map((c) => [c.name, c.options.path]), [['__Host-ogw_cred', '/']])
+  t.strictSame(
+    secure.set.map((c) => [c.name, c.options.path]),
+    [['__Host-ogw_cred', '/']],
+  )
   const domain = reply()
   codec({ credentialsPath: '/', secure: true, domain: 'example.com' }).cookies.write(request({}), domain.reply, 'credentials', 1, LATER)
   t.equal(domain.set[0]?.name, '__Secure-ogw_cred', '__Host- is impossible with a Domain')
@@ -139,7 +154,10 @@ t.test('chunking boundaries', async (t) => {
     const data = dataSealedTo(cipher, 'session', CHUNK_CHARS)
     const { reply: r, set } = reply()
     cookies.write(request({}), r, 'session', data, LATER)
-    t.strictSame(set.map((c) => c.name), ['ogw'])
+    t.strictSame(
+      set.map((c) => c.name),
+      ['ogw'],
+    )
     t.equal(set[0]?.value.length, CHUNK_CHARS)
     t.notOk(set[0]?.value.includes('~'))
     t.same(cookies.read(request(apply({}, set)), 'session'), data)
@@ -149,7 +167,10 @@ t.test('chunking boundaries', async (t) => {
     const data = dataSealedTo(cipher, 'session', CHUNK_CHARS + 1)
     const { reply: r, set } = reply()
     cookies.write(request({}), r, 'session', data, LATER)
-    t.strictSame(set.map((c) => c.name), ['ogw', 'ogw_1'])
+    t.strictSame(
+      set.map((c) => c.name),
+      ['ogw', 'ogw_1'],
+    )
     t.match(set[0]?.value, /^2~/)
     t.equal(set[0]?.value.length, CHUNK_CHARS + 2)
     t.equal(set[1]?.value.length, 1)
@@ -163,7 +184,10 @@ t.test('chunking boundaries', async (t) => {
     const fits = dataSealedTo(cipher, 'session', MAX_CHUNKS * CHUNK_CHARS)
     const ok = reply()
     cookies.write(request({}), ok.reply, 'session', fits, LATER)
-    t.strictSame(ok.set.map((c) => c.name), ['ogw', ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `ogw_${i + 1}`)])
+    t.strictSame(
+      ok.set.map((c) => c.name),
+      ['ogw', ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `ogw_${i + 1}`)],
+    )
     t.same(cookies.read(request(apply({}, ok.set)), 'session'), fits)
 
     const tooLarge = dataSealedTo(cipher, 'session', MAX_CHUNKS * CHUNK_CHARS + 1)
@@ -191,7 +215,10 @@ t.test('clear expires the cookie and every chunk name, on the right path', async
     const { reply: r, set } = reply()
     cookies.clear(r, role)
     const base = role === 'session' ? 'ogw' : 'ogw_cred'
-    t.strictSame(set.map((c) => c.name), [base, ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `${base}_${i + 1}`)])
+    t.strictSame(
+      set.map((c) => c.name),
+      [base, ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `${base}_${i + 1}`)],
+    )
     for (const c of set) {
       t.equal(c.value, '')
       t.equal(c.options.maxAge, 0)
@@ -233,7 +260,10 @@ t.test('transaction cookies: one per state, each opening only for its own state'
 
   const cleared = reply()
   cookies.clearTransaction(request(jar), cleared.reply, a)
-  t.strictSame(cleared.set.filter((c) => c.name !== 'ogw_txb').map((c) => [c.name, c.options.path, c.options.maxAge]), [[set[0]?.name, CALLBACK_PATH, 0]])
+  t.strictSame(
+    cleared.set.filter((c) => c.name !== 'ogw_txb').map((c) => [c.name, c.options.path, c.options.maxAge]),
+    [[set[0]?.name, CALLBACK_PATH, 0]],
+  )
   t.notMatch(cleared.set.find((c) => c.name === 'ogw_txb')?.value, set[0]?.name.slice('ogw_tx_'.length) ?? '', 'taken off the binding')
   const after = apply(jar, cleared.set)
   t.equal(cookies.readTransaction(request(after), a), undefined)
@@ -262,16 +292,25 @@ t.test('every name the gateway could have set is its own: each prefix, role and 
     }
   }
   t.notOk(cookies.isGatewayCookieName('other'), 'a name never used')
-  t.notOk(new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher).isGatewayCookieName('ogw'), 'a former name only when told')
+  t.notOk(
+    new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, cipher).isGatewayCookieName('ogw'),
+    'a former name only when told',
+  )
 })
 
-t.test('a gateway seal is the gateway\'s cookie whatever its name (a rename by restart), chunked or not', async (t) => {
+t.test("a gateway seal is the gateway's cookie whatever its name (a rename by restart), chunked or not", async (t) => {
   const { cookies, cipher } = codec()
   const sealed = cipher.seal('session:ogw', { s: 1 }, LATER)
   t.ok(cookies.isGatewayCookie('renamed', sealed), 'a seal of a configured key')
   t.ok(cookies.isGatewayCookie('renamed', `2~${sealed.slice(0, 100)}`), "a chunked seal's first part")
   t.notOk(cookies.isGatewayCookie('app', 'abcdefgh.xyz'), 'a value of the same shape under an unknown key id')
-  t.notOk(new GatewayCookies({ name: 'x', secrets: ['another-secret-0123456789abcdef-0123456789'], secure: false, sameSite: 'lax', credentialsPath: '/' }, new CookieCipher(['another-secret-0123456789abcdef-0123456789'], systemClock)).isGatewayCookie('renamed', sealed), 'a seal of a key no longer configured')
+  t.notOk(
+    new GatewayCookies(
+      { name: 'x', secrets: ['another-secret-0123456789abcdef-0123456789'], secure: false, sameSite: 'lax', credentialsPath: '/' },
+      new CookieCipher(['another-secret-0123456789abcdef-0123456789'], systemClock),
+    ).isGatewayCookie('renamed', sealed),
+    'a seal of a key no longer configured',
+  )
 })
 
 t.test('a seal is bound to its cookie name: copied under another name, it does not open', async (t) => {
@@ -292,13 +331,17 @@ t.test('expireFormer: gateway cookies the configuration does not use are expired
   const out = reply()
   cookies.expireFormer(request({ gw2: 'x', gw2_cred: 'x', ogw: 'x', ogw_cred_1: 'x', '__Host-gw2': 'x', app: 'x', ogw_tx_abc: 'x' }), out.reply)
   const expired = out.set.map((c) => [c.name, c.options.path, c.options.maxAge, c.options.secure])
-  t.same(expired, [
-    ['ogw', '/', 0, false],
-    ['ogw', SIGN_IN_PATH, 0, false],
-    ['ogw_cred_1', '/', 0, false],
-    ['ogw_cred_1', SIGN_IN_PATH, 0, false],
-    ['__Host-gw2', '/', 0, true],
-  ], 'former names at both paths; a __Host- cookie as its prefix requires; current, foreign and transaction cookies untouched')
+  t.same(
+    expired,
+    [
+      ['ogw', '/', 0, false],
+      ['ogw', SIGN_IN_PATH, 0, false],
+      ['ogw_cred_1', '/', 0, false],
+      ['ogw_cred_1', SIGN_IN_PATH, 0, false],
+      ['__Host-gw2', '/', 0, true],
+    ],
+    'former names at both paths; a __Host- cookie as its prefix requires; current, foreign and transaction cookies untouched',
+  )
 })
 
 // --- properties ---

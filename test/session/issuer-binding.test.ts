@@ -24,8 +24,14 @@ t.test('a session that recorded no issuer: the issuer at the start, stamped, onl
 })
 
 t.test('issuerBinding reads each provider by name', async (t) => {
-  const now = new Map([['staff', STAFF], ['partner', TENANT]])
-  const bind = issuerBinding((name) => now.get(name), () => STAFF)
+  const now = new Map([
+    ['staff', STAFF],
+    ['partner', TENANT],
+  ])
+  const bind = issuerBinding(
+    (name) => now.get(name),
+    () => STAFF,
+  )
   t.ok(bind({ provider: 'staff', issuer: STAFF }))
   t.notOk(bind({ provider: 'partner', issuer: STAFF }), "another provider's issuer")
   t.notOk(bind({ provider: 'partner' }), 'recorded none, and the partner did not start on STAFF')

@@ -41,7 +41,11 @@ t.test('a durable write waits for replicas on its own connection; fewer than ask
   t.equal(reply, 'OK', "the write's own reply, not WAIT's")
   t.equal(await redis.get('k'), 'v', 'the write is kept')
   await eventually('MONITOR saw the write and the WAIT', () => sent.includes('wait'))
-  t.same(sent.filter((c) => c === 'set' || c === 'wait'), ['set', 'wait'], 'WAIT follows the write')
+  t.same(
+    sent.filter((c) => c === 'set' || c === 'wait'),
+    ['set', 'wait'],
+    'WAIT follows the write',
+  )
   t.equal(unreplicated, 1, 'a standalone Redis has no replica: counted')
   t.match(lines.join(''), /fewer replicas than session\.redis\.waitReplicas/, 'and logged at warn')
 })
@@ -69,7 +73,10 @@ t.test('the topology keys reach ioredis as its options say they should', async (
   s.disconnect()
   t.match((s as unknown as { options: Record<string, unknown> }).options, {
     name: 'mymaster',
-    sentinels: [{ host: 's-0', port: 26379 }, { host: '::1', port: 26380 }],
+    sentinels: [
+      { host: 's-0', port: 26379 },
+      { host: '::1', port: 26380 },
+    ],
     sentinelUsername: 'watcher',
     sentinelPassword: 'sentinel-pw',
     enableTLSForSentinelMode: true,
@@ -88,7 +95,15 @@ t.test('the topology keys reach ioredis as its options say they should', async (
   })
   const c = await connectRedis({ topology: redisTopology(cluster)!, timeoutMs: 100 }, silent)
   c.disconnect()
-  const options = (c as unknown as { options: { natMap: unknown; redisOptions: Record<string, unknown>; dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => void } }).options
+  const options = (
+    c as unknown as {
+      options: {
+        natMap: unknown
+        redisOptions: Record<string, unknown>
+        dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => void
+      }
+    }
+  ).options
   t.same(options.natMap, { '10.0.1.5:6379': { host: 'redis.example.com', port: 7000 } }, 'natMap, as host and port')
   t.match(options.redisOptions, { password: 'data-pw', tls: {} }, 'credentials and TLS for every node')
   const looked = await new Promise<string>((resolve) => options.dnsLookup('clustercfg.example.com', (_err, address) => resolve(address)))

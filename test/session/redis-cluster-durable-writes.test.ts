@@ -33,7 +33,11 @@ function counting(): { counts: Counts; observer: RedisObserver } {
 async function writeEveryWay(redis: RedisClient, tag: string): Promise<string[]> {
   const key = `dw:{${tag}}:value`
   const set = `dw:{${tag}}:set`
-  const outcome = (write: Promise<unknown>): Promise<string> => write.then((reply) => JSON.stringify(reply), (err: Error) => err.message)
+  const outcome = (write: Promise<unknown>): Promise<string> =>
+    write.then(
+      (reply) => JSON.stringify(reply),
+      (err: Error) => err.message,
+    )
   return [
     await outcome(durableWrite(redis, key, (r) => r.set(key, 'v', 'EX', 60))),
     await outcome(durableWrite(redis, set, (r) => runScript(r, 'ogwLink', [set], ['member', Math.floor(Date.now() / 1000) + 60]))),
@@ -48,7 +52,15 @@ t.test('durable writes on a Redis Cluster follow MOVED after a slot moves and af
   const lines: string[] = []
   const log = pino({ level: 'info' }, { write: (line: string) => lines.push(line) })
   const { counts, observer } = counting()
-  const redis = await connectRedis({ topology: { kind: 'cluster', nodes: cluster.nodes, passthroughDns: false, tls: false }, timeoutMs: 2000, wait: { replicas: 1, timeoutMs: 500 }, observer }, log)
+  const redis = await connectRedis(
+    {
+      topology: { kind: 'cluster', nodes: cluster.nodes, passthroughDns: false, tls: false },
+      timeoutMs: 2000,
+      wait: { replicas: 1, timeoutMs: 500 },
+      observer,
+    },
+    log,
+  )
   t.teardown(() => redis.disconnect())
   await firstConnection(redis, 5000)
 
@@ -77,16 +89,26 @@ t.test('durable writes on a Redis Cluster follow MOVED after a slot moves and af
     // The promotion is done (the promoted replica answers ROLE as master): the client follows
     // within the 2 s the documentation promises, each try bounded by the command timeout.
     const promotedAt = performance.now()
-    const answers = await eventually('every write shape succeeds on the failed shard', async () => {
-      const seen = await writeEveryWay(redis, tag)
-      return seen.every((answer, i) => answer === EVERY_WAY_OK[i]) ? seen : undefined
-    }, 15_000)
+    const answers = await eventually(
+      'every write shape succeeds on the failed shard',
+      async () => {
+        const seen = await writeEveryWay(redis, tag)
+        return seen.every((answer, i) => answer === EVERY_WAY_OK[i]) ? seen : undefined
+      },
+      15_000,
+    )
     t.same(answers, EVERY_WAY_OK, 'the failed shard takes durable writes again')
-    t.ok(performance.now() - promotedAt < 2000 + 2000, `within 2 s of the promotion, plus one command timeout (${Math.round(performance.now() - promotedAt)} ms)`)
+    t.ok(
+      performance.now() - promotedAt < 2000 + 2000,
+      `within 2 s of the promotion, plus one command timeout (${Math.round(performance.now() - promotedAt)} ms)`,
+    )
     const seen: string[][] = []
     for (let i = 0; i < 5; i++) seen.push(await writeEveryWay(redis, tag))
     t.same(seen, Array(5).fill(EVERY_WAY_OK), 'and keeps taking them: no MOVED left')
-    t.ok((redis as Cluster).nodes('master').some((node) => node.options.port === promoted.port), 'the slot map names the promoted replica')
+    t.ok(
+      (redis as Cluster).nodes('master').some((node) => node.options.port === promoted.port),
+      'the slot map names the promoted replica',
+    )
     t.ok(counts.failovers >= 1, 'the failover was counted')
     t.match(lines.join(''), /redis primary changed \(failover\)/, 'and logged')
   })

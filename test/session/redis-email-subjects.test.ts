@@ -29,7 +29,14 @@ t.test('subjectsByEmail reads every user of an address shared by more than 100',
   const store = new RedisSessionStore({ redis, keys: new RedisKeys('email:'), cookies, cipher, maxAgeSeconds: 600, clock: systemClock, indexEmail: true })
   const now = Math.floor(Date.now() / 1000)
   const signIn = (sub: string, email: string, provider = 'default'): Promise<void> => {
-    const session: Session = { id: randomBytes(32).toString('base64url'), claims: { sub, email }, accessToken: 'at', expiresAt: now + 60, createdAt: now, provider }
+    const session: Session = {
+      id: randomBytes(32).toString('base64url'),
+      claims: { sub, email },
+      accessToken: 'at',
+      expiresAt: now + 60,
+      createdAt: now,
+      provider,
+    }
     const req = { url: '/', cookies: {} } as unknown as FastifyRequest
     const reply = { setCookie: () => undefined } as unknown as FastifyReply
     return store.create(req, reply, session)

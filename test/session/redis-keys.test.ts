@@ -44,7 +44,10 @@ for (const store of ['redis', 'cookie'] as const) {
     const refreshed = await browser.fetch(stack.gw + ENDPOINTS.refresh.path)
     t.equal(refreshed.status, 200, 'refreshed')
     await refreshed.body?.cancel()
-    const token = await stack.provider!.signJwt({ aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } }, { typ: 'logout+jwt' })
+    const token = await stack.provider!.signJwt(
+      { aud: CLIENT_ID, sub: 'alice', jti: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+      { typ: 'logout+jwt' },
+    )
     const logout = await fetch(stack.gw + BACKCHANNEL_LOGOUT_PATH, { method: 'POST', body: new URLSearchParams({ logout_token: token }) })
     t.equal(logout.status, 200, 'logged out by the provider')
 
@@ -55,15 +58,28 @@ for (const store of ['redis', 'cookie'] as const) {
     while (!seen.has(marker)) await new Promise((resolve) => monitor.once('monitor', resolve))
 
     // A user's keys start with the user's hash tag ({digest}:), the revocation list's with {revocations}.
-    const kinds = new Set(touched.map((key) => key.slice(PREFIX.length).replace(/^\{[A-Za-z0-9_-]{43}\}:/, '').split(':')[0]))
-    const expected = store === 'redis' ? ['session', 'sub', 'sid', 'sid-user', 'refresh-lock', 'refresh-attempt', 'refreshed', 'logout-jti'] : ['{revocations}', 'logout-jti']
+    const kinds = new Set(
+      touched.map(
+        (key) =>
+          key
+            .slice(PREFIX.length)
+            .replace(/^\{[A-Za-z0-9_-]{43}\}:/, '')
+            .split(':')[0],
+      ),
+    )
+    const expected =
+      store === 'redis' ? ['session', 'sub', 'sid', 'sid-user', 'refresh-lock', 'refresh-attempt', 'refreshed', 'logout-jti'] : ['{revocations}', 'logout-jti']
     for (const kind of expected) t.ok(kinds.has(kind), `${kind} keys were written`)
     t.strictSame(
       touched.filter((key) => !key.startsWith(PREFIX)),
       [],
       'every key is under the prefix',
     )
-    t.strictSame((await client.keys('*')).filter((key) => !key.startsWith(PREFIX)), [], 'and so is every key left')
+    t.strictSame(
+      (await client.keys('*')).filter((key) => !key.startsWith(PREFIX)),
+      [],
+      'and so is every key left',
+    )
     // Before the server stops (the teardown), or they would reconnect to it.
     monitor.disconnect()
     client.disconnect()

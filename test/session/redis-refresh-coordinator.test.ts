@@ -47,7 +47,10 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
     const redis = await connectRedis({ url: server.url, timeoutMs: 1000 }, pino({ level: 'silent' }))
     t.teardown(() => redis.disconnect())
     await firstConnection(redis, 1000)
-    return { redis, coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs: options.lockMs ?? 5000, waitMs: options.waitMs ?? 10000, clock: systemClock }) }
+    return {
+      redis,
+      coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs: options.lockMs ?? 5000, waitMs: options.waitMs ?? 10000, clock: systemClock }),
+    }
   }
   const a = await replica()
   const b = await replica()
@@ -123,14 +126,17 @@ t.test('refresh coordination across replicas through a real Redis', async (t) =>
     const provider = rotatingProvider(() => held)
     const lockKey = keys.refreshLock(user, 'session-6')
     const first = slowA.coordinator.redeem(session('session-6'), 'rt-0', provider.grant('rt-0'))
-    await eventually("A is redeeming, and its lock has expired", async () => provider.state.redeemed.length === 1 && (await raw.exists(lockKey)) === 0)
+    await eventually('A is redeeming, and its lock has expired', async () => provider.state.redeemed.length === 1 && (await raw.exists(lockKey)) === 0)
     const scriptCalls = async (): Promise<number> => {
       const stats = await raw.info('commandstats')
       return ['eval', 'evalsha'].reduce((n, c) => n + Number(new RegExp(`^cmdstat_${c}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0), 0)
     }
     const before = await scriptCalls()
     const second = slowB.coordinator.redeem(session('session-6'), 'rt-0', provider.grant('rt-0'))
-    await eventually('B has claimed after the expiry (and waits, or redeems)', async () => provider.state.redeemed.length > 1 || (await scriptCalls()) >= before + 3)
+    await eventually(
+      'B has claimed after the expiry (and waits, or redeems)',
+      async () => provider.state.redeemed.length > 1 || (await scriptCalls()) >= before + 3,
+    )
     release()
     const [fromA, fromB] = await Promise.all([first, second.catch((err: unknown) => err)])
     t.same(provider.state.redeemed, ['rt-0'], 'the provider saw the token once')

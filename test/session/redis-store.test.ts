@@ -100,7 +100,11 @@ t.test('against a real redis-server with a password', async (t) => {
   t.test('subjectsByEmail: through the email link, kept only with indexEmail; a changed claim no longer matches', async (t) => {
     const keys = new RedisKeys('email:')
     const indexed = new RedisSessionStore({ redis, keys, cookies, cipher, maxAgeSeconds: 600, clock: systemClock, indexEmail: true })
-    const withEmail = (id: string, sub: string, email: string, provider = 'default'): Session => ({ ...session(id, sub, `sid-${id}`), claims: { sub, sid: `sid-${id}`, email }, provider })
+    const withEmail = (id: string, sub: string, email: string, provider = 'default'): Session => ({
+      ...session(id, sub, `sid-${id}`),
+      claims: { sub, sid: `sid-${id}`, email },
+      provider,
+    })
     const erin = exchange()
     await indexed.create(erin.req, erin.reply, withEmail('id-erin-1', 'erin', 'Erin@Example.com'))
     await indexed.create(exchange().req, exchange().reply, withEmail('id-erin-2', 'erin', 'erin@example.com'))

@@ -48,7 +48,11 @@ t.test('Cluster: a killed primary fails over, and a moved slot answers MOVED at 
   const topology = await startCluster(t, { requirePass: password })
   const primaries = await topology.primaries()
   t.equal(primaries.length, 3, 'three primaries')
-  t.equal(primaries.flatMap((p) => p.slots).reduce((n, [from, to]) => n + to - from + 1, 0), 16384, 'serving every slot')
+  t.equal(
+    primaries.flatMap((p) => p.slots).reduce((n, [from, to]) => n + to - from + 1, 0),
+    16384,
+    'serving every slot',
+  )
 
   const client = quiet(t, new Cluster(topology.nodes, { redisOptions: { password } }))
   // Keys on every primary.
@@ -68,7 +72,14 @@ t.test('Cluster: a killed primary fails over, and a moved slot answers MOVED at 
 
   const fresh = quiet(t, new Cluster(topology.nodes, { redisOptions: { password } }))
   for (const key of keys) t.equal(await fresh.get(key), `value of ${key}`, `${key} is readable after the failover`)
-  t.equal(await eventually('the first client follows the failover', async () => (await client.get(victim).catch(() => undefined)) === `value of ${victim}` || undefined, 30_000), true)
+  t.equal(
+    await eventually(
+      'the first client follows the failover',
+      async () => (await client.get(victim).catch(() => undefined)) === `value of ${victim}` || undefined,
+      30_000,
+    ),
+    true,
+  )
 
   // A slot moved behind a client's back: its old node redirects.
   const moving = keys[1] as string

@@ -20,7 +20,11 @@ t.test('refreshedClaims: the sign-in sid is kept when the refreshed ID token has
 t.test('refreshedClaims: a refresh authenticates no one, so the sign-in acr, amr and auth_time stay when the refreshed ID token leaves them out', async (t) => {
   const signedIn = { sub: 'a', acr: 'mfa', amr: ['pwd', 'otp'], auth_time: 1700000000 }
   t.same(refreshedClaims(signedIn, { sub: 'a' }), signedIn)
-  t.same(refreshedClaims(signedIn, { sub: 'a', acr: 'pwd', auth_time: 1700000001 }), { sub: 'a', acr: 'pwd', auth_time: 1700000001, amr: ['pwd', 'otp'] }, "the provider's word when it says")
+  t.same(
+    refreshedClaims(signedIn, { sub: 'a', acr: 'pwd', auth_time: 1700000001 }),
+    { sub: 'a', acr: 'pwd', auth_time: 1700000001, amr: ['pwd', 'otp'] },
+    "the provider's word when it says",
+  )
 })
 
 for (const store of ['cookie', 'memory'] as const) {

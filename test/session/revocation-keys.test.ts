@@ -23,11 +23,14 @@ async function noCollision(t: Test, list: RevocationList): Promise<void> {
   t.ok(await list.isRevoked(defaultsAlice), "the default provider's partners/alice is refused")
   t.notOk(await list.isRevoked(partnersAlice), "provider partners' alice is not")
   await list.revoke({ provider: 'partners', sid: 's1' })
-  t.notOk(await list.isRevoked({ ...defaultsAlice, claims: { sub: 'bob', sid: 'partners/s1' } }), "provider partners' sid s1 is not the default provider's sid partners/s1")
+  t.notOk(
+    await list.isRevoked({ ...defaultsAlice, claims: { sub: 'bob', sid: 'partners/s1' } }),
+    "provider partners' sid s1 is not the default provider's sid partners/s1",
+  )
   t.ok(await list.isRevoked(partnersAlice), "partners' own session of sid s1 is")
 }
 
-t.test('memory: no key of one provider reads as another provider\'s', async (t) => {
+t.test("memory: no key of one provider reads as another provider's", async (t) => {
   await noCollision(t, new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, clock: manualClock(T0 * 1000) }))
 })
 
@@ -46,13 +49,22 @@ t.test('redis: the same, shared by replicas; entries of earlier releases are rea
   await redis.zadd(KEYS.revocations(), T0, 'sub:partners/carol', T0, 'sub:dave')
   await redis.incr(KEYS.revocationsVersion())
   clock.advance(1000)
-  t.ok(await list.isRevoked({ provider: DEFAULT_PROVIDER, claims: { sub: 'partners/carol' }, createdAt: T0 - 10 }), "an old entry refuses the default provider's partners/carol")
-  t.ok(await list.isRevoked({ provider: 'partners', claims: { sub: 'carol' }, createdAt: T0 - 10 }), "and provider partners' carol (it could have meant either)")
-  t.ok(await list.isRevoked({ provider: DEFAULT_PROVIDER, claims: { sub: 'dave' }, createdAt: T0 - 10 }), "an old entry without a slash is the default provider's")
+  t.ok(
+    await list.isRevoked({ provider: DEFAULT_PROVIDER, claims: { sub: 'partners/carol' }, createdAt: T0 - 10 }),
+    "an old entry refuses the default provider's partners/carol",
+  )
+  t.ok(
+    await list.isRevoked({ provider: 'partners', claims: { sub: 'carol' }, createdAt: T0 - 10 }),
+    "and provider partners' carol (it could have meant either)",
+  )
+  t.ok(
+    await list.isRevoked({ provider: DEFAULT_PROVIDER, claims: { sub: 'dave' }, createdAt: T0 - 10 }),
+    "an old entry without a slash is the default provider's",
+  )
   t.notOk(await list.isRevoked({ provider: 'partners', claims: { sub: 'dave' }, createdAt: T0 - 10 }), "and no one else's")
 })
 
-t.test('legacyReadings: both readings of an old key, today\'s keys unchanged', async (t) => {
+t.test("legacyReadings: both readings of an old key, today's keys unchanged", async (t) => {
   t.same(legacyReadings('sub:partners/alice'), ['sub@default/partners/alice', 'sub@partners/alice'])
   t.same(legacyReadings('sid:abc'), ['sid@default/abc'])
   t.same(legacyReadings('sub:/x'), ['sub@default//x'], 'no provider has an empty name')

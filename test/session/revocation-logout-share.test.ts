@@ -36,7 +36,10 @@ t.test("a logout storm fills the logouts' share only: back-channel entries stay,
   }
   t.ok(await list.isRevoked({ id: 'x', provider: 'default', claims: { sub: 'carol', sid: 'op-ended' }, createdAt: T0 + 100 }), 'the sid entry is still there')
   t.ok(await list.isRevoked({ id: 'y', provider: 'default', claims: { sub: 'bob' }, createdAt: T0 }), 'the sub entry is still there')
-  t.ok(await list.isRevoked({ id: 'storm-0', provider: 'default', claims: { sub: 'mallory' }, createdAt: T0 + 10 }), 'a folded logout is still refused (by the share floor)')
+  t.ok(
+    await list.isRevoked({ id: 'storm-0', provider: 'default', claims: { sub: 'mallory' }, createdAt: T0 + 10 }),
+    'a folded logout is still refused (by the share floor)',
+  )
   t.ok(await list.isRevoked({ id: 'storm-9', provider: 'default', claims: { sub: 'mallory' }, createdAt: T0 + 19 }), 'the latest logout')
   t.notOk(await list.isRevoked({ id: 'z', provider: 'default', claims: { sub: 'dave' }, createdAt: T0 + 30 }), 'a session signed in after the floor passes')
   t.notOk(await list.isRevoked({ id: 'w', provider: 'partners', claims: { sub: 'dave' }, createdAt: T0 }), "another provider's sessions are untouched")

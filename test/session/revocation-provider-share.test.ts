@@ -9,7 +9,7 @@ import { manualClock } from '../fixtures/clock.ts'
 const T0 = 1_800_000_000
 const MAX_AGE = 3600
 
-t.test("one provider filling its share folds only its own oldest entry, into its own floor", async (t) => {
+t.test('one provider filling its share folds only its own oldest entry, into its own floor', async (t) => {
   const clock = manualClock(T0 * 1000)
   const list = new MemoryRevocationList({ maxAgeSeconds: MAX_AGE, maxEntries: 3, clock })
   // Staff's one entry is the oldest of the whole list.
@@ -24,7 +24,10 @@ t.test("one provider filling its share folds only its own oldest entry, into its
   t.notOk(await list.isRevoked(staffAlice), "staff's users signed in before are not refused: no floor crossed providers")
   t.notOk(await list.isRevoked({ ...staffAlice, createdAt: T0 + 5 }), 'nor those signed in after')
   t.ok(await list.isRevoked({ provider: 'staff', claims: { sub: 'mallory' }, createdAt: T0 - 1 }), "staff's own entry is kept, not folded")
-  t.ok(await list.isRevoked({ provider: 'partners', claims: { sub: 'anyone' }, createdAt: T0 + 5 }), "partners' floor refuses partners' users signed in before its folded entries")
+  t.ok(
+    await list.isRevoked({ provider: 'partners', claims: { sub: 'anyone' }, createdAt: T0 + 5 }),
+    "partners' floor refuses partners' users signed in before its folded entries",
+  )
   t.notOk(await list.isRevoked({ provider: 'partners', claims: { sub: 'anyone' }, createdAt: T0 + 20 }), 'and not those signed in after them')
   t.equal(await list.size(), 4, "each provider's share is bounded: 3 of partners and staff's 1")
 })

@@ -38,7 +38,10 @@ function gatewayClient(t: Test, url: string): Redis {
 }
 
 function cookieStore(clock: ManualClock, list: RedisRevocationList): CookieSessionStore {
-  const cookies = new GatewayCookies({ name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' }, new CookieCipher([SECRET], systemClock))
+  const cookies = new GatewayCookies(
+    { name: 'ogw', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: '/' },
+    new CookieCipher([SECRET], systemClock),
+  )
   return new CookieSessionStore(cookies, MAX_AGE, clock, list)
 }
 
@@ -46,7 +49,14 @@ function cookieStore(clock: ManualClock, list: RedisRevocationList): CookieSessi
 async function signIn(store: CookieSessionStore, clock: ManualClock): Promise<FastifyRequest> {
   const { jar, reply } = jarReply()
   const createdAt = Math.floor(clock.now() / 1000)
-  const session: Session = { id: 'id-1', claims: { sub: 'alice', sid: 'sid-1' }, accessToken: 'access', expiresAt: createdAt + 300, createdAt, provider: 'default' }
+  const session: Session = {
+    id: 'id-1',
+    claims: { sub: 'alice', sid: 'sid-1' },
+    accessToken: 'access',
+    expiresAt: createdAt + 300,
+    createdAt,
+    provider: 'default',
+  }
   await store.create({ cookies: {}, url: '/' } as unknown as FastifyRequest, reply, session)
   return { cookies: jar, url: '/app' } as unknown as FastifyRequest
 }

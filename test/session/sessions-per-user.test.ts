@@ -53,16 +53,27 @@ const KINDS: Kind[] = [
       const raw = new Redis(server.url, { maxRetriesPerRequest: 0 })
       t.teardown(() => raw.disconnect())
       const cipher = new CookieCipher([SECRET], clock)
-      return { store: new RedisSessionStore({ redis, keys: new RedisKeys(PREFIX), cookies, cipher, maxAgeSeconds: MAX_AGE, maxSessionsPerUser: PER_USER, clock }), raw }
+      return {
+        store: new RedisSessionStore({ redis, keys: new RedisKeys(PREFIX), cookies, cipher, maxAgeSeconds: MAX_AGE, maxSessionsPerUser: PER_USER, clock }),
+        raw,
+      }
     },
   },
   {
     name: 'redis (cluster)',
     async store(t, clock, cookies) {
       const cluster = await startCluster(t)
-      const redis = await redisClient(t, await connectRedis({ topology: { kind: 'cluster', nodes: cluster.nodes, passthroughDns: false, tls: false }, timeoutMs: 2000 }, pino({ level: 'silent' })))
+      const redis = await redisClient(
+        t,
+        await connectRedis(
+          { topology: { kind: 'cluster', nodes: cluster.nodes, passthroughDns: false, tls: false }, timeoutMs: 2000 },
+          pino({ level: 'silent' }),
+        ),
+      )
       const cipher = new CookieCipher([SECRET], clock)
-      return { store: new RedisSessionStore({ redis, keys: new RedisKeys(PREFIX), cookies, cipher, maxAgeSeconds: MAX_AGE, maxSessionsPerUser: PER_USER, clock }) }
+      return {
+        store: new RedisSessionStore({ redis, keys: new RedisKeys(PREFIX), cookies, cipher, maxAgeSeconds: MAX_AGE, maxSessionsPerUser: PER_USER, clock }),
+      }
     },
   },
 ]
@@ -82,7 +93,14 @@ for (const kind of KINDS) {
     async function signIn(sub: string): Promise<Record<string, string>> {
       const { jar, reply } = jarReply()
       const createdAt = Math.floor(clock.now() / 1000)
-      const session: Session = { id: `${sub}-${++n}-0123456789abcdef`, claims: { sub, sid: `sid-${n}` }, accessToken: `at-${n}`, expiresAt: createdAt + 300, createdAt, provider: 'default' }
+      const session: Session = {
+        id: `${sub}-${++n}-0123456789abcdef`,
+        claims: { sub, sid: `sid-${n}` },
+        accessToken: `at-${n}`,
+        expiresAt: createdAt + 300,
+        createdAt,
+        provider: 'default',
+      }
       await store.create(request(jar), reply, session)
       clock.advance(1000)
       return jar

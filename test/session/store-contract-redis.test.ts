@@ -26,5 +26,9 @@ t.test('redis store', async (t) => {
   // Redis expires the entries at the end of the session on its own, real clock (EXAT): the
   // contract's clock starts at the real time and moves ahead of it, so what ends a session on
   // the contract's clock is the store's own check.
-  storeContract(t, async (_t, clock) => new RedisSessionStore({ redis, keys: new RedisKeys(`contract${++prefix}:`), ...cookiesOn(clock), maxAgeSeconds: CONTRACT_MAX_AGE, clock }))
+  storeContract(
+    t,
+    async (_t, clock) =>
+      new RedisSessionStore({ redis, keys: new RedisKeys(`contract${++prefix}:`), ...cookiesOn(clock), maxAgeSeconds: CONTRACT_MAX_AGE, clock }),
+  )
 })

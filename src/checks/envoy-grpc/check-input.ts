@@ -54,7 +54,8 @@ export function headersOf(http: Record<string, unknown>): Record<string, string>
     if (header === undefined || typeof key !== 'string' || key === '') continue
     const bytes = header.raw_value
     // Envoy fills raw_value only; `value` is read when raw_value is empty, as another client might.
-    const value = bytes instanceof Uint8Array && bytes.length > 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8') : text(header.value)
+    const value =
+      bytes instanceof Uint8Array && bytes.length > 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('utf8') : text(header.value)
     add(raw, asciiLower(key), value)
   }
   // A name in header_map replaces the map's: the same request, raw.

@@ -39,7 +39,7 @@ function service(definition: PackageDefinition, name: string): ServiceDefinition
   const found = definition[name]
   // Message and enum definitions carry `format`; a service is a map of methods.
   if (found === undefined || 'format' in found) throw new Error(`${name} is not a service of ${PROTO_DIR}`)
-  return found as ServiceDefinition
+  return found
 }
 
 export function loadExtAuthzServices(): ExtAuthzServices {

@@ -7,10 +7,27 @@ import { checkInputOf, headersOf } from '#src/checks/envoy-grpc/check-input'
 const HTTP = { method: 'GET', host: 'app.example.com', path: '/', scheme: 'https' }
 
 t.test('anything but a described HTTP request is refused with its reason', async (t) => {
-  for (const request of [undefined, null, 'x', 42, [], {}, { attributes: null }, { attributes: { request: null } }, { attributes: { request: { http: null } } }, { attributes: { request: { http: [] } } }]) {
+  for (const request of [
+    undefined,
+    null,
+    'x',
+    42,
+    [],
+    {},
+    { attributes: null },
+    { attributes: { request: null } },
+    { attributes: { request: { http: null } } },
+    { attributes: { request: { http: [] } } },
+  ]) {
     t.equal(checkInputOf(request), 'no HTTP request attributes', JSON.stringify(request) ?? 'undefined')
   }
-  for (const http of [{ ...HTTP, method: '' }, { ...HTTP, host: '' }, { ...HTTP, path: '' }, { ...HTTP, method: 5 }, { ...HTTP, host: null }]) {
+  for (const http of [
+    { ...HTTP, method: '' },
+    { ...HTTP, host: '' },
+    { ...HTTP, path: '' },
+    { ...HTTP, method: 5 },
+    { ...HTTP, host: null },
+  ]) {
     t.equal(checkInputOf({ attributes: { request: { http } } }), 'no method, path or host', JSON.stringify(http))
   }
 })
@@ -30,5 +47,9 @@ t.test('header names: ASCII lower-casing only, __proto__ is a header like any ot
   t.strictSame(Object.keys(headers), ['x-\u212Aey', '__proto__'], 'KELVIN SIGN is not folded onto k')
   t.equal(Object.getPrototypeOf(headers), Object.prototype)
   t.equal(headers['__proto__'], 'p')
-  t.strictSame(headersOf({ header_map: { headers: [{ key: '', raw_value: Buffer.from('x') }, null, 'x', { key: 'A', raw_value: new Uint8Array([0x62]) }] } }), { a: 'b' }, 'entries without a name are skipped')
+  t.strictSame(
+    headersOf({ header_map: { headers: [{ key: '', raw_value: Buffer.from('x') }, null, 'x', { key: 'A', raw_value: new Uint8Array([0x62]) }] } }),
+    { a: 'b' },
+    'entries without a name are skipped',
+  )
 })

@@ -115,7 +115,12 @@ t.test('every Set-Cookie appends, whatever its case and wherever it goes', async
   if (!('denied_response' in denied)) return
   t.strictSame(
     denied.denied_response.headers.map((h) => [h.header.key, h.append_action]),
-    [['location', OVERWRITE], ['set-cookie', APPEND], ['Set-Cookie', APPEND], ['SET-COOKIE', APPEND]],
+    [
+      ['location', OVERWRITE],
+      ['set-cookie', APPEND],
+      ['Set-Cookie', APPEND],
+      ['SET-COOKIE', APPEND],
+    ],
   )
 })
 

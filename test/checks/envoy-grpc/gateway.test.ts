@@ -21,7 +21,12 @@ const UPSTREAMS = [
 ]
 
 async function grpcStack(t: Test, provider: { accessTokenTtlSeconds?: number } = {}, clock?: Clock): Promise<{ stack: Stack; client: ExtAuthzClient }> {
-  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] } }, upstreams: UPSTREAMS, provider, ...(clock === undefined ? {} : { clock }) })
+  const stack = await startStack(t, {
+    config: { redirects: { allowedHosts: [APP] } },
+    upstreams: UPSTREAMS,
+    provider,
+    ...(clock === undefined ? {} : { clock }),
+  })
   return { stack, client: await serveGatewayGrpc(t, stack) }
 }
 
@@ -51,17 +56,39 @@ t.test('gRPC Check against the gateway', async (t) => {
     t.same(headerOf(ok?.headers, 'x-forwarded-user'), ['alice'])
     t.same(headerOf(ok?.headers, 'x-forwarded-groups'), ['admins,staff'])
     t.same(headerOf(ok?.headers, 'cookie'), ['app=1'])
-    t.same([...(ok?.headers_to_remove ?? [])].sort(), ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort(), 'every identity header the session fills is set; the step-up ones it has no claim for are removed, and so are the configuration\'s other identity names and the request overrides')
+    t.same(
+      [...(ok?.headers_to_remove ?? [])].sort(),
+      ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort(),
+      "every identity header the session fills is set; the step-up ones it has no claim for are removed, and so are the configuration's other identity names and the request overrides",
+    )
     const anonymous = await client.check(checkRequest(http('/x', {}, 'open.example.com')))
     t.equal(anonymous.status?.code, 0)
-    t.same([...(anonymous.ok_response?.headers_to_remove ?? [])].sort(), ['x-forwarded-acr', 'x-forwarded-amr', 'x-forwarded-auth-time', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-issuer', 'x-forwarded-preferred-username', 'x-forwarded-user', ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort())
+    t.same(
+      [...(anonymous.ok_response?.headers_to_remove ?? [])].sort(),
+      [
+        'x-forwarded-acr',
+        'x-forwarded-amr',
+        'x-forwarded-auth-time',
+        'x-forwarded-email',
+        'x-forwarded-groups',
+        'x-forwarded-issuer',
+        'x-forwarded-preferred-username',
+        'x-forwarded-user',
+        ...OTHER_IDENTITY,
+        ...REQUEST_OVERRIDE_HEADER_NAMES,
+      ].sort(),
+    )
   })
 
   t.test('not signed in: UNAUTHENTICATED, 401 for programs and 302 to sign in for a navigation', async (t) => {
     const program = await client.check(checkRequest(http('/page', { accept: 'application/json' })))
     t.equal(program.status?.code, 16)
     t.equal(denied(program).status, 401)
-    t.equal(denied(program).headers['www-authenticate'], 'Bearer resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"', 'RFC 9728 5.1, on the host asked')
+    t.equal(
+      denied(program).headers['www-authenticate'],
+      'Bearer resource_metadata="http://app.example.com/.well-known/oauth-protected-resource"',
+      'RFC 9728 5.1, on the host asked',
+    )
     t.equal((JSON.parse(denied(program).body) as { code: string }).code, 'unauthenticated')
     const page = await client.check(checkRequest(http('/page?x=1', { accept: 'text/html', 'sec-fetch-mode': 'navigate' })))
     t.equal(page.status?.code, 16)
@@ -90,7 +117,11 @@ t.test('gRPC Check against the gateway', async (t) => {
   })
 
   t.test('the request comes from attributes.request.http alone: spoofed X-Forwarded-* and X-Original-* change nothing', async (t) => {
-    const res = await client.check(checkRequest(http('/admin/x', { cookie: bob, 'x-forwarded-uri': '/public', 'x-forwarded-host': 'open.example.com', 'x-original-url': 'https://open.example.com/' })))
+    const res = await client.check(
+      checkRequest(
+        http('/admin/x', { cookie: bob, 'x-forwarded-uri': '/public', 'x-forwarded-host': 'open.example.com', 'x-original-url': 'https://open.example.com/' }),
+      ),
+    )
     t.equal(res.status?.code, 7)
   })
 
@@ -135,7 +166,9 @@ t.test('gRPC Check against the gateway', async (t) => {
   })
 
   t.test('a header cannot name the upstream: only context_extensions can', async (t) => {
-    const res = await client.check(checkRequest(http('/page', { cookie: bob, 'x-openid-gateway-grpc-check': 'guess', 'x-openid-gateway-grpc-upstream': 'open' })))
+    const res = await client.check(
+      checkRequest(http('/page', { cookie: bob, 'x-openid-gateway-grpc-check': 'guess', 'x-openid-gateway-grpc-upstream': 'open' })),
+    )
     t.equal(res.status?.code, 0, 'bob may use app')
     t.same(headerOf(res.ok_response?.headers, 'x-forwarded-user'), ['bob'], 'and is decided as app, not as the upstream the header names')
   })
@@ -149,7 +182,10 @@ t.test('gRPC: a refreshed session is OK with Set-Cookie for the client', async (
   clock.advance(2300)
   const res = await client.check(checkRequest(http('/page', { cookie })))
   t.equal(res.status?.code, 0)
-  t.ok(headerOf(res.ok_response?.response_headers_to_add, 'set-cookie').some((c) => c.startsWith('ogw=')), 'the refreshed session cookie')
+  t.ok(
+    headerOf(res.ok_response?.response_headers_to_add, 'set-cookie').some((c) => c.startsWith('ogw=')),
+    'the refreshed session cookie',
+  )
 })
 
 t.test('gRPC: a provider that fails a needed refresh is UNAVAILABLE, 503', async (t) => {
@@ -167,7 +203,12 @@ t.test('gRPC: with cookies.credentialsPath /api/v1/openid an expired session is 
   // The browser sends the credentials cookie to /api/v1/openid only, never with the request Envoy
   // asks about: a page load goes to the refresh endpoint, which reads it, as on the proxy.
   const clock = manualClock()
-  const stack = await startStack(t, { clock, config: { redirects: { allowedHosts: [APP] }, cookies: { credentialsPath: '/api/v1/openid' } }, upstreams: UPSTREAMS, provider: { accessTokenTtlSeconds: 2 } })
+  const stack = await startStack(t, {
+    clock,
+    config: { redirects: { allowedHosts: [APP] }, cookies: { credentialsPath: '/api/v1/openid' } },
+    upstreams: UPSTREAMS,
+    provider: { accessTokenTtlSeconds: 2 },
+  })
   const client = await serveGatewayGrpc(t, stack)
   const cookie = await gatewayCookies(stack, 'alice')
   t.equal((await client.check(checkRequest(http('/page', { cookie })))).status?.code, 0)
@@ -183,7 +224,11 @@ t.test('gRPC: with cookies.credentialsPath /api/v1/openid an expired session is 
 
 t.test('gRPC: each check writes one request line, without the credentials, and counts in the request metrics', async (t) => {
   const lines: string[] = []
-  const stack = await startStack(t, { config: { redirects: { allowedHosts: [APP] }, log: { level: 'info' } }, upstreams: UPSTREAMS, logStream: { write: (line) => void lines.push(line) } })
+  const stack = await startStack(t, {
+    config: { redirects: { allowedHosts: [APP] }, log: { level: 'info' } },
+    upstreams: UPSTREAMS,
+    logStream: { write: (line) => void lines.push(line) },
+  })
   const client = await serveGatewayGrpc(t, stack)
   const cookie = await gatewayCookies(stack, 'alice')
   const requests = async (): Promise<number> => {
@@ -203,13 +248,30 @@ t.test('gRPC: each check writes one request line, without the credentials, and c
   // Envoy's two transports run one pipeline (checks/pipeline.ts): the same request checked over HTTP
   // writes the same line (the request's id, URL and address in place of the gRPC method) and counts
   // under the same route.
-  const overHttp = await sendCheck(stack.gw, checkRequestFor({ method: 'GET', path: '/page?token=secret', headers: { host: APP, cookie, authorization: 'Bearer not-logged', 'x-forwarded-proto': 'https' } }))
+  const overHttp = await sendCheck(
+    stack.gw,
+    checkRequestFor({
+      method: 'GET',
+      path: '/page?token=secret',
+      headers: { host: APP, cookie, authorization: 'Bearer not-logged', 'x-forwarded-proto': 'https' },
+    }),
+  )
   t.equal(overHttp.status, 200)
   const httpLine = await eventually("the HTTP check's request line", () =>
-    lines.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'request' && String(line.url).startsWith('/api/v1/openid/ext-authz/')),
+    lines
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.msg === 'request' && String(line.url).startsWith('/api/v1/openid/ext-authz/')),
   )
   const grpcLine = logged[0] ?? {}
-  t.strictSame(Object.keys(httpLine).filter((key) => !['reqId', 'url', 'ip'].includes(key)), Object.keys(grpcLine).filter((key) => key !== 'grpc'), 'the same fields, in the same order')
-  t.strictSame({ status: httpLine.status, sub: httpLine.sub, extAuthz: httpLine.extAuthz }, { status: grpcLine.status, sub: grpcLine.sub, extAuthz: grpcLine.extAuthz }, 'the same status, subject and check fields')
+  t.strictSame(
+    Object.keys(httpLine).filter((key) => !['reqId', 'url', 'ip'].includes(key)),
+    Object.keys(grpcLine).filter((key) => key !== 'grpc'),
+    'the same fields, in the same order',
+  )
+  t.strictSame(
+    { status: httpLine.status, sub: httpLine.sub, extAuthz: httpLine.extAuthz },
+    { status: grpcLine.status, sub: grpcLine.sub, extAuthz: grpcLine.extAuthz },
+    'the same status, subject and check fields',
+  )
   t.equal(await requests(), before + 2, 'both counted under route _gateway')
 })

@@ -64,7 +64,12 @@ async function start(t: Teardown, overrides: Partial<ExtAuthzGrpcOptions> = {}):
   }
 }
 
-function denied(response: DecodedCheckResponse): { code: number | undefined; status: number | undefined; headers: Array<[string, string, number]>; body: string | undefined } {
+function denied(response: DecodedCheckResponse): {
+  code: number | undefined
+  status: number | undefined
+  headers: Array<[string, string, number]>
+  body: string | undefined
+} {
   return {
     code: response.status?.code,
     status: response.denied_response?.status?.code,
@@ -92,7 +97,7 @@ t.test('the request attributes reach check: method, host, path, scheme, lower-ca
         path: '/api/items?q=a%20b&r=1',
         scheme: 'https',
         protocol: 'HTTP/1.1',
-        headers: { ':authority': 'app.example.com:8443', 'Accept': 'text/html', 'cookie': 'a=1; b=2', 'X-Forwarded-User': 'forged' },
+        headers: { ':authority': 'app.example.com:8443', Accept: 'text/html', cookie: 'a=1; b=2', 'X-Forwarded-User': 'forged' },
       },
       { upstream: 'app', other: 'ignored' },
     ),
@@ -190,7 +195,15 @@ t.test('each refusal over the wire: gRPC code, status, headers and body', async 
     [503, GrpcStatus.UNAVAILABLE, 503],
   ]
   for (const [status, code, clientStatus] of table) {
-    answer({ allow: false, status, headers: [['content-type', 'application/problem+json'], ['set-cookie', 'ogw=; Max-Age=0']], body: `{"status":${status}}` })
+    answer({
+      allow: false,
+      status,
+      headers: [
+        ['content-type', 'application/problem+json'],
+        ['set-cookie', 'ogw=; Max-Age=0'],
+      ],
+      body: `{"status":${status}}`,
+    })
     const response = await client.check(checkRequest(HTTP))
     t.equal(response.http_response, 'denied_response', `${status}: denied_response`)
     t.strictSame(
@@ -225,7 +238,10 @@ t.test('a request without HTTP attributes, method, path or host: INVALID_ARGUMEN
     t.equal(response.code, GrpcStatus.INVALID_ARGUMENT, name)
     t.equal(response.status, 400, name)
     t.match(JSON.parse(response.body ?? '') as unknown, { status: 400, code: 'bad_request' }, `${name}: problem+json`)
-    t.ok(response.headers.some(([key, value]) => key === 'content-type' && value === 'application/problem+json'), name)
+    t.ok(
+      response.headers.some(([key, value]) => key === 'content-type' && value === 'application/problem+json'),
+      name,
+    )
   }
   t.strictSame(inputs, [])
 })

@@ -20,7 +20,13 @@ t.test('gRPC Check with token exchange', async (t) => {
   })
   const client = await serveGatewayGrpc(t, stack)
   const alice = await gatewayCookies(stack, 'alice')
-  const http = (path: string) => ({ method: 'GET', host: APP, path, scheme: 'https', headers: { ':authority': APP, ':method': 'GET', ':path': path, cookie: alice, authorization: 'Bearer users-own-token' } })
+  const http = (path: string) => ({
+    method: 'GET',
+    host: APP,
+    path,
+    scheme: 'https',
+    headers: { ':authority': APP, ':method': 'GET', ':path': path, cookie: alice, authorization: 'Bearer users-own-token' },
+  })
 
   const ok = await client.check(checkRequest(http('/orders/x')))
   t.equal(ok.status?.code, 0)
