@@ -158,7 +158,7 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
   const { store, maxAgeSeconds } = config.session
   const { redis, keys } = state
   if (store === 'redis') {
-    // checks.ts makes a Redis required with store: redis, so the client exists.
+    // config/cross-key-rules.ts makes a Redis required with store: redis, so the client exists.
     if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster'])
     // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
     const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
@@ -445,7 +445,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   }
 }
 
-/** The signer of identity assertions, when keys are configured (checks.ts requires them when used). */
+/** The signer of identity assertions, when keys are configured (config/cross-key-rules.ts requires them when used). */
 async function identityAssertions(config: GatewayConfig): Promise<IdentityAssertions | undefined> {
   const sources = config.assertions.signingKeys
   if (sources === undefined) return undefined

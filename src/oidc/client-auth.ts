@@ -56,7 +56,7 @@ export async function clientAuthentication(config: ProviderConfig, server: oidc.
     case 'client_secret_basic':
       return oidc.ClientSecretBasic(config.clientSecret)
     case 'private_key_jwt': {
-      // checks.ts makes provider.clientKey required with private_key_jwt.
+      // config/cross-key-rules.ts makes provider.clientKey required with private_key_jwt.
       if (config.clientKey === undefined) throw new ProviderMetadataError('provider.clientKey is required by private_key_jwt')
       const parsed = parsePrivateKey(config.clientKey)
       const advertised = server.token_endpoint_auth_signing_alg_values_supported

@@ -518,7 +518,7 @@ export class OidcClient {
     if (request.resource !== undefined) params.resource = request.resource
     let response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers
     try {
-      // No DPoP proof: checks.ts refuses token exchange with DPoP-bound tokens, and the token
+      // No DPoP proof: config/cross-key-rules.ts refuses token exchange with DPoP-bound tokens, and the token
       // goes to the upstream as Bearer. No ID token is expected, so the plain configuration.
       response = await oidc.genericGrantRequest(this.#require().configuration, TOKEN_EXCHANGE_GRANT, params)
     } catch (err) {

@@ -3,7 +3,7 @@
 // config/gateway.schema.json is a generated copy for editors; a test keeps the two identical.
 //
 // The schema is the single source of the defaults (ajv applies them) and of every per-value
-// rule. Rules that relate two keys live in checks.ts. Custom `format` names are implemented in
+// rule. Rules that relate two keys live in config/cross-key-rules.ts. Custom `format` names are implemented in
 // formats.ts; editors that do not know them simply skip them.
 // Only `properties`, `additionalProperties` and `items` nest here (no $ref, no combinators):
 // env.ts walks the schema alongside the data to coerce interpolated numbers and booleans.
@@ -802,7 +802,7 @@ export const gatewaySchema: JsonSchema = {
       log,
       telemetry,
     },
-    // provider or providers: checks.ts requires exactly one of them, naming both keys.
+    // provider or providers: config/cross-key-rules.ts requires exactly one of them, naming both keys.
     { required: ['server', 'cookies', 'upstreams'] },
   ),
 }

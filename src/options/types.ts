@@ -45,7 +45,7 @@ export interface ProviderConfig {
   name: string
   issuer: string
   clientId: string
-  /** With client_secret_basic and client_secret_post (checks.ts makes it required there). */
+  /** With client_secret_basic and client_secret_post (config/cross-key-rules.ts makes it required there). */
   clientSecret?: string
   clientAuthMethod: ClientAuthMethod
   /** With private_key_jwt: PEM or JWK text, or a file holding it (src/keys/private-key.ts). */

@@ -141,7 +141,7 @@ export const PROVIDER_ERROR_WORDS: Readonly<Record<string, [heading: string, tex
   registration_not_supported: MISCONFIGURED,
 }
 
-/** A 403 of a per-path rule (proxy/guard.ts forbiddenError): the part refused, not the whole application. */
+/** A 403 of a per-path rule (access/decision.ts forbiddenError): the part refused, not the whole application. */
 function refusedPartWords(path: string): [heading: string, text: string] {
   return [
     'Your account may not use this part of the application',

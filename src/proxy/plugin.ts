@@ -107,7 +107,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders
     const assertionHeader = options.assertions.header.toLowerCase()
-    // checks.ts requires the keys whenever an upstream asks for assertions.
+    // config/cross-key-rules.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const exchanges = upstream.tokenExchange !== undefined
     const passHost = upstream.passHostHeader

@@ -3,7 +3,7 @@
 // validation, and protect what their prose says: the application for any signed-in user,
 // `/public/**` for everyone, `/admin` and below for the group `admins` only, by a rule of the
 // one upstream. Decided by the gateway's own router and access decision (access/match.ts,
-// proxy/guard.ts), with the users the prose names: `alice` (admins, staff), `bob` (staff).
+// access/decision.ts), with the users the prose names: `alice` (admins, staff), `bob` (staff).
 
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'

@@ -8,7 +8,7 @@ import type { UpstreamConfig } from '#src/options/types'
 import { resolve, withUpstream } from '../fixtures/config/base.ts'
 
 // The step-up verdict (oidc/step-up.ts), shared by the access decision and the callback, and the
-// decision's step_up outcome (proxy/guard.ts). The end-to-end flows are test/e2e/step-up.test.ts.
+// decision's step_up outcome (access/decision.ts). The end-to-end flows are test/e2e/step-up.test.ts.
 
 const NOW = 1_800_000_000
 
