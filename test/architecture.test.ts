@@ -5,9 +5,10 @@ import ts from 'typescript'
 import { ARCHITECTURE as text, layoutEntries } from './fixtures/architecture.ts'
 
 // ARCHITECTURE.md is read before the code, so it must not describe a tree that no longer exists:
-// its folder list is exactly the folders of src/, every module it names exists, and it stays
-// short enough to be read whole. Each check first finds what it checks, so a page whose wording
-// changed under the regular expressions fails instead of passing with nothing read.
+// its folder list is exactly the folders of src/, every module it names exists, it stays short
+// enough to be read whole, and test/ is named as its "## Tests" says. Each check first finds what
+// it checks, so a page whose wording changed under the regular expressions fails instead of
+// passing with nothing read.
 
 const ROOT = new URL('../', import.meta.url).pathname
 const SRC = join(ROOT, 'src')
@@ -76,6 +77,39 @@ t.test('every function the page names beside its module is exported by that modu
           : `: not exported by ${candidates.map((file) => file.slice(SRC.length + 1)).join(', ')}`
     t.ok(exporters.length > 0, `${module} \`${name}\`${found}`)
   }
+})
+
+t.test("each test file under a src/ folder's test/ twin is named after a module of that folder", async (t) => {
+  // The page's rule for test/: the tests of src/<folder>/<module>.ts are test/<folder>/<module>.test.ts
+  // or <module>.<behaviour>.test.ts (subfolders alike), so a reader finds a module's tests by its
+  // name; a test of no one module, or of a whole stack, belongs in test/e2e/ (or its own folder).
+  const TEST = join(ROOT, 'test')
+  const folders = readdirSync(SRC, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)
+  const checked: string[] = []
+  const offenders: string[] = []
+  const walk = (folder: string): void => {
+    const dir = join(TEST, folder)
+    if (!existsSync(dir)) return
+    const src = join(SRC, folder)
+    const names = existsSync(src)
+      ? readdirSync(src)
+          .filter((name) => name.endsWith('.ts'))
+          .map((name) => name.slice(0, -'.ts'.length))
+      : []
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(`${folder}/${entry.name}`)
+      else if (entry.name.endsWith('.test.ts')) {
+        checked.push(`test/${folder}/${entry.name}`)
+        const named = names.some((module) => entry.name.startsWith(`${module}.`))
+        if (!named) offenders.push(`test/${folder}/${entry.name} (no module of src/${folder}/ starts its name)`)
+      }
+    }
+  }
+  for (const folder of folders) walk(folder)
+  t.ok(checked.length > 50, `${checked.length} test files under test/ folders of src/ folders`)
+  t.strictSame(offenders, [], 'rename each after the module it tests (test/<folder>/<module>.<behaviour>.test.ts), or move a whole-stack test to test/e2e/')
 })
 
 /** The names a module exports by its own declarations or an `export { ... }` list. */

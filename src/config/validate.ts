@@ -24,7 +24,7 @@ function compileValidator(): ValidateFunction<ConfigFile> {
     ajv.addFormat(name, { type: 'string', validate: (value: string) => check(value) === undefined })
   }
   // The type parameter is a promise the schema keeps: every key of ConfigFile that is not
-  // optional is either required or has a default (test/config/defaults.test.ts checks this).
+  // optional is either required or has a default (test/config/validate.defaults.test.ts checks this).
   return ajv.compile<ConfigFile>(gatewaySchema)
 }
 

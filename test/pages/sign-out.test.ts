@@ -28,7 +28,7 @@ t.test('POST /api/v1/openid/sign-out', async (t) => {
       'no gateway cookie left',
     )
     const replay = await fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: { cookie: oldCookies } })
-    t.equal(replay.status, 400, 'a copy of the cookies is no session any more (the refresh token is revoked too: test/routes/logout.test.ts)')
+    t.equal(replay.status, 400, 'a copy of the cookies is no session any more (the refresh token is revoked too: test/e2e/logout.test.ts)')
   })
 
   t.test('from an allowed host too (forward-auth apps on other hosts)', async (t) => {

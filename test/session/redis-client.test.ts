@@ -84,7 +84,7 @@ t.test('the topology keys reach ioredis as its options say they should', async (
     username: 'gw',
     password: 'data-pw',
     tls: {},
-    // Announcements are followed by the gateway's own subscriptions (redis-sentinel-announcements.test.ts).
+    // Announcements are followed by the gateway's own subscriptions (redis-client.sentinel-announcements.test.ts).
     failoverDetector: false,
   })
 

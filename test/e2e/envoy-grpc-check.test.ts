@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap'
 import type { Clock } from '#src/lib/clock'
-import { manualClock } from '../../fixtures/clock.ts'
-import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuthzClient } from '../../fixtures/ext-authz-grpc.ts'
-import { checkRequestFor, sendCheck } from '../../fixtures/envoy.ts'
-import { eventually } from '../../fixtures/poll.ts'
-import { gatewayCookies, startStack, type Stack } from '../../fixtures/stack.ts'
+import { manualClock } from '../fixtures/clock.ts'
+import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuthzClient } from '../fixtures/ext-authz-grpc.ts'
+import { checkRequestFor, sendCheck } from '../fixtures/envoy.ts'
+import { eventually } from '../fixtures/poll.ts'
+import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:

@@ -1,7 +1,7 @@
 import * as jose from 'jose'
 import t from 'tap'
-import { checkRequest, serveGatewayGrpc } from '../../fixtures/ext-authz-grpc.ts'
-import { gatewayCookies, startStack } from '../../fixtures/stack.ts'
+import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
 // Envoy's gRPC ext_authz for an upstream with tokenExchange (RFC 8693): the same decision as the
 // HTTP check (checks/envoy-http.ts allowHeaders), so OK sets the exchanged token as `authorization`

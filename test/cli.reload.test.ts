@@ -74,7 +74,7 @@ t.test('server.watchConfig: a change of the file reloads it without a signal', a
   const port = await freePort()
   const base = valid(port, upstream.url)
   // A change that removes no access rule is loaded after two looks (one that removes some waits
-  // for the file to stay unchanged longer: test/runtime/config-watcher-loosening.test.ts).
+  // for the file to stay unchanged longer: test/runtime/live.config-watcher-loosening.test.ts).
   const config = {
     ...base,
     server: { ...base.server, watchConfig: true },

@@ -1,4 +1,4 @@
-// upstreams[].tokenExchange and upstreams[].resourceMetadata: what the schema and config/cross-key-rules.ts refuse,
+// upstreams[].tokenExchange and upstreams[].resourceMetadata: what the schema and cross-key-rules.ts refuse,
 // each naming the key (docs/features/token-exchange.md).
 
 import t from 'tap'
