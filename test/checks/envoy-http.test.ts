@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { BACKCHANNEL_LOGOUT_EVENT } from '#src/oidc/logout-token'
 import type { Problem } from '#src/contract/errors'
 import { manualClock } from '../fixtures/clock.ts'
-import { checkRequestFor, sendCheck, type CheckAnswer } from '../fixtures/envoy.ts'
+import { type CheckAnswer, checkRequestFor, DEFAULT_IDENTITY_HEADERS, sendCheck } from '../fixtures/envoy.ts'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
@@ -12,16 +12,6 @@ import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADE
 
 const APP = 'app.example.com'
 const NAVIGATION = { accept: 'text/html,application/xhtml+xml', 'sec-fetch-mode': 'navigate' }
-const IDENTITY = [
-  'x-forwarded-user',
-  'x-forwarded-email',
-  'x-forwarded-groups',
-  'x-forwarded-preferred-username',
-  'x-forwarded-issuer',
-  'x-forwarded-acr',
-  'x-forwarded-amr',
-  'x-forwarded-auth-time',
-]
 /** The configuration's other identity names, removed by every allow: forward-auth's and the assertion header. */
 const OTHER_IDENTITY = [...Object.values(AUTH_REQUEST_HEADERS).map((name) => name.toLowerCase()), AUTH_REQUEST_ACCESS_TOKEN, 'x-identity-assertion']
 
@@ -150,7 +140,10 @@ t.test('ext_authz over HTTP', async (t) => {
       const res = await sendCheck(stack.gw, checkRequestFor({ method, path, headers: { host, ...headers, 'x-forwarded-user': 'forged' } }, withPreflight))
       t.equal(res.status, 200, path)
       t.equal(res.headers['x-forwarded-user'], undefined)
-      t.same(String(res.headers['x-envoy-auth-headers-to-remove']).split(',').sort(), [...IDENTITY, ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort())
+      t.same(
+        String(res.headers['x-envoy-auth-headers-to-remove']).split(',').sort(),
+        [...DEFAULT_IDENTITY_HEADERS, ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort(),
+      )
     }
     const notAllowListed = await check(stack, '/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS')
     t.equal(notAllowListed.status, 401, 'without the header allow-listed, an OPTIONS is no preflight')

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { Problem } from '#src/contract/errors'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
-import { envoyNormalizedPath, startEnvoy } from '../fixtures/envoy.ts'
+import { DEFAULT_IDENTITY_HEADERS, envoyNormalizedPath, startEnvoy } from '../fixtures/envoy.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
@@ -17,16 +17,6 @@ const APP = 'app.example.com'
 const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, rules: [{ path: '/admin', allow: { groups: ['admins'] } }] },
   { name: 'docs', match: { pathPrefix: '/docs', hosts: [APP] }, auth: 'none' },
-]
-const IDENTITY = [
-  'x-forwarded-user',
-  'x-forwarded-email',
-  'x-forwarded-groups',
-  'x-forwarded-preferred-username',
-  'x-forwarded-issuer',
-  'x-forwarded-acr',
-  'x-forwarded-amr',
-  'x-forwarded-auth-time',
 ]
 
 /** Targets a normalizer would rewrite; each one's normal form passes for its caller (checked below). */
@@ -51,7 +41,7 @@ t.test('every check dialect refuses a target out of normal form with 400, and de
   const cookieOf = (who: 'bob' | 'anonymous'): Record<string, string> => (who === 'bob' ? { cookie: bob } : {})
 
   t.test('ext_authz over HTTP, through Envoy (normalize_path unset): 400 to the client, nothing reaches the application', async (t) => {
-    const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: [...IDENTITY, 'cookie'] })
+    const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: [...DEFAULT_IDENTITY_HEADERS, 'cookie'] })
     t.teardown(() => envoy.close())
     for (const { target, who, normal } of REWRITTEN) {
       const control = await rawRequest(envoy.url, normal, { headers: { host: APP, ...cookieOf(who) } })
@@ -70,7 +60,12 @@ t.test('every check dialect refuses a target out of normal form with 400, and de
   t.test(
     'behind an Envoy that normalizes first (normalize_path, merge_slashes): the check is asked the path the application gets, and decides it',
     async (t) => {
-      const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: [...IDENTITY, 'cookie'], normalizePath: true })
+      const envoy = await startEnvoy({
+        gateway: stack.gw,
+        upstream: stack.upstream.url,
+        headersToBackend: [...DEFAULT_IDENTITY_HEADERS, 'cookie'],
+        normalizePath: true,
+      })
       t.teardown(() => envoy.close())
       // What Envoy forwards, and the answer the gateway gives that path when asked directly.
       const expected: Array<[string, 'bob' | 'anonymous', string, number]> = [

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
-import { checkRequestFor, sendCheck, startEnvoy } from '../fixtures/envoy.ts'
+import { checkRequestFor, DEFAULT_IDENTITY_HEADERS, sendCheck, startEnvoy } from '../fixtures/envoy.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
@@ -13,16 +13,6 @@ import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 // HTTP, headers_to_remove over gRPC.
 
 const APP = 'app.example.com'
-const IDENTITY = [
-  'x-forwarded-user',
-  'x-forwarded-email',
-  'x-forwarded-groups',
-  'x-forwarded-preferred-username',
-  'x-forwarded-issuer',
-  'x-forwarded-acr',
-  'x-forwarded-amr',
-  'x-forwarded-auth-time',
-]
 const UPSTREAMS = [
   { name: 'app', match: { pathPrefix: '/', hosts: [APP] }, publicPaths: ['/public/**'] },
   { name: 'cors', match: { pathPrefix: '/cors', hosts: [APP] }, allowPreflight: true },
@@ -77,7 +67,7 @@ t.test('every allow names the request-target and method overrides for removal', 
     const envoy = await startEnvoy({
       gateway: stack.gw,
       upstream: stack.upstream.url,
-      headersToBackend: [...IDENTITY, 'cookie'],
+      headersToBackend: [...DEFAULT_IDENTITY_HEADERS, 'cookie'],
       headersToExtAuth: ['cookie', 'accept', 'access-control-request-method'],
     })
     t.teardown(() => envoy.close())

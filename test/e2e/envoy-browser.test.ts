@@ -1,6 +1,6 @@
 import t from 'tap'
 import { launch, screenshot, submitProviderForm } from '../fixtures/chromium.ts'
-import { startEnvoy } from '../fixtures/envoy.ts'
+import { DEFAULT_IDENTITY_HEADERS, startEnvoy } from '../fixtures/envoy.ts'
 import { freePort, startStack } from '../fixtures/stack.ts'
 
 // A person behind Envoy: headless Chromium opens the application through an Envoy that asks the
@@ -8,17 +8,6 @@ import { freePort, startStack } from '../fixtures/stack.ts'
 // is sent to sign in by the check's 302, signs in at the real oidc-provider, comes back to the
 // application through Envoy, and the application sees the identity and none of the gateway's
 // cookies. The sign-in endpoints are routed to the gateway unfiltered, as the docs tell operators.
-
-const IDENTITY = [
-  'x-forwarded-user',
-  'x-forwarded-email',
-  'x-forwarded-groups',
-  'x-forwarded-preferred-username',
-  'x-forwarded-issuer',
-  'x-forwarded-acr',
-  'x-forwarded-amr',
-  'x-forwarded-auth-time',
-]
 
 t.test('sign in through Envoy ext_authz in a real browser', async (t) => {
   const envoyPort = await freePort()
@@ -28,7 +17,7 @@ t.test('sign in through Envoy ext_authz in a real browser', async (t) => {
   const envoy = await startEnvoy({
     gateway: stack.gw,
     upstream: stack.upstream.url,
-    headersToBackend: [...IDENTITY, 'cookie'],
+    headersToBackend: [...DEFAULT_IDENTITY_HEADERS, 'cookie'],
     clientHeadersOnSuccess: ['set-cookie'],
     port: envoyPort,
   })
