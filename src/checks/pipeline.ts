@@ -25,7 +25,7 @@ import type { ExtAuthzDecide, ExtAuthzResult } from './envoy-http.js'
 // - the outcome, who was decided on (`call.identity`, the request line's `sub`) and the request
 //   line's `extAuthz` fields go to the transport's `answer`, which writes and records them.
 // Recording: an HTTP check's request line and request metric are the app's, written for every
-// request from the reply (app.ts onResponse: `reply.logFields`, `reply.problemCode`,
+// request from the reply (ops/request-outcome.ts recordOutcome: `reply.logFields`, `reply.problemCode`,
 // `req.identity`); a gRPC call is no Fastify request, so recordGrpcCheck writes the same line
 // (`grpc` in place of the request's id, URL and address) and the same metric (route `_gateway`).
 // A decision that fails with anything but a GatewayError is a bug and is thrown: the HTTP error
@@ -34,7 +34,7 @@ import type { ExtAuthzDecide, ExtAuthzResult } from './envoy-http.js'
 
 /**
  * A check request, whichever transport carried it. A FastifyRequest is one (its cookies read by the
- * app's onRequest hook, former cookies expired there); the gRPC check builds one from Envoy's
+ * onRequest hook, proxy/before-routing.ts, former cookies expired there); the gRPC check builds one from Envoy's
  * CheckRequest.
  */
 export interface CheckCall extends ProblemRequest {
@@ -63,7 +63,7 @@ export interface CheckTransport<Source, Call extends CheckCall, Reply extends Se
   /** The transport's answer for `outcome`; `logged` is the request line's `extAuthz` fields. */
   answer(outcome: CheckOutcome, logged: Record<string, unknown>, call: Call, reply: Reply): Answer
   /**
-   * For a transport whose requests do not pass the app's onRequest (gRPC): the expiry of former
+   * For a transport whose requests do not pass proxy/before-routing.ts (gRPC): the expiry of former
    * configurations' cookies the request brings, once the request is described.
    */
   expireFormer?: (req: SessionRequest, reply: SessionReply) => void
@@ -135,7 +135,7 @@ export interface CheckRecorder {
 export const GRPC_CHECK = 'Authorization/Check'
 
 /**
- * A gRPC check's request metric and request line, as app.ts's onResponse writes an HTTP check's:
+ * A gRPC check's request metric and request line, as ops/request-outcome.ts writes an HTTP check's:
  * route `_gateway` (no route URL: no endpoint outcome), the method checked, the status answered,
  * the problem code, `sub`, and the `extAuthz` fields.
  */

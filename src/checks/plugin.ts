@@ -32,7 +32,7 @@ export interface CheckEndpointsOptions {
   publicUrl: string
   /** The refusal's answer the app's error handler gives (pages/error-page.ts). */
   answerProblem: ProblemAnswerer
-  /** Where the gRPC check's metric and request line go (the HTTP checks' go through the app's onResponse). */
+  /** Where the gRPC check's metric and request line go (the HTTP checks' through ops/request-outcome.ts, as every request's). */
   metrics: Pick<GatewayMetrics, 'observeRequest'>
   accessLog: AccessLog
 }
