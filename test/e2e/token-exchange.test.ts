@@ -104,11 +104,14 @@ t.test('token exchange per upstream', async (t) => {
     const before = exchanges.length
     await carol.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })
     const first = upstreamAuthorization()
-    clock.advance(269_000)
+    // expires_in is whole seconds, counted by the provider a moment after it set the token's exp
+    // (299 once that moment crosses a second), and the gateway's expiry is whole seconds too: a few
+    // seconds on each side of the 270 s mark, not one.
+    clock.advance(265_000)
     await carol.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })
     t.equal(exchanges.length, before + 1, 'reused until 30 s before expires_in (300 s)')
     t.equal(upstreamAuthorization(), first)
-    clock.advance(2_000)
+    clock.advance(6_000)
     await carol.fetch(`${stack.gw}/orders/a`, { headers: JSON_ACCEPT })
     t.equal(exchanges.length, before + 2, 'then exchanged again')
   })
