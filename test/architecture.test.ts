@@ -112,6 +112,25 @@ t.test("each test file under a src/ folder's test/ twin is named after a module 
   t.strictSame(offenders, [], 'rename each after the module it tests (test/<folder>/<module>.<behaviour>.test.ts), or move a whole-stack test to test/e2e/')
 })
 
+t.test('no test file sits where tap does not run it (a folder named dist, fixture or fixtures)', async (t) => {
+  // tap's default `exclude` is **/@(fixture*(s)|dist)/**: a *.test.ts there is never run, and its
+  // assertions drop out of the count without a failure.
+  const hidden: string[] = []
+  let seen = 0
+  const walk = (dir: string, under: boolean): void => {
+    for (const entry of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(`${dir}/${entry.name}`, under || /^(fixtures?|dist)$/.test(entry.name))
+      else if (entry.name.endsWith('.test.ts')) {
+        seen++
+        if (under) hidden.push(`${dir}/${entry.name}`)
+      }
+    }
+  }
+  walk('test', false)
+  t.ok(seen > 150, `${seen} test files under test/`)
+  t.strictSame(hidden, [], 'move each out of the excluded folder (a test of a fixture that starts real peers belongs in test/e2e/)')
+})
+
 /** The names a module exports by its own declarations or an `export { ... }` list. */
 function exportedNames(file: string): Set<string> {
   const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
