@@ -364,6 +364,27 @@ t.test('the folders of src/ import each other without a cycle', async (t) => {
   t.strictSame(folderCycles(), [])
 })
 
+t.test('the files of src/ import each other without a cycle, type-only imports included', async (t) => {
+  // Inside a folder too: two modules that import each other (even for a type) are one concept in
+  // two files, and neither can be read first.
+  const edges = new Map(sourceFiles.map((file) => [pathOf(file), importsOf(file).filter((i) => i.spec.startsWith('.'))]))
+  const cycles: string[] = []
+  const done = new Set<string>()
+  const visit = (node: string, trail: Import[]): void => {
+    const at = trail.findIndex((i) => i.from === node)
+    if (at !== -1) {
+      cycles.push(trail.slice(at).map(describe).join(' ; '))
+      return
+    }
+    if (done.has(node)) return
+    for (const i of edges.get(node) ?? []) visit(i.to, [...trail, i])
+    done.add(node)
+  }
+  for (const node of edges.keys()) visit(node, [])
+  t.ok([...edges.values()].flat().length > 300, 'the imports between files of src/ are read')
+  t.strictSame(cycles, [])
+})
+
 t.test("each folder of src/ imports only the folders listed before it in ARCHITECTURE.md's Layout table", async (t) => {
   // The page lists the folders from the bottom, so its order is the layering a reader relies on:
   // an import of a folder listed after the importer (or not listed at all) is named here with its

@@ -3,9 +3,8 @@ import { GatewayError } from '../contract/errors.js'
 import type { Identity } from '../contract/identity.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import type { SessionReply } from '../session/types.js'
 import { checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from '../access/checker.js'
-import { forbiddenError, stepUpError, unauthenticatedError, type DecisionRequest } from '../access/decision.js'
+import { forbiddenError, stepUpError, unauthenticatedError } from '../access/decision.js'
 import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import {
@@ -17,7 +16,7 @@ import {
   type IdentityHeaderUnion,
 } from '../proxy/header-policy.js'
 import { isHostValue } from '../access/match.js'
-import type { CheckOutcome, CheckPipeline, CheckTransport } from './pipeline.js'
+import type { CheckOutcome, CheckPipeline, CheckTransport, ExtAuthzAllow, ExtAuthzDecide } from './pipeline.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
@@ -60,34 +59,6 @@ export interface ExtAuthzOptions {
   /** Every identity header name of the configuration, named for removal on every allow. */
   identityHeaders: IdentityHeaderUnion
 }
-
-/** The answer of an allow, whichever way it travels (the HTTP headers here, gRPC's OkHttpResponse). */
-export interface ExtAuthzAllow {
-  /** Headers to set on the upstream request, lower-case names. */
-  set: Array<[string, string]>
-  /** Request headers the upstream must not receive. */
-  remove: string[]
-}
-
-/** What a check comes to, before a protocol renders it. */
-export type ExtAuthzResult =
-  | { kind: 'allow'; identity: Identity | null; allow: ExtAuthzAllow }
-  /** A browser navigation without a session: 302 to `location`. */
-  | { kind: 'sign_in'; location: string }
-  /** 400, 401, 403, 404, or a 5xx that says the request cannot be decided now; `identity`: who a 403 refused. */
-  | { kind: 'refused'; error: GatewayError; identity?: Identity | null }
-
-export interface ExtAuthzDecision {
-  result: ExtAuthzResult
-  /** The request line's `extAuthz` fields: the request checked, the upstream and the outcome. */
-  logged: Record<string, unknown>
-}
-
-/**
- * The decision of a check. `req` is the request checked (checkContext): its cookies and headers as
- * the client sent them, its target the client's. Throws only what is not a GatewayError (a bug).
- */
-export type ExtAuthzDecide = (req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined) => Promise<ExtAuthzDecision>
 
 /** The header Envoy reads the list of request headers to remove from. */
 export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'

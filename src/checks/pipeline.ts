@@ -7,7 +7,7 @@ import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
 import type { createProblemAnswer, ProblemAnswer, ProblemRequest } from '../pages/error-page.js'
 import type { SessionReply, SessionRequest } from '../session/types.js'
 import { checkContext, type CheckedRequest } from '../access/checker.js'
-import type { ExtAuthzDecide, ExtAuthzResult } from './envoy-http.js'
+import type { DecisionRequest } from '../access/decision.js'
 
 // The one request pipeline of Envoy's check, whichever transport carries it (HTTP at
 // forwardAuth.extAuthzPath, gRPC on server.extAuthzGrpcPort). Each transport is a thin adapter:
@@ -31,6 +31,34 @@ import type { ExtAuthzDecide, ExtAuthzResult } from './envoy-http.js'
 // A decision that fails with anything but a GatewayError is a bug and is thrown: the HTTP error
 // handler answers it 500, the gRPC service 503 (never a gRPC error, which Envoy's
 // failure_mode_allow would let through).
+
+/** The answer of an allow, whichever way it travels (the HTTP headers here, gRPC's OkHttpResponse). */
+export interface ExtAuthzAllow {
+  /** Headers to set on the upstream request, lower-case names. */
+  set: Array<[string, string]>
+  /** Request headers the upstream must not receive. */
+  remove: string[]
+}
+
+/** What a check comes to, before a protocol renders it. */
+export type ExtAuthzResult =
+  | { kind: 'allow'; identity: Identity | null; allow: ExtAuthzAllow }
+  /** A browser navigation without a session: 302 to `location`. */
+  | { kind: 'sign_in'; location: string }
+  /** 400, 401, 403, 404, or a 5xx that says the request cannot be decided now; `identity`: who a 403 refused. */
+  | { kind: 'refused'; error: GatewayError; identity?: Identity | null }
+
+export interface ExtAuthzDecision {
+  result: ExtAuthzResult
+  /** The request line's `extAuthz` fields: the request checked, the upstream and the outcome. */
+  logged: Record<string, unknown>
+}
+
+/**
+ * The decision of a check. `req` is the request checked (checkContext): its cookies and headers as
+ * the client sent them, its target the client's. Throws only what is not a GatewayError (a bug).
+ */
+export type ExtAuthzDecide = (req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined) => Promise<ExtAuthzDecision>
 
 /**
  * A check request, whichever transport carried it. A FastifyRequest is one (its cookies read by the
