@@ -13,20 +13,12 @@ import {
   type HeaderBag,
 } from '#src/proxy/header-policy'
 import type { IdentityHeaderNames } from '#src/options/types'
+import { DEFAULT_IDENTITY_HEADER_NAMES } from '../fixtures/config/base.ts'
 import { deepFreeze } from '#src/lib/deep-freeze'
 
 const NUM_RUNS = 2000
 
-const NAMES: IdentityHeaderNames = {
-  user: 'X-Forwarded-User',
-  email: 'X-Forwarded-Email',
-  groups: 'X-Forwarded-Groups',
-  preferredUsername: 'X-Forwarded-Preferred-Username',
-  issuer: 'X-Forwarded-Issuer',
-  acr: 'X-Forwarded-Acr',
-  amr: 'X-Forwarded-Amr',
-  authTime: 'X-Forwarded-Auth-Time',
-}
+const NAMES: IdentityHeaderNames = DEFAULT_IDENTITY_HEADER_NAMES
 
 function show(s: string): string {
   return JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
@@ -397,16 +389,7 @@ t.test('header-name verdicts are kept for a bounded number of names, and judged 
 })
 
 t.test('the identity header union: every name configured anywhere, folded, once', async (t) => {
-  const defaults = {
-    user: 'X-Forwarded-User',
-    email: 'X-Forwarded-Email',
-    groups: 'X-Forwarded-Groups',
-    preferredUsername: 'X-Forwarded-Preferred-Username',
-    issuer: 'X-Forwarded-Issuer',
-    acr: 'X-Forwarded-Acr',
-    amr: 'X-Forwarded-Amr',
-    authTime: 'X-Forwarded-Auth-Time',
-  }
+  const defaults = DEFAULT_IDENTITY_HEADER_NAMES
   const union = identityHeaderUnion([defaults, { ...defaults, user: 'X-WEBAUTH-USER' }, { ...defaults, user: 'x_webauth_user' }], 'X-Identity-Assertion')
   for (const name of ['x-forwarded-user', 'x-webauth-user', 'x-auth-request-user', 'x-auth-request-access-token', 'x-identity-assertion'])
     t.ok(union.names.includes(name), name)
