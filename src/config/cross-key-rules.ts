@@ -10,6 +10,7 @@ import { foldPath } from '../access/ambiguity.js'
 import { createPublicPathMatcher } from '../access/public-paths.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
+import { checkHeaderName } from './formats.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../options/types.js'
 
 /** Reads the value at `path` when it has the expected type and no known issue touches it. */
@@ -484,7 +485,8 @@ function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | unde
  * its own, never the name of one of the upstream's identityHeaders, the assertion header or
  * another extra header (case, `_` and `-` folded, as the header policy compares them), or one
  * header would carry two claims and which one arrives would depend on the order they are set in.
- * Reserved names are refused by their format (formats.ts, `identity-header`).
+ * Each name is an `identity-header` as formats.ts has it: a valid header name, never one HTTP or
+ * the gateway manages.
  */
 function checkClaimHeaders(read: Read, index: number): Issue[] {
   const extra = read(['upstreams', index, 'claimHeaders'], isStringRecord)
@@ -496,6 +498,11 @@ function checkClaimHeaders(read: Read, index: number): Issue[] {
   if (assertion !== undefined) taken.set(canonicalHeaderName(assertion), 'assertions.header')
   const issues: Issue[] = []
   for (const name of Object.keys(extra)) {
+    const invalid = checkHeaderName(name)
+    if (invalid !== undefined) {
+      issues.push({ path: ['upstreams', index, 'claimHeaders', name], message: invalid })
+      continue
+    }
     const canonical = canonicalHeaderName(name)
     const first = taken.get(canonical)
     if (first !== undefined) issues.push({ path: ['upstreams', index, 'claimHeaders', name], message: `same header as ${first}` })

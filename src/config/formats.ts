@@ -125,7 +125,7 @@ function checkPathPrefix(value: string): string | undefined {
   return undefined
 }
 
-function checkHeaderName(value: string): string | undefined {
+export function checkHeaderName(value: string): string | undefined {
   if (!HEADER_TOKEN.test(value)) return 'must be a valid HTTP header name'
   // The header policy's owner knows which names HTTP, proxies or the gateway itself manage: an
   // identity header with one of them would let a claim overwrite it.

@@ -69,6 +69,8 @@ export function parseClaimPath(text: string): ClaimPath {
     if (text.charCodeAt(i) === 0x2e) {
       i++
       if (i === len) throw new TypeError('a claim path must not end with `.`')
+      // `.` is followed by a bare name; a quoted one follows without it (`a["b"]`, one spelling).
+      if (text.charCodeAt(i) === 0x5b) throw new TypeError('a quoted segment follows without `.`, e.g. a["b.c"]')
     } else if (text.charCodeAt(i) !== 0x5b) {
       throw new TypeError('segments are joined by `.` or follow as ["name"]')
     }
