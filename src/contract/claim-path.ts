@@ -8,8 +8,8 @@
 //   request log read as "the user" and "the groups".
 // - One spelling, one claim. A name that contains a dot (Auth0's namespaced claims are URLs such as
 //   `https://example.com/roles`, RFC 7519 4.2/4.3 collision-resistant names) must be quoted
-//   (`["https://example.com/roles"]`); an unquoted segment is only letters, digits, `_`, `-` and
-//   `$`. oauth2-proxy tries the whole string as a top-level claim first and then as a dotted path
+//   (`["https://example.com/roles"]`); an unquoted segment is only letters, digits, `_`, `-`, `$`
+//   and `:` (AWS Cognito's `cognito:groups`). oauth2-proxy tries the whole string as a top-level claim first and then as a dotted path
 //   (pkg/providers/util/claim_extractor.go getClaimFrom), so which claim is read depends on the
 //   token; here the configuration alone decides, and a URL left unquoted is refused at load.
 // - Only a claims object's own properties are walked (never Object.prototype: a path through
@@ -33,10 +33,10 @@ const GROUPS: ClaimPath = Object.freeze(['groups'])
 /** `sub` is the user, `groups` the groups: a provider that maps nothing. */
 export const DEFAULT_CLAIM_MAPPING: ClaimMapping = Object.freeze({ user: USER, groups: GROUPS, isDefault: true })
 
-const BARE_SEGMENT = /^[A-Za-z0-9_$-]+$/
+const BARE_SEGMENT = /^[A-Za-z0-9_$:-]+$/
 
 /**
- * Parses a claim path: segments joined by `.`, each bare (`[A-Za-z0-9_$-]+`) or a JSON string in
+ * Parses a claim path: segments joined by `.`, each bare (`[A-Za-z0-9_$:-]+`) or a JSON string in
  * brackets (`["https://example.com/roles"]`, `resource_access["my.app"].roles`). Throws a
  * TypeError saying what is wrong (never repeating the value).
  */
@@ -59,7 +59,7 @@ export function parseClaimPath(text: string): ClaimPath {
       while (end < len && text.charCodeAt(end) !== 0x2e /* . */ && text.charCodeAt(end) !== 0x5b) end++
       const segment = text.slice(i, end)
       if (!BARE_SEGMENT.test(segment)) {
-        throw new TypeError('an unquoted segment may hold only letters, digits, `_`, `-` and `$`: quote a claim name with other characters as ["name"]')
+        throw new TypeError('an unquoted segment may hold only letters, digits, `_`, `-`, `$` and `:`: quote a claim name with other characters as ["name"]')
       }
       segments.push(segment)
       i = end

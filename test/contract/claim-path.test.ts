@@ -21,6 +21,7 @@ t.test('paths: bare segments joined by `.`, quoted ones in brackets', async (t) 
   t.strictSame(parseClaimPath('["https://example.com/roles"]'), ['https://example.com/roles'])
   t.strictSame(parseClaimPath('["a\\"b"].c'), ['a"b', 'c'], 'a JSON string, escapes included')
   t.strictSame(parseClaimPath('a["b"]["c"]'), ['a', 'b', 'c'])
+  t.strictSame(parseClaimPath('cognito:groups'), ['cognito:groups'], "AWS Cognito's, unquoted")
   for (const path of ['realm_access.roles', 'resource_access["my.app"].roles', '["https://example.com/roles"]', 'a["b c"]']) {
     t.equal(formatClaimPath(parseClaimPath(path)), path, `${path} written back as read`)
   }
