@@ -297,7 +297,7 @@ const providerKeys: Record<string, JsonSchema> = {
     { format: 'claim-path' },
   ),
   groupsClaim: string(
-    '[Claim mapping](features/claim-mapping.md): the claim path of the groups (a list of strings, or one string), what the groups identity header, `X-Auth-Request-Groups`, `allow.groups` and the assertion\'s `groups` read: e.g. `realm_access.roles` or `resource_access.my-app.roles` (Keycloak), `[\"https://example.com/roles\"]` (Auth0). Unset: `groups`.',
+    '[Claim mapping](features/claim-mapping.md): the claim path of the groups (a list of strings, or one string), what the groups identity header, `X-Auth-Request-Groups`, `allow.groups` and the assertion\'s `groups` read: e.g. `realm_access.roles` or `resource_access.my-app.roles` (Keycloak), `["https://example.com/roles"]` (Auth0). Unset: `groups`.',
     { format: 'claim-path' },
   ),
 }
