@@ -13,6 +13,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gatewayCookies, startStack } from '../fixtures/stack.ts'
+import { eventually } from '../fixtures/poll.ts'
 
 const REALM_ROLES: Record<string, string[]> = { alice: ['realm-admin', 'user'], bob: ['user'] }
 
@@ -51,10 +52,12 @@ const UPSTREAMS = [
 const JSON_ACCEPT = { accept: 'application/json' }
 
 t.test('claim mapping: user, groups and extra identity headers from where the provider keeps them', async (t) => {
+  const lines: string[] = []
   const stack = await startStack(t, {
     provider: { extraClaims },
-    config: { provider: { userClaim: 'email', groupsClaim: 'realm_access.roles' }, assertions: { signingKeys: [keyFile] } },
+    config: { provider: { userClaim: 'email', groupsClaim: 'realm_access.roles' }, assertions: { signingKeys: [keyFile] }, log: { level: 'info' } },
     upstreams: UPSTREAMS,
+    logStream: { write: (line: string) => void lines.push(line) },
   })
   const alice = await gatewayCookies(stack, 'alice')
   const bob = await gatewayCookies(stack, 'bob')
@@ -150,6 +153,15 @@ t.test('claim mapping: user, groups and extra identity headers from where the pr
     t.ok(remove.includes('x-office'))
     t.ok(remove.includes('x_user_name'))
     t.equal(res.ok_response?.headers.find((h) => h.header.key.toLowerCase() === 'x-user-name')?.header.value, 'Alice')
+  })
+
+  t.test("the request line names the mapped user beside the session's subject", async (t) => {
+    await rawRequest(stack.gw, '/page?line=1', { headers: { cookie: alice, ...JSON_ACCEPT } })
+    const line = await eventually('the request line', () =>
+      lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'request' && l.url === '/page?line=1'),
+    )
+    t.equal(line.sub, 'alice')
+    t.equal(line.user, 'alice@example.com')
   })
 
   t.test('the signed assertion: sub stays the subject, user and groups are mapped, the extra headers as sent', async (t) => {
