@@ -23,7 +23,13 @@
 //   oauth2-proxy's `--email-domain` does; list both to allow both. No `*` wildcard: it would
 //   mean "any email", which `allow: {}` already says more plainly.
 // - `groups`: exact, case-sensitive (group names are identifiers, e.g. Keycloak's `/admins`),
-//   from the `groups` claim as an array of strings or a single string.
+//   from the groups claim as an array of strings or a single string: `groups`, or the claim path
+//   the provider's `groupsClaim` names (contract/claim-path.ts), e.g. Keycloak's
+//   `realm_access.roles`. Only the mapped claim is read: a provider that keeps roles elsewhere
+//   and also sends a `groups` claim is decided on the roles the operator named.
+// - A provider's `userClaim` (the user is another claim than `sub`): a user without a usable value
+//   there (a non-empty string or a number) is refused (`userClaim` below), whatever the rules,
+//   rather than reaching the upstream with no user header.
 // - `claims`: the claim's value, or any element of it when it is an array (one level), compared
 //   as strings: strings as is, finite numbers and booleans through String(), so a YAML `42` or
 //   `true` matches a token's `"42"` or `"true"` and the reverse. Objects, null and nested arrays
@@ -40,9 +46,10 @@
 // provider was not asked for it (a scope or mapper is missing), which the operator must fix.
 
 import type { AllowRules } from '../options/types.js'
+import { DEFAULT_CLAIM_MAPPING, formatClaimPath, mappedGroups, mappedUser, type ClaimMapping } from '../contract/claim-path.js'
 import { asciiLower } from '../lib/url-chars.js'
 
-export type AllowRule = 'providers' | 'emails' | 'emailDomains' | 'groups' | 'claims'
+export type AllowRule = 'providers' | 'emails' | 'emailDomains' | 'groups' | 'claims' | 'userClaim'
 
 export interface AllowRefusal {
   rule: AllowRule
@@ -54,8 +61,8 @@ export interface AllowRefusal {
 
 export type AllowResult = { allowed: true } | ({ allowed: false } & AllowRefusal)
 
-/** The verdict on the claims of a user of the provider named `provider`. */
-export type AllowPolicy = (claims: Record<string, unknown>, provider: string) => AllowResult
+/** The verdict on the claims of a user of the provider named `provider`, whose groups `mapping` locates. */
+export type AllowPolicy = (claims: Record<string, unknown>, provider: string, mapping?: ClaimMapping) => AllowResult
 
 const ALLOWED: AllowResult = { allowed: true }
 const ALLOW_ALL: AllowPolicy = () => ALLOWED
@@ -163,7 +170,7 @@ export function createAllowPolicy(rules: AllowRules): AllowPolicy {
   }
   const providers = rules.providers === undefined ? null : new Set(rules.providers)
 
-  return (claims, provider) => {
+  return (claims, provider, mapping = DEFAULT_CLAIM_MAPPING) => {
     if (providers !== null && !providers.has(provider)) return refused('providers', 'the provider is not one of allow.providers')
     if (emails !== null || domains !== null) {
       const rule: AllowRule = emails !== null ? 'emails' : 'emailDomains'
@@ -176,8 +183,8 @@ export function createAllowPolicy(rules: AllowRules): AllowPolicy {
       if (domains !== null && !domainAllowed(email, domains)) return refused('emailDomains', 'the email domain is not one of allow.emailDomains')
     }
     if (groups !== null) {
-      const value = own(claims, 'groups')
-      if (value === undefined) return missing('groups', 'groups')
+      const value = mapping.isDefault ? own(claims, 'groups') : mappedGroups(claims, mapping)
+      if (value === undefined) return missing('groups', mapping.isDefault ? 'groups' : formatClaimPath(mapping.groups))
       if (!anyGroup(value, groups)) return refused('groups', 'none of the groups is one of allow.groups')
     }
     for (const rule of claimRules) {
@@ -187,4 +194,15 @@ export function createAllowPolicy(rules: AllowRules): AllowPolicy {
     }
     return ALLOWED
   }
+}
+
+/**
+ * The verdict of a provider's `userClaim`: a user whose mapped claim holds no usable user (absent,
+ * empty, an object or a list) is refused, never passed on without a user header. Only asked for
+ * a mapping that is not the default (`sub` is always a string).
+ */
+export function userClaimVerdict(claims: Record<string, unknown>, mapping: ClaimMapping): AllowResult {
+  if (mappedUser(claims, mapping) !== undefined) return ALLOWED
+  const path = formatClaimPath(mapping.user)
+  return { allowed: false, rule: 'userClaim', reason: `the \`${path}\` claim (userClaim) is not a non-empty string or a number`, missingClaim: path }
 }

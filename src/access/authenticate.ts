@@ -6,6 +6,7 @@ import type { Provider, Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import { bearerRevoked, type RevocationList } from '../session/revocation.js'
 import type { Identity } from '../contract/identity.js'
+import { claimMappingOf, type ClaimMapping } from '../contract/claim-path.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
 import type { IssuerBinding } from '../session/issuer-binding.js'
 
@@ -96,11 +97,21 @@ export class UpstreamAuthentication {
   readonly #deps: AuthenticationDeps
   readonly #accepted: Provider[]
   readonly #accepts: ReadonlySet<string>
+  /** Each accepted provider's claim mapping, parsed once per configuration. */
+  readonly #mappings: ReadonlyMap<string, ClaimMapping>
 
   constructor(deps: AuthenticationDeps, names: readonly string[]) {
     this.#deps = deps
     this.#accepted = deps.providers.named(names)
     this.#accepts = new Set(names)
+    this.#mappings = new Map(this.#accepted.map((provider) => [provider.name, claimMappingOf(provider.config)]))
+  }
+
+  #mappingOf(provider: string): ClaimMapping {
+    const mapping = this.#mappings.get(provider)
+    // Only accepted providers authenticate here, and each has its mapping.
+    if (mapping === undefined) throw new GatewayError('unauthenticated', 'the provider is not accepted here')
+    return mapping
   }
 
   /** Who `req` is: its session, else its Bearer token (see AuthenticationResult for the refusals). */
@@ -122,7 +133,7 @@ export class UpstreamAuthentication {
     if (claims === undefined) return 'invalid_token'
     // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
     if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'
-    return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer }
+    return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer, mapping: this.#mappingOf(verifier.name) }
   }
 
   async #fromSession(req: AuthRequest, reply: SessionReply, loaded: Session): Promise<Exclude<AuthenticationResult, undefined>> {
@@ -135,7 +146,7 @@ export class UpstreamAuthentication {
       req.log.info({ provider: loaded.provider, sub: loaded.claims.sub }, "session ended: signed in at another issuer than its provider's")
       return 'expired'
     }
-    const of = { provider: session.provider, issuer: session.issuer }
+    const of = { provider: session.provider, issuer: session.issuer, mapping: this.#mappingOf(session.provider) }
     if (session.expiresAt > clock.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)

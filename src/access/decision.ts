@@ -3,7 +3,7 @@ import type { BaseLogger } from 'pino'
 import type { UpstreamConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
 import { refreshPath, signInPath } from '../contract/endpoints.js'
-import type { AllowRefusal } from './allow.js'
+import { userClaimVerdict, type AllowPolicy, type AllowRefusal, type AllowResult } from './allow.js'
 import { createPathPolicies, type PathPolicies, type PathPolicy } from './rules.js'
 import type { Identity } from '../contract/identity.js'
 import { bearerTokenOf, type AuthenticationResult, type AuthRequest, type Authentication, type UpstreamAuthentication } from './authenticate.js'
@@ -191,13 +191,20 @@ export class UpstreamAccess {
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
     const { policy, path, stepUp } = pathPolicy
-    const allowed = policy(identity.claims, identity.provider)
+    // A provider that maps the user to another claim than `sub`: a user without it is refused.
+    const allowed = identity.mapping.isDefault ? policy(identity.claims, identity.provider) : mappedVerdict(identity, policy)
     if (!allowed.allowed)
       return path === undefined ? { outcome: 'forbidden', identity, refusal: allowed } : { outcome: 'forbidden', identity, refusal: allowed, rulePath: path }
     // Without allow.acr or allow.maxAuthAgeSeconds this property test is all step-up costs.
     if (stepUp === undefined) return { outcome: 'pass', identity }
     return stepUpDecision(identity, stepUp, path, req, this.#judge)
   }
+}
+
+/** The allow rules' verdict under a provider's claim mapping: its user must be usable, its groups are the mapped claim. */
+function mappedVerdict(identity: Identity, policy: AllowPolicy): AllowResult {
+  const user = userClaimVerdict(identity.claims, identity.mapping)
+  return user.allowed ? policy(identity.claims, identity.provider, identity.mapping) : user
 }
 
 /**

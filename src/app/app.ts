@@ -26,6 +26,7 @@ import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../a
 import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
 import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
 import { identityHeaderUnion } from '../proxy/header-policy.js'
+import { mappedClaimNames } from '../contract/claim-path.js'
 import { SocketAccess } from '../proxy/websocket-access.js'
 import type { WebSocketRegistry, SocketVerdict } from '../proxy/websocket-registry.js'
 import { normalizePath } from '../access/path.js'
@@ -242,8 +243,18 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     (name) => state.startIssuers.get(name),
   )
   const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
+  // The claims the mapping and the extra identity headers read (their top-level names) are kept too.
+  const mappedClaims = mappedClaimNames(config.providers, config.upstreams)
   const refreshGrant = providerRefreshGrant(providers, bindIssuer, (code) => metrics.observeRefresh(code))
-  const lifecycle = new SessionLifecycle(refreshGrant, store, coordinator, allowClaims, config.session.maxAgeSeconds, state.clock, refreshAuditor(app.log))
+  const lifecycle = new SessionLifecycle(
+    refreshGrant,
+    store,
+    coordinator,
+    [...allowClaims, ...mappedClaims],
+    config.session.maxAgeSeconds,
+    state.clock,
+    refreshAuditor(app.log),
+  )
   const validateRedirectAfter = createRedirectAfterValidator({ publicUrl, allowedHosts: config.redirects.allowedHosts })
   const isTrustedOrigin = createTrustedOriginTest({ publicUrl, allowedHosts: config.redirects.allowedHosts })
   const pages: PageDeps = {
@@ -391,6 +402,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const identityHeaders = identityHeaderUnion(
     config.upstreams.map((upstream) => upstream.identityHeaders),
     config.assertions.header,
+    config.upstreams.flatMap((upstream) => Object.keys(upstream.claimHeaders ?? {})),
   )
   // The check endpoints (checks/plugin.ts): forward-auth and Envoy over HTTP registered here, Envoy over gRPC returned for the process's listener.
   const envoyGrpcCheck = await registerCheckEndpoints(app, {

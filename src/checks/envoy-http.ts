@@ -9,6 +9,7 @@ import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import {
   REQUEST_OVERRIDE_HEADER_NAMES,
+  claimHeadersOf,
   identityHeaderValues,
   identityHeadersToRemove,
   isHeaderSafeToken,
@@ -81,7 +82,8 @@ export async function allowHeaders(
   const { upstream, identity } = verdict
   const set: Array<[string, string]> = []
   if (identity !== null) {
-    for (const [name, value] of Object.entries(identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer))) set.push([name, value])
+    const values = identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer, identity.mapping, claimHeadersOf(upstream.claimHeaders))
+    for (const [name, value] of Object.entries(values)) set.push([name, value])
     await addCredentials(set, upstream, identity, options)
   }
   const setNames = new Set<string>()
@@ -110,7 +112,7 @@ async function addCredentials(
   // RFC 8693: the upstream's own token, set by Envoy over the client's Authorization.
   if (upstream.tokenExchange !== undefined) set.push(['authorization', `Bearer ${await exchanger.token(upstream, identity)}`])
   if (upstream.identityAssertion && assertions.signer !== undefined) {
-    set.push([assertions.header.toLowerCase(), await assertions.signer.assertion(identity.claims, upstream.name, identity.issuer)])
+    set.push([assertions.header.toLowerCase(), await assertions.signer.assertion(identity, upstream.name, claimHeadersOf(upstream.claimHeaders))])
   }
 }
 

@@ -4,7 +4,7 @@ import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, checkedTarget, type CheckedRequest, type Checker } from '../access/checker.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import { forbiddenError, stepUpError, unauthenticatedError } from '../access/decision.js'
-import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, identityHeaderValues, isHeaderSafeToken } from '../proxy/header-policy.js'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, claimHeadersOf, identityHeaderValues, isHeaderSafeToken } from '../proxy/header-policy.js'
 import { canonicalHost, isHostValue } from '../access/match.js'
 import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
@@ -200,7 +200,12 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         const identity = verdict.identity
         if (identity !== null) {
           req.identity = identity
-          reply.headers(identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer))
+          // The mapped user and groups as X-Auth-Request-*, and the upstream's extra identity
+          // headers under their own names, for the ingress to copy (auth-response-headers,
+          // authResponseHeaders).
+          reply.headers(
+            identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer, identity.mapping, claimHeadersOf(verdict.upstream.claimHeaders)),
+          )
           if (verdict.upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
             reply.header(AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken)
           } else if (verdict.upstream.tokenExchange !== undefined) {

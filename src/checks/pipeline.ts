@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
-import type { Identity } from '../contract/identity.js'
+import { loggedUser, type Identity } from '../contract/identity.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import type { AccessLog } from '../ops/access-log.js'
 import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
@@ -176,5 +176,13 @@ export function recordGrpcCheck(
   logged: Record<string, unknown>,
 ): void {
   recorder.metrics.observeRequest({ route: GATEWAY_ROUTE, method: call.method, status, seconds, routeUrl: undefined, code })
-  recorder.accessLog.write({ method: call.method, grpc: GRPC_CHECK, status, ms: seconds * 1000, sub: call.identity?.claims.sub, fields: { extAuthz: logged } })
+  recorder.accessLog.write({
+    method: call.method,
+    grpc: GRPC_CHECK,
+    status,
+    ms: seconds * 1000,
+    sub: call.identity?.claims.sub,
+    user: loggedUser(call.identity),
+    fields: { extAuthz: logged },
+  })
 }

@@ -10,6 +10,7 @@ import { foldPath } from '../access/ambiguity.js'
 import { createPublicPathMatcher } from '../access/public-paths.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
 import { formatPath, type Issue, type Path, startsWith } from './path.js'
+import { checkHeaderName } from './formats.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../options/types.js'
 
 /** Reads the value at `path` when it has the expected type and no known issue touches it. */
@@ -295,6 +296,7 @@ function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
       message: `same hosts and pathPrefix as ${formatPath(['upstreams', first])}`,
     })),
     ...indexes.flatMap((index) => checkIdentityHeaders(index, read(['upstreams', index, 'identityHeaders'], isIdentityHeaders))),
+    ...indexes.flatMap((index) => checkClaimHeaders(read, index)),
   ]
 }
 
@@ -478,6 +480,37 @@ function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | unde
   }))
 }
 
+/**
+ * An upstream's extra identity headers (claimHeaders) are identity headers like the others: each
+ * its own, never the name of one of the upstream's identityHeaders, the assertion header or
+ * another extra header (case, `_` and `-` folded, as the header policy compares them), or one
+ * header would carry two claims and which one arrives would depend on the order they are set in.
+ * Each name is an `identity-header` as formats.ts has it: a valid header name, never one HTTP or
+ * the gateway manages.
+ */
+function checkClaimHeaders(read: Read, index: number): Issue[] {
+  const extra = read(['upstreams', index, 'claimHeaders'], isStringRecord)
+  if (extra === undefined) return []
+  const taken = new Map<string, string>()
+  const identity = read(['upstreams', index, 'identityHeaders'], isIdentityHeaders)
+  for (const key of IDENTITY_KEYS) if (identity !== undefined) taken.set(canonicalHeaderName(identity[key]), `identityHeaders.${key}`)
+  const assertion = read(['assertions', 'header'], isString)
+  if (assertion !== undefined) taken.set(canonicalHeaderName(assertion), 'assertions.header')
+  const issues: Issue[] = []
+  for (const name of Object.keys(extra)) {
+    const invalid = checkHeaderName(name)
+    if (invalid !== undefined) {
+      issues.push({ path: ['upstreams', index, 'claimHeaders', name], message: invalid })
+      continue
+    }
+    const canonical = canonicalHeaderName(name)
+    const first = taken.get(canonical)
+    if (first !== undefined) issues.push({ path: ['upstreams', index, 'claimHeaders', name], message: `same header as ${first}` })
+    else taken.set(canonical, `claimHeaders.${name}`)
+  }
+  return issues
+}
+
 type Keyed = readonly [index: number, key: string]
 
 /** Each item whose key an earlier item already has, with the index of that earlier item. */
@@ -524,6 +557,10 @@ function isMatch(value: unknown): value is Match {
 
 function isIdentityHeaders(value: unknown): value is IdentityHeaderNames {
   return isRecord(value) && IDENTITY_KEYS.every((key) => isString(value[key]))
+}
+
+function isStringRecord(value: unknown): value is Record<string, string> {
+  return isRecord(value) && Object.values(value).every(isString)
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

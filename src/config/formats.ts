@@ -4,6 +4,7 @@
 
 import { BlockList, isIP } from 'node:net'
 import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
+import { parseClaimPath } from '../contract/claim-path.js'
 import { isReservedHeaderName } from '../proxy/header-policy.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
@@ -124,7 +125,7 @@ function checkPathPrefix(value: string): string | undefined {
   return undefined
 }
 
-function checkHeaderName(value: string): string | undefined {
+export function checkHeaderName(value: string): string | undefined {
   if (!HEADER_TOKEN.test(value)) return 'must be a valid HTTP header name'
   // The header policy's owner knows which names HTTP, proxies or the gateway itself manage: an
   // identity header with one of them would let a claim overwrite it.
@@ -187,6 +188,16 @@ function checkResourceUri(value: string): string | undefined {
   return value.includes('#') ? 'must not have a fragment (RFC 8707)' : undefined
 }
 
+// The claim mapping's owner parses paths; its message says what is wrong without the value.
+function checkClaimPath(value: string): string | undefined {
+  try {
+    parseClaimPath(value)
+    return undefined
+  } catch (err) {
+    return `must be a claim path: ${(err as Error).message}`
+  }
+}
+
 export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'http-url': httpUrl(() => undefined),
   'base-url': httpUrl(noQuery),
@@ -208,4 +219,5 @@ export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'listen-host': checkListenHost,
   'private-key': checkPrivateKey,
   'resource-uri': checkResourceUri,
+  'claim-path': checkClaimPath,
 }

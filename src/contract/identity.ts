@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { mappedUser, type ClaimMapping } from './claim-path.js'
 
 // Who a request is, once the access decision (proxy guard or forward-auth) has established it.
 // The identity headers towards upstreams, forward-auth's X-Auth-Request-* headers and the request
@@ -20,6 +21,8 @@ export interface Identity {
   provider: string
   /** That provider's issuer: two providers may give the same `sub` to two different people. */
   issuer: string
+  /** Which of that provider's claims are the user and the groups (providers[].userClaim, groupsClaim). */
+  mapping: ClaimMapping
 }
 
 declare module 'fastify' {
@@ -32,4 +35,12 @@ declare module 'fastify' {
 /** Declares `request.identity` (null until a decision sets it). Call once, on the root instance. */
 export function decorateIdentity(app: FastifyInstance): void {
   app.decorateRequest('identity', null)
+}
+
+/**
+ * The user the request line names beside `sub`: the mapped user when the provider maps it to
+ * another claim (providers[].userClaim), else undefined (`sub` says it already).
+ */
+export function loggedUser(identity: Identity | null | undefined): string | undefined {
+  return identity == null || identity.mapping.isDefault ? undefined : mappedUser(identity.claims, identity.mapping)
 }

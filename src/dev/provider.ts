@@ -44,6 +44,12 @@ export interface DevProviderOptions {
    */
   tls?: { key: string | Buffer; cert: string | Buffer }
   clients: DevClient[]
+  /**
+   * Claims every account has besides devAccountClaims, by name, from its username: nested objects
+   * as Keycloak's `realm_access`, URL-named ones as Auth0's. They go in the ID token with the
+   * `profile` scope.
+   */
+  extraClaims?: Record<string, (username: string) => unknown>
   /** Default 3600. */
   accessTokenTtlSeconds?: number
   /** Default 14 days. */
@@ -274,7 +280,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       // With acrValues, every ID token says how the user authenticated, as Keycloak's do.
       openid: options.acrValues === undefined ? ['sub'] : ['sub', 'acr', 'amr'],
       email: ['email', 'email_verified'],
-      profile: ['name', 'preferred_username'],
+      profile: ['name', 'preferred_username', ...Object.keys(options.extraClaims ?? {})],
       groups: ['groups'],
     },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
@@ -283,7 +289,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     loadExistingGrant: grantFirstParty,
     findAccount: (_ctx: KoaContextWithOIDC, sub: string): Account => ({
       accountId: sub,
-      claims: () => devAccountClaims(sub),
+      claims: () => ({ ...devAccountClaims(sub), ...Object.fromEntries(Object.entries(options.extraClaims ?? {}).map(([name, of]) => [name, of(sub)])) }),
     }),
     pkce: { required: () => true },
     ...(options.clientAuthMethods === undefined ? {} : { clientAuthMethods: options.clientAuthMethods }),

@@ -31,6 +31,8 @@ export interface RequestLine {
   ms: number
   ip?: string
   sub?: string
+  /** The mapped user, when the provider maps the user to another claim than `sub` (providers[].userClaim). */
+  user?: string | undefined
   /** A route's own fields, already free of secrets. */
   fields?: Readonly<Record<string, unknown>>
   /** The request's server span (telemetry.tracing), as `trace_id` and `span_id`: hex, no quoting needed. */
@@ -77,6 +79,7 @@ export class AccessLog {
     out += `,"status":${line.status},"ms":${Math.round(line.ms * 10) / 10}`
     if (line.ip !== undefined) out += `,"ip":${quote(line.ip)}`
     if (line.sub !== undefined) out += `,"sub":${quote(line.sub)}`
+    if (line.user !== undefined) out += `,"user":${quote(line.user)}`
     if (line.trace !== undefined) out += `,"trace_id":"${line.trace.traceId}","span_id":"${line.trace.spanId}"`
     if (line.fields !== undefined) {
       for (const name of Object.keys(line.fields)) {

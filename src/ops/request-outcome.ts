@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { ProblemCode } from '../contract/errors.js'
 import { isGatewayPath } from '../contract/endpoints.js'
+import { loggedUser } from '../contract/identity.js'
 import type { AccessLog } from './access-log.js'
 import { GATEWAY_ROUTE, NO_ROUTE, type GatewayMetrics } from './metrics.js'
 import { traceFields } from './request-tracing.js'
@@ -49,6 +50,7 @@ export function recordOutcome(metrics: GatewayMetrics, accessLog: AccessLog) {
       ms: reply.elapsedTime,
       ip: req.ip,
       sub: req.identity?.claims.sub,
+      user: loggedUser(req.identity),
       fields: reply.logFields,
       trace: traceFields(req),
     })

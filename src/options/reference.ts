@@ -41,6 +41,7 @@ export const FORMAT_TYPES: Readonly<Record<string, string>> = {
   'listen-host': 'IP address or host name',
   'private-key': 'PEM or JWK text, or a file path',
   'resource-uri': 'absolute URI',
+  'claim-path': 'claim path',
 }
 
 interface Row {

@@ -292,6 +292,14 @@ const providerKeys: Record<string, JsonSchema> = {
       ),
     },
   ),
+  userClaim: string(
+    "[Claim mapping](features/claim-mapping.md): the claim path of the user, what the user identity header (`X-Forwarded-User`), forward-auth's `X-Auth-Request-User`, the assertion's `user` and the request line's `user` carry. A path: names joined by `.` (`realm_access.roles`), a name with other characters than letters, digits, `_`, `-`, `$` and `:` quoted as a JSON string in brackets (`[\"https://example.com/id\"]`). The value must be a non-empty string or a number: a user without it is refused with 403. Unset: `sub`. The session's subject stays `sub` either way (refresh, back-channel logout and revocation key on it).",
+    { format: 'claim-path' },
+  ),
+  groupsClaim: string(
+    '[Claim mapping](features/claim-mapping.md): the claim path of the groups (a list of strings, or one string), what the groups identity header, `X-Auth-Request-Groups`, `allow.groups` and the assertion\'s `groups` read: e.g. `realm_access.roles` or `resource_access.my-app.roles` (Keycloak), `["https://example.com/roles"]` (Auth0). Unset: `groups`.',
+    { format: 'claim-path' },
+  ),
 }
 
 const provider = object(
@@ -533,9 +541,9 @@ const headerName = (description: string, defaultValue: string): JsonSchema => st
 const identityHeaders = object(
   'Names of the headers carrying the signed-in identity to the upstream. Each must be a valid header name, must not repeat another (case, `_` and `-` count as the same), and must not be one that HTTP or the gateway manages (`Authorization`, `Cookie`, `Host`, `X-Forwarded-For`, `X-Auth-Request-*`, …).',
   {
-    user: headerName('Carries the `sub` claim.', 'X-Forwarded-User'),
+    user: headerName("Carries the user: the `sub` claim, or the claim the provider's `userClaim` names.", 'X-Forwarded-User'),
     email: headerName('Carries the `email` claim.', 'X-Forwarded-Email'),
-    groups: headerName('Carries the `groups` claim, comma-separated.', 'X-Forwarded-Groups'),
+    groups: headerName("Carries the groups, comma-separated: the `groups` claim, or the claim the provider's `groupsClaim` names.", 'X-Forwarded-Groups'),
     preferredUsername: headerName('Carries the `preferred_username` claim.', 'X-Forwarded-Preferred-Username'),
     issuer: headerName("Carries the issuer of the user's provider (two providers may use the same `sub` for different people).", 'X-Forwarded-Issuer'),
     acr: headerName(
@@ -660,8 +668,17 @@ const upstream = object(
       5000,
     ),
     identityHeaders,
+    claimHeaders: {
+      type: 'object',
+      description:
+        "[Claim mapping](features/claim-mapping.md): extra identity headers, each a header name and the claim path of its value (`X-User-Name: name`, `X-Roles: realm_access.roles`). Strings as they are, numbers and booleans as text, a list comma-joined (its elements that are strings, numbers or booleans without a `,`), an object or anything unsafe in a header never: the header is then left out. Names are checked like `identityHeaders` (not a managed header, not the same as another identity header of this upstream or the assertion header), and every upstream, forward-auth answer and Envoy check removes a client's own copy. In the [signed identity assertion](#signed-identity-for-upstreams) as `headers`.",
+      minProperties: 1,
+      // Each name is checked as an `identity-header` by config/cross-key-rules.ts, which names it.
+      propertyNames: { minLength: 1 },
+      additionalProperties: string('claim path', { format: 'claim-path' }),
+    },
     identityAssertion: boolean(
-      "Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream's name, `sub`, `email`, `groups`, and `acr`, `amr`, `auth_time` when present), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`.",
+      "Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream's name, `sub`, `email`, `groups`, and `acr`, `amr`, `auth_time` when present), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`. With a [claim mapping](features/claim-mapping.md) also `user`, the mapped `groups`, and `headers` (the extra identity headers).",
       false,
     ),
     providers: list(

@@ -77,6 +77,10 @@ export interface ProviderConfig {
   allowInsecureHttp: boolean
   /** The Shared Signals receiver of this provider's transmitter (docs/features/shared-signals.md); unset: off. */
   ssf?: SsfConfig
+  /** Claim mapping (docs/features/claim-mapping.md): the claim path of the user; unset: `sub`. */
+  userClaim?: string
+  /** Claim mapping: the claim path of the groups; unset: `groups`. */
+  groupsClaim?: string
 }
 
 export interface SsfConfig {
@@ -250,6 +254,8 @@ export interface UpstreamConfig {
   /** Time a connection to the upstream may take to open (502 after). */
   connectTimeoutMs: number
   identityHeaders: IdentityHeaderNames
+  /** Extra identity headers (docs/features/claim-mapping.md): header name to the claim path of its value; unset: none. */
+  claimHeaders?: Record<string, string>
   /** Add the signed identity assertion (AssertionsConfig). */
   identityAssertion: boolean
   /**

@@ -2,6 +2,7 @@
 // which cookies stay behind.
 
 import type { IdentityHeaderNames } from '../options/types.js'
+import { claimAt, DEFAULT_CLAIM_MAPPING, mappedGroups, mappedUser, parseClaimPath, type ClaimMapping, type ClaimPath } from '../contract/claim-path.js'
 import { plausibleAuthTime } from '../oidc/step-up.js'
 import { MAX_CLOCK_TOLERANCE_SECONDS } from '../options/schema.js'
 
@@ -267,18 +268,44 @@ export interface IdentityHeaderUnion {
 }
 
 /**
- * The union of the identity header names of every upstream, of forward-auth's X-Auth-Request-*
- * (with its access-token header) and of the identity assertion header.
+ * The union of the identity header names of every upstream (their `claimHeaders` included), of
+ * forward-auth's X-Auth-Request-* (with its access-token header) and of the identity assertion
+ * header.
  */
-export function identityHeaderUnion(perUpstream: readonly IdentityHeaderNames[], assertionHeader: string): IdentityHeaderUnion {
+export function identityHeaderUnion(
+  perUpstream: readonly IdentityHeaderNames[],
+  assertionHeader: string,
+  claimHeaders: readonly string[] = [],
+): IdentityHeaderUnion {
   const names = new Set<string>()
   for (const set of [...perUpstream, AUTH_REQUEST_HEADERS]) {
     for (const name of Object.values(set) as string[]) names.add(canonicalHeaderName(name))
   }
+  for (const name of claimHeaders) names.add(canonicalHeaderName(name))
   names.add(AUTH_REQUEST_ACCESS_TOKEN)
   names.add(canonicalHeaderName(assertionHeader))
   const list = Object.freeze([...names])
   return { names: list, has: createHeaderNameTest(list) }
+}
+
+/** An extra identity header of an upstream (upstreams[].claimHeaders): its lowercased name and the claim path of its value. */
+export interface ClaimHeader {
+  readonly name: string
+  readonly path: ClaimPath
+}
+
+const NO_CLAIM_HEADERS: readonly ClaimHeader[] = Object.freeze([])
+const claimHeadersCache = new WeakMap<Readonly<Record<string, string>>, readonly ClaimHeader[]>()
+
+/** An upstream's `claimHeaders`, parsed once per configuration (the same array every time). */
+export function claimHeadersOf(config: Readonly<Record<string, string>> | undefined): readonly ClaimHeader[] {
+  if (config === undefined) return NO_CLAIM_HEADERS
+  let parsed = claimHeadersCache.get(config)
+  if (parsed === undefined) {
+    parsed = Object.freeze(Object.entries(config).map(([name, path]) => Object.freeze({ name: name.toLowerCase(), path: parseClaimPath(path) })))
+    claimHeadersCache.set(config, parsed)
+  }
+  return parsed
 }
 
 /**
@@ -359,35 +386,99 @@ function headerValue(v: unknown, isGroup: boolean): string | null {
 
 /**
  * The identity headers for the verified claims of a user of the provider `issuer`, keyed by the
- * lowercased configured names: user = `sub`, email = `email`, groups = `groups` joined with `,`,
- * preferredUsername = `preferred_username`, issuer = the provider's issuer (a `sub` is unique
- * only within its issuer, OpenID Connect Core 2). Absent, non-string or unsafe values are
+ * lowercased configured names: user = the mapped user claim (`sub` unless the provider's
+ * `userClaim` says another), email = `email`, groups = the mapped groups claim (`groups` unless
+ * `groupsClaim` says another) joined with `,`, preferredUsername = `preferred_username`, issuer =
+ * the provider's issuer (a `sub` is unique only within its issuer, OpenID Connect Core 2), then
+ * the upstream's `claimHeaders` (claimHeaderValue). Absent, non-string or unsafe values are
  * omitted (see headerValue).
  */
-export function identityHeaderValues(claims: Record<string, unknown>, names: IdentityHeaderNames, issuer: string): Readonly<Record<string, string>> {
+export function identityHeaderValues(
+  claims: Record<string, unknown>,
+  names: IdentityHeaderNames,
+  issuer: string,
+  mapping: ClaimMapping = DEFAULT_CLAIM_MAPPING,
+  extra: readonly ClaimHeader[] = NO_CLAIM_HEADERS,
+): Readonly<Record<string, string>> {
   // A session's or a Bearer token's claims are frozen and shared by its requests (the cipher and
   // the Bearer verifier keep what they opened or verified), so their header values are computed
   // once; claims that may still change are not kept. A claims object belongs to one provider, so
-  // its issuer is the same every time.
-  if (!Object.isFrozen(claims)) return computeIdentityHeaders(claims, names, issuer)
+  // its issuer and mapping are the same every time within one configuration.
+  if (!Object.isFrozen(claims)) return computeIdentityHeaders(claims, names, issuer, mapping, extra)
   let perClaims = identityHeaderCache.get(names)
   if (perClaims === undefined) identityHeaderCache.set(names, (perClaims = new WeakMap()))
+  // A configuration that maps nothing keeps the one cache it always had; a mapping or extra
+  // headers (objects of one configuration) key a cache of their own.
+  if (!mapping.isDefault || extra.length > 0) perClaims = mappedCache(perClaims, mapping, extra)
   let values = perClaims.get(claims)
-  if (values === undefined) perClaims.set(claims, (values = Object.freeze(computeIdentityHeaders(claims, names, issuer))))
+  if (values === undefined) perClaims.set(claims, (values = Object.freeze(computeIdentityHeaders(claims, names, issuer, mapping, extra))))
   return values
 }
 
-const identityHeaderCache = new WeakMap<IdentityHeaderNames, WeakMap<object, Readonly<Record<string, string>>>>()
+type ValuesCache = WeakMap<object, Readonly<Record<string, string>>>
 
-function computeIdentityHeaders(claims: Record<string, unknown>, names: IdentityHeaderNames, issuer: string): Record<string, string> {
+const identityHeaderCache = new WeakMap<IdentityHeaderNames, ValuesCache>()
+const mappedCaches = new WeakMap<ValuesCache, WeakMap<ClaimMapping, WeakMap<readonly ClaimHeader[], ValuesCache>>>()
+
+function mappedCache(base: ValuesCache, mapping: ClaimMapping, extra: readonly ClaimHeader[]): ValuesCache {
+  let byMapping = mappedCaches.get(base)
+  if (byMapping === undefined) mappedCaches.set(base, (byMapping = new WeakMap()))
+  let byExtra = byMapping.get(mapping)
+  if (byExtra === undefined) byMapping.set(mapping, (byExtra = new WeakMap()))
+  let cache = byExtra.get(extra)
+  if (cache === undefined) byExtra.set(extra, (cache = new WeakMap()))
+  return cache
+}
+
+/**
+ * The value of an extra identity header: a string as headerValue takes it, a finite number or a
+ * boolean as its text, a list as its string, number and boolean elements (each without `,`, which
+ * would split one into two at the upstream) comma-joined as groups are; null (the header left
+ * out) for an object, null, nested lists and anything headerValue refuses.
+ */
+export function claimHeaderValue(v: unknown): string | null {
+  if (Array.isArray(v)) {
+    let joined = ''
+    for (const element of v) {
+      const value = headerValue(scalarText(element), true)
+      if (value !== null) joined = joined === '' ? value : `${joined},${value}`
+    }
+    return joined === '' ? null : joined
+  }
+  return headerValue(scalarText(v), false)
+}
+
+function scalarText(v: unknown): unknown {
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : undefined
+  if (typeof v === 'boolean') return String(v)
+  return v
+}
+
+/** The extra identity headers of `claims`, by lowercased name (the assertion's `headers`). */
+export function claimHeaderValues(claims: Readonly<Record<string, unknown>>, extra: readonly ClaimHeader[]): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const header of extra) {
+    const value = claimHeaderValue(claimAt(claims, header.path))
+    if (value !== null) out[header.name] = value
+  }
+  return out
+}
+
+function computeIdentityHeaders(
+  claims: Record<string, unknown>,
+  names: IdentityHeaderNames,
+  issuer: string,
+  mapping: ClaimMapping,
+  extra: readonly ClaimHeader[],
+): Record<string, string> {
   const lower = lowerNames(names)
   const out: Record<string, string> = {}
   const get = (name: string): unknown => (Object.hasOwn(claims, name) ? claims[name] : undefined)
-  const sub = headerValue(get('sub'), false)
+  const sub = headerValue(mapping.isDefault ? get('sub') : mappedUser(claims, mapping), false)
   if (sub !== null) out[lower.user] = sub
   const email = headerValue(get('email'), false)
   if (email !== null) out[lower.email] = email
-  const rawGroups = get('groups')
+  const rawGroups = mapping.isDefault ? get('groups') : mappedGroups(claims, mapping)
   const list = Array.isArray(rawGroups) ? rawGroups : typeof rawGroups === 'string' ? [rawGroups] : []
   let groups = ''
   for (const g of list) {
@@ -416,6 +507,7 @@ function computeIdentityHeaders(claims: Record<string, unknown>, names: Identity
   // with the largest tolerance.
   const authTime = plausibleAuthTime(get('auth_time'), Math.floor(Date.now() / 1000), MAX_CLOCK_TOLERANCE_SECONDS)
   if (authTime !== undefined) out[lower.authTime] = String(authTime)
+  if (extra.length > 0) Object.assign(out, claimHeaderValues(claims, extra))
   return out
 }
 

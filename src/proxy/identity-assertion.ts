@@ -4,7 +4,9 @@
 // until half its lifetime is gone, so the hot path does not sign per request.
 
 import * as jose from 'jose'
-import type { SessionClaims } from '../contract/identity.js'
+import type { Identity, SessionClaims } from '../contract/identity.js'
+import { mappedGroups, mappedUser } from '../contract/claim-path.js'
+import { claimHeaderValues, type ClaimHeader } from './header-policy.js'
 import type { SigningKey } from '../keys/private-key.js'
 import { plausibleAuthTime } from '../oidc/step-up.js'
 import { MAX_CLOCK_TOLERANCE_SECONDS } from '../options/schema.js'
@@ -41,15 +43,18 @@ export class IdentityAssertions {
   }
 
   /**
-   * The assertion of `claims`, a user of the provider `idp` (its issuer), for the upstream
-   * `audience`, from the cache while it is fresh (a claims object belongs to one provider).
+   * The assertion of `identity` (its claims, its provider's issuer and claim mapping) for the
+   * upstream `audience`, whose extra identity headers are `claimHeaders`, from the cache while it
+   * is fresh (a claims object belongs to one provider, an audience to one upstream, and both the
+   * mapping and the extra headers are this configuration's, as this signer is).
    */
-  async assertion(claims: SessionClaims, audience: string, idp: string): Promise<string> {
+  async assertion(identity: Pick<Identity, 'claims' | 'issuer' | 'mapping'>, audience: string, claimHeaders: readonly ClaimHeader[] = []): Promise<string> {
     const now = Math.floor(Date.now() / 1000)
+    const claims = identity.claims
     let perAudience = this.#signed.get(claims)
     const cached = perAudience?.get(audience)
     if (cached !== undefined && cached.renewAt > now) return cached.jwt
-    const jwt = await this.#sign(claims, audience, idp, now)
+    const jwt = await this.#sign(identity, audience, claimHeaders, now)
     if (perAudience === undefined) {
       perAudience = new Map()
       this.#signed.set(claims, perAudience)
@@ -58,15 +63,33 @@ export class IdentityAssertions {
     return jwt
   }
 
-  #sign(claims: SessionClaims, audience: string, idp: string, now: number): Promise<string> {
+  #sign(identity: Pick<Identity, 'claims' | 'issuer' | 'mapping'>, audience: string, claimHeaders: readonly ClaimHeader[], now: number): Promise<string> {
     const [key] = this.#options.keys as [SigningKey]
+    const { claims, mapping } = identity
     // `iss` is the gateway, which signs; the user's provider goes in `idp` (the claim Entra ID
     // gives the same meaning), since a `sub` is unique only within its issuer (OpenID Connect
-    // Core 2) and two providers may name two people alike.
-    const payload: jose.JWTPayload = { sub: claims.sub, idp }
+    // Core 2) and two providers may name two people alike. `sub` stays the provider's subject
+    // whatever the mapping (RFC 7519 4.1.2: the subject, stable; an email or a name may pass to
+    // someone else): a mapped user goes in `user`, as the user header carries it.
+    const payload: jose.JWTPayload = { sub: claims.sub, idp: identity.issuer }
     // acr, amr and auth_time: how and when the user authenticated, for an upstream's own step-up.
     for (const name of ['email', 'email_verified', 'groups', 'preferred_username', 'acr', 'amr'] as const) {
       if (claims[name] !== undefined) payload[name] = claims[name]
+    }
+    if (!mapping.isDefault) {
+      const user = mappedUser(claims, mapping)
+      if (user !== undefined) payload.user = user
+      // The groups `allow.groups` decided on and the groups header carries: the mapped claim,
+      // never the provider's own `groups` beside it.
+      const groups = mappedGroups(claims, mapping)
+      if (Array.isArray(groups) || typeof groups === 'string') payload.groups = groups
+      else delete payload.groups
+    }
+    // The upstream's extra identity headers, as sent (lowercased name to value): an upstream that
+    // verifies the assertion need not trust those headers either.
+    if (claimHeaders.length > 0) {
+      const headers = claimHeaderValues(claims, claimHeaders)
+      if (Object.keys(headers).length > 0) payload.headers = headers
     }
     // As the identity header: an implausible auth_time (0, before 2000, in the future) is left out.
     const authTime = plausibleAuthTime(claims.auth_time, now, MAX_CLOCK_TOLERANCE_SECONDS)

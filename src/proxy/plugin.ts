@@ -10,6 +10,7 @@ import {
   GATEWAY_ONLY_HEADERS,
   createHeaderScrubber,
   type IdentityHeaderUnion,
+  claimHeadersOf,
   identityHeaderValues,
   scrubResponseHeaders,
   stripCookies,
@@ -106,6 +107,8 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
 
   for (const upstream of options.upstreams) {
     const names = upstream.identityHeaders
+    // Parsed once, here: the requests only read them.
+    const claimHeaders = claimHeadersOf(upstream.claimHeaders)
     const assertionHeader = options.assertions.header.toLowerCase()
     // config/cross-key-rules.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
@@ -144,7 +147,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       if (passHost) out.host = forwarded['x-forwarded-host']
       const identity = req.identity
       if (identity !== null) {
-        const values = identityHeaderValues(identity.claims, names, identity.issuer)
+        const values = identityHeaderValues(identity.claims, names, identity.issuer, identity.mapping, claimHeaders)
         for (const name in values) out[name] = values[name]
         if (upstream.forwardAccessToken) out.authorization = `Bearer ${identity.accessToken}`
         else if (exchanges) {
@@ -212,7 +215,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
               if (exchanges && req.identity !== null) (req as WithExchanged)[kExchanged] = await options.exchanger.token(upstream, req.identity)
               // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
               if (signer !== undefined && req.identity !== null)
-                (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity.claims, upstream.name, req.identity.issuer)
+                (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity, upstream.name, claimHeaders)
               if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)
               return undefined
             },

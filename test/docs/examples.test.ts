@@ -17,6 +17,7 @@ import { AccessDecisions, type AccessDecision } from '#src/access/decision'
 import { createUpstreamMatcher } from '#src/access/match'
 import { COOKIE_SECRET } from '../fixtures/config/base.ts'
 import { ROOT } from '../fixtures/markdown.ts'
+import { DEFAULT_CLAIM_MAPPING } from '#src/contract/claim-path'
 
 const ENV = { OIDC_CLIENT_SECRET: 'dummy-client-secret', COOKIE_SECRET }
 
@@ -48,7 +49,7 @@ const authentication: Pick<Authentication, 'forProviders'> = {
     async authenticate(req) {
       const sub = req.cookies.user
       if (sub === undefined) return undefined
-      const identity: Identity = { claims: { sub, groups: USERS[sub] }, accessToken: 'access-token', provider: 'default', issuer: 'https://login.example.com' }
+      const identity: Identity = { claims: { sub, groups: USERS[sub] }, accessToken: 'access-token', provider: 'default', issuer: 'https://login.example.com', mapping: DEFAULT_CLAIM_MAPPING }
       return identity
     },
   }),

@@ -6,6 +6,7 @@ import { UpstreamAccess, stepUpError, type StepUpJudge } from '#src/access/decis
 import type { Identity } from '#src/contract/identity'
 import type { UpstreamConfig } from '#src/options/types'
 import { resolve, withUpstream } from '../fixtures/config/base.ts'
+import { DEFAULT_CLAIM_MAPPING } from '#src/contract/claim-path'
 
 // The step-up verdict (oidc/step-up.ts), shared by the access decision and the callback, and the
 // decision's step_up outcome (access/decision.ts). The end-to-end flows are test/e2e/step-up.test.ts.
@@ -66,6 +67,7 @@ const identity = (claims: Record<string, unknown>): Identity => ({
   accessToken: 'at',
   provider: 'default',
   issuer: 'https://idp',
+  mapping: DEFAULT_CLAIM_MAPPING,
 })
 const judge: StepUpJudge = { nowSeconds: () => NOW, toleranceSeconds: () => 30 }
 

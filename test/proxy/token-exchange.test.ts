@@ -11,9 +11,16 @@ import type { UpstreamConfig } from '#src/options/types'
 import { bearerChallenge } from '#src/access/bearer-challenge'
 import { createTokenExchanger, reuseUntil } from '#src/proxy/token-exchange'
 import { manualClock } from '../fixtures/clock.ts'
+import { DEFAULT_CLAIM_MAPPING } from '#src/contract/claim-path'
 
 const upstream = { name: 'orders', tokenExchange: { audience: 'orders-api' } } as UpstreamConfig
-const identity = (accessToken: string): Identity => ({ claims: { sub: 'alice' }, accessToken, provider: 'default', issuer: 'https://idp.example.com' })
+const identity = (accessToken: string): Identity => ({
+  claims: { sub: 'alice' },
+  accessToken,
+  provider: 'default',
+  issuer: 'https://idp.example.com',
+  mapping: DEFAULT_CLAIM_MAPPING,
+})
 
 function setup(answer: (subject: string) => Promise<ExchangedToken>, maxEntries?: number) {
   const clock = manualClock()
