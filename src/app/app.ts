@@ -459,10 +459,12 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
 function transactionTokenMinting(config: GatewayConfig, signer: IdentityAssertions | undefined): TransactionTokenMinting | undefined {
   if (signer === undefined || !config.upstreams.some((upstream) => upstream.transactionTokens !== undefined)) return undefined
   const qualified = subjectQualified(config.upstreams)
-  const policies = new Map(config.upstreams.flatMap((upstream) => {
-    const policy = transactionTokenPolicy(upstream, qualified)
-    return policy === undefined ? [] : [[upstream.name, policy] as const]
-  }))
+  const policies = new Map(
+    config.upstreams.flatMap((upstream) => {
+      const policy = transactionTokenPolicy(upstream, qualified)
+      return policy === undefined ? [] : [[upstream.name, policy] as const]
+    }),
+  )
   return { minter: new TransactionTokens({ keys: signer.keys, issuer: config.server.publicUrl }), policyOf: (name) => policies.get(name) }
 }
 

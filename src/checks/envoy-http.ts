@@ -94,10 +94,7 @@ export async function allowHeaders(
     const txn = options.transactionTokens
     const policy = txn?.policyOf(upstream.name)
     if (txn !== undefined && policy !== undefined && checked !== undefined) {
-      set.push([
-        TXN_TOKEN_HEADER,
-        await txn.minter.mint(policy, { identity, method: checked.method, path: checked.target.path, transport: checked.scheme }),
-      ])
+      set.push([TXN_TOKEN_HEADER, await txn.minter.mint(policy, { identity, method: checked.method, path: checked.target.path, transport: checked.scheme })])
     }
   }
   const setNames = new Set<string>()

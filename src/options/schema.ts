@@ -557,10 +557,14 @@ const transactionTokens = object(
     trustDomain: string('`aud` of the tokens: the trust domain they are valid in (e.g. `trust-domain.example` or a URI); the services behind verify it.', {
       pattern: AUDIENCE.pattern,
     }),
-    scope: list('`scope` of the tokens (space-joined): the purpose of the transactions, as narrow as the trust domain can name it.', string('scope', { pattern: SCOPE_TOKEN.pattern }), {
-      minItems: 1,
-      uniqueItems: true,
-    }),
+    scope: list(
+      '`scope` of the tokens (space-joined): the purpose of the transactions, as narrow as the trust domain can name it.',
+      string('scope', { pattern: SCOPE_TOKEN.pattern }),
+      {
+        minItems: 1,
+        uniqueItems: true,
+      },
+    ),
     ttlSeconds: integer('Lifetime of a token, in seconds (`exp` - `iat`): a token is minted per request, never reused.', 5, 300, 60),
   },
   { required: ['trustDomain', 'scope'] },

@@ -270,7 +270,11 @@ export interface IdentityHeaderUnion {
  * The union of the identity header names of every upstream, of forward-auth's X-Auth-Request-*
  * (with its access-token header), of the identity assertion header and of `gatewaySet`.
  */
-export function identityHeaderUnion(perUpstream: readonly IdentityHeaderNames[], assertionHeader: string, gatewaySet: readonly string[] = []): IdentityHeaderUnion {
+export function identityHeaderUnion(
+  perUpstream: readonly IdentityHeaderNames[],
+  assertionHeader: string,
+  gatewaySet: readonly string[] = [],
+): IdentityHeaderUnion {
   const names = new Set<string>()
   // Other headers only the gateway sets in this configuration (`Txn-Token` when an upstream mints Transaction Tokens).
   for (const name of gatewaySet) names.add(canonicalHeaderName(name))

@@ -70,7 +70,9 @@ export interface TransactionContext {
  * Whether the trust domain of each upstream is fed by more than one provider: then a bare `sub`
  * could name two people in one trust domain. `upstreams` carry their resolved providers.
  */
-export function subjectQualified(upstreams: ReadonlyArray<{ providers: readonly string[]; transactionTokens?: TransactionTokensConfig | undefined }>): (trustDomain: string) => boolean {
+export function subjectQualified(
+  upstreams: ReadonlyArray<{ providers: readonly string[]; transactionTokens?: TransactionTokensConfig | undefined }>,
+): (trustDomain: string) => boolean {
   const providersOf = new Map<string, Set<string>>()
   for (const upstream of upstreams) {
     const domain = upstream.transactionTokens?.trustDomain

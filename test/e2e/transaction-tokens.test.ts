@@ -23,7 +23,13 @@ writeFileSync(keyPath, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privat
 const TRUST_DOMAIN = 'trust-domain.example'
 const FORGED = 'eyJhbGciOiJub25lIiwidHlwIjoidHhudG9rZW4rand0In0.eyJzdWIiOiJhZG1pbiJ9.'
 const UPSTREAMS = [
-  { name: 'api', match: { pathPrefix: '/api' }, publicPaths: ['/api/public/**'], websocket: true, transactionTokens: { trustDomain: TRUST_DOMAIN, scope: ['orders.read'], ttlSeconds: 30 } },
+  {
+    name: 'api',
+    match: { pathPrefix: '/api' },
+    publicPaths: ['/api/public/**'],
+    websocket: true,
+    transactionTokens: { trustDomain: TRUST_DOMAIN, scope: ['orders.read'], ttlSeconds: 30 },
+  },
   { name: 'plain', match: { pathPrefix: '/' } },
 ]
 
@@ -70,7 +76,7 @@ t.test('the proxy sends a Txn-Token the upstream verifies, and never the client�
   })
 
   t.test('no identity, or an upstream without transactionTokens: no Txn-Token, and no forged one', async (t) => {
-    await rawRequest(stack.gw, '/api/public/x', { headers: { 'txn-token': FORGED, 'Txn_Token': FORGED } })
+    await rawRequest(stack.gw, '/api/public/x', { headers: { 'txn-token': FORGED, Txn_Token: FORGED } })
     t.equal(seen()['txn-token'], undefined, 'a public path of the minting upstream')
     t.equal(seen().txn_token, undefined)
     await browser.fetch(`${stack.gw}/other`, { headers: { accept: 'application/json', 'txn-token': FORGED } })
@@ -98,7 +104,14 @@ t.test('the checks set the Txn-Token on an allow, and name the client’s for re
   t.test('forward-auth (ingress-nginx, Traefik): in the answer, for the ingress to copy', async (t) => {
     const ask = (uri: string, extra: Record<string, string> = {}) =>
       fetch(`${stack.gw}/api/v1/openid/auth`, {
-        headers: { accept: 'application/json', 'x-forwarded-method': 'GET', 'x-forwarded-host': host, 'x-forwarded-uri': uri, 'x-forwarded-proto': 'https', ...extra },
+        headers: {
+          accept: 'application/json',
+          'x-forwarded-method': 'GET',
+          'x-forwarded-host': host,
+          'x-forwarded-uri': uri,
+          'x-forwarded-proto': 'https',
+          ...extra,
+        },
       })
     const res = await ask('/api/orders?q=1', { cookie })
     t.equal(res.status, 200)
@@ -112,7 +125,12 @@ t.test('the checks set the Txn-Token on an allow, and name the client’s for re
   })
 
   t.test('Envoy over HTTP: the application receives the gateway’s token, never the client’s', async (t) => {
-    const envoy = await startEnvoy({ gateway: stack.gw, upstream: stack.upstream.url, headersToBackend: ['txn-token', 'cookie'], headersToExtAuth: [...HEADERS_TO_EXT_AUTHZ, { contains: '_' }] })
+    const envoy = await startEnvoy({
+      gateway: stack.gw,
+      upstream: stack.upstream.url,
+      headersToBackend: ['txn-token', 'cookie'],
+      headersToExtAuth: [...HEADERS_TO_EXT_AUTHZ, { contains: '_' }],
+    })
     t.teardown(() => envoy.close())
     await rawRequest(envoy.url, '/api/orders', { headers: { cookie, accept: 'application/json', 'txn-token': FORGED } })
     t.equal(envoy.checks.at(-1), 200)
@@ -127,7 +145,13 @@ t.test('the checks set the Txn-Token on an allow, and name the client’s for re
 
   t.test('Envoy over gRPC: headers to set, headers to remove', async (t) => {
     const client = await serveGatewayGrpc(t, stack)
-    const http = (path: string, headers: Record<string, string>) => ({ method: 'GET', host, path, scheme: 'https', headers: { ':authority': host, ...headers } })
+    const http = (path: string, headers: Record<string, string>) => ({
+      method: 'GET',
+      host,
+      path,
+      scheme: 'https',
+      headers: { ':authority': host, ...headers },
+    })
     const signedIn = await client.check(checkRequest(http('/api/orders', { cookie, 'txn-token': FORGED })))
     t.equal(signedIn.status?.code, 0)
     const set = (signedIn.ok_response?.headers ?? []).filter((o) => o.header.key === 'txn-token').map((o) => o.header.value)
@@ -145,11 +169,18 @@ t.test('transactionTokens without assertions.signingKeys is refused naming the k
   t.strictSame(problems({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', transactionTokens: { trustDomain: TRUST_DOMAIN, scope: ['s'] } }] }), [
     'upstreams[0].transactionTokens: requires assertions.signingKeys',
   ])
-  t.strictSame(problems({ assertions: { signingKeys: [keyPath] }, upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', transactionTokens: { trustDomain: TRUST_DOMAIN } }] }), [
-    'upstreams[0].transactionTokens.scope: is required',
-  ])
   t.strictSame(
-    problems({ assertions: { signingKeys: [keyPath] }, upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', transactionTokens: { trustDomain: TRUST_DOMAIN, scope: ['s'], ttlSeconds: 3600 } }] }),
+    problems({
+      assertions: { signingKeys: [keyPath] },
+      upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', transactionTokens: { trustDomain: TRUST_DOMAIN } }],
+    }),
+    ['upstreams[0].transactionTokens.scope: is required'],
+  )
+  t.strictSame(
+    problems({
+      assertions: { signingKeys: [keyPath] },
+      upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', transactionTokens: { trustDomain: TRUST_DOMAIN, scope: ['s'], ttlSeconds: 3600 } }],
+    }),
     ['upstreams[0].transactionTokens.ttlSeconds: must be between 5 and 300'],
     'short-lived (section 6)',
   )

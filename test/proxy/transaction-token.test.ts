@@ -53,7 +53,11 @@ t.test('a Txn-Token a receiving workload accepts: typ, signature, aud = the trus
   )
   t.notOk(token.includes('the-access-token'), 'the access token is nowhere in it')
   await t.rejects(jose.jwtVerify(token, jwks, { typ: 'JWT', audience: 'trust-domain.example' }), { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED' }, 'not a plain JWT')
-  await t.rejects(jose.jwtVerify(token, jwks, { typ: TXN_TOKEN_TYP, audience: 'other.example' }), { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED' }, 'refused outside its trust domain')
+  await t.rejects(
+    jose.jwtVerify(token, jwks, { typ: TXN_TOKEN_TYP, audience: 'other.example' }),
+    { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED' },
+    'refused outside its trust domain',
+  )
 })
 
 t.test('one txn per transaction: every mint is a new token', async (t) => {
