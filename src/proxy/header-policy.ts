@@ -276,13 +276,13 @@ export function identityHeaderUnion(
   gatewaySet: readonly string[] = [],
 ): IdentityHeaderUnion {
   const names = new Set<string>()
-  // Other headers only the gateway sets in this configuration (`Txn-Token` when an upstream mints Transaction Tokens).
-  for (const name of gatewaySet) names.add(canonicalHeaderName(name))
   for (const set of [...perUpstream, AUTH_REQUEST_HEADERS]) {
     for (const name of Object.values(set) as string[]) names.add(canonicalHeaderName(name))
   }
   names.add(AUTH_REQUEST_ACCESS_TOKEN)
   names.add(canonicalHeaderName(assertionHeader))
+  // Other headers only the gateway sets in this configuration (`Txn-Token` when an upstream mints Transaction Tokens).
+  for (const name of gatewaySet) names.add(canonicalHeaderName(name))
   const list = Object.freeze([...names])
   return { names: list, has: createHeaderNameTest(list) }
 }
