@@ -7,7 +7,7 @@
 // The gateway is the Txn-Token Service at the edge, minting locally from the identity it verified
 // (a session or a Bearer token): section 5.1 lets the external endpoint obtain the token "through
 // a local interface"; only a TTS reached over HTTP must speak the RFC 8693 profile of section 11,
-// which the gateway does not serve. The issuance rules of section 11.4 that apply are kept: the
+// which the gateway does not serve. The issuance rules of section 11.3 that apply are kept: the
 // subject's credential was verified first (the access decision), `iat` is the time of issuance,
 // `aud` the trust domain, `txn` unique to the transaction, and no access token is ever put in the
 // token (section 13.4).
