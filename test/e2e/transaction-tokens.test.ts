@@ -14,7 +14,9 @@ import { problems } from '../fixtures/config/base.ts'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { HEADERS_TO_EXT_AUTHZ, startEnvoy } from '../fixtures/envoy.ts'
 import { echo, openSocket, rawRequest } from '../fixtures/http.ts'
-import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
+import { recipe } from '../fixtures/markdown.ts'
+import { requireNginx, startNginx } from '../fixtures/nginx.ts'
+import { CLIENT_ID, gatewayCookies, reservePort, startStack, type Stack } from '../fixtures/stack.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-txn-'))
 const keyPath = join(dir, 'key.pem')
@@ -163,6 +165,34 @@ t.test('the checks set the Txn-Token on an allow, and name the client’s for re
     t.ok(anonymous.ok_response?.headers_to_remove.includes('txn-token'))
     t.ok(anonymous.ok_response?.headers_to_remove.includes('txn_token'))
   })
+})
+
+t.test('a real nginx copying Txn-Token from the answer (docs/deploy/nginx.md with two lines more)', async (t) => {
+  requireNginx()
+  const reserved = await reservePort()
+  const stack = await startStack(t, {
+    config: { assertions: { signingKeys: [keyPath] }, redirects: { allowedHosts: [`127.0.0.1:${reserved.port}`] } },
+    upstreams: [{ name: 'app', publicPaths: ['/public/**'], transactionTokens: { trustDomain: TRUST_DOMAIN, scope: ['orders.read'] } }],
+  })
+  const copied = '        proxy_set_header X-Auth-Request-Auth-Time $auth_auth_time;\n'
+  const page = recipe('docs/deploy/nginx.md', 'nginx')
+  t.ok(page.includes(copied), 'the recipe has the line the copy goes after')
+  const servers = page
+    .replace(copied, `${copied}        auth_request_set $txn_token $upstream_http_txn_token;\n        proxy_set_header Txn-Token $txn_token;\n`)
+    .replaceAll('https://auth.example.com', stack.gw)
+    .replaceAll('127.0.0.1:8080', new URL(stack.gw).host)
+    .replaceAll('127.0.0.1:3000', new URL(stack.upstream.url).host)
+    .replaceAll('app.example.com', '127.0.0.1')
+  const nginx = await startNginx(t, servers, reserved)
+  const cookie = await gatewayCookies(stack, 'alice')
+  const res = await rawRequest(nginx.url, '/orders', { headers: { cookie, accept: 'application/json', 'txn-token': FORGED } })
+  t.equal(res.status, 200)
+  const payload = await verify(stack, stack.upstream.requests.at(-1)?.headers['txn-token'])
+  t.equal(payload.sub, 'alice')
+  t.equal((payload.rctx as Record<string, unknown>).req_ip, '127.0.0.1', 'nginx, not in server.trustedProxies, is the client the gateway sees')
+  const anonymous = await rawRequest(nginx.url, '/public/x', { headers: { 'txn-token': FORGED } })
+  t.equal(anonymous.status, 200)
+  t.equal(stack.upstream.requests.at(-1)?.headers['txn-token'], undefined, 'an answer without a token: nginx sends the empty value as no header')
 })
 
 t.test('transactionTokens without assertions.signingKeys is refused naming the key', async (t) => {
