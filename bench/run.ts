@@ -221,6 +221,12 @@ async function main(): Promise<void> {
     { name: '1000 routes', config: {} },
     { name: 'dpop', config: {}, provider: { dpop: true } },
     { name: 'assertion', config: { assertions: { signingKeys: [assertionKey] } }, upstream: { identityAssertion: true } },
+    // A Transaction Token per request (draft-ietf-oauth-transaction-tokens): signed every time, never cached.
+    {
+      name: 'transaction tokens',
+      config: { assertions: { signingKeys: [assertionKey] } },
+      upstream: { transactionTokens: { trustDomain: 'bench.example', scope: ['bench'] } },
+    },
     // An upstream with its own token (RFC 8693), exchanged at the first request and
     // reused from the cache for the hour the provider gives it.
     { name: 'token exchange', config: {}, upstream: { tokenExchange: { audience: 'bench-api', scope: ['api.read'] } } },
@@ -350,6 +356,7 @@ async function main(): Promise<void> {
   for (const [name, row] of [
     ['dpop', 'DPoP-bound session (provider.dpop)'],
     ['assertion', 'identity assertion (ES256, cached)'],
+    ['transaction tokens', 'Transaction Token per request (ES256)'],
     ['token exchange', 'token exchange upstream (RFC 8693, cached)'],
     ['tracing 100%', 'tracing on, 100% sampled'],
     ['tracing 1%', 'tracing on, 1% sampled'],

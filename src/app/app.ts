@@ -34,6 +34,7 @@ import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes, t
 import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
 import { IdentityAssertions } from '../proxy/identity-assertion.js'
+import { TXN_TOKEN_HEADER, TransactionTokens, subjectQualified, transactionTokenPolicy, type TransactionTokenMinting } from '../proxy/transaction-token.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
 import { registerCheckEndpoints } from '../checks/plugin.js'
 import { Checker } from '../access/checker.js'
@@ -397,12 +398,14 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
   await app.register(ssfEventsRoute, { receiver, transmitters })
   const signer = await identityAssertions(config)
+  const transactionTokens = transactionTokenMinting(config, signer)
   // Every identity header name of this configuration, once: the proxy strips them all on every
   // upstream and every check's allow names them for removal.
   const identityHeaders = identityHeaderUnion(
     config.upstreams.map((upstream) => upstream.identityHeaders),
     config.assertions.header,
     config.upstreams.flatMap((upstream) => Object.keys(upstream.claimHeaders ?? {})),
+    transactionTokens === undefined ? [] : [TXN_TOKEN_HEADER],
   )
   // The check endpoints (checks/plugin.ts): forward-auth and Envoy over HTTP registered here, Envoy over gRPC returned for the process's listener.
   const envoyGrpcCheck = await registerCheckEndpoints(app, {
@@ -411,6 +414,8 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     cookies,
     assertions: { header: config.assertions.header, signer },
     identityHeaders,
+    transactionTokens,
+    isTrustedProxy: createTrustCheck(config.server.trustedProxies),
     extAuthzPath: config.forwardAuth.extAuthzPath,
     publicUrl: config.server.publicUrl,
     answerProblem,
@@ -427,6 +432,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   await app.register(proxyPlugin, {
     assertions: { header: config.assertions.header, signer },
     identityHeaders,
+    transactionTokens,
     upstreams: config.upstreams,
     trustedProxies: config.server.trustedProxies,
     forwardedHost: createForwardedHost(
@@ -455,6 +461,23 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     sharedSignals: { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) },
     close: () => app.close(),
   }
+}
+
+/**
+ * Transaction Tokens, when an upstream asks for them: signed with the assertions' keys
+ * (config/cross-key-rules.ts requires them then), each upstream's policy decided here, once.
+ * Undefined otherwise, and nothing on the hot path asks about them.
+ */
+function transactionTokenMinting(config: GatewayConfig, signer: IdentityAssertions | undefined): TransactionTokenMinting | undefined {
+  if (signer === undefined || !config.upstreams.some((upstream) => upstream.transactionTokens !== undefined)) return undefined
+  const qualified = subjectQualified(config.upstreams)
+  const policies = new Map(
+    config.upstreams.flatMap((upstream) => {
+      const policy = transactionTokenPolicy(upstream, qualified)
+      return policy === undefined ? [] : [[upstream.name, policy] as const]
+    }),
+  )
+  return { minter: new TransactionTokens({ keys: signer.keys, issuer: config.server.publicUrl }), policyOf: (name) => policies.get(name) }
 }
 
 /** The signer of identity assertions, when keys are configured (config/cross-key-rules.ts requires them when used). */

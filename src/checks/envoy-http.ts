@@ -7,6 +7,7 @@ import { checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } f
 import { forbiddenError, stepUpError, unauthenticatedError } from '../access/decision.js'
 import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
+import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from '../proxy/transaction-token.js'
 import {
   REQUEST_OVERRIDE_HEADER_NAMES,
   claimHeadersOf,
@@ -59,6 +60,8 @@ export interface ExtAuthzOptions {
   exchanger: TokenExchanger
   /** Every identity header name of the configuration, named for removal on every allow. */
   identityHeaders: IdentityHeaderUnion
+  /** The minter of Transaction Tokens and each upstream's policy, when an upstream asks for them. */
+  transactionTokens?: TransactionTokenMinting | undefined
 }
 
 /** The header Envoy reads the list of request headers to remove from. */
@@ -77,7 +80,8 @@ export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 export async function allowHeaders(
   verdict: Extract<CheckVerdict, { outcome: 'pass' }>,
   received: Readonly<Record<string, string | string[] | undefined>>,
-  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions' | 'exchanger' | 'identityHeaders'>,
+  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions' | 'exchanger' | 'identityHeaders' | 'transactionTokens'>,
+  checked?: CheckedRequest,
 ): Promise<ExtAuthzAllow> {
   const { upstream, identity } = verdict
   const set: Array<[string, string]> = []
@@ -85,6 +89,15 @@ export async function allowHeaders(
     const values = identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer, identity.mapping, claimHeadersOf(upstream.claimHeaders))
     for (const [name, value] of Object.entries(values)) set.push([name, value])
     await addCredentials(set, upstream, identity, options)
+    // Set, so Envoy overwrites the client's copy (allowed_upstream_headers must list it); on an
+    // allow without one, the identity header union names it for removal below. Envoy's check
+    // does not see the client's address (its HTTP check gets only allow-listed headers, and the
+    // gRPC adapter reads no peer), so rctx carries no req_ip here.
+    const txn = options.transactionTokens
+    const policy = txn?.policyOf(upstream.name)
+    if (txn !== undefined && policy !== undefined && checked !== undefined) {
+      set.push([TXN_TOKEN_HEADER, await txn.minter.mint(policy, { identity, method: checked.method, path: checked.target.path, transport: checked.scheme })])
+    }
   }
   const setNames = new Set<string>()
   for (const [name] of set) setNames.add(name)
@@ -192,7 +205,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
       case 'pass': {
         let allow: ExtAuthzAllow
         try {
-          allow = await allowHeaders(verdict, req.headers, options)
+          allow = await allowHeaders(verdict, req.headers, options, checked)
         } catch (err) {
           // A refused token exchange (403) or a provider down during it (an error: Envoy fails closed).
           if (!(err instanceof GatewayError)) throw err

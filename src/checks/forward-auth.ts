@@ -3,6 +3,8 @@ import { GatewayError } from '../contract/errors.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, checkedTarget, type CheckedRequest, type Checker } from '../access/checker.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
+import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from '../proxy/transaction-token.js'
+import { clientAddress, type TrustCheck } from '../proxy/forwarded.js'
 import { forbiddenError, stepUpError, unauthenticatedError } from '../access/decision.js'
 import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, claimHeadersOf, identityHeaderValues, isHeaderSafeToken } from '../proxy/header-policy.js'
 import { canonicalHost, isHostValue } from '../access/match.js'
@@ -49,6 +51,10 @@ export interface ForwardAuthOptions {
   checker: Checker
   /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
   exchanger: TokenExchanger
+  /** Transaction Tokens, when an upstream asks for them (upstreams[].transactionTokens). */
+  transactionTokens?: TransactionTokenMinting | undefined
+  /** server.trustedProxies' test: the client an ingress names in X-Forwarded-For goes into a Txn-Token only when the ingress is trusted. */
+  isTrustedProxy: TrustCheck
 }
 
 /** oauth2-proxy's names for the identity headers (header-policy.ts owns every identity header name). */
@@ -215,6 +221,20 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
             const token = await options.exchanger.token(verdict.upstream, identity)
             reply.header('authorization', `Bearer ${token}`)
             reply.header(AUTH_REQUEST_ACCESS_TOKEN, token)
+          }
+          // The ingress copies it over the client's own when told to (Traefik authResponseHeaders
+          // removes the client's copy of each listed header; ingress-nginx auth-response-headers
+          // sets it, empty when an allow carries none, which nginx sends as no header at all).
+          const policy = options.transactionTokens?.policyOf(verdict.upstream.name)
+          if (options.transactionTokens !== undefined && policy !== undefined) {
+            const token = await options.transactionTokens.minter.mint(policy, {
+              identity,
+              method: original.method,
+              path: original.target.path,
+              transport: original.scheme,
+              clientAddress: clientAddress(req.headers, req.socket.remoteAddress, options.isTrustedProxy),
+            })
+            reply.header(TXN_TOKEN_HEADER, token)
           }
         }
         return reply.code(200).send()

@@ -4,6 +4,7 @@ import type { AccessLog } from '../ops/access-log.js'
 import type { GatewayMetrics } from '../ops/metrics.js'
 import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { IdentityHeaderUnion } from '../proxy/header-policy.js'
+import type { TransactionTokenMinting } from '../proxy/transaction-token.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import type { GatewayCookies } from '../session/cookies.js'
 import { createEnvoyGrpcCheck, type EnvoyGrpcCheck } from './envoy-grpc-check.js'
@@ -27,6 +28,10 @@ export interface CheckEndpointsOptions {
   assertions: { header: string; signer: IdentityAssertions | undefined }
   /** Every identity header name of the configuration, named for removal on every allow. */
   identityHeaders: IdentityHeaderUnion
+  /** Transaction Tokens, when an upstream asks for them (upstreams[].transactionTokens). */
+  transactionTokens?: TransactionTokenMinting | undefined
+  /** server.trustedProxies' test: forward-auth's Transaction Tokens name the client the ingress names only when it is trusted. */
+  isTrustedProxy: (address: string | undefined) => boolean
   /** forwardAuth.extAuthzPath. */
   extAuthzPath: string
   publicUrl: string
@@ -40,13 +45,14 @@ export interface CheckEndpointsOptions {
 /** Registers the HTTP check endpoints on `app` and returns the gRPC check of this configuration. */
 export async function registerCheckEndpoints(app: FastifyInstance, options: CheckEndpointsOptions): Promise<EnvoyGrpcCheck> {
   const { checker, exchanger, cookies, publicUrl } = options
-  await app.register(forwardAuthRoutes, { checker, exchanger })
+  await app.register(forwardAuthRoutes, { checker, exchanger, transactionTokens: options.transactionTokens, isTrustedProxy: options.isTrustedProxy })
   const decide = createExtAuthzDecision({
     checker,
     exchanger,
     isGatewayCookie: cookies.isGatewayCookie,
     assertions: options.assertions,
     identityHeaders: options.identityHeaders,
+    transactionTokens: options.transactionTokens,
   })
   const pipeline = createCheckPipeline({ decide, answerProblem: options.answerProblem })
   await app.register(extAuthzRoutes, { pipeline, path: options.extAuthzPath, publicUrl })

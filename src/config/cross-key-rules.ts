@@ -42,6 +42,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkDpopForwarding(read, upstreams, providers),
     ...checkTokenExchange(read, upstreams, providers),
     ...checkAssertionKeys(read, upstreams, valueAt(data, ['assertions', 'signingKeys'])),
+    ...checkTransactionTokenKeys(upstreams, valueAt(data, ['assertions', 'signingKeys'])),
   ]
 }
 
@@ -460,6 +461,17 @@ function upstreamsWith(read: Read, upstreams: unknown, flag: string): number[] {
 function checkAssertionKeys(read: Read, upstreams: unknown, signingKeys: unknown): Issue[] {
   if (signingKeys !== undefined) return []
   return upstreamsWith(read, upstreams, 'identityAssertion').map((index) => ({ path: ['upstreams', index, 'identityAssertion'], message: 'requires assertions.signingKeys' }))
+}
+
+// Transaction Tokens are signed with the assertions' key, the one the JWKS publishes: verifiers
+// (draft-ietf-oauth-transaction-tokens-10 section 12.2) need the same keys on every replica.
+function checkTransactionTokenKeys(upstreams: unknown, signingKeys: unknown): Issue[] {
+  if (signingKeys !== undefined || !Array.isArray(upstreams)) return []
+  return upstreams.flatMap((upstream: unknown, index) =>
+    typeof upstream === 'object' && upstream !== null && 'transactionTokens' in upstream && upstream.transactionTokens !== undefined
+      ? [{ path: ['upstreams', index, 'transactionTokens'], message: 'requires assertions.signingKeys' }]
+      : [],
+  )
 }
 
 function matchKey(match: Match | undefined): string | undefined {

@@ -559,6 +559,25 @@ const identityHeaders = object(
   { default: {} },
 )
 
+const transactionTokens = object(
+  "[Transaction Tokens](features/transaction-tokens.md) (draft-ietf-oauth-transaction-tokens-10) for this upstream: every signed-in request (session or Bearer token) gets a fresh short-lived JWT in the `Txn-Token` header, `typ` `txntoken+jwt`, signed with `assertions.signingKeys` (required then) and verifiable against `/.well-known/jwks.json`: `iss` `server.publicUrl`, `aud` `trustDomain`, a unique `txn`, `sub` (the provider's `sub`, `<issuer>#<sub>` when the trust domain has several providers), `scope`, `req_wl` (the public URL's host), `rctx` (`req_ip`, `transport`, `authn`) and `tctx` (`upstream`, `method`, `path`, `idp`). A client's own `Txn-Token` never reaches an upstream of a configuration that uses this key.",
+  {
+    trustDomain: string('`aud` of the tokens: the trust domain they are valid in (e.g. `trust-domain.example` or a URI); the services behind verify it.', {
+      pattern: AUDIENCE.pattern,
+    }),
+    scope: list(
+      '`scope` of the tokens (space-joined): the purpose of the transactions, as narrow as the trust domain can name it.',
+      string('scope', { pattern: SCOPE_TOKEN.pattern }),
+      {
+        minItems: 1,
+        uniqueItems: true,
+      },
+    ),
+    ttlSeconds: integer('Lifetime of a token, in seconds (`exp` - `iat`): a token is minted per request, never reused.', 5, 300, 60),
+  },
+  { required: ['trustDomain', 'scope'] },
+)
+
 const tokenExchange = object(
   "[Token exchange](#token-exchange) (RFC 8693) for this upstream: before a signed-in request is proxied, the user's access token (the session's, or the client's Bearer token) is exchanged at their provider's token endpoint for a token meant for this upstream, which alone is sent as `Authorization: Bearer`; the user's own token never reaches the upstream. Cached per access token and upstream until 30 seconds before the exchanged token expires. A refusal by the provider is 403 `token_exchange_refused`. At least one key.",
   {
@@ -681,6 +700,7 @@ const upstream = object(
       "Add a [signed identity assertion](#signed-identity-for-upstreams): a short-lived JWT of the identity (`iss`: `server.publicUrl`, `aud`: this upstream's name, `sub`, `email`, `groups`, and `acr`, `amr`, `auth_time` when present), signed with `assertions.signingKeys` (required then), in the `assertions.header` header; verify it against `/.well-known/jwks.json`. With a [claim mapping](features/claim-mapping.md) also `user`, the mapped `groups`, and `headers` (the extra identity headers).",
       false,
     ),
+    transactionTokens,
     providers: list(
       "Names of the providers that may sign in to this upstream ([Several providers](#several-providers)); the first is its default, the one the redirect endpoint uses unless asked for another (`provider=<name>`). Unset: the first configured provider alone; `['*']`: every provider, in configuration order, the first being the default. A session or Bearer token of another provider is not signed in here.",
       string('provider name', { pattern: PROVIDER_REF }),
@@ -691,7 +711,7 @@ const upstream = object(
 )
 
 const assertions = object(
-  '[Signed identity assertions](#signed-identity-for-upstreams) for upstreams with `identityAssertion: true`.',
+  '[Signed identity assertions](#signed-identity-for-upstreams) for upstreams with `identityAssertion: true`; its `signingKeys` also sign the [Transaction Tokens](features/transaction-tokens.md) of upstreams with `transactionTokens`.',
   {
     signingKeys: list(
       'Private keys, PEM or JWK text or file paths; the first signs, all are published at `/.well-known/jwks.json` (rotation: prepend the new key, remove the old one once no assertion signed with it is alive). EC P-256 signs ES256, RSA PS256, Ed25519 Ed25519. Inline keys are masked by `check`.',

@@ -258,6 +258,8 @@ export interface UpstreamConfig {
   claimHeaders?: Record<string, string>
   /** Add the signed identity assertion (AssertionsConfig). */
   identityAssertion: boolean
+  /** Send a Transaction Token (draft-ietf-oauth-transaction-tokens) in `Txn-Token`, signed with `assertions.signingKeys`. */
+  transactionTokens?: TransactionTokensConfig
   /**
    * Names of the providers that may sign in here; the first is the default. In the file: unset is
    * the first configured provider alone, `['*']` every provider.
@@ -269,6 +271,16 @@ export interface AssertionsConfig {
   /** Key sources (src/keys/private-key.ts); required when an upstream asks for assertions. */
   signingKeys?: string[]
   header: string
+  ttlSeconds: number
+}
+
+/** One upstream's Transaction Tokens (src/proxy/transaction-token.ts). */
+export interface TransactionTokensConfig {
+  /** `aud`: the trust domain the token is valid in. */
+  trustDomain: string
+  /** `scope`: the purpose of the transaction, as the trust domain names it. */
+  scope: string[]
+  /** Lifetime, in seconds: short (the draft's section 6). */
   ttlSeconds: number
 }
 

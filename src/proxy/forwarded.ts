@@ -1,4 +1,4 @@
-import { BlockList, isIPv4, isIPv6 } from 'node:net'
+import { BlockList, isIP, isIPv4, isIPv6 } from 'node:net'
 
 // X-Forwarded-* are only as trustworthy as the peer that sent them. From a peer listed in
 // server.trustedProxies they are extended; from anyone else they are replaced with what the
@@ -82,6 +82,27 @@ export function forwardedValues(
     'x-forwarded-proto': first(incoming['x-forwarded-proto']) ?? ownProto,
     'x-forwarded-host': forwardedHost(first(incoming['x-forwarded-host']) ?? host),
   }
+}
+
+/**
+ * The client's address as the X-Forwarded-For decision sees it: the peer, unless it is a trusted
+ * proxy; then the nearest address of its X-Forwarded-For that is not a trusted proxy itself (from
+ * the right: the entries further left were written by hops nobody vouches for). Undefined when
+ * the list holds something that is no address, or every hop in it is trusted.
+ */
+export function clientAddress(incoming: Record<string, string | string[] | undefined>, peer: string | undefined, isTrusted: TrustCheck): string | undefined {
+  if (peer === undefined || !isTrusted(peer)) return peer
+  const xff = first(incoming['x-forwarded-for'])
+  // As forwardedValues: a trusted peer that names no one is the client itself.
+  if (xff === undefined || xff === '') return peer
+  const hops = xff.split(',')
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = (hops[i] ?? '').trim()
+    // A hop that is no address is nobody's word for one: nothing goes into a signed statement.
+    if (hop === '' || isIP(hop) === 0) return undefined
+    if (!isTrusted(hop)) return hop
+  }
+  return undefined
 }
 
 /**

@@ -269,13 +269,14 @@ export interface IdentityHeaderUnion {
 
 /**
  * The union of the identity header names of every upstream (their `claimHeaders` included), of
- * forward-auth's X-Auth-Request-* (with its access-token header) and of the identity assertion
- * header.
+ * forward-auth's X-Auth-Request-* (with its access-token header), of the identity assertion header
+ * and of `gatewaySet`.
  */
 export function identityHeaderUnion(
   perUpstream: readonly IdentityHeaderNames[],
   assertionHeader: string,
   claimHeaders: readonly string[] = [],
+  gatewaySet: readonly string[] = [],
 ): IdentityHeaderUnion {
   const names = new Set<string>()
   for (const set of [...perUpstream, AUTH_REQUEST_HEADERS]) {
@@ -284,6 +285,8 @@ export function identityHeaderUnion(
   for (const name of claimHeaders) names.add(canonicalHeaderName(name))
   names.add(AUTH_REQUEST_ACCESS_TOKEN)
   names.add(canonicalHeaderName(assertionHeader))
+  // Other headers only the gateway sets in this configuration (`Txn-Token` when an upstream mints Transaction Tokens).
+  for (const name of gatewaySet) names.add(canonicalHeaderName(name))
   const list = Object.freeze([...names])
   return { names: list, has: createHeaderNameTest(list) }
 }

@@ -37,6 +37,11 @@ export class IdentityAssertions {
     this.#jwks = { keys: options.keys.map((key) => key.publicJwk) }
   }
 
+  /** The keys, the first signing: Transaction Tokens (transaction-token.ts) sign with the same. */
+  get keys(): readonly SigningKey[] {
+    return this.#options.keys
+  }
+
   /** The public keys, for /.well-known/jwks.json. */
   get jwks(): { keys: jose.JWK[] } {
     return this.#jwks

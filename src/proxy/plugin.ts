@@ -5,7 +5,7 @@ import type { UpstreamConfig } from '../options/types.js'
 import type { UpstreamTracing } from '../ops/request-tracing.js'
 import { GatewayError } from '../contract/errors.js'
 import { ProxyGuard, type GuardDeps } from './guard.js'
-import { createTrustCheck, forwardedValues, type ForwardedHost } from './forwarded.js'
+import { clientAddress, createTrustCheck, forwardedValues, type ForwardedHost } from './forwarded.js'
 import {
   GATEWAY_ONLY_HEADERS,
   createHeaderScrubber,
@@ -20,6 +20,7 @@ import { upstreamConnector } from './upstream-tls.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedOriginTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'
 import type { TokenExchanger } from './token-exchange.js'
+import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from './transaction-token.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -47,6 +48,8 @@ export interface ProxyOptions extends GuardDeps {
   assertions: { header: string; signer: IdentityAssertions | undefined }
   /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
   exchanger: TokenExchanger
+  /** The minter of Transaction Tokens and each upstream's policy, when an upstream asks for them (upstreams[].transactionTokens). */
+  transactionTokens?: TransactionTokenMinting | undefined
   /** With telemetry.tracing: the decision's and the upstream call's spans, and the traceparent sent upstream. */
   tracing?: UpstreamTracing
 }
@@ -82,6 +85,10 @@ type WithContentType = FastifyRequest & { [kContentType]?: string }
 const kAssertion = Symbol('openid-gateway.assertion')
 type WithAssertion = FastifyRequest & { [kAssertion]?: string }
 
+/** The request's Transaction Token, from the preHandler to the header rewrite. */
+const kTxnToken = Symbol('openid-gateway.txnToken')
+type WithTxnToken = FastifyRequest & { [kTxnToken]?: string }
+
 /** The request's exchanged token (tokenExchange), from the preHandler to the header rewrite. */
 const kExchanged = Symbol('openid-gateway.exchanged')
 type WithExchanged = FastifyRequest & { [kExchanged]?: string }
@@ -113,6 +120,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
     // config/cross-key-rules.ts requires the keys whenever an upstream asks for assertions.
     const signer = upstream.identityAssertion ? options.assertions.signer : undefined
     const exchanges = upstream.tokenExchange !== undefined
+    // config/cross-key-rules.ts requires the keys whenever an upstream asks for Transaction Tokens.
+    const txnPolicy = options.transactionTokens?.policyOf(upstream.name)
+    const txnMinter = txnPolicy === undefined ? undefined : options.transactionTokens?.minter
     const passHost = upstream.passHostHeader
     // Every upstream strips every identity name of the configuration, not only its own: one
     // application behind a public and a protected upstream reads its names on every route.
@@ -156,6 +166,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
         }
         const assertion = signer === undefined ? undefined : (req as WithAssertion)[kAssertion]
         if (assertion !== undefined) out[assertionHeader] = assertion
+        // The client's copy went with the scrub (the identity header union names it): only the gateway's is sent.
+        const txnToken = txnMinter === undefined ? undefined : (req as WithTxnToken)[kTxnToken]
+        if (txnToken !== undefined) out[TXN_TOKEN_HEADER] = txnToken
       }
       return out
     }
@@ -201,7 +214,7 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       // promise (its Hooks reference), which is how a refusal thrown here becomes the answer.
       preHandler:
         // eslint-disable-next-line @typescript-eslint/no-misused-promises
-        signer === undefined && !upstream.websocket && !exchanges
+        signer === undefined && txnMinter === undefined && !upstream.websocket && !exchanges
           ? async (req: FastifyRequest, reply: FastifyReply) => {
               enforceUpgradePolicy(req.headers)
               return guard(req, reply)
@@ -216,6 +229,17 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
               // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
               if (signer !== undefined && req.identity !== null)
                 (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity, upstream.name, claimHeaders)
+              // One per request, WebSocket upgrades included (the upgrade is the transaction).
+              if (txnMinter !== undefined && txnPolicy !== undefined && req.identity !== null) {
+                const path = req.url.indexOf('?')
+                ;(req as WithTxnToken)[kTxnToken] = await txnMinter.mint(txnPolicy, {
+                  identity: req.identity,
+                  method: req.method,
+                  path: path === -1 ? req.url : req.url.slice(0, path),
+                  transport: clientScheme(req, isTrusted(req.socket.remoteAddress)),
+                  clientAddress: clientAddress(req.headers, req.socket.remoteAddress, isTrusted),
+                })
+              }
               if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)
               return undefined
             },
@@ -250,6 +274,12 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       },
     })
   }
+}
+
+/** The scheme the client used: a trusted peer's X-Forwarded-Proto when it says http(s), else the gateway's own. */
+function clientScheme(req: FastifyRequest, trusted: boolean): string {
+  const said = trusted ? req.headers['x-forwarded-proto'] : undefined
+  return said === 'https' || said === 'http' ? said : req.protocol
 }
 
 /** The WebSocket client forwards no client headers by default; these few are passed on. */

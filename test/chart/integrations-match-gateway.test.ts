@@ -1,5 +1,6 @@
 import type { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress'
 import type { Middleware } from '@kubernetes-models/traefik/traefik.io/v1alpha1/Middleware'
+import { generateKeyPairSync } from 'node:crypto'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { SIGN_IN_PATH } from '#src/contract/endpoints'
@@ -277,4 +278,22 @@ t.test("traefik: a ForwardAuth middleware used by the application's Ingress", as
   t.ok(app, `an Ingress uses ${reference}`)
   t.equal(app?.metadata?.namespace, middleware?.metadata?.namespace, "in the middleware's namespace")
   forwardAuth(t, r, config, app)
+})
+
+t.test('transactionTokens: Txn-Token among the headers Envoy and the ingresses copy from the answer', async (t) => {
+  const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
+  const values = {
+    config: {
+      assertions: { signingKeys: [pem] },
+      upstreams: [{ name: 'app', target: 'http://app.demo.svc:80', transactionTokens: { trustDomain: 'trust-domain.example', scope: ['app'] } }],
+    },
+  }
+  const envoy = render(['quickstart-envoy-gateway.yaml'], values)
+  const { config } = gatewayConfig(envoy)
+  t.ok(upstreamHeaders(config).includes('txn-token'), 'what the check answers')
+  t.same(lower(securityPolicy(t, envoy, config).http?.headersToBackend), upstreamHeaders(config), 'headersToBackend')
+  const traefik = render(['quickstart-traefik.yaml'], values)
+  const authResponseHeaders = lower(traefik.of<Middleware & K8sObject>('Middleware')[0]?.spec?.forwardAuth?.authResponseHeaders)
+  t.ok(answerHeaders(gatewayConfig(traefik).config).includes('txn-token'))
+  t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik).config), 'authResponseHeaders')
 })

@@ -220,7 +220,8 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 {{/*
 What an ext_authz check's answer sets on the request to the application, lower-case: every
 upstream's identity headers (its identityHeaders over the defaults), authorization for
-forwardAccessToken or tokenExchange, the assertion header for identityAssertion, and cookie
+forwardAccessToken or tokenExchange, the assertion header for identityAssertion, txn-token for
+transactionTokens, and cookie
 (the client's cookies minus the gateway's own). allowed_upstream_headers must list them all.
 */}}
 {{- define "openid-gateway.upstreamHeaders" -}}
@@ -232,6 +233,7 @@ forwardAccessToken or tokenExchange, the assertion header for identityAssertion,
 {{- range $k := list "user" "email" "groups" "preferredUsername" "issuer" "acr" "amr" "authTime" -}}{{- $names = append $names (lower (get $headers $k)) -}}{{- end -}}
 {{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "authorization" -}}{{- end -}}
 {{- if $u.identityAssertion -}}{{- $names = append $names (lower (dig "assertions" "header" "X-Identity-Assertion" $c)) -}}{{- end -}}
+{{- if $u.transactionTokens -}}{{- $names = append $names "txn-token" -}}{{- end -}}
 {{- end -}}
 {{- toYaml (append $names "cookie" | uniq) -}}
 {{- end -}}
@@ -249,7 +251,7 @@ it unasked, a listed gRPC check only what it names).
 {{/*
 What forward-auth's 200 carries and the ingress copies onto the request (checks/forward-auth.ts's
 X-Auth-Request-* identity headers, the access token with forwardAccessToken or tokenExchange,
-Authorization with tokenExchange), then the request-target and method overrides the gateway's proxy strips
+Authorization with tokenExchange, Txn-Token with transactionTokens), then the request-target and method overrides the gateway's proxy strips
 (proxy/header-policy.ts): the answer never carries those, so the ingress removes the client's copy.
 */}}
 {{- define "openid-gateway.answerHeaders" -}}
@@ -258,6 +260,7 @@ Authorization with tokenExchange), then the request-target and method overrides 
 {{- range $u := $c.upstreams -}}
 {{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
 {{- if $u.tokenExchange -}}{{- $names = append $names "Authorization" -}}{{- end -}}
+{{- if $u.transactionTokens -}}{{- $names = append $names "Txn-Token" -}}{{- end -}}
 {{- end -}}
 {{- $overrides := list "X-Original-URL" "X-Original-URI" "X-Original-Method" "X-Original-Host" "X-Rewrite-URL" "X-Override-URL" "X-Envoy-Original-Path" "X-HTTP-Method-Override" "X-HTTP-Method" "X-Method-Override" -}}
 {{- toYaml (concat ($names | uniq) $overrides) -}}
