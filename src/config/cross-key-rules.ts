@@ -434,6 +434,17 @@ function checkTokenExchange(read: Read, upstreams: unknown, at: readonly Path[])
         issues.push({ path: ['upstreams', index, key], message: `needs a signed-in user: it does nothing with ${formatPath(['upstreams', index, 'auth'])}: none` })
       }
     }
+    // tokenAudience: resource is the audience of the document's `resource` (RFC 9728 1.2, RFC 8707):
+    // without the document a client cannot learn it, and with auth: none no token is read.
+    if (read(['upstreams', index, 'tokenAudience'], isString) === 'resource') {
+      if (auth === 'none') issues.push({ path: ['upstreams', index, 'tokenAudience'], message: `needs a signed-in user: it does nothing with ${formatPath(['upstreams', index, 'auth'])}: none` })
+      else if (read(['upstreams', index, 'resourceMetadata'], isBoolean) === false) {
+        issues.push({
+          path: ['upstreams', index, 'tokenAudience'],
+          message: `resource needs the protected resource metadata that names the resource (RFC 9728): it cannot be given with ${formatPath(['upstreams', index, 'resourceMetadata'])}: false`,
+        })
+      }
+    }
     if (!has('tokenExchange')) return issues
     if (read(['upstreams', index, 'forwardAccessToken'], isBoolean) === true) {
       issues.push({ path: ['upstreams', index, 'tokenExchange'], message: `cannot be given with ${formatPath(['upstreams', index, 'forwardAccessToken'])}: true (the exchanged token is the upstream's only Authorization)` })
