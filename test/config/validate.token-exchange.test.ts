@@ -57,3 +57,17 @@ t.test('resourceMetadata on auth: none: refused when it asks for a document, acc
   t.strictSame(problems(withUpstream({ resourceMetadata: false, auth: 'none' })), [])
   t.strictSame(problems(withUpstream({ auth: 'none' })), [], 'unset: nothing to refuse')
 })
+
+t.test('tokenAudience: provider or resource; resource refused where it could not be checked as documented', async (t) => {
+  t.equal(resolve().upstreams[0]?.tokenAudience, undefined, "unset: the provider's audiences, nothing new decided")
+  t.equal(resolve(withUpstream({ tokenAudience: 'resource' })).upstreams[0]?.tokenAudience, 'resource')
+  t.strictSame(problems(withUpstream({ tokenAudience: 'provider' })), [])
+  t.strictSame(problems(withUpstream({ tokenAudience: 'resource', resourceMetadata: { scopes: ['mcp:tools'] } })), [])
+  t.match(problems(withUpstream({ tokenAudience: 'client' })), [/^upstreams\[0\]\.tokenAudience: /])
+  t.strictSame(problems(withUpstream({ tokenAudience: 'resource', auth: 'none' })), [
+    'upstreams[0].tokenAudience: needs a signed-in user: it does nothing with upstreams[0].auth: none',
+  ])
+  t.strictSame(problems(withUpstream({ tokenAudience: 'resource', resourceMetadata: false })), [
+    'upstreams[0].tokenAudience: resource needs the protected resource metadata that names the resource (RFC 9728): it cannot be given with upstreams[0].resourceMetadata: false',
+  ])
+})
