@@ -181,11 +181,31 @@ export function introspectionViolation(response: IntrospectionResponse, ctx: Int
  * `client_id` alone vouches for it included).
  */
 export function resourceAudienceViolation(aud: unknown, resource: string): string | undefined {
-  if (aud === resource) return undefined
-  if (Array.isArray(aud) && aud.length === 1 && aud[0] === resource) return undefined
+  if (sameResource(aud, resource)) return undefined
+  if (Array.isArray(aud) && aud.length === 1 && sameResource(aud[0], resource)) return undefined
   return aud === undefined
     ? 'the token names no audience (aud); this upstream takes only tokens for its resource'
     : "aud is not exactly this upstream's resource identifier"
+}
+
+/**
+ * The same resource identifier: equal, or equal once their scheme and host are lowercased (the
+ * MCP authorization specification, "Canonical Server URI": the canonical form is lowercase, and
+ * servers SHOULD accept uppercase scheme and host components). The path and the rest are
+ * compared exactly: `/mcp` and `/mcp/` are different resources.
+ */
+function sameResource(aud: unknown, resource: string): boolean {
+  if (aud === resource) return true
+  return typeof aud === 'string' && lowerOrigin(aud) === lowerOrigin(resource)
+}
+
+/** `uri` with the part before its path (scheme, authority) lowercased. */
+function lowerOrigin(uri: string): string {
+  const authority = uri.indexOf('://')
+  if (authority === -1) return uri
+  const rest = uri.slice(authority + 3).search(/[/?#]/)
+  const end = rest === -1 ? uri.length : authority + 3 + rest
+  return uri.slice(0, end).toLowerCase() + uri.slice(end)
 }
 
 /**

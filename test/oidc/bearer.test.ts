@@ -379,7 +379,14 @@ t.test('resourceAudienceViolation: exactly the resource, a string or a list of i
   t.equal(resourceAudienceViolation([RESOURCE], RESOURCE), undefined)
   t.ok(resourceAudienceViolation([RESOURCE, OTHER_RESOURCE], RESOURCE), 'another audience could replay it here')
   t.ok(resourceAudienceViolation(OTHER_RESOURCE, RESOURCE))
-  t.ok(resourceAudienceViolation(`${RESOURCE}/`, RESOURCE), 'no normalization: the identifier as published')
+  t.ok(resourceAudienceViolation(`${RESOURCE}/`, RESOURCE), 'the path as published: no trailing slash added or dropped')
+  t.equal(
+    resourceAudienceViolation('HTTPS://GW.Example/mcp', RESOURCE),
+    undefined,
+    'an uppercase scheme and host are the same resource (MCP "Canonical Server URI")',
+  )
+  t.ok(resourceAudienceViolation('https://gw.example/MCP', RESOURCE), 'the path is compared exactly')
+  t.ok(resourceAudienceViolation('https://gw.example.evil/mcp', RESOURCE))
   t.ok(resourceAudienceViolation(undefined, RESOURCE))
   t.ok(resourceAudienceViolation([], RESOURCE))
   t.ok(resourceAudienceViolation(AUDIENCE, RESOURCE), "the provider's audience")
