@@ -40,6 +40,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkUpstreamProviders(read, upstreams, providers),
     ...checkDpopForwarding(read, upstreams, providers),
     ...checkTokenExchange(read, upstreams, providers),
+    ...checkResourceAudiences(read, upstreams, providers),
     ...checkAssertionKeys(read, upstreams, valueAt(data, ['assertions', 'signingKeys'])),
   ]
 }
@@ -459,6 +460,38 @@ function checkTokenExchange(read: Read, upstreams: unknown, at: readonly Path[])
 }
 
 /** The indexes of the upstreams whose `<flag>` is true. */
+// RFC 8707 and the MCP authorization specification ("Access Token Privilege Restriction"): a
+// token for an upstream with `tokenAudience: resource` must be accepted there only. A provider
+// whose `audiences` names that resource identifier would have every upstream that takes the
+// provider's audiences accept it too (token passthrough), so the two together are refused.
+// Compared without case: refusing a spelling the verifier would tell apart is the safe side.
+function checkResourceAudiences(read: Read, upstreams: unknown, at: readonly Path[]): Issue[] {
+  if (!Array.isArray(upstreams)) return []
+  const publicUrl = read(['server', 'publicUrl'], isString)
+  if (publicUrl === undefined || !URL.canParse(publicUrl)) return []
+  const url = new URL(publicUrl)
+  const identifiers = new Map<string, number>()
+  upstreams.forEach((_, index) => {
+    if (read(['upstreams', index, 'tokenAudience'], isString) !== 'resource') return
+    const match = read(['upstreams', index, 'match'], isMatch)
+    const prefix = match?.pathPrefix === undefined || match.pathPrefix === '/' ? '' : match.pathPrefix
+    const origins = match?.hosts === undefined ? [url.origin] : match.hosts.map((host) => `${url.protocol}//${host}`)
+    for (const origin of origins) identifiers.set((origin + prefix).toLowerCase(), index)
+  })
+  if (identifiers.size === 0) return []
+  return at.flatMap((path): Issue[] => {
+    const named = (read([...path, 'audiences'], isStringArray) ?? []).find((audience) => identifiers.has(audience.toLowerCase()))
+    if (named === undefined) return []
+    const index = identifiers.get(named.toLowerCase()) as number
+    return [
+      {
+        path: [...path, 'audiences'],
+        message: `names ${named}, the resource of ${formatPath(['upstreams', index, 'tokenAudience'])}: resource, whose tokens would then be accepted at every upstream of this provider`,
+      },
+    ]
+  })
+}
+
 function upstreamsWith(read: Read, upstreams: unknown, flag: string): number[] {
   if (!Array.isArray(upstreams)) return []
   return upstreams.flatMap((_, index) => (read(['upstreams', index, flag], isBoolean) === true ? [index] : []))

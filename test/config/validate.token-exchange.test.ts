@@ -71,3 +71,21 @@ t.test('tokenAudience: provider or resource; resource refused where it could not
     'upstreams[0].tokenAudience: resource needs the protected resource metadata that names the resource (RFC 9728): it cannot be given with upstreams[0].resourceMetadata: false',
   ])
 })
+
+t.test("tokenAudience: resource: refused when a provider's audiences name the resource (its tokens would pass everywhere)", async (t) => {
+  const mcp = { name: 'mcp', match: { pathPrefix: '/mcp' }, target: 'http://127.0.0.1:3001', tokenAudience: 'resource' }
+  const base = withUpstream({})
+  const publicUrl = resolve().server.publicUrl
+  const withAudiences = (audiences: string[], upstream: Tree = mcp): Tree => ({
+    ...base,
+    provider: { ...(base.provider as Tree), audiences },
+    upstreams: [...(base.upstreams as Tree[]), upstream],
+  })
+  t.strictSame(problems(withAudiences(['orders-api'])), [], 'other audiences: accepted')
+  t.strictSame(problems(withAudiences([`${publicUrl}/mcp`])), [
+    `provider.audiences: names ${publicUrl}/mcp, the resource of upstreams[1].tokenAudience: resource, whose tokens would then be accepted at every upstream of this provider`,
+  ])
+  t.equal(problems(withAudiences([`${publicUrl}/mcp`.toUpperCase()])).length, 1, 'whatever its case')
+  t.equal(problems(withAudiences(['https://mcp.example.com/mcp'], { ...mcp, match: { pathPrefix: '/mcp', hosts: ['mcp.example.com'] } })).length, 1, 'on a host of match.hosts')
+  t.strictSame(problems(withAudiences([`${publicUrl}/mcp`], { ...mcp, tokenAudience: 'provider' })), [], 'tokenAudience: provider: nothing to refuse')
+})
