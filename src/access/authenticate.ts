@@ -22,6 +22,13 @@ import type { IssuerBinding } from '../session/issuer-binding.js'
 // providers it accepts). Rules it enforces: RFC 6750 2.1 (the Bearer header's b64token, never a
 // token from a body or query) and 3.1 (`invalid_token` for a refused or revoked token); OpenID
 // Connect Core 2 (a session of another issuer than its provider's now signs nobody in).
+//
+// An upstream with `tokenAudience: resource` (an MCP server) signs in Bearer tokens only, and only
+// those whose audience is exactly its resource identifier (RFC 8707 2; the MCP authorization
+// specification 2025-06-18 and 2025-11-25, "Token Audience Binding and Validation"): the
+// session's access token was issued to the gateway (its `aud` is the client id), not to that
+// resource, and an MCP client has no session cookie anyway (the specification's clients send
+// `Authorization: Bearer` on every request, section "Token Requirements").
 
 /**
  * `expired`: a session exists but its access token has expired and cannot be refreshed (no
@@ -87,10 +94,13 @@ export class Authentication {
    * The authentication of an upstream that accepts the providers `names` lists (its
    * upstreams[].providers), worked out once per upstream.
    */
-  forProviders(names: readonly string[]): Pick<UpstreamAuthentication, 'authenticate'> {
-    return new UpstreamAuthentication(this.#deps, names)
+  forProviders(names: readonly string[], resource?: ResourceAudience): Pick<UpstreamAuthentication, 'authenticate'> {
+    return new UpstreamAuthentication(this.#deps, names, resource)
   }
 }
+
+/** The audience a Bearer token must name at an upstream, from the request's host (resource-metadata.ts resourceAudience). */
+export type ResourceAudience = (host: string | undefined) => string
 
 /** The authentication of one upstream: a session or a Bearer token of a provider it accepts. */
 export class UpstreamAuthentication {
@@ -99,12 +109,15 @@ export class UpstreamAuthentication {
   readonly #accepts: ReadonlySet<string>
   /** Each accepted provider's claim mapping, parsed once per configuration. */
   readonly #mappings: ReadonlyMap<string, ClaimMapping>
+  readonly #resource: ResourceAudience | undefined
 
-  constructor(deps: AuthenticationDeps, names: readonly string[]) {
+  /** `resource`: the audience Bearer tokens must name here instead of the providers' (and no session signs in). */
+  constructor(deps: AuthenticationDeps, names: readonly string[], resource?: ResourceAudience) {
     this.#deps = deps
     this.#accepted = deps.providers.named(names)
     this.#accepts = new Set(names)
     this.#mappings = new Map(this.#accepted.map((provider) => [provider.name, claimMappingOf(provider.config)]))
+    this.#resource = resource
   }
 
   #mappingOf(provider: string): ClaimMapping {
@@ -114,12 +127,18 @@ export class UpstreamAuthentication {
     return mapping
   }
 
-  /** Who `req` is: its session, else its Bearer token (see AuthenticationResult for the refusals). */
-  async authenticate(req: AuthRequest, reply: SessionReply): Promise<AuthenticationResult> {
+  /**
+   * Who `req` is: its session, else its Bearer token (see AuthenticationResult for the refusals).
+   * `host`: the host the client asked, which an upstream's resource identifier may be on.
+   */
+  async authenticate(req: AuthRequest, reply: SessionReply, host?: string): Promise<AuthenticationResult> {
     const { store, providers, revocations, clientKey } = this.#deps
-    const session = await store.load(req)
-    // A session of a provider this upstream does not accept (or no longer configured) does not sign in here.
-    if (session !== undefined && this.#accepts.has(session.provider)) return this.#fromSession(req, reply, session)
+    const resource = this.#resource?.(host)
+    if (resource === undefined) {
+      const session = await store.load(req)
+      // A session of a provider this upstream does not accept (or no longer configured) does not sign in here.
+      if (session !== undefined && this.#accepts.has(session.provider)) return this.#fromSession(req, reply, session)
+    }
     const token = bearerTokenOf(req.headers.authorization)
     if (token === undefined) return undefined
     // A token is never sent to a provider this upstream does not accept; one that names no
@@ -129,7 +148,7 @@ export class UpstreamAuthentication {
     const verifier = provider === null ? accepted.find((p) => p.config.bearer.introspection) : provider
     if (verifier === undefined) return 'invalid_token'
     // The client as the sign-in rate limit counts it (AuthenticationDeps.clientKey).
-    const claims = await verifier.bearer.verify(token, req.ip === undefined ? undefined : clientKey(req.ip))
+    const claims = await verifier.bearer.verify(token, req.ip === undefined ? undefined : clientKey(req.ip), resource)
     if (claims === undefined) return 'invalid_token'
     // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
     if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'

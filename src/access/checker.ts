@@ -13,7 +13,7 @@ import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher, type UpstreamMatcher } from './match.js'
 import { isInNormalForm, normalizePath, type NormalizedPath } from './path.js'
 import type { BearerChallengeParams } from './bearer-challenge.js'
-import { resourceMetadataUrl } from './resource-metadata.js'
+import { challengeScope, resourceMetadataUrl } from './resource-metadata.js'
 
 // The decision of the check endpoints: a gateway or ingress serves the request itself and asks
 // the gateway "may this request through, and as whom?". Four dialects ask it (ingress-nginx and
@@ -191,7 +191,7 @@ export class Checker {
     const now = this.#options.clock.now()
     const cached = key === undefined ? undefined : cache?.get(key)
     if (cached !== undefined) return cached
-    const decision = await access.decide(req, reply, { path: target.path, preflight })
+    const decision = await access.decide(req, reply, { path: target.path, preflight, host: checked.host })
     let verdict: CheckVerdict
     switch (decision.outcome) {
       case 'unauthenticated':
@@ -238,7 +238,7 @@ export class Checker {
   /** The Bearer challenge's parameters of a 401 for `upstream` (RFC 9728 `resource_metadata`). */
   challenge(upstream: UpstreamConfig, checked: CheckedRequest): BearerChallengeParams {
     const url = resourceMetadataUrl(upstream, this.#options.publicUrl, checked.host)
-    return url === undefined ? {} : { resource_metadata: url }
+    return url === undefined ? {} : { resource_metadata: url, scope: challengeScope(upstream) }
   }
 
   /** Empties the decision cache (a session ended). */

@@ -6,7 +6,15 @@ import { refreshPath, signInPath } from '../contract/endpoints.js'
 import { userClaimVerdict, type AllowPolicy, type AllowRefusal, type AllowResult } from './allow.js'
 import { createPathPolicies, type PathPolicies, type PathPolicy } from './rules.js'
 import type { Identity } from '../contract/identity.js'
-import { bearerTokenOf, type AuthenticationResult, type AuthRequest, type Authentication, type UpstreamAuthentication } from './authenticate.js'
+import {
+  bearerTokenOf,
+  type AuthenticationResult,
+  type AuthRequest,
+  type Authentication,
+  type ResourceAudience,
+  type UpstreamAuthentication,
+} from './authenticate.js'
+import { resourceAudience } from './resource-metadata.js'
 import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher, type PublicPathMatcher } from './public-paths.js'
 import { bearerChallenge, type BearerChallengeParams } from './bearer-challenge.js'
@@ -49,6 +57,8 @@ export interface AccessRequest {
   path: string
   /** A CORS preflight: OPTIONS with Access-Control-Request-Method. */
   preflight: boolean
+  /** The host the client asked (Host, or a check's forwarded host): an upstream's resource identifier may be on it. */
+  host?: string
 }
 
 /**
@@ -123,9 +133,23 @@ export function logForbidden(
 export class AccessDecisions {
   readonly #byUpstream: ReadonlyMap<UpstreamConfig, UpstreamAccess>
 
-  /** `authentication`: the gateway's (authenticate.ts); `judge`: what step-up rules' max age is judged by. */
-  constructor(upstreams: readonly UpstreamConfig[], authentication: Pick<Authentication, 'forProviders'>, judge: StepUpJudge = SYSTEM_JUDGE) {
-    this.#byUpstream = new Map(upstreams.map((upstream) => [upstream, new UpstreamAccess(upstream, authentication.forProviders(upstream.providers), judge)]))
+  /**
+   * `authentication`: the gateway's (authenticate.ts); `judge`: what step-up rules' max age is
+   * judged by; `publicUrl`: server.publicUrl, which the resource identifiers of upstreams with
+   * `tokenAudience: resource` are on (such an upstream without it is refused, never let through).
+   */
+  constructor(
+    upstreams: readonly UpstreamConfig[],
+    authentication: Pick<Authentication, 'forProviders'>,
+    judge: StepUpJudge = SYSTEM_JUDGE,
+    publicUrl?: string,
+  ) {
+    this.#byUpstream = new Map(
+      upstreams.map((upstream) => [
+        upstream,
+        new UpstreamAccess(upstream, authentication.forProviders(upstream.providers, audienceOf(upstream, publicUrl)), judge),
+      ]),
+    )
   }
 
   /** The access decision of `upstream`, one of this configuration's upstreams. */
@@ -134,6 +158,14 @@ export class AccessDecisions {
     if (access === undefined) throw new Error(`the upstream ${upstream.name} is not one of this configuration's`)
     return access
   }
+}
+
+/** The resource audience of an upstream with `tokenAudience: resource` (resource-metadata.ts), worked out once. */
+function audienceOf(upstream: UpstreamConfig, publicUrl: string | undefined): ResourceAudience | undefined {
+  if (upstream.tokenAudience !== 'resource') return undefined
+  if (publicUrl === undefined)
+    throw new Error(`the upstream ${upstream.name} has tokenAudience: resource, whose audience is on server.publicUrl, and none was given`)
+  return resourceAudience(upstream, publicUrl)
 }
 
 /**
@@ -163,7 +195,7 @@ export class UpstreamAccess {
   /** The decision on `request`, authenticating `req` when the path needs it (a refresh may set cookies on `reply`). */
   async decide(req: DecisionRequest, reply: SessionReply, request: AccessRequest): Promise<AccessDecision> {
     if (this.#passesUnread(request)) return ANONYMOUS
-    return this.#decideAs(await this.#authentication.authenticate(req, reply), req, request)
+    return this.#decideAs(await this.#authentication.authenticate(req, reply, request.host), req, request)
   }
 
   /**

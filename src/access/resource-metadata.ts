@@ -56,11 +56,42 @@ export function resourceMetadataUrl(upstream: UpstreamConfig, publicUrl: string,
   return resourceOrigin(upstream, publicUrl, host) + resourceMetadataPath(upstream.match.pathPrefix)
 }
 
+/** The resource identifier (RFC 9728 1.2, RFC 8707 2) of `upstream` on `origin`: the origin, then its prefix unless it is `/`. */
+export function resourceIdentifier(upstream: UpstreamConfig, origin: string): string {
+  const prefix = upstream.match.pathPrefix
+  return prefix === '/' ? origin : origin + prefix
+}
+
+/**
+ * The audience a Bearer token must name at `upstream` (its `tokenAudience: resource`), as a
+ * function of the request's host: its resource identifier, the same string as its document's
+ * `resource`; `undefined` for an upstream that takes its providers' audiences. Without
+ * match.hosts the identifier is worked out here, once.
+ */
+export function resourceAudience(upstream: UpstreamConfig, publicUrl: string): ((host: string | undefined) => string) | undefined {
+  if (upstream.tokenAudience !== 'resource') return undefined
+  if (upstream.match.hosts === undefined) {
+    const fixed = resourceIdentifier(upstream, new URL(publicUrl).origin)
+    return () => fixed
+  }
+  return (host) => resourceIdentifier(upstream, resourceOrigin(upstream, publicUrl, host))
+}
+
+/**
+ * The `scope` of the 401's Bearer challenge (RFC 6750 3; the MCP authorization specification
+ * 2025-11-25, "Protected Resource Metadata Discovery Requirements": servers SHOULD name the scopes
+ * a client needs there): resourceMetadata.scopes, on an upstream with `tokenAudience: resource`
+ * only, so that no other upstream's challenge changes; `undefined` leaves it out.
+ */
+export function challengeScope(upstream: UpstreamConfig): string | undefined {
+  if (upstream.tokenAudience !== 'resource' || typeof upstream.resourceMetadata !== 'object') return undefined
+  return upstream.resourceMetadata.scopes?.join(' ')
+}
+
 /** The RFC 9728 2 document of `upstream` on `origin`. */
 export function resourceMetadataDocument(upstream: UpstreamConfig, origin: string, issuers: readonly string[]): Record<string, unknown> {
-  const prefix = upstream.match.pathPrefix
   const document: Record<string, unknown> = {
-    resource: prefix === '/' ? origin : origin + prefix,
+    resource: resourceIdentifier(upstream, origin),
     authorization_servers: issuers,
     bearer_methods_supported: ['header'],
   }

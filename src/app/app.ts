@@ -299,7 +299,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
   }
   // Each upstream's access decision, built once: the proxy guard, the Checker and the WebSocket verdict ask it.
-  const access = new AccessDecisions(config.upstreams, authentication, stepUp)
+  const access = new AccessDecisions(config.upstreams, authentication, stepUp, publicUrl)
   const publicOrigin = new URL(publicUrl)
   // The check endpoints' one decision (access/checker.ts), with its cache.
   const checker = new Checker({

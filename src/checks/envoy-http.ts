@@ -180,7 +180,8 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
     logged.outcome = verdict.outcome
     switch (verdict.outcome) {
       case 'unauthenticated':
-        if (isNavigationOf(checked.method, req.headers))
+        // tokenAudience: resource signs in no session: a redirect to sign in would come back here for ever.
+        if (verdict.upstream.tokenAudience !== 'resource' && isNavigationOf(checked.method, req.headers))
           return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
         return {
           result: {

@@ -185,7 +185,8 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         // Traefik hands a non-2xx answer to the client as it is, so a browser's page load is sent
         // to sign in here; ingress-nginx turns anything but 2xx/401/403 into a 500, and sends the
         // browser to sign in itself (auth-signin).
-        if (original.ingress === 'traefik' && isNavigationOf(method, req.headers)) {
+        // tokenAudience: resource signs in no session: a redirect to sign in would come back here for ever.
+        if (original.ingress === 'traefik' && verdict.upstream.tokenAudience !== 'resource' && isNavigationOf(method, req.headers)) {
           return reply.redirect(checker.signInUrl(original, verdict.refreshable), 302)
         }
         throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))

@@ -41,6 +41,7 @@ export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
     ...checkUpstreamProviders(read, upstreams, providers),
     ...checkDpopForwarding(read, upstreams, providers),
     ...checkTokenExchange(read, upstreams, providers),
+    ...checkResourceAudiences(read, upstreams, providers),
     ...checkAssertionKeys(read, upstreams, valueAt(data, ['assertions', 'signingKeys'])),
     ...checkTransactionTokenKeys(upstreams, valueAt(data, ['assertions', 'signingKeys'])),
   ]
@@ -437,6 +438,17 @@ function checkTokenExchange(read: Read, upstreams: unknown, at: readonly Path[])
         issues.push({ path: ['upstreams', index, key], message: `needs a signed-in user: it does nothing with ${formatPath(['upstreams', index, 'auth'])}: none` })
       }
     }
+    // tokenAudience: resource is the audience of the document's `resource` (RFC 9728 1.2, RFC 8707):
+    // without the document a client cannot learn it, and with auth: none no token is read.
+    if (read(['upstreams', index, 'tokenAudience'], isString) === 'resource') {
+      if (auth === 'none') issues.push({ path: ['upstreams', index, 'tokenAudience'], message: `needs a signed-in user: it does nothing with ${formatPath(['upstreams', index, 'auth'])}: none` })
+      else if (read(['upstreams', index, 'resourceMetadata'], isBoolean) === false) {
+        issues.push({
+          path: ['upstreams', index, 'tokenAudience'],
+          message: `resource needs the protected resource metadata that names the resource (RFC 9728): it cannot be given with ${formatPath(['upstreams', index, 'resourceMetadata'])}: false`,
+        })
+      }
+    }
     if (!has('tokenExchange')) return issues
     if (read(['upstreams', index, 'forwardAccessToken'], isBoolean) === true) {
       issues.push({ path: ['upstreams', index, 'tokenExchange'], message: `cannot be given with ${formatPath(['upstreams', index, 'forwardAccessToken'])}: true (the exchanged token is the upstream's only Authorization)` })
@@ -451,6 +463,38 @@ function checkTokenExchange(read: Read, upstreams: unknown, at: readonly Path[])
 }
 
 /** The indexes of the upstreams whose `<flag>` is true. */
+// RFC 8707 and the MCP authorization specification ("Access Token Privilege Restriction"): a
+// token for an upstream with `tokenAudience: resource` must be accepted there only. A provider
+// whose `audiences` names that resource identifier would have every upstream that takes the
+// provider's audiences accept it too (token passthrough), so the two together are refused.
+// Compared without case: refusing a spelling the verifier would tell apart is the safe side.
+function checkResourceAudiences(read: Read, upstreams: unknown, at: readonly Path[]): Issue[] {
+  if (!Array.isArray(upstreams)) return []
+  const publicUrl = read(['server', 'publicUrl'], isString)
+  if (publicUrl === undefined || !URL.canParse(publicUrl)) return []
+  const url = new URL(publicUrl)
+  const identifiers = new Map<string, number>()
+  upstreams.forEach((_, index) => {
+    if (read(['upstreams', index, 'tokenAudience'], isString) !== 'resource') return
+    const match = read(['upstreams', index, 'match'], isMatch)
+    const prefix = match?.pathPrefix === undefined || match.pathPrefix === '/' ? '' : match.pathPrefix
+    const origins = match?.hosts === undefined ? [url.origin] : match.hosts.map((host) => `${url.protocol}//${host}`)
+    for (const origin of origins) identifiers.set((origin + prefix).toLowerCase(), index)
+  })
+  if (identifiers.size === 0) return []
+  return at.flatMap((path): Issue[] => {
+    const named = (read([...path, 'audiences'], isStringArray) ?? []).find((audience) => identifiers.has(audience.toLowerCase()))
+    if (named === undefined) return []
+    const index = identifiers.get(named.toLowerCase()) as number
+    return [
+      {
+        path: [...path, 'audiences'],
+        message: `names ${named}, the resource of ${formatPath(['upstreams', index, 'tokenAudience'])}: resource, whose tokens would then be accepted at every upstream of this provider`,
+      },
+    ]
+  })
+}
+
 function upstreamsWith(read: Read, upstreams: unknown, flag: string): number[] {
   if (!Array.isArray(upstreams)) return []
   return upstreams.flatMap((_, index) => (read(['upstreams', index, flag], isBoolean) === true ? [index] : []))

@@ -112,6 +112,22 @@ export interface DevProviderOptions {
    * it (see tokenExchangeGrant). Off by default; on, every client may use the grant.
    */
   tokenExchange?: DevTokenExchange
+  /**
+   * OAuth for MCP clients: open dynamic client registration (RFC 7591, oidc-provider's
+   * `features.registration`, no initial access token) and resource indicators (RFC 8707): a
+   * `resource` that `accepts` is issued a JWT access token (RFC 9068, `typ: at+jwt`) whose `aud`
+   * is that resource, with `scopes` (also accepted in registrations). Any other resource is
+   * refused with invalid_target. Unset: no registration, and no resource is accepted.
+   */
+  resourceServers?: DevResourceServers
+}
+
+/** The development provider's resource servers (DevProviderOptions.resourceServers). */
+export interface DevResourceServers {
+  /** Whether a resource indicator names one of them (asked at every authorization and token request). */
+  accepts: (resource: string) => boolean
+  /** The scopes their tokens may carry. */
+  scopes: string[]
 }
 
 /** The development provider's RFC 8693 token exchange. */
@@ -228,7 +244,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
 
   if (quiet) filterProviderNotices()
   // Imported lazily so the filter above is in place before the module prints its runtime warning.
-  const { default: ProviderClass, interactionPolicy } = await import('oidc-provider')
+  const { default: ProviderClass, interactionPolicy, errors: providerErrors } = await import('oidc-provider')
 
   const kid = `dev-${randomUUID().slice(0, 8)}`
   const { privateKey, publicKey } = await jose.generateKeyPair('RS256', { extractable: true })
@@ -283,7 +299,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       profile: ['name', 'preferred_username', ...Object.keys(options.extraClaims ?? {})],
       groups: ['groups'],
     },
-    scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
+    scopes: ['openid', 'offline_access', 'email', 'profile', 'groups', ...(options.resourceServers?.scopes ?? [])],
     // The gateway takes identity from the ID token, so scope-requested claims must appear there.
     conformIdTokenClaims: false,
     loadExistingGrant: grantFirstParty,
@@ -313,6 +329,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
         ...(options.dpopNonces === true ? { nonceSecret: randomBytes(32), requireNonce: () => true } : {}),
       },
       ...(options.fapi2 === true ? { fapi: { enabled: true, profile: '2.0' } } : {}),
+      ...(options.resourceServers === undefined ? {} : resourceServerFeatures(options.resourceServers, providerErrors.InvalidTarget)),
     },
     ...(options.rotateRefreshTokens === undefined ? {} : { rotateRefreshToken: options.rotateRefreshTokens }),
     ...(options.refreshTokenPolicy === 'always'
@@ -443,6 +460,27 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       answering = false
     },
     close,
+  }
+}
+
+/** oidc-provider's `registration` and `resourceIndicators` features for DevProviderOptions.resourceServers. */
+function resourceServerFeatures(
+  servers: DevResourceServers,
+  InvalidTarget: new () => Error,
+): Pick<NonNullable<Configuration['features']>, 'registration' | 'resourceIndicators'> {
+  const scope = servers.scopes.join(' ')
+  return {
+    registration: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      // The one resource a request names is the token's audience (RFC 8707 2).
+      defaultResource: (_ctx, _client, oneOf) => oneOf ?? undefined,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resource) => {
+        if (!servers.accepts(resource)) throw new InvalidTarget()
+        return { scope, audience: resource, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } }
+      },
+    },
   }
 }
 

@@ -31,6 +31,16 @@ import { GatewayError } from '../contract/errors.js'
 // introspections, introspections under way) is keyed by a SHA-256 of the token, so a flood of
 // distinct junk tokens can neither grow memory beyond the bound nor keep such tokens in it.
 //
+// An upstream with `tokenAudience: resource` asks for its own audience instead of the
+// provider's `audiences` (verify's `resource`): the token's audience must be exactly its resource
+// identifier (RFC 8707 2; the MCP authorization specification, 2025-06-18 and 2025-11-25, "Token
+// Audience Binding and Validation": a server accepts only tokens issued for it, and passes none
+// through). What is accepted for one audience is not for another, so every cache entry and
+// in-flight introspection is keyed by the audience it was judged for as well as the token (the
+// provider's audiences: the token alone, as before; a resource: `resource token`, a space being
+// outside RFC 6750's b64token): a token accepted at resource A is never a cache hit at B, nor at
+// an upstream that takes the provider's audiences.
+//
 // A verified JWT is cached with the generation of the provider's keys that verified it
 // (keys.ts): once the provider publishes a different set, the token is verified again before it
 // is used, so a token whose key was withdrawn stops working then, not at its `exp`.
@@ -134,7 +144,7 @@ export function senderConstrainedViolation(claims: Readonly<Record<string, unkno
  * - no `cnf`: a sender-constrained token (DPoP, RFC 9449; mTLS, RFC 8705) is only valid with a
  *   proof of possession, which the gateway does not check, so it is never accepted as plain Bearer.
  */
-export function introspectionViolation(response: IntrospectionResponse, ctx: IntrospectionContext): string | undefined {
+export function introspectionViolation(response: IntrospectionResponse, ctx: IntrospectionContext & { resource?: string }): string | undefined {
   const now = ctx.now / 1000
   const tolerance = ctx.clockToleranceSeconds
   if (response.active !== true) return 'the token is not active'
@@ -151,11 +161,51 @@ export function introspectionViolation(response: IntrospectionResponse, ctx: Int
   } else if (typeof response.client_id !== 'string' || !ctx.audiences.includes(response.client_id)) {
     return 'without aud, client_id must be one of provider.audiences'
   }
+  if (ctx.resource !== undefined) {
+    const resource = resourceAudienceViolation(aud, ctx.resource)
+    if (resource !== undefined) return resource
+  }
   if (response.token_type !== undefined && !(typeof response.token_type === 'string' && BEARER_TOKEN_TYPES.has(response.token_type.toLowerCase()))) {
     return 'token_type is not Bearer'
   }
   if (response.token_use !== undefined && response.token_use !== 'access_token') return 'token_use is not access_token'
   return senderConstrainedViolation(response)
+}
+
+/**
+ * RFC 8707 2 and the MCP authorization specification (2025-06-18 and 2025-11-25, "Token Audience
+ * Binding and Validation"): at an upstream with `tokenAudience: resource` the token's audience is
+ * exactly its resource identifier, a string or a list of that one string. A token that names other
+ * audiences too is refused: each of them could replay it here (RFC 8707 1, RFC 9700 2.3 audience
+ * restriction), and a token without `aud` is bound to nothing (an introspected one whose
+ * `client_id` alone vouches for it included).
+ */
+export function resourceAudienceViolation(aud: unknown, resource: string): string | undefined {
+  if (sameResource(aud, resource)) return undefined
+  if (Array.isArray(aud) && aud.length === 1 && sameResource(aud[0], resource)) return undefined
+  return aud === undefined
+    ? 'the token names no audience (aud); this upstream takes only tokens for its resource'
+    : "aud is not exactly this upstream's resource identifier"
+}
+
+/**
+ * The same resource identifier: equal, or equal once their scheme and host are lowercased (the
+ * MCP authorization specification, "Canonical Server URI": the canonical form is lowercase, and
+ * servers SHOULD accept uppercase scheme and host components). The path and the rest are
+ * compared exactly: `/mcp` and `/mcp/` are different resources.
+ */
+function sameResource(aud: unknown, resource: string): boolean {
+  if (aud === resource) return true
+  return typeof aud === 'string' && lowerOrigin(aud) === lowerOrigin(resource)
+}
+
+/** `uri` with the part before its path (scheme, authority) lowercased. */
+function lowerOrigin(uri: string): string {
+  const authority = uri.indexOf('://')
+  if (authority === -1) return uri
+  const rest = uri.slice(authority + 3).search(/[/?#]/)
+  const end = rest === -1 ? uri.length : authority + 3 + rest
+  return uri.slice(0, end).toLowerCase() + uri.slice(end)
 }
 
 /**
@@ -315,22 +365,26 @@ export class BearerVerifier {
    * the per-client introspection budget; without it only the global bound applies. Throws a
    * GatewayError (503 decision_unavailable, 429 rate_limited, both with Retry-After) when an
    * introspection cannot be made now: the token may be valid, so it is not refused.
+   * `resource`: the audience the token must name exactly (resourceAudienceViolation), instead of
+   * one of provider.audiences: an upstream's resource identifier (`tokenAudience: resource`).
    */
-  async verify(token: string, client?: string): Promise<SessionClaims | undefined> {
+  async verify(token: string, client?: string, resource?: string): Promise<SessionClaims | undefined> {
     const now = this.#clock.now()
-    const cached = this.#accepted.get(token)
+    // What the token was judged for, with it: the token alone for the provider's audiences.
+    const entry = resource === undefined ? token : `${resource} ${token}`
+    const cached = this.#accepted.get(entry)
     if (cached !== undefined) {
       if (cached.generation === undefined || cached.generation === this.#options.keyGeneration?.()) return cached.claims
       // Verified with keys the provider has replaced since: verified again with the current ones.
-      this.#accepted.delete(token)
+      this.#accepted.delete(entry)
     }
-    if (isJwt(token)) return this.#verifyJwt(token, now)
+    if (isJwt(token)) return this.#verifyJwt(token, entry, resource, now)
     if (this.#options.introspect === undefined) return undefined
-    const key = cacheKey(token)
+    const key = cacheKey(entry)
     if (this.#refused.get(key) !== undefined) return undefined
     // Concurrent requests with one token share one introspection, at no cost to anyone's budget.
     const introspect = this.#options.introspect
-    if (this.#introspecting.has(key)) return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+    if (this.#introspecting.has(key)) return this.#introspecting.run(key, () => this.#introspect(introspect, token, entry, resource, key, now))
     if (client !== undefined && (this.#underWay.get(client) ?? 0) >= MAX_CONCURRENT_INTROSPECTIONS_PER_CLIENT) {
       throw introspectionBudgetSpent(SATURATED_RETRY_AFTER_SECONDS)
     }
@@ -338,12 +392,12 @@ export class BearerVerifier {
       this.#failure({ err: { message: `more than ${MAX_CONCURRENT_INTROSPECTIONS} introspections under way` } })
       throw introspectionSaturated()
     }
-    if (client === undefined) return this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+    if (client === undefined) return this.#introspecting.run(key, () => this.#introspect(introspect, token, entry, resource, key, now))
     const wait = this.#budget.take(client)
     if (wait !== undefined) throw introspectionBudgetSpent(wait)
     this.#underWay.set(client, (this.#underWay.get(client) ?? 0) + 1)
     try {
-      return await this.#introspecting.run(key, () => this.#introspect(introspect, token, key, now))
+      return await this.#introspecting.run(key, () => this.#introspect(introspect, token, entry, resource, key, now))
     } finally {
       const left = (this.#underWay.get(client) ?? 1) - 1
       if (left <= 0) this.#underWay.delete(client)
@@ -351,7 +405,8 @@ export class BearerVerifier {
     }
   }
 
-  async #verifyJwt(token: string, now: number): Promise<SessionClaims | undefined> {
+  /** `entry`: the accepted cache's key (verify); `resource`: the audience asked instead of the provider's. */
+  async #verifyJwt(token: string, entry: string, resource: string | undefined, now: number): Promise<SessionClaims | undefined> {
     const { issuer, audiences, algorithms, clockToleranceSeconds, getKey, keyGeneration } = this.#options
     // Read before the key lookup: a refresh during it makes the entry older, never newer, than its key.
     const generation = keyGeneration?.()
@@ -360,7 +415,7 @@ export class BearerVerifier {
     try {
       ;({ payload, protectedHeader: header } = await jose.jwtVerify(token, getKey, {
         issuer,
-        audience: audiences,
+        audience: resource ?? audiences,
         algorithms,
         clockTolerance: clockToleranceSeconds,
         requiredClaims: ['exp', 'sub'],
@@ -377,18 +432,26 @@ export class BearerVerifier {
         ? 'sub is not a non-empty string'
         : (issuedInTheFutureViolation(payload.iat, now, clockToleranceSeconds) ??
           accessTokenViolation(header, payload, this.#options.clientId, { requireAtJwt: this.#options.requireAtJwt === true }) ??
-          senderConstrainedViolation(payload))
+          senderConstrainedViolation(payload) ??
+          (resource === undefined ? undefined : resourceAudienceViolation(payload.aud, resource)))
     if (violation !== undefined) {
       this.#options.log.debug({ reason: violation }, 'Bearer JWT refused')
       return undefined
     }
     // Frozen: every request with this token shares them (and so their identity headers).
     const claims = deepFreeze(payload as SessionClaims)
-    this.#accepted.set(token, generation === undefined ? { claims } : { claims, generation }, (payload.exp as number) * 1000)
+    this.#accepted.set(entry, generation === undefined ? { claims } : { claims, generation }, (payload.exp as number) * 1000)
     return claims
   }
 
-  async #introspect(introspect: NonNullable<BearerOptions['introspect']>, token: string, key: string, now: number): Promise<SessionClaims | undefined> {
+  async #introspect(
+    introspect: NonNullable<BearerOptions['introspect']>,
+    token: string,
+    entry: string,
+    resource: string | undefined,
+    key: string,
+    now: number,
+  ): Promise<SessionClaims | undefined> {
     let response: IntrospectionResponse | undefined
     try {
       response = await introspect(token)
@@ -400,7 +463,11 @@ export class BearerVerifier {
     // No introspection endpoint: said once at discovery.
     if (response === undefined) return undefined
     const { issuer, audiences, clockToleranceSeconds } = this.#options
-    const violation = introspectionViolation(response, { issuer, audiences, clockToleranceSeconds, now })
+    // A resource's own audience replaces the provider's (verify).
+    const violation = introspectionViolation(
+      response,
+      resource === undefined ? { issuer, audiences, clockToleranceSeconds, now } : { issuer, audiences: [resource], clockToleranceSeconds, now, resource },
+    )
     if (violation !== undefined) {
       this.#options.log.debug({ reason: violation }, 'introspected Bearer token refused')
       this.#refused.set(key, true, now + REFUSED_TTL_MS)
@@ -408,7 +475,7 @@ export class BearerVerifier {
     }
     const claims = deepFreeze(introspectionClaims(response as IntrospectionResponse & { sub: string }))
     const exp = typeof response.exp === 'number' ? response.exp * 1000 : Number.POSITIVE_INFINITY
-    this.#accepted.set(token, { claims }, Math.min(exp, now + INTROSPECTION_TTL_MS))
+    this.#accepted.set(entry, { claims }, Math.min(exp, now + INTROSPECTION_TTL_MS))
     return claims
   }
 

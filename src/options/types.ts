@@ -246,6 +246,12 @@ export interface UpstreamConfig {
    * its members. Absent and `true` mean the same (resource-metadata.ts publishesResourceMetadata).
    */
   resourceMetadata?: boolean | ResourceMetadataConfig
+  /**
+   * Whose audience a Bearer token must name here: `provider` (absent: the provider's `audiences`)
+   * or `resource` (exactly this upstream's RFC 9728 resource identifier, RFC 8707; no session
+   * cookie signs in). See access/resource-audience.ts.
+   */
+  tokenAudience?: 'provider' | 'resource'
   allowPreflight: boolean
   /** Send the served host (the X-Forwarded-Host value) as Host instead of the target's. */
   passHostHeader: boolean

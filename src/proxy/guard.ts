@@ -4,7 +4,7 @@ import { refreshPath, signInPath } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { isNavigation } from '../contract/navigation.js'
 import type { BearerChallengeParams } from '../access/bearer-challenge.js'
-import { resourceMetadataUrl } from '../access/resource-metadata.js'
+import { challengeScope, resourceMetadataUrl } from '../access/resource-metadata.js'
 import {
   forbiddenError,
   isPreflight,
@@ -44,6 +44,11 @@ export class ProxyGuard {
    * request's host: worked out once, not on every 401.
    */
   readonly #fixedChallenge: BearerChallengeParams | undefined
+  /**
+   * `tokenAudience: resource`: no session signs in, so a page load is answered with the 401 too (a
+   * sign-in redirect would come back to the same 401 for ever).
+   */
+  readonly #bearerOnly: boolean
 
   constructor(upstream: UpstreamConfig, deps: GuardDeps) {
     this.#upstream = upstream
@@ -51,13 +56,14 @@ export class ProxyGuard {
     this.#deps = deps
     this.#publicHost = new URL(deps.publicUrl).host
     this.#fixedChallenge = upstream.match.hosts === undefined ? this.#challengeAt(undefined) : undefined
+    this.#bearerOnly = upstream.tokenAudience === 'resource'
   }
 
   /** Decides `req` before anything is proxied: undefined to proxy it (`req.identity` set), else the reply sent. */
   async admit(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     req.identity = null
     const upstream = this.#upstream
-    const decision = await this.#access.decide(req, reply, { path: pathOf(req.url), preflight: isPreflight(req.method, req.headers) })
+    const decision = await this.#access.decide(req, reply, { path: pathOf(req.url), preflight: isPreflight(req.method, req.headers), host: req.headers.host })
     switch (decision.outcome) {
       case 'pass':
         req.identity = decision.identity
@@ -90,7 +96,7 @@ export class ProxyGuard {
 
   #refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean, refreshable: boolean): FastifyReply {
     const target = req.url
-    if (isNavigation(req)) {
+    if (!this.#bearerOnly && isNavigation(req)) {
       // With cookies.credentialsPath: /api/v1/openid the refresh token is not sent here; the
       // refresh endpoint can read it, and falls back to signing in again.
       return reply.headers(PROBLEM_HEADERS).redirect(this.#navigateTo(req, refreshable), 302)
@@ -98,10 +104,10 @@ export class ProxyGuard {
     throw unauthenticatedError(expired, this.#deps.publicUrl + signInPath(target), this.#challengeOf(req))
   }
 
-  // RFC 9728 5.1: where this upstream's metadata is, when it publishes some.
+  // RFC 9728 5.1: where this upstream's metadata is, when it publishes some (and the scopes to ask for, challengeScope).
   #challengeAt(host: string | undefined): BearerChallengeParams {
     const url = resourceMetadataUrl(this.#upstream, this.#deps.publicUrl, host)
-    return url === undefined ? {} : { resource_metadata: url }
+    return url === undefined ? {} : { resource_metadata: url, scope: challengeScope(this.#upstream) }
   }
 
   #challengeOf(req: FastifyRequest): BearerChallengeParams {

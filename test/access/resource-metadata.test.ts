@@ -1,7 +1,14 @@
 // access/resource-metadata.ts: which upstreams publish, and on which hosts (docs/features/token-exchange.md).
 
 import t from 'tap'
-import { documentHosts, publishesResourceMetadata, resourceMetadataDocument, resourceMetadataUrl } from '#src/access/resource-metadata'
+import {
+  challengeScope,
+  documentHosts,
+  publishesResourceMetadata,
+  resourceAudience,
+  resourceMetadataDocument,
+  resourceMetadataUrl,
+} from '#src/access/resource-metadata'
 import { resolve, withUpstream, type Tree } from '../fixtures/config/base.ts'
 import type { UpstreamConfig } from '#src/options/types'
 
@@ -45,4 +52,23 @@ t.test('a host-less document leaves the hosts of upstreams with the same prefix'
   const named = documentHosts(upstream({ match: { pathPrefix: '/', hosts: ['api.test'] } }), new Map([['/', ['api.test']]]))!
   t.ok(named.test('api.test'), 'an upstream with hosts: its own')
   t.notOk(named.test('gw.example'))
+})
+
+t.test("tokenAudience: resource: the audience is the document's resource, on the request's host with match.hosts", async (t) => {
+  t.equal(resourceAudience(upstream({}), 'https://gw.example'), undefined, 'unset: none')
+  t.equal(resourceAudience(upstream({ tokenAudience: 'provider' }), 'https://gw.example'), undefined)
+  const fixed = upstream({ tokenAudience: 'resource', match: { pathPrefix: '/mcp' } })
+  t.equal(resourceAudience(fixed, 'https://gw.example/base')?.('other.example'), 'https://gw.example/mcp', 'the public origin, whatever the host')
+  t.equal(resourceAudience(fixed, 'https://gw.example')?.(undefined), resourceMetadataDocument(fixed, 'https://gw.example', []).resource)
+  const root = upstream({ tokenAudience: 'resource', match: { pathPrefix: '/' } })
+  t.equal(resourceAudience(root, 'https://gw.example')?.(undefined), 'https://gw.example', '`/`: the bare origin')
+  const hosted = upstream({ tokenAudience: 'resource', match: { pathPrefix: '/mcp', hosts: ['mcp.example'] } })
+  t.equal(resourceAudience(hosted, 'https://gw.example')?.('mcp.example'), 'https://mcp.example/mcp')
+  t.equal(resourceAudience(hosted, 'https://gw.example')?.('mcp.example'), resourceMetadataDocument(hosted, 'https://mcp.example', []).resource)
+})
+
+t.test("the challenge's scope: resourceMetadata.scopes, on tokenAudience: resource only", async (t) => {
+  t.equal(challengeScope(upstream({ tokenAudience: 'resource', resourceMetadata: { scopes: ['mcp:tools', 'mcp:read'] } })), 'mcp:tools mcp:read')
+  t.equal(challengeScope(upstream({ tokenAudience: 'resource' })), undefined)
+  t.equal(challengeScope(upstream({ resourceMetadata: { scopes: ['a'] } })), undefined, 'other upstreams: their challenge unchanged')
 })

@@ -20,6 +20,7 @@ const UPSTREAMS = [
   { name: 'admin', match: { pathPrefix: '/admin', hosts: [APP] }, allow: { groups: ['admins'] } },
   { name: 'tokens', match: { pathPrefix: '/tokens', hosts: [APP] }, forwardAccessToken: true },
   { name: 'cors', match: { pathPrefix: '/cors', hosts: [APP] }, allowPreflight: true },
+  { name: 'mcp', match: { pathPrefix: '/mcp', hosts: [APP] }, tokenAudience: 'resource' },
   { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' },
 ]
 const CONFIG = { redirects: { allowedHosts: [APP] } }
@@ -107,6 +108,18 @@ t.test('ext_authz over HTTP', async (t) => {
     t.equal(res.headers.location, `${stack.gw}/api/v1/openid/redirect?redirectAfter=${encodeURIComponent('https://app.example.com/page?x=1')}`)
     const elsewhere = await check(stack, '/deep?y=2', NAVIGATION, 'GET', 'unlisted.example.com')
     t.equal(elsewhere.status, 404, 'no upstream serves that host')
+  })
+
+  t.test('tokenAudience: resource (an MCP server): its own token only; a navigation gets the 401, not a sign-in redirect', async (t) => {
+    const provider = stack.provider!
+    const token = (aud: string): Promise<string> => provider.signJwt({ sub: 'agent', aud, scope: 'mcp:tools' }, { typ: 'at+jwt' })
+    const ok = await check(stack, '/mcp', { authorization: `Bearer ${await token('http://app.example.com/mcp')}` }, 'POST')
+    t.equal(ok.status, 200)
+    t.equal(ok.headers['x-forwarded-user'], 'agent')
+    t.equal((await check(stack, '/mcp', { authorization: `Bearer ${await token(CLIENT_ID)}` }, 'POST')).status, 401, "the gateway's client id: refused")
+    const navigation = await check(stack, '/mcp', { ...NAVIGATION, cookie: alice })
+    t.equal(navigation.status, 401, 'a session signs nobody in there, and a navigation is not sent to sign in')
+    t.equal(navigation.headers['www-authenticate'], 'Bearer resource_metadata="http://app.example.com/.well-known/oauth-protected-resource/mcp"')
   })
 
   t.test('signed in but refused by the allow rules: 403', async (t) => {

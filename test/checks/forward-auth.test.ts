@@ -47,6 +47,7 @@ const UPSTREAMS = [
   { name: 'tokens', match: { pathPrefix: '/tokens', hosts: [APP] }, forwardAccessToken: true },
   { name: 'cors', match: { pathPrefix: '/cors', hosts: [APP] }, allowPreflight: true },
   { name: 'maybe', match: { pathPrefix: '/maybe', hosts: [APP] }, auth: 'optional' },
+  { name: 'mcp', match: { pathPrefix: '/mcp', hosts: [APP] }, tokenAudience: 'resource' },
   { name: 'open', match: { pathPrefix: '/', hosts: ['open.example.com'] }, auth: 'none' },
   { name: 'other', match: { pathPrefix: '/', hosts: ['other.example.com'] } },
 ]
@@ -113,6 +114,28 @@ t.test('checks', async (t) => {
     }
     const post = await check(stack, traefik(APP, '/page', { ...NAVIGATION, 'x-forwarded-method': 'POST' }), 'GET')
     t.equal(post.status, 401, 'a form POST is no navigation to send to sign in (its body would be lost)')
+  })
+
+  t.test('tokenAudience: resource (an MCP server): a token for its resource on the checked host only, no session, no sign-in redirect', async (t) => {
+    const provider = stack.provider!
+    const token = (aud: string): Promise<string> => provider.signJwt({ sub: 'agent', aud, scope: 'mcp:tools' }, { typ: 'at+jwt' })
+    const resource = 'http://app.example.com/mcp'
+    const ok = await check(stack, traefik(APP, '/mcp', { authorization: `Bearer ${await token(resource)}` }))
+    t.equal(ok.status, 200, "the resource on the checked host (the metadata's `resource` there)")
+    t.equal(ok.headers['x-auth-request-user'], 'agent')
+    const other = await check(stack, traefik(APP, '/mcp', { authorization: `Bearer ${await token(CLIENT_ID)}` }))
+    t.equal(other.status, 401, "the gateway's client id: refused")
+    t.match(
+      other.headers['www-authenticate'],
+      /^Bearer error="invalid_token", resource_metadata="http:\/\/app\.example\.com\/\.well-known\/oauth-protected-resource\/mcp"$/,
+    )
+    t.equal(
+      (await check(stack, traefik(APP, '/page', { authorization: `Bearer ${await token(resource)}` }))).status,
+      401,
+      'the resource token at another upstream: refused',
+    )
+    t.equal((await check(stack, traefik(APP, '/mcp', { cookie: alice }))).status, 401, 'a session signs nobody in there')
+    t.equal((await check(stack, traefik(APP, '/mcp', { cookie: alice, ...NAVIGATION }))).status, 401, 'and a navigation is not sent to sign in')
   })
 
   t.test('signInUrl falls back to the path when the original host is not an allowed redirect target', async (t) => {

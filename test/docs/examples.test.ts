@@ -83,3 +83,23 @@ for (const { page, heading } of EXAMPLES) {
     t.equal(await outcome('/administration', 'bob'), 'pass', 'the rule is a prefix on segment boundaries')
   })
 }
+
+// docs/features/mcp.md's "Protect an MCP server": the file config/mcp.example.yaml holds, valid,
+// and the audience its upstream asks of Bearer tokens is the resource URI the page names.
+t.test('docs/features/mcp.md, "Protect an MCP server"', async (t) => {
+  const page = yamlAfter('docs/features/mcp.md', '## Protect an MCP server')
+  const file = readFileSync(join(ROOT, 'config/mcp.example.yaml'), 'utf8')
+  t.same(parseConfig(page, ENV, 'docs/features/mcp.md'), parseConfig(file, ENV, 'config/mcp.example.yaml'), 'the page and the file are one configuration')
+  const config = parseConfig(file, ENV, 'config/mcp.example.yaml')
+  const audiences: Array<string | undefined> = []
+  const recording: Pick<Authentication, 'forProviders'> = {
+    forProviders: (_names, resource) => {
+      audiences.push(resource?.(undefined))
+      return { authenticate: async () => undefined }
+    },
+  }
+  const access = new AccessDecisions(config.upstreams, recording, undefined, config.server.publicUrl)
+  t.strictSame(audiences, ['https://mcp.example.com/mcp'], 'tokens must name https://mcp.example.com/mcp')
+  const decision = await access.of(config.upstreams[0]!).decide({ url: '/mcp', cookies: {}, headers: {}, log }, { setCookie: () => undefined }, { path: '/mcp', preflight: false })
+  t.equal(decision.outcome, 'unauthenticated')
+})

@@ -8,6 +8,7 @@ import {
   introspectionViolation,
   MAX_CONCURRENT_INTROSPECTIONS,
   REFUSED_TTL_MS,
+  resourceAudienceViolation,
   type BearerOptions,
 } from '#src/oidc/bearer'
 import { manualClock, type ManualClock } from '../fixtures/clock.ts'
@@ -366,4 +367,62 @@ t.test('accessTokenViolation names the reason', async (t) => {
   )
   t.equal(accessTokenViolation(h, { aud: ['c', 'api'], scope: 'read' }, 'c'), undefined, 'the same with a scope')
   t.equal(accessTokenViolation({ ...h, typ: 'JWT' }, { aud: 'api' }, 'c'), undefined)
+})
+
+// tokenAudience: resource (RFC 8707 2): verify's `resource` replaces provider.audiences, and what
+// was accepted for one audience is never a cache hit for another.
+const RESOURCE = 'https://gw.example/mcp'
+const OTHER_RESOURCE = 'https://gw.example/other'
+
+t.test('resourceAudienceViolation: exactly the resource, a string or a list of it alone', async (t) => {
+  t.equal(resourceAudienceViolation(RESOURCE, RESOURCE), undefined)
+  t.equal(resourceAudienceViolation([RESOURCE], RESOURCE), undefined)
+  t.ok(resourceAudienceViolation([RESOURCE, OTHER_RESOURCE], RESOURCE), 'another audience could replay it here')
+  t.ok(resourceAudienceViolation(OTHER_RESOURCE, RESOURCE))
+  t.ok(resourceAudienceViolation(`${RESOURCE}/`, RESOURCE), 'the path as published: no trailing slash added or dropped')
+  t.equal(
+    resourceAudienceViolation('HTTPS://GW.Example/mcp', RESOURCE),
+    undefined,
+    'an uppercase scheme and host are the same resource (MCP "Canonical Server URI")',
+  )
+  t.ok(resourceAudienceViolation('https://gw.example/MCP', RESOURCE), 'the path is compared exactly')
+  t.ok(resourceAudienceViolation('https://gw.example.evil/mcp', RESOURCE))
+  t.ok(resourceAudienceViolation(undefined, RESOURCE))
+  t.ok(resourceAudienceViolation([], RESOURCE))
+  t.ok(resourceAudienceViolation(AUDIENCE, RESOURCE), "the provider's audience")
+})
+
+t.test('JWTs for a resource: its audience alone, and the cache keyed by audience', async (t) => {
+  const h = await harness()
+  const forResource = await h.sign({ aud: RESOURCE, scope: 'mcp:tools' })
+  t.equal(await h.verifier.verify(forResource), undefined, 'not one of provider.audiences: refused where they are asked')
+  t.equal((await h.verifier.verify(forResource, undefined, RESOURCE))?.sub, 'svc', 'accepted for its resource')
+  t.equal((await h.verifier.verify(forResource, undefined, RESOURCE))?.sub, 'svc', 'again, from the cache')
+  t.equal(await h.verifier.verify(forResource, undefined, OTHER_RESOURCE), undefined, 'accepted (and cached) for one resource: refused for another')
+  t.equal(await h.verifier.verify(forResource), undefined, "and for the provider's audiences")
+  const forProvider = await h.sign({ scope: 'read' })
+  t.equal((await h.verifier.verify(forProvider))?.sub, 'svc', "a token for the provider's audience, accepted there (and cached)")
+  t.equal(await h.verifier.verify(forProvider, undefined, RESOURCE), undefined, 'refused at the resource')
+  t.equal(await h.verifier.verify(await h.sign({ aud: [RESOURCE, OTHER_RESOURCE] }), undefined, RESOURCE), undefined, 'two resources: refused')
+})
+
+t.test('introspection for a resource: aud exactly the resource; client_id alone vouches for nothing', async (t) => {
+  const responses: Record<string, IntrospectionResponse> = {
+    own: { active: true, sub: 'u', aud: RESOURCE },
+    both: { active: true, sub: 'u', aud: [RESOURCE, AUDIENCE] },
+    client: { active: true, sub: 'u', client_id: AUDIENCE },
+    provider: { active: true, sub: 'u', aud: AUDIENCE },
+  }
+  const h = await harness({ introspection: async (token) => responses[token] })
+  t.equal((await h.verifier.verify('own', undefined, RESOURCE))?.sub, 'u')
+  t.equal(await h.verifier.verify('own', undefined, OTHER_RESOURCE), undefined, 'accepted for one resource, refused for another')
+  t.equal(await h.verifier.verify('own'), undefined, "refused for the provider's audiences")
+  t.equal(await h.verifier.verify('both', undefined, RESOURCE), undefined)
+  t.equal(await h.verifier.verify('client', undefined, RESOURCE), undefined)
+  t.equal(await h.verifier.verify('provider', undefined, RESOURCE), undefined)
+  t.equal((await h.verifier.verify('provider'))?.sub, 'u', "the provider's audience where it is asked")
+  t.equal(
+    introspectionViolation(responses.both!, { issuer: ISSUER, audiences: [RESOURCE], clockToleranceSeconds: 0, now: T0, resource: RESOURCE }),
+    "aud is not exactly this upstream's resource identifier",
+  )
 })
