@@ -106,6 +106,17 @@ export interface DevProviderOptions {
    * it (see tokenExchangeGrant). Off by default; on, every client may use the grant.
    */
   tokenExchange?: DevTokenExchange
+  /**
+   * OpenID Connect Core 5.4: scope-requested claims only from UserInfo, the ID token keeping
+   * `sub` and the claims it defines (oidc-provider's conformIdTokenClaims). Default false: they
+   * are in the ID token too.
+   */
+  conformIdTokenClaims?: boolean
+  /**
+   * The account's claims instead of devAccountClaims; may carry Core 5.6.2's `_claim_names` and
+   * `_claim_sources`, which oidc-provider passes on for the claims the scopes grant.
+   */
+  accountClaims?: (sub: string) => { sub: string; [claim: string]: unknown }
 }
 
 /** The development provider's RFC 8693 token exchange. */
@@ -279,11 +290,11 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
     // The gateway takes identity from the ID token, so scope-requested claims must appear there.
-    conformIdTokenClaims: false,
+    conformIdTokenClaims: options.conformIdTokenClaims ?? false,
     loadExistingGrant: grantFirstParty,
     findAccount: (_ctx: KoaContextWithOIDC, sub: string): Account => ({
       accountId: sub,
-      claims: () => devAccountClaims(sub),
+      claims: () => (options.accountClaims ?? devAccountClaims)(sub),
     }),
     pkce: { required: () => true },
     ...(options.clientAuthMethods === undefined ? {} : { clientAuthMethods: options.clientAuthMethods }),
