@@ -2,11 +2,12 @@ import t from 'tap'
 import { GatewayError } from '#src/contract/errors'
 import { followableNextLink, graphGroups, MAX_RETRY_AFTER_SECONDS, throttleDelaySeconds, transitiveGroupsUrl } from '#src/oidc/graph-groups'
 import { groupIds, startMicrosoftGraph } from '../fixtures/microsoft-graph.ts'
+import type { Teardown } from '../fixtures/stack.ts'
 
 // Entra ID's group overage read from Microsoft Graph (src/oidc/graph-groups.ts), against the
 // fixture that plays Graph by its documented rules (test/fixtures/microsoft-graph.ts).
 
-async function graph(t: Tap.Test, behaviour: Parameters<typeof startMicrosoftGraph>[0]) {
+async function graph(t: Teardown, behaviour: Parameters<typeof startMicrosoftGraph>[0]) {
   const g = await startMicrosoftGraph(behaviour)
   t.teardown(() => g.close())
   return g
