@@ -59,6 +59,19 @@ t.test('UserInfo: claims the ID token leaves out reach the identity headers, at 
   }
 })
 
+t.test('UserInfo with a DPoP-bound session: the call carries the proof, at sign-in and refresh (RFC 9449 7.1)', async (t) => {
+  const stack = await startStack(t, {
+    provider: { conformIdTokenClaims: true, rotateRefreshTokens: true },
+    client: { dpopBoundAccessTokens: true },
+    config: { provider: { dpop: true, claimSources: { userInfo: true } } },
+  })
+  const browser = stack.browser()
+  t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'bob')).status, 200)
+  t.equal((await upstreamSees(stack, browser))['x-forwarded-email'], 'bob@example.com', 'UserInfo accepted the DPoP-bound token')
+  t.equal((await browser.fetch(`${stack.gw}/api/v1/openid/refresh`, JSON_ACCEPT)).status, 200, 'refreshed')
+  t.equal((await upstreamSees(stack, browser))['x-forwarded-groups'], 'staff')
+})
+
 t.test('UserInfo about another sub is refused (502, Core 5.3.2): no session, nothing merged', async (t) => {
   const { stack, provider } = await startAdversarialStack(t, {
     provider: { userinfoEndpoint: true },
