@@ -94,6 +94,22 @@ t.test('UserInfo about another sub is refused (502, Core 5.3.2): no session, not
   t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')).status, 200, 'the same user: signed in')
 })
 
+t.test('a UserInfo failure at refresh is a 502: the session keeps the claims it had, nothing is merged', async (t) => {
+  const { stack, provider } = await startAdversarialStack(t, {
+    provider: { userinfoEndpoint: true },
+    config: { provider: { claimSources: { userInfo: true } } },
+  })
+  provider.set({ userinfoClaims: { email: 'first@example.com' } })
+  const browser = stack.browser()
+  t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')).status, 200)
+  t.equal((await upstreamSees(stack, browser))['x-forwarded-email'], 'first@example.com', 'UserInfo wins over the ID token')
+  provider.set({ userinfoClaims: { sub: 'someone-else', email: 'someone@example.com' } })
+  const refreshed = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`, JSON_ACCEPT)
+  t.equal(refreshed.status, 502)
+  await refreshed.body?.cancel()
+  t.equal((await upstreamSees(stack, browser))['x-forwarded-email'], 'first@example.com', "the sign-in's claims stand")
+})
+
 t.test('aggregated and distributed claims: trusted sources verified and merged, others never fetched', async (t) => {
   // The claims provider: a real oidc-provider, whose keys (through its discovery) verify its JWTs.
   const claimsProvider = await startTestProvider(t, { clients: [] })
@@ -105,6 +121,7 @@ t.test('aggregated and distributed claims: trusted sources verified and merged, 
     .setIssuer('https://stranger.example')
     .sign(stranger.privateKey)
   const aggregated = await claimsProvider.signJwt({ groups: ['from-aggregated'], sub: 'not-taken' })
+  const lines: string[] = []
   const stack = await startStack(t, {
     provider: {
       accountClaims: (sub: string) => ({
@@ -118,7 +135,8 @@ t.test('aggregated and distributed claims: trusted sources verified and merged, 
         },
       }),
     },
-    config: { provider: { claimSources: { trustedIssuers: [claimsProvider.issuer], trustedEndpoints: [distributed.url] } } },
+    config: { provider: { claimSources: { trustedIssuers: [claimsProvider.issuer], trustedEndpoints: [distributed.url] } }, log: { level: 'warn' } },
+    logStream: { write: (line: string) => void lines.push(line) },
   })
   const browser = stack.browser()
   t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')).status, 200)
@@ -130,6 +148,14 @@ t.test('aggregated and distributed claims: trusted sources verified and merged, 
   t.equal(distributed.requests.length, 1)
   t.equal(distributed.requests[0]?.authorization, 'Bearer source-token', "with the source's own access token")
   t.equal(untrusted.requests.length, 0, 'an untrusted endpoint is never fetched')
+  t.ok(
+    lines.some((l) => l.includes('distributed claims from an untrusted endpoint ignored (not fetched)')),
+    'the untrusted endpoint is logged',
+  )
+  t.ok(
+    lines.some((l) => l.includes('claims from an untrusted issuer ignored')),
+    'the untrusted issuer is logged',
+  )
 })
 
 t.test('Entra ID group overage: the groups come from Microsoft Graph, paged and throttled', async (t) => {
