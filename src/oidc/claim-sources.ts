@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { IDToken } from 'openid-client'
 import { GatewayError } from '../contract/errors.js'
 import type { SessionClaims } from '../contract/identity.js'
+import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS } from '../options/algorithms.js'
 import type { ClaimSourcesConfig, ProviderConfig } from '../options/types.js'
 import type { OidcClient, Tokens } from './client.js'
@@ -140,13 +141,16 @@ export class ClaimSources {
   readonly #provider: ProviderConfig
   readonly #client: OidcClient
   readonly #log: FastifyBaseLogger
+  readonly #clock: Clock
+  /** By trusted issuer: at most one entry per `trustedIssuers` item. */
   readonly #issuerKeys = new Map<string, IssuerKeys>()
 
-  constructor(provider: ProviderConfig & { claimSources: ClaimSourcesConfig }, client: OidcClient, log: FastifyBaseLogger) {
+  constructor(provider: ProviderConfig & { claimSources: ClaimSourcesConfig }, client: OidcClient, log: FastifyBaseLogger, clock: Clock) {
     this.#config = provider.claimSources
     this.#provider = provider
     this.#client = client
     this.#log = log
+    this.#clock = clock
   }
 
   /**
@@ -268,7 +272,7 @@ export class ClaimSources {
     } catch (err) {
       // A key rotated since the keys were read: read them once more, at most once a minute.
       const held = this.#issuerKeys.get(issuer)
-      if (!(err instanceof jose.errors.JWKSNoMatchingKey) || held === undefined || Date.now() - held.fetchedAt < ISSUER_KEYS_REFETCH_MS) throw err
+      if (!(err instanceof jose.errors.JWKSNoMatchingKey) || held === undefined || this.#clock.now() - held.fetchedAt < ISSUER_KEYS_REFETCH_MS) throw err
       this.#issuerKeys.delete(issuer)
       return (await jose.jwtVerify(jwt, await this.#keysOf(issuer), options)).payload
     }
@@ -277,7 +281,7 @@ export class ClaimSources {
   /** A trusted issuer's keys, through its discovery document (its `issuer` must be the one asked). */
   async #keysOf(issuer: string): Promise<IssuerKeys['keys']> {
     const held = this.#issuerKeys.get(issuer)
-    if (held !== undefined && Date.now() - held.fetchedAt < ISSUER_KEYS_TTL_MS) return held.keys
+    if (held !== undefined && this.#clock.now() - held.fetchedAt < ISSUER_KEYS_TTL_MS) return held.keys
     const metadata = await this.#getJson(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`)
     if (metadata.issuer !== issuer || typeof metadata.jwks_uri !== 'string') {
       throw new GatewayError('provider_unavailable', "a trusted claims issuer's discovery document names another issuer or no jwks_uri")
@@ -285,7 +289,7 @@ export class ClaimSources {
     const jwks = await this.#getJson(metadata.jwks_uri)
     if (!Array.isArray(jwks.keys)) throw new GatewayError('provider_unavailable', "a trusted claims issuer's JWKS has no keys")
     const keys = jose.createLocalJWKSet({ keys: jwks.keys as jose.JWK[] })
-    this.#issuerKeys.set(issuer, { keys, fetchedAt: Date.now() })
+    this.#issuerKeys.set(issuer, { keys, fetchedAt: this.#clock.now() })
     return keys
   }
 

@@ -116,7 +116,7 @@ export function createProvider(provider: ProviderConfig, options: ProviderOption
     clock: options.clock,
   })
   const claimSources = claimSourcesWanted(provider.claimSources)
-    ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log)
+    ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, options.clock)
     : undefined
   return { name: provider.name, config: provider, client, bearer, ...(claimSources === undefined ? {} : { claimSources }) }
 }

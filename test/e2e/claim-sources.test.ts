@@ -59,9 +59,9 @@ t.test('UserInfo: claims the ID token leaves out reach the identity headers, at 
   }
 })
 
-t.test('UserInfo with a DPoP-bound session: the call carries the proof, at sign-in and refresh (RFC 9449 7.1)', async (t) => {
+t.test('UserInfo with a DPoP-bound session: the call carries the proof, with the provider nonce, at sign-in and refresh (RFC 9449 7.1, 8)', async (t) => {
   const stack = await startStack(t, {
-    provider: { conformIdTokenClaims: true, rotateRefreshTokens: true },
+    provider: { conformIdTokenClaims: true, rotateRefreshTokens: true, dpopNonces: true },
     client: { dpopBoundAccessTokens: true },
     config: { provider: { dpop: true, claimSources: { userInfo: true } } },
   })
