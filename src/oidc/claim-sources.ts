@@ -266,7 +266,12 @@ export class ClaimSources {
   }
 
   async #verify(jwt: string, issuer: string): Promise<Claims> {
-    const options = { issuer, algorithms: [...ASYMMETRIC_ALGORITHMS], clockTolerance: this.#provider.clockToleranceSeconds }
+    const options = {
+      issuer,
+      algorithms: [...ASYMMETRIC_ALGORITHMS],
+      clockTolerance: this.#provider.clockToleranceSeconds,
+      currentDate: new Date(this.#clock.now()),
+    }
     try {
       return (await jose.jwtVerify(jwt, await this.#keysOf(issuer), options)).payload
     } catch (err) {
