@@ -92,6 +92,11 @@ t.test('UserInfo about another sub is refused (502, Core 5.3.2): no session, not
 
   provider.set({ userinfoClaims: { sub: SUBJECT, name: 'Ada' } })
   t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')).status, 200, 'the same user: signed in')
+
+  // A signed UserInfo response, which the gateway did not register for (userinfo_signed_response_alg): refused, never read unverified.
+  provider.set({ userinfoSigned: true })
+  const signed = stack.browser()
+  t.equal((await signed.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')).status, 502, 'a signed UserInfo response is refused')
 })
 
 t.test('a UserInfo failure at refresh is a 502: the session keeps the claims it had, nothing is merged', async (t) => {
