@@ -167,10 +167,8 @@ export class ClaimSources {
     let overage = hasGroupOverage(base) || tokens.claims === undefined
     if (this.#config.userInfo) {
       const userInfo = await this.#userInfo(tokens, base.sub)
-      if (userInfo !== undefined) {
-        overage ||= hasGroupOverage(userInfo)
-        claims = mergedClaims(claims, await this.#resolveSources(userInfo, tokens.accessToken))
-      }
+      overage ||= hasGroupOverage(userInfo)
+      claims = mergedClaims(claims, await this.#resolveSources(userInfo, tokens.accessToken))
     }
     if (this.#config.entraGroupOverage && overage) {
       claims.groups = await graphGroups(tokens.accessToken, { baseUrl: this.#config.graphBaseUrl, timeoutMs: this.#provider.timeoutMs })
@@ -194,7 +192,7 @@ export class ClaimSources {
     return this.#config.entraGroupOverage ? { ...previous } : undefined
   }
 
-  async #userInfo(tokens: Tokens, subject: string): Promise<Claims | undefined> {
+  async #userInfo(tokens: Tokens, subject: string): Promise<Claims> {
     let answer: Claims | undefined
     try {
       answer = await this.#client.userInfo(tokens.accessToken, subject, tokens.dpopKey)
