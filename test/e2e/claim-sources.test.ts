@@ -189,6 +189,11 @@ t.test('Entra ID group overage: the groups come from Microsoft Graph, paged and 
     "with the session's access token",
   )
 
+  // A refresh reads them again (this provider's refresh brings no ID token, so no marker either).
+  graph.set({ groups: groupIds(251) })
+  t.equal((await browser.fetch(`${stack.gw}/api/v1/openid/refresh`, JSON_ACCEPT)).status, 200, 'refreshed')
+  t.equal((await upstreamSees(stack, browser))['x-forwarded-groups'], groupIds(251).join(','), 'the groups of the refresh')
+
   // Graph refusing the token fails the sign-in (502): no session without its groups.
   graph.set({ acceptToken: () => false })
   const other = stack.browser()
