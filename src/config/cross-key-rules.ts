@@ -96,6 +96,7 @@ function checkProvider(read: Read, data: unknown, at: Path): Issue[] {
     ...checkFapi2(read, at),
     ...checkFormPost(read, at),
     ...checkSsf(read, data, at),
+    ...checkClaimSources(read, at),
   ]
 }
 
@@ -116,6 +117,33 @@ function checkSsf(read: Read, data: unknown, at: Path): Issue[] {
   const url = read([...ssf, 'configurationUrl'], isString)
   if (url !== undefined && /^http:/i.test(url) && read([...at, 'allowInsecureHttp'], isBoolean) !== true) {
     issues.push({ path: [...ssf, 'configurationUrl'], message: `must be an https URL (http only with ${formatPath([...at, 'allowInsecureHttp'])}: true)` })
+  }
+  return issues
+}
+
+// provider.claimSources (docs/features/claim-sources.md): the URLs the gateway sends a user's
+// access token to are https, as the issuer is; hundreds of Graph group ids need a server-side
+// store (a cookie session that large is refused at every sign-in, session_too_large).
+function checkClaimSources(read: Read, at: Path): Issue[] {
+  const sources = [...at, 'claimSources']
+  const issues: Issue[] = []
+  const insecureAllowed = read([...at, 'allowInsecureHttp'], isBoolean) === true
+  const graph = read([...sources, 'graphBaseUrl'], isString)
+  const overage = read([...sources, 'entraGroupOverage'], isBoolean) === true
+  if (overage && graph !== undefined && /^http:/i.test(graph) && !insecureAllowed) {
+    issues.push({ path: [...sources, 'graphBaseUrl'], message: `must be an https URL (http only with ${formatPath([...at, 'allowInsecureHttp'])}: true)` })
+  }
+  const endpoints = read([...sources, 'trustedEndpoints'], (v): v is unknown[] => Array.isArray(v)) ?? []
+  endpoints.forEach((endpoint, index) => {
+    if (typeof endpoint === 'string' && /^http:/i.test(endpoint) && !insecureAllowed) {
+      issues.push({ path: [...sources, 'trustedEndpoints', index], message: `must be an https URL (http only with ${formatPath([...at, 'allowInsecureHttp'])}: true)` })
+    }
+  })
+  if (overage && read(['session', 'store'], isString) === 'cookie') {
+    issues.push({
+      path: [...sources, 'entraGroupOverage'],
+      message: 'needs session.store memory or redis: the hundreds of group ids of an overage do not fit in cookie sessions',
+    })
   }
   return issues
 }

@@ -113,6 +113,17 @@ export interface DevProviderOptions {
    */
   tokenExchange?: DevTokenExchange
   /**
+   * OpenID Connect Core 5.4: scope-requested claims only from UserInfo, the ID token keeping
+   * `sub` and the claims it defines (oidc-provider's conformIdTokenClaims). Default false: they
+   * are in the ID token too.
+   */
+  conformIdTokenClaims?: boolean
+  /**
+   * The account's claims instead of devAccountClaims; may carry Core 5.6.2's `_claim_names` and
+   * `_claim_sources`, which oidc-provider passes on for the claims the scopes grant.
+   */
+  accountClaims?: (sub: string) => { sub: string; [claim: string]: unknown }
+  /**
    * OAuth for MCP clients: open dynamic client registration (RFC 7591, oidc-provider's
    * `features.registration`, no initial access token) and resource indicators (RFC 8707): a
    * `resource` that `accepts` is issued a JWT access token (RFC 9068, `typ: at+jwt`) whose `aud`
@@ -301,11 +312,14 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     },
     scopes: ['openid', 'offline_access', 'email', 'profile', 'groups', ...(options.resourceServers?.scopes ?? [])],
     // The gateway takes identity from the ID token, so scope-requested claims must appear there.
-    conformIdTokenClaims: false,
+    conformIdTokenClaims: options.conformIdTokenClaims ?? false,
     loadExistingGrant: grantFirstParty,
     findAccount: (_ctx: KoaContextWithOIDC, sub: string): Account => ({
       accountId: sub,
-      claims: () => ({ ...devAccountClaims(sub), ...Object.fromEntries(Object.entries(options.extraClaims ?? {}).map(([name, of]) => [name, of(sub)])) }),
+      claims: () => ({
+        ...(options.accountClaims ?? devAccountClaims)(sub),
+        ...Object.fromEntries(Object.entries(options.extraClaims ?? {}).map(([name, of]) => [name, of(sub)])),
+      }),
     }),
     pkce: { required: () => true },
     ...(options.clientAuthMethods === undefined ? {} : { clientAuthMethods: options.clientAuthMethods }),

@@ -642,6 +642,19 @@ export class OidcClient {
     return oidc.tokenIntrospection(discovered.configuration, token, { token_type_hint: 'access_token' })
   }
 
+  /**
+   * The UserInfo response for `accessToken` (OpenID Connect Core 5.3), DPoP-bound with `dpopKey`
+   * when the session is. openid-client refuses an answer whose `sub` is not `subject` (Core 5.3.2:
+   * it "MUST be verified to exactly match"); fetch.ts refuses one that is not JSON, so a signed or
+   * encrypted UserInfo response, which this client did not register for, is a fault too. `undefined`
+   * when the provider advertises no userinfo_endpoint. Throws what openid-client throws.
+   */
+  async userInfo(accessToken: string, subject: string, dpopKey?: DpopKey): Promise<oidc.UserInfoResponse | undefined> {
+    const { configuration, server } = this.#require()
+    if (server.userinfo_endpoint === undefined) return undefined
+    return oidc.fetchUserInfo(configuration, accessToken, subject, await this.#dpopOptions(configuration, dpopKey))
+  }
+
   async #dpopOptions(configuration: oidc.Configuration, key: DpopKey | undefined): Promise<oidc.DPoPOptions | undefined> {
     return key === undefined ? undefined : { DPoP: await this.#dpopNonces.handle(configuration, key) }
   }

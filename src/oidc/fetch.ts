@@ -115,7 +115,8 @@ function transportReason(err: unknown): string {
   return err instanceof Error ? err.name : 'unknown'
 }
 
-async function readLimited(res: Response, limit: number): Promise<string> {
+/** The body of `res`, refused (ProviderFaultError) once it exceeds `limit` bytes: a hostile answer is never read whole. */
+export async function readLimited(res: Response, limit: number): Promise<string> {
   if (res.body === null) return ''
   // A fetch response's body is a byte stream; Node's types leave its chunks `any`.
   const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader()

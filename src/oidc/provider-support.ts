@@ -16,7 +16,8 @@
 //   always sends S256, RFC 7636 4.2);
 // - RFC 9126 section 5: `pushed_authorization_request_endpoint`, `require_pushed_authorization_requests`;
 // - OpenID Connect RP-Initiated Logout 1.0 section 2.1: `end_session_endpoint`;
-// - OpenID Connect Back-Channel Logout 1.0 section 2.1: `backchannel_logout_supported`.
+// - OpenID Connect Back-Channel Logout 1.0 section 2.1: `backchannel_logout_supported`;
+// - Discovery 1.0 section 3: `userinfo_endpoint`, with provider.claimSources.userInfo.
 
 import type { FastifyBaseLogger } from 'fastify'
 import type * as oidc from 'openid-client'
@@ -151,7 +152,14 @@ export function supportVerdicts(config: ProviderConfig, server: oidc.ServerMetad
     parAgreed(config.pushedAuthorizationRequests, server),
     endSessionAvailable(config.postLogoutRedirectUri, server.end_session_endpoint),
     backchannelLogoutNoted(server.backchannel_logout_supported, backchannelUri),
+    ...(config.claimSources?.userInfo === true ? [userInfoAvailable(server.userinfo_endpoint)] : []),
   ]
+}
+
+/** Discovery 1.0 3: `userinfo_endpoint`, which provider.claimSources.userInfo calls at every sign-in and refresh. */
+export function userInfoAvailable(endpoint: unknown): SupportVerdict {
+  if (typeof endpoint === 'string') return { item: 'UserInfo', ok: true, said: `claimSources.userInfo calls ${endpoint}` }
+  return { item: 'UserInfo', ok: false, said: 'claimSources.userInfo is on but the provider advertises no userinfo_endpoint: every sign-in would fail (502)' }
 }
 
 /** What a failed discovery says, in one verdict: the issuer when the document names another, else the call that failed. */

@@ -6,6 +6,7 @@ import { callbackPath } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from './bearer.js'
 import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall } from './client.js'
+import { ClaimSources, claimSourcesWanted } from './claim-sources.js'
 
 // The configured providers (`provider:` or `providers:`), each with its client and its Bearer
 // verifier. A name selects a provider at sign-in and in a session, an issuer selects it for a
@@ -16,6 +17,8 @@ export interface Provider {
   readonly config: ProviderConfig
   readonly client: OidcClient
   readonly bearer: BearerVerifier
+  /** provider.claimSources; undefined when it asks for nothing, so a sign-in or refresh does no more than the ID token's work. */
+  readonly claimSources?: ClaimSources
 }
 
 export class Providers {
@@ -112,7 +115,10 @@ export function createProvider(provider: ProviderConfig, options: ProviderOption
     log,
     clock: options.clock,
   })
-  return { name: provider.name, config: provider, client, bearer }
+  const claimSources = claimSourcesWanted(provider.claimSources)
+    ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, options.clock)
+    : undefined
+  return { name: provider.name, config: provider, client, bearer, ...(claimSources === undefined ? {} : { claimSources }) }
 }
 
 /**

@@ -300,6 +300,33 @@ const providerKeys: Record<string, JsonSchema> = {
     '[Claim mapping](features/claim-mapping.md): the claim path of the groups (a list of strings, or one string), what the groups identity header, `X-Auth-Request-Groups`, `allow.groups` and the assertion\'s `groups` read: e.g. `realm_access.roles` or `resource_access.my-app.roles` (Keycloak), `["https://example.com/roles"]` (Auth0). Unset: `groups`.',
     { format: 'claim-path' },
   ),
+  claimSources: object(
+    "Claims from beyond the ID token ([claim sources](features/claim-sources.md)): the UserInfo endpoint, aggregated and distributed claims, Entra ID's group overage. Fetched at sign-in and at each refresh, kept in the session. Unset: the ID token's claims only, and nothing more is fetched.",
+    {
+      userInfo: boolean(
+        "Fetch the provider's `userinfo_endpoint` with the session's access token (DPoP-bound when the session is) at sign-in and at each refresh (OpenID Connect Core 5.3), and merge its claims: the ID token's stand for the claims it defines (`iss`, `sub`, `aud`, `acr`, `amr`, `auth_time`, `sid`, `nonce`...), UserInfo's win for the others (`name`, `email`, `groups`...). A UserInfo answer about another `sub`, or that is not JSON, fails the sign-in or refresh (502).",
+        false,
+      ),
+      trustedIssuers: list(
+        "Issuers whose aggregated and distributed claims are taken (OpenID Connect Core 5.6.2): a claim source's JWT is verified against its issuer's keys (found through that issuer's discovery) and must name one of these in `iss`. A source of any other issuer is ignored and logged.",
+        string('An issuer identifier, exactly as the JWTs name it.', { format: 'issuer-url' }),
+        { default: [] },
+      ),
+      trustedEndpoints: list(
+        "Distributed claim endpoints the gateway may fetch, exactly as a `_claim_sources` entry names them (OpenID Connect Core 5.6.2), with the access token the source gives or else the session's; the JWT it returns must be signed by one of `trustedIssuers`. Any other endpoint is never fetched (no request goes where a token says), only logged.",
+        string('An endpoint URL.', { format: 'http-url' }),
+        { default: [] },
+      ),
+      entraGroupOverage: boolean(
+        "Microsoft Entra ID: when a token carries the groups overage marker (`_claim_names.groups`, or `hasgroups`) instead of `groups`, fetch the user's transitive group memberships from Microsoft Graph (`/v1.0/me/transitiveMemberOf`) with the session's access token and keep their ids as `groups`. The URL in the marker is never fetched. Needs `session.store` `memory` or `redis` (hundreds of group ids do not fit in cookies). See [Entra ID](providers/entra-id.md).",
+        false,
+      ),
+      graphBaseUrl: string(
+        "With `entraGroupOverage`: Microsoft Graph's root, for a national cloud `https://graph.microsoft.us`, `https://dod-graph.microsoft.us` or `https://microsoftgraph.chinacloudapi.cn`. Must be https unless `allowInsecureHttp` is true.",
+        { format: 'http-url', default: 'https://graph.microsoft.com' },
+      ),
+    },
+  ),
 }
 
 const provider = object(

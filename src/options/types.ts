@@ -81,6 +81,22 @@ export interface ProviderConfig {
   userClaim?: string
   /** Claim mapping: the claim path of the groups; unset: `groups`. */
   groupsClaim?: string
+  /** Claims from beyond the ID token: UserInfo, aggregated and distributed claims, Entra ID's group overage (docs/features/claim-sources.md); unset: off. */
+  claimSources?: ClaimSourcesConfig
+}
+
+/** provider.claimSources (src/oidc/claim-sources.ts). */
+export interface ClaimSourcesConfig {
+  /** Fetch the UserInfo endpoint at sign-in and at each refresh (OpenID Connect Core 5.3). */
+  userInfo: boolean
+  /** Issuers whose aggregated or distributed claim JWTs are verified and taken (Core 5.6.2). */
+  trustedIssuers: string[]
+  /** Distributed claim endpoints that may be fetched, exactly as written (Core 5.6.2). */
+  trustedEndpoints: string[]
+  /** Entra ID: a token with the groups overage marker has its groups fetched from Microsoft Graph. */
+  entraGroupOverage: boolean
+  /** Microsoft Graph's base URL (a national cloud's, e.g. https://graph.microsoft.us). */
+  graphBaseUrl: string
 }
 
 export interface SsfConfig {

@@ -217,7 +217,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
     const search = received === 'form_post' ? `?${params.toString()}` : query === -1 ? '' : req.url.slice(query)
     let session
     try {
-      const tokens = await client.exchangeCode(
+      const exchanged = await client.exchangeCode(
         path,
         search,
         {
@@ -228,6 +228,8 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
         },
         req.log,
       )
+      // UserInfo, aggregated and distributed claims, Graph groups (oidc/claim-sources.ts), when configured.
+      const tokens = provider.claimSources === undefined ? exchanged : await provider.claimSources.resolve(exchanged)
       if (transaction.stepUp !== undefined) refuseUnmetStepUp(req, tokens.claims ?? {}, transaction.stepUp, provider)
       session = lifecycle.create(tokens, provider.name, provider.config.issuer)
     } catch (err) {

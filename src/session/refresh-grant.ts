@@ -19,7 +19,9 @@ export function providerRefreshGrant(providers: Providers, bindIssuer: IssuerBin
       if (provider === undefined) throw new GatewayError('refresh_token_invalid', 'the provider of this session is no longer configured')
       // Another issuer's refresh token is never sent to this one: the session ends instead.
       if (bindIssuer(session) === undefined) throw new GatewayError('refresh_token_invalid', "the session was signed in at another issuer than its provider's")
-      const tokens = await provider.client.refresh(token, session.claims.sub, session.dpopKey)
+      const refreshed = await provider.client.refresh(token, session.claims.sub, session.dpopKey)
+      // Claim sources are asked again at each refresh (oidc/claim-sources.ts); a failure fails the refresh (502).
+      const tokens = provider.claimSources === undefined ? refreshed : await provider.claimSources.resolve(refreshed, session.claims)
       observe('ok')
       return tokens
     } catch (err) {
