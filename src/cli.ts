@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util'
 import { AggregatorRegistry } from 'prom-client'
 import { callPrimary, onBroadcast } from './runtime/ipc.js'
 import { ABORT, COMMIT, isAbortRequest, isCommitRequest, isPrepareRequest, PREPARE, type PrepareAnswer } from './runtime/reload.js'
-import { runPrimary, workerCount } from './runtime/primary.js'
+import { EXIT_WORKER_LISTEN, runPrimary, workerCount } from './runtime/primary.js'
 import { workerState } from './runtime/worker-state.js'
 import { ConfigError, EXIT_CONFIG, loadConfigFile, loadConfigText, type LoadedConfig } from './config/load.js'
 import { describeExposure, exposedSecretFiles } from './config/file-modes.js'
@@ -133,7 +133,13 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     if (worker !== undefined) gateway.log.info('SIGHUP to a worker is ignored: send it to the primary, which reloads every worker')
     else if (!draining) void gateway.reload('SIGHUP')
   })
-  await gateway.listen()
+  await gateway.listen().catch((err: unknown) => {
+    // Under a primary, a worker that cannot listen says so and exits with the code that stops the
+    // gateway (runtime/primary.ts); one process exits 1 from main's catch.
+    if (worker === undefined) throw err
+    process.stderr.write(`openid-gateway: ${err instanceof Error ? err.message : String(err)}\n`)
+    process.exit(EXIT_WORKER_LISTEN)
+  })
   grpc = await startGrpc(gateway, () => draining)
   if (management !== undefined) {
     const address = await management.listen({ host: config.server.managementHost, port: config.server.managementPort })

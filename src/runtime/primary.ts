@@ -3,6 +3,12 @@ import { availableParallelism } from 'node:os'
 import { AggregatorRegistry } from 'prom-client'
 import pino from 'pino'
 import { EXIT_CONFIG, type LoadedConfig } from '../config/load.js'
+
+/**
+ * The exit code of a worker whose listener failed at start (EADDRINUSE, EACCES): the primary stops
+ * the gateway with exit code 1, as one process does, instead of starting another worker.
+ */
+export const EXIT_WORKER_LISTEN = 3
 import { ConfigWatcher, loadForReload, logRefusal, warnLoosening, watchedLoosening } from './live.js'
 import type { GatewayConfig } from '../options/types.js'
 import { loggerOptions, stdoutDestination } from '../ops/logging.js'
@@ -131,6 +137,13 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
       log.error({ worker: worker.process.pid }, 'a worker refused the configuration; stopping')
       for (const other of live()) other.process.kill('SIGKILL')
       process.exit(EXIT_CONFIG)
+    }
+    // A worker that could not listen (the port is taken, or not allowed) would fail again: a
+    // replacement would only restart for ever, busy on a core, while the port serves no one.
+    if (code === EXIT_WORKER_LISTEN) {
+      log.error({ worker: worker.process.pid, host: config.server.host, port: config.server.port }, 'a worker could not listen on server.port; stopping')
+      for (const other of live()) other.process.kill('SIGKILL')
+      process.exit(1)
     }
     log.warn({ worker: worker.process.pid, code, signal }, 'worker exited; starting another')
     const slot = slots.get(worker.id) ?? 0

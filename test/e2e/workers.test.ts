@@ -1,5 +1,7 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -63,4 +65,37 @@ t.test('workers: 2 with session.store: memory is refused by check and run, namin
     t.equal(code, 2, command[0] ?? 'run')
     t.match(stderr, /session\.store: memory cannot be shared by server\.workers/)
   }
+})
+
+t.test('workers: 2 on a port another process holds: the gateway stops with exit 1, naming the error, and starts no worker again', async (t) => {
+  const holder = createServer()
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())))
+  const port = (holder.address() as AddressInfo).port
+  const dir = mkdtempSync(join(tmpdir(), 'ogw-workers-'))
+  const path = join(dir, 'gateway.yaml')
+  writeFileSync(
+    path,
+    stringify({
+      server: { host: '127.0.0.1', port, publicUrl: `http://127.0.0.1:${port}`, workers: 2, managementPort: 0 },
+      provider: { issuer: 'http://127.0.0.1:9', clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true },
+      cookies: { secrets: [COOKIE_SECRET], secure: false },
+      upstreams: [{ name: 'app', target: 'http://127.0.0.1:9' }],
+    }),
+    { mode: 0o600 },
+  )
+  const child = spawn(process.execPath, [CLI, '--config', path], { stdio: ['ignore', 'pipe', 'pipe'] })
+  // A primary that restarted the workers for ever would never close: the test's own timeout ends it.
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL')
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  t.equal(code, 1, 'exit code 1, as one process that cannot listen')
+  t.match(stderr, /EADDRINUSE/, 'the error is said')
+  t.match(stdout, /a worker could not listen on server\.port; stopping/)
+  t.notMatch(stdout, /worker exited; starting another/, 'no worker is started again')
 })
