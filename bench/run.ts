@@ -26,7 +26,7 @@ import { checkRequest, type DecodedCheckResponse } from '../test/fixtures/ext-au
 import { startRedis } from '../test/fixtures/redis.js'
 import { startCluster } from '../test/fixtures/redis-cluster.js'
 import { startSentinel } from '../test/fixtures/redis-sentinel.js'
-import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePort } from '../test/fixtures/stack.js'
+import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePorts } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
 import { grpcLoad, h2loadAvailable, h2loadUnary, rawUnaryCaller } from './grpc-load.js'
 import { treeStats } from './proc.js'
@@ -264,13 +264,10 @@ async function main(): Promise<void> {
       config: { session: { store: 'redis', redis: { cluster: { nodes: cluster.nodes.map((n) => `${n.host}:${n.port}`) } } } },
     })
   }
-  const ports = await Promise.all(variants.map(() => freePort()))
-  const origins = ports.map((p) => `http://127.0.0.1:${p}`)
   const apache = apacheAvailable()
   if (!apache.available) process.stderr.write(`no Apache rows: ${apache.why}\n`)
   process.stderr.write(`gRPC load: ${H2LOAD.available ? 'h2load' : `the Node HTTP/2 client (${H2LOAD.why ?? ''})`}\n`)
   const apacheModes: ApacheMode[] = apache.available ? ['client-cookie', 'shm'] : []
-  const apachePorts = await Promise.all(apacheModes.map(() => freePort()))
   // The gateway as `openid-gateway run` starts it, with server.workers: 1 and 2 pinned to the
   // servers' core, and 2 on both cores (shared with the load generator).
   const cliRuns = [
@@ -278,7 +275,13 @@ async function main(): Promise<void> {
     { workers: 2, pin: pinned },
     { workers: 2, pin: false },
   ]
-  const cliPorts = await Promise.all(cliRuns.map(() => freePort()))
+  // Every port at once, each held until all are found: ports picked one by one may repeat, and a
+  // gateway started on a port another server of the bench holds measured a machine busy with it.
+  const allPorts = await freePorts(variants.length + apacheModes.length + cliRuns.length)
+  const ports = allPorts.slice(0, variants.length)
+  const apachePorts = allPorts.slice(variants.length, variants.length + apacheModes.length)
+  const cliPorts = allPorts.slice(variants.length + apacheModes.length)
+  const origins = ports.map((p) => `http://127.0.0.1:${p}`)
   const cliOrigins = cliPorts.map((p) => `http://127.0.0.1:${p}`)
   const provider = await startDevProvider({
     accessTokenTtlSeconds: 3600,
