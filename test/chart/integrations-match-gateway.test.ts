@@ -7,7 +7,7 @@ import { SIGN_IN_PATH } from '#src/contract/endpoints'
 import type { GatewayConfig } from '#src/options/types'
 import { NAMESPACE, RELEASE, notes, render } from '../fixtures/chart.ts'
 import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
-import { EXT_AUTHZ_PATH_DEFAULT, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
+import { EXT_AUTHZ_PATH_DEFAULT, type ExtensionProvider, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
 
 // The chart's companion objects agree with the gateway configuration it mounts and with the code:
@@ -148,21 +148,6 @@ t.test('gateway-api: the ExternalAuth filter, its lists derived from custom iden
   )
 })
 
-type ExtensionProvider = {
-  name: string
-  envoyExtAuthzHttp?: {
-    service: string
-    port: number
-    pathPrefix?: string
-    timeout?: string
-    failOpen?: boolean
-    includeRequestHeadersInCheck?: string[]
-    headersToUpstreamOnAllow?: string[]
-    headersToDownstreamOnAllow?: string[]
-    headersToDownstreamOnDeny?: string[]
-  }
-  envoyExtAuthzGrpc?: { service: string; port: number; timeout?: string; failOpen?: boolean }
-}
 type AuthorizationPolicy = K8sObject & {
   spec: { action?: string; provider?: { name?: string }; selector?: unknown; rules?: { to?: { operation?: { paths?: string[]; notPaths?: string[] } }[] }[] }
 }

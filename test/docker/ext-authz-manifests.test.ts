@@ -4,7 +4,7 @@ import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import type { GatewayConfig } from '#src/options/types'
 import { SIGN_IN_PATH } from '#src/contract/endpoints'
-import { EXT_AUTHZ_PATH_DEFAULT, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
+import { EXT_AUTHZ_PATH_DEFAULT, type ExtensionProvider, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
 import { type K8sObject, type Rendered, gateway, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
 import { K8S, kustomize } from '../fixtures/kustomize.ts'
@@ -134,21 +134,6 @@ t.test('gateway-api: the ExternalAuth filter to the HTTP check', async (t) => {
   includesAll(t, filter?.http?.allowedResponseHeaders, upstreamHeaders(rendered.config), 'http.allowedResponseHeaders (empty would copy every answer header)')
 })
 
-type ExtensionProvider = {
-  name: string
-  envoyExtAuthzHttp?: {
-    service: string
-    port: number
-    pathPrefix?: string
-    timeout?: string
-    failOpen?: boolean
-    includeRequestHeadersInCheck?: string[]
-    headersToUpstreamOnAllow?: string[]
-    headersToDownstreamOnAllow?: string[]
-    headersToDownstreamOnDeny?: string[]
-  }
-  envoyExtAuthzGrpc?: { service: string; port: number; timeout?: string; failOpen?: boolean }
-}
 type AuthorizationPolicyObject = K8sObject & {
   spec: { action?: string; provider?: { name?: string }; rules?: { to?: { operation?: { paths?: string[]; notPaths?: string[] } }[] }[] }
 }
