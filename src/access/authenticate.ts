@@ -6,7 +6,7 @@ import type { Provider, Providers } from '../oidc/providers.js'
 import type { SessionLifecycle } from '../session/lifecycle.js'
 import { bearerRevoked, type RevocationList } from '../session/revocation.js'
 import type { Identity } from '../contract/identity.js'
-import { claimMappingOf, type ClaimMapping } from '../contract/claim-path.js'
+import type { ClaimMapping } from '../contract/claim-path.js'
 import type { Session, SessionReply, SessionRequest, SessionStore } from '../session/types.js'
 import type { IssuerBinding } from '../session/issuer-binding.js'
 
@@ -107,7 +107,7 @@ export class UpstreamAuthentication {
   readonly #deps: AuthenticationDeps
   readonly #accepted: Provider[]
   readonly #accepts: ReadonlySet<string>
-  /** Each accepted provider's claim mapping, parsed once per configuration. */
+  /** Each accepted provider's claim mapping (its Provider's), by name: a session names its provider. */
   readonly #mappings: ReadonlyMap<string, ClaimMapping>
   readonly #resource: ResourceAudience | undefined
 
@@ -116,7 +116,7 @@ export class UpstreamAuthentication {
     this.#deps = deps
     this.#accepted = deps.providers.named(names)
     this.#accepts = new Set(names)
-    this.#mappings = new Map(this.#accepted.map((provider) => [provider.name, claimMappingOf(provider.config)]))
+    this.#mappings = new Map(this.#accepted.map((provider) => [provider.name, provider.mapping]))
     this.#resource = resource
   }
 
@@ -152,7 +152,7 @@ export class UpstreamAuthentication {
     if (claims === undefined) return 'invalid_token'
     // RFC 6750 3.1 invalid_token covers a revoked token. A list that cannot be read throws (503).
     if (revocations !== undefined && (await bearerRevoked(revocations, verifier.name, claims))) return 'invalid_token'
-    return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer, mapping: this.#mappingOf(verifier.name) }
+    return { claims, accessToken: token, provider: verifier.name, issuer: verifier.config.issuer, mapping: verifier.mapping }
   }
 
   async #fromSession(req: AuthRequest, reply: SessionReply, loaded: Session): Promise<Exclude<AuthenticationResult, undefined>> {

@@ -160,6 +160,15 @@ export class AccessDecisions {
   }
 }
 
+/**
+ * Whether a browser without a sign-in is sent to sign in here: not where `tokenAudience: resource`
+ * signs in no session (authenticate.ts), since the sign-in would come back to the same 401 for
+ * ever. The guard and every check dialect ask here before they redirect a page load.
+ */
+export function offersSignIn(upstream: Pick<UpstreamConfig, 'tokenAudience'>): boolean {
+  return upstream.tokenAudience !== 'resource'
+}
+
 /** The resource audience of an upstream with `tokenAudience: resource` (resource-metadata.ts), worked out once. */
 function audienceOf(upstream: UpstreamConfig, publicUrl: string | undefined): ResourceAudience | undefined {
   if (upstream.tokenAudience !== 'resource') return undefined

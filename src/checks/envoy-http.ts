@@ -4,7 +4,7 @@ import type { Identity } from '../contract/identity.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from '../access/checker.js'
-import { forbiddenError, stepUpError, unauthenticatedError } from '../access/decision.js'
+import { forbiddenError, offersSignIn, stepUpError, unauthenticatedError } from '../access/decision.js'
 import type { IdentityAssertions } from '../proxy/identity-assertion.js'
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from '../proxy/transaction-token.js'
@@ -180,8 +180,7 @@ export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide
     logged.outcome = verdict.outcome
     switch (verdict.outcome) {
       case 'unauthenticated':
-        // tokenAudience: resource signs in no session: a redirect to sign in would come back here for ever.
-        if (verdict.upstream.tokenAudience !== 'resource' && isNavigationOf(checked.method, req.headers))
+        if (offersSignIn(verdict.upstream) && isNavigationOf(checked.method, req.headers))
           return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
         return {
           result: {

@@ -5,7 +5,7 @@ import { checkContext, checkedTarget, type CheckedRequest, type Checker } from '
 import type { TokenExchanger } from '../proxy/token-exchange.js'
 import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from '../proxy/transaction-token.js'
 import { clientAddress, type TrustCheck } from '../proxy/forwarded.js'
-import { forbiddenError, stepUpError, unauthenticatedError } from '../access/decision.js'
+import { forbiddenError, offersSignIn, stepUpError, unauthenticatedError } from '../access/decision.js'
 import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, claimHeadersOf, identityHeaderValues, isHeaderSafeToken } from '../proxy/header-policy.js'
 import { canonicalHost, isHostValue } from '../access/match.js'
 import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
@@ -185,8 +185,7 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
         // Traefik hands a non-2xx answer to the client as it is, so a browser's page load is sent
         // to sign in here; ingress-nginx turns anything but 2xx/401/403 into a 500, and sends the
         // browser to sign in itself (auth-signin).
-        // tokenAudience: resource signs in no session: a redirect to sign in would come back here for ever.
-        if (original.ingress === 'traefik' && verdict.upstream.tokenAudience !== 'resource' && isNavigationOf(method, req.headers)) {
+        if (original.ingress === 'traefik' && offersSignIn(verdict.upstream) && isNavigationOf(method, req.headers)) {
           return reply.redirect(checker.signInUrl(original, verdict.refreshable), 302)
         }
         throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))

@@ -7,6 +7,7 @@ import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from './bearer.js'
 import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall } from './client.js'
 import { ClaimSources, claimSourcesWanted } from './claim-sources.js'
+import { claimMappingOf, type ClaimMapping } from '../contract/claim-path.js'
 
 // The configured providers (`provider:` or `providers:`), each with its client and its Bearer
 // verifier. A name selects a provider at sign-in and in a session, an issuer selects it for a
@@ -17,6 +18,8 @@ export interface Provider {
   readonly config: ProviderConfig
   readonly client: OidcClient
   readonly bearer: BearerVerifier
+  /** Which of its claims are the user and the groups (userClaim, groupsClaim), parsed once: every upstream shares it. */
+  readonly mapping: ClaimMapping
   /** provider.claimSources; undefined when it asks for nothing, so a sign-in or refresh does no more than the ID token's work. */
   readonly claimSources?: ClaimSources
 }
@@ -118,7 +121,8 @@ export function createProvider(provider: ProviderConfig, options: ProviderOption
   const claimSources = claimSourcesWanted(provider.claimSources)
     ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, options.clock)
     : undefined
-  return { name: provider.name, config: provider, client, bearer, ...(claimSources === undefined ? {} : { claimSources }) }
+  const mapping = claimMappingOf(provider)
+  return { name: provider.name, config: provider, client, bearer, mapping, ...(claimSources === undefined ? {} : { claimSources }) }
 }
 
 /**

@@ -6,6 +6,7 @@ import { isNavigation } from '../contract/navigation.js'
 import type { BearerChallengeParams } from '../access/bearer-challenge.js'
 import { challengeScope, resourceMetadataUrl } from '../access/resource-metadata.js'
 import {
+  offersSignIn,
   forbiddenError,
   isPreflight,
   logForbidden,
@@ -56,7 +57,7 @@ export class ProxyGuard {
     this.#deps = deps
     this.#publicHost = new URL(deps.publicUrl).host
     this.#fixedChallenge = upstream.match.hosts === undefined ? this.#challengeAt(undefined) : undefined
-    this.#bearerOnly = upstream.tokenAudience === 'resource'
+    this.#bearerOnly = !offersSignIn(upstream)
   }
 
   /** Decides `req` before anything is proxied: undefined to proxy it (`req.identity` set), else the reply sent. */
