@@ -208,6 +208,7 @@ export class GatewayMetrics {
   readonly #requests: BoundMetric
   readonly #duration: BoundMetric
   readonly #outcomes: Counter<'endpoint' | 'code'>
+  readonly #outcomeSeries = new Map<string, { inc(): void }>()
   readonly #refreshes: Counter<'code'>
   readonly #providerDuration: Histogram<'call'>
   readonly #providerErrors: Counter<'call'>
@@ -388,7 +389,18 @@ export class GatewayMetrics {
     series.count.count++
     this.#duration.observe(series.duration, o.seconds)
     const endpoint = o.routeUrl === undefined ? undefined : ENDPOINT_LABELS.get(o.routeUrl)
-    if (endpoint !== undefined) this.#outcomes.inc({ endpoint, code: o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`) })
+    if (endpoint !== undefined) {
+      const code = o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`)
+      // prom-client hashes the labels on every inc; its child for the pair is hashed once. The
+      // endpoints, the problem codes and the statuses are fixed sets: the map is bounded.
+      const key = `${endpoint} ${code}`
+      let outcome = this.#outcomeSeries.get(key)
+      if (outcome === undefined) {
+        outcome = this.#outcomes.labels({ endpoint, code })
+        this.#outcomeSeries.set(key, outcome)
+      }
+      outcome.inc()
+    }
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()
   }
 

@@ -33,13 +33,15 @@ export function decorateOutcome(app: FastifyInstance): void {
 /** The `onResponse` hook that counts the request (metrics.ts) and writes its line (access-log.ts). */
 export function recordOutcome(metrics: GatewayMetrics, accessLog: AccessLog) {
   return function recordOutcome(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    const route = req.routeOptions.config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
+    // Fastify builds routeOptions afresh at each read: read once.
+    const { config, url: routeUrl } = req.routeOptions
+    const route = config.upstream ?? (isGatewayPath(req.url) ? GATEWAY_ROUTE : NO_ROUTE)
     metrics.observeRequest({
       route,
       method: req.method,
       status: reply.statusCode,
       seconds: reply.elapsedTime / 1000,
-      routeUrl: req.routeOptions.url,
+      routeUrl,
       code: reply.problemCode,
     })
     accessLog.write({

@@ -101,12 +101,13 @@ function end({ span, upstream, upstreamError }: RequestTrace, req: FastifyReques
     }
     upstream.end()
   }
-  const route = req.routeOptions.url
+  // Fastify builds routeOptions afresh at each read: read once.
+  const { url: route, config } = req.routeOptions
   if (route !== undefined) {
     span.setAttribute('http.route', route)
     span.updateName(`${req.method} ${route}`)
   }
-  const name = req.routeOptions.config.upstream
+  const name = config.upstream
   if (name !== undefined) span.setAttribute('openid_gateway.upstream', name)
   span.setAttribute('http.response.status_code', status)
   // A server span fails only on a 5xx: a 4xx is the client's.

@@ -88,6 +88,12 @@ interface RoleSpec {
   path: string
 }
 
+/**
+ * Set by `jar` on a jar in which it read no former cookie name (a symbol: no cookie name, never
+ * enumerated), so that `expireFormer` need not walk it. A jar built otherwise is walked.
+ */
+const kNoFormer = Symbol('openid-gateway.noFormerCookies')
+
 export class GatewayCookies {
   readonly #cipher: CookieCipher
   readonly #base: CookieSerializeOptions
@@ -151,20 +157,31 @@ export class GatewayCookies {
   jar(header: string | undefined): Record<string, string | undefined> {
     // No prototype: a name like `__proto__` is a name like any other.
     const jar: Record<string, string | undefined> = Object.create(null) as Record<string, string | undefined>
-    if (header === undefined) return jar
-    const len = header.length
-    let start = 0
-    while (start < len) {
-      let end = header.indexOf(';', start)
-      if (end === -1) end = len
-      const eq = header.indexOf('=', start)
-      if (eq !== -1 && eq < end) {
-        const name = trimOws(header, start, eq)
-        if (jar[name] === undefined && this.isGatewayCookieName(name)) jar[name] = decodeCookieValue(trimOws(header, eq + 1, end))
+    let former = false
+    if (header !== undefined) {
+      const len = header.length
+      let start = 0
+      while (start < len) {
+        let end = header.indexOf(';', start)
+        if (end === -1) end = len
+        const eq = header.indexOf('=', start)
+        if (eq !== -1 && eq < end) {
+          const name = trimOws(header, start, eq)
+          if (jar[name] === undefined && this.isGatewayCookieName(name)) {
+            jar[name] = decodeCookieValue(trimOws(header, eq + 1, end))
+            if (!former && this.#isFormer(name)) former = true
+          }
+        }
+        start = end + 1
       }
-      start = end + 1
     }
+    if (!former) (jar as { [kNoFormer]?: true })[kNoFormer] = true
     return jar
+  }
+
+  /** A name the gateway could have set that the current configuration does not use: expireFormer expires it. */
+  #isFormer(name: string): boolean {
+    return !this.#current.has(name) && this.#names.has(name)
   }
 
   /** True for every cookie name the gateway could have set (any configuration), for upstream responses' Set-Cookie. */
@@ -183,8 +200,11 @@ export class GatewayCookies {
    * Transaction cookies are left to their own 10-minute expiry.
    */
   expireFormer(req: SessionRequest, reply: SessionReply): void {
+    // A jar that read none is not walked again: for-in over a prototype-less object (a dictionary
+    // to V8) is slow, and this runs on every request.
+    if ((req.cookies as { [kNoFormer]?: true })[kNoFormer] === true) return
     for (const name in req.cookies) {
-      if (this.#current.has(name) || !this.#names.has(name)) continue
+      if (!this.#isFormer(name)) continue
       // __Host- cookies exist only with Path=/ and no Domain; the others may have had either.
       if (name.startsWith('__Host-')) {
         reply.setCookie(name, '', { httpOnly: true, secure: true, path: '/', maxAge: 0, expires: new Date(0) })

@@ -344,6 +344,26 @@ t.test('expireFormer: gateway cookies the configuration does not use are expired
   )
 })
 
+t.test('expireFormer on a jar: the jar read from the Cookie header expires the same former names, and a jar without any is left alone', async (t) => {
+  const cipher = new CookieCipher([SECRET], systemClock)
+  const cookies = new GatewayCookies({ name: 'gw2', secrets: [SECRET], secure: false, sameSite: 'lax', credentialsPath: SIGN_IN_PATH }, cipher, ['ogw'])
+  const withFormer = reply()
+  cookies.expireFormer({ url: '/', cookies: cookies.jar('app=1; gw2=x; ogw=y; ogw_tx_abc=z') } as unknown as FastifyRequest, withFormer.reply)
+  t.same(
+    withFormer.set.map((c) => [c.name, c.options.path]),
+    [
+      ['ogw', '/'],
+      ['ogw', SIGN_IN_PATH],
+    ],
+    'the former name the header brought',
+  )
+  const current = reply()
+  const jar = cookies.jar('app=1; gw2=x; gw2_cred=y; ogw_tx_abc=z')
+  cookies.expireFormer({ url: '/', cookies: jar } as unknown as FastifyRequest, current.reply)
+  t.same(current.set, [], 'current, foreign and transaction cookies: nothing expired')
+  t.same(Object.keys(jar), ['gw2', 'gw2_cred', 'ogw_tx_abc'], "the jar's names are the cookies' alone")
+})
+
 // --- properties ---
 
 const NAMES = ['ogw', 'ogw_cred', ...Array.from({ length: 9 }, (_, i) => [`ogw_${i + 1}`, `ogw_cred_${i + 1}`]).flat()]
