@@ -39,6 +39,35 @@ export function ownerOf(frame: CallFrame): string {
   return url
 }
 
+/** Packages that are Fastify itself, its router and its plugins' machinery. */
+const FRAMEWORK =
+  /^(fastify|find-my-way|avvio|fastq|light-my-request|fast-json-stringify|@fastify\/(cookie|error|proxy-addr|forwarded|rate-limit)|toad-cache|fast-querystring|fast-decode-uri-component|safe-regex2|fastify-plugin)$/
+/** The proxy's client side: @fastify/http-proxy, @fastify/reply-from and undici (its WebAssembly HTTP parser too). */
+const PROXY = /^(@fastify\/http-proxy|@fastify\/reply-from|undici|wasm:.*)$/
+
+/**
+ * The layer an owner belongs to, for the split of a request's cost: the gateway's own modules,
+ * the framework, the proxy client, logging (pino, sonic-boom), Node's JavaScript (HTTP, streams,
+ * timers...), native code (the socket system calls, V8's builtins), the garbage collector, and
+ * other packages.
+ */
+export function layerOf(owner: string): string {
+  if (/\/(build|src)\/[^/]+\/.+\.js$/.test(owner) || owner.startsWith('src/')) return 'gateway modules'
+  if (FRAMEWORK.test(owner)) return 'Fastify'
+  if (PROXY.test(owner)) return 'proxy client (reply-from, undici)'
+  if (/^(pino|sonic-boom|@pinojs\/.*|quick-format-unescaped|fast-safe-stringify|safe-stable-stringify)$/.test(owner)) return 'logging (pino)'
+  if (owner.startsWith('node:')) return "Node's JavaScript (http, net, streams, timers)"
+  if (owner === '(native)' || owner === '(program)') return 'native (system calls, V8 builtins)'
+  if (owner === '(garbage collector)') return 'garbage collector'
+  return 'other packages'
+}
+
+function byLayer(byOwner: Map<string, number>): Map<string, number> {
+  const layers = new Map<string, number>()
+  for (const [owner, micros] of byOwner) layers.set(layerOf(owner), (layers.get(layerOf(owner)) ?? 0) + micros)
+  return layers
+}
+
 export function summarize(profile: CpuProfile): { busyMicros: number; byOwner: Map<string, number>; byFunction: Map<string, number> } {
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
   const byOwner = new Map<string, number>()
@@ -69,7 +98,7 @@ function compare(a: string, requestsA: number, b: string, requestsB: number): vo
       .slice(0, 40)
       .map(([k, v]) => `  ${v >= 0 ? '+' : ''}${v.toFixed(2).padStart(7)} µs/req  ${k}`)
   process.stdout.write(
-    `busy: ${(sa.busyMicros / requestsA).toFixed(2)} → ${(sb.busyMicros / requestsB).toFixed(2)} µs/req\nby owner:\n${diff(sa.byOwner, sb.byOwner).join('\n')}\nby function:\n${diff(sa.byFunction, sb.byFunction).join('\n')}\n`,
+    `busy: ${(sa.busyMicros / requestsA).toFixed(2)} → ${(sb.busyMicros / requestsB).toFixed(2)} µs/req\nby layer:\n${diff(byLayer(sa.byOwner), byLayer(sb.byOwner)).join('\n')}\nby owner:\n${diff(sa.byOwner, sb.byOwner).join('\n')}\nby function:\n${diff(sa.byFunction, sb.byFunction).join('\n')}\n`,
   )
 }
 
@@ -86,7 +115,9 @@ function main(): void {
       .sort((a, b) => b[1] - a[1])
       .slice(0, n)
       .map(([k, v]) => `  ${show(v).padStart(14)}  ${k}`)
-  process.stdout.write(`busy ${show(busyMicros)}\nby owner:\n${top(byOwner, 30).join('\n')}\nby function:\n${top(byFunction, 40).join('\n')}\n`)
+  process.stdout.write(
+    `busy ${show(busyMicros)}\nby layer:\n${top(byLayer(byOwner), 10).join('\n')}\nby owner:\n${top(byOwner, 30).join('\n')}\nby function:\n${top(byFunction, 40).join('\n')}\n`,
+  )
 }
 
 if (process.argv[1]?.endsWith('profile-summary.js')) main()

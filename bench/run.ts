@@ -61,12 +61,29 @@ const MiB = 1024 * 1024
 const ONLY = process.env.BENCH_ROWS?.split(/,(?! )/)
 const selected = (name: string): boolean => ONLY === undefined || ONLY.some((text) => (text.startsWith('=') ? name === text.slice(1) : name.includes(text)))
 const GRPC_ROW = 'ext_authz gRPC check (Envoy)'
+/** The host's floor: a plain node:http server answering from memory (the upstream itself). */
+const FLOOR_ROW = 'upstream direct: plain node:http answering from memory (the floor)'
+/** The framework's own share of a check's cost: Fastify answering one route from memory. */
+const FASTIFY_ROW = 'Fastify, one route answering from memory (no proxy, no logger)'
+const BARE_ROW = 'bare @fastify/http-proxy (baseline)'
+/** The baseline with what the gateway also does per request: one access line. */
+const BARE_LINE_ROW = 'bare @fastify/http-proxy + one pino access line per request'
+/** Rows every run measures, BENCH_ROWS or not: they say how fast the host was. */
+const ALWAYS = new Set([FLOOR_ROW, FASTIFY_ROW, BARE_ROW, 'bare @fastify/http-proxy, Fastify logger at warn', BARE_LINE_ROW])
 /**
  * BENCH_NODE_OPTIONS="--flag ...": Node and V8 options for the gateway's processes only (not the
  * upstream, the baseline or the load generator), as a container's NODE_OPTIONS would set them:
  * e.g. `--max-semi-space-size=2`, to measure what a heap limit costs and saves.
  */
 const GATEWAY_NODE_OPTIONS = process.env.BENCH_NODE_OPTIONS?.split(/\s+/).filter(Boolean) ?? []
+/**
+ * BENCH_RATE=<requests per second>: every HTTP row is offered that many requests per second in
+ * all (autocannon's overallRate) instead of as many as the server answers. A server's CPU per
+ * request depends on its rate as well as its code: on loopback the write that answers a request
+ * also wakes the client when it was waiting, which costs more the more idle the client is. Rows at
+ * one rate compare code with code; a rate higher than a row can serve leaves it saturated.
+ */
+const RATE = process.env.BENCH_RATE === undefined ? undefined : Number(process.env.BENCH_RATE)
 
 const H2LOAD = h2loadAvailable()
 
@@ -180,6 +197,7 @@ async function load(row: Row, seconds: number): Promise<Measure> {
     url: row.server.origin + row.path,
     connections: CONNECTIONS,
     duration: seconds,
+    ...(RATE === undefined ? {} : { overallRate: RATE }),
     headers: row.headers,
     setupClient(client) {
       client.on('response', (statusCode: number) => {
@@ -210,6 +228,8 @@ async function main(): Promise<void> {
   const upstream = await startServer('upstream', { kind: 'upstream' })
   const bare = await startServer('bare proxy', { kind: 'bare', upstream: upstream.origin })
   const bareWarn = await startServer('bare proxy, logger at warn', { kind: 'bare', upstream: upstream.origin, logger: 'warn' })
+  const bareLine = await startServer('bare proxy, access line', { kind: 'bare', upstream: upstream.origin, logger: 'access-line' })
+  const fastifyFloor = await startServer('fastify', { kind: 'fastify' })
 
   const redisInstalled = spawnSync('redis-server', ['--version']).status === 0
   // The features that cost something per request when on: a DPoP key in every session
@@ -230,6 +250,10 @@ async function main(): Promise<void> {
     // An upstream with its own token (RFC 8693), exchanged at the first request and
     // reused from the cache for the hour the provider gives it.
     { name: 'token exchange', config: {}, upstream: { tokenExchange: { audience: 'bench-api', scope: ['api.read'] } } },
+    // forwardAuth.cache on: the check endpoints' decisions reused for 5 s (off by default).
+    { name: 'decision cache', config: { forwardAuth: { cache: { enabled: true } } } },
+    // providers: three, the session the first one's (the providers are set where the YAML is written).
+    { name: 'several providers', config: {} },
   ]
   // telemetry.tracing at 100% and 1% sampled (off is the cookie row), exporting to a collector
   // that accepts and discards, in this process: the cost is the gateway's spans, batches and posts.
@@ -283,6 +307,16 @@ async function main(): Promise<void> {
   const cliPorts = allPorts.slice(variants.length + apacheModes.length)
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
   const cliOrigins = cliPorts.map((p) => `http://127.0.0.1:${p}`)
+  // Two more providers for the several-providers row: the session is the first one's; the others
+  // are configured, discovered and never used by the measured requests.
+  const SEVERAL = ['main', 'second', 'third']
+  const severalIndex = variants.findIndex((v) => v.name === 'several providers')
+  const others = await Promise.all(
+    SEVERAL.slice(1).map(() =>
+      startDevProvider({ clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: ['http://127.0.0.1/unused'] }] }),
+    ),
+  )
+  for (const other of others) teardown.push(() => other.close())
   const provider = await startDevProvider({
     accessTokenTtlSeconds: 3600,
     // A P-256 key next to the RSA one, for the ES256 Bearer row.
@@ -294,6 +328,7 @@ async function main(): Promise<void> {
         clientSecret: CLIENT_SECRET,
         redirectUris: [
           ...[...origins, ...cliOrigins].map((o) => `${o}/api/v1/openid/callback`),
+          ...origins.map((o) => `${o}/api/v1/openid/callback/${SEVERAL[0]}`),
           ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`)),
         ],
       },
@@ -313,12 +348,28 @@ async function main(): Promise<void> {
         ...variant.upstream,
       },
     ]
+    const first = { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true, ...variant.provider }
+    const identity =
+      i === severalIndex
+        ? {
+            providers: [
+              { name: SEVERAL[0], ...first },
+              ...others.map((other, n) => ({
+                name: SEVERAL[n + 1],
+                issuer: other.issuer,
+                clientId: CLIENT_ID,
+                clientSecret: CLIENT_SECRET,
+                allowInsecureHttp: true,
+              })),
+            ],
+          }
+        : { provider: first }
     const yaml = stringify({
       server: { host: '127.0.0.1', port: ports[i], publicUrl: origins[i], managementPort: 0 },
-      provider: { issuer: provider.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, allowInsecureHttp: true, ...variant.provider },
+      ...identity,
       cookies: { secrets: [COOKIE_SECRET], secure: false },
       ...variant.config,
-      upstreams,
+      upstreams: i === severalIndex ? upstreams.map((u) => ({ ...u, providers: ['*'] })) : upstreams,
     })
     // The cookie gateway also serves Envoy's ext_authz over gRPC, for the gRPC check row (only
     // when that row runs: gRPC is loaded only when it is on, as in the CLI).
@@ -327,9 +378,9 @@ async function main(): Promise<void> {
   }
 
   // dana is in 150 groups: her session cookie is chunked.
-  const signedIn = async (gateway: Server, user = 'alice'): Promise<string> => {
+  const signedIn = async (gateway: Server, user = 'alice', query = ''): Promise<string> => {
     const browser = new Browser()
-    const res = await browser.signIn(`${gateway.origin}/api/v1/openid/redirect`, user)
+    const res = await browser.signIn(`${gateway.origin}/api/v1/openid/redirect${query}`, user)
     if (res.status !== 200) throw new Error(`sign-in through ${gateway.name} failed: ${res.status}`)
     return browser.cookieHeader(gateway.origin)
   }
@@ -339,9 +390,11 @@ async function main(): Promise<void> {
   const bearer = (alg: string): Promise<string> => provider.signJwt(accessClaims, { alg, typ: 'at+jwt', expiresIn: 3600 })
 
   const rows: Row[] = [
-    { name: 'upstream direct (the limit)', server: upstream, path: '/page', headers: json, status: 200 },
-    { name: 'bare @fastify/http-proxy (baseline)', server: bare, path: '/page', headers: json, status: 200 },
+    { name: FLOOR_ROW, server: upstream, path: '/page', headers: json, status: 200 },
+    { name: FASTIFY_ROW, server: fastifyFloor, path: '/page', headers: json, status: 200 },
+    { name: BARE_ROW, server: bare, path: '/page', headers: json, status: 200 },
     { name: 'bare @fastify/http-proxy, Fastify logger at warn', server: bareWarn, path: '/page', headers: json, status: 200 },
+    { name: BARE_LINE_ROW, server: bareLine, path: '/page', headers: json, status: 200 },
     { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
     {
       name: 'gateway, cookie session, large (chunked)',
@@ -356,6 +409,14 @@ async function main(): Promise<void> {
     if (gateway !== undefined)
       rows.push({ name: `gateway, ${name} store`, server: gateway, path: '/page', headers: { ...json, cookie: await signedIn(gateway) }, status: 200 })
   }
+  const several = gateways.get('several providers') as Server
+  rows.push({
+    name: 'gateway, cookie session, three providers configured',
+    server: several,
+    path: '/page',
+    headers: { ...json, cookie: await signedIn(several, 'alice', `?provider=${SEVERAL[0]}`) },
+    status: 200,
+  })
   for (const [name, row] of [
     ['dpop', 'DPoP-bound session (provider.dpop)'],
     ['assertion', 'identity assertion (ES256, cached)'],
@@ -445,6 +506,14 @@ async function main(): Promise<void> {
     headers: { ...json, cookie: forwardCookie, 'x-original-method': 'GET', 'x-original-url': `${cookie.origin}/page` },
     status: 200,
   })
+  const cached = gateways.get('decision cache') as Server
+  rows.push({
+    name: 'forward-auth endpoint (ingress-nginx), decision cache on',
+    server: cached,
+    path: '/api/v1/openid/auth',
+    headers: { ...json, cookie: await signedIn(cached), 'x-original-method': 'GET', 'x-original-url': `${cached.origin}/page` },
+    status: 200,
+  })
   // Envoy's ext_authz (test/fixtures/envoy.ts): the client's method, path_prefix + the client's
   // path, the client's Host (here the gateway's own, which the `app` upstream matches), no body,
   // and the allow-listed headers; a signed-in session, so 200: allowed.
@@ -487,7 +556,7 @@ async function main(): Promise<void> {
   }
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
-  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row, i) => i <= 2 || selected(row.name)))
+  if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row) => ALWAYS.has(row.name) || selected(row.name)))
   process.stderr.write(
     `warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`,
   )
@@ -530,28 +599,69 @@ async function main(): Promise<void> {
       rounds: list,
     }
   })
-  const baseline = summary.find((row) => row.name.startsWith('bare'))?.cpuMicrosPerRequest ?? Number.NaN
-  const warnBaseline = summary.find((row) => row.name.startsWith('bare') && row.name.includes('logger at warn'))?.cpuMicrosPerRequest ?? Number.NaN
+  // Ratios as the targets read them: each round's figure over the same round's baseline (the
+  // rows of a round run back to back, so they met the same host), then the median of the rounds.
+  const roundsOf = (name: string): Measure[] => summary.find((row) => row.name === name)?.rounds ?? []
+  const ratio = (list: Measure[], base: Measure[]): number => median(list.map((m, i) => m.cpuMicrosPerRequest / (base[i]?.cpuMicrosPerRequest ?? Number.NaN)))
+  const bases = { bare: roundsOf(BARE_ROW), line: roundsOf(BARE_LINE_ROW), floor: roundsOf(FLOOR_ROW) }
+  const withRatios = summary.map((s) => ({
+    ...s,
+    vsBare: ratio(s.rounds, bases.bare),
+    vsBareWithAccessLine: ratio(s.rounds, bases.line),
+    vsFloor: ratio(s.rounds, bases.floor),
+  }))
   const header =
-    '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare, logger at warn |\n|---|---:|---:|---:|---:|---:|---:|---:|'
-  const lines = summary.map(
+    '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare + access line | vs floor |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|'
+  const lines = withRatios.map(
     (s) =>
-      `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${(s.cpuMicrosPerRequest / baseline).toFixed(2)}x | ${(s.cpuMicrosPerRequest / warnBaseline).toFixed(2)}x |`,
+      `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${s.vsBare.toFixed(2)}x | ${s.vsBareWithAccessLine.toFixed(2)}x | ${s.vsFloor.toFixed(2)}x |`,
   )
   const node = process.version
   const flags = GATEWAY_NODE_OPTIONS.length === 0 ? '' : `, gateway with ${GATEWAY_NODE_OPTIONS.join(' ')}`
-  const table = `Node ${node}${flags}, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
+  const table = `Node ${node}${flags}, ${CONNECTIONS} connections${RATE === undefined ? '' : `, ${RATE} requests/s offered to every HTTP row`}, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians; ratios: medians of per-round ratios), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
   process.stdout.write(`\n${table}`)
-  let soak: { row: string; sampleSeconds: number; rssMiB: number[]; cpuMicrosPerRequest: number[] } | undefined
+  let soak:
+    | {
+        row: string
+        baseline: string
+        sampleSeconds: number
+        rssMiB: number[]
+        baselineRssMiB: number[]
+        /** [V8 heap reserved, heap used, external] at each sample. */
+        heapMiB: number[][]
+        baselineHeapMiB: number[][]
+        cpuMicrosPerRequest: number[]
+      }
+    | undefined
   if (SOAK_SECONDS > 0) {
-    soak = { row: soakRow.name, sampleSeconds: SOAK_SAMPLE_SECONDS, rssMiB: [], cpuMicrosPerRequest: [] }
-    for (let elapsed = 0; elapsed < SOAK_SECONDS; elapsed += SOAK_SAMPLE_SECONDS) {
-      const m = await load(soakRow, Math.min(SOAK_SAMPLE_SECONDS, SOAK_SECONDS - elapsed))
-      soak.rssMiB.push(Math.round((await soakRow.server.stats()).rssBytes / MiB))
-      soak.cpuMicrosPerRequest.push(Math.round(m.cpuMicrosPerRequest * 10) / 10)
+    // The gateway and the bare proxy take turns, half of each sample period each, so that both
+    // series span the same minutes of the same host; RSS is read at the end of each turn.
+    const baselineRow = rows.find((row) => row.name === BARE_ROW) as Row
+    soak = {
+      row: soakRow.name,
+      baseline: baselineRow.name,
+      sampleSeconds: SOAK_SAMPLE_SECONDS,
+      rssMiB: [],
+      baselineRssMiB: [],
+      heapMiB: [],
+      baselineHeapMiB: [],
+      cpuMicrosPerRequest: [],
     }
+    for (let elapsed = 0; elapsed < SOAK_SECONDS; elapsed += SOAK_SAMPLE_SECONDS) {
+      const turn = Math.min(SOAK_SAMPLE_SECONDS, SOAK_SECONDS - elapsed) / 2
+      const m = await load(soakRow, turn)
+      const stats = await soakRow.server.stats()
+      soak.rssMiB.push(Math.round(stats.rssBytes / MiB))
+      soak.heapMiB.push([stats.heapTotalBytes, stats.heapUsedBytes, stats.externalBytes].map((b) => Math.round((b ?? Number.NaN) / MiB)))
+      soak.cpuMicrosPerRequest.push(Math.round(m.cpuMicrosPerRequest * 10) / 10)
+      await load(baselineRow, turn)
+      const baseline = await baselineRow.server.stats()
+      soak.baselineRssMiB.push(Math.round(baseline.rssBytes / MiB))
+      soak.baselineHeapMiB.push([baseline.heapTotalBytes, baseline.heapUsedBytes, baseline.externalBytes].map((b) => Math.round((b ?? Number.NaN) / MiB)))
+    }
+    const last = (list: number[]): number => list[list.length - 1] ?? Number.NaN
     process.stdout.write(
-      `\nsoak, ${soak.row}, ${SOAK_SECONDS} s: RSS MiB every ${SOAK_SAMPLE_SECONDS} s: ${soak.rssMiB.join(', ')}; CPU µs/req: ${soak.cpuMicrosPerRequest.join(', ')}\n`,
+      `\nsoak, ${SOAK_SECONDS} s, RSS MiB every ${SOAK_SAMPLE_SECONDS} s:\n${soak.row}: ${soak.rssMiB.join(', ')} (CPU µs/req: ${soak.cpuMicrosPerRequest.join(', ')})\n${soak.baseline}: ${soak.baselineRssMiB.join(', ')}\nV8 heap reserved/used/external MiB at the last sample: gateway ${(soak.heapMiB[soak.heapMiB.length - 1] ?? []).join('/')}, bare proxy ${(soak.baselineHeapMiB[soak.baselineHeapMiB.length - 1] ?? []).join('/')}\nlast sample, gateway / bare proxy: ${(last(soak.rssMiB) / last(soak.baselineRssMiB)).toFixed(2)}x\n`,
     )
   }
   // npm runs scripts from the package root.
@@ -561,7 +671,7 @@ async function main(): Promise<void> {
   const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
   writeFileSync(
     join(dir, `${stamp}-node${node}.json`),
-    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, table, rows: summary, soak }, null, 2)}\n`,
+    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, rate: RATE, table, rows: withRatios, soak }, null, 2)}\n`,
   )
   process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
 }

@@ -9,14 +9,22 @@ import { createServer } from 'node:http'
 import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import httpProxy from '@fastify/http-proxy'
-import Fastify from 'fastify'
+import Fastify, { LogController } from 'fastify'
+import { destination } from 'pino'
 import { buildStandaloneApp } from '#src/runtime/process-state'
 import { parseConfig } from '#src/config/load'
 
 export type ServerSpec =
   | { kind: 'upstream' }
-  /** logger: Fastify's pino logger at `warn` (the issue-21 harness's baseline), else none. */
-  | { kind: 'bare'; upstream: string; logger?: 'warn' }
+  /** Fastify with one route answering the upstream's answer from memory: what the framework alone costs. */
+  | { kind: 'fastify' }
+  /**
+   * logger: Fastify's pino logger at `warn` (an earlier harness's baseline), or `access-line`: at
+   * `info`, Fastify's own request logging off and one line per answered request written in
+   * `onResponse` (method, url, status, time, client address), as the gateway writes one, to stdout
+   * in batches as the gateway's are; else none.
+   */
+  | { kind: 'bare'; upstream: string; logger?: 'warn' | 'access-line' }
   /** grpcPort: also the ext_authz gRPC service on 127.0.0.1 (0 picks a free port). */
   | { kind: 'gateway'; port: number; yaml: string; grpcPort?: number }
 
@@ -32,6 +40,10 @@ export interface Stats {
   cpuMicros: number
   rssBytes: number
   maxRssBytes: number
+  /** V8's heap: reserved (heapTotal) and live (heapUsed), and memory outside it (external, buffers included). */
+  heapTotalBytes?: number
+  heapUsedBytes?: number
+  externalBytes?: number
 }
 
 const BODY = Buffer.from('{"ok":true,"payload":"a small JSON answer of an application"}')
@@ -47,9 +59,31 @@ async function start(spec: ServerSpec): Promise<Listening> {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     return { port: (server.address() as AddressInfo).port }
   }
+  if (spec.kind === 'fastify') {
+    const app = Fastify({ logger: false })
+    app.get('/*', (_req, reply) => {
+      reply.header('content-type', 'application/json').send(BODY)
+    })
+    await app.listen({ host: '127.0.0.1', port: 0 })
+    return { port: (app.server.address() as AddressInfo).port }
+  }
   if (spec.kind === 'bare') {
     // A logger at warn writes nothing per request, but Fastify still makes each request's child logger.
-    const app = Fastify({ logger: spec.logger === 'warn' ? { level: 'warn' } : false })
+    const app = Fastify({
+      logger:
+        spec.logger === undefined
+          ? false
+          : spec.logger === 'warn'
+            ? { level: 'warn' }
+            : // Written in batches of about 4 KiB, as the gateway writes its lines (ops/logging.ts), not one write per line.
+              { level: 'info', stream: destination({ dest: 1, minLength: 4096, sync: true }) },
+      ...(spec.logger === 'access-line' ? { logController: new LogController({ disableRequestLogging: true }) } : {}),
+    })
+    if (spec.logger === 'access-line')
+      app.addHook('onResponse', (req, reply, done) => {
+        req.log.info({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime, ip: req.ip }, 'request')
+        done()
+      })
     await app.register(httpProxy, { upstream: spec.upstream })
     await app.listen({ host: '127.0.0.1', port: 0 })
     return { port: (app.server.address() as AddressInfo).port }
@@ -100,7 +134,15 @@ start(spec).then(
       }
       if (message !== 'stats') return
       const cpu = process.cpuUsage()
-      const stats: Stats = { cpuMicros: cpu.user + cpu.system, rssBytes: process.memoryUsage().rss, maxRssBytes: process.resourceUsage().maxRSS * 1024 }
+      const memory = process.memoryUsage()
+      const stats: Stats = {
+        cpuMicros: cpu.user + cpu.system,
+        rssBytes: memory.rss,
+        maxRssBytes: process.resourceUsage().maxRSS * 1024,
+        heapTotalBytes: memory.heapTotal,
+        heapUsedBytes: memory.heapUsed,
+        externalBytes: memory.external,
+      }
       process.send?.(stats)
     })
     process.send?.(listening)
