@@ -13,7 +13,10 @@ import { TtlCache } from '../lib/ttl-cache.js'
 // ciphertext are the same), so values opened successfully are kept, keyed by the sealed string,
 // until the envelope's own expiry: a request with a known cookie costs a map lookup instead of
 // a decryption. Only authentic values enter, the purpose is compared on every hit, and the
-// cache is bounded (a flood of distinct valid cookies evicts, never grows memory).
+// cache is bounded (a flood of distinct valid cookies evicts, never grows memory). Entries are
+// found by the seal's last characters (its GCM tag, distinct for every seal) and a hit is the
+// whole sealed string compared: a map keyed by the whole string hashed every request's copy of
+// it, hundreds of characters, on every lookup.
 
 const IV_BYTES = 12
 const TAG_BYTES = 16
@@ -23,6 +26,8 @@ export const MIN_SECRET_BYTES = 32
 const BASE64URL = /^[A-Za-z0-9_-]+$/
 /** Opened values kept per cipher: the live sessions of one replica, as a rule. */
 export const OPENED_ENTRIES = 4096
+/** The opened cache's key: the seal's last 24 characters, its 16-byte tag in base64url and a little of the ciphertext. */
+const OPENED_KEY_CHARS = 24
 
 interface Key {
   id: string
@@ -46,7 +51,7 @@ function deriveKey(secret: string): Key {
 export class CookieCipher {
   readonly #sealKey: Key
   readonly #keys: Map<string, Buffer>
-  readonly #opened: TtlCache<{ purpose: string; data: unknown }>
+  readonly #opened: TtlCache<{ sealed: string; purpose: string; data: unknown }>
   /** What seals expire by: the cookies' Max-Age is counted on it too (cookies.ts). */
   readonly clock: Clock
 
@@ -91,8 +96,8 @@ export class CookieCipher {
    * expiry, malformed JSON) yields `undefined`: a bad cookie means "no session", never an error.
    */
   open(purpose: string, sealed: string): unknown {
-    const known = this.#opened.get(sealed)
-    if (known !== undefined && known.purpose === purpose) return known.data
+    const known = this.#opened.get(sealed.slice(-OPENED_KEY_CHARS))
+    if (known !== undefined && known.sealed === sealed && known.purpose === purpose) return known.data
     if (sealed.length <= KEY_ID_CHARS + 1 || sealed.charCodeAt(KEY_ID_CHARS) !== 46 /* . */) return undefined
     const key = this.#keys.get(sealed.slice(0, KEY_ID_CHARS))
     const body = sealed.slice(KEY_ID_CHARS + 1)
@@ -108,7 +113,7 @@ export class CookieCipher {
       if (typeof envelope.e !== 'number' || !(envelope.e > this.clock.now() / 1000)) return undefined
       // Frozen: every request that presents this cookie shares the one value.
       const data = deepFreeze(envelope.d)
-      this.#opened.set(sealed, { purpose, data }, envelope.e * 1000)
+      this.#opened.set(sealed.slice(-OPENED_KEY_CHARS), { sealed, purpose, data }, envelope.e * 1000)
       return data
     } catch {
       return undefined

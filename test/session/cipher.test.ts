@@ -42,6 +42,20 @@ t.test('expired envelopes do not open', async (t) => {
   t.equal(new CookieCipher([A], clock).open('p', sealed), undefined, 'nor for a cipher that never opened it')
 })
 
+t.test('a kept value is found by its seal alone: a forged seal that ends as an opened one is decrypted, and refused', async (t) => {
+  const c = new CookieCipher([A], systemClock)
+  const sealed = c.seal('session', { sub: 'alice' }, future())
+  t.same(c.open('session', sealed), { sub: 'alice' }, 'opened, and kept')
+  // Same key id, same last characters (the tag), another ciphertext before them.
+  const cut = sealed.length - 30
+  const flipped = sealed.charAt(cut) === 'A' ? 'B' : 'A'
+  const forged = sealed.slice(0, cut) + flipped + sealed.slice(cut + 1)
+  t.not(forged, sealed)
+  t.equal(forged.slice(-24), sealed.slice(-24), "the forged seal shares the kept one's last 24 characters")
+  t.equal(c.open('session', forged), undefined, 'not the kept value: decrypted, and its tag does not match')
+  t.same(c.open('session', sealed), { sub: 'alice' }, 'the genuine seal still opens')
+})
+
 t.test('opened values are kept: the same frozen value again, until expiry, for its purpose only', async (t) => {
   const clock = manualClock()
   const c = new CookieCipher([A], clock)
