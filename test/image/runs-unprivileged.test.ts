@@ -1,5 +1,5 @@
 import t from 'tap'
-import { processIds, startImageStack } from '../fixtures/image.ts'
+import { processEnvironment, processIds, startImageStack } from '../fixtures/image.ts'
 
 // The running image is not root: the gateway process's ids, read from /proc, are 1000, and the
 // user the image runs as (its USER, read from the image) can write nothing outside /tmp: no file
@@ -35,6 +35,8 @@ t.test('the gateway runs as uid 1000 and can write nothing outside /tmp', async 
   const { uids, gids } = processIds(await stack.container.gatewayPid())
   t.strictSame(uids, [1000, 1000, 1000, 1000], 'real, effective, saved and filesystem uid of the running gateway')
   t.strictSame(gids, [1000, 1000, 1000, 1000], 'and its gids')
+  // docs/performance.md, "Memory": V8's young generation capped as on Node 20.
+  t.equal(processEnvironment(await stack.container.gatewayPid()).NODE_OPTIONS, '--max-semi-space-size=16', "the gateway runs with the image's NODE_OPTIONS")
 
   const walker = await stack.container.exec(['node', '-e', WALK], { user: stack.built.config.User })
   t.equal(walker.code, 0, 'the walk ran', { stderr: walker.stderr })
