@@ -10,13 +10,13 @@ import { TtlCache } from '../lib/ttl-cache.js'
 //
 // The session cookie is opened on every request, and the browser sends the same sealed string
 // until the session changes. Opening it again gives the same value (the key, nonce and
-// ciphertext are the same), so values opened successfully are kept, keyed by the sealed string,
+// ciphertext are the same), so values opened successfully are kept with their sealed string,
 // until the envelope's own expiry: a request with a known cookie costs a map lookup instead of
-// a decryption. Only authentic values enter, the purpose is compared on every hit, and the
-// cache is bounded (a flood of distinct valid cookies evicts, never grows memory). Entries are
-// found by the seal's last characters (its GCM tag, distinct for every seal) and a hit is the
-// whole sealed string compared: a map keyed by the whole string hashed every request's copy of
-// it, hundreds of characters, on every lookup.
+// a decryption. Only authentic values enter, the whole sealed string and the purpose are compared
+// on every hit, and the cache is bounded (a flood of distinct valid cookies evicts, never grows
+// memory). An entry is found by the seal's last characters (its GCM tag, distinct for every
+// seal): a map keyed by the whole string hashed each request's fresh copy of it, hundreds of
+// characters, on every lookup. A forged seal that ends like a kept one is decrypted (and refused).
 
 const IV_BYTES = 12
 const TAG_BYTES = 16
