@@ -84,6 +84,13 @@ const GATEWAY_NODE_OPTIONS = process.env.BENCH_NODE_OPTIONS?.split(/\s+/).filter
  * one rate compare code with code; a rate higher than a row can serve leaves it saturated.
  */
 const RATE = process.env.BENCH_RATE === undefined ? undefined : Number(process.env.BENCH_RATE)
+/**
+ * BENCH_PAIRED=1: in every round each row is measured right after its own floor, bare proxy and
+ * bare proxy with the access line, and its ratios divide by those, seconds apart, rather than by
+ * the baselines' one measure of the round, which on a shared host may be a minute away and have
+ * met another machine. Four times the rows' time: meant for a few rows (BENCH_ROWS) and short rounds.
+ */
+const PAIRED = process.env.BENCH_PAIRED === '1'
 
 const H2LOAD = h2loadAvailable()
 
@@ -564,13 +571,35 @@ async function main(): Promise<void> {
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
   const profiled = PROFILE ? [...new Set(rows.map((row) => row.server))].filter((server) => server.profile !== undefined) : []
   for (const server of profiled) await server.profile?.('start')
+  const measure = async (row: Row, round: number): Promise<Measure> => {
+    const m = await load(row, ROUND_SECONDS)
+    measures.get(row)?.push(m)
+    process.stderr.write(
+      `round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
+    )
+    return m
+  }
+  // BENCH_PAIRED: each row's own baselines, measured just before it in every round.
+  const references = new Map<Row, { bare: Measure[]; line: Measure[]; floor: Measure[] }>()
+  const byName = (name: string): Row | undefined => rows.find((row) => row.name === name)
   for (let round = 1; round <= ROUNDS; round++) {
+    if (!PAIRED) {
+      for (const row of rows) await measure(row, round)
+      continue
+    }
     for (const row of rows) {
-      const m = await load(row, ROUND_SECONDS)
-      measures.get(row)?.push(m)
-      process.stderr.write(
-        `round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
-      )
+      if (ALWAYS.has(row.name)) continue
+      const refs = references.get(row) ?? { bare: [], line: [], floor: [] }
+      references.set(row, refs)
+      for (const [name, list] of [
+        [FLOOR_ROW, refs.floor],
+        [BARE_ROW, refs.bare],
+        [BARE_LINE_ROW, refs.line],
+      ] as const) {
+        const reference = byName(name)
+        if (reference !== undefined) list.push(await measure(reference, round))
+      }
+      await measure(row, round)
     }
   }
 
@@ -604,12 +633,11 @@ async function main(): Promise<void> {
   const roundsOf = (name: string): Measure[] => summary.find((row) => row.name === name)?.rounds ?? []
   const ratio = (list: Measure[], base: Measure[]): number => median(list.map((m, i) => m.cpuMicrosPerRequest / (base[i]?.cpuMicrosPerRequest ?? Number.NaN)))
   const bases = { bare: roundsOf(BARE_ROW), line: roundsOf(BARE_LINE_ROW), floor: roundsOf(FLOOR_ROW) }
-  const withRatios = summary.map((s) => ({
-    ...s,
-    vsBare: ratio(s.rounds, bases.bare),
-    vsBareWithAccessLine: ratio(s.rounds, bases.line),
-    vsFloor: ratio(s.rounds, bases.floor),
-  }))
+  const withRatios = summary.map((s) => {
+    // Paired, a row's rounds are divided by the baselines measured just before each of them.
+    const own = references.get(rows.find((row) => row.name === s.name) as Row) ?? bases
+    return { ...s, vsBare: ratio(s.rounds, own.bare), vsBareWithAccessLine: ratio(s.rounds, own.line), vsFloor: ratio(s.rounds, own.floor) }
+  })
   const header =
     '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare + access line | vs floor |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|'
   const lines = withRatios.map(
@@ -618,7 +646,7 @@ async function main(): Promise<void> {
   )
   const node = process.version
   const flags = GATEWAY_NODE_OPTIONS.length === 0 ? '' : `, gateway with ${GATEWAY_NODE_OPTIONS.join(' ')}`
-  const table = `Node ${node}${flags}, ${CONNECTIONS} connections${RATE === undefined ? '' : `, ${RATE} requests/s offered to every HTTP row`}, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians; ratios: medians of per-round ratios), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
+  const table = `Node ${node}${flags}, ${CONNECTIONS} connections${RATE === undefined ? '' : `, ${RATE} requests/s offered to every HTTP row`}${PAIRED ? ', paired (every row after its own baselines)' : ''}, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians; ratios: medians of per-round ratios), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
   process.stdout.write(`\n${table}`)
   let soak:
     | {
@@ -671,7 +699,7 @@ async function main(): Promise<void> {
   const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
   writeFileSync(
     join(dir, `${stamp}-node${node}.json`),
-    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, rate: RATE, table, rows: withRatios, soak }, null, 2)}\n`,
+    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, rate: RATE, paired: PAIRED, table, rows: withRatios, soak }, null, 2)}\n`,
   )
   process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
 }
