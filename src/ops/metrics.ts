@@ -134,10 +134,10 @@ class BoundSeries {
 }
 
 /**
- * The two metrics every request updates: requests_total and request_duration_seconds. prom-client's
- * `labels(...).inc()` and `.observe()` hash the label object on every call (with its validation,
- * about 0.4 µs each, per request); here a series is bound to its labels once and a request adds to
- * numbers. What the registry reads (get()) has the shape of prom-client's own Counter and Histogram
+ * The metrics every request updates: requests_total, request_duration_seconds and the endpoints'
+ * outcomes. prom-client's `labels(...).inc()` and `.observe()` hash the label object on every call
+ * (with its validation, about 0.4 µs each, per request); here a series is bound to its labels once
+ * and a request adds to numbers. What the registry reads (get()) has the shape of prom-client's own Counter and Histogram
  * (cumulative `_bucket` series with `le`, `+Inf`, `_sum`, `_count`), so the exposition and the
  * workers' aggregation (runtime/primary.ts, by metric name and labels) are the same.
  */
@@ -207,8 +207,9 @@ export class GatewayMetrics {
   readonly registry = new Registry()
   readonly #requests: BoundMetric
   readonly #duration: BoundMetric
-  readonly #outcomes: Counter<'endpoint' | 'code'>
-  readonly #outcomeSeries = new Map<string, { inc(): void }>()
+  readonly #outcomes: BoundMetric
+  /** The outcome series by `endpoint code`, bound once (BoundMetric.series builds its key per call). */
+  readonly #outcomeSeries = new Map<string, BoundSeries>()
   readonly #refreshes: Counter<'code'>
   readonly #providerDuration: Histogram<'call'>
   readonly #providerErrors: Counter<'call'>
@@ -238,11 +239,11 @@ export class GatewayMetrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registry: this.registry,
     })
-    this.#outcomes = new Counter({
+    this.#outcomes = new BoundMetric({
       name: 'openid_gateway_endpoint_outcomes_total',
       help: 'Outcomes of the sign-in, refresh, logout, back-channel logout and forward-auth endpoints: ok, or the problem code.',
-      labelNames: ['endpoint', 'code'],
-      registers,
+      type: 'counter',
+      registry: this.registry,
     })
     this.#refreshes = new Counter({
       name: 'openid_gateway_refreshes_total',
@@ -391,15 +392,11 @@ export class GatewayMetrics {
     const endpoint = o.routeUrl === undefined ? undefined : ENDPOINT_LABELS.get(o.routeUrl)
     if (endpoint !== undefined) {
       const code = o.code ?? (o.status < 400 ? 'ok' : `http_${o.status}`)
-      // prom-client hashes the labels on every inc; its child for the pair is hashed once. The
-      // endpoints, the problem codes and the statuses are fixed sets: the map is bounded.
+      // The endpoints, the problem codes and the statuses are fixed sets: the map is bounded.
       const key = `${endpoint} ${code}`
       let outcome = this.#outcomeSeries.get(key)
-      if (outcome === undefined) {
-        outcome = this.#outcomes.labels({ endpoint, code })
-        this.#outcomeSeries.set(key, outcome)
-      }
-      outcome.inc()
+      if (outcome === undefined) this.#outcomeSeries.set(key, (outcome = this.#outcomes.series({ endpoint, code })))
+      outcome.count++
     }
     if (o.code === 'session_store_unavailable') this.#storeUnavailable.inc()
   }
