@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The real peers the tests and the bench meet, built or fetched from the package registries into
+# .ci/peers (git-ignored): oauth2-proxy, Ory Hydra and Caddy from the Go module proxy, Keycloak's
+# quarkus distribution from Maven Central. Nothing is downloaded from anywhere else.
+#
+#   bash .ci/peers.sh                 every peer
+#   bash .ci/peers.sh keycloak hydra  only those
+#
+# Cached twice: a peer whose .ci/peers/<name>.version already names the wanted version is not
+# touched, and a fresh clone rebuilds from the registries' own caches (Go's module and build caches,
+# Maven's ~/.m2), which outlive the clone: then a Go peer costs its link, Keycloak its unzip.
+# docs/peers.md has the versions, what each costs the first time and from cache, and why Traefik
+# is not among them. Each failure names the peer and the tool it needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OAUTH2_PROXY_VERSION=v7.15.6
+HYDRA_VERSION=v2.3.0
+CADDY_VERSION=v2.11.9
+KEYCLOAK_VERSION=26.7.3
+
+PEERS="$PWD/.ci/peers"
+mkdir -p "$PEERS/bin"
+
+need() {
+  command -v "$1" >/dev/null || { echo "peers: $2 needs '$1' on PATH ($3)" >&2; exit 1; }
+}
+
+# fresh <name> <version>: true when the peer must be (re)installed.
+fresh() { [ "$(cat "$PEERS/$1.version" 2>/dev/null)" != "$2" ]; }
+stamp() { echo "$2" >"$PEERS/$1.version"; }
+
+# A module whose go.mod has replace directives cannot be built by `go install module@version`
+# ("must not contain directives that would cause it to be interpreted differently"): its source
+# comes from the module proxy (`go mod download`) into a writable copy, built there.
+module_source() {
+  local dir
+  dir="$(go mod download -json "$1@$2" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  [ -n "$dir" ] || { echo "peers: go mod download $1@$2 found no source" >&2; return 1; }
+  rm -rf "$PEERS/src/$3"
+  mkdir -p "$PEERS/src"
+  cp -r "$dir" "$PEERS/src/$3"
+  chmod -R u+w "$PEERS/src/$3"
+}
+
+install_oauth2_proxy() {
+  fresh oauth2-proxy "$OAUTH2_PROXY_VERSION" || return 0
+  need go oauth2-proxy "Go 1.26, the machine's toolchain"
+  # The version string oauth2-proxy's release build sets (its Makefile's ldflags), so that
+  # `oauth2-proxy --version` names it.
+  GOBIN="$PEERS/bin" go install -ldflags "-X github.com/oauth2-proxy/oauth2-proxy/v7/pkg/version.VERSION=$OAUTH2_PROXY_VERSION" \
+    "github.com/oauth2-proxy/oauth2-proxy/v7@$OAUTH2_PROXY_VERSION"
+  stamp oauth2-proxy "$OAUTH2_PROXY_VERSION"
+}
+
+install_caddy() {
+  fresh caddy "$CADDY_VERSION" || return 0
+  need go caddy "Go 1.26, the machine's toolchain"
+  GOBIN="$PEERS/bin" go install "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION"
+  stamp caddy "$CADDY_VERSION"
+}
+
+install_hydra() {
+  fresh hydra "$HYDRA_VERSION" || return 0
+  need go hydra "Go 1.26, the machine's toolchain"
+  need gcc hydra "cgo, for its SQLite driver (Debian's gcc)"
+  module_source github.com/ory/hydra/v2 "$HYDRA_VERSION" hydra
+  # Hydra's go.mod points its client library at ./internal/httpclient, a module of its own that the
+  # module proxy's zip leaves out; the same version is a module on the proxy
+  # (github.com/ory/hydra-client-go/v2, required by that go.mod), used instead.
+  # The sqlite tags are Hydra's own release build's: they give the `memory` DSN the tests use.
+  (cd "$PEERS/src/hydra" &&
+    go mod edit -dropreplace github.com/ory/hydra-client-go/v2 &&
+    CGO_ENABLED=1 go build -trimpath -tags sqlite,sqlite_omit_load_extension -o "$PEERS/bin/hydra" .)
+  rm -rf "$PEERS/src/hydra"
+  stamp hydra "$HYDRA_VERSION"
+}
+
+install_keycloak() {
+  fresh keycloak "$KEYCLOAK_VERSION" || return 0
+  need mvn keycloak "Maven, to fetch org.keycloak:keycloak-quarkus-dist from Maven Central"
+  need java keycloak "a JDK 17 or later"
+  need unzip keycloak "Debian's unzip"
+  local dl="$PEERS/download"
+  mkdir -p "$dl"
+  mvn -q -B -Dstyle.color=never dependency:copy "-Dartifact=org.keycloak:keycloak-quarkus-dist:$KEYCLOAK_VERSION:zip" "-DoutputDirectory=$dl"
+  rm -rf "$PEERS/keycloak" "$PEERS/keycloak-$KEYCLOAK_VERSION"
+  unzip -q "$dl/keycloak-quarkus-dist-$KEYCLOAK_VERSION.zip" -d "$PEERS"
+  mv "$PEERS/keycloak-$KEYCLOAK_VERSION" "$PEERS/keycloak"
+  rm -rf "$dl"
+  stamp keycloak "$KEYCLOAK_VERSION"
+}
+
+[ $# -gt 0 ] || set -- oauth2-proxy hydra caddy keycloak
+for peer in "$@"; do
+  start=$SECONDS
+  case "$peer" in
+    oauth2-proxy) install_oauth2_proxy ;;
+    hydra) install_hydra ;;
+    caddy) install_caddy ;;
+    keycloak) install_keycloak ;;
+    *) echo "peers: no peer named '$peer'" >&2; exit 2 ;;
+  esac || { echo "peers: installing $peer failed" >&2; exit 1; }
+  echo "peers: $peer $(cat "$PEERS/$peer.version") ready in $((SECONDS - start)) s"
+done
