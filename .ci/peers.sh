@@ -11,7 +11,7 @@
 # Maven's ~/.m2), which outlive the clone: then a Go peer costs its link, Keycloak its unzip.
 # docs/peers.md has the versions, what each costs the first time and from cache, and why Traefik
 # is not among them. Each failure names the peer and the tool it needed.
-set -euo pipefail
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
 OAUTH2_PROXY_VERSION=v7.15.6
@@ -71,6 +71,7 @@ install_hydra() {
   # The sqlite tags are Hydra's own release build's: they give the `memory` DSN the tests use.
   (cd "$PEERS/src/hydra" &&
     go mod edit -dropreplace github.com/ory/hydra-client-go/v2 &&
+    go mod download github.com/ory/hydra-client-go/v2 &&
     CGO_ENABLED=1 go build -trimpath -tags sqlite,sqlite_omit_load_extension -o "$PEERS/bin/hydra" .)
   rm -rf "$PEERS/src/hydra"
   stamp hydra "$HYDRA_VERSION"
@@ -92,6 +93,10 @@ install_keycloak() {
 }
 
 [ $# -gt 0 ] || set -- oauth2-proxy hydra caddy keycloak
+# Not `install_x || ...`: bash ignores `set -e` inside a function called on the left of `||`, so
+# a failed build would be stamped as installed. The ERR trap names the peer instead.
+peer=
+trap 'echo "peers: installing $peer failed" >&2' ERR
 for peer in "$@"; do
   start=$SECONDS
   case "$peer" in
@@ -100,6 +105,6 @@ for peer in "$@"; do
     caddy) install_caddy ;;
     keycloak) install_keycloak ;;
     *) echo "peers: no peer named '$peer'" >&2; exit 2 ;;
-  esac || { echo "peers: installing $peer failed" >&2; exit 1; }
+  esac
   echo "peers: $peer $(cat "$PEERS/$peer.version") ready in $((SECONDS - start)) s"
 done
