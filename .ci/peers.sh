@@ -66,13 +66,15 @@ install_hydra() {
   need gcc hydra "cgo, for its SQLite driver (Debian's gcc)"
   module_source github.com/ory/hydra/v2 "$HYDRA_VERSION" hydra
   # Hydra's go.mod points its client library at ./internal/httpclient, a module of its own that the
-  # module proxy's zip leaves out; the same version is a module on the proxy
-  # (github.com/ory/hydra-client-go/v2, required by that go.mod), used instead.
+  # module proxy's zip leaves out; the version of it that go.mod requires (hydra-client-go v2.2.1,
+  # a module on the proxy) is used instead. Only Hydra's command-line client commands use it, not
+  # the servers the tests run.
   # The sqlite tags are Hydra's own release build's: they give the `memory` DSN the tests use.
   (cd "$PEERS/src/hydra" &&
     go mod edit -dropreplace github.com/ory/hydra-client-go/v2 &&
     go mod download github.com/ory/hydra-client-go/v2 &&
-    CGO_ENABLED=1 go build -trimpath -tags sqlite,sqlite_omit_load_extension -o "$PEERS/bin/hydra" .)
+    CGO_ENABLED=1 go build -trimpath -tags sqlite,sqlite_omit_load_extension \
+      -ldflags "-X github.com/ory/hydra/v2/driver/config.Version=$HYDRA_VERSION" -o "$PEERS/bin/hydra" .)
   rm -rf "$PEERS/src/hydra"
   stamp hydra "$HYDRA_VERSION"
 }
