@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real peers the tests and the bench meet, built or fetched from the package registries into
-# .ci/peers (git-ignored): oauth2-proxy, Ory Hydra and Caddy from the Go module proxy, Keycloak's
+# .ci/peers (git-ignored): oauth2-proxy, Ory Hydra, Caddy and Traefik from the Go module proxy, Keycloak's
 # quarkus distribution from Maven Central. Nothing is downloaded from anywhere else.
 #
 #   bash .ci/peers.sh                 every peer
@@ -9,14 +9,16 @@
 # Cached twice: a peer whose .ci/peers/<name>.version already names the wanted version is not
 # touched, and a fresh clone rebuilds from the registries' own caches (Go's module and build caches,
 # Maven's ~/.m2), which outlive the clone: then a Go peer costs its link, Keycloak its unzip.
-# docs/peers.md has the versions, what each costs the first time and from cache, and why Traefik
-# is not among them. Each failure names the peer and the tool it needed.
+# docs/peers.md has the versions, and what each costs the first time and from cache. Each failure
+# names the peer and the tool it needed.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
 OAUTH2_PROXY_VERSION=v7.15.6
 HYDRA_VERSION=v2.3.0
 CADDY_VERSION=v2.11.9
+# Not v3.7.x: the module proxy refuses 15 modules v3.7.13 needs (docs/peers.md).
+TRAEFIK_VERSION=v3.6.12
 KEYCLOAK_VERSION=26.7.3
 
 PEERS="$PWD/.ci/peers"
@@ -79,6 +81,17 @@ install_hydra() {
   stamp hydra "$HYDRA_VERSION"
 }
 
+install_traefik() {
+  fresh traefik "$TRAEFIK_VERSION" || return 0
+  need go traefik "Go 1.26, the machine's toolchain"
+  module_source github.com/traefik/traefik/v3 "$TRAEFIK_VERSION" traefik
+  (cd "$PEERS/src/traefik" &&
+    go build -trimpath -ldflags "-X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" \
+      -o "$PEERS/bin/traefik" ./cmd/traefik)
+  rm -rf "$PEERS/src/traefik"
+  stamp traefik "$TRAEFIK_VERSION"
+}
+
 install_keycloak() {
   fresh keycloak "$KEYCLOAK_VERSION" || return 0
   need mvn keycloak "Maven, to fetch org.keycloak:keycloak-quarkus-dist from Maven Central"
@@ -94,7 +107,7 @@ install_keycloak() {
   stamp keycloak "$KEYCLOAK_VERSION"
 }
 
-[ $# -gt 0 ] || set -- oauth2-proxy hydra caddy keycloak
+[ $# -gt 0 ] || set -- oauth2-proxy hydra caddy traefik keycloak
 # Not `install_x || ...`: bash ignores `set -e` inside a function called on the left of `||`, so
 # a failed build would be stamped as installed. The ERR trap names the peer instead.
 peer=
@@ -105,6 +118,7 @@ for peer in "$@"; do
     oauth2-proxy) install_oauth2_proxy ;;
     hydra) install_hydra ;;
     caddy) install_caddy ;;
+    traefik) install_traefik ;;
     keycloak) install_keycloak ;;
     *) echo "peers: no peer named '$peer'" >&2; exit 2 ;;
   esac
