@@ -515,20 +515,32 @@ t.test('allowed emails: --authenticated-emails-file beside --email-domain, allow
 
 t.test('refresh: an expired access token, --cookie-refresh', async (t) => {
   const ttl = 4
+  // A second oauth2-proxy, without --cookie-refresh (its default: no refresh).
+  const plainPort = await freePort()
+  const plainOrigin = `http://127.0.0.1:${plainPort}`
   const pair = await startPair({
     // Keycloak's way: a refresh token with every sign-in, whatever the scope.
     provider: { accessTokenTtlSeconds: ttl, refreshTokenPolicy: 'always', rotateRefreshTokens: true },
+    // oauth2-proxy refreshes a session older than --cookie-refresh (pkg/middleware/stored_session.go),
+    // whatever its access token's expiry: set below the token's lifetime, as its docs advise.
     flags: () => ['--pass-access-token', `--cookie-refresh=${ttl - 1}s`],
     upstream: { forwardAccessToken: true },
+    extraRedirects: [`${plainOrigin}/oauth2/callback`],
   })
+  const plainProxy = await startOAuth2Proxy(t, (url) => [...pageFlags(pair.idp.issuer, url), '--pass-access-token'], plainPort)
+  placeholders.push([plainProxy.url, '<app>'], [new URL(plainProxy.url).host, '<app host>'])
   const token = (r: RecordedRequest | undefined): string => String(r?.headers['x-forwarded-access-token'] ?? r?.headers.authorization ?? '')
+  const plain = await signInFromDeepLink(plainProxy.url, '/r', 'alice')
   const o2p = await signInFromDeepLink(pair.o2p.url, '/r', 'alice')
   const gw = await signInFromDeepLink(pair.gw, '/r', 'alice')
   const signedInAt = Date.now()
-  const before = { o2p: token(o2p.request), gw: token(gw.request) }
+  const before = { plain: token(plain.request), o2p: token(o2p.request), gw: token(gw.request) }
+  t.not(before.plain, '', 'oauth2-proxy without --cookie-refresh forwarded an access token')
   t.not(before.o2p, '', 'oauth2-proxy forwarded an access token')
   t.not(before.gw, '', 'the gateway forwarded an access token')
   await eventually('both access tokens expired', () => Date.now() > signedInAt + (ttl + 1) * 1000, (ttl + 3) * 1000)
+  const p = await plain.browser.fetch(`${plainProxy.url}/after`, { navigate: true })
+  const plainAfter = p.status === 200 ? token(atApp()) : ''
   const a = await o2p.browser.fetch(`${pair.o2p.url}/after`, { navigate: true })
   const o2pAfter = a.status === 200 ? token(atApp()) : ''
   const b = await gw.browser.fetch(`${pair.gw}/after`, { navigate: true })
@@ -536,6 +548,11 @@ t.test('refresh: an expired access token, --cookie-refresh', async (t) => {
   measure('refresh: the request after the access token expired', a.status, b.status)
   measure('refresh: the application receives a new access token', o2pAfter !== '' && o2pAfter !== before.o2p, gwAfter !== '' && gwAfter !== before.gw)
   measure('refresh: the answer sets the session cookies again', cookiesSet(a, O2P_SESSION, '') !== 'none', cookiesSet(b, GW_SESSION, '') !== 'none')
+  measure(
+    'refresh, oauth2-proxy without --cookie-refresh: the request after the access token expired',
+    `${p.status}; ${plainAfter === before.plain ? 'the expired access token' : plainAfter === '' ? 'no access token' : 'a new access token'}`,
+    `${b.status}; ${gwAfter === before.gw ? 'the expired access token' : gwAfter === '' ? 'no access token' : 'a new access token'}`,
+  )
   expectBoth(t, 'refresh: the request after the access token expired', '200')
   expectBoth(t, 'refresh: the application receives a new access token', 'true')
 })
