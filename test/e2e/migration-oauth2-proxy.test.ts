@@ -374,14 +374,24 @@ t.test('sign-in from a deep link, what the application receives, API clients, co
   expectBoth(t, 'application receives x-forwarded-email', 'alice@example.com')
 
   // A client's own identity headers, sent along with a signed-in session.
-  const forged = { 'x-forwarded-user': 'mallory', 'x-forwarded-email': 'mallory@example.com', 'x-forwarded-groups': 'admins', 'x-auth-request-user': 'mallory' }
+  // And where it says it comes from: the page's --reverse-proxy and trustedProxies (10.0.0.0/8,
+  // which the test's loopback client is not).
+  const forged = {
+    'x-forwarded-user': 'mallory',
+    'x-forwarded-email': 'mallory@example.com',
+    'x-forwarded-groups': 'admins',
+    'x-auth-request-user': 'mallory',
+    'x-forwarded-for': '203.0.113.9',
+    'x-forwarded-host': 'evil.example',
+    'x-forwarded-proto': 'https',
+  }
   await o2p.browser.fetch(`${pair.o2p.url}/forged`, { headers: forged })
   const o2pForged = identityAtApp(atApp(), APP_SESSION)
   await gw.browser.fetch(`${pair.gw}/forged`, { headers: forged })
   const gwForged = identityAtApp(atApp(), APP_SESSION)
-  measure('signed in, forged headers: x-forwarded-user', o2pForged['x-forwarded-user'], gwForged['x-forwarded-user'])
-  measure('signed in, forged headers: x-forwarded-groups', o2pForged['x-forwarded-groups'] ?? 'absent', gwForged['x-forwarded-groups'] ?? 'absent')
-  measure('signed in, forged headers: x-auth-request-user', o2pForged['x-auth-request-user'] ?? 'absent', gwForged['x-auth-request-user'] ?? 'absent')
+  for (const name of ['x-forwarded-user', 'x-forwarded-groups', 'x-auth-request-user', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto']) {
+    measure(`signed in, forged headers: ${name}`, o2pForged[name] ?? 'absent', gwForged[name] ?? 'absent')
+  }
 
   // A client's Host: oauth2-proxy passes it on (--pass-host-header), the gateway its own.
   const o2pHost = await rawRequest(pair.o2p.url, '/host', { headers: { cookie: o2p.browser.cookieHeader(`${pair.o2p.url}/`), host: 'elsewhere.example' } })
