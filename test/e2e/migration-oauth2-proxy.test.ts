@@ -340,6 +340,27 @@ async function signInFromDeepLink(origin: string, target: string, username: stri
   return { browser, first, callback, final, request: upstream.requests.length > before ? atApp() : undefined }
 }
 
+/**
+ * A JWT signed with the provider's key as an API client sends it: an access token (RFC 9068's
+ * `typ: at+jwt`, with `scope` and `client_id`) or one shaped like an ID token (audience the client,
+ * no access-token marker).
+ */
+function bearerJwt(idp: DevProvider, kind: 'access token' | 'ID token'): Promise<string> {
+  const claims = { sub: 'carol', aud: 'app', email: 'carol@example.com', email_verified: true, preferred_username: 'carol' }
+  return kind === 'access token'
+    ? idp.signJwt({ ...claims, scope: 'openid email profile', client_id: 'app' }, { typ: 'at+jwt' })
+    : idp.signJwt({ ...claims, azp: 'app' })
+}
+
+/** An API client with `Authorization: Bearer <token>`: the answer, and the user the application was told. */
+async function withBearer(origin: string, token: string): Promise<string> {
+  const before = upstream.requests.length
+  const res = await fetch(`${origin}/api/data`, { redirect: 'manual', headers: { accept: 'application/json', authorization: `Bearer ${token}` } })
+  await res.body?.cancel()
+  const got = upstream.requests.slice(before)
+  return got.length === 0 ? `${res.status}` : `${res.status}; user ${got.map((r) => r.headers['x-forwarded-user']).join(',')}`
+}
+
 // ---------------------------------------------------------------------------------------------
 // The scenarios.
 
@@ -420,6 +441,10 @@ t.test('sign-in from a deep link, what the application receives, API clients, co
   expectBoth(t, 'signed in, forged headers: x-forwarded-user', 'alice')
   expectBoth(t, 'API client without a session, Accept application/json', '401')
   expectBoth(t, 'API client with the session cookie', '200')
+
+  // A Bearer access token, without --skip-jwt-bearer-tokens.
+  const access = await bearerJwt(pair.idp, 'access token')
+  measure('bearer: an access token, no --skip-jwt-bearer-tokens', await withBearer(pair.o2p.url, access), await withBearer(pair.gw, access))
 
   // A sign-in asked to return to a host that neither --whitelist-domain nor redirects.allowedHosts names.
   const elsewhere = encodeURIComponent('http://elsewhere.example/x')
@@ -691,10 +716,10 @@ server {
   expectBoth(t, 'auth_request: application receives x-auth-request-user', 'alice')
 })
 
-t.test('settings: --oidc-groups-claim, --skip-auth-preflight, --pass-host-header=false', async (t) => {
+t.test('settings: --oidc-groups-claim, --skip-auth-preflight, --pass-host-header=false, --skip-jwt-bearer-tokens', async (t) => {
   const pair = await startPair({
     provider: { extraClaims: { roles: (username) => (username === 'alice' ? ['editors', 'viewers'] : []) } },
-    flags: () => ['--oidc-groups-claim=roles', '--skip-auth-preflight', '--pass-host-header=false'],
+    flags: () => ['--oidc-groups-claim=roles', '--skip-auth-preflight', '--pass-host-header=false', '--skip-jwt-bearer-tokens'],
     config: { provider: { groupsClaim: 'roles' } },
     upstream: { allowPreflight: true, passHostHeader: false },
   })
@@ -713,6 +738,15 @@ t.test('settings: --oidc-groups-claim, --skip-auth-preflight, --pass-host-header
     const b = await rawRequest(pair.gw, '/api/items', { method: 'OPTIONS', headers })
     measure(`preflight: ${what} without a session`, `${a.status}; reached ${o2pReached}`, `${b.status}; reached ${reached(middle)}`)
   }
+  for (const kind of ['access token', 'ID token'] as const) {
+    const token = await bearerJwt(pair.idp, kind)
+    measure(
+      `bearer: ${kind === 'access token' ? 'an access token' : 'an ID token'}, --skip-jwt-bearer-tokens`,
+      await withBearer(pair.o2p.url, token),
+      await withBearer(pair.gw, token),
+    )
+  }
+  expectBoth(t, 'bearer: an access token, --skip-jwt-bearer-tokens', '200; user carol')
   expectBoth(t, 'settings: x-forwarded-groups', 'editors,viewers')
   expectBoth(t, 'preflight: a CORS preflight without a session', '200; reached OPTIONS /api/items')
 })
