@@ -638,8 +638,10 @@ t.test('nginx auth_request: /oauth2/auth beside GET /api/v1/openid/auth', async 
       `--redirect-url=http://127.0.0.1:${o2pNginx.port}/oauth2/callback`,
       // The sign-in returns to the application's host, as redirects.allowedHosts lets it.
       `--whitelist-domain=127.0.0.1:${o2pNginx.port}`,
+      // The groups claim, and with it dana's large session.
+      '--scope=openid email profile groups',
     ],
-    config: { redirects: { allowedHosts: [`127.0.0.1:${gwNginx.port}`] } },
+    config: { redirects: { allowedHosts: [`127.0.0.1:${gwNginx.port}`] }, provider: { scopes: ['openid', 'profile', 'email', 'groups'] } },
   })
   const o2pHostPort = new URL(pair.o2p.url).host
   const appHostPort = new URL(upstream.url).host
@@ -702,6 +704,18 @@ server {
       Object.fromEntries(Object.entries(identityAtApp(r, /^(_oauth2_proxy|(__Host-|__Secure-)?ogw)/)).filter(([k]) => k.startsWith('x-auth-request-')))
     measureHeaders('auth_request: application receives', pick(o2p.request), pick(gw.request))
   }
+  // A session too large for one cookie (dana is in 150 groups), through nginx's default buffers:
+  // large_client_header_buffers 4 8k (a request header line, Cookie too, of at most 8 KiB) and
+  // proxy_buffer_size 4k|8k (the check's answer headers, X-Auth-Request-Groups among them).
+  const o2pLarge = await signInFromDeepLink(a.url, '/large', 'dana')
+  const gwLarge = await signInFromDeepLink(b.url, '/large', 'dana', pair.gw)
+  const cookieBytes = (s: SignedIn, url: string): string => (s.browser.cookieHeader(url).length > 8192 ? 'over 8 KiB' : 'under 8 KiB')
+  measure(
+    'auth_request, a large session: the page reached',
+    `${o2pLarge.final.status}; Cookie ${cookieBytes(o2pLarge, `${a.url}/large`)}`,
+    `${gwLarge.final.status}; Cookie ${cookieBytes(gwLarge, `${b.url}/large`)}`,
+  )
+
   // The check asked directly with the session, naming the request as the recipes do.
   const o2pCheck = await fetch(`${pair.o2p.url}/oauth2/auth`, { headers: { cookie: o2p.browser.cookieHeader(`${a.url}/`), 'x-forwarded-uri': '/deep' } })
   const gwCheck = await fetch(`${pair.gw}/api/v1/openid/auth`, {
@@ -718,7 +732,17 @@ server {
 
 t.test('settings: --oidc-groups-claim, --skip-auth-preflight, --pass-host-header=false, --skip-jwt-bearer-tokens', async (t) => {
   const pair = await startPair({
-    provider: { extraClaims: { roles: (username) => (username === 'alice' ? ['editors', 'viewers'] : []) } },
+    provider: {
+      extraClaims: {
+        // dana's: a session too large for one cookie.
+        roles: (username) =>
+          username === 'alice'
+            ? ['editors', 'viewers']
+            : username === 'dana'
+              ? Array.from({ length: 150 }, (_, i) => `team-${String(i).padStart(3, '0')}-platform-engineering`)
+              : [],
+      },
+    },
     flags: () => ['--oidc-groups-claim=roles', '--skip-auth-preflight', '--pass-host-header=false', '--skip-jwt-bearer-tokens'],
     config: { provider: { groupsClaim: 'roles' } },
     upstream: { allowPreflight: true, passHostHeader: false },
@@ -738,6 +762,12 @@ t.test('settings: --oidc-groups-claim, --skip-auth-preflight, --pass-host-header
     const b = await rawRequest(pair.gw, '/api/items', { method: 'OPTIONS', headers })
     measure(`preflight: ${what} without a session`, `${a.status}; reached ${o2pReached}`, `${b.status}; reached ${reached(middle)}`)
   }
+  // A large session: both split it over several cookies.
+  const o2pLarge = await signInFromDeepLink(pair.o2p.url, '/large', 'dana')
+  const gwLarge = await signInFromDeepLink(pair.gw, '/large', 'dana')
+  const large = (s: SignedIn): string => `${s.final.status}; ${String(s.request?.headers['x-forwarded-groups'] ?? '').split(',').length} groups`
+  measure('large session: the page reached', large(o2pLarge), large(gwLarge))
+  measure('large session: cookies set', cookiesSet(o2pLarge.callback, O2P_SESSION, '_oauth2_proxy'), cookiesSet(gwLarge.callback, GW_SESSION, 'ogw'))
   for (const kind of ['access token', 'ID token'] as const) {
     const token = await bearerJwt(pair.idp, kind)
     measure(
