@@ -8,6 +8,14 @@ import type { Problem } from '#src/contract/errors'
 // GET /api/v1/openid/auth, as ingress-nginx (auth-url: X-Original-Method/-URL) and Traefik
 // (ForwardAuth: X-Forwarded-Method/-Host/-Uri) call it. The test client is 127.0.0.1, which is
 // not in server.trustedProxies: the caller's address plays no part in the decision.
+//
+// `traefik()` plays Traefik by its documented rules. test/e2e/traefik-forward-auth.test.ts runs a
+// real Traefik v3 and proves those rules there: the headers it sends (X-Forwarded-Method/-Host/
+// -Uri/-Proto, never the client's), the 302, 401 and 403 passed to the client as they are,
+// authResponseHeaders replacing the client's copies, the path normalized before the check, and a
+// refreshed session's Set-Cookie passed only with addAuthCookiesToResponse. What stays here is
+// what needs no real Traefik: every decision for each request Traefik can describe, and what a
+// real Traefik never sends (a set without its method, host or path).
 
 const AUTH = '/api/v1/openid/auth'
 const CONFIG = { redirects: { allowedHosts: ['app.example.com'] } }

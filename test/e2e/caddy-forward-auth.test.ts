@@ -1,15 +1,23 @@
 import t from 'tap'
-import { requireCaddy, startCaddy, type Caddy } from '../fixtures/caddy.ts'
+import { currentCaddy, debianCaddy, startCaddy, type Caddy, type CaddyBinary } from '../fixtures/caddy.ts'
+import { manualClock } from '../fixtures/clock.ts'
 import { recipe } from '../fixtures/markdown.ts'
 import { startStack, type Stack } from '../fixtures/stack.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
-// docs/deploy/caddy.md's forward_auth recipe, run as the page shows it by a real Caddy 2.6.2 in
-// front of the gateway and the oidc-provider stack. Caddy 2.6 sets a header the check's answer
-// lacks to the placeholder's text ({http.reverse_proxy.header.X-Auth-Request-User}); the recipe
-// removes such values. The sign-ins here ask for no `email` scope, so an allow answer lacks
-// X-Auth-Request-Email, and an anonymous one every identity header.
+// docs/deploy/caddy.md's forward_auth recipe, run as the page shows it by two real Caddies in front
+// of the gateway and the oidc-provider stack: Debian bookworm's 2.6.2 and current Caddy (2.11,
+// .ci/peers). The sign-ins here ask for no `email` scope, so an allow answer lacks
+// X-Auth-Request-Email, and an anonymous one every identity header. What copy_headers does with a
+// header the answer lacks changed twice (caddyserver/caddy,
+// modules/caddyhttp/reverseproxy/forwardauth/caddyfile.go):
+// - before 2.9.0 it sets the header to the placeholder's text, {http.reverse_proxy.header.X-...};
+// - from 2.9.0 (caddyserver/caddy#6608) it leaves the header alone, so the client's copy passes
+//   (GHSA-7r4p-vjf4-gxv4);
+// - from 2.11.2 (caddyserver/caddy#7545) it deletes the client's copy first.
+// The recipe removes the client's copies itself and then the placeholder values, so it serves all
+// three; both binaries run every scenario.
 
 const PAGE = 'docs/deploy/caddy.md'
 const IDENTITY = Object.values(AUTH_REQUEST_HEADERS).map((n) => n.toLowerCase())
@@ -18,6 +26,19 @@ const NAMING = ['x-original-method', 'x-original-url']
 const FORGED = Object.fromEntries(
   [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES.filter((n) => !NAMING.includes(n))].map((n) => [n, n.includes('method') ? 'DELETE' : 'mallory']),
 )
+/** The same identity spelled with underscores: one header to a CGI-style application (RFC 3875 4.1.18). */
+const UNDERSCORED = Object.fromEntries(IDENTITY.map((n) => [n.replaceAll('-', '_'), 'mallory']))
+
+interface Version {
+  binary: CaddyBinary
+  /** Whether copy_headers sets a header the answer lacks to the placeholder's text (before 2.9.0). */
+  placeholderText: boolean
+}
+
+const VERSIONS: Version[] = [
+  { binary: debianCaddy(), placeholderText: true },
+  { binary: currentCaddy(), placeholderText: false },
+]
 
 function sites(page: string, stack: Stack): string {
   const hostPort = (url: string): string => new URL(url).host
@@ -27,7 +48,6 @@ function sites(page: string, stack: Stack): string {
     .replace(/^app\.example\.com \{/m, 'http://:0 {\n\tbind 127.0.0.1')
 }
 
-requireCaddy()
 const page = recipe(PAGE, 'caddyfile')
 const stack = await startStack(t, {
   upstreams: [
@@ -36,75 +56,119 @@ const stack = await startStack(t, {
   ],
   config: { provider: { scopes: ['openid', 'profile', 'groups'] } },
 })
-const caddy: Caddy = await startCaddy(t, sites(page, stack))
-// The sign-in may return to Caddy's host, known only now.
-stack.replicas[0]?.rewrite((c) => ({ ...c, redirects: { allowedHosts: [`127.0.0.1:${caddy.port}`] } }))
+const caddies = new Map<Version, Caddy>()
+for (const version of VERSIONS) caddies.set(version, await startCaddy(t, version.binary, sites(page, stack)))
+// The sign-in may return to each Caddy's host, known only now.
+stack.replicas[0]?.rewrite((c) => ({ ...c, redirects: { allowedHosts: [...caddies.values()].map((caddy) => `127.0.0.1:${caddy.port}`) } }))
 if (!(await stack.live.reload('SIGHUP'))) throw new Error('the gateway did not reload')
 
-/** The identity and override headers the application received with the last request. */
+/** The identity and override headers the application received with the last request, underscored spellings included. */
 function lastAtApp(): Record<string, string | string[] | undefined> {
   const last = stack.upstream.requests.at(-1)
   if (last === undefined) throw new Error('nothing reached the application')
-  return Object.fromEntries(Object.entries(last.headers).filter(([name]) => IDENTITY.includes(name) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)))
+  const watched = (name: string): boolean => IDENTITY.includes(name.replaceAll('_', '-')) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)
+  return Object.fromEntries(Object.entries(last.headers).filter(([name]) => watched(name)))
 }
 
-t.test('an anonymous request to a public path reaches the application with no identity header', async (t) => {
-  const before = stack.upstream.requests.length
-  t.equal((await rawRequest(caddy.url, '/public/logo.png')).status, 200)
-  t.equal(stack.upstream.requests.length, before + 1)
-  t.same(lastAtApp(), {}, 'no header, and no placeholder text')
+for (const version of VERSIONS) {
+  const caddy = caddies.get(version) as Caddy
+  t.test(version.binary.name, async (t) => {
+    t.test('an anonymous request to a public path reaches the application with no identity header', async (t) => {
+      const before = stack.upstream.requests.length
+      t.equal((await rawRequest(caddy.url, '/public/logo.png')).status, 200)
+      t.equal(stack.upstream.requests.length, before + 1)
+      t.same(lastAtApp(), {}, 'no header, and no placeholder text')
 
-  t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: FORGED })).status, 200)
-  t.same(lastAtApp(), {}, "nor the client's own copies")
+      t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: FORGED })).status, 200)
+      t.same(lastAtApp(), {}, "nor the client's own copies")
 
-  const before2 = stack.upstream.requests.length
-  const named = await rawRequest(caddy.url, '/public/logo.png', { headers: { 'x-original-method': 'GET', 'x-original-url': `${caddy.url}/admin` } })
-  t.equal(named.status, 400, 'a client naming another request is refused')
-  t.equal(stack.upstream.requests.length, before2)
-})
+      t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: UNDERSCORED })).status, 200)
+      t.same(lastAtApp(), {}, 'nor their spellings with underscores')
 
-t.test('signed in without email: the application gets the user and no email header', async (t) => {
-  const browser = await stack.signedIn('alice')
-  const res = await browser.fetch(`${caddy.url}/page`, { headers: FORGED })
-  t.equal(res.status, 200)
-  const headers = lastAtApp()
-  t.equal(headers['x-auth-request-user'], 'alice')
-  t.equal(headers['x-auth-request-groups'], 'admins,staff')
-  t.equal(headers['x-auth-request-email'], undefined, 'no email header, and no placeholder text')
-  for (const [name, value] of Object.entries(headers)) t.notMatch(String(value), /^\{|mallory|DELETE/, `${name}: ${String(value)}`)
-})
+      const before2 = stack.upstream.requests.length
+      const named = await rawRequest(caddy.url, '/public/logo.png', { headers: { 'x-original-method': 'GET', 'x-original-url': `${caddy.url}/admin` } })
+      t.equal(named.status, 400, 'a client naming another request is refused')
+      t.equal(stack.upstream.requests.length, before2)
+    })
 
-t.test('not signed in: a page load is sent to sign in and comes back with its whole query; a program gets the problem+json', async (t) => {
-  const browser = stack.browser()
-  const res = await browser.fetch(`${caddy.url}/x?a=1&b=2`, { navigate: true })
-  t.equal(res.status, 302)
-  const location = res.headers.get('location') ?? ''
-  t.equal(new URL(location).searchParams.get('redirectAfter'), `${caddy.url}/x?a=1&b=2`)
-  const callback = await browser.signIn(location, 'bob')
-  t.equal(callback.headers.get('location'), `${caddy.url}/x?a=1&b=2`)
-  const { response } = await browser.follow(`${caddy.url}/x?a=1&b=2`)
-  t.equal(response.status, 200)
-  t.equal(stack.upstream.requests.at(-1)?.url, '/x?a=1&b=2')
-  t.equal(lastAtApp()['x-auth-request-user'], 'bob')
+    t.test('signed in without email: the application gets the user and no email header', async (t) => {
+      const browser = await stack.signedIn('alice')
+      const res = await browser.fetch(`${caddy.url}/page`, { headers: { ...FORGED, ...UNDERSCORED } })
+      t.equal(res.status, 200)
+      const headers = lastAtApp()
+      t.equal(headers['x-auth-request-user'], 'alice')
+      t.equal(headers['x-auth-request-groups'], 'admins,staff')
+      t.equal(headers['x-auth-request-email'], undefined, 'no email header, and no placeholder text')
+      for (const [name, value] of Object.entries(headers)) t.notMatch(String(value), /^\{|mallory|DELETE/, `${name}: ${String(value)}`)
+      t.same(
+        Object.keys(headers).filter((name) => name.includes('_')),
+        [],
+        'no underscored spelling',
+      )
+    })
 
-  const api = await rawRequest(caddy.url, '/api/items', { headers: { accept: 'application/json' } })
-  t.equal(api.status, 401)
-  t.match(api.headers['content-type'], /^application\/problem\+json/)
-  t.match(api.json(), { code: 'unauthenticated', signInUrl: /redirectAfter=/ })
-})
+    t.test('not signed in: a page load is sent to sign in and comes back with its whole query; a program gets the problem+json', async (t) => {
+      const browser = stack.browser()
+      const res = await browser.fetch(`${caddy.url}/x?a=1&b=2`, { navigate: true })
+      t.equal(res.status, 302)
+      const location = res.headers.get('location') ?? ''
+      t.equal(new URL(location).searchParams.get('redirectAfter'), `${caddy.url}/x?a=1&b=2`)
+      const callback = await browser.signIn(location, 'bob')
+      t.equal(callback.headers.get('location'), `${caddy.url}/x?a=1&b=2`)
+      const { response } = await browser.follow(`${caddy.url}/x?a=1&b=2`)
+      t.equal(response.status, 200)
+      t.equal(stack.upstream.requests.at(-1)?.url, '/x?a=1&b=2')
+      t.equal(lastAtApp()['x-auth-request-user'], 'bob')
 
-t.test("a refusal is the gateway's own answer", async (t) => {
-  const browser = await stack.signedIn('alice')
-  const before = stack.upstream.requests.length
-  const res = await browser.fetch(`${caddy.url}/admin/x`, { headers: { accept: 'application/json' } })
-  t.equal(res.status, 403)
-  t.match(res.headers.get('content-type'), /^application\/problem\+json/)
-  t.match(await res.json(), { code: 'forbidden' })
-  t.equal(stack.upstream.requests.length, before, 'nothing reached the application')
-})
+      const api = await rawRequest(caddy.url, '/api/items', { headers: { accept: 'application/json' } })
+      t.equal(api.status, 401)
+      t.match(api.headers['content-type'], /^application\/problem\+json/)
+      t.match(api.json(), { code: 'unauthenticated', signInUrl: /redirectAfter=/ })
+    })
 
-t.test("without the recipe's placeholder lines, Caddy 2.6 hands the application placeholder text", async (t) => {
-  const bare = await startCaddy(t, sites(page.replace(/^\s*(@placeholder_\w+ header_regexp|request_header @placeholder_).*\n/gm, ''), stack))
-  await rawRequest(bare.url, '/public/logo.png')
-  t.equal(lastAtApp()['x-auth-request-user'], '{http.reverse_proxy.header.X-Auth-Request-User}')
+    t.test("a refusal is the gateway's own answer", async (t) => {
+      const browser = await stack.signedIn('alice')
+      const before = stack.upstream.requests.length
+      const res = await browser.fetch(`${caddy.url}/admin/x`, { headers: { accept: 'application/json' } })
+      t.equal(res.status, 403)
+      t.match(res.headers.get('content-type'), /^application\/problem\+json/)
+      t.match(await res.json(), { code: 'forbidden' })
+      t.equal(stack.upstream.requests.length, before, 'nothing reached the application')
+    })
+
+    const bareWhat = version.placeholderText ? 'hands the application placeholder text' : 'sets nothing: the lines are not needed there'
+    t.test(`without the recipe's placeholder lines, ${version.binary.name} ${bareWhat}`, async (t) => {
+      const bare = await startCaddy(
+        t,
+        version.binary,
+        sites(page.replace(/^\s*(@placeholder_\w+ header_regexp|request_header @placeholder_).*\n/gm, ''), stack),
+      )
+      await rawRequest(bare.url, '/public/logo.png', { headers: FORGED })
+      t.equal(lastAtApp()['x-auth-request-user'], version.placeholderText ? '{http.reverse_proxy.header.X-Auth-Request-User}' : undefined)
+    })
+  })
+}
+
+t.test("a refreshed session's Set-Cookie does not reach the browser", async (t) => {
+  // The check refreshes an expired access token and answers 200 with the cookie store's new
+  // session in Set-Cookie (test/checks/forward-auth.test.ts, "expired sign-ins"); forward_auth
+  // copies only the listed headers, onto the request.
+  const clock = manualClock()
+  const refreshing = await startStack(t, { clock, provider: { accessTokenTtlSeconds: 3 }, upstreams: [{ name: 'app' }] })
+  for (const version of VERSIONS) {
+    const caddy = await startCaddy(t, version.binary, sites(page, refreshing))
+    const browser = await refreshing.signedIn('alice')
+    const session = browser.cookie('ogw')?.value
+    t.equal((await browser.fetch(`${caddy.url}/page`)).status, 200)
+    clock.advance(3300)
+    const res = await browser.fetch(`${caddy.url}/page`)
+    t.equal(res.status, 200, `${version.binary.name}: refreshed by the check`)
+    t.equal(refreshing.upstream.requests.at(-1)?.headers['x-auth-request-user'], 'alice')
+    t.same(
+      res.headers.getSetCookie().filter((line) => line.startsWith('ogw')),
+      [],
+      `${version.binary.name}: no Set-Cookie of the gateway's`,
+    )
+    t.equal(browser.cookie('ogw')?.value, session, 'the browser keeps the session from before the refresh')
+  }
 })
