@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 OAUTH2_PROXY_VERSION=v7.15.6
 HYDRA_VERSION=v2.3.0
 CADDY_VERSION=v2.11.9
-# Not v3.7.x: the module proxy refuses 15 modules v3.7.13 needs (docs/peers.md).
-TRAEFIK_VERSION=v3.6.12
+# v3.7.12 or later: the recipe's aliasHeadersStrategy (docs/deploy/traefik.md) is new in v3.7.12.
+TRAEFIK_VERSION=v3.7.13
 KEYCLOAK_VERSION=26.7.3
 
 PEERS="$PWD/.ci/peers"
@@ -85,8 +85,24 @@ install_traefik() {
   fresh traefik "$TRAEFIK_VERSION" || return 0
   need go traefik "Go 1.26, the machine's toolchain"
   module_source github.com/traefik/traefik/v3 "$TRAEFIK_VERSION" traefik
+  # Three edits of the downloaded copy, none near forwardAuth (docs/peers.md says why each):
+  # - the basic-auth library's fork at the pseudo-version v3.7 pins is refused by the module proxy;
+  #   the one v3.6 pins is served and used instead (the basicAuth middleware only);
+  # - 14 SDKs of the ACME client's DNS-01 providers are refused too: the provider registry is left
+  #   out, and a DNS challenge fails naming this build;
+  # - go.mod replaces github.com/traefik/traefik/dynamic/ext with ./pkg/config/dynamic/ext, a
+  #   module of its own that the proxy's zip leaves out: written back as the two empty types the
+  #   build reads from it.
   (cd "$PEERS/src/traefik" &&
-    go build -trimpath -ldflags "-X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" \
+    go mod edit -replace github.com/abbot/go-http-auth=github.com/containous/go-http-auth@v0.4.1-0.20200324110947-a37a7636d23e &&
+    sed -i -e '\#"github.com/go-acme/lego/v5/providers/dns"#d' \
+      -e 's#provider, err = dns.NewDNSChallengeProviderByName(p.DNSChallenge.Provider)#provider, err = nil, fmt.Errorf("ACME DNS challenge provider %q: not in this build", p.DNSChallenge.Provider)#' \
+      pkg/provider/acme/provider.go &&
+    ! grep -q 'providers/dns"' pkg/provider/acme/provider.go &&
+    mkdir -p pkg/config/dynamic/ext &&
+    printf 'module github.com/traefik/traefik/dynamic/ext\n\ngo 1.24.0\n' >pkg/config/dynamic/ext/go.mod &&
+    printf 'package ext\n\ntype HTTP struct{}\n\ntype Router struct{}\n' >pkg/config/dynamic/ext/ext.go &&
+    CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" \
       -o "$PEERS/bin/traefik" ./cmd/traefik)
   rm -rf "$PEERS/src/traefik"
   stamp traefik "$TRAEFIK_VERSION"
