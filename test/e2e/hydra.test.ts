@@ -12,21 +12,29 @@
 //   no token_endpoint_auth_signing_alg_values_supported; its private_key_jwt accepts only the
 //   token endpoint URL as the client assertion's `aud` (fosite client_authentication.go).
 
-import { readFileSync } from 'node:fs'
+import { generateKeyPairSync } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
+import { clientJwks } from '#src/oidc/client-auth'
+import type { ProviderConfig } from '#src/options/types'
 import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
 import type { Browser } from '../fixtures/browser.ts'
 import { HYDRA_PASSWORD, startHydra, type Hydra, type HydraRequest } from '../fixtures/hydra.ts'
 import { problemCode } from '../fixtures/http.ts'
-import { recipe, ROOT } from '../fixtures/markdown.ts'
+import { fencedBlocks, recipe, ROOT } from '../fixtures/markdown.ts'
 import { eventually } from '../fixtures/poll.ts'
 import { assertRefusedAtDiscovery, CLIENT_SECRET, refreshTokenOf, startStack, type Stack } from '../fixtures/stack.ts'
 
 const PAGE = 'docs/providers/hydra.md'
 const EXAMPLE_ORIGIN = 'https://app.example.com'
-const pageConfig = YAML.parse(recipe(PAGE, 'yaml')) as { provider: Record<string, unknown>; upstreams: Array<Record<string, unknown>> }
+// The page shows two YAML blocks: the configuration, then the provider keys of private_key_jwt.
+const yamlBlocks = fencedBlocks({ file: PAGE, text: readFileSync(join(ROOT, PAGE), 'utf8') }).filter((b) => b.lang === 'yaml')
+if (yamlBlocks.length !== 2) throw new Error(`${PAGE} must show two yaml blocks (the configuration, the private_key_jwt keys), it shows ${yamlBlocks.length}`)
+const pageConfig = YAML.parse(yamlBlocks[0]?.body ?? '') as { provider: Record<string, unknown>; upstreams: Array<Record<string, unknown>> }
+const pageKeyProvider = (YAML.parse(yamlBlocks[1]?.body ?? '') as { provider: Record<string, unknown> }).provider
 const pageClient = recipe(PAGE, 'json')
 
 t.test("config/providers/hydra.yaml is the page's configuration", async (t) => {
@@ -322,6 +330,75 @@ t.test('PAR: Hydra v2.3 has no pushed authorization request endpoint, and `requi
     wait: false,
   })
   await assertRefusedAtDiscovery(t, stack.gw, lines, /pushed_authorization_request_endpoint/)
+})
+
+const dir = mkdtempSync(join(tmpdir(), 'ogw-hydra-keys-'))
+t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+const ecKey = join(dir, 'client-ec.pem')
+writeFileSync(ecKey, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o400 })
+
+async function jwks(clientKey: string): Promise<{ keys: unknown[] }> {
+  const set = await clientJwks({ clientAuthMethod: 'private_key_jwt', clientKey } as ProviderConfig)
+  if (set === undefined) throw new Error('no JWKS')
+  return set
+}
+
+/** A gateway authenticating with private_key_jwt (the EC key), and its client registered with the key's public half. */
+async function keyGateway(t: Test, name: string, provider: Record<string, unknown>, client: Record<string, unknown> = {}, lines?: string[]): Promise<Stack> {
+  return gateway(t, {
+    provider: { clientId: clientId(name), clientSecret: undefined, clientAuthMethod: 'private_key_jwt', clientKey: ecKey, ...provider },
+    client: {
+      client_secret: undefined,
+      token_endpoint_auth_method: 'private_key_jwt',
+      token_endpoint_auth_signing_alg: 'ES256',
+      jwks: await jwks(ecKey),
+      ...client,
+    },
+    ...(lines === undefined ? {} : { logStream: { write: (line: string) => lines.push(line) }, log: 'warn' }),
+  })
+}
+
+t.test('private_key_jwt as the page says (clientAssertionAudience: token_endpoint): sign-in, refresh and sign-out authenticate with the key', async (t) => {
+  t.equal(pageKeyProvider.clientAuthMethod, 'private_key_jwt')
+  const stack = await keyGateway(t, 'pkjwt', { ...pageKeyProvider, clientKey: ecKey })
+  const browser = await signedIn(t, stack)
+  t.equal((await page(browser, `${stack.gw}/x`)).status, 200)
+  t.equal((await page(browser, `${stack.gw}/api/v1/openid/refresh`)).status, 200, 'the refresh grant authenticates the same way')
+  const rt = refreshTokenOf(stack, browser.cookieHeader(`${stack.gw}/api/v1/openid/refresh`))
+  const introspect = async (): Promise<boolean> =>
+    (
+      (await (await fetch(`${hydra.admin}/admin/oauth2/introspect`, { method: 'POST', body: new URLSearchParams({ token: rt }) })).json()) as {
+        active: boolean
+      }
+    ).active
+  t.equal(await introspect(), true, 'the refresh token is live at Hydra')
+  const out = await browser.fetch(`${stack.gw}/api/v1/openid/logout`, { method: 'DELETE', headers: { accept: 'application/json' } })
+  t.equal(out.status, 200)
+  await out.body?.cancel()
+  t.equal(await introspect(), false, 'the revocation at sign-out authenticated too: Hydra revoked the refresh token')
+})
+
+t.test('private_key_jwt with the default audience (the issuer): Hydra refuses it, and the gateway says so, never falls back', async (t) => {
+  const lines: string[] = []
+  const stack = await keyGateway(t, 'pkjwt-issuer', {}, {}, lines)
+  const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice', { password: HYDRA_PASSWORD })
+  t.equal(res.status, 502)
+  t.equal(await problemCode(res), 'provider_rejected_client')
+  const failed = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'code exchange failed')
+  t.equal(failed?.error, 'invalid_client')
+  t.match(failed?.error_description, /Claim 'audience' from 'client_assertion' must match the authorization server's token endpoint/)
+})
+
+t.test('private_key_jwt: a client registered with another algorithm than the key signs with is refused clearly', async (t) => {
+  const lines: string[] = []
+  // Without token_endpoint_auth_signing_alg Hydra expects RS256; the EC key signs ES256 (Hydra's
+  // discovery lists no token_endpoint_auth_signing_alg_values_supported to agree on).
+  const stack = await keyGateway(t, 'pkjwt-alg', { clientAssertionAudience: 'token_endpoint' }, { token_endpoint_auth_signing_alg: undefined }, lines)
+  const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice', { password: HYDRA_PASSWORD })
+  t.equal(res.status, 502)
+  t.equal(await problemCode(res), 'provider_rejected_client')
+  const failed = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'code exchange failed')
+  t.match(failed?.error_description, /uses signing algorithm 'ES256' but the requested OAuth 2.0 Client enforces signing algorithm 'RS256'/)
 })
 
 t.test('the back-channel logout endpoint refuses a logout token Hydra did not sign', async (t) => {
