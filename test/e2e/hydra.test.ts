@@ -253,8 +253,8 @@ t.test('cookie store, several replicas: old cookies at another replica redeem th
 t.test(
   "cookie store, several replicas, and Hydra's rotation_grace_period: the other replica's redemption is within the grace, and the session lives on",
   async (t) => {
-    // A Hydra of its own: the grace period is a server setting (at most 5 minutes in v2.3). Its
-    // keys are ES256, which it makes at once (its default RSA keys take seconds).
+    // A Hydra of its own: the grace period is a server setting (at most 5 minutes in v2.3). It
+    // signs with ES256, which the gateway takes as it takes the other's RS256.
     const graceful = await startHydra(t, { config: { oauth2: { grant: { refresh_token: { rotation_grace_period: '30s' } } } }, signingAlg: 'ES256' })
     const stack = await gateway(t, { at: graceful, replicas: 2 })
     const browser = stack.browser()
@@ -320,6 +320,7 @@ t.test('PAR: Hydra v2.3 has no pushed authorization request endpoint, and `requi
   t.equal(metadata.require_pushed_authorization_requests, undefined)
   t.equal(metadata.token_endpoint_auth_signing_alg_values_supported, undefined, 'nor signing algorithms of client assertions')
   t.equal(metadata.introspection_endpoint, undefined, 'nor an introspection endpoint (it is on the admin API)')
+  t.strictSame(metadata.id_token_signing_alg_values_supported, ['RS256'], "the ID tokens of this file's sign-ins are RS256, Hydra's default")
   // `required` is refused, never downgraded to the classic URL; `auto` (the page) uses the
   // classic URL, as the sign-in test shows.
   const lines: string[] = []
