@@ -166,7 +166,7 @@ function checkClientAuthentication(read: Read, at: Path, has: (key: string) => b
     if (has('clientSecret')) issues.push({ path: [...at, 'clientSecret'], message: 'is not used with clientAuthMethod: private_key_jwt; remove it' })
   } else {
     if (!has('clientSecret')) issues.push({ path: [...at, 'clientSecret'], message: 'is required' })
-    for (const key of ['clientKey', 'clientKeyId']) {
+    for (const key of ['clientKey', 'clientKeyId', 'clientAssertionAudience']) {
       if (has(key)) issues.push({ path: [...at, key], message: `is only used with clientAuthMethod: private_key_jwt` })
     }
   }
@@ -181,6 +181,10 @@ function checkFapi2(read: Read, at: Path): Issue[] {
   const method = read([...at, 'clientAuthMethod'], isString)
   if (method !== undefined && method !== 'private_key_jwt') {
     issues.push({ path: [...at, 'clientAuthMethod'], message: `must be private_key_jwt with ${profile}` })
+  }
+  // FAPI 2.0 5.3.2.1: the authorization server accepts only its issuer identifier as `aud`.
+  if (read([...at, 'clientAssertionAudience'], isString) === 'token_endpoint') {
+    issues.push({ path: [...at, 'clientAssertionAudience'], message: `must be issuer with ${profile}` })
   }
   if (read([...at, 'pushedAuthorizationRequests'], isString) === 'off') {
     issues.push({ path: [...at, 'pushedAuthorizationRequests'], message: `cannot be off with ${profile}, which requires PAR` })

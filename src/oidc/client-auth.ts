@@ -1,6 +1,7 @@
 // How the gateway authenticates to the provider's token, PAR, introspection and revocation
 // endpoints: a shared secret (RFC 6749 2.3.1), or a JWT signed with its own key (private_key_jwt,
-// OpenID Connect Core 9 and RFC 7523), whose algorithm is agreed with the provider's metadata.
+// OpenID Connect Core 9 and RFC 7523), whose algorithm is agreed with the provider's metadata and
+// whose audience is the issuer, or the token endpoint for a provider that wants it.
 
 import type * as jose from 'jose'
 import * as oidc from 'openid-client'
@@ -67,6 +68,15 @@ export async function clientAuthentication(config: ProviderConfig, server: oidc.
         )
       }
       const key = await signingKey(parsed, { alg, kid: config.clientKeyId })
+      // openid-client sends the issuer identifier as `aud` (RFC 9126 2, FAPI 2.0). Ory Hydra 2.3
+      // (fosite's client_authentication.go) accepts only its token endpoint URL there, which
+      // OpenID Connect Core 9 says the audience SHOULD be; provider.clientAssertionAudience picks.
+      const tokenEndpoint = server.token_endpoint
+      if (config.clientAssertionAudience === 'token_endpoint') {
+        if (tokenEndpoint === undefined)
+          throw new ProviderMetadataError('provider.clientAssertionAudience is token_endpoint, but the provider has no token_endpoint')
+        return oidc.PrivateKeyJwt({ key: key.key, kid: key.kid }, { [oidc.modifyAssertion]: (_header, payload) => void (payload.aud = tokenEndpoint) })
+      }
       return oidc.PrivateKeyJwt({ key: key.key, kid: key.kid })
     }
   }

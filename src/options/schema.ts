@@ -189,6 +189,10 @@ const providerKeys: Record<string, JsonSchema> = {
       minLength: 1,
     },
   ),
+  clientAssertionAudience: string(
+    "`aud` of the `private_key_jwt` client assertions: `issuer` (also when unset), the provider's issuer identifier as one string (RFC 9126 section 2, FAPI 2.0, and what current providers expect), or `token_endpoint`, the token endpoint URL from discovery (OpenID Connect Core 9's suggestion, and the only value Ory Hydra 2.3 accepts: [Ory Hydra](#ory-hydra)). Only used with `private_key_jwt`; `token_endpoint` is refused with `profile: fapi2`.",
+    { enum: ['issuer', 'token_endpoint'] },
+  ),
   pushedAuthorizationRequests: string(
     '[Pushed authorization requests](#pushed-authorization-requests-par) (RFC 9126): `auto` uses them when the provider requires them (`require_pushed_authorization_requests`); `required` always (the provider must offer them); `off` never (a provider that requires them is refused).',
     { enum: ['auto', 'required', 'off'], default: 'auto' },

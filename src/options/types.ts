@@ -51,6 +51,8 @@ export interface ProviderConfig {
   /** With private_key_jwt: PEM or JWK text, or a file holding it (src/keys/private-key.ts). */
   clientKey?: string
   clientKeyId?: string
+  /** The `aud` of private_key_jwt client assertions: the issuer (a string; also when unset), or the token endpoint URL (Ory Hydra). */
+  clientAssertionAudience?: 'issuer' | 'token_endpoint'
   /** RFC 9126: auto pushes when the provider requires it. */
   pushedAuthorizationRequests: 'auto' | 'required' | 'off'
   /** How the authorization response returns: a redirect's query, or a form POST (response_mode=form_post). */

@@ -37,6 +37,8 @@ const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
   auth0: /^https:\/\/[^/]+\/$/,
   // whatever Dex's issuer setting says, over https
   dex: /^https:\/\/[^/]+(\/[^/]+)*$/,
+  // Hydra's urls.self.issuer, written in iss as configured
+  hydra: /^https:\/\/[^/]+(\/[^/]+)*$/,
 }
 
 // Google and Dex have no end-session endpoint: a post-logout URI there would promise a redirect

@@ -22,6 +22,8 @@ t.test('private_key_jwt: the key inline or from a file, PEM or JWK', async (t) =
   t.strictSame(problems(jwt({ clientKey: ecFile })), [], 'PEM file')
   t.strictSame(problems(jwt({ clientKey: rsaJwk, clientKeyId: 'other' })), [], 'JWK inline, kid given')
   t.strictSame(problems(jwt({ clientKey: pem(generateKeyPairSync('ed25519').privateKey) })), [], 'Ed25519')
+  t.strictSame(problems(jwt({ clientKey: ecPem, clientAssertionAudience: 'token_endpoint' })), [], 'the token endpoint as the audience (Ory Hydra)')
+  t.strictSame(problems(jwt({ clientKey: ecPem, clientAssertionAudience: 'issuer' })), [], 'the issuer as the audience')
 })
 
 t.test('private_key_jwt: what is refused, by key', async (t) => {
@@ -37,6 +39,18 @@ t.test('private_key_jwt: what is refused, by key', async (t) => {
         'provider.clientKey: is only used with clientAuthMethod: private_key_jwt',
         'provider.clientKeyId: is only used with clientAuthMethod: private_key_jwt',
       ],
+    ],
+    'an assertion audience with a shared secret method': [
+      { provider: { clientAssertionAudience: 'token_endpoint' } },
+      ['provider.clientAssertionAudience: is only used with clientAuthMethod: private_key_jwt'],
+    ],
+    'another assertion audience than the issuer with the FAPI 2.0 profile (5.3.2.1)': [
+      jwt({ clientKey: ecPem, profile: 'fapi2', clientAssertionAudience: 'token_endpoint' }),
+      ['provider.clientAssertionAudience: must be issuer with provider.profile: fapi2'],
+    ],
+    'an audience that is neither': [
+      jwt({ clientKey: ecPem, clientAssertionAudience: 'https://idp.example.com/token' }),
+      ['provider.clientAssertionAudience: must be one of: issuer, token_endpoint'],
     ],
     'no secret with a shared secret method': [{ provider: { clientSecret: undefined } }, ['provider.clientSecret: is required']],
     'a missing file': [
