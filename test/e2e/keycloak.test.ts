@@ -213,6 +213,18 @@ t.test("a person signs in through Keycloak's login page in Chromium; groups come
     t.equal(new URL(page.url()).origin, kc.url)
     t.ok(await page.locator('#kc-form-login').count(), 'signing in again asks for the password')
   })
+
+  t.test("signing out at Keycloak itself: its back-channel logout ends bob's gateway session", async (t) => {
+    const before = audit(groupsGw, 'backchannel-logout').length
+    // Keycloak's own end-session page, as another application or the account console sends the user there.
+    await bobPage.goto(`${issuer}/protocol/openid-connect/logout`)
+    await Promise.all([bobPage.waitForNavigation(), bobPage.click('#kc-logout')])
+    t.same(await sessionsOf('bob'), [], 'Keycloak ended the SSO session')
+    t.match(audit(groupsGw, 'backchannel-logout').slice(before), [{ outcome: 'success', sub: await userId('bob') }], 'and told the gateway')
+    await bobPage.goto(`${gw}/page`)
+    t.equal(new URL(bobPage.url()).origin, kc.url, 'the gateway session is over: the page goes through sign-in')
+    t.ok(await bobPage.locator('#kc-form-login').count())
+  })
 })
 
 t.test('realm roles and client roles through groupsClaim reach allow.groups and X-Forwarded-Groups', async (t) => {
