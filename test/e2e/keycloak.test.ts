@@ -26,7 +26,6 @@ const PAGE = 'docs/providers/keycloak.md'
 const REALM = 'main'
 const CLIENT_ID = 'gateway'
 const PASSWORD = 'correct horse battery staple'
-const REPORTS_JOB_SECRET = 'reports-job-secret-0123456789abcdef'
 const EXAMPLE = 'https://app.example.com'
 /** Keycloak starts in about 25 s on an idle 2-core machine, 30 s to 70 s on a busy one (augmentation included when no run kept its build). */
 t.setTimeout(300_000)
@@ -115,7 +114,7 @@ const rolesGw = await gateway(
 )
 const kc: Keycloak = await startKeycloak(t, {
   realms: [realmFor([groupsGw.stack.gw, rolesGw.stack.gw])],
-  env: { OIDC_CLIENT_SECRET: CLIENT_SECRET, REPORTS_JOB_SECRET },
+  env: { OIDC_CLIENT_SECRET: CLIENT_SECRET },
   port: kcPort,
 })
 t.comment(`Keycloak ${kc.cachedBuild ? 'from the kept dev-mode build' : 'with its dev-mode build'} answered after ${kc.startMs} ms`)
@@ -147,7 +146,11 @@ async function sessionsOf(username: string): Promise<Array<{ id: string }>> {
   return kc.adminJson(`/realms/${REALM}/users/${await userId(username)}/sessions`)
 }
 
-async function clientCredentials(clientId: string, secret: string): Promise<string> {
+/** A token of a client's service account, with the secret Keycloak generated for the client at import. */
+async function clientCredentials(clientId: string): Promise<string> {
+  const [client] = await kc.adminJson<Array<{ id: string }>>(`/realms/${REALM}/clients?clientId=${clientId}`)
+  const { value: secret } = await kc.adminJson<{ value?: string }>(`/realms/${REALM}/clients/${client?.id}/client-secret`)
+  if (secret === undefined) throw new Error(`Keycloak generated no secret for ${clientId}`)
   const res = await fetch(`${issuer}/protocol/openid-connect/token`, {
     method: 'POST',
     headers: { authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}` },
@@ -201,7 +204,15 @@ t.test("a person signs in through Keycloak's login page in Chromium; groups come
   t.equal(((await bobEcho?.json()) as { headers: Record<string, string> }).headers['x-forwarded-groups'], '/staff/support', 'a subgroup by its full path')
 
   t.test('RP-initiated logout: the sign-out button ends the Keycloak session too', async (t) => {
-    t.equal((await sessionsOf('alice')).length, 1, 'alice has one Keycloak session')
+    // A second application in the same SSO session (Keycloak's account console): the gateway's
+    // sign-out revokes its own refresh token first (RFC 7009), which ends only the gateway's part
+    // of the SSO session at Keycloak; the end-session request is what ends the rest.
+    await page.goto(`${issuer}/account`)
+    const [session] = await eventually('alice signed in to the account console too', async () => {
+      const sessions = await kc.adminJson<Array<{ id: string; clients: Record<string, string> }>>(`/realms/${REALM}/users/${await userId('alice')}/sessions`)
+      return sessions.length === 1 && Object.values(sessions[0]?.clients ?? {}).includes('account-console') ? sessions : undefined
+    })
+    t.same(Object.values(session?.clients ?? {}).toSorted(), ['account-console', CLIENT_ID], 'one SSO session, two applications')
     await page.goto(`${gw}${SIGN_OUT_PATH}`)
     await Promise.all([
       page.waitForURL((url) => url.href.startsWith(`${gw}${SIGN_OUT_PATH}`) && url.search !== ''),
@@ -330,7 +341,7 @@ t.test("back-channel logout: Keycloak's logout token ends the gateway session wh
 
 t.test('Bearer tokens of a service account: accepted with the gateway in their audience, refused without', async (t) => {
   const { stack } = groupsGw
-  const token = await clientCredentials('reports-job', REPORTS_JOB_SECRET)
+  const token = await clientCredentials('reports-job')
   const claims = claimsOf(token)
   t.match(claims, { typ: 'Bearer', azp: 'reports-job' })
   t.ok([claims.aud].flat().includes(CLIENT_ID), 'the Audience mapper put the gateway in aud')
@@ -340,7 +351,7 @@ t.test('Bearer tokens of a service account: accepted with the gateway in their a
   const admin = await fetch(`${stack.gw}/admin/x`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
   t.equal(admin.status, 403, 'a service account has no groups')
 
-  const bare = await clientCredentials('no-audience-job', REPORTS_JOB_SECRET)
+  const bare = await clientCredentials('no-audience-job')
   t.same([claimsOf(bare).aud].flat(), ['account'], 'without the mapper: aud is account (the default roles), not the gateway')
   const refused = await fetch(`${stack.gw}/page`, { headers: { authorization: `Bearer ${bare}` } })
   t.equal(refused.status, 401)
@@ -360,7 +371,7 @@ t.test("introspection: a token that is not a JWT goes to Keycloak's introspectio
   t.match(asked[0], { type: 'INTROSPECT_TOKEN', clientId: CLIENT_ID }, 'as the gateway client, which Keycloak let introspect')
   t.notMatch(rolesGw.lines.join('\n'), /introspection failed|invalid_client/, 'authenticated as the gateway client')
 
-  const jwt = await clientCredentials('reports-job', REPORTS_JOB_SECRET)
+  const jwt = await clientCredentials('reports-job')
   const verified = await fetch(`${stack.gw}/page`, { headers: { authorization: `Bearer ${jwt}`, accept: 'application/json' } })
   t.equal(verified.status, 403, 'verified by the gateway (signed in), then refused by allow.groups')
   t.equal((await events()).length, before + 1, 'not sent to Keycloak')
