@@ -267,6 +267,8 @@ t.test("traefik: a ForwardAuth middleware used by the application's Ingress", as
   t.ok(app, `an Ingress uses ${reference}`)
   t.equal(app?.metadata?.namespace, middleware?.metadata?.namespace, "in the middleware's namespace")
   forwardAuth(t, r, config, app)
+  // The entry point option that drops X_Auth_Request_User is Traefik's installation, not the chart's.
+  t.match(notes(['quickstart-traefik.yaml']), /--entryPoints\.<name>\.http\.aliasHeadersStrategy=delete/, 'NOTES.txt names the entry point setting')
 })
 
 t.test('transactionTokens: Txn-Token among the headers Envoy and the ingresses copy from the answer', async (t) => {
