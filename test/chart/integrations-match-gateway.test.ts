@@ -4,8 +4,12 @@ import { generateKeyPairSync } from 'node:crypto'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { SIGN_IN_PATH } from '#src/contract/endpoints'
-import type { GatewayConfig } from '#src/options/types'
-import { NAMESPACE, RELEASE, notes, render } from '../fixtures/chart.ts'
+import { systemClock } from '#src/lib/clock'
+import type { CookiesConfig, GatewayConfig } from '#src/options/types'
+import { CookieCipher } from '#src/session/cipher'
+import { GatewayCookies, sessionCookieName } from '#src/session/cookies'
+import { recipe } from '../fixtures/markdown.ts'
+import { NAMESPACE, RELEASE, type Values, notes, render } from '../fixtures/chart.ts'
 import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
 import { EXT_AUTHZ_PATH_DEFAULT, type ExtensionProvider, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
@@ -263,6 +267,8 @@ t.test("traefik: a ForwardAuth middleware used by the application's Ingress", as
   t.ok(app, `an Ingress uses ${reference}`)
   t.equal(app?.metadata?.namespace, middleware?.metadata?.namespace, "in the middleware's namespace")
   forwardAuth(t, r, config, app)
+  // The entry point option that drops X_Auth_Request_User is Traefik's installation, not the chart's.
+  t.match(notes(['quickstart-traefik.yaml']), /--entryPoints\.<name>\.http\.aliasHeadersStrategy=delete/, 'NOTES.txt names the entry point setting')
 })
 
 t.test('transactionTokens: Txn-Token among the headers Envoy and the ingresses copy from the answer', async (t) => {
@@ -281,4 +287,59 @@ t.test('transactionTokens: Txn-Token among the headers Envoy and the ingresses c
   const authResponseHeaders = lower(traefik.of<Middleware & K8sObject>('Middleware')[0]?.spec?.forwardAuth?.authResponseHeaders)
   t.ok(answerHeaders(gatewayConfig(traefik).config).includes('txn-token'))
   t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik).config), 'authResponseHeaders')
+})
+
+/**
+ * Every name under which the gateway sets the session's cookies, in the order it clears them:
+ * what GatewayCookies (src/session/cookies.ts) expires for the session and the credentials, each
+ * with its chunks. The gateway's own naming, not a copy of it.
+ */
+function sessionCookieNames(cookies: CookiesConfig): string[] {
+  const names: string[] = []
+  const jar = new GatewayCookies(cookies, new CookieCipher(cookies.secrets, systemClock))
+  const reply = { setCookie: (name: string) => void names.push(name) }
+  jar.clear(reply, 'session')
+  jar.clear(reply, 'credentials')
+  return names
+}
+
+t.test("traefik: addAuthCookiesToResponse names every cookie of the mounted configuration's session", async (t) => {
+  const cases: { what: string; values: Values; store: string; first: string }[] = [
+    { what: 'the quickstart (memory: rendered the same)', values: {}, store: 'memory', first: '__Secure-ogw' },
+    { what: 'cookie store, cookies.domain over two hosts', values: { config: { session: { store: 'cookie' } } }, store: 'cookie', first: '__Secure-ogw' },
+    { what: 'cookie store, one host', values: { app: { host: '' }, config: { session: { store: 'cookie' } } }, store: 'cookie', first: '__Host-ogw' },
+    {
+      what: 'cookie store, another cookies.name, credentials on the sign-in path',
+      values: { app: { host: '' }, config: { session: { store: 'cookie' }, cookies: { name: 'sso', credentialsPath: SIGN_IN_PATH } } },
+      store: 'cookie',
+      first: '__Host-sso',
+    },
+    {
+      what: 'cookie store, cookies.secure false',
+      values: { config: { session: { store: 'cookie' }, cookies: { secure: false } } },
+      store: 'cookie',
+      first: 'ogw',
+    },
+    {
+      what: 'redis (rendered the same)',
+      values: { redis: { enabled: true, url: 'redis://redis.auth.svc:6379/0', auth: false } },
+      store: 'redis',
+      first: '__Secure-ogw',
+    },
+  ]
+  for (const { what, values, store, first } of cases) {
+    const r = render(['quickstart-traefik.yaml'], values)
+    const { config } = gatewayConfig(r)
+    t.equal(config.session.store, store, `${what}: session.store ${store}`)
+    const listed = r.of<Middleware & K8sObject>('Middleware')[0]?.spec?.forwardAuth?.addAuthCookiesToResponse
+    const expected = sessionCookieNames(config.cookies)
+    t.equal(expected[0], sessionCookieName(config.cookies), `${what}: the session cookie comes first`)
+    t.equal(expected[0], first, `${what}: named ${first}`)
+    t.same(listed, expected, `${what}: ${expected.join(', ')}`)
+  }
+  // docs/deploy/traefik.md's middleware, run by a real Traefik in test/e2e/traefik-forward-auth.test.ts,
+  // lists the quickstart's names (cookies.secure with cookies.domain, the default cookies.name).
+  const page = YAML.parse(recipe('docs/deploy/traefik.md', 'yaml')) as { spec: { forwardAuth: { addAuthCookiesToResponse?: string[] } } }
+  const quickstart = render(['quickstart-traefik.yaml']).of<Middleware & K8sObject>('Middleware')[0]?.spec?.forwardAuth?.addAuthCookiesToResponse
+  t.same(quickstart, page.spec.forwardAuth.addAuthCookiesToResponse, 'the same list as docs/deploy/traefik.md')
 })

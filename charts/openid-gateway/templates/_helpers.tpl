@@ -267,6 +267,29 @@ Authorization with tokenExchange, Txn-Token with transactionTokens), then the re
 {{- end -}}
 
 {{/*
+The cookies the gateway sets for a session (src/session/cookies.ts): the session cookie on Path=/
+and the credentials cookie, each under its name and its chunks' names (<name>_1 up to MAX_CHUNKS
+cookies, 3). cookies.secure adds __Host- to the session cookie (and to the credentials cookie on
+credentialsPath /), or __Secure- when cookies.domain is set; the credentials cookie on another
+path can only carry __Secure-. test/chart/integrations-match-gateway.test.ts holds this list to
+the names the gateway's own code clears for both roles.
+*/}}
+{{- define "openid-gateway.sessionCookies" -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- $cookies := $c.cookies | default (dict) -}}
+{{- $name := toString (dig "name" "ogw" $cookies) -}}
+{{- $secure := ternary $cookies.secure true (hasKey $cookies "secure") -}}
+{{- $host := "" -}}
+{{- if $secure -}}{{- $host = ternary "__Secure-" "__Host-" (not (empty $cookies.domain)) -}}{{- end -}}
+{{- $credentials := printf "%s%s_cred" (ternary $host (ternary "__Secure-" "" $secure) (eq (toString (dig "credentialsPath" "/" $cookies)) "/")) $name -}}
+{{- $names := list -}}
+{{- range $base := list (printf "%s%s" $host $name) $credentials -}}
+{{- $names = concat $names (list $base (printf "%s_1" $base) (printf "%s_2" $base)) -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end -}}
+
+{{/*
 Combinations the chart refuses, each naming the value to change. Included by the Deployment so
 that every render runs them.
 */}}
