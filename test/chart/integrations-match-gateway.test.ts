@@ -4,11 +4,10 @@ import { generateKeyPairSync } from 'node:crypto'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import { SIGN_IN_PATH } from '#src/contract/endpoints'
-import { systemClock } from '#src/lib/clock'
-import type { CookiesConfig, GatewayConfig } from '#src/options/types'
-import { CookieCipher } from '#src/session/cipher'
-import { GatewayCookies, sessionCookieName } from '#src/session/cookies'
+import type { GatewayConfig } from '#src/options/types'
+import { sessionCookieName } from '#src/session/cookies'
 import { recipe } from '../fixtures/markdown.ts'
+import { sessionCookieNames } from '../fixtures/traefik.ts'
 import { NAMESPACE, RELEASE, type Values, notes, render } from '../fixtures/chart.ts'
 import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
 import { EXT_AUTHZ_PATH_DEFAULT, type ExtensionProvider, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
@@ -288,20 +287,6 @@ t.test('transactionTokens: Txn-Token among the headers Envoy and the ingresses c
   t.ok(answerHeaders(gatewayConfig(traefik).config).includes('txn-token'))
   t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik).config), 'authResponseHeaders')
 })
-
-/**
- * Every name under which the gateway sets the session's cookies, in the order it clears them:
- * what GatewayCookies (src/session/cookies.ts) expires for the session and the credentials, each
- * with its chunks. The gateway's own naming, not a copy of it.
- */
-function sessionCookieNames(cookies: CookiesConfig): string[] {
-  const names: string[] = []
-  const jar = new GatewayCookies(cookies, new CookieCipher(cookies.secrets, systemClock))
-  const reply = { setCookie: (name: string) => void names.push(name) }
-  jar.clear(reply, 'session')
-  jar.clear(reply, 'credentials')
-  return names
-}
 
 t.test("traefik: addAuthCookiesToResponse names every cookie of the mounted configuration's session", async (t) => {
   const cases: { what: string; values: Values; store: string; first: string }[] = [

@@ -3,10 +3,11 @@ import YAML from 'yaml'
 import { manualClock } from '../fixtures/clock.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { recipe } from '../fixtures/markdown.ts'
-import { startStack, type Stack } from '../fixtures/stack.ts'
-import { startTraefik, traefikBinary, type Traefik } from '../fixtures/traefik.ts'
+import { COOKIE_SECRET, startStack, type Stack } from '../fixtures/stack.ts'
+import { sessionCookieNames, startTraefik, traefikBinary, type Traefik } from '../fixtures/traefik.ts'
 import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
-import { MAX_CHUNKS, sessionCookieName } from '#src/session/cookies'
+import type { CookiesConfig } from '#src/options/types'
+import { sessionCookieName } from '#src/session/cookies'
 
 // docs/deploy/traefik.md's forwardAuth middleware and entry point setting, read out of the page,
 // run by a real Traefik v3 (.ci/peers, built from the Go module proxy) in front of the gateway and
@@ -192,10 +193,8 @@ t.test("a refreshed session's Set-Cookie reaches the browser through addAuthCook
 })
 
 t.test("addAuthCookiesToResponse names every cookie a session's refresh can set", async (t) => {
-  // cookies.secure with cookies.domain (src/session/cookies.ts): the session and the credentials,
-  // each in up to MAX_CHUNKS cookies, the first under the name itself, then `_1`, `_2`, ...
-  const session = sessionCookieName({ name: 'ogw', secure: true, domain: 'example.com' })
-  t.equal(session, `${PREFIX}ogw`)
-  const chunks = (name: string): string[] => [name, ...Array.from({ length: MAX_CHUNKS - 1 }, (_, i) => `${name}_${i + 1}`)]
-  t.same(MIDDLEWARE.addAuthCookiesToResponse, [...chunks(session), ...chunks(`${session}_cred`)])
+  // cookies.secure with cookies.domain and the default name, as the page says.
+  const cookies: CookiesConfig = { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax', domain: 'example.com', credentialsPath: '/' }
+  t.equal(sessionCookieName(cookies), `${PREFIX}ogw`)
+  t.same(MIDDLEWARE.addAuthCookiesToResponse, sessionCookieNames(cookies))
 })
