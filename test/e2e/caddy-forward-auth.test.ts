@@ -26,8 +26,12 @@ const NAMING = ['x-original-method', 'x-original-url']
 const FORGED = Object.fromEntries(
   [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES.filter((n) => !NAMING.includes(n))].map((n) => [n, n.includes('method') ? 'DELETE' : 'mallory']),
 )
-/** The same identity spelled with underscores: one header to a CGI-style application (RFC 3875 4.1.18). */
-const UNDERSCORED = Object.fromEntries(IDENTITY.map((n) => [n.replaceAll('-', '_'), 'mallory']))
+/**
+ * The same identity spelled with underscores, one header to a CGI-style application (RFC 3875
+ * 4.1.18), and with dots, which frameworks that map headers to variables alias too (GO-2026-6455,
+ * the same spoofing through Traefik's ForwardAuth).
+ */
+const UNDERSCORED = Object.fromEntries(IDENTITY.flatMap((n) => [n.replaceAll('-', '_'), n.replaceAll('-', '.')]).map((n) => [n, 'mallory']))
 
 interface Version {
   binary: CaddyBinary
@@ -62,11 +66,11 @@ for (const version of VERSIONS) caddies.set(version, await startCaddy(t, version
 stack.replicas[0]?.rewrite((c) => ({ ...c, redirects: { allowedHosts: [...caddies.values()].map((caddy) => `127.0.0.1:${caddy.port}`) } }))
 if (!(await stack.live.reload('SIGHUP'))) throw new Error('the gateway did not reload')
 
-/** The identity and override headers the application received with the last request, underscored spellings included. */
+/** The identity and override headers the application received with the last request, underscored and dotted spellings included. */
 function lastAtApp(): Record<string, string | string[] | undefined> {
   const last = stack.upstream.requests.at(-1)
   if (last === undefined) throw new Error('nothing reached the application')
-  const watched = (name: string): boolean => IDENTITY.includes(name.replaceAll('_', '-')) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)
+  const watched = (name: string): boolean => IDENTITY.includes(name.replaceAll(/[_.]/g, '-')) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)
   return Object.fromEntries(Object.entries(last.headers).filter(([name]) => watched(name)))
 }
 

@@ -27,8 +27,12 @@ const NAMING = ['x-original-method', 'x-original-url']
 const FORGED = Object.fromEntries(
   [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES.filter((n) => !NAMING.includes(n))].map((n) => [n, n.includes('method') ? 'DELETE' : 'mallory']),
 )
-/** The same identity spelled with underscores: one header to a CGI-style application (RFC 3875 4.1.18). */
-const UNDERSCORED = Object.fromEntries(IDENTITY.map((n) => [n.replaceAll('-', '_'), 'mallory']))
+/**
+ * The same identity spelled with underscores, one header to a CGI-style application (RFC 3875
+ * 4.1.18), and with dots, which frameworks that map headers to variables alias too (GO-2026-6455,
+ * Traefik's ForwardAuth identity spoofing through a dot-form alias).
+ */
+const UNDERSCORED = Object.fromEntries(IDENTITY.flatMap((n) => [n.replaceAll('-', '_'), n.replaceAll('-', '.')]).map((n) => [n, 'mallory']))
 /** The page's cookies are those of `cookies.secure` with `cookies.domain`; the stacks run plain http, without either. */
 const PREFIX = '__Secure-'
 
@@ -69,11 +73,11 @@ const traefik: Traefik = await startTraefik(t, { forwardAuth: forwardAuth(stack)
 stack.replicas[0]?.rewrite((c) => ({ ...c, redirects: { allowedHosts: [`127.0.0.1:${traefik.port}`] } }))
 if (!(await stack.live.reload('SIGHUP'))) throw new Error('the gateway did not reload')
 
-/** The identity and override headers the application received with the last request, underscored spellings included. */
+/** The identity and override headers the application received with the last request, underscored and dotted spellings included. */
 function lastAtApp(): Record<string, string | string[] | undefined> {
   const last = stack.upstream.requests.at(-1)
   if (last === undefined) throw new Error('nothing reached the application')
-  const watched = (name: string): boolean => IDENTITY.includes(name.replaceAll('_', '-')) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)
+  const watched = (name: string): boolean => IDENTITY.includes(name.replaceAll(/[_.]/g, '-')) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)
   return Object.fromEntries(Object.entries(last.headers).filter(([name]) => watched(name)))
 }
 
@@ -146,10 +150,11 @@ t.test(`Traefik ${traefikVersion}`, async (t) => {
     t.equal(stack.upstream.requests.at(-1)?.url, '/public/logo.png')
   })
 
-  t.test('without the entry point setting, a header spelled with underscores passes as the client sent it', async (t) => {
+  t.test('without the entry point setting, a header spelled with underscores or dots passes as the client sent it', async (t) => {
     const bare = await startTraefik(t, { forwardAuth: forwardAuth(stack), app: stack.upstream.url })
     t.equal((await rawRequest(bare.url, '/public/logo.png', { headers: UNDERSCORED })).status, 200)
     t.equal(lastAtApp().x_auth_request_user, 'mallory')
+    t.equal(lastAtApp()['x.auth.request.user'], 'mallory')
   })
 })
 
