@@ -1,10 +1,10 @@
 import t from 'tap'
 import { currentCaddy, debianCaddy, startCaddy, type Caddy, type CaddyBinary } from '../fixtures/caddy.ts'
 import { manualClock } from '../fixtures/clock.ts'
+import { ALIASED, FORGED, identityAtApp } from '../fixtures/forged-headers.ts'
 import { recipe } from '../fixtures/markdown.ts'
 import { startStack, type Stack } from '../fixtures/stack.ts'
 import { rawRequest } from '../fixtures/http.ts'
-import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
 
 // docs/deploy/caddy.md's forward_auth recipe, run as the page shows it by two real Caddies in front
 // of the gateway and the oidc-provider stack: Debian bookworm's 2.6.2 and current Caddy (2.11,
@@ -20,18 +20,6 @@ import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/
 // three; both binaries run every scenario.
 
 const PAGE = 'docs/deploy/caddy.md'
-const IDENTITY = Object.values(AUTH_REQUEST_HEADERS).map((n) => n.toLowerCase())
-/** X-Original-Method and X-Original-URL name the request to the check: a client's copy that disagrees with Caddy's description is refused (400). */
-const NAMING = ['x-original-method', 'x-original-url']
-const FORGED = Object.fromEntries(
-  [...IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES.filter((n) => !NAMING.includes(n))].map((n) => [n, n.includes('method') ? 'DELETE' : 'mallory']),
-)
-/**
- * The same identity spelled with underscores, one header to a CGI-style application (RFC 3875
- * 4.1.18), and with dots, which frameworks that map headers to variables alias too (GO-2026-6455,
- * the same spoofing through Traefik's ForwardAuth).
- */
-const UNDERSCORED = Object.fromEntries(IDENTITY.flatMap((n) => [n.replaceAll('-', '_'), n.replaceAll('-', '.')]).map((n) => [n, 'mallory']))
 
 interface Version {
   binary: CaddyBinary
@@ -66,14 +54,6 @@ for (const version of VERSIONS) caddies.set(version, await startCaddy(t, version
 stack.replicas[0]?.rewrite((c) => ({ ...c, redirects: { allowedHosts: [...caddies.values()].map((caddy) => `127.0.0.1:${caddy.port}`) } }))
 if (!(await stack.live.reload('SIGHUP'))) throw new Error('the gateway did not reload')
 
-/** The identity and override headers the application received with the last request, underscored and dotted spellings included. */
-function lastAtApp(): Record<string, string | string[] | undefined> {
-  const last = stack.upstream.requests.at(-1)
-  if (last === undefined) throw new Error('nothing reached the application')
-  const watched = (name: string): boolean => IDENTITY.includes(name.replaceAll(/[_.]/g, '-')) || REQUEST_OVERRIDE_HEADER_NAMES.includes(name)
-  return Object.fromEntries(Object.entries(last.headers).filter(([name]) => watched(name)))
-}
-
 for (const version of VERSIONS) {
   const caddy = caddies.get(version) as Caddy
   t.test(version.binary.name, async (t) => {
@@ -81,13 +61,13 @@ for (const version of VERSIONS) {
       const before = stack.upstream.requests.length
       t.equal((await rawRequest(caddy.url, '/public/logo.png')).status, 200)
       t.equal(stack.upstream.requests.length, before + 1)
-      t.same(lastAtApp(), {}, 'no header, and no placeholder text')
+      t.same(identityAtApp(stack.upstream), {}, 'no header, and no placeholder text')
 
       t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: FORGED })).status, 200)
-      t.same(lastAtApp(), {}, "nor the client's own copies")
+      t.same(identityAtApp(stack.upstream), {}, "nor the client's own copies")
 
-      t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: UNDERSCORED })).status, 200)
-      t.same(lastAtApp(), {}, 'nor their spellings with underscores')
+      t.equal((await rawRequest(caddy.url, '/public/logo.png', { headers: ALIASED })).status, 200)
+      t.same(identityAtApp(stack.upstream), {}, 'nor their spellings with underscores')
 
       const before2 = stack.upstream.requests.length
       const named = await rawRequest(caddy.url, '/public/logo.png', { headers: { 'x-original-method': 'GET', 'x-original-url': `${caddy.url}/admin` } })
@@ -97,9 +77,9 @@ for (const version of VERSIONS) {
 
     t.test('signed in without email: the application gets the user and no email header', async (t) => {
       const browser = await stack.signedIn('alice')
-      const res = await browser.fetch(`${caddy.url}/page`, { headers: { ...FORGED, ...UNDERSCORED } })
+      const res = await browser.fetch(`${caddy.url}/page`, { headers: { ...FORGED, ...ALIASED } })
       t.equal(res.status, 200)
-      const headers = lastAtApp()
+      const headers = identityAtApp(stack.upstream)
       t.equal(headers['x-auth-request-user'], 'alice')
       t.equal(headers['x-auth-request-groups'], 'admins,staff')
       t.equal(headers['x-auth-request-email'], undefined, 'no email header, and no placeholder text')
@@ -122,7 +102,7 @@ for (const version of VERSIONS) {
       const { response } = await browser.follow(`${caddy.url}/x?a=1&b=2`)
       t.equal(response.status, 200)
       t.equal(stack.upstream.requests.at(-1)?.url, '/x?a=1&b=2')
-      t.equal(lastAtApp()['x-auth-request-user'], 'bob')
+      t.equal(identityAtApp(stack.upstream)['x-auth-request-user'], 'bob')
 
       const api = await rawRequest(caddy.url, '/api/items', { headers: { accept: 'application/json' } })
       t.equal(api.status, 401)
@@ -148,7 +128,7 @@ for (const version of VERSIONS) {
         sites(page.replace(/^\s*(@placeholder_\w+ header_regexp|request_header @placeholder_).*\n/gm, ''), stack),
       )
       await rawRequest(bare.url, '/public/logo.png', { headers: FORGED })
-      t.equal(lastAtApp()['x-auth-request-user'], version.placeholderText ? '{http.reverse_proxy.header.X-Auth-Request-User}' : undefined)
+      t.equal(identityAtApp(stack.upstream)['x-auth-request-user'], version.placeholderText ? '{http.reverse_proxy.header.X-Auth-Request-User}' : undefined)
     })
   })
 }
