@@ -115,7 +115,9 @@ install_keycloak() {
   need unzip keycloak "Debian's unzip"
   local dl="$PEERS/download"
   mkdir -p "$dl"
-  mvn -q -B -Dstyle.color=never dependency:copy "-Dartifact=org.keycloak:keycloak-quarkus-dist:$KEYCLOAK_VERSION:zip" "-DoutputDirectory=$dl"
+  # Maven's quiet mode still writes terminal escapes: its output is shown only when it fails.
+  mvn -q -B dependency:copy "-Dartifact=org.keycloak:keycloak-quarkus-dist:$KEYCLOAK_VERSION:zip" "-DoutputDirectory=$dl" >"$PEERS/mvn.log" 2>&1 ||
+    { cat "$PEERS/mvn.log" >&2; return 1; }
   rm -rf "$PEERS/keycloak" "$PEERS/keycloak-$KEYCLOAK_VERSION"
   unzip -q "$dl/keycloak-quarkus-dist-$KEYCLOAK_VERSION.zip" -d "$PEERS"
   mv "$PEERS/keycloak-$KEYCLOAK_VERSION" "$PEERS/keycloak"
