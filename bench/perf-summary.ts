@@ -12,6 +12,7 @@
 //   node build-bench/bench/perf-summary.js bench/profiles/oauth2-proxy.perf.data [requests]
 
 import { spawnSync } from 'node:child_process'
+import { layerOf as v8Layer, ownerOf } from './profile-summary.js'
 
 interface Sample {
   /** CPU time the sample stands for, nanoseconds. */
@@ -20,6 +21,8 @@ interface Sample {
   stack: string[]
   /** Whether the leaf is kernel code. */
   kernel: boolean
+  /** The leaf's object: the binary, a library, `[kernel.kallsyms]`, a JIT map `/tmp/perf-<pid>.map`. */
+  dso: string
 }
 
 /** Reads `perf script`'s output: a line with the period, then one line per frame, then a blank line. */
@@ -31,13 +34,16 @@ export function parseScript(text: string): Sample[] {
       if (current !== undefined) samples.push(current)
       current = undefined
     } else if (!line.startsWith('\t') && /^\s*\d+\s*$/.test(line)) {
-      current = { period: Number(line.trim()), stack: [], kernel: false }
+      current = { period: Number(line.trim()), stack: [], kernel: false, dso: '' }
     } else if (current !== undefined) {
       // "\t    ffffffff8a2 __schedule ([kernel.kallsyms])" or "\t  31bcd1 net/http.(*conn).serve (/path/oauth2-proxy)"
       const match = /^\s*[0-9a-f]+\s+(.*?)\s+\(([^)]*)\)\s*$/.exec(line)
       if (match === null) continue
       const [, sym = '', dso = ''] = match
-      if (current.stack.length === 0) current.kernel = dso.startsWith('[kernel') || dso === '[vdso]'
+      if (current.stack.length === 0) {
+        current.kernel = dso.startsWith('[kernel') || dso === '[vdso]'
+        current.dso = dso
+      }
       current.stack.push(dso.startsWith('[kernel') ? `${sym} [kernel]` : sym === '[unknown]' ? `[unknown] ${dso}` : sym)
     }
   }
@@ -56,10 +62,28 @@ export function goPackage(sym: string): string {
 /** Frames of Go's garbage collector: a sample under one of these is the collector's, whatever its leaf. */
 const GC_ROOTS = /^runtime\.(gcBgMarkWorker|gcAssistAlloc|gcDrain|markroot|bgsweep|bgscavenge|gcStart|sweepone|gcMarkDone|gcMarkTermination)/
 
-/** The layer a sample's self time belongs to. */
+/** V8's collector, on the main thread or its own: a sample under one of these is the collector's. */
+const V8_GC =
+  /v8::internal::(Heap::|Scavenger|ScavengerCollector|MarkCompactCollector|MinorMarkSweep|ConcurrentMarking|Sweeper|MarkingBarrier|IncrementalMarking)/
+
+/** A JavaScript frame of V8's perf map (`JS:*name file:///...js:12:3`, `JS:~name node:events:489:1`) as profile-summary.ts's frame. */
+function jsFrame(sym: string): { functionName: string; url: string; lineNumber: number } | undefined {
+  const match = /^JS:[*~^+-]?(.*?)\s+((?:file|node|wasm):\S*?)(?::(\d+))?(?::\d+)?$/.exec(sym)
+  if (match === null) return undefined
+  return { functionName: match[1] ?? '', url: match[2] ?? '', lineNumber: Number(match[3] ?? 1) - 1 }
+}
+
+/** The layer a sample's self time belongs to: a Go program's, or a Node server's (the layers of profile-summary.ts, with the kernel apart). */
 export function layerOf(sample: Sample): string {
   if (sample.stack.some((frame) => GC_ROOTS.test(frame))) return "garbage collector (Go's, and the allocation assists it asks for)"
+  if (sample.stack.some((frame) => V8_GC.test(frame))) return 'garbage collector'
   if (sample.kernel) return 'kernel (system calls, loopback TCP, scheduling)'
+  const leaf = sample.stack[0] ?? ''
+  const js = jsFrame(leaf)
+  if (js !== undefined) return v8Layer(ownerOf(js))
+  if (/\/perf-\d+\.map$/.test(sample.dso) || leaf.startsWith('[unknown]')) return 'JavaScript, not named (V8 builtins, code compiled before the map)'
+  if (/\/node$/.test(sample.dso)) return "Node's and V8's native code (C++, builtins, libuv, llhttp)"
+  if (/\/lib[^/]*\.so/.test(sample.dso)) return 'shared libraries (libc, OpenSSL)'
   const pkg = goPackage(sample.stack[0] ?? '')
   if (pkg === 'runtime' || pkg.startsWith('internal/') || pkg === 'sync' || pkg.startsWith('sync/'))
     return "Go's runtime (scheduler, allocator, maps, system call entry)"
@@ -103,7 +127,9 @@ export function summarize(samples: Sample[]): {
     busy += sample.period
     const leaf = sample.stack[0] ?? '[no stack]'
     add(byLayer, layerOf(sample), sample.period)
-    add(byPackage, sample.kernel ? 'kernel' : goPackage(leaf), sample.period)
+    const js = jsFrame(leaf)
+    const native = /\/node$|\.so|\.map$/.test(sample.dso) ? (sample.dso.split('/').pop() ?? sample.dso) : undefined
+    add(byPackage, sample.kernel ? 'kernel' : js !== undefined ? ownerOf(js) : (native ?? goPackage(leaf)), sample.period)
     add(byFunction, leaf, sample.period)
     for (const frame of new Set(sample.stack)) add(inclusive, frame, sample.period)
   }

@@ -84,3 +84,13 @@ export function othersShare(before: HostReading, after: HostReading, cores: numb
   const others = after.host - before.host - (after.bench - before.bench)
   return Math.max(0, others / CLOCK_TICKS / seconds / cores)
 }
+
+/** TCP connections this host has opened so far (/proc/net/snmp's ActiveOpens: every connect, of every process). */
+export function tcpActiveOpens(): number {
+  const lines = readFileSync('/proc/net/snmp', 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('Tcp:'))
+  const [names, values] = lines.map((line) => line.split(/\s+/))
+  const index = names?.indexOf('ActiveOpens') ?? -1
+  return index < 0 ? Number.NaN : Number(values?.[index])
+}

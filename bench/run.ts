@@ -32,7 +32,7 @@ import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePorts } from '../test/fixt
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
 import { grpcLoad, h2loadAvailable, h2loadUnary, rawUnaryCaller } from './grpc-load.js'
 import { perfAvailable, perfRecord, signInOAuth2Proxy, startBenchOAuth2Proxy, oauth2ProxyRedirectUri, type BenchOAuth2Proxy } from './oauth2-proxy.js'
-import { othersShare, readHost, treeStats } from './proc.js'
+import { othersShare, readHost, tcpActiveOpens, treeStats } from './proc.js'
 import { peerVersion } from '../test/fixtures/peers.js'
 import type { Listening, ServerSpec, Stats } from './server.js'
 
@@ -47,7 +47,13 @@ const CLI = new URL('../src/cli.js', import.meta.url).pathname
  * the warm-up) and writes bench/profiles/<server>.cpuprofile with the requests it answered in
  * them, so that profile-summary.ts gives microseconds per request.
  */
-const PROFILE = process.env.BENCH_PROFILE === '1'
+/**
+ * BENCH_PROFILE=perf: every server, Node's too, recorded by `perf record` instead (the kernel's
+ * share of a request, which V8's profiler counts inside the native function that made the system
+ * call, shown the same way for a Node server and for oauth2-proxy); read with perf-summary.js.
+ */
+const PERF_ALL = process.env.BENCH_PROFILE === 'perf'
+const PROFILE = process.env.BENCH_PROFILE === '1' || PERF_ALL
 /**
  * BENCH_SOAK=seconds: after the table, the cookie-session row for that long, the gateway's
  * resident memory sampled every SOAK_SAMPLE_SECONDS: a leak shows as a rising series.
@@ -121,7 +127,8 @@ interface Server {
 const teardown: Array<() => unknown> = []
 
 async function startServer(name: string, spec: ServerSpec): Promise<Server> {
-  const options = spec.kind === 'gateway' ? GATEWAY_NODE_OPTIONS : []
+  // --perf-basic-prof: V8 writes /tmp/perf-<pid>.map, which names JavaScript functions in perf's samples.
+  const options = [...(spec.kind === 'gateway' ? GATEWAY_NODE_OPTIONS : []), ...(PERF_ALL ? ['--perf-basic-prof'] : [])]
   const child = fork(SERVER, [JSON.stringify(spec)], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     // The servers share core 0; the load generator has core 1 to itself.
@@ -153,7 +160,31 @@ async function startServer(name: string, spec: ServerSpec): Promise<Server> {
       child.once('message', () => resolve())
       child.send(command === 'start' ? 'profile-start' : { profileTo: command.file })
     })
+  if (PERF_ALL)
+    return {
+      name,
+      origin: `http://127.0.0.1:${port}`,
+      ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }),
+      stats,
+      ...perfProfile(child.pid as number),
+    }
   return { name, origin: `http://127.0.0.1:${port}`, ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }), stats, profile }
+}
+
+/** A server's profile by `perf record` of its process: started, then stopped and moved to the file asked for. */
+function perfProfile(pid: number): Pick<Server, 'profile' | 'profiler'> {
+  let stop: (() => Promise<void>) | undefined
+  const recording = join(tmpdir(), `bench-${pid}.perf.data`)
+  return {
+    profiler: 'perf',
+    profile: async (command) => {
+      if (command === 'start') stop = perfRecord(pid, recording)
+      else {
+        await stop?.()
+        renameSync(recording, command.file)
+      }
+    },
+  }
 }
 
 /** A row autocannon drives: HTTP/1.1 requests of `path` with `headers`, answered `status`. */
@@ -193,16 +224,23 @@ interface Measure {
   unexpected: number
   /** The share of the host's CPU (1: every core busy) used by processes outside the bench meanwhile. */
   othersCpuShare: number
+  /**
+   * TCP connections the host opened per request meanwhile (autocannon's 50 at the start, a
+   * proxy's new connections to the upstream, anything else on the host): a proxy that keeps its
+   * upstream connections reads about 0.
+   */
+  connectsPerRequest: number
 }
 
 /** Runs the row's load for `seconds`; the server's CPU per request is its CPU time over the requests answered. */
 async function load(row: Row, seconds: number): Promise<Measure> {
   const host = readHost()
+  const opens = tcpActiveOpens()
   const m = await loadOnly(row, seconds)
-  return { ...m, othersCpuShare: othersShare(host, readHost(), cpus().length) }
+  return { ...m, othersCpuShare: othersShare(host, readHost(), cpus().length), connectsPerRequest: (tcpActiveOpens() - opens) / m.requests }
 }
 
-async function loadOnly(row: Row, seconds: number): Promise<Omit<Measure, 'othersCpuShare'>> {
+async function loadOnly(row: Row, seconds: number): Promise<Omit<Measure, 'othersCpuShare' | 'connectsPerRequest'>> {
   const before = await row.server.stats()
   if (row.kind === 'grpc') {
     const { address, path, message } = row.wire
@@ -440,24 +478,11 @@ async function main(): Promise<void> {
       requestLogging: logging,
       pinned,
     })
-    let stop: (() => Promise<void>) | undefined
-    const recording = join(tmpdir(), `bench-oauth2-proxy-${proxy.pid}.perf.data`)
     const server: Server = {
       name: `oauth2-proxy${logging ? '' : ', request logging off'}`,
       origin: proxy.origin,
       stats: proxy.stats,
-      ...(perf
-        ? {
-            profiler: 'perf' as const,
-            profile: async (command: 'start' | { file: string }) => {
-              if (command === 'start') stop = perfRecord(proxy.pid, recording)
-              else {
-                await stop?.()
-                renameSync(recording, command.file)
-              }
-            },
-          }
-        : {}),
+      ...(perf ? perfProfile(proxy.pid) : {}),
     }
     const cookieHeader = await signInOAuth2Proxy(proxy.origin, 'alice')
     o2p.push({
@@ -687,7 +712,7 @@ async function main(): Promise<void> {
     const m = await load(row, ROUND_SECONDS)
     if (record) measures.get(row)?.push(m)
     process.stderr.write(
-      `round ${round} ${row.name}${record ? '' : ' (beside the row it is compared with)'}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req, others ${(100 * m.othersCpuShare).toFixed(0)}% of the host${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
+      `round ${round} ${row.name}${record ? '' : ' (beside the row it is compared with)'}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req, others ${(100 * m.othersCpuShare).toFixed(0)}% of the host, ${m.connectsPerRequest.toFixed(2)} TCP connects/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
     )
     return m
   }
@@ -754,6 +779,7 @@ async function main(): Promise<void> {
       peakRssMiB: Math.max(...list.map((m) => m.maxRssMiB)),
       unexpectedAnswers: list.reduce((n, m) => n + m.unexpected, 0),
       othersCpuShare: median(list.map((m) => m.othersCpuShare)),
+      connectsPerRequest: median(list.map((m) => m.connectsPerRequest)),
       rounds: list,
     }
   })
