@@ -3,7 +3,7 @@
 // not Node (oauth2-proxy), and the share of the host's CPU that processes outside the bench used
 // while a row was measured (the machine is shared).
 
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import type { Stats } from './server.js'
 
@@ -38,9 +38,28 @@ function childrenOf(pid: number): number[] {
   return out.split('\n').filter(Boolean).map(Number)
 }
 
+/** Every process below `pid`, from one pass over /proc (each process's parent is field 4 of its stat). */
 function descendantsOf(pid: number): number[] {
+  const children = new Map<number, number[]>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+    } catch {
+      continue
+    }
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+    children.set(parent, [...(children.get(parent) ?? []), Number(entry)])
+  }
   const all: number[] = []
-  for (const child of childrenOf(pid)) all.push(child, ...descendantsOf(child))
+  const walk = (p: number): void => {
+    for (const child of children.get(p) ?? []) {
+      all.push(child)
+      walk(child)
+    }
+  }
+  walk(pid)
   return all
 }
 

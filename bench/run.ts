@@ -411,6 +411,44 @@ async function main(): Promise<void> {
   })
   teardown.push(() => provider.close())
 
+  // oauth2-proxy, signed in through its own flow; each process serves a signed-in request and its
+  // check. Started first, seconds after its port was picked: a port held by nothing for long may be
+  // handed to another process (a client connection takes its port from the same range).
+  const perf = PROFILE && o2pRuns.length > 0 && perfAvailable()
+  if (PROFILE && o2pRuns.length > 0 && !perf) process.stderr.write('oauth2-proxy not profiled: `perf record -e cpu-clock` does not work here\n')
+  const o2p: Array<{ logging: boolean; proxy: BenchOAuth2Proxy; proxied: HttpRow; auth: HttpRow }> = []
+  for (const [i, logging] of o2pRuns.entries()) {
+    const proxy = await startBenchOAuth2Proxy((fn) => teardown.push(fn), {
+      port: o2pPorts[i] as number,
+      issuer: provider.issuer,
+      clientId: CLIENT_ID,
+      clientSecret: CLIENT_SECRET,
+      upstream: upstream.origin,
+      requestLogging: logging,
+      pinned,
+    })
+    const server: Server = {
+      name: `oauth2-proxy${logging ? '' : ', request logging off'}`,
+      origin: proxy.origin,
+      stats: proxy.stats,
+      ...(perf ? perfProfile(proxy.pid) : {}),
+    }
+    const cookieHeader = await signInOAuth2Proxy(proxy.origin, 'alice')
+    o2p.push({
+      logging,
+      proxy,
+      proxied: { name: logging ? O2P_ROW : O2P_QUIET_ROW, server, path: '/page', headers: { accept: 'application/json', cookie: cookieHeader }, status: 200 },
+      // ingress-nginx's auth_request: the client's cookie and the original method and URL; 202 is oauth2-proxy's allow.
+      auth: {
+        name: logging ? O2P_AUTH_ROW : O2P_AUTH_QUIET_ROW,
+        server,
+        path: '/oauth2/auth',
+        headers: { accept: 'application/json', cookie: cookieHeader, 'x-original-method': 'GET', 'x-original-url': `${proxy.origin}/page` },
+        status: 202,
+      },
+    })
+  }
+
   const gateways = new Map<string, Server>()
   for (const [i, variant] of variants.entries()) {
     const many = variant.name === '1000 routes'
@@ -464,41 +502,6 @@ async function main(): Promise<void> {
   const accessClaims = { sub: 'alice', aud: CLIENT_ID, client_id: CLIENT_ID, scope: 'openid' }
   const bearer = (alg: string): Promise<string> => provider.signJwt(accessClaims, { alg, typ: 'at+jwt', expiresIn: 3600 })
 
-  // oauth2-proxy, signed in through its own flow; each process serves a signed-in request and its check.
-  const perf = PROFILE && o2pRuns.length > 0 && perfAvailable()
-  if (PROFILE && o2pRuns.length > 0 && !perf) process.stderr.write('oauth2-proxy not profiled: `perf record -e cpu-clock` does not work here\n')
-  const o2p: Array<{ logging: boolean; proxy: BenchOAuth2Proxy; proxied: HttpRow; auth: HttpRow }> = []
-  for (const [i, logging] of o2pRuns.entries()) {
-    const proxy = await startBenchOAuth2Proxy((fn) => teardown.push(fn), {
-      port: o2pPorts[i] as number,
-      issuer: provider.issuer,
-      clientId: CLIENT_ID,
-      clientSecret: CLIENT_SECRET,
-      upstream: upstream.origin,
-      requestLogging: logging,
-      pinned,
-    })
-    const server: Server = {
-      name: `oauth2-proxy${logging ? '' : ', request logging off'}`,
-      origin: proxy.origin,
-      stats: proxy.stats,
-      ...(perf ? perfProfile(proxy.pid) : {}),
-    }
-    const cookieHeader = await signInOAuth2Proxy(proxy.origin, 'alice')
-    o2p.push({
-      logging,
-      proxy,
-      proxied: { name: logging ? O2P_ROW : O2P_QUIET_ROW, server, path: '/page', headers: { ...json, cookie: cookieHeader }, status: 200 },
-      // ingress-nginx's auth_request: the client's cookie and the original method and URL; 202 is oauth2-proxy's allow.
-      auth: {
-        name: logging ? O2P_AUTH_ROW : O2P_AUTH_QUIET_ROW,
-        server,
-        path: '/oauth2/auth',
-        headers: { ...json, cookie: cookieHeader, 'x-original-method': 'GET', 'x-original-url': `${proxy.origin}/page` },
-        status: 202,
-      },
-    })
-  }
   const o2pRows = (logging: boolean, kind: 'proxied' | 'auth'): HttpRow[] => o2p.filter((p) => p.logging === logging).map((p) => p[kind])
   const quiet = gateways.get('log warn') as Server
 
@@ -765,24 +768,27 @@ async function main(): Promise<void> {
     process.stderr.write(`profile: node build-bench/bench/${perfData ? 'perf' : 'profile'}-summary.js ${file} ${requests}\n`)
   }
 
-  const summary = rows.map((row) => {
-    const list = measures.get(row) ?? []
-    return {
-      name: row.name,
-      ...(row.kind === 'grpc'
-        ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected }
-        : { load: 'autocannon', expectedStatus: row.status }),
-      rps: median(list.map((m) => m.rps)),
-      p50Ms: median(list.map((m) => m.p50)),
-      p99Ms: median(list.map((m) => m.p99)),
-      cpuMicrosPerRequest: median(list.map((m) => m.cpuMicrosPerRequest)),
-      peakRssMiB: Math.max(...list.map((m) => m.maxRssMiB)),
-      unexpectedAnswers: list.reduce((n, m) => n + m.unexpected, 0),
-      othersCpuShare: median(list.map((m) => m.othersCpuShare)),
-      connectsPerRequest: median(list.map((m) => m.connectsPerRequest)),
-      rounds: list,
-    }
-  })
+  // Paired, the baselines that are not a row's own (the Fastify route, the logger at warn) are not measured: no line for them.
+  const summary = rows
+    .filter((row) => (measures.get(row) ?? []).length > 0)
+    .map((row) => {
+      const list = measures.get(row) ?? []
+      return {
+        name: row.name,
+        ...(row.kind === 'grpc'
+          ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected }
+          : { load: 'autocannon', expectedStatus: row.status, ...(row.headers.cookie === undefined ? {} : { cookieHeaderBytes: row.headers.cookie.length }) }),
+        rps: median(list.map((m) => m.rps)),
+        p50Ms: median(list.map((m) => m.p50)),
+        p99Ms: median(list.map((m) => m.p99)),
+        cpuMicrosPerRequest: median(list.map((m) => m.cpuMicrosPerRequest)),
+        peakRssMiB: Math.max(...list.map((m) => m.maxRssMiB)),
+        unexpectedAnswers: list.reduce((n, m) => n + m.unexpected, 0),
+        othersCpuShare: median(list.map((m) => m.othersCpuShare)),
+        connectsPerRequest: median(list.map((m) => m.connectsPerRequest)),
+        rounds: list,
+      }
+    })
   // Ratios as the targets read them: each round's figure over the same round's baseline (the
   // rows of a round run back to back, so they met the same host), then the median of the rounds.
   const roundsOf = (name: string): Measure[] => summary.find((row) => row.name === name)?.rounds ?? []
