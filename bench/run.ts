@@ -7,10 +7,12 @@
 // process). Prints a markdown table and writes it with the raw figures under bench/results/.
 // The Envoy ext_authz gRPC row cannot be driven by autocannon: a closed loop of gRPC calls on one
 // HTTP/2 connection (grpc-load.ts), as many in flight as autocannon has connections, takes its place.
+// oauth2-proxy (oauth2-proxy.ts) runs beside the gateway: its signed-in request and its
+// /oauth2/auth check, each row of the gateway it answers for measured next to it.
 
 import { execFileSync, fork, spawn, spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { cpus, tmpdir } from 'node:os'
@@ -29,7 +31,9 @@ import { startSentinel } from '../test/fixtures/redis-sentinel.js'
 import { CLIENT_ID, CLIENT_SECRET, COOKIE_SECRET, freePorts } from '../test/fixtures/stack.js'
 import { apacheAvailable, apacheRedirectUri, signInApache, startApache, type ApacheMode } from './apache.js'
 import { grpcLoad, h2loadAvailable, h2loadUnary, rawUnaryCaller } from './grpc-load.js'
-import { treeStats } from './proc.js'
+import { perfAvailable, perfRecord, signInOAuth2Proxy, startBenchOAuth2Proxy, oauth2ProxyRedirectUri, type BenchOAuth2Proxy } from './oauth2-proxy.js'
+import { othersShare, readHost, tcpActiveOpens, treeStats } from './proc.js'
+import { peerVersion } from '../test/fixtures/peers.js'
 import type { Listening, ServerSpec, Stats } from './server.js'
 
 const CONNECTIONS = 50
@@ -43,7 +47,13 @@ const CLI = new URL('../src/cli.js', import.meta.url).pathname
  * the warm-up) and writes bench/profiles/<server>.cpuprofile with the requests it answered in
  * them, so that profile-summary.ts gives microseconds per request.
  */
-const PROFILE = process.env.BENCH_PROFILE === '1'
+/**
+ * BENCH_PROFILE=perf: every server, Node's too, recorded by `perf record` instead (the kernel's
+ * share of a request, which V8's profiler counts inside the native function that made the system
+ * call, shown the same way for a Node server and for oauth2-proxy); read with perf-summary.js.
+ */
+const PERF_ALL = process.env.BENCH_PROFILE === 'perf'
+const PROFILE = process.env.BENCH_PROFILE === '1' || PERF_ALL
 /**
  * BENCH_SOAK=seconds: after the table, the cookie-session row for that long, the gateway's
  * resident memory sampled every SOAK_SAMPLE_SECONDS: a leak shows as a rising series.
@@ -69,6 +79,11 @@ const BARE_ROW = 'bare @fastify/http-proxy (baseline)'
 const BARE_WARN_ROW = 'bare @fastify/http-proxy, Fastify logger at warn'
 /** The baseline with what the gateway also does per request: one access line. */
 const BARE_LINE_ROW = 'bare @fastify/http-proxy + one pino access line per request'
+/** oauth2-proxy's rows, each beside the gateway's rows that do what it does. */
+const O2P_ROW = 'oauth2-proxy, cookie session'
+const O2P_QUIET_ROW = 'oauth2-proxy, cookie session, request logging off'
+const O2P_AUTH_ROW = 'oauth2-proxy /oauth2/auth (ingress-nginx auth_request)'
+const O2P_AUTH_QUIET_ROW = 'oauth2-proxy /oauth2/auth, request logging off'
 /** Rows every run measures, BENCH_ROWS or not: they say how fast the host was. */
 const ALWAYS = new Set([FLOOR_ROW, FASTIFY_ROW, BARE_ROW, BARE_WARN_ROW, BARE_LINE_ROW])
 /**
@@ -105,12 +120,15 @@ interface Server {
   stats(): Promise<Stats>
   /** BENCH_PROFILE: starts the server's CPU profile, or stops it and writes it to `file`. */
   profile?(command: 'start' | { file: string }): Promise<void>
+  /** What writes the profile: V8's profiler (a .cpuprofile) or `perf record` (a .perf.data). */
+  profiler?: 'v8' | 'perf'
 }
 
 const teardown: Array<() => unknown> = []
 
 async function startServer(name: string, spec: ServerSpec): Promise<Server> {
-  const options = spec.kind === 'gateway' ? GATEWAY_NODE_OPTIONS : []
+  // --perf-basic-prof: V8 writes /tmp/perf-<pid>.map, which names JavaScript functions in perf's samples.
+  const options = [...(spec.kind === 'gateway' ? GATEWAY_NODE_OPTIONS : []), ...(PERF_ALL ? ['--perf-basic-prof'] : [])]
   const child = fork(SERVER, [JSON.stringify(spec)], {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     // The servers share core 0; the load generator has core 1 to itself.
@@ -142,7 +160,31 @@ async function startServer(name: string, spec: ServerSpec): Promise<Server> {
       child.once('message', () => resolve())
       child.send(command === 'start' ? 'profile-start' : { profileTo: command.file })
     })
+  if (PERF_ALL)
+    return {
+      name,
+      origin: `http://127.0.0.1:${port}`,
+      ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }),
+      stats,
+      ...perfProfile(child.pid as number),
+    }
   return { name, origin: `http://127.0.0.1:${port}`, ...(grpcPort === undefined ? {} : { grpcAddress: `127.0.0.1:${grpcPort}` }), stats, profile }
+}
+
+/** A server's profile by `perf record` of its process: started, then stopped and moved to the file asked for. */
+function perfProfile(pid: number): Pick<Server, 'profile' | 'profiler'> {
+  let stop: (() => Promise<void>) | undefined
+  const recording = join(tmpdir(), `bench-${pid}.perf.data`)
+  return {
+    profiler: 'perf',
+    profile: async (command) => {
+      if (command === 'start') stop = perfRecord(pid, recording)
+      else {
+        await stop?.()
+        renameSync(recording, command.file)
+      }
+    },
+  }
 }
 
 /** A row autocannon drives: HTTP/1.1 requests of `path` with `headers`, answered `status`. */
@@ -153,6 +195,8 @@ interface HttpRow {
   path: string
   headers: Record<string, string>
   status: number
+  /** The oauth2-proxy row that does what this one does: the ratio to it is taken per round. */
+  versus?: Row
 }
 
 /** A row of unary gRPC calls (grpc-load.ts): `call` resolves whether the answer was the expected one. */
@@ -165,6 +209,7 @@ interface GrpcRow {
   call(): Promise<boolean>
   /** The call on the wire, for h2load: the service's address, the method's path and the encoded request. */
   wire: { address: string; path: string; message: Buffer }
+  versus?: Row
 }
 
 type Row = HttpRow | GrpcRow
@@ -177,10 +222,25 @@ interface Measure {
   maxRssMiB: number
   requests: number
   unexpected: number
+  /** The share of the host's CPU (1: every core busy) used by processes outside the bench meanwhile. */
+  othersCpuShare: number
+  /**
+   * TCP connections the host opened per request meanwhile (autocannon's 50 at the start, a
+   * proxy's new connections to the upstream, anything else on the host): a proxy that keeps its
+   * upstream connections reads about 0.
+   */
+  connectsPerRequest: number
 }
 
 /** Runs the row's load for `seconds`; the server's CPU per request is its CPU time over the requests answered. */
 async function load(row: Row, seconds: number): Promise<Measure> {
+  const host = readHost()
+  const opens = tcpActiveOpens()
+  const m = await loadOnly(row, seconds)
+  return { ...m, othersCpuShare: othersShare(host, readHost(), cpus().length), connectsPerRequest: (tcpActiveOpens() - opens) / m.requests }
+}
+
+async function loadOnly(row: Row, seconds: number): Promise<Omit<Measure, 'othersCpuShare' | 'connectsPerRequest'>> {
   const before = await row.server.stats()
   if (row.kind === 'grpc') {
     const { address, path, message } = row.wire
@@ -262,6 +322,8 @@ async function main(): Promise<void> {
     { name: 'decision cache', config: { forwardAuth: { cache: { enabled: true } } } },
     // providers: three, the session the first one's (the providers are set where the YAML is written).
     { name: 'several providers', config: {} },
+    // No request line (log.level above info), beside oauth2-proxy's --request-logging=false.
+    { name: 'log warn', config: { log: { level: 'warn' } } },
   ]
   // telemetry.tracing at 100% and 1% sampled (off is the cookie row), exporting to a collector
   // that accepts and discards, in this process: the cost is the gateway's spans, batches and posts.
@@ -307,12 +369,16 @@ async function main(): Promise<void> {
     { workers: 2, pin: pinned },
     { workers: 2, pin: false },
   ]
+  // oauth2-proxy with request logging on (its default) and off, when one of its rows runs.
+  const o2pRuns = [O2P_ROW, O2P_AUTH_ROW].some(selected) ? [true] : []
+  if ([O2P_QUIET_ROW, O2P_AUTH_QUIET_ROW].some(selected)) o2pRuns.push(false)
   // Every port at once, each held until all are found: ports picked one by one may repeat, and a
   // gateway started on a port another server of the bench holds measured a machine busy with it.
-  const allPorts = await freePorts(variants.length + apacheModes.length + cliRuns.length)
+  const allPorts = await freePorts(variants.length + apacheModes.length + cliRuns.length + o2pRuns.length)
   const ports = allPorts.slice(0, variants.length)
   const apachePorts = allPorts.slice(variants.length, variants.length + apacheModes.length)
-  const cliPorts = allPorts.slice(variants.length + apacheModes.length)
+  const cliPorts = allPorts.slice(variants.length + apacheModes.length, variants.length + apacheModes.length + cliRuns.length)
+  const o2pPorts = allPorts.slice(variants.length + apacheModes.length + cliRuns.length)
   const origins = ports.map((p) => `http://127.0.0.1:${p}`)
   const cliOrigins = cliPorts.map((p) => `http://127.0.0.1:${p}`)
   // Two more providers for the several-providers row: the session is the first one's; the others
@@ -338,11 +404,50 @@ async function main(): Promise<void> {
           ...[...origins, ...cliOrigins].map((o) => `${o}/api/v1/openid/callback`),
           ...origins.map((o) => `${o}/api/v1/openid/callback/${SEVERAL[0]}`),
           ...apachePorts.map((p) => apacheRedirectUri(`http://127.0.0.1:${p}`)),
+          ...o2pPorts.map((p) => oauth2ProxyRedirectUri(`http://127.0.0.1:${p}`)),
         ],
       },
     ],
   })
   teardown.push(() => provider.close())
+
+  // oauth2-proxy, signed in through its own flow; each process serves a signed-in request and its
+  // check. Started first, seconds after its port was picked: a port held by nothing for long may be
+  // handed to another process (a client connection takes its port from the same range).
+  const perf = PROFILE && o2pRuns.length > 0 && perfAvailable()
+  if (PROFILE && o2pRuns.length > 0 && !perf) process.stderr.write('oauth2-proxy not profiled: `perf record -e cpu-clock` does not work here\n')
+  const o2p: Array<{ logging: boolean; proxy: BenchOAuth2Proxy; proxied: HttpRow; auth: HttpRow }> = []
+  for (const [i, logging] of o2pRuns.entries()) {
+    const proxy = await startBenchOAuth2Proxy((fn) => teardown.push(fn), {
+      port: o2pPorts[i] as number,
+      issuer: provider.issuer,
+      clientId: CLIENT_ID,
+      clientSecret: CLIENT_SECRET,
+      upstream: upstream.origin,
+      requestLogging: logging,
+      pinned,
+    })
+    const server: Server = {
+      name: `oauth2-proxy${logging ? '' : ', request logging off'}`,
+      origin: proxy.origin,
+      stats: proxy.stats,
+      ...(perf ? perfProfile(proxy.pid) : {}),
+    }
+    const cookieHeader = await signInOAuth2Proxy(proxy.origin, 'alice')
+    o2p.push({
+      logging,
+      proxy,
+      proxied: { name: logging ? O2P_ROW : O2P_QUIET_ROW, server, path: '/page', headers: { accept: 'application/json', cookie: cookieHeader }, status: 200 },
+      // ingress-nginx's auth_request: the client's cookie and the original method and URL; 202 is oauth2-proxy's allow.
+      auth: {
+        name: logging ? O2P_AUTH_ROW : O2P_AUTH_QUIET_ROW,
+        server,
+        path: '/oauth2/auth',
+        headers: { accept: 'application/json', cookie: cookieHeader, 'x-original-method': 'GET', 'x-original-url': `${proxy.origin}/page` },
+        status: 202,
+      },
+    })
+  }
 
   const gateways = new Map<string, Server>()
   for (const [i, variant] of variants.entries()) {
@@ -397,6 +502,9 @@ async function main(): Promise<void> {
   const accessClaims = { sub: 'alice', aud: CLIENT_ID, client_id: CLIENT_ID, scope: 'openid' }
   const bearer = (alg: string): Promise<string> => provider.signJwt(accessClaims, { alg, typ: 'at+jwt', expiresIn: 3600 })
 
+  const o2pRows = (logging: boolean, kind: 'proxied' | 'auth'): HttpRow[] => o2p.filter((p) => p.logging === logging).map((p) => p[kind])
+  const quiet = gateways.get('log warn') as Server
+
   const rows: Row[] = [
     { name: FLOOR_ROW, server: upstream, path: '/page', headers: json, status: 200 },
     { name: FASTIFY_ROW, server: fastifyFloor, path: '/page', headers: json, status: 200 },
@@ -404,6 +512,15 @@ async function main(): Promise<void> {
     { name: BARE_WARN_ROW, server: bareWarn, path: '/page', headers: json, status: 200 },
     { name: BARE_LINE_ROW, server: bareLine, path: '/page', headers: json, status: 200 },
     { name: 'gateway, cookie session', server: cookie, path: '/page', headers: { ...json, cookie: await signedIn(cookie) }, status: 200 },
+    ...o2pRows(true, 'proxied'),
+    {
+      name: 'gateway, cookie session, request logging off (log.level warn)',
+      server: quiet,
+      path: '/page',
+      headers: { ...json, cookie: await signedIn(quiet) },
+      status: 200,
+    },
+    ...o2pRows(false, 'proxied'),
     {
       name: 'gateway, cookie session, large (chunked)',
       server: cookie,
@@ -514,6 +631,14 @@ async function main(): Promise<void> {
     headers: { ...json, cookie: forwardCookie, 'x-original-method': 'GET', 'x-original-url': `${cookie.origin}/page` },
     status: 200,
   })
+  rows.push(...o2pRows(true, 'auth'), {
+    name: 'forward-auth endpoint (ingress-nginx), request logging off (log.level warn)',
+    server: quiet,
+    path: '/api/v1/openid/auth',
+    headers: { ...json, cookie: await signedIn(quiet), 'x-original-method': 'GET', 'x-original-url': `${quiet.origin}/page` },
+    status: 200,
+  })
+  rows.push(...o2pRows(false, 'auth'))
   const cached = gateways.get('decision cache') as Server
   rows.push({
     name: 'forward-auth endpoint (ingress-nginx), decision cache on',
@@ -565,6 +690,19 @@ async function main(): Promise<void> {
 
   const soakRow = rows.find((row) => row.name === 'gateway, cookie session') as Row
   if (ONLY !== undefined) rows.splice(0, rows.length, ...rows.filter((row) => ALWAYS.has(row.name) || selected(row.name)))
+  // Each gateway row beside the oauth2-proxy row that does the same, when both run.
+  const VERSUS: Record<string, string> = {
+    'gateway, cookie session': O2P_ROW,
+    'gateway, cookie session, request logging off (log.level warn)': O2P_QUIET_ROW,
+    'forward-auth endpoint (ingress-nginx)': O2P_AUTH_ROW,
+    'forward-auth endpoint (ingress-nginx), request logging off (log.level warn)': O2P_AUTH_QUIET_ROW,
+    'ext_authz HTTP check (Envoy)': O2P_AUTH_ROW,
+    [GRPC_ROW]: O2P_AUTH_ROW,
+  }
+  for (const row of rows) {
+    const versus = rows.find((other) => other.name === VERSUS[row.name])
+    if (versus !== undefined) row.versus = versus
+  }
   process.stderr.write(
     `warm-up ${WARMUP_SECONDS} s per row, then ${ROUNDS} rounds of ${ROUND_SECONDS} s (taskset: ${pinned ? 'servers on core 0, load on core 1' : 'not pinned'})\n`,
   )
@@ -572,16 +710,19 @@ async function main(): Promise<void> {
   const measures = new Map<Row, Measure[]>(rows.map((row) => [row, []]))
   const profiled = PROFILE ? [...new Set(rows.map((row) => row.server))].filter((server) => server.profile !== undefined) : []
   for (const server of profiled) await server.profile?.('start')
-  const measure = async (row: Row, round: number): Promise<Measure> => {
+  /** One round of a row; `record: false` for a partner measured beside another row, whose figures are that row's. */
+  const measure = async (row: Row, round: number, record = true): Promise<Measure> => {
     const m = await load(row, ROUND_SECONDS)
-    measures.get(row)?.push(m)
+    if (record) measures.get(row)?.push(m)
     process.stderr.write(
-      `round ${round} ${row.name}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
+      `round ${round} ${row.name}${record ? '' : ' (beside the row it is compared with)'}: ${m.rps.toFixed(0)} req/s, ${m.cpuMicrosPerRequest.toFixed(1)} µs CPU/req, others ${(100 * m.othersCpuShare).toFixed(0)}% of the host, ${m.connectsPerRequest.toFixed(2)} TCP connects/req${m.unexpected > 0 ? `, ${m.unexpected} unexpected answers` : ''}\n`,
     )
     return m
   }
-  // BENCH_PAIRED: each row's own baselines, measured just before it in every round.
+  // BENCH_PAIRED: each row's own baselines, measured just before it in every round, and the
+  // oauth2-proxy row it is compared with, measured beside it (before it in every other round).
   const references = new Map<Row, { bare: Measure[]; line: Measure[]; floor: Measure[] }>()
+  const partners = new Map<Row, Measure[]>()
   const byName = (name: string): Row | undefined => rows.find((row) => row.name === name)
   for (let round = 1; round <= ROUNDS; round++) {
     if (!PAIRED) {
@@ -600,35 +741,54 @@ async function main(): Promise<void> {
         const reference = byName(name)
         if (reference !== undefined) list.push(await measure(reference, round))
       }
+      if (row.versus === undefined) {
+        await measure(row, round)
+        continue
+      }
+      const partner = partners.get(row) ?? []
+      partners.set(row, partner)
+      if (round % 2 === 0) partner.push(await measure(row.versus, round, false))
       await measure(row, round)
+      if (round % 2 === 1) partner.push(await measure(row.versus, round, false))
     }
   }
 
   for (const server of profiled) {
     const dir = join(process.cwd(), 'bench', 'profiles')
     mkdirSync(dir, { recursive: true })
-    const file = join(dir, `${server.name.replace(/[^a-z0-9]+/gi, '-')}.cpuprofile`)
+    const perfData = server.profiler === 'perf'
+    const file = join(dir, `${server.name.replace(/[^a-z0-9]+/gi, '-')}.${perfData ? 'perf.data' : 'cpuprofile'}`)
     await server.profile?.({ file })
-    const requests = rows.filter((row) => row.server === server).reduce((n, row) => n + (measures.get(row) ?? []).reduce((m, x) => m + x.requests, 0), 0)
-    process.stderr.write(`profile: node build-bench/bench/profile-summary.js ${file} ${requests}\n`)
+    // Paired, a row's partner is measured again beside each row it stands for: those requests count too.
+    const partnered = [...partners].filter(([row]) => row.versus?.server === server).flatMap(([, list]) => list)
+    const requests = [...rows.filter((row) => row.server === server).flatMap((row) => measures.get(row) ?? []), ...partnered].reduce(
+      (n, m) => n + m.requests,
+      0,
+    )
+    process.stderr.write(`profile: node build-bench/bench/${perfData ? 'perf' : 'profile'}-summary.js ${file} ${requests}\n`)
   }
 
-  const summary = rows.map((row) => {
-    const list = measures.get(row) ?? []
-    return {
-      name: row.name,
-      ...(row.kind === 'grpc'
-        ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected }
-        : { load: 'autocannon', expectedStatus: row.status }),
-      rps: median(list.map((m) => m.rps)),
-      p50Ms: median(list.map((m) => m.p50)),
-      p99Ms: median(list.map((m) => m.p99)),
-      cpuMicrosPerRequest: median(list.map((m) => m.cpuMicrosPerRequest)),
-      peakRssMiB: Math.max(...list.map((m) => m.maxRssMiB)),
-      unexpectedAnswers: list.reduce((n, m) => n + m.unexpected, 0),
-      rounds: list,
-    }
-  })
+  // Paired, the baselines that are not a row's own (the Fastify route, the logger at warn) are not measured: no line for them.
+  const summary = rows
+    .filter((row) => (measures.get(row) ?? []).length > 0)
+    .map((row) => {
+      const list = measures.get(row) ?? []
+      return {
+        name: row.name,
+        ...(row.kind === 'grpc'
+          ? { load: H2LOAD.available ? 'h2load' : 'node:http2', expected: row.expected }
+          : { load: 'autocannon', expectedStatus: row.status, ...(row.headers.cookie === undefined ? {} : { cookieHeaderBytes: row.headers.cookie.length }) }),
+        rps: median(list.map((m) => m.rps)),
+        p50Ms: median(list.map((m) => m.p50)),
+        p99Ms: median(list.map((m) => m.p99)),
+        cpuMicrosPerRequest: median(list.map((m) => m.cpuMicrosPerRequest)),
+        peakRssMiB: Math.max(...list.map((m) => m.maxRssMiB)),
+        unexpectedAnswers: list.reduce((n, m) => n + m.unexpected, 0),
+        othersCpuShare: median(list.map((m) => m.othersCpuShare)),
+        connectsPerRequest: median(list.map((m) => m.connectsPerRequest)),
+        rounds: list,
+      }
+    })
   // Ratios as the targets read them: each round's figure over the same round's baseline (the
   // rows of a round run back to back, so they met the same host), then the median of the rounds.
   const roundsOf = (name: string): Measure[] => summary.find((row) => row.name === name)?.rounds ?? []
@@ -636,18 +796,27 @@ async function main(): Promise<void> {
   const bases = { bare: roundsOf(BARE_ROW), line: roundsOf(BARE_LINE_ROW), floor: roundsOf(FLOOR_ROW) }
   const withRatios = summary.map((s) => {
     // Paired, a row's rounds are divided by the baselines measured just before each of them.
-    const own = references.get(rows.find((row) => row.name === s.name) as Row) ?? bases
-    return { ...s, vsBare: ratio(s.rounds, own.bare), vsBareWithAccessLine: ratio(s.rounds, own.line), vsFloor: ratio(s.rounds, own.floor) }
+    const row = rows.find((r) => r.name === s.name) as Row
+    const own = references.get(row) ?? bases
+    // Beside oauth2-proxy: paired, the partner's measures taken beside this row; else its own rounds.
+    const versus = row.versus === undefined ? undefined : { row: row.versus.name, rounds: partners.get(row) ?? roundsOf(row.versus.name) }
+    return {
+      ...s,
+      vsBare: ratio(s.rounds, own.bare),
+      vsBareWithAccessLine: ratio(s.rounds, own.line),
+      vsFloor: ratio(s.rounds, own.floor),
+      ...(versus === undefined ? {} : { versus: versus.row, vsOAuth2Proxy: ratio(s.rounds, versus.rounds), oauth2ProxyRounds: versus.rounds }),
+    }
   })
   const header =
-    '| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare + access line | vs floor |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|'
+    "| row | req/s | p50 ms | p99 ms | CPU µs/req | peak RSS MiB | vs bare proxy | vs bare + access line | vs floor | vs oauth2-proxy | others' CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   const lines = withRatios.map(
     (s) =>
-      `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${s.vsBare.toFixed(2)}x | ${s.vsBareWithAccessLine.toFixed(2)}x | ${s.vsFloor.toFixed(2)}x |`,
+      `| ${s.name}${s.unexpectedAnswers > 0 ? ` (${s.unexpectedAnswers} unexpected answers)` : ''} | ${s.rps.toFixed(0)} | ${s.p50Ms.toFixed(1)} | ${s.p99Ms.toFixed(1)} | ${s.cpuMicrosPerRequest.toFixed(1)} | ${s.peakRssMiB.toFixed(0)} | ${s.vsBare.toFixed(2)}x | ${s.vsBareWithAccessLine.toFixed(2)}x | ${s.vsFloor.toFixed(2)}x | ${s.vsOAuth2Proxy === undefined ? '' : `${s.vsOAuth2Proxy.toFixed(2)}x`} | ${(100 * s.othersCpuShare).toFixed(0)}% |`,
   )
   const node = process.version
   const flags = GATEWAY_NODE_OPTIONS.length === 0 ? '' : `, gateway with ${GATEWAY_NODE_OPTIONS.join(' ')}`
-  const table = `Node ${node}${flags}, ${CONNECTIONS} connections${RATE === undefined ? '' : `, ${RATE} requests/s offered to every HTTP row`}${PAIRED ? ', paired (every row after its own baselines)' : ''}, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians; ratios: medians of per-round ratios), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
+  const table = `Node ${node}${flags}, ${CONNECTIONS} connections${RATE === undefined ? '' : `, ${RATE} requests/s offered to every HTTP row`}${PAIRED ? ', paired (every row after its own baselines)' : ''}, ${ROUNDS} rounds of ${ROUND_SECONDS} s (medians; ratios: medians of per-round ratios; others' CPU: the host's CPU, both cores, used by processes outside the bench while the row ran), ${pinned ? 'servers pinned to core 0, autocannon to core 1' : 'not pinned'}\n\n${header}\n${lines.join('\n')}\n`
   process.stdout.write(`\n${table}`)
   let soak:
     | {
@@ -700,7 +869,7 @@ async function main(): Promise<void> {
   const cpuModel = execFileSync('sh', ['-c', "grep -m1 'model name' /proc/cpuinfo || true"]).toString().trim()
   writeFileSync(
     join(dir, `${stamp}-node${node}.json`),
-    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, rate: RATE, paired: PAIRED, table, rows: withRatios, soak }, null, 2)}\n`,
+    `${JSON.stringify({ node, gatewayNodeOptions: GATEWAY_NODE_OPTIONS, oauth2Proxy: o2p.map((p) => ({ version: peerVersion('oauth2-proxy'), requestLogging: p.logging, flags: p.proxy.flags })), cpuModel, pinned, connections: CONNECTIONS, roundSeconds: ROUND_SECONDS, rounds: ROUNDS, rate: RATE, paired: PAIRED, table, rows: withRatios, soak }, null, 2)}\n`,
   )
   process.stderr.write(`written to bench/results/${stamp}-node${node}.json\n`)
 }
