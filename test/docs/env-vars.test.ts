@@ -11,7 +11,8 @@ import { ROOT, userPages } from '../fixtures/markdown.ts'
 // `${...}` reference (`PORT`), minus NOT_VARIABLES. Read: a `${NAME` reference in config/**/*.yaml
 // or docker/** (the image, the Kubernetes manifests), an `env` entry, ENV or ARG line there,
 // `process.env.NAME` or the string 'NAME' in src/ or bench/ (runtime code that names a variable
-// in a constant), or one of Node's own (BY_NODE). OPERATORS_OWN lists the names offered for the
+// in a constant), one of Node's own (BY_NODE), or one of Go's runtime that the bench's page says
+// it leaves unset for oauth2-proxy (BY_GO). OPERATORS_OWN lists the names offered for the
 // operator's own file.
 
 /** Upper-case words the documentation uses that are not environment variables. */
@@ -43,6 +44,8 @@ const OPERATORS_OWN = new Set(['OIDC_CLIENT_KEY'])
 const ALGORITHM = /^(?:RS|PS|ES|HS)\d{3}$|^EDDSA$/
 /** Read by Node.js itself. */
 const BY_NODE = new Set(['NODE_EXTRA_CA_CERTS', 'NODE_ENV', 'NODE_OPTIONS'])
+/** Read by Go's runtime in oauth2-proxy, the peer docs/performance.md measures beside the gateway. */
+const BY_GO = new Set(['GOGC', 'GOMAXPROCS'])
 
 function filesUnder(dir: string, keep: (name: string) => boolean): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -69,7 +72,7 @@ function named(): Map<string, Set<string>> {
 }
 
 function read(): Set<string> {
-  const names = new Set<string>(BY_NODE)
+  const names = new Set<string>([...BY_NODE, ...BY_GO])
   const shipped = [
     ...filesUnder(join(ROOT, 'config'), (n) => n.endsWith('.yaml') || n.endsWith('.yml')),
     ...filesUnder(join(ROOT, 'docker'), (n) => !n.endsWith('.md')),
@@ -96,7 +99,7 @@ t.test('every environment variable the documentation names is read by something 
   const readers = read()
   t.ok(documented.has('OIDC_CLIENT_SECRET') && documented.has('PORT'), 'the documented variables are found')
   for (const [name, files] of [...documented].sort(([a], [b]) => a.localeCompare(b))) {
-    t.ok(readers.has(name), `${name} (${[...files].join(', ')}) is read by config/*.yaml, docker/, src/ or bench/, or by Node`)
+    t.ok(readers.has(name), `${name} (${[...files].join(', ')}) is read by config/*.yaml, docker/, src/ or bench/, or by Node or Go`)
   }
 })
 
