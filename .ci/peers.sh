@@ -17,6 +17,9 @@ cd "$(dirname "$0")/.."
 OAUTH2_PROXY_VERSION=v7.15.6
 HYDRA_VERSION=v2.3.0
 CADDY_VERSION=v2.11.9
+# The last Caddy that passes a client's copy of a header copy_headers lists and the answer lacks
+# (2.9.0 to 2.11.1, GHSA-7r4p-vjf4-gxv4): the Caddy recipe's line that removes it is tested on it.
+CADDY_PASSING_VERSION=v2.11.1
 # v3.7.12 or later: the recipe's aliasHeadersStrategy (docs/deploy/traefik.md) is new in v3.7.12.
 TRAEFIK_VERSION=v3.7.13
 KEYCLOAK_VERSION=26.7.3
@@ -81,6 +84,17 @@ install_hydra() {
   stamp hydra "$HYDRA_VERSION"
 }
 
+install_caddy_passing() {
+  fresh caddy-2.11.1 "$CADDY_PASSING_VERSION" || return 0
+  need go caddy-2.11.1 "Go 1.26, the machine's toolchain"
+  local tmp="$PEERS/src/caddy-2.11.1"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  GOBIN="$tmp" go install "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_PASSING_VERSION"
+  mv "$tmp/caddy" "$PEERS/bin/caddy-2.11.1"
+  rm -rf "$tmp"
+  stamp caddy-2.11.1 "$CADDY_PASSING_VERSION"
+}
+
 install_traefik() {
   fresh traefik "$TRAEFIK_VERSION" || return 0
   need go traefik "Go 1.26, the machine's toolchain"
@@ -125,7 +139,7 @@ install_keycloak() {
   stamp keycloak "$KEYCLOAK_VERSION"
 }
 
-[ $# -gt 0 ] || set -- oauth2-proxy hydra caddy traefik keycloak
+[ $# -gt 0 ] || set -- oauth2-proxy hydra caddy caddy-2.11.1 traefik keycloak
 # Not `install_x || ...`: bash ignores `set -e` inside a function called on the left of `||`, so
 # a failed build would be stamped as installed. The ERR trap names the peer instead.
 peer=
@@ -136,6 +150,7 @@ for peer in "$@"; do
     oauth2-proxy) install_oauth2_proxy ;;
     hydra) install_hydra ;;
     caddy) install_caddy ;;
+    caddy-2.11.1) install_caddy_passing ;;
     traefik) install_traefik ;;
     keycloak) install_keycloak ;;
     *) echo "peers: no peer named '$peer'" >&2; exit 2 ;;

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { currentCaddy, debianCaddy, startCaddy, type Caddy, type CaddyBinary } from '../fixtures/caddy.ts'
+import { currentCaddy, debianCaddy, passingCaddy, startCaddy, type Caddy, type CaddyBinary } from '../fixtures/caddy.ts'
 import { manualClock } from '../fixtures/clock.ts'
 import { ALIASED, FORGED, identityAtApp } from '../fixtures/forged-headers.ts'
 import { recipe } from '../fixtures/markdown.ts'
@@ -25,11 +25,14 @@ interface Version {
   binary: CaddyBinary
   /** Whether copy_headers sets a header the answer lacks to the placeholder's text (before 2.9.0). */
   placeholderText: boolean
+  /** Whether copy_headers leaves the client's copy of a header the answer lacks (2.9.0 to 2.11.1). */
+  passesClientCopy: boolean
 }
 
 const VERSIONS: Version[] = [
-  { binary: debianCaddy(), placeholderText: true },
-  { binary: currentCaddy(), placeholderText: false },
+  { binary: debianCaddy(), placeholderText: true, passesClientCopy: false },
+  { binary: passingCaddy(), placeholderText: false, passesClientCopy: true },
+  { binary: currentCaddy(), placeholderText: false, passesClientCopy: false },
 ]
 
 function sites(page: string, stack: Stack): string {
@@ -129,6 +132,13 @@ for (const version of VERSIONS) {
       )
       await rawRequest(bare.url, '/public/logo.png', { headers: FORGED })
       t.equal(identityAtApp(stack.upstream)['x-auth-request-user'], version.placeholderText ? '{http.reverse_proxy.header.X-Auth-Request-User}' : undefined)
+    })
+
+    const copyWhat = version.passesClientCopy ? "hands the application the client's own identity" : 'sets none of it: the line is not needed there'
+    t.test(`without the recipe's removal of the client's X-Auth-Request-*, ${version.binary.name} ${copyWhat}`, async (t) => {
+      const bare = await startCaddy(t, version.binary, sites(page.replace(/^\s*request_header -X-Auth-Request-\*\n/m, ''), stack))
+      await rawRequest(bare.url, '/public/logo.png', { headers: FORGED })
+      t.equal(identityAtApp(stack.upstream)['x-auth-request-user'], version.passesClientCopy ? 'mallory' : undefined)
     })
   })
 }
