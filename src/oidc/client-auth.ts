@@ -49,8 +49,22 @@ export function basicEncodingChanges(config: Pick<ProviderConfig, 'clientId' | '
   return [...(changed(config.clientId) ? (['clientId'] as const) : []), ...(changed(config.clientSecret) ? (['clientSecret'] as const) : [])]
 }
 
+/**
+ * The `aud` of the client assertions when it is not openid-client's own, the issuer identifier
+ * (RFC 9126 2, FAPI 2.0): the token endpoint URL, which OpenID Connect Core 9 says the audience
+ * SHOULD be and the only value Ory Hydra 2.3 accepts (fosite's client_authentication.go).
+ */
+export function assertionAudience(audience: ProviderConfig['clientAssertionAudience'], server: oidc.ServerMetadata): string | undefined {
+  if (audience !== 'token_endpoint') return undefined
+  if (server.token_endpoint === undefined)
+    throw new ProviderMetadataError('provider.clientAssertionAudience is token_endpoint, but the provider has no token_endpoint')
+  return server.token_endpoint
+}
+
+type ClientAuthConfig = Pick<ProviderConfig, 'clientAuthMethod' | 'clientSecret' | 'clientKey' | 'clientKeyId' | 'clientAssertionAudience'>
+
 /** The openid-client authentication of `config`'s method, for a provider described by `server`. */
-export async function clientAuthentication(config: ProviderConfig, server: oidc.ServerMetadata, allowed?: readonly string[]): Promise<oidc.ClientAuth> {
+export async function clientAuthentication(config: ClientAuthConfig, server: oidc.ServerMetadata, allowed?: readonly string[]): Promise<oidc.ClientAuth> {
   switch (config.clientAuthMethod) {
     case 'client_secret_post':
       return oidc.ClientSecretPost(config.clientSecret)
@@ -68,16 +82,11 @@ export async function clientAuthentication(config: ProviderConfig, server: oidc.
         )
       }
       const key = await signingKey(parsed, { alg, kid: config.clientKeyId })
-      // openid-client sends the issuer identifier as `aud` (RFC 9126 2, FAPI 2.0). Ory Hydra 2.3
-      // (fosite's client_authentication.go) accepts only its token endpoint URL there, which
-      // OpenID Connect Core 9 says the audience SHOULD be; provider.clientAssertionAudience picks.
-      const tokenEndpoint = server.token_endpoint
-      if (config.clientAssertionAudience === 'token_endpoint') {
-        if (tokenEndpoint === undefined)
-          throw new ProviderMetadataError('provider.clientAssertionAudience is token_endpoint, but the provider has no token_endpoint')
-        return oidc.PrivateKeyJwt({ key: key.key, kid: key.kid }, { [oidc.modifyAssertion]: (_header, payload) => void (payload.aud = tokenEndpoint) })
-      }
-      return oidc.PrivateKeyJwt({ key: key.key, kid: key.kid })
+      const aud = assertionAudience(config.clientAssertionAudience, server)
+      return oidc.PrivateKeyJwt(
+        { key: key.key, kid: key.kid },
+        aud === undefined ? undefined : { [oidc.modifyAssertion]: (_header, payload) => void (payload.aud = aud) },
+      )
     }
   }
 }

@@ -1,6 +1,8 @@
 import t from 'tap'
 import * as oidc from 'openid-client'
-import { basicEncodingChanges, clientAssertionAlgorithm } from '#src/oidc/client-auth'
+import { generateKeyPairSync } from 'node:crypto'
+import { decodeJwt } from 'jose'
+import { assertionAudience, basicEncodingChanges, clientAssertionAlgorithm, clientAuthentication } from '#src/oidc/client-auth'
 
 t.test('the client assertion algorithm is agreed with the provider metadata', async (t) => {
   const rsa = ['PS256', 'RS256'] as const
@@ -35,4 +37,27 @@ t.test('client_secret_basic: which of the id and secret the Basic encoding (RFC 
       `${JSON.stringify(c)}: ${changes ? 'changed' : 'unchanged'}`,
     )
   }
+})
+
+t.test("private_key_jwt: the assertion's aud is the issuer, or the token endpoint with clientAssertionAudience: token_endpoint", async (t) => {
+  const server = { issuer: 'https://idp.example.com', token_endpoint: 'https://idp.example.com/oauth2/token' }
+  t.equal(assertionAudience(undefined, server), undefined, "unset: openid-client's own, the issuer")
+  t.equal(assertionAudience('issuer', server), undefined)
+  t.equal(assertionAudience('token_endpoint', server), server.token_endpoint)
+  t.throws(() => assertionAudience('token_endpoint', { issuer: server.issuer }), { name: 'ProviderMetadataError', message: /no token_endpoint/ })
+
+  // What the authentication really sends, as openid-client builds the request.
+  const clientKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+  const sentAudience = async (clientAssertionAudience?: 'issuer' | 'token_endpoint'): Promise<unknown> => {
+    const auth = await clientAuthentication(
+      { clientAuthMethod: 'private_key_jwt', clientSecret: undefined, clientKey, clientKeyId: undefined, clientAssertionAudience },
+      server,
+    )
+    const body = new URLSearchParams()
+    // Typed as returning nothing, it signs asynchronously (oauth4webapi's PrivateKeyJwt).
+    await Promise.resolve(auth(server, { client_id: 'gateway' }, body, new Headers()))
+    return decodeJwt(body.get('client_assertion') ?? '').aud
+  }
+  t.equal(await sentAudience(), server.issuer)
+  t.equal(await sentAudience('token_endpoint'), server.token_endpoint)
 })
