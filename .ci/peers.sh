@@ -58,11 +58,17 @@ install_oauth2_proxy() {
   stamp oauth2-proxy "$OAUTH2_PROXY_VERSION"
 }
 
+# install_caddy <peer> <version>: Caddy at <version> as .ci/peers/bin/<peer> (go install names the
+# binary after its package, so it is built in a folder of its own and moved).
 install_caddy() {
-  fresh caddy "$CADDY_VERSION" || return 0
-  need go caddy "Go 1.26, the machine's toolchain"
-  GOBIN="$PEERS/bin" go install "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION"
-  stamp caddy "$CADDY_VERSION"
+  fresh "$1" "$2" || return 0
+  need go "$1" "Go 1.26, the machine's toolchain"
+  local tmp="$PEERS/src/$1"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  GOBIN="$tmp" go install "github.com/caddyserver/caddy/v2/cmd/caddy@$2"
+  mv "$tmp/caddy" "$PEERS/bin/$1"
+  rm -rf "$tmp"
+  stamp "$1" "$2"
 }
 
 install_hydra() {
@@ -82,17 +88,6 @@ install_hydra() {
       -ldflags "-X github.com/ory/hydra/v2/driver/config.Version=$HYDRA_VERSION" -o "$PEERS/bin/hydra" .)
   rm -rf "$PEERS/src/hydra"
   stamp hydra "$HYDRA_VERSION"
-}
-
-install_caddy_passing() {
-  fresh caddy-2.11.1 "$CADDY_PASSING_VERSION" || return 0
-  need go caddy-2.11.1 "Go 1.26, the machine's toolchain"
-  local tmp="$PEERS/src/caddy-2.11.1"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  GOBIN="$tmp" go install "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_PASSING_VERSION"
-  mv "$tmp/caddy" "$PEERS/bin/caddy-2.11.1"
-  rm -rf "$tmp"
-  stamp caddy-2.11.1 "$CADDY_PASSING_VERSION"
 }
 
 install_traefik() {
@@ -149,8 +144,8 @@ for peer in "$@"; do
   case "$peer" in
     oauth2-proxy) install_oauth2_proxy ;;
     hydra) install_hydra ;;
-    caddy) install_caddy ;;
-    caddy-2.11.1) install_caddy_passing ;;
+    caddy) install_caddy caddy "$CADDY_VERSION" ;;
+    caddy-2.11.1) install_caddy caddy-2.11.1 "$CADDY_PASSING_VERSION" ;;
     traefik) install_traefik ;;
     keycloak) install_keycloak ;;
     *) echo "peers: no peer named '$peer'" >&2; exit 2 ;;
