@@ -1,26 +1,25 @@
 import { createHash } from 'node:crypto'
 import type { ForwardAuthConfig, UpstreamConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
-import type { Identity } from '../contract/identity.js'
+import type { CheckRoute } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
-import { ASSERTION_JWKS_PATH, FORWARD_AUTH_PATH, isGatewayPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, isGatewayPath } from '../contract/endpoints.js'
 import type { UrlRedactor } from '../ops/logging.js'
 import { createRoutingAmbiguityCheck, type RoutingAmbiguityCheck } from './ambiguity.js'
-import { isPreflight, logForbidden, logStepUp, signInLocation, type AccessDecisions, type DecisionRequest } from './decision.js'
-import type { StepUpRequirement } from '../oidc/step-up.js'
+import { isPreflight, verdictOf, type AccessDecisions, type DecisionRequest, type Verdict } from './decision.js'
+import { refusal, type Answer, type Answers, type Exit } from './answer.js'
 import type { SessionReply } from '../session/types.js'
 import { canonicalHost, createUpstreamMatcher, type UpstreamMatcher } from './match.js'
 import { isInNormalForm, normalizePath, type NormalizedPath } from './path.js'
-import type { BearerChallengeParams } from './bearer-challenge.js'
-import { challengeScope, resourceMetadataUrl } from './resource-metadata.js'
 
 // The decision of the check endpoints: a gateway or ingress serves the request itself and asks
-// the gateway "may this request through, and as whom?". Four dialects ask it (ingress-nginx and
-// Traefik at /api/v1/openid/auth, Envoy ext_authz over HTTP and over gRPC) and each renders the
-// verdict its own way; the question and the verdict are here, once (Checker.check), and the
-// access decision itself is the proxy guard's (decision.ts UpstreamAccess.decide), so a request
-// gets the same verdict whether the gateway proxies it or is asked about it.
+// the gateway "may this request through, and as whom?". Every check dialect asks it
+// (checks/dialects.ts: forward-auth for ingress-nginx and Traefik, Envoy ext_authz over HTTP and
+// over gRPC); the question, the verdict and its answer are here, once (Checker.answer: the
+// verdict of Checker.check rendered by answer.ts for the dialect's exit), and the access decision
+// itself is the proxy guard's (decision.ts UpstreamAccess.decide), so a request gets the same
+// answer whether the gateway proxies it or is asked about it.
 //
 // - The request checked is the one the dialect established (its method, canonical host, scheme
 //   and target); a variant spelling that routes elsewhere is refused (ambiguity.ts).
@@ -49,30 +48,20 @@ export interface CheckedRequest {
   host: string
   scheme: string
   target: NormalizedPath
+  /** The client's address, where the dialect can know it (a Transaction Token's req_ip). */
+  clientAddress?: () => string | undefined
 }
-
-export type CheckVerdict =
-  | { outcome: 'pass'; upstream: UpstreamConfig; identity: Identity | null }
-  | { outcome: 'unauthenticated'; upstream: UpstreamConfig; expired: boolean; refreshable: boolean }
-  /** `identity`: who was refused, when established (the request line's `sub`). */
-  | { outcome: 'forbidden'; upstream: UpstreamConfig; identity: Identity | null; rulePath?: string }
-  /**
-   * Admitted, but not authenticated as a step-up rule asks: a browser's page load signs in again
-   * (unless `bearer`: a Bearer token cannot be upgraded by a sign-in), anything else gets the
-   * RFC 9470 challenge (decision.ts stepUpError).
-   */
-  | { outcome: 'step_up'; upstream: UpstreamConfig; identity: Identity; requirement: StepUpRequirement; bearer: boolean }
 
 export interface CheckerOptions {
   upstreams: UpstreamConfig[]
   /** The configuration's access decisions, one per upstream of `upstreams` (decision.ts). */
   access: AccessDecisions
-  /** The gateway's external origin; sign-in URLs are built on it. */
+  /** The gateway's external origin: the host its own cookies are set on. */
   publicUrl: string
+  /** The answers of this configuration's verdicts (answer.ts). */
+  answers: Answers
   /** cookies.domain: the session cookie reaches this domain and its subdomains. */
   cookieDomain: string | undefined
-  /** Returns the safe redirect target or `null` (see redirect-after.ts). */
-  validateRedirectAfter: (value: string) => string | null
   cache: ForwardAuthConfig['cache']
   /** Names of the gateway's cookies (the credentials a decision depends on). */
   isGatewayCookieName: (name: string) => boolean
@@ -110,16 +99,20 @@ export function checkedTarget(raw: string, what: string): NormalizedPath {
 
 /**
  * Whether a request to the gateway is one of the check endpoints', by its raw target (before any
- * normalization): the forward-auth path (with anything after it) or `extAuthzPath` followed by
- * `/`. Such a request is routed to its check and nowhere else: normalized first,
- * `<extAuthzPath>/../redirect` would be the sign-in endpoint's 200, which Envoy takes for an allow.
+ * normalization), as each check dialect declares its route (checks/dialects.ts): an endpoint's
+ * path with nothing, `/` or `?` after it, or a prefix followed by `/`. Such a request is routed to
+ * its check and nowhere else: normalized first, `<prefix>/../redirect` would be the sign-in
+ * endpoint's 200, which Envoy takes for an allow.
  */
-export function isCheckRoute(rawUrl: string, extAuthzPath: string): boolean {
-  if (rawUrl.startsWith(`${extAuthzPath}/`)) return true
-  if (!rawUrl.startsWith(FORWARD_AUTH_PATH)) return false
-  const next = rawUrl.charCodeAt(FORWARD_AUTH_PATH.length)
-  // The end, `/` or `?`: `/api/v1/openid/authx` is another path.
-  return Number.isNaN(next) || next === 0x2f || next === 0x3f
+export function isCheckRoute(rawUrl: string, routes: readonly CheckRoute[]): boolean {
+  for (const { path, match } of routes) {
+    if (!rawUrl.startsWith(path)) continue
+    const next = rawUrl.charCodeAt(path.length)
+    if (next === 0x2f) return true
+    // The end or `?`: `/api/v1/openid/authx` is another path.
+    if (match === 'endpoint' && (Number.isNaN(next) || next === 0x3f)) return true
+  }
+  return false
 }
 
 /** Hosts named in cookie-reach warnings; every caller can name hosts, so the memory is capped. */
@@ -148,7 +141,7 @@ export class Checker {
   readonly #byName: ReadonlyMap<string, UpstreamConfig>
   readonly #publicHost: string
   readonly #warnedHosts = new Set<string>()
-  readonly #cache: TtlCache<CheckVerdict> | undefined
+  readonly #cache: TtlCache<Verdict> | undefined
   readonly #ttlMs: number
 
   constructor(options: CheckerOptions) {
@@ -157,7 +150,7 @@ export class Checker {
     this.#isAmbiguous = createRoutingAmbiguityCheck(options.upstreams)
     this.#byName = new Map(options.upstreams.map((u) => [u.name, u]))
     this.#publicHost = hostName(canonicalHost(new URL(options.publicUrl).host))
-    this.#cache = options.cache.enabled ? new TtlCache<CheckVerdict>(options.cache.maxEntries, options.clock) : undefined
+    this.#cache = options.cache.enabled ? new TtlCache<Verdict>(options.cache.maxEntries, options.clock) : undefined
     this.#ttlMs = options.cache.ttlSeconds * 1000
   }
 
@@ -168,7 +161,7 @@ export class Checker {
    * GatewayError: bad_request (an ambiguous path), not_found (no upstream serves it), forbidden
    * (an unknown upstream name), and whatever authentication throws (503 store, 502 provider).
    */
-  async check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<CheckVerdict> {
+  async check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<Verdict> {
     const { method, host, target } = checked
     if (this.#isAmbiguous(host, target.path)) {
       throw new GatewayError('bad_request', 'the path reads as another route in another case or without trailing dots or spaces')
@@ -192,33 +185,13 @@ export class Checker {
     const cached = key === undefined ? undefined : cache?.get(key)
     if (cached !== undefined) return cached
     const decision = await access.decide(req, reply, { path: target.path, preflight, host: checked.host })
-    let verdict: CheckVerdict
-    switch (decision.outcome) {
-      case 'unauthenticated':
-        verdict = { outcome: 'unauthenticated', upstream, expired: decision.expired, refreshable: decision.refreshable }
-        break
-      case 'forbidden':
-        logForbidden(req, upstream, decision, { method, url: this.loggedUrl(checked) })
-        verdict =
-          decision.rulePath === undefined
-            ? { outcome: 'forbidden', upstream, identity: decision.identity }
-            : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
-        break
-      case 'step_up':
-        logStepUp(req, upstream, decision, { method, url: this.loggedUrl(checked) })
-        verdict = { outcome: 'step_up', upstream, identity: decision.identity, requirement: decision.requirement, bearer: decision.bearer }
-        break
-      case 'pass':
-        if (isServedByGateway(target.path)) {
-          req.log.warn(
-            { upstream: upstream.name, path: target.path },
-            "a check asked about one of the gateway's own paths: refused; route them to the gateway without the auth filter",
-          )
-          verdict = { outcome: 'forbidden', upstream, identity: decision.identity }
-        } else {
-          verdict = { outcome: 'pass', upstream, identity: decision.identity }
-        }
-        break
+    let verdict = verdictOf(upstream, decision, req, { method, url: this.loggedUrl(checked) })
+    if (verdict.outcome === 'pass' && isServedByGateway(target.path)) {
+      req.log.warn(
+        { upstream: upstream.name, path: target.path },
+        "a check asked about one of the gateway's own paths: refused; route them to the gateway without the auth filter",
+      )
+      verdict = { outcome: 'forbidden', upstream, identity: verdict.identity }
     }
     // Neither a sign-in to come nor a step-up is kept: the next answer is the one after it. A pass
     // under a step-up rule's max age is kept no longer than the age allows.
@@ -229,16 +202,34 @@ export class Checker {
     return verdict
   }
 
-  /** Where a browser signs in (or, `refreshable`, renews its session) and comes back to `checked`. */
-  signInUrl(checked: CheckedRequest, refreshable: boolean): string {
-    const target = checked.target.path + checked.target.search
-    return signInLocation(this.#options, { scheme: checked.scheme, host: checked.host, target }, refreshable)
-  }
-
-  /** The Bearer challenge's parameters of a 401 for `upstream` (RFC 9728 `resource_metadata`). */
-  challenge(upstream: UpstreamConfig, checked: CheckedRequest): BearerChallengeParams {
-    const url = resourceMetadataUrl(upstream, this.#options.publicUrl, checked.host)
-    return url === undefined ? {} : { resource_metadata: url, scope: challengeScope(upstream) }
+  /**
+   * The answer of `exit` to the check of `checked` (answer.ts): the verdict rendered, or the
+   * refusal of a check that could not be decided (an ambiguous path, no upstream, an unknown
+   * upstream name, a store or provider that failed).
+   */
+  async answer(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, exit: Exit, upstreamName?: string): Promise<Answer> {
+    let verdict: Verdict
+    try {
+      verdict = await this.check(req, reply, checked, upstreamName)
+    } catch (err) {
+      if (!(err instanceof GatewayError)) throw err
+      return refusal(err)
+    }
+    const { method, scheme, host, target } = checked
+    return this.#options.answers.answer(
+      verdict,
+      {
+        method,
+        headers: req.headers,
+        scheme,
+        host,
+        target: target.path + target.search,
+        path: target.path,
+        transport: scheme,
+        clientAddress: checked.clientAddress,
+      },
+      exit,
+    )
   }
 
   /** Empties the decision cache (a session ended). */

@@ -22,15 +22,15 @@ import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '.
 
 // The access decision of one upstream: whether a request is signed in, may pass, and with which
 // identity. The one decision core: the proxy's guard (proxy/guard.ts), the check endpoints'
-// Checker (checker.ts) and the open-WebSocket verdict ask it, and only their answers differ (a
-// redirect or proxying, a status code, a close). It reads no Fastify request, so a gRPC check
-// decides exactly as an HTTP request does. It opens the session cookie once and calls the
-// provider only to refresh.
+// Checker (checker.ts) and the open-WebSocket verdict ask it; answer.ts turns its verdict into
+// the one answer each exit writes out. It reads no Fastify request, so a gRPC check decides
+// exactly as an HTTP request does. It opens the session cookie once and calls the provider only
+// to refresh.
 //
 // This file owns the decision (`AccessDecisions`, one per configuration, holding each
-// upstream's `UpstreamAccess`; nothing outside src/access/ builds one) and the answers every
-// caller renders alike: the 401 of RFC 6750 3.1, the step-up 401 of RFC 9470 3, the 403 of the
-// `allow` rules, where a browser signs in, and their log lines.
+// upstream's `UpstreamAccess`; nothing outside src/access/ builds one), its verdict (`Verdict`),
+// the problems answer.ts renders: the 401 of RFC 6750 3.1, the step-up 401 of RFC 9470 3, the
+// 403 of the `allow` rules, where a browser signs in, and their log lines.
 
 /** Where a browser signs in: the public origin, and the redirect endpoint's rule for coming back. */
 export interface SignInOrigin {
@@ -75,6 +75,38 @@ export type AccessDecision =
   | { outcome: 'step_up'; identity: Identity; requirement: StepUpRequirement; shortfall: StepUpShortfall; bearer: boolean; rulePath?: string }
   | { outcome: 'unauthenticated'; expired: boolean; refreshable: boolean }
   | { outcome: 'forbidden'; identity: Identity; refusal: AllowRefusal; rulePath?: string }
+
+/**
+ * The decision about a request on one upstream, as every exit answers it (answer.ts): the
+ * decision's outcome with the upstream it was taken for. `forbidden` names who was refused when
+ * established (the request line's `sub`; a check refuses the gateway's own paths even to nobody).
+ */
+export type Verdict =
+  | { outcome: 'pass'; upstream: UpstreamConfig; identity: Identity | null }
+  | { outcome: 'unauthenticated'; upstream: UpstreamConfig; expired: boolean; refreshable: boolean }
+  | { outcome: 'forbidden'; upstream: UpstreamConfig; identity: Identity | null; rulePath?: string }
+  | { outcome: 'step_up'; upstream: UpstreamConfig; identity: Identity; requirement: StepUpRequirement; bearer: boolean }
+
+/**
+ * The verdict of `decision` on `upstream`, its refusals logged (logForbidden, logStepUp, with
+ * `fields` in the line): once per decision taken, never for a cached one.
+ */
+export function verdictOf(upstream: UpstreamConfig, decision: AccessDecision, req: Pick<DecisionRequest, 'log'>, fields?: Record<string, unknown>): Verdict {
+  switch (decision.outcome) {
+    case 'pass':
+      return { outcome: 'pass', upstream, identity: decision.identity }
+    case 'unauthenticated':
+      return { outcome: 'unauthenticated', upstream, expired: decision.expired, refreshable: decision.refreshable }
+    case 'forbidden':
+      logForbidden(req, upstream, decision, fields)
+      return decision.rulePath === undefined
+        ? { outcome: 'forbidden', upstream, identity: decision.identity }
+        : { outcome: 'forbidden', upstream, identity: decision.identity, rulePath: decision.rulePath }
+    case 'step_up':
+      logStepUp(req, upstream, decision, fields)
+      return { outcome: 'step_up', upstream, identity: decision.identity, requirement: decision.requirement, bearer: decision.bearer }
+  }
+}
 
 /**
  * A CORS preflight: OPTIONS with Access-Control-Request-Method (Fetch standard, CORS-preflight

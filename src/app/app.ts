@@ -24,8 +24,7 @@ import type { GatewayMetrics } from '../ops/metrics.js'
 import { Authentication } from '../access/authenticate.js'
 import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../access/match.js'
 import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
-import { createForwardedHost, createTrustCheck } from '../proxy/forwarded.js'
-import { identityHeaderUnion } from '../proxy/header-policy.js'
+import { createForwardedHost, createTrustCheck } from '../upstream/forwarded.js'
 import { mappedClaimNames } from '../contract/claim-path.js'
 import { SocketAccess } from '../proxy/websocket-access.js'
 import type { WebSocketRegistry, SocketVerdict } from '../proxy/websocket-registry.js'
@@ -33,12 +32,13 @@ import { normalizePath } from '../access/path.js'
 import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes, type PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
 import { proxyPlugin } from '../proxy/plugin.js'
-import { IdentityAssertions } from '../proxy/identity-assertion.js'
-import { TXN_TOKEN_HEADER, TransactionTokens, subjectQualified, transactionTokenPolicy, type TransactionTokenMinting } from '../proxy/transaction-token.js'
-import { parsePrivateKey, signingKey } from '../keys/private-key.js'
-import { registerCheckEndpoints } from '../checks/plugin.js'
+import { UpstreamCredentials, assertionSigner, transactionTokenMinting } from '../upstream/credentials.js'
+import { checkRoutes, registerCheckEndpoints } from '../checks/plugin.js'
+import { CHECK_DIALECTS } from '../checks/dialects.js'
+import type { CheckDialect } from '../checks/dialect.js'
+import { Answers } from '../access/answer.js'
 import { Checker } from '../access/checker.js'
-import { createTokenExchanger } from '../proxy/token-exchange.js'
+import { createTokenExchanger } from '../upstream/token-exchange.js'
 import { resourceMetadataRoutes } from '../proxy/resource-metadata-route.js'
 import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
 import { createStepUpLookup } from '../access/rules.js'
@@ -81,6 +81,8 @@ export interface BuildOptions {
    * the live gateway's server hands it requests (`routing`) and upgrades.
    */
   live?: boolean
+  /** The check dialects spoken (checks/dialects.ts CHECK_DIALECTS); a test adds its own beside them. */
+  checkDialects?: readonly CheckDialect[]
 }
 
 /**
@@ -198,6 +200,7 @@ function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: 
 /** Builds the gateway from a validated configuration. Does not listen. */
 export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<GatewayApp> {
   const { state } = options
+  const dialects = options.checkDialects ?? CHECK_DIALECTS
   const { metrics, tracing, redis, revocations, websockets } = state
   const { publicUrl } = config.server
   const logStream = options.logStream ?? stdoutDestination()
@@ -215,7 +218,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(options.live === true ? { serverFactory: () => createServer() } : {}),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
-    rewriteUrl: rewriteRequestTarget(config.forwardAuth.extAuthzPath),
+    rewriteUrl: rewriteRequestTarget(checkRoutes(config, dialects)),
   })
 
   // This configuration's services.
@@ -301,20 +304,32 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   // Each upstream's access decision, built once: the proxy guard, the Checker and the WebSocket verdict ask it.
   const access = new AccessDecisions(config.upstreams, authentication, stepUp, publicUrl)
   const publicOrigin = new URL(publicUrl)
+  // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
+  const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
+  const signer = await assertionSigner(config)
+  // What each upstream receives, whichever exit admits the request (upstream/credentials.ts).
+  const credentials = new UpstreamCredentials({
+    upstreams: config.upstreams,
+    assertions: { header: config.assertions.header, signer },
+    transactionTokens: transactionTokenMinting(config, signer),
+    exchanger,
+    isGatewayCookie: cookies.isGatewayCookie,
+  })
+  // The one answer of a verdict, for the proxy and every check dialect (access/answer.ts).
+  const answers = new Answers({ publicUrl, validateRedirectAfter, credentials })
+  const isTrustedProxy = createTrustCheck(config.server.trustedProxies)
   // The check endpoints' one decision (access/checker.ts), with its cache.
   const checker = new Checker({
     upstreams: config.upstreams,
     access,
+    answers,
     publicUrl,
     cookieDomain: config.cookies.domain,
-    validateRedirectAfter,
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
     redactUrl,
   })
-  // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
-  const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
   await app.register(reservedRoutes)
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
@@ -397,30 +412,17 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     },
   })
   await app.register(ssfEventsRoute, { receiver, transmitters })
-  const signer = await identityAssertions(config)
-  const transactionTokens = transactionTokenMinting(config, signer)
-  // Every identity header name of this configuration, once: the proxy strips them all on every
-  // upstream and every check's allow names them for removal.
-  const identityHeaders = identityHeaderUnion(
-    config.upstreams.map((upstream) => upstream.identityHeaders),
-    config.assertions.header,
-    config.upstreams.flatMap((upstream) => Object.keys(upstream.claimHeaders ?? {})),
-    transactionTokens === undefined ? [] : [TXN_TOKEN_HEADER],
-  )
-  // The check endpoints (checks/plugin.ts): forward-auth and Envoy over HTTP registered here, Envoy over gRPC returned for the process's listener.
+  // The check endpoints (checks/plugin.ts): each dialect registered here, Envoy over gRPC returned for the process's listener.
   const envoyGrpcCheck = await registerCheckEndpoints(app, {
     checker,
-    exchanger,
     cookies,
-    assertions: { header: config.assertions.header, signer },
-    identityHeaders,
-    transactionTokens,
-    isTrustedProxy: createTrustCheck(config.server.trustedProxies),
-    extAuthzPath: config.forwardAuth.extAuthzPath,
-    publicUrl: config.server.publicUrl,
+    isTrustedProxy,
+    publicUrl,
     answerProblem,
     metrics,
     accessLog,
+    dialects,
+    config,
   })
   if (signer !== undefined) {
     // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
@@ -430,24 +432,19 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   }
   await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl })
   await app.register(proxyPlugin, {
-    assertions: { header: config.assertions.header, signer },
-    identityHeaders,
-    transactionTokens,
     upstreams: config.upstreams,
-    trustedProxies: config.server.trustedProxies,
+    isTrustedProxy,
     forwardedHost: createForwardedHost(
       createServedHostTest(config.upstreams, (host) => validateRedirectAfter(`${publicOrigin.protocol}//${host}/`) !== null),
       publicOrigin.host,
     ),
-    isGatewayCookie: cookies.isGatewayCookie,
+    credentials,
     isGatewayCookieName: cookies.isGatewayCookieName,
     // The pages that may open WebSockets: the public origin, the allowed hosts over https.
     isTrustedOrigin,
     access,
-    publicUrl,
-    validateRedirectAfter,
+    answers,
     websockets,
-    exchanger,
     grantWebSocket: async (req) => websockets.grant(await socketAccess.grant(req)),
     ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
   })
@@ -461,29 +458,4 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     sharedSignals: { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) },
     close: () => app.close(),
   }
-}
-
-/**
- * Transaction Tokens, when an upstream asks for them: signed with the assertions' keys
- * (config/cross-key-rules.ts requires them then), each upstream's policy decided here, once.
- * Undefined otherwise, and nothing on the hot path asks about them.
- */
-function transactionTokenMinting(config: GatewayConfig, signer: IdentityAssertions | undefined): TransactionTokenMinting | undefined {
-  if (signer === undefined || !config.upstreams.some((upstream) => upstream.transactionTokens !== undefined)) return undefined
-  const qualified = subjectQualified(config.upstreams)
-  const policies = new Map(
-    config.upstreams.flatMap((upstream) => {
-      const policy = transactionTokenPolicy(upstream, qualified)
-      return policy === undefined ? [] : [[upstream.name, policy] as const]
-    }),
-  )
-  return { minter: new TransactionTokens({ keys: signer.keys, issuer: config.server.publicUrl }), policyOf: (name) => policies.get(name) }
-}
-
-/** The signer of identity assertions, when keys are configured (config/cross-key-rules.ts requires them when used). */
-async function identityAssertions(config: GatewayConfig): Promise<IdentityAssertions | undefined> {
-  const sources = config.assertions.signingKeys
-  if (sources === undefined) return undefined
-  const keys = await Promise.all(sources.map((source) => signingKey(parsePrivateKey(source))))
-  return new IdentityAssertions({ keys, issuer: config.server.publicUrl, ttlSeconds: config.assertions.ttlSeconds })
 }

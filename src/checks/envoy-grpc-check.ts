@@ -46,8 +46,8 @@ export function createEnvoyGrpcCheck(options: EnvoyGrpcCheckOptions): EnvoyGrpcC
       let answer: CheckAnswer
       let code: string | undefined
       switch (outcome.kind) {
-        case 'allow':
-          answer = { allow: true, upstreamHeaders: outcome.allow.set, removeHeaders: outcome.allow.remove, responseHeaders: setCookieHeaders(jar) }
+        case 'pass':
+          answer = { allow: true, upstreamHeaders: outcome.headers.set, removeHeaders: outcome.headers.remove, responseHeaders: setCookieHeaders(jar) }
           break
         case 'sign_in':
           answer = {

@@ -1,24 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
-import type { Identity } from '../contract/identity.js'
-import { isNavigationOf } from '../contract/navigation.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import { checkedTarget, type CheckedRequest, type Checker, type CheckVerdict } from '../access/checker.js'
-import { forbiddenError, offersSignIn, stepUpError, unauthenticatedError } from '../access/decision.js'
-import type { IdentityAssertions } from '../proxy/identity-assertion.js'
-import type { TokenExchanger } from '../proxy/token-exchange.js'
-import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from '../proxy/transaction-token.js'
-import {
-  REQUEST_OVERRIDE_HEADER_NAMES,
-  claimHeadersOf,
-  identityHeaderValues,
-  identityHeadersToRemove,
-  isHeaderSafeToken,
-  stripCookies,
-  type IdentityHeaderUnion,
-} from '../proxy/header-policy.js'
+import { checkedTarget, type CheckedRequest, type Checker } from '../access/checker.js'
+import type { Exit } from '../access/answer.js'
 import { isHostValue } from '../access/match.js'
-import type { CheckOutcome, CheckPipeline, CheckTransport, ExtAuthzAllow, ExtAuthzDecide } from './pipeline.js'
+import type { CheckOutcome, CheckPipeline, CheckTransport, EnvoyDecide } from './pipeline.js'
+import type { CheckDialect } from './dialect.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
@@ -47,87 +34,16 @@ import type { CheckOutcome, CheckPipeline, CheckTransport, ExtAuthzAllow, ExtAut
 // request) under the sign-in rate limit: a check never calls the provider to start a sign-in.
 //
 // The gRPC service (server.extAuthzGrpcPort) asks the same decision through the same pipeline
-// (pipeline.ts), without an HTTP request: envoy-grpc-check.ts is its adapter, as extAuthzRoutes
-// here is the HTTP one.
-
-export interface ExtAuthzOptions {
-  checker: Checker
-  /** A cookie the upstream must not receive (a gateway cookie's name or a gateway seal as its value). */
-  isGatewayCookie: (name: string, value: string) => boolean
-  /** The assertion header and its signer, when keys are configured. */
-  assertions: { header: string; signer: IdentityAssertions | undefined }
-  /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
-  exchanger: TokenExchanger
-  /** Every identity header name of the configuration, named for removal on every allow. */
-  identityHeaders: IdentityHeaderUnion
-  /** The minter of Transaction Tokens and each upstream's policy, when an upstream asks for them. */
-  transactionTokens?: TransactionTokenMinting | undefined
-}
+// (pipeline.ts), without an HTTP request: envoy-grpc-check.ts is its adapter, as envoyHttpRoutes
+// here is the HTTP one. Both answer as ENVOY_EXIT: a page load can be sent to sign in (Envoy hands
+// a denial to the client as it is), and an allow carries the headers Envoy sets on the upstream
+// request and the names it removes (access/answer.ts, upstream/credentials.ts).
 
 /** The header Envoy reads the list of request headers to remove from. */
 export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 
-/**
- * The identity an allowed request carries to its upstream: the same identity headers, access token
- * and assertion the proxy would set, the client's cookies without the gateway's, and every other
- * identity header of the configuration named for removal, whichever upstream uses it and in every
- * spelling the check received (header-policy.ts identityHeadersToRemove), so that a client's forged
- * copy never reaches the upstream (Envoy overwrites only the headers the answer carries). The
- * request-target and method overrides the proxy strips are named for removal too: the upstream must
- * serve the path and method that were checked, not the ones an X-Original-URL or
- * X-HTTP-Method-Override names. `received` is the request's headers as the check sees them.
- */
-export async function allowHeaders(
-  verdict: Extract<CheckVerdict, { outcome: 'pass' }>,
-  received: Readonly<Record<string, string | string[] | undefined>>,
-  options: Pick<ExtAuthzOptions, 'isGatewayCookie' | 'assertions' | 'exchanger' | 'identityHeaders' | 'transactionTokens'>,
-  checked?: CheckedRequest,
-): Promise<ExtAuthzAllow> {
-  const { upstream, identity } = verdict
-  const set: Array<[string, string]> = []
-  if (identity !== null) {
-    const values = identityHeaderValues(identity.claims, upstream.identityHeaders, identity.issuer, identity.mapping, claimHeadersOf(upstream.claimHeaders))
-    for (const [name, value] of Object.entries(values)) set.push([name, value])
-    await addCredentials(set, upstream, identity, options)
-    // Set, so Envoy overwrites the client's copy (allowed_upstream_headers must list it); on an
-    // allow without one, the identity header union names it for removal below. Envoy's check
-    // does not see the client's address (its HTTP check gets only allow-listed headers, and the
-    // gRPC adapter reads no peer), so rctx carries no req_ip here.
-    const txn = options.transactionTokens
-    const policy = txn?.policyOf(upstream.name)
-    if (txn !== undefined && policy !== undefined && checked !== undefined) {
-      set.push([TXN_TOKEN_HEADER, await txn.minter.mint(policy, { identity, method: checked.method, path: checked.target.path, transport: checked.scheme })])
-    }
-  }
-  const setNames = new Set<string>()
-  for (const [name] of set) setNames.add(name)
-  const remove = identityHeadersToRemove(options.identityHeaders, received, setNames)
-  // As on the proxy: an upstream that takes Authorization as the gateway's token never gets the
-  // client's own (an `alg: none` JWT on a public path would otherwise pass for one).
-  if ((upstream.forwardAccessToken || upstream.tokenExchange !== undefined) && !setNames.has('authorization')) remove.push('authorization')
-  remove.push(...REQUEST_OVERRIDE_HEADER_NAMES)
-  const cookieHeader = received.cookie
-  if (typeof cookieHeader === 'string') {
-    const kept = stripCookies(cookieHeader, options.isGatewayCookie)
-    if (kept === undefined) remove.push('cookie')
-    else if (kept !== cookieHeader) set.push(['cookie', kept])
-  }
-  return { set, remove }
-}
-
-async function addCredentials(
-  set: Array<[string, string]>,
-  upstream: Extract<CheckVerdict, { outcome: 'pass' }>['upstream'],
-  identity: Identity,
-  { assertions, exchanger }: Pick<ExtAuthzOptions, 'assertions' | 'exchanger'>,
-): Promise<void> {
-  if (upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) set.push(['authorization', `Bearer ${identity.accessToken}`])
-  // RFC 8693: the upstream's own token, set by Envoy over the client's Authorization.
-  if (upstream.tokenExchange !== undefined) set.push(['authorization', `Bearer ${await exchanger.token(upstream, identity)}`])
-  if (upstream.identityAssertion && assertions.signer !== undefined) {
-    set.push([assertions.header.toLowerCase(), await assertions.signer.assertion(identity, upstream.name, claimHeadersOf(upstream.claimHeaders))])
-  }
-}
+/** What Envoy can do with an answer, over HTTP and gRPC alike. */
+export const ENVOY_EXIT: Exit = { redirects: true, carrier: 'edge' }
 
 /** The scheme the browser used: X-Forwarded-Proto (HTTP) or `scheme` (gRPC) when it says http(s), else the public URL's. */
 export function schemeOf(said: unknown, defaultScheme: string): string {
@@ -161,71 +77,25 @@ function unavailable(err: GatewayError): GatewayError {
   return new GatewayError('decision_unavailable', 'the request cannot be checked now: the provider is not answering', { extensions: { cause: err.code } })
 }
 
-export function createExtAuthzDecision(options: ExtAuthzOptions): ExtAuthzDecide {
-  const { checker } = options
+/** Envoy's decision over both transports: the Checker's answer at ENVOY_EXIT, a 5xx refusal said as Envoy's error case. */
+export function createEnvoyDecision(checker: Checker): EnvoyDecide {
   return async function decide(req, reply, checked, upstreamName) {
-    const logged: Record<string, unknown> = {
-      method: checked.method,
-      url: checker.loggedUrl(checked),
-    }
-    let verdict: CheckVerdict
-    try {
-      verdict = await checker.check(req, reply, checked, upstreamName)
-    } catch (err) {
-      if (!(err instanceof GatewayError)) throw err
-      logged.outcome = err.code
-      return { result: { kind: 'refused', error: unavailable(err) }, logged }
-    }
-    logged.upstream = verdict.upstream.name
-    logged.outcome = verdict.outcome
-    switch (verdict.outcome) {
-      case 'unauthenticated':
-        if (offersSignIn(verdict.upstream) && isNavigationOf(checked.method, req.headers))
-          return { result: { kind: 'sign_in', location: checker.signInUrl(checked, verdict.refreshable) }, logged }
-        return {
-          result: {
-            kind: 'refused',
-            error: unauthenticatedError(verdict.expired, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)),
-          },
-          logged,
-        }
-      case 'forbidden':
-        return { result: { kind: 'refused', error: forbiddenError(verdict.rulePath), identity: verdict.identity }, logged }
-      case 'step_up':
-        if (!verdict.bearer && isNavigationOf(checked.method, req.headers))
-          return { result: { kind: 'sign_in', location: checker.signInUrl(checked, false) }, logged }
-        return {
-          result: {
-            kind: 'refused',
-            error: stepUpError(verdict.requirement, checker.signInUrl(checked, false), checker.challenge(verdict.upstream, checked)),
-            identity: verdict.identity,
-          },
-          logged,
-        }
-      case 'pass': {
-        let allow: ExtAuthzAllow
-        try {
-          allow = await allowHeaders(verdict, req.headers, options, checked)
-        } catch (err) {
-          // A refused token exchange (403) or a provider down during it (an error: Envoy fails closed).
-          if (!(err instanceof GatewayError)) throw err
-          logged.outcome = err.code
-          return { result: { kind: 'refused', error: unavailable(err), identity: verdict.identity }, logged }
-        }
-        return { result: { kind: 'allow', identity: verdict.identity, allow }, logged }
-      }
-    }
+    const answer = await checker.answer(req, reply, checked, ENVOY_EXIT, upstreamName)
+    const logged: Record<string, unknown> = { method: checked.method, url: checker.loggedUrl(checked) }
+    if (answer.upstream !== undefined) logged.upstream = answer.upstream.name
+    logged.outcome = answer.outcome
+    return { answer: answer.kind === 'refuse' ? { ...answer, error: unavailable(answer.error) } : answer, logged }
   }
 }
 
-export interface ExtAuthzRouteOptions {
+export interface EnvoyHttpRouteOptions {
   pipeline: CheckPipeline
   /** forwardAuth.extAuthzPath: below /api/v1/openid, without a trailing slash. */
   path: string
   publicUrl: string
 }
 
-export async function extAuthzRoutes(app: FastifyInstance, options: ExtAuthzRouteOptions): Promise<void> {
+export async function envoyHttpRoutes(app: FastifyInstance, options: EnvoyHttpRouteOptions): Promise<void> {
   const { pipeline, path: prefix } = options
   const defaultScheme = new URL(options.publicUrl).protocol.slice(0, -1)
   // The pipeline's HTTP adapter: the request is the check call (its cookies read and former ones
@@ -256,10 +126,19 @@ function answerHttp(outcome: CheckOutcome, logged: Record<string, unknown>, _req
     case 'refused':
       reply.problemCode = outcome.code
       return reply.code(outcome.answer.status).headers(outcome.answer.headers).send(outcome.answer.body)
-    case 'allow':
+    case 'pass':
       reply.headers(PROBLEM_HEADERS)
-      for (const [name, value] of outcome.allow.set) reply.header(name, value)
-      if (outcome.allow.remove.length > 0) reply.header(HEADERS_TO_REMOVE, outcome.allow.remove.join(','))
+      for (const [name, value] of outcome.headers.set) reply.header(name, value)
+      if (outcome.headers.remove.length > 0) reply.header(HEADERS_TO_REMOVE, outcome.headers.remove.join(','))
       return reply.code(200).send()
   }
+}
+
+/** Envoy's ext_authz over HTTP: below its path prefix, the request checked. */
+export const ENVOY_HTTP: CheckDialect = {
+  name: 'envoy-http',
+  route: (config) => ({ path: config.forwardAuth.extAuthzPath, match: 'prefix' }),
+  async register(app, { envoy, publicUrl }, route) {
+    await app.register(envoyHttpRoutes, { pipeline: envoy, path: route.path, publicUrl })
+  },
 }

@@ -1,15 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
-import { isNavigationOf } from '../contract/navigation.js'
 import { checkContext, checkedTarget, type CheckedRequest, type Checker } from '../access/checker.js'
-import type { TokenExchanger } from '../proxy/token-exchange.js'
-import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from '../proxy/transaction-token.js'
-import { clientAddress, type TrustCheck } from '../proxy/forwarded.js'
-import { forbiddenError, offersSignIn, stepUpError, unauthenticatedError } from '../access/decision.js'
-import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, claimHeadersOf, identityHeaderValues, isHeaderSafeToken } from '../proxy/header-policy.js'
+import type { Exit } from '../access/answer.js'
+import { clientAddress, type TrustCheck } from '../upstream/forwarded.js'
+import { AUTH_REQUEST_HEADERS } from '../upstream/header-policy.js'
 import { canonicalHost, isHostValue } from '../access/match.js'
-import { FORWARD_AUTH_PATH } from '../contract/endpoints.js'
+import { ENDPOINTS, FORWARD_AUTH_PATH } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
+import { writeAnswer, type CheckDialect } from './dialect.js'
 
 // GET /api/v1/openid/auth: the forward-auth check of the contract, for ingress-nginx (`auth-url`)
 // and Traefik (ForwardAuth). The ingress asks "may this request through?" and serves the request
@@ -49,16 +47,24 @@ import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 
 export interface ForwardAuthOptions {
   checker: Checker
-  /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
-  exchanger: TokenExchanger
-  /** Transaction Tokens, when an upstream asks for them (upstreams[].transactionTokens). */
-  transactionTokens?: TransactionTokenMinting | undefined
   /** server.trustedProxies' test: the client an ingress names in X-Forwarded-For goes into a Txn-Token only when the ingress is trusted. */
   isTrustedProxy: TrustCheck
 }
 
 /** oauth2-proxy's names for the identity headers (header-policy.ts owns every identity header name). */
 export { AUTH_REQUEST_HEADERS }
+
+/**
+ * What each ingress can do with an answer: both copy the identity from X-Auth-Request-* (and the
+ * headers they are told to: Authorization, the assertion, Txn-Token); Traefik hands a non-2xx
+ * answer to the client as it is, so a browser's page load is sent to sign in here, while
+ * ingress-nginx turns anything but 2xx, 401 and 403 into a 500 and sends the browser to sign in
+ * itself (auth-signin).
+ */
+const EXITS: Record<OriginalRequest['ingress'], Exit> = {
+  traefik: { redirects: true, carrier: 'ingress' },
+  'ingress-nginx': { redirects: false, carrier: 'ingress' },
+}
 
 const ABSOLUTE_URL = /^(https?):\/\/([^/?#]*)(.*)$/i
 /** RFC 9110 5.6.2: a method is a token. */
@@ -170,75 +176,29 @@ export async function forwardAuthRoutes(app: FastifyInstance, options: ForwardAu
       reply.logFields = { forwardAuth: { outcome: 'bad_request', reason: (err as Error).message } }
       throw err
     }
-    const { method } = original
-    const logged = { method, url: checker.loggedUrl(original), ingress: original.ingress }
-    let verdict
+    const logged = { method: original.method, url: checker.loggedUrl(original), ingress: original.ingress }
+    // The client the ingress names, for a Transaction Token's req_ip: only from a trusted ingress.
+    const checked: CheckedRequest = { ...original, clientAddress: () => clientAddress(req.headers, req.socket.remoteAddress, options.isTrustedProxy) }
+    let answer
     try {
-      verdict = await checker.check(checkContext(req, original), reply, original)
+      answer = await checker.answer(checkContext(req, checked), reply, checked, EXITS[original.ingress])
     } catch (err) {
       reply.logFields = { forwardAuth: { ...logged, outcome: err instanceof GatewayError ? err.code : 'error' } }
       throw err
     }
-    reply.logFields = { forwardAuth: { ...logged, upstream: verdict.upstream.name, outcome: verdict.outcome } }
-    switch (verdict.outcome) {
-      case 'unauthenticated':
-        // Traefik hands a non-2xx answer to the client as it is, so a browser's page load is sent
-        // to sign in here; ingress-nginx turns anything but 2xx/401/403 into a 500, and sends the
-        // browser to sign in itself (auth-signin).
-        if (original.ingress === 'traefik' && offersSignIn(verdict.upstream) && isNavigationOf(method, req.headers)) {
-          return reply.redirect(checker.signInUrl(original, verdict.refreshable), 302)
-        }
-        throw unauthenticatedError(verdict.expired, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))
-      case 'forbidden':
-        // Who was refused, for the request line.
-        req.identity = verdict.identity
-        throw forbiddenError(verdict.rulePath)
-      case 'step_up':
-        req.identity = verdict.identity
-        // As for a sign-in: Traefik's page load is sent to sign in (the redirect endpoint asks for
-        // what the target's rule needs); ingress-nginx gets the 401 and sends the browser to its
-        // auth-signin, the same redirect endpoint.
-        if (!verdict.bearer && original.ingress === 'traefik' && isNavigationOf(method, req.headers)) {
-          return reply.redirect(checker.signInUrl(original, false), 302)
-        }
-        throw stepUpError(verdict.requirement, checker.signInUrl(original, false), checker.challenge(verdict.upstream, original))
-      case 'pass': {
-        const identity = verdict.identity
-        if (identity !== null) {
-          req.identity = identity
-          // The mapped user and groups as X-Auth-Request-*, and the upstream's extra identity
-          // headers under their own names, for the ingress to copy (auth-response-headers,
-          // authResponseHeaders).
-          reply.headers(
-            identityHeaderValues(identity.claims, AUTH_REQUEST_HEADERS, identity.issuer, identity.mapping, claimHeadersOf(verdict.upstream.claimHeaders)),
-          )
-          if (verdict.upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
-            reply.header(AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken)
-          } else if (verdict.upstream.tokenExchange !== undefined) {
-            // RFC 8693: the upstream's own token, never the user's. The ingress copies
-            // Authorization to the upstream request when told to (Traefik authResponseHeaders,
-            // ingress-nginx auth-response-headers); a refusal is 403, a provider down 502.
-            const token = await options.exchanger.token(verdict.upstream, identity)
-            reply.header('authorization', `Bearer ${token}`)
-            reply.header(AUTH_REQUEST_ACCESS_TOKEN, token)
-          }
-          // The ingress copies it over the client's own when told to (Traefik authResponseHeaders
-          // removes the client's copy of each listed header; ingress-nginx auth-response-headers
-          // sets it, empty when an allow carries none, which nginx sends as no header at all).
-          const policy = options.transactionTokens?.policyOf(verdict.upstream.name)
-          if (options.transactionTokens !== undefined && policy !== undefined) {
-            const token = await options.transactionTokens.minter.mint(policy, {
-              identity,
-              method: original.method,
-              path: original.target.path,
-              transport: original.scheme,
-              clientAddress: clientAddress(req.headers, req.socket.remoteAddress, options.isTrustedProxy),
-            })
-            reply.header(TXN_TOKEN_HEADER, token)
-          }
-        }
-        return reply.code(200).send()
-      }
+    reply.logFields = {
+      forwardAuth:
+        answer.upstream === undefined ? { ...logged, outcome: answer.outcome } : { ...logged, upstream: answer.upstream.name, outcome: answer.outcome },
     }
+    return writeAnswer(req, reply, answer)
   })
+}
+
+/** The forward-auth dialect: ingress-nginx's auth-url and Traefik's ForwardAuth (and nginx's auth_request, Caddy's forward_auth). */
+export const FORWARD_AUTH: CheckDialect = {
+  name: 'forward-auth',
+  route: () => ({ path: ENDPOINTS.forwardAuth.path, match: 'endpoint' }),
+  async register(app, { checker, isTrustedProxy }) {
+    await app.register(forwardAuthRoutes, { checker, isTrustedProxy })
+  },
 }

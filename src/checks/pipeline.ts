@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError, type ProblemCode } from '../contract/errors.js'
 import { loggedUser, type Identity } from '../contract/identity.js'
+import type { Answer } from '../access/answer.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import type { AccessLog } from '../ops/access-log.js'
 import { GATEWAY_ROUTE, type GatewayMetrics } from '../ops/metrics.js'
@@ -16,7 +17,7 @@ import type { DecisionRequest } from '../access/decision.js'
 // every step is here, once, the same for both:
 // - the request checked is described by the transport; what it cannot describe is a 400 (RFC 9110
 //   15.5.1), logged with its reason, never a decision about a guess;
-// - the decision is the Checker's (createExtAuthzDecision over access/checker.ts), on the check's
+// - the answer is the Checker's (access/checker.ts Checker.answer, envoy-http.ts createEnvoyDecision), on the check's
 //   DecisionRequest (checkContext: the client's cookies, the checked request's target as its URL);
 // - cookies a decision sets (a refreshed session) go to the transport's SessionReply: Fastify's
 //   reply over HTTP, Set-Cookie lines over gRPC (RFC 6265 4.1: one header line per cookie);
@@ -32,24 +33,9 @@ import type { DecisionRequest } from '../access/decision.js'
 // handler answers it 500, the gRPC service 503 (never a gRPC error, which Envoy's
 // failure_mode_allow would let through).
 
-/** The answer of an allow, whichever way it travels (the HTTP headers here, gRPC's OkHttpResponse). */
-export interface ExtAuthzAllow {
-  /** Headers to set on the upstream request, lower-case names. */
-  set: Array<[string, string]>
-  /** Request headers the upstream must not receive. */
-  remove: string[]
-}
-
-/** What a check comes to, before a protocol renders it. */
-export type ExtAuthzResult =
-  | { kind: 'allow'; identity: Identity | null; allow: ExtAuthzAllow }
-  /** A browser navigation without a session: 302 to `location`. */
-  | { kind: 'sign_in'; location: string }
-  /** 400, 401, 403, 404, or a 5xx that says the request cannot be decided now; `identity`: who a 403 refused. */
-  | { kind: 'refused'; error: GatewayError; identity?: Identity | null }
-
-export interface ExtAuthzDecision {
-  result: ExtAuthzResult
+/** What Envoy's check comes to, before a transport writes it: the answer (access/answer.ts) and the request line's fields. */
+export interface EnvoyDecision {
+  answer: Answer
   /** The request line's `extAuthz` fields: the request checked, the upstream and the outcome. */
   logged: Record<string, unknown>
 }
@@ -58,7 +44,7 @@ export interface ExtAuthzDecision {
  * The decision of a check. `req` is the request checked (checkContext): its cookies and headers as
  * the client sent them, its target the client's. Throws only what is not a GatewayError (a bug).
  */
-export type ExtAuthzDecide = (req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined) => Promise<ExtAuthzDecision>
+export type EnvoyDecide = (req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName: string | undefined) => Promise<EnvoyDecision>
 
 /**
  * A check request, whichever transport carried it. A FastifyRequest is one (its cookies read by the
@@ -73,8 +59,8 @@ export interface CheckCall extends ProblemRequest {
 
 /** A check's answer, before a transport writes it. */
 export type CheckOutcome =
-  /** An allow, or a browser navigation without a session sent to sign in: the decision's result as it is. */
-  | Exclude<ExtAuthzResult, { kind: 'refused' }>
+  /** A pass, or a browser's page load sent to sign in: the answer as it is. */
+  | Exclude<Answer, { kind: 'refuse' }>
   /** A refusal, rendered: `code` is the problem's (the metrics' `code`). */
   | { kind: 'refused'; code: ProblemCode; answer: ProblemAnswer }
 
@@ -98,7 +84,7 @@ export interface CheckTransport<Source, Call extends CheckCall, Reply extends Se
 }
 
 export interface CheckPipelineOptions {
-  decide: ExtAuthzDecide
+  decide: EnvoyDecide
   answerProblem: ProblemAnswerer
 }
 
@@ -135,22 +121,19 @@ export function createCheckPipeline({ decide, answerProblem }: CheckPipelineOpti
       }
       const req = checkContext(call, checked)
       transport.expireFormer?.(req, reply)
-      const { result, logged } = await decide(req, reply, checked, upstreamName)
-      if (result.kind === 'refused') {
-        // Who a 403 refused, for the request line and the page.
-        call.identity = result.identity ?? null
-        return transport.answer(await refusal(call, result.error), logged, call, reply)
-      }
-      if (result.kind === 'allow') call.identity = result.identity
-      // An allow or a sign-in is the decision's own result: nothing more is allocated on the hot path.
-      return transport.answer(result, logged, call, reply)
+      const { answer, logged } = await decide(req, reply, checked, upstreamName)
+      // Who was decided on (who a 403 refused), for the request line and the page.
+      call.identity = answer.identity
+      if (answer.kind === 'refuse') return transport.answer(await refusal(call, answer.error), logged, call, reply)
+      // A pass or a sign-in is the answer as it is: nothing more is allocated on the hot path.
+      return transport.answer(answer, logged, call, reply)
     },
   }
 }
 
 /** The HTTP status of an outcome (the request line's and the metric's). */
 export function statusOf(outcome: CheckOutcome): number {
-  return outcome.kind === 'allow' ? 200 : outcome.kind === 'sign_in' ? 302 : outcome.answer.status
+  return outcome.kind === 'pass' ? 200 : outcome.kind === 'sign_in' ? 302 : outcome.answer.status
 }
 
 /** Where a gRPC check is recorded: the app's request metrics and request line. */

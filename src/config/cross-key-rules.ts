@@ -5,7 +5,7 @@
 import { isIP } from 'node:net'
 import { ENDPOINT_SEGMENTS, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
-import { canonicalHeaderName } from '../proxy/header-policy.js'
+import { canonicalHeaderName } from '../upstream/header-policy.js'
 import { foldPath } from '../access/ambiguity.js'
 import { createPublicPathMatcher } from '../access/public-paths.js'
 import { normalizeHosts, normalizePathPrefix } from './normalize.js'
@@ -446,7 +446,7 @@ function checkDpopForwarding(read: Read, upstreams: unknown, at: readonly Path[]
   })
 }
 
-// Token exchange (proxy/token-exchange.ts) and protected resource metadata need a signed-in user:
+// Token exchange (upstream/token-exchange.ts) and protected resource metadata need a signed-in user:
 // with `auth: none` no token is ever read, so the exchange would never run and the upstream
 // would receive nothing, which a configuration must not pretend otherwise. The exchanged token
 // is the upstream's only Authorization, so forwardAccessToken (the user's own) contradicts it;

@@ -5,7 +5,7 @@
 import { BlockList, isIP } from 'node:net'
 import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
 import { parseClaimPath } from '../contract/claim-path.js'
-import { isReservedHeaderName } from '../proxy/header-policy.js'
+import { isReservedHeaderName } from '../upstream/header-policy.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
 import { globProblem } from '../access/public-paths.js'

@@ -72,6 +72,16 @@ export function redirectUri(publicUrl: string, callback: string): string {
   return publicUrl + callback
 }
 export const FORWARD_AUTH_PATH = ENDPOINTS.forwardAuth.path
+
+/**
+ * Where a check dialect is asked (checks/dialects.ts): an endpoint of the table, with nothing, `/`
+ * or `?` after its path, or a configured prefix followed by `/` and the path checked. A request
+ * to one is routed on its raw target (access/checker.ts isCheckRoute).
+ */
+export interface CheckRoute {
+  readonly path: string
+  readonly match: 'endpoint' | 'prefix'
+}
 export const BACKCHANNEL_LOGOUT_PATH = ENDPOINTS.backchannelLogout.path
 export const SIGN_OUT_PATH = ENDPOINTS.signOut.path
 export const SSF_EVENTS_PATH = ENDPOINTS.ssfEvents.path

@@ -46,7 +46,7 @@ const headerSetter: TextMapSetter<Headers> = {
 
 export interface RequestTracingOptions {
   tracing: Tracing
-  /** Whether the request's peer is one of server.trustedProxies (proxy/forwarded.ts createTrustCheck). */
+  /** Whether the request's peer is one of server.trustedProxies (upstream/forwarded.ts createTrustCheck). */
   isTrustedProxy: (address: string | undefined) => boolean
 }
 

@@ -233,7 +233,7 @@ export interface PathRule {
   allow: AllowRules
 }
 
-/** RFC 8693 token exchange for an upstream (proxy/token-exchange.ts); at least one key. */
+/** RFC 8693 token exchange for an upstream (upstream/token-exchange.ts); at least one key. */
 export interface TokenExchangeConfig {
   audience?: string
   scope?: string[]
@@ -298,7 +298,7 @@ export interface AssertionsConfig {
   ttlSeconds: number
 }
 
-/** One upstream's Transaction Tokens (src/proxy/transaction-token.ts). */
+/** One upstream's Transaction Tokens (src/upstream/transaction-token.ts). */
 export interface TransactionTokensConfig {
   /** `aud`: the trust domain the token is valid in. */
   trustDomain: string

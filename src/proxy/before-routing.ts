@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { GatewayError } from '../contract/errors.js'
+import type { CheckRoute } from '../contract/endpoints.js'
 import type { UpstreamConfig } from '../options/types.js'
 import { createRoutingAmbiguityCheck } from '../access/ambiguity.js'
 import { isCheckRoute } from '../access/checker.js'
@@ -17,7 +18,7 @@ import type { GatewayCookies } from '../session/cookies.js'
 // - a second Host line (RFC 9110 7.2: a request has one Host; two readers may take different ones);
 // - a path that does not normalize;
 // - a check endpoint's target that is not already in normal form (access/checker.ts isCheckRoute:
-//   normalized first, `<extAuthzPath>/../redirect` would reach the sign-in endpoint, whose 200
+//   normalized first, `<Envoy's prefix>/../redirect` would reach the sign-in endpoint, whose 200
 //   Envoy takes for an allow);
 // - a path that reads as another route in another case or without trailing dots or spaces
 //   (access/ambiguity.ts).
@@ -32,7 +33,7 @@ type MarkedRequest = IncomingMessage & { [kRefusedTarget]?: string }
  * that cannot be read for certain is routed to `/` and marked; `beforeRouting` answers it 400.
  * A check endpoint is recognized on the raw target and never rewritten.
  */
-export function rewriteRequestTarget(extAuthzPath: string): (raw: IncomingMessage) => string {
+export function rewriteRequestTarget(checkRoutes: readonly CheckRoute[]): (raw: IncomingMessage) => string {
   return function rewriteRequestTarget(raw) {
     // One spelling of the host too: the router's host constraints, the guard and the
     // X-Forwarded-Host the gateway sets all read this header.
@@ -44,7 +45,7 @@ export function rewriteRequestTarget(extAuthzPath: string): (raw: IncomingMessag
       ? 'the request has more than one Host header'
       : normalized === null
         ? 'the request path is malformed'
-        : isCheckRoute(url, extAuthzPath) && !isInNormalForm(url, normalized)
+        : isCheckRoute(url, checkRoutes) && !isInNormalForm(url, normalized)
           ? "a check's request path must be in normal form"
           : undefined
     if (normalized === null || refused !== undefined) {

@@ -1,33 +1,27 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
-import { refreshPath, signInPath } from '../contract/endpoints.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import { isNavigation } from '../contract/navigation.js'
-import type { BearerChallengeParams } from '../access/bearer-challenge.js'
-import { challengeScope, resourceMetadataUrl } from '../access/resource-metadata.js'
-import {
-  offersSignIn,
-  forbiddenError,
-  isPreflight,
-  logForbidden,
-  logStepUp,
-  signInLocation,
-  stepUpError,
-  unauthenticatedError,
-  type AccessDecisions,
-  type SignInOrigin,
-  type UpstreamAccess,
-} from '../access/decision.js'
+import type { Answers, Exit } from '../access/answer.js'
+import { isPreflight, verdictOf, type AccessDecisions, type UpstreamAccess } from '../access/decision.js'
+import { clientAddress, type TrustCheck } from '../upstream/forwarded.js'
+import type { UpstreamHeaders } from '../upstream/credentials.js'
 
-// The auth guard of one upstream (ProxyGuard.admit): the proxy's answer to the access decision
-// (access/decision.ts UpstreamAccess.decide), before anything is proxied: pass with the identity,
-// a redirect to sign in for a page load, else the contract's 401 (RFC 6750 3.1, RFC 9470 3 for a
-// step-up, with RFC 9728 5.1's `resource_metadata`) or 403. Runs on every proxied request (and
-// on WebSocket upgrades).
+// The auth guard of one upstream (ProxyGuard.admit): the proxy's exit of the access decision,
+// before anything is proxied. The decision is access/decision.ts UpstreamAccess.decide and its
+// answer access/answer.ts's, as at every check dialect: pass with what the upstream receives, a
+// redirect to sign in for a page load, else the contract's 401 (RFC 6750 3.1, RFC 9470 3 for a
+// step-up, with RFC 9728 5.1's `resource_metadata`) or 403, thrown for the error handler. Runs on
+// every proxied request (and on WebSocket upgrades).
 
-/** What the guard of an upstream needs: the configuration's access decisions, and where browsers sign in. */
-export interface GuardDeps extends SignInOrigin {
+/** The proxy's answers reach the browser, and the gateway forwards the request itself. */
+const PROXY_EXIT: Exit = { redirects: true, carrier: 'proxy' }
+
+/** What the guard of an upstream needs: the configuration's access decisions and answers. */
+export interface GuardDeps {
   access: AccessDecisions
+  answers: Answers
+  /** server.trustedProxies' test: whose X-Forwarded-For and -Proto name the client (a Transaction Token's req_ip and transport). */
+  isTrustedProxy: TrustCheck
 }
 
 function pathOf(url: string): string {
@@ -35,83 +29,59 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
+/** The scheme the client used: a trusted peer's X-Forwarded-Proto when it says http(s), else the gateway's own. */
+function clientScheme(req: FastifyRequest, isTrusted: TrustCheck): string {
+  const said = isTrusted(req.socket.remoteAddress) ? req.headers['x-forwarded-proto'] : undefined
+  return said === 'https' || said === 'http' ? said : req.protocol
+}
+
 export class ProxyGuard {
   readonly #upstream: UpstreamConfig
   readonly #access: UpstreamAccess
   readonly #deps: GuardDeps
-  readonly #publicHost: string
-  /**
-   * Without match.hosts the metadata document's URL is on the public origin whatever the
-   * request's host: worked out once, not on every 401.
-   */
-  readonly #fixedChallenge: BearerChallengeParams | undefined
-  /**
-   * `tokenAudience: resource`: no session signs in, so a page load is answered with the 401 too (a
-   * sign-in redirect would come back to the same 401 for ever).
-   */
-  readonly #bearerOnly: boolean
 
   constructor(upstream: UpstreamConfig, deps: GuardDeps) {
     this.#upstream = upstream
     this.#access = deps.access.of(upstream)
     this.#deps = deps
-    this.#publicHost = new URL(deps.publicUrl).host
-    this.#fixedChallenge = upstream.match.hosts === undefined ? this.#challengeAt(undefined) : undefined
-    this.#bearerOnly = !offersSignIn(upstream)
   }
 
-  /** Decides `req` before anything is proxied: undefined to proxy it (`req.identity` set), else the reply sent. */
-  async admit(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  /**
+   * Decides `req` before anything is proxied: the headers the upstream receives to proxy it
+   * (`req.identity` set), else null when answered on `reply` (a redirect); a refusal is thrown.
+   */
+  async admit(req: FastifyRequest, reply: FastifyReply): Promise<UpstreamHeaders | null> {
     req.identity = null
     const upstream = this.#upstream
-    const decision = await this.#access.decide(req, reply, { path: pathOf(req.url), preflight: isPreflight(req.method, req.headers), host: req.headers.host })
-    switch (decision.outcome) {
+    const path = pathOf(req.url)
+    const decision = await this.#access.decide(req, reply, { path, preflight: isPreflight(req.method, req.headers), host: req.headers.host })
+    const { isTrustedProxy } = this.#deps
+    const answer = await this.#deps.answers.answer(
+      verdictOf(upstream, decision, req),
+      {
+        method: req.method,
+        headers: req.headers,
+        scheme: req.protocol,
+        host: req.headers.host,
+        target: req.url,
+        path,
+        get transport() {
+          return clientScheme(req, isTrustedProxy)
+        },
+        clientAddress: () => clientAddress(req.headers, req.socket.remoteAddress, isTrustedProxy),
+      },
+      PROXY_EXIT,
+    )
+    // Who was established, though refused: the request line names them (ops/access-log.ts).
+    req.identity = answer.identity
+    switch (answer.kind) {
       case 'pass':
-        req.identity = decision.identity
-        return undefined
-      case 'unauthenticated':
-        return this.#refuse(req, reply, decision.expired, decision.refreshable)
-      case 'forbidden':
-        // Established, though refused: the request line names who was refused (ops/access-log.ts).
-        req.identity = decision.identity
-        logForbidden(req, upstream, decision)
-        throw forbiddenError(decision.rulePath)
-      case 'step_up':
-        req.identity = decision.identity
-        logStepUp(req, upstream, decision)
-        // A page load signs in again: the redirect endpoint asks for what the target's rule needs
-        // and the callback upgrades this session. A Bearer token cannot be upgraded that way.
-        if (!decision.bearer && isNavigation(req)) return reply.headers(PROBLEM_HEADERS).redirect(this.#navigateTo(req, false), 302)
-        throw stepUpError(decision.requirement, this.#deps.publicUrl + signInPath(req.url), this.#challengeOf(req))
+        return answer.headers
+      case 'sign_in':
+        reply.headers(PROBLEM_HEADERS).redirect(answer.location, 302)
+        return null
+      case 'refuse':
+        throw answer.error
     }
-  }
-
-  // On the public host the path alone (the browser stays on its origin); on another host (match.hosts)
-  // the public origin's endpoint, with the page's absolute URL to come back to.
-  #navigateTo(req: FastifyRequest, refreshable: boolean): string {
-    const target = req.url
-    const host = req.headers.host
-    if (host === undefined || host === this.#publicHost) return refreshable ? refreshPath(target) : signInPath(target)
-    return signInLocation(this.#deps, { scheme: req.protocol, host, target }, refreshable)
-  }
-
-  #refuse(req: FastifyRequest, reply: FastifyReply, expired: boolean, refreshable: boolean): FastifyReply {
-    const target = req.url
-    if (!this.#bearerOnly && isNavigation(req)) {
-      // With cookies.credentialsPath: /api/v1/openid the refresh token is not sent here; the
-      // refresh endpoint can read it, and falls back to signing in again.
-      return reply.headers(PROBLEM_HEADERS).redirect(this.#navigateTo(req, refreshable), 302)
-    }
-    throw unauthenticatedError(expired, this.#deps.publicUrl + signInPath(target), this.#challengeOf(req))
-  }
-
-  // RFC 9728 5.1: where this upstream's metadata is, when it publishes some (and the scopes to ask for, challengeScope).
-  #challengeAt(host: string | undefined): BearerChallengeParams {
-    const url = resourceMetadataUrl(this.#upstream, this.#deps.publicUrl, host)
-    return url === undefined ? {} : { resource_metadata: url, scope: challengeScope(this.#upstream) }
-  }
-
-  #challengeOf(req: FastifyRequest): BearerChallengeParams {
-    return this.#fixedChallenge ?? this.#challengeAt(req.headers.host)
   }
 }

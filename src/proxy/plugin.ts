@@ -1,26 +1,16 @@
-import type { IdentityAssertions } from './identity-assertion.js'
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
 import type { UpstreamTracing } from '../ops/request-tracing.js'
 import { GatewayError } from '../contract/errors.js'
 import { ProxyGuard, type GuardDeps } from './guard.js'
-import { clientAddress, createTrustCheck, forwardedValues, type ForwardedHost } from './forwarded.js'
-import {
-  GATEWAY_ONLY_HEADERS,
-  createHeaderScrubber,
-  type IdentityHeaderUnion,
-  claimHeadersOf,
-  identityHeaderValues,
-  scrubResponseHeaders,
-  stripCookies,
-} from './header-policy.js'
+import { forwardedValues, type ForwardedHost } from '../upstream/forwarded.js'
+import { createHeaderScrubber, scrubResponseHeaders } from '../upstream/header-policy.js'
+import type { UpstreamCredentials, UpstreamHeaders } from '../upstream/credentials.js'
 import { hostPattern } from '../access/match.js'
 import { upstreamConnector } from './upstream-tls.js'
 import { createUpgradePolicy, isUpgradeRequest, type TrustedOriginTest } from './websocket.js'
 import type { WebSocketRegistry } from './websocket-registry.js'
-import type { TokenExchanger } from './token-exchange.js'
-import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from './transaction-token.js'
 
 // One @fastify/http-proxy registration per upstream. Fastify's router does the matching: each
 // upstream owns the routes `<prefix>` and `<prefix>/*`, constrained to its hosts, so the longest
@@ -29,11 +19,10 @@ import { TXN_TOKEN_HEADER, type TransactionTokenMinting } from './transaction-to
 
 export interface ProxyOptions extends GuardDeps {
   upstreams: UpstreamConfig[]
-  trustedProxies: string[]
   /** The X-Forwarded-Host sent for a request's (or a trusted peer's) host: a host the gateway serves. */
   forwardedHost: ForwardedHost
-  /** A cookie the upstream must not receive (a gateway cookie's name or a gateway seal as its value). */
-  isGatewayCookie: (name: string, value: string) => boolean
+  /** What each upstream receives (upstream/credentials.ts): the headers the guard's answer sets, the client's it strips, the gateway's cookies kept back. */
+  credentials: UpstreamCredentials
   /** A name the gateway's cookies have had: an upstream's Set-Cookie may not touch it. */
   isGatewayCookieName: (name: string) => boolean
   /** Open WebSockets, closed when their access ends (websocket-registry.ts). */
@@ -42,14 +31,6 @@ export interface ProxyOptions extends GuardDeps {
   grantWebSocket: (req: FastifyRequest) => Promise<void>
   /** Whether a page of this origin belongs to the application (WebSocket Origin check). */
   isTrustedOrigin: TrustedOriginTest
-  /** Every identity header name of the configuration (the assertion header among them): no upstream receives a client's copy of any. */
-  identityHeaders: IdentityHeaderUnion
-  /** The assertion header and its signer, when keys are configured. */
-  assertions: { header: string; signer: IdentityAssertions | undefined }
-  /** Exchanges the user's token for an upstream's (upstreams[].tokenExchange). */
-  exchanger: TokenExchanger
-  /** The minter of Transaction Tokens and each upstream's policy, when an upstream asks for them (upstreams[].transactionTokens). */
-  transactionTokens?: TransactionTokenMinting | undefined
   /** With telemetry.tracing: the decision's and the upstream call's spans, and the traceparent sent upstream. */
   tracing?: UpstreamTracing
 }
@@ -81,17 +62,9 @@ export const UPSTREAM_POOL = {
 const kContentType = Symbol('openid-gateway.contentType')
 type WithContentType = FastifyRequest & { [kContentType]?: string }
 
-/** The request's signed identity assertion, from the preHandler to the header rewrite. */
-const kAssertion = Symbol('openid-gateway.assertion')
-type WithAssertion = FastifyRequest & { [kAssertion]?: string }
-
-/** The request's Transaction Token, from the preHandler to the header rewrite. */
-const kTxnToken = Symbol('openid-gateway.txnToken')
-type WithTxnToken = FastifyRequest & { [kTxnToken]?: string }
-
-/** The request's exchanged token (tokenExchange), from the preHandler to the header rewrite. */
-const kExchanged = Symbol('openid-gateway.exchanged')
-type WithExchanged = FastifyRequest & { [kExchanged]?: string }
+/** What the upstream receives for the request (the guard's answer), from the preHandler to the header rewrite. */
+const kCredentials = Symbol('openid-gateway.credentials')
+type WithCredentials = FastifyRequest & { [kCredentials]?: UpstreamHeaders }
 
 /**
  * Bodies reach the upstream byte for byte with the client's Content-Type, whatever it says: the
@@ -109,45 +82,27 @@ function bodyAsIs(req: FastifyRequest, _reply: FastifyReply, done: () => void): 
 }
 
 export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): Promise<void> {
-  const isTrusted = createTrustCheck(options.trustedProxies)
+  const { isTrustedProxy } = options
   app.addHook('onRequest', bodyAsIs)
 
   for (const upstream of options.upstreams) {
-    const names = upstream.identityHeaders
-    // Parsed once, here: the requests only read them.
-    const claimHeaders = claimHeadersOf(upstream.claimHeaders)
-    const assertionHeader = options.assertions.header.toLowerCase()
-    // config/cross-key-rules.ts requires the keys whenever an upstream asks for assertions.
-    const signer = upstream.identityAssertion ? options.assertions.signer : undefined
-    const exchanges = upstream.tokenExchange !== undefined
-    // config/cross-key-rules.ts requires the keys whenever an upstream asks for Transaction Tokens.
-    const txnPolicy = options.transactionTokens?.policyOf(upstream.name)
-    const txnMinter = txnPolicy === undefined ? undefined : options.transactionTokens?.minter
+    const writer = options.credentials.of(upstream)
     const passHost = upstream.passHostHeader
-    // Every upstream strips every identity name of the configuration, not only its own: one
-    // application behind a public and a protected upstream reads its names on every route.
-    const scrub = createHeaderScrubber([
-      ...options.identityHeaders.names,
-      // The verified identity's token (or its exchange for this upstream, RFC 8693) is the only
-      // Authorization such an upstream may receive: never the client's own.
-      ...(upstream.forwardAccessToken || exchanges ? ['authorization'] : []),
-      ...GATEWAY_ONLY_HEADERS,
-    ])
+    // Every upstream strips every identity name of the configuration, not only its own, the
+    // client's Authorization where the gateway owns it, and what only the gateway sets.
+    const scrub = createHeaderScrubber(writer.strippedNames)
 
     /** The header policy, shared by HTTP requests and WebSocket upgrades. */
     const rewrite = (req: FastifyRequest, headers: Headers): Headers => {
-      const forwarded = forwardedValues(req.headers, req.socket.remoteAddress, isTrusted(req.socket.remoteAddress), req.protocol, options.forwardedHost)
+      const forwarded = forwardedValues(req.headers, req.socket.remoteAddress, isTrustedProxy(req.socket.remoteAddress), req.protocol, options.forwardedHost)
       // The client's headers less the hop-by-hop ones and these, copied in one pass; then the
       // gateway's, added one by one (Object.assign into a fresh object costs more).
       const out = scrub(headers)
       const contentType = (req as WithContentType)[kContentType]
       if (contentType !== undefined) out['content-type'] = contentType
-      const cookie = out.cookie
-      if (typeof cookie === 'string') {
-        const kept = stripCookies(cookie, options.isGatewayCookie)
-        if (kept === undefined) delete out.cookie
-        else out.cookie = kept
-      }
+      const cookie = writer.cookie(out.cookie)
+      if (cookie === null) delete out.cookie
+      else if (cookie !== undefined) out.cookie = cookie
       out['x-forwarded-for'] = forwarded['x-forwarded-for']
       out['x-forwarded-proto'] = forwarded['x-forwarded-proto']
       out['x-forwarded-host'] = forwarded['x-forwarded-host']
@@ -155,21 +110,9 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       // WebSocket client sets it from the target URL when the headers carry none. Passing the
       // host overrides both, with the served host, never the client's own (forwarded.ts).
       if (passHost) out.host = forwarded['x-forwarded-host']
-      const identity = req.identity
-      if (identity !== null) {
-        const values = identityHeaderValues(identity.claims, names, identity.issuer, identity.mapping, claimHeaders)
-        for (const name in values) out[name] = values[name]
-        if (upstream.forwardAccessToken) out.authorization = `Bearer ${identity.accessToken}`
-        else if (exchanges) {
-          const exchanged = (req as WithExchanged)[kExchanged]
-          if (exchanged !== undefined) out.authorization = `Bearer ${exchanged}`
-        }
-        const assertion = signer === undefined ? undefined : (req as WithAssertion)[kAssertion]
-        if (assertion !== undefined) out[assertionHeader] = assertion
-        // The client's copy went with the scrub (the identity header union names it): only the gateway's is sent.
-        const txnToken = txnMinter === undefined ? undefined : (req as WithTxnToken)[kTxnToken]
-        if (txnToken !== undefined) out[TXN_TOKEN_HEADER] = txnToken
-      }
+      // The client's copies went with the scrub (the identity header union names them): only the gateway's are sent.
+      const credentials = (req as WithCredentials)[kCredentials]
+      if (credentials !== undefined) for (const [name, value] of credentials.set) out[name] = value
       return out
     }
 
@@ -212,37 +155,19 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       ...(upstream.match.hosts === undefined ? {} : { constraints: { host: hostPattern(upstream.match.hosts) } }),
       // @fastify/http-proxy types preHandler as a callback hook; Fastify awaits an async hook's
       // promise (its Hooks reference), which is how a refusal thrown here becomes the answer.
-      preHandler:
-        // eslint-disable-next-line @typescript-eslint/no-misused-promises
-        signer === undefined && txnMinter === undefined && !upstream.websocket && !exchanges
-          ? async (req: FastifyRequest, reply: FastifyReply) => {
-              enforceUpgradePolicy(req.headers)
-              return guard(req, reply)
-            }
-          : async (req: FastifyRequest, reply: FastifyReply) => {
-              enforceUpgradePolicy(req.headers)
-              const answered = await guard(req, reply)
-              if (answered !== undefined) return answered
-              // Before the assertion and the WebSocket grant: a refused exchange (403) or a
-              // provider down (502) answers instead, and nothing reaches the upstream.
-              if (exchanges && req.identity !== null) (req as WithExchanged)[kExchanged] = await options.exchanger.token(upstream, req.identity)
-              // Signed here, where waiting is possible: the header rewrite that sends it is synchronous.
-              if (signer !== undefined && req.identity !== null)
-                (req as WithAssertion)[kAssertion] = await signer.assertion(req.identity, upstream.name, claimHeaders)
-              // One per request, WebSocket upgrades included (the upgrade is the transaction).
-              if (txnMinter !== undefined && txnPolicy !== undefined && req.identity !== null) {
-                const path = req.url.indexOf('?')
-                ;(req as WithTxnToken)[kTxnToken] = await txnMinter.mint(txnPolicy, {
-                  identity: req.identity,
-                  method: req.method,
-                  path: path === -1 ? req.url : req.url.slice(0, path),
-                  transport: clientScheme(req, isTrusted(req.socket.remoteAddress)),
-                  clientAddress: clientAddress(req.headers, req.socket.remoteAddress, isTrusted),
-                })
-              }
-              if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)
-              return undefined
-            },
+      // eslint-disable-next-line @typescript-eslint/no-misused-promises
+      preHandler: async (req: FastifyRequest, reply: FastifyReply) => {
+        enforceUpgradePolicy(req.headers)
+        // The credentials are the guard's answer: a refused exchange (403) or a provider down
+        // (502) is thrown before anything reaches the upstream. Signed here, where waiting is
+        // possible: the header rewrite that sends them is synchronous.
+        const admitted = await guard(req, reply)
+        // Answered already (a redirect to sign in): nothing is proxied.
+        if (admitted === null) return reply
+        ;(req as WithCredentials)[kCredentials] = admitted
+        if (upstream.websocket && isUpgradeRequest(req.headers)) await options.grantWebSocket(req)
+        return undefined
+      },
       websocket: upstream.websocket,
       // Each socket it accepts is tracked under its upgrade's grant, and closed when that ends.
       // (The types allow wsServerOptions only with a literal `websocket: true`.)
@@ -274,12 +199,6 @@ export async function proxyPlugin(app: FastifyInstance, options: ProxyOptions): 
       },
     })
   }
-}
-
-/** The scheme the client used: a trusted peer's X-Forwarded-Proto when it says http(s), else the gateway's own. */
-function clientScheme(req: FastifyRequest, trusted: boolean): string {
-  const said = trusted ? req.headers['x-forwarded-proto'] : undefined
-  return said === 'https' || said === 'http' ? said : req.protocol
 }
 
 /** The WebSocket client forwards no client headers by default; these few are passed on. */

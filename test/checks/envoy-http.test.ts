@@ -5,7 +5,7 @@ import type { Problem } from '#src/contract/errors'
 import { manualClock } from '../fixtures/clock.ts'
 import { type CheckAnswer, checkRequestFor, DEFAULT_IDENTITY_HEADERS, sendCheck } from '../fixtures/envoy.ts'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
-import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/upstream/header-policy'
 
 // The Envoy ext_authz HTTP check (ANY /api/v1/openid/ext-authz/<path>), driven exactly as Envoy
 // sends it (test/fixtures/envoy.ts, each rule cited there), against a real oidc-provider.

@@ -452,7 +452,7 @@ t.test('upstreams: identityHeaders', async (t) => {
     'Authorization': header({ user: 'Authorization' }, 'user: must not be a header that HTTP or the gateway itself manages'),
     'X-Forwarded-For with underscores': header({ email: 'x_forwarded_for' }, 'email: must not be a header that HTTP or the gateway itself manages'),
     'X-Auth-Request-*': header({ groups: 'X-Auth-Request-Groups' }, 'groups: must not be a header that HTTP or the gateway itself manages'),
-    // The header policy (proxy/header-policy.ts) is asked: client-address, request-override
+    // The header policy (upstream/header-policy.ts) is asked: client-address, request-override
     // and hop-by-hop headers are refused like the rest.
     'True-Client-IP': header({ user: 'True-Client-IP' }, 'user: must not be a header that HTTP or the gateway itself manages'),
     'X-Original-URI': header({ email: 'X-Original-URI' }, 'email: must not be a header that HTTP or the gateway itself manages'),

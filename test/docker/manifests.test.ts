@@ -14,7 +14,7 @@ import { HTTP_PORT, MANAGEMENT_PORT } from '../fixtures/k8s-checks.ts'
 import { type K8sObject, type Rendered, SECRET_LIKE, gateway, gatewayConfig, portNumber, schemaProblems, sidecarProblems, stringValues } from '../fixtures/k8s-objects.ts'
 import { kustomizations, kustomize } from '../fixtures/kustomize.ts'
 import { AUTH_REQUEST_HEADERS as FORWARD_AUTH_IDENTITY_HEADERS } from '#src/checks/forward-auth'
-import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/upstream/header-policy'
 
 // Every kustomization under docker/k8s renders (kubectl 1.35, kustomize v5.7, of test/fixtures/
 // kube-tools.ts; their gateway objects come from the chart, test/docker/chart-rendered.test.ts), every

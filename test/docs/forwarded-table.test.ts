@@ -1,13 +1,13 @@
 // docs/proxying.md's "What the application receives" table is the one the code exports
-// (src/proxy/forwarded.ts APPLICATION_RECEIVES), row for row, and what its proxy rows say of the
+// (src/upstream/forwarded.ts APPLICATION_RECEIVES), row for row, and what its proxy rows say of the
 // headers the gateway removes is what the header policy strips. The proxy and WebSocket rows'
 // values are measured in test/e2e/host-header.test.ts.
 
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { APPLICATION_RECEIVES, applicationReceivesTable } from '#src/proxy/forwarded'
-import { GATEWAY_ONLY_HEADERS, createHeaderScrubber } from '#src/proxy/header-policy'
+import { APPLICATION_RECEIVES, applicationReceivesTable } from '#src/upstream/forwarded'
+import { GATEWAY_ONLY_HEADERS, createHeaderScrubber } from '#src/upstream/header-policy'
 import { DOCS } from '../fixtures/markdown.ts'
 
 const page = readFileSync(join(DOCS, 'proxying.md'), 'utf8')

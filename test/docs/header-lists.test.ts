@@ -2,10 +2,10 @@ import t from 'tap'
 import YAML from 'yaml'
 import { fencedBlocks, proseLines, recipe, userPages, type Page } from '../fixtures/markdown.ts'
 import { FORWARD_AUTH_LISTED_HEADERS, IDENTITY_ANSWER_HEADERS, lower } from '../fixtures/k8s-checks.ts'
-import { AUTH_REQUEST_ACCESS_TOKEN, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { AUTH_REQUEST_ACCESS_TOKEN, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/upstream/header-policy'
 
 // The forward-auth identity headers the documentation names come from the code
-// (src/proxy/header-policy.ts AUTH_REQUEST_HEADERS): every X-Auth-Request-* name a page writes is
+// (src/upstream/header-policy.ts AUTH_REQUEST_HEADERS): every X-Auth-Request-* name a page writes is
 // one the gateway sends; a passage listing four or more lists them all (step-up's three are its own); a count of them is the code's;
 // and the nginx and Caddy recipes and the ingress-nginx and Traefik snippets copy exactly the
 // identity headers and the request-target and method overrides (the overlays' lists are compared

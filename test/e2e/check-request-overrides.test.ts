@@ -1,5 +1,5 @@
 import t from 'tap'
-import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { REQUEST_OVERRIDE_HEADER_NAMES } from '#src/upstream/header-policy'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { checkRequestFor, DEFAULT_IDENTITY_HEADERS, sendCheck, startEnvoy } from '../fixtures/envoy.ts'
 import { rawRequest } from '../fixtures/http.ts'

@@ -5,7 +5,7 @@ import { checkRequest, serveGatewayGrpc, type DecodedCheckResponse, type ExtAuth
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.ts'
 import { eventually } from '../fixtures/poll.ts'
 import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
-import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { AUTH_REQUEST_ACCESS_TOKEN, AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/upstream/header-policy'
 
 // Envoy's gRPC ext_authz (envoy.service.auth.v3.Authorization/Check) against the whole gateway:
 // a real @grpc/grpc-js client, the service wired to the running app as the CLI wires it

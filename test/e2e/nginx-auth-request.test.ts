@@ -3,7 +3,7 @@ import { recipe } from '../fixtures/markdown.ts'
 import { requireNginx, startNginx, type Nginx } from '../fixtures/nginx.ts'
 import { reservePort, startStack, type Stack } from '../fixtures/stack.ts'
 import { rawRequest } from '../fixtures/http.ts'
-import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/proxy/header-policy'
+import { AUTH_REQUEST_HEADERS, REQUEST_OVERRIDE_HEADER_NAMES } from '#src/upstream/header-policy'
 
 // docs/deploy/nginx.md's auth_request recipe, run as the page shows it by a real nginx 1.22 in
 // front of the gateway and the oidc-provider stack, and the limits the page states, measured.

@@ -3,7 +3,7 @@
 
 import t from 'tap'
 import { claimMappingOf, DEFAULT_CLAIM_MAPPING } from '#src/contract/claim-path'
-import { claimHeadersOf, claimHeaderValue, identityHeadersToRemove, identityHeaderUnion, identityHeaderValues } from '#src/proxy/header-policy'
+import { claimHeadersOf, claimHeaderValue, identityHeadersToRemove, identityHeaderUnion, identityHeaderValues } from '#src/upstream/header-policy'
 import { DEFAULT_IDENTITY_HEADER_NAMES } from '../fixtures/config/base.ts'
 
 const ISSUER = 'https://idp.example.com'

@@ -1,4 +1,4 @@
-// The exchanger's cache and single flight (proxy/token-exchange.ts) and the Bearer challenge's
+// The exchanger's cache and single flight (upstream/token-exchange.ts) and the Bearer challenge's
 // rendering (bearer-challenge.ts), with a stand-in provider client: the exchange itself is tested
 // against oidc-provider in test/e2e/token-exchange.test.ts.
 
@@ -9,7 +9,7 @@ import type { ExchangedToken } from '#src/oidc/client'
 import { Providers, type Provider } from '#src/oidc/providers'
 import type { UpstreamConfig } from '#src/options/types'
 import { bearerChallenge } from '#src/access/bearer-challenge'
-import { createTokenExchanger, reuseUntil } from '#src/proxy/token-exchange'
+import { createTokenExchanger, reuseUntil } from '#src/upstream/token-exchange'
 import { manualClock } from '../fixtures/clock.ts'
 import { DEFAULT_CLAIM_MAPPING } from '#src/contract/claim-path'
 

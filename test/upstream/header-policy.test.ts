@@ -11,7 +11,7 @@ import {
   scrubResponseHeaders,
   stripCookies,
   type HeaderBag,
-} from '#src/proxy/header-policy'
+} from '#src/upstream/header-policy'
 import type { IdentityHeaderNames } from '#src/options/types'
 import { DEFAULT_IDENTITY_HEADER_NAMES } from '../fixtures/config/base.ts'
 import { deepFreeze } from '#src/lib/deep-freeze'

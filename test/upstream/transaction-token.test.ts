@@ -8,7 +8,7 @@ import t from 'tap'
 import { DEFAULT_CLAIM_MAPPING } from '#src/contract/claim-path'
 import type { Identity } from '#src/contract/identity'
 import { parsePrivateKey, signingKey } from '#src/keys/private-key'
-import { subjectQualified, transactionSubject, transactionTokenPolicy, TransactionTokens, TXN_TOKEN_TYP } from '#src/proxy/transaction-token'
+import { subjectQualified, transactionSubject, transactionTokenPolicy, TransactionTokens, TXN_TOKEN_TYP } from '#src/upstream/transaction-token'
 
 const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
 const key = await signingKey(parsePrivateKey(pem))
