@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
@@ -147,3 +148,50 @@ function exportedNames(file: string): Set<string> {
   }
   return names
 }
+
+/** The comments of a TypeScript source, as the scanner reads them (never a string or a regular expression). */
+function commentsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8')
+  const scanner = ts.createScanner(ts.ScriptTarget.Latest, false, ts.LanguageVariant.Standard, text)
+  const comments: string[] = []
+  for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken; kind = scanner.scan()) {
+    if (kind === ts.SyntaxKind.SingleLineCommentTrivia || kind === ts.SyntaxKind.MultiLineCommentTrivia) comments.push(scanner.getTokenText())
+  }
+  return comments
+}
+
+/** A file a comment names: a path ending in a source or document extension. */
+const NAMED_FILE = /(?<![\w./@-])((?:\.{1,2}\/)?[\w.-]+(?:\/[\w.-]+)*\.(?:ts|md|json|yaml|yml|proto|tpl))(?![\w/-])/g
+
+/** The repository's files (git's list: what a clone has), for a name given without its folder. */
+function repositoryFiles(): string[] {
+  return execFileSync('git', ['ls-files'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\n')
+    .filter((line) => line !== '')
+}
+
+// A comment that points at a file sends the next engineer looking for it: the file must exist,
+// read from the module's own folder, from src/ or from the repository's root, or be the end of a
+// path of the repository (`normalize.ts`, `envoy/service/auth/v3/external_auth.proto`). A file
+// of another project is cited after its project's name (`grpc/grpc doc/health-checking.md`).
+t.test('every file a comment in src/ names exists', async (t) => {
+  const files = repositoryFiles()
+  const stale: string[] = []
+  let named = 0
+  for (const file of modules(SRC)) {
+    const here = join(file, '..')
+    for (const comment of commentsOf(file)) {
+      for (const match of comment.matchAll(NAMED_FILE)) {
+        const path = match[1]
+        if (path === undefined) continue
+        if (/[\w.-]+\/[\w.-]+ $/.test(comment.slice(Math.max(0, match.index - 80), match.index))) continue
+        named++
+        if ([join(here, path), join(SRC, path), join(ROOT, path)].some((candidate) => existsSync(candidate))) continue
+        if (files.some((f) => f.endsWith(`/${path.replace(/^(\.\.?\/)+/, '')}`))) continue
+        stale.push(`${file.slice(ROOT.length)}: ${path}`)
+      }
+    }
+  }
+  t.ok(named > 100, `${named} file names read in comments`)
+  t.strictSame(stale, [], 'comments naming files that do not exist')
+})

@@ -1,75 +1,42 @@
 import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:http'
 import cookie from '@fastify/cookie'
-import { normalizeIP } from '@fastify/rate-limit'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
-import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
-import { ConfigError } from '../config/load.js'
 import type { GatewayConfig } from '../options/types.js'
 import { decorateIdentity } from '../contract/identity.js'
-import type { Clock } from '../lib/clock.js'
-import { createProvider, Providers, warnUnadvertisedExchange } from '../oidc/providers.js'
-import type { JtiReplay } from '../oidc/jti-replay.js'
+import { warnUnadvertisedExchange } from '../oidc/providers.js'
+import type { SsfBinding } from '../oidc/ssf-streams.js'
 import { clientErrorHandler, closeIfBodyUnread } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
-import { refreshAuditor } from '../ops/audit.js'
 import { lazyRequestLogger, loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
-import { traceRequests, upstreamTracing } from '../ops/request-tracing.js'
+import { traceRequests } from '../ops/request-tracing.js'
 import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
-import type { Tracing } from '../ops/tracing.js'
 import type { ReadinessCheck } from '../ops/management.js'
 import { readinessChecks } from '../ops/readiness.js'
-import type { GatewayMetrics } from '../ops/metrics.js'
-import { Authentication } from '../access/authenticate.js'
-import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../access/match.js'
+import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes } from '../pages/error-page.js'
 import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
-import { createForwardedHost, createTrustCheck } from '../upstream/forwarded.js'
-import { mappedClaimNames } from '../contract/claim-path.js'
-import { SocketAccess } from '../proxy/websocket-access.js'
-import type { WebSocketRegistry, SocketVerdict } from '../proxy/websocket-registry.js'
-import { normalizePath } from '../access/path.js'
-import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes, type PageDeps } from '../pages/error-page.js'
-import { signOutPage } from '../pages/sign-out.js'
-import { proxyPlugin } from '../proxy/plugin.js'
-import { UpstreamCredentials, assertionSigner, transactionTokenMinting } from '../upstream/credentials.js'
-import { checkRoutes, registerCheckEndpoints } from '../checks/plugin.js'
-import { CHECK_DIALECTS } from '../checks/dialects.js'
+import type { SocketVerdict } from '../proxy/websocket-registry.js'
+import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
 import type { CheckDialect } from '../checks/dialect.js'
-import { Answers } from '../access/answer.js'
-import { Checker } from '../access/checker.js'
-import { createTokenExchanger } from '../upstream/token-exchange.js'
-import { resourceMetadataRoutes } from '../proxy/resource-metadata-route.js'
-import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
-import { createStepUpLookup } from '../access/rules.js'
-import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
-import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
-import { createTransmitters } from '../oidc/ssf-transmitter.js'
-import type { SsfBinding, SsfStreams } from '../oidc/ssf-streams.js'
-import { createPortHint, createRedirectAfterValidator, createTrustedOriginTest } from '../routes/redirect-after.js'
-import { ASSERTION_JWKS_PATH } from '../contract/endpoints.js'
-import { reservedRoutes } from '../routes/reserved.js'
-import type { RateLimitStore } from '../routes/sign-in-hardening.js'
-import { signInRoutes } from '../routes/sign-in.js'
-import { CookieCipher } from '../session/cipher.js'
-import { GatewayCookies } from '../session/cookies.js'
-import { CookieSessionStore } from '../session/cookie-store.js'
-import { SessionLifecycle } from '../session/lifecycle.js'
-import { issuerBinding } from '../session/issuer-binding.js'
-import { type MemorySessions, MemorySessionStore } from '../session/memory-store.js'
-import { providerRefreshGrant } from '../session/refresh-grant.js'
+import { CHECK_DIALECTS } from '../checks/dialects.js'
+import { checkRoutes, registerCheckEndpoints } from '../checks/plugin.js'
 import type { RevocationList } from '../session/revocation.js'
-import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
-import type { RedisClient } from '../session/redis-client.js'
-import type { RedisKeys } from '../session/redis-keys.js'
-import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
-import { RedisSessionStore } from '../session/redis-store.js'
-import type { SessionStore } from '../session/types.js'
+import { buildAccess } from './access.js'
+import { registerProxy } from './proxy.js'
+import { buildSessions } from './sessions.js'
+import { registerSignIn } from './sign-in.js'
+import type { ProcessState } from './state.js'
 
-// Wiring only: buildApp builds one configuration's services from their owners and registers them
-// on a Fastify app in the order a request meets them. Every hook, handler and route it registers
-// lives in the folder that owns its concern; what outlives the configuration comes in as the
-// process state (runtime/process-state.ts), and the caller runs what the app hands back.
+// buildApp composes one configuration's gateway from its features, each built from the
+// configuration and what it depends on, in the order a request meets them: the HTTP app and its
+// hooks, the sessions (sessions.ts: providers, store, refresh, authentication, session events),
+// access (access.ts: decisions, answers, credentials, the Checker, the WebSocket verdict), the
+// sign-in endpoints (sign-in.ts), the check dialects (checks/plugin.ts), the proxy (proxy.ts), and
+// what the management listener serves. What outlives the configuration comes in as the process
+// state (state.ts, built by runtime/process-state.ts), and the caller runs what the app hands back.
+
+export type { ProcessState } from './state.js'
 
 export interface BuildOptions {
   /** Where the JSON log lines go (default stdout); redaction applies whatever the destination. */
@@ -83,47 +50,6 @@ export interface BuildOptions {
   live?: boolean
   /** The check dialects spoken (checks/dialects.ts CHECK_DIALECTS); a test adds its own beside them. */
   checkDialects?: readonly CheckDialect[]
-}
-
-/**
- * What outlives one configuration: built once per process from the first configuration (the
- * keys that decide it take a restart, runtime/live.ts RESTART_KEYS), handed to every app a
- * reload builds, closed when the process stops. Where each piece lives (Redis, the primary of
- * server.workers, or this process) is decided where it is built, not here.
- */
-export interface ProcessState {
-  /** What every expiry and cache of the process's apps is judged by (lib/clock.ts). */
-  readonly clock: Clock
-  /** The process's one Redis connection (session.redisUrl, sentinels or cluster), whatever the number of reloads. */
-  readonly redis: RedisClient | undefined
-  /** Every key the gateway writes in that Redis, under session.redis.keyPrefix. */
-  readonly keys: RedisKeys
-  readonly metrics: GatewayMetrics
-  /**
-   * The revocation list: the sessions of the cookie store, and with every store the Bearer tokens,
-   * that a back-channel logout or a Shared Signals event ended.
-   */
-  readonly revocations: RevocationList
-  readonly replay: JtiReplay
-  /** The refresh coordinator of the cookie and memory stores (the Redis store's is in Redis). */
-  readonly coordinator: RefreshCoordinator
-  /** The memory store's sign-ins. */
-  readonly memorySessions: MemorySessions
-  /** On a worker of server.workers: the sign-in rate-limit counts the primary keeps. */
-  readonly rateLimitStore: RateLimitStore | undefined
-  /** Every cookies.name this process has run with: browsers may still send those cookies. */
-  readonly cookieNames: Set<string>
-  /** Open proxied WebSockets, whichever configuration opened them. */
-  readonly websockets: WebSocketRegistry
-  /** The process's tracer (telemetry.tracing); undefined when tracing is off. */
-  readonly tracing: Tracing | undefined
-  /** The Shared Signals streams' loops (provider ssf): each configuration hands it its transmitters. */
-  readonly ssf: SsfStreams
-  /**
-   * Each provider's issuer when the process started: the issuer of its sessions sealed before
-   * sessions recorded theirs (session/issuer-binding.ts).
-   */
-  readonly startIssuers: ReadonlyMap<string, string>
 }
 
 /**
@@ -153,56 +79,11 @@ export interface GatewayApp {
 /** Headers total, cookies included: chunked session cookies need more than Node's 16 KiB default. */
 export const MAX_HEADER_BYTES = 32 * 1024
 
-interface Sessions {
-  store: SessionStore
-  coordinator: RefreshCoordinator
-}
-
-function createSessions(config: GatewayConfig, cookies: GatewayCookies, cipher: CookieCipher, state: ProcessState): Sessions {
-  const { store, maxAgeSeconds } = config.session
-  const { redis, keys } = state
-  if (store === 'redis') {
-    // config/cross-key-rules.ts makes a Redis required with store: redis, so the client exists.
-    if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster'])
-    // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
-    const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
-    return {
-      // The email link only with a Shared Signals receiver, which is its one reader.
-      store: new RedisSessionStore({
-        redis,
-        keys,
-        cookies,
-        cipher,
-        maxAgeSeconds,
-        maxSessionsPerUser: config.session.maxSessionsPerUser,
-        clock: state.clock,
-        indexEmail: config.providers.some((p) => p.ssf !== undefined),
-      }),
-      coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
-    }
-  }
-  const { coordinator } = state
-  if (store === 'memory') {
-    return {
-      store: new MemorySessionStore(
-        cookies,
-        maxAgeSeconds,
-        { maxSessions: config.session.memory.maxSessions, maxSessionsPerUser: config.session.maxSessionsPerUser },
-        state.clock,
-        state.memorySessions,
-      ),
-      coordinator,
-    }
-  }
-  return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.clock, state.revocations), coordinator }
-}
-
 /** Builds the gateway from a validated configuration. Does not listen. */
 export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<GatewayApp> {
   const { state } = options
-  const dialects = options.checkDialects ?? CHECK_DIALECTS
-  const { metrics, tracing, redis, revocations, websockets } = state
-  const { publicUrl } = config.server
+  // The check routes first: the router must never normalize a check's target (proxy/before-routing.ts).
+  const rewriteUrl = rewriteRequestTarget(checkRoutes(config, options.checkDialects ?? CHECK_DIALECTS))
   const logStream = options.logStream ?? stdoutDestination()
   const redactUrl = urlRedactor(config.log)
   const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
@@ -218,54 +99,16 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(options.live === true ? { serverFactory: () => createServer() } : {}),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
-    rewriteUrl: rewriteRequestTarget(checkRoutes(config, dialects)),
+    rewriteUrl,
   })
 
-  // This configuration's services.
-  const cipher = new CookieCipher(config.cookies.secrets, state.clock)
-  const cookies = new GatewayCookies(config.cookies, cipher, state.cookieNames)
-  state.cookieNames.add(config.cookies.name)
-  const { store, coordinator } = createSessions(config, cookies, cipher, state)
-  metrics.bindStore({
-    ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
-    ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
-  })
-  const providers = new Providers(
-    config.providers.map((provider) =>
-      createProvider(provider, {
-        publicUrl,
-        several: config.providers.length > 1,
-        log: app.log,
-        clock: state.clock,
-        observeCall: (call, seconds, failed) => metrics.observeProviderCall(call, seconds, failed),
-        tracer: tracing?.tracer,
-      }),
-    ),
-  )
-  const bindIssuer = issuerBinding(
-    (name) => providers.get(name)?.config.issuer,
-    (name) => state.startIssuers.get(name),
-  )
-  const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
-  // The claims the mapping and the extra identity headers read (their top-level names) are kept too.
-  const mappedClaims = mappedClaimNames(config.providers, config.upstreams)
-  const refreshGrant = providerRefreshGrant(providers, bindIssuer, (code) => metrics.observeRefresh(code))
-  const lifecycle = new SessionLifecycle(
-    refreshGrant,
-    store,
-    coordinator,
-    [...allowClaims, ...mappedClaims],
-    config.session.maxAgeSeconds,
-    state.clock,
-    refreshAuditor(app.log),
-  )
-  const validateRedirectAfter = createRedirectAfterValidator({ publicUrl, allowedHosts: config.redirects.allowedHosts })
-  const isTrustedOrigin = createTrustedOriginTest({ publicUrl, allowedHosts: config.redirects.allowedHosts })
-  const pages: PageDeps = {
-    publicUrl,
-    store,
-    validateRedirectAfter,
-    endSessionUrls: () => providers.all.map((p) => p.client.endSessionUrl(undefined)),
+  const sessions = buildSessions(config, state, app.log)
+  const access = await buildAccess(config, state, sessions, redactUrl)
+  const pages = {
+    publicUrl: config.server.publicUrl,
+    store: sessions.store,
+    validateRedirectAfter: access.validateRedirectAfter,
+    endSessionUrls: () => sessions.providers.all.map((p) => p.client.endSessionUrl(undefined)),
   }
   const answerProblem = createProblemAnswer(createErrorPage(pages))
 
@@ -276,184 +119,41 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.setErrorHandler(answerErrors(answerProblem))
   app.setNotFoundHandler(noUpstreamServes)
   // First, so that every request's work runs under its server span.
-  if (tracing !== undefined) traceRequests(app, { tracing, isTrustedProxy: createTrustCheck(config.server.trustedProxies) })
+  if (state.tracing !== undefined) traceRequests(app, { tracing: state.tracing, isTrustedProxy: access.isTrustedProxy })
   await app.register(cookie, { hook: false })
-  app.addHook('onRequest', beforeRouting(config.upstreams, cookies))
+  app.addHook('onRequest', beforeRouting(config.upstreams, sessions.cookies))
   app.addHook('onSend', closeIfBodyUnread)
   decorateIdentity(app)
   decorateOutcome(app)
-  app.addHook('onResponse', recordOutcome(metrics, accessLog))
+  app.addHook('onResponse', recordOutcome(state.metrics, accessLog))
+  // The Redis connection is the process's: it outlives this configuration.
+  app.addHook('onClose', () => sessions.close())
+  warnUnadvertisedExchange(sessions.providersReady, config.upstreams, sessions.providers, app.log)
 
-  const transmitters = createTransmitters(config.providers, publicUrl, app.log)
-  const checks = readinessChecks({ providers, store, transmitters, redis })
-  const providersReady = Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined)
-  warnUnadvertisedExchange(providersReady, config.upstreams, providers, app.log)
-  app.addHook('onClose', async () => {
-    for (const provider of providers.all) provider.client.stop()
-    // The Redis connection is the process's: it outlives this configuration.
-    await store.close()
-  })
-
-  // One of each, shared: the proxy guard and forward-auth must decide alike.
-  const authentication = new Authentication({ store, lifecycle, providers, clock: state.clock, revocations, bindIssuer, clientKey: normalizeIP })
-  // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
-  const stepUp: StepUpJudge = {
-    nowSeconds: () => Math.floor(state.clock.now() / 1000),
-    toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
-  }
-  // Each upstream's access decision, built once: the proxy guard, the Checker and the WebSocket verdict ask it.
-  const access = new AccessDecisions(config.upstreams, authentication, stepUp, publicUrl)
-  const publicOrigin = new URL(publicUrl)
-  // RFC 8693 exchanges for upstreams with tokenExchange, shared by the proxy and the checks.
-  const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
-  const signer = await assertionSigner(config)
-  // What each upstream receives, whichever exit admits the request (upstream/credentials.ts).
-  const credentials = new UpstreamCredentials({
-    upstreams: config.upstreams,
-    assertions: { header: config.assertions.header, signer },
-    transactionTokens: transactionTokenMinting(config, signer),
-    exchanger,
-    isGatewayCookie: cookies.isGatewayCookie,
-  })
-  // The one answer of a verdict, for the proxy and every check dialect (access/answer.ts).
-  const answers = new Answers({ publicUrl, validateRedirectAfter, credentials })
-  const isTrustedProxy = createTrustCheck(config.server.trustedProxies)
-  // The check endpoints' one decision (access/checker.ts), with its cache.
-  const checker = new Checker({
-    upstreams: config.upstreams,
-    access,
-    answers,
-    publicUrl,
-    cookieDomain: config.cookies.domain,
-    cache: config.forwardAuth.cache,
-    isGatewayCookieName: cookies.isGatewayCookieName,
-    clock: state.clock,
-    redactUrl,
-  })
-  await app.register(reservedRoutes)
-  const matchUpstream = createUpstreamMatcher(config.upstreams)
-  // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it
-  // its verdict, applied once that configuration serves (by the caller: runtime/live.ts, process-state.ts).
-  const socketAccess = new SocketAccess({
-    store,
-    matchUpstream,
-    websocket: config.websocket,
-    sessionMaxAgeSeconds: config.session.maxAgeSeconds,
-    access,
-    issuerOf: (name: string) => providers.get(name)?.config.issuer,
-    revocations,
-  })
-  const stepUpOf = createStepUpLookup(config.upstreams)
-  await app.register(signInRoutes, {
-    providers,
-    bindIssuer,
-    publicUrl,
-    providersFor(target) {
-      const url = new URL(target, publicUrl)
-      const path = normalizePath(url.pathname)
-      return path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)?.providers
-    },
-    stepUp: {
-      requirementFor(target) {
-        const url = new URL(target, publicUrl)
-        const path = normalizePath(url.pathname)
-        const upstream = path === null ? undefined : matchUpstream(canonicalHost(url.host), path.path)
-        return upstream === undefined || path === null ? undefined : stepUpOf(upstream, path.path)
-      },
-      nowSeconds: () => stepUp.nowSeconds(),
-    },
-    cookies,
-    store,
-    lifecycle,
-    validateRedirectAfter,
-    redirectPortHint: createPortHint({ publicUrl, allowedHosts: config.redirects.allowedHosts }),
-    isTrustedOrigin,
-    rateLimit: config.rateLimit.signIn,
-    onEnded: (session) => {
-      checker.forget()
-      exchanger.forgetToken(session.provider, session.accessToken)
-      websockets.endSession(session.id)
-    },
-    // Counted by the primary even with Redis: the per-process count would give each worker a budget.
-    ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),
-  })
-  await app.register(signOutPage, pages)
-  // The cookie store's ends are entries in the list already; the others delete sessions, and the
-  // list is told too, for the subjects' Bearer tokens.
-  const bearerRevocations = store instanceof CookieSessionStore ? undefined : revocations
-  await app.register(backchannelLogoutRoute, {
-    providers,
-    store,
-    revocations: bearerRevocations,
-    replay: state.replay,
-    onEnded: (selector) => {
-      checker.forget()
-      exchanger.forget()
-      websockets.endSelected(selector)
-    },
-  })
-  // Registered whatever the configuration (the endpoints table lists it): without a stream, every push is 401.
-  const receiver = new SsfReceiver({
-    providers,
-    store,
-    revocations: bearerRevocations,
-    replay: state.replay,
-    log: app.log,
-    clock: state.clock,
-    onEnded: (selector, at) => {
-      checker.forget()
-      exchanger.forget()
-      websockets.endSelected(selector, at)
-    },
-    // Exchanged tokens carry the claims of their time: a claims change drops them too.
-    onChanged: () => {
-      checker.forget()
-      exchanger.forget()
-    },
-  })
-  await app.register(ssfEventsRoute, { receiver, transmitters })
-  // The check endpoints (checks/plugin.ts): each dialect registered here, Envoy over gRPC returned for the process's listener.
+  const signIn = await registerSignIn(app, config, state, sessions, access, pages)
+  // Every dialect's route registered here, Envoy over gRPC returned for the process's listener.
   const envoyGrpcCheck = await registerCheckEndpoints(app, {
-    checker,
-    cookies,
-    isTrustedProxy,
-    publicUrl,
+    checker: access.checker,
+    cookies: sessions.cookies,
+    isTrustedProxy: access.isTrustedProxy,
+    publicUrl: config.server.publicUrl,
     answerProblem,
-    metrics,
+    metrics: state.metrics,
     accessLog,
-    dialects,
+    dialects: options.checkDialects ?? CHECK_DIALECTS,
     config,
   })
-  if (signer !== undefined) {
-    // Outside the gateway's reserved paths, where verifiers look for it: it shadows an upstream's own file there.
-    app.get(ASSERTION_JWKS_PATH, (_req, reply) => {
-      reply.header('cache-control', 'public, max-age=300').send(signer.jwks)
-    })
-  }
-  await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl })
-  await app.register(proxyPlugin, {
-    upstreams: config.upstreams,
-    isTrustedProxy,
-    forwardedHost: createForwardedHost(
-      createServedHostTest(config.upstreams, (host) => validateRedirectAfter(`${publicOrigin.protocol}//${host}/`) !== null),
-      publicOrigin.host,
-    ),
-    credentials,
-    isGatewayCookieName: cookies.isGatewayCookieName,
-    // The pages that may open WebSockets: the public origin, the allowed hosts over https.
-    isTrustedOrigin,
-    access,
-    answers,
-    websockets,
-    grantWebSocket: async (req) => websockets.grant(await socketAccess.grant(req)),
-    ...(tracing === undefined ? {} : { tracing: upstreamTracing(tracing) }),
-  })
+  await registerProxy(app, config, state, sessions, access)
+  const { receiver, transmitters } = signIn
   return {
     http: app,
-    management: { metrics: metrics.registry, checks },
-    providersReady,
-    revocations,
-    websocketVerdict: socketAccess,
+    management: {
+      metrics: state.metrics.registry,
+      checks: readinessChecks({ providers: sessions.providers, store: sessions.store, transmitters, redis: state.redis }),
+    },
+    providersReady: sessions.providersReady,
+    revocations: state.revocations,
+    websocketVerdict: access.socketAccess,
     envoyGrpcCheck,
     sharedSignals: { transmitters, judge: (transmitter, token) => receiver.judge(transmitter, token) },
     close: () => app.close(),

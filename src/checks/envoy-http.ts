@@ -9,7 +9,7 @@ import type { CheckDialect } from './dialect.js'
 
 // Envoy's ext_authz over HTTP (envoy.extensions.filters.http.ext_authz.v3.HttpService), as Envoy
 // Gateway (SecurityPolicy extAuth.http), Istio (envoyExtAuthzHttp) and the Gateway API
-// ExternalAuth filter (GEP-1494, protocol HTTP) call it. From Envoy's ext_authz.proto and
+// ExternalAuth filter (GEP-1494, protocol HTTP) call it. From envoyproxy/envoy ext_authz.proto and
 // docs/root/configuration/http/http_filters/ext_authz_filter.rst:
 // - The check request is the client's request without its body: the client's method, the path
 //   `path_prefix` + the client's path and query, the client's Host (:authority). Only Host,

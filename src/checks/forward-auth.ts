@@ -15,7 +15,7 @@ import { writeAnswer, type CheckDialect } from './dialect.js'
 // or 403, and never cacheable. A browser's page load asked about by Traefik, which hands non-2xx
 // answers to the client as they are, gets a 302 to sign in; ingress-nginx accepts only 2xx, 401
 // and 403 from auth-url (anything else is a 500) and sends the browser to auth-signin itself.
-// The decision is the check endpoints' one (check.ts); this module only reads the ingress's
+// The answer is the check endpoints' one (access/checker.ts Checker.answer); this module only reads the ingress's
 // description of the request and renders the verdict.
 //
 // Which request is being asked about comes from headers (oauth2-proxy's
@@ -34,7 +34,7 @@ import { writeAnswer, type CheckDialect } from './dialect.js'
 // - Every part the other set names too must agree with it (method exactly, host canonical, path
 //   exactly), else 400: preferring either set would let the client choose behind one of the
 //   two ingresses.
-// - The path named is decided only when already in normal form (check.ts checkedTarget), else
+// - The path named is decided only when already in normal form (access/checker.ts checkedTarget), else
 //   400: ingress-nginx names `$request_uri` and forwards it unchanged, so `/admin//../users` is
 //   `/admin/users` to the application whatever the gateway would make of it.
 // - The caller's address plays no part. The answer is about the credentials presented (the

@@ -42,7 +42,7 @@ import { GatewayError } from '../contract/errors.js'
 // an upstream that takes the provider's audiences.
 //
 // A verified JWT is cached with the generation of the provider's keys that verified it
-// (keys.ts): once the provider publishes a different set, the token is verified again before it
+// (provider-keys.ts): once the provider publishes a different set, the token is verified again before it
 // is used, so a token whose key was withdrawn stops working then, not at its `exp`.
 //
 // Introspection is a shared, slow resource that anonymous clients can spend (any string is a

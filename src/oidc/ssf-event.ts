@@ -1,6 +1,6 @@
 import { isObject, type VerifiedSet } from './ssf-set.js'
 
-// What a verified SET asks of the gateway (a pure verdict; routes/ssf-receiver.ts acts on it).
+// What a verified SET asks of the gateway (a pure verdict; routes/ssf-events.ts acts on it).
 //
 // Events (OpenID CAEP 1.0 section 3; SSF 1.0 section 8.1.4 and 8.1.5):
 // - session-revoked (CAEP 3.1): end the subject's sessions;

@@ -14,7 +14,7 @@ import { isObject, type SetErrorCode } from './ssf-set.js'
 //   `/.well-known/ssf-configuration` inserted between the issuer's host and path; the `issuer` it
 //   states must be the one that URL derives from (7.2.1), or anyone able to serve a file there
 //   could name another issuer's events as theirs;
-// - its keys: `jwks_uri`, through ProviderKeys (keys.ts: the same refetch and rate-limit rules as
+// - its keys: `jwks_uri`, through ProviderKeys (provider-keys.ts: the same refetch and rate-limit rules as
 //   the provider's own keys);
 // - its stream (8.1.1): read at the configuration_endpoint, created there when there is none
 //   with the delivery the gateway wants (push: RFC 8935 `urn:ietf:rfc:8935` with the gateway's

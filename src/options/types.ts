@@ -267,7 +267,7 @@ export interface UpstreamConfig {
   /**
    * Whose audience a Bearer token must name here: `provider` (absent: the provider's `audiences`)
    * or `resource` (exactly this upstream's RFC 9728 resource identifier, RFC 8707; no session
-   * cookie signs in). See access/resource-audience.ts.
+   * cookie signs in). See access/resource-metadata.ts resourceAudience.
    */
   tokenAudience?: 'provider' | 'resource'
   allowPreflight: boolean

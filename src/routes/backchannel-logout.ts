@@ -26,7 +26,7 @@ import type { SessionSelector, SessionStore } from '../session/types.js'
 // only tokens that verified and were not seen before, so no one else can spend a provider's budget: beyond it, 429 with
 // Retry-After and nothing ended (the jti is not spent: the same token may come again). No
 // per-client limit before that: each request costs at most one signature check (an unknown kid
-// refetches the JWKS at most once per interval, see keys.ts), and its body is bounded by
+// refetches the JWKS at most once per interval, see oidc/provider-keys.ts), and its body is bounded by
 // MAX_BODY_BYTES.
 
 /** A logout token is about 1 KiB; the form carries nothing else. */

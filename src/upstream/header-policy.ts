@@ -45,7 +45,7 @@ const CLIENT_ADDRESS_HEADERS = [
  * passed anonymously by `allowPreflight` must not become a DELETE at the upstream. The proxy
  * strips them (with their whole X-Original-* and X-Envoy-* families); a check endpoint cannot
  * strip anything itself, so every allow it answers names these for the ingress to remove
- * (ext-authz.ts; the forward-auth overlays list them among the answer's headers). Names only,
+ * (upstream/credentials.ts; the forward-auth overlays list them among the answer's headers). Names only,
  * lower case: Envoy removes exact names, never a prefix.
  */
 export const REQUEST_OVERRIDE_HEADER_NAMES: readonly string[] = [

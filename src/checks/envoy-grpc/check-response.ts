@@ -7,7 +7,7 @@ import type { CheckAnswer } from './types.js'
 // denies with `denied_response` (status, headers, body) as the local reply, 403 when it carries
 // no status (external_auth.proto, DeniedHttpResponse.status and CheckResponse.status). So the
 // HTTP status the client sees is `denied_response.status`; the gRPC code is what Envoy's stats,
-// logs and traces show, and it is chosen to say why (google/rpc/code.proto).
+// logs and traces show, and it is chosen to say why (googleapis/googleapis google/rpc/code.proto).
 //
 // Failing closed: a 5xx answer becomes 503 UNAVAILABLE, and an answer that cannot be a refusal
 // (1xx, 2xx, not an HTTP status) too, never something Envoy could take for an allow. Nothing here
@@ -18,11 +18,11 @@ import type { CheckAnswer } from './types.js'
 // is set, never the deprecated `append` BoolValue. Envoy gives `append` precedence, and with it
 // set to true appends by joining values into one header (appendCopy), which would fold several
 // Set-Cookie into one invalid line; through `append_action` APPEND_IF_EXISTS_OR_ADD adds one
-// header line per value (addCopy). External_auth.proto's comments (OkHttpResponse.headers,
+// header line per value (addCopy). external_auth.proto's comments (OkHttpResponse.headers,
 // response_headers_to_add, DeniedHttpResponse.headers) say `append` defaults to false there,
 // that is OVERWRITE_IF_EXISTS_OR_ADD, the action used for everything but repeated names.
 
-/** google.rpc.Code values (googleapis google/rpc/code.proto) the service answers with. */
+/** google.rpc.Code values (googleapis/googleapis google/rpc/code.proto) the service answers with. */
 export const GrpcCode = {
   OK: 0,
   INVALID_ARGUMENT: 3,
