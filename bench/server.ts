@@ -100,7 +100,7 @@ async function start(spec: ServerSpec): Promise<Listening> {
     host: '127.0.0.1',
     port: spec.grpcPort,
     check: () => app.envoyGrpcCheck,
-    checks: () => app.management.checks,
+    probes: () => app.management.probes,
     log: app.http.log,
   })
   return { port, grpcPort: grpc.port }

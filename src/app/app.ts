@@ -18,8 +18,8 @@ import { lazyRequestLogger, loggerOptions, stdoutDestination, urlRedactor } from
 import { traceRequests, upstreamTracing } from '../ops/request-tracing.js'
 import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
 import type { Tracing } from '../ops/tracing.js'
-import type { ReadinessCheck } from '../ops/management.js'
-import { readinessChecks } from '../ops/readiness.js'
+import type { ReadinessProbe } from '../ops/management.js'
+import { readinessProbes } from '../ops/readiness.js'
 import type { GatewayMetrics } from '../ops/metrics.js'
 import { Authentication } from '../access/authenticate.js'
 import { canonicalHost, createServedHostTest, createUpstreamMatcher } from '../access/match.js'
@@ -132,8 +132,8 @@ export interface ProcessState {
 export interface GatewayApp {
   /** The Fastify app that serves the gateway's HTTP (routes, proxy and their hooks); it does not listen. */
   readonly http: FastifyInstance
-  /** What the management listener serves: metrics and readiness checks (ops/readiness.ts). */
-  readonly management: { readonly metrics: Registry; readonly checks: readonly ReadinessCheck[] }
+  /** What the management listener serves: metrics and readiness probes (ops/readiness.ts). */
+  readonly management: { readonly metrics: Registry; readonly probes: readonly ReadinessProbe[] }
   /** Resolves once every provider's metadata is loaded (discovery is retried until then). */
   readonly providersReady: Promise<void>
   /** The revocation list (session/revocation.ts; with the cookie store its size() is a metric). */
@@ -282,7 +282,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   app.addHook('onResponse', recordOutcome(metrics, accessLog))
 
   const transmitters = createTransmitters(config.providers, publicUrl, app.log)
-  const checks = readinessChecks({ providers, store, transmitters, redis })
+  const probes = readinessProbes({ providers, store, transmitters, redis })
   const providersReady = Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined)
   warnUnadvertisedExchange(providersReady, config.upstreams, providers, app.log)
   app.addHook('onClose', async () => {
@@ -453,7 +453,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   })
   return {
     http: app,
-    management: { metrics: metrics.registry, checks },
+    management: { metrics: metrics.registry, probes },
     providersReady,
     revocations,
     websocketVerdict: socketAccess,

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
 import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../checks/envoy-grpc/server.js'
-import type { ReadinessCheck } from '../ops/management.js'
+import type { ReadinessProbe } from '../ops/management.js'
 
 // The process's Envoy gRPC listener (server.extAuthzGrpcPort), across reloads: one gRPC server for
 // the process's life, whose every Check is the check of the configuration running at that moment
@@ -14,8 +14,8 @@ export interface EnvoyGrpcListenerOptions {
   port: number
   /** The running configuration's gRPC check, looked up per call (a reload swaps it). */
   check: () => EnvoyGrpcCheck
-  /** The gateway's readiness checks (those of /readyz). */
-  checks: () => readonly ReadinessCheck[]
+  /** The gateway's readiness probes (those of /readyz). */
+  probes: () => readonly ReadinessProbe[]
   /** True while the process drains: the health service then says NOT_SERVING. */
   draining?: () => boolean
   log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>
@@ -29,7 +29,7 @@ export async function startEnvoyGrpcListener(options: EnvoyGrpcListenerOptions):
   const draining = options.draining ?? (() => false)
   let ready = false
   const look = async (): Promise<void> => {
-    ready = !draining() && (await Promise.all(options.checks().map(async (check) => check.ready()))).every(Boolean)
+    ready = !draining() && (await Promise.all(options.probes().map(async (probe) => probe.ready()))).every(Boolean)
   }
   await look()
   setInterval(() => void look(), 1000).unref()
