@@ -22,7 +22,7 @@ import { LiveGateway } from './runtime/live.js'
 import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement, readiness } from './ops/management.js'
-import type { ExtAuthzGrpc } from './checks/envoy-grpc/server.js'
+import type { EnvoyGrpcServer } from './checks/envoy-grpc/server.js'
 import type { GatewayConfig } from './options/types.js'
 
 const DEFAULT_CONFIG = 'config/gateway.yaml'
@@ -87,7 +87,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
   const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }, loaded))
   let draining = false
-  let grpc: ExtAuthzGrpc | undefined
+  let grpc: EnvoyGrpcServer | undefined
   const metrics = gateway.app.management.metrics
   if (worker !== undefined) {
     // The primary serves the management listener: it asks each worker whether it is ready, and
@@ -148,7 +148,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
 }
 
 /** The Envoy ext_authz gRPC service (server.extAuthzGrpcPort), asking the running app. */
-async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<ExtAuthzGrpc | undefined> {
+async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<EnvoyGrpcServer | undefined> {
   const { host, extAuthzGrpcPort } = gateway.config.server
   if (extAuthzGrpcPort === 0) return undefined
   // gRPC (@grpc/grpc-js, proto-loader, protobufjs) is loaded only when the service is on.

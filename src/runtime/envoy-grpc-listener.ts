@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
-import { startExtAuthzGrpc, type ExtAuthzGrpc } from '../checks/envoy-grpc/server.js'
+import { startEnvoyGrpcServer, type EnvoyGrpcServer } from '../checks/envoy-grpc/server.js'
 import type { ReadinessProbe } from '../ops/management.js'
 
 // The process's Envoy gRPC listener (server.extAuthzGrpcPort), across reloads: one gRPC server for
@@ -25,7 +25,7 @@ export interface EnvoyGrpcListenerOptions {
  * Starts the listener. Its health service reports the gateway's readiness, looked at once a second
  * (the checks are asynchronous, a health answer is not).
  */
-export async function startEnvoyGrpcListener(options: EnvoyGrpcListenerOptions): Promise<ExtAuthzGrpc> {
+export async function startEnvoyGrpcListener(options: EnvoyGrpcListenerOptions): Promise<EnvoyGrpcServer> {
   const draining = options.draining ?? (() => false)
   let ready = false
   const look = async (): Promise<void> => {
@@ -33,7 +33,7 @@ export async function startEnvoyGrpcListener(options: EnvoyGrpcListenerOptions):
   }
   await look()
   setInterval(() => void look(), 1000).unref()
-  return startExtAuthzGrpc({
+  return startEnvoyGrpcServer({
     host: options.host,
     port: options.port,
     check: (input) => options.check()(input),

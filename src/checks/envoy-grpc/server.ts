@@ -12,7 +12,7 @@ import { GatewayError, type ProblemCode } from '../../contract/errors.js'
 import { PROBLEM_HEADERS } from '../../ops/response-headers.js'
 import { checkInputOf } from './check-input.js'
 import { checkResponse, type CheckResponse } from './check-response.js'
-import { AUTHORIZATION_SERVICE, loadExtAuthzServices, serverAuthorizationService } from './protos.js'
+import { AUTHORIZATION_SERVICE, loadEnvoyGrpcServices, serverAuthorizationService } from './protos.js'
 import type { CheckAnswer, CheckInput } from './types.js'
 
 // Envoy's external authorization over gRPC: `envoy.service.auth.v3.Authorization/Check`
@@ -33,7 +33,7 @@ import type { CheckAnswer, CheckInput } from './types.js'
 // Request headers hold cookies and tokens: nothing here logs them, and the path is logged with
 // its secret query parameters redacted.
 
-export interface ExtAuthzGrpcOptions {
+export interface EnvoyGrpcServerOptions {
   host: string
   /** 0 picks a free port; the returned `port` is the one bound. */
   port: number
@@ -46,7 +46,7 @@ export interface ExtAuthzGrpcOptions {
   closeTimeoutMs?: number
 }
 
-export interface ExtAuthzGrpc {
+export interface EnvoyGrpcServer {
   port: number
   close(): Promise<void>
 }
@@ -77,9 +77,9 @@ function bindAddress(host: string, port: number): string {
   return `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`
 }
 
-export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<ExtAuthzGrpc> {
+export async function startEnvoyGrpcServer(options: EnvoyGrpcServerOptions): Promise<EnvoyGrpcServer> {
   const { check, ready, log } = options
-  const services = loadExtAuthzServices()
+  const services = loadEnvoyGrpcServices()
   // Channelz (gRPC's introspection service) is not served here; its per-call bookkeeping is not kept.
   const server = new Server({ 'grpc.enable_channelz': 0 })
   /** Open Watch calls and what stops each one's polling. */

@@ -3,7 +3,7 @@ import pino from 'pino'
 import { loggerOptions } from '#src/ops/logging'
 import { DEFAULT_REDACTED_QUERY_PARAMS } from '#src/options/schema'
 import t from 'tap'
-import { startExtAuthzGrpc, type ExtAuthzGrpcOptions } from '#src/checks/envoy-grpc/server'
+import { startEnvoyGrpcServer, type EnvoyGrpcServerOptions } from '#src/checks/envoy-grpc/server'
 import type { CheckAnswer, CheckInput } from '#src/checks/envoy-grpc/types'
 import { checkRequest, grpcClient, type DecodedCheckResponse, type ExtAuthzClient } from '../../fixtures/ext-authz-grpc.ts'
 import type { Teardown } from '../../fixtures/stack.ts'
@@ -29,12 +29,12 @@ interface Started {
   close(): Promise<void>
 }
 
-async function start(t: Teardown, overrides: Partial<ExtAuthzGrpcOptions> = {}): Promise<Started> {
+async function start(t: Teardown, overrides: Partial<EnvoyGrpcServerOptions> = {}): Promise<Started> {
   const lines: string[] = []
   const inputs: CheckInput[] = []
   let answer: CheckAnswer | Error = ALLOW
   let ready: boolean | Error = true
-  const service = await startExtAuthzGrpc({
+  const service = await startEnvoyGrpcServer({
     host: '127.0.0.1',
     port: 0,
     // The gateway's own logger options: its serializers redact every `url` field.
@@ -266,7 +266,7 @@ t.test('a check that throws synchronously or answers nonsense is a 503 too, and 
     check: ((input: CheckInput) => {
       if (input.path === '/throw') throw new Error('sync')
       return Promise.resolve(undefined as unknown as CheckAnswer)
-    }) as ExtAuthzGrpcOptions['check'],
+    }) as EnvoyGrpcServerOptions['check'],
   })
   for (const path of ['/throw', '/nonsense']) {
     const response = denied(await client.check(checkRequest({ ...HTTP, path })))
