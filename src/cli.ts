@@ -147,20 +147,16 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   }
 }
 
-/** The Envoy ext_authz gRPC service (server.extAuthzGrpcPort), asking the running app. */
+/**
+ * The Envoy ext_authz gRPC service (server.extAuthzGrpcPort): each call asks the app running at
+ * that moment (its Envoy check, its readiness probes) and the drain.
+ */
 async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<EnvoyGrpcServer | undefined> {
   const { host, extAuthzGrpcPort } = gateway.config.server
   if (extAuthzGrpcPort === 0) return undefined
   // gRPC (@grpc/grpc-js, proto-loader, protobufjs) is loaded only when the service is on.
   const { startEnvoyGrpcListener } = await import('./runtime/envoy-grpc-listener.js')
-  const grpc = await startEnvoyGrpcListener({
-    host,
-    port: extAuthzGrpcPort,
-    check: () => gateway.app.envoyGrpcCheck,
-    probes: () => gateway.probes,
-    draining,
-    log: gateway.log,
-  })
+  const grpc = await startEnvoyGrpcListener({ host, port: extAuthzGrpcPort, gateway, draining, log: gateway.log })
   gateway.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
   return grpc
 }
