@@ -23,7 +23,7 @@ import { stringify } from 'yaml'
 import { startDevProvider } from '#src/dev/provider'
 import { Browser } from '../test/fixtures/browser.js'
 import { EXT_AUTHZ_PATH } from '../test/fixtures/envoy.js'
-import { loadExtAuthzServices } from '#src/checks/envoy-grpc/protos'
+import { loadEnvoyGrpcServices } from '#src/checks/envoy-grpc/protos'
 import { checkRequest, type DecodedCheckResponse } from '../test/fixtures/ext-authz-grpc.js'
 import { startRedis } from '../test/fixtures/redis.js'
 import { startCluster } from '../test/fixtures/redis-cluster.js'
@@ -672,7 +672,7 @@ async function main(): Promise<void> {
       protocol: 'HTTP/1.1',
       headers: { ':authority': host, ':method': 'GET', ':path': '/page', ':scheme': 'http', cookie: extAuthzCookie, ...json },
     })
-    const check = loadExtAuthzServices().authorization.Check as MethodDefinition<object, DecodedCheckResponse>
+    const check = loadEnvoyGrpcServices().authorization.Check as MethodDefinition<object, DecodedCheckResponse>
     const caller = rawUnaryCaller(cookie.grpcAddress as string, check, request)
     teardown.push(() => caller.close())
     rows.push({

@@ -99,8 +99,7 @@ async function start(spec: ServerSpec): Promise<Listening> {
   const grpc = await startEnvoyGrpcListener({
     host: '127.0.0.1',
     port: spec.grpcPort,
-    check: () => app.envoyGrpcCheck,
-    checks: () => app.management.checks,
+    gateway: { app },
     log: app.http.log,
   })
   return { port, grpcPort: grpc.port }

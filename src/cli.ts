@@ -21,8 +21,8 @@ import { clientJwks } from './oidc/client-auth.js'
 import { LiveGateway } from './runtime/live.js'
 import pino from 'pino'
 import { loggerOptions, stdoutDestination } from './ops/logging.js'
-import { buildManagement } from './ops/management.js'
-import type { ExtAuthzGrpc } from './checks/envoy-grpc/server.js'
+import { buildManagement, readiness } from './ops/management.js'
+import type { EnvoyGrpcServer } from './checks/envoy-grpc/server.js'
 import type { GatewayConfig } from './options/types.js'
 
 const DEFAULT_CONFIG = 'config/gateway.yaml'
@@ -87,7 +87,7 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   const worker = cluster.isWorker ? workerState(config.session.maxAgeSeconds) : undefined
   const gateway = await configured(() => LiveGateway.start({ path, ...(worker === undefined ? {} : { worker }) }, loaded))
   let draining = false
-  let grpc: ExtAuthzGrpc | undefined
+  let grpc: EnvoyGrpcServer | undefined
   const metrics = gateway.app.management.metrics
   if (worker !== undefined) {
     // The primary serves the management listener: it asks each worker whether it is ready, and
@@ -95,13 +95,13 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
     AggregatorRegistry.setRegistries([metrics])
     // prom-client answers the primary's requests once an aggregator exists in the worker.
     new AggregatorRegistry()
-    onBroadcast('ready', async () => !draining && (await Promise.all(gateway.checks.map(async (check) => check.ready()))).every(Boolean))
+    onBroadcast('ready', async () => (await readiness(gateway.probes, draining)).status === 'ready')
     serveReloads(gateway)
   }
   const management =
     config.server.managementPort === 0 || worker !== undefined
       ? undefined
-      : await buildManagement({ metrics, checks: gateway.checks, draining: () => draining, config: () => gateway.state })
+      : await buildManagement({ metrics, probes: gateway.probes, draining: () => draining, config: () => gateway.state })
   const stop = (signal: string): void => {
     if (draining) return
     draining = true
@@ -147,20 +147,16 @@ async function run(loaded: LoadedConfig, path: string, hangups: Hangups): Promis
   }
 }
 
-/** The Envoy ext_authz gRPC service (server.extAuthzGrpcPort), asking the running app. */
-async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<ExtAuthzGrpc | undefined> {
+/**
+ * The Envoy ext_authz gRPC service (server.extAuthzGrpcPort): each call asks the app running at
+ * that moment (its Envoy check, its readiness probes) and the drain.
+ */
+async function startGrpc(gateway: LiveGateway, draining: () => boolean): Promise<EnvoyGrpcServer | undefined> {
   const { host, extAuthzGrpcPort } = gateway.config.server
   if (extAuthzGrpcPort === 0) return undefined
   // gRPC (@grpc/grpc-js, proto-loader, protobufjs) is loaded only when the service is on.
   const { startEnvoyGrpcListener } = await import('./runtime/envoy-grpc-listener.js')
-  const grpc = await startEnvoyGrpcListener({
-    host,
-    port: extAuthzGrpcPort,
-    check: () => gateway.app.envoyGrpcCheck,
-    checks: () => gateway.checks,
-    draining,
-    log: gateway.log,
-  })
+  const grpc = await startEnvoyGrpcListener({ host, port: extAuthzGrpcPort, gateway, draining, log: gateway.log })
   gateway.log.info({ port: grpc.port }, 'ext_authz gRPC service (envoy.service.auth.v3.Authorization, grpc.health.v1)')
   return grpc
 }
@@ -194,8 +190,8 @@ async function providerJwks(config: GatewayConfig, name: string | undefined): Pr
   throw new ConfigError([`several providers have a clientKey (${chosen.map((p) => p.name).join(', ')}): name one with --provider`])
 }
 
-/** `check`: the verdict on the file, one line naming it; the effective configuration with --print-config. */
-async function check(loaded: LoadedConfig, path: string, options: { online: boolean; printConfig: boolean }): Promise<void> {
+/** The `check` command: the verdict on the file, one line naming it; the effective configuration with --print-config. */
+async function checkCommand(loaded: LoadedConfig, path: string, options: { online: boolean; printConfig: boolean }): Promise<void> {
   const { config } = loaded
   const verdicts = options.printConfig ? process.stderr : process.stdout
   if (options.printConfig) process.stdout.write(formatEffectiveConfig(config))
@@ -204,7 +200,7 @@ async function check(loaded: LoadedConfig, path: string, options: { online: bool
     verdicts.write(`OK: ${path} is a valid configuration (${counts}; offline: --online also asks the providers)\n`)
     return
   }
-  const results = await onlineCheck(config)
+  const results = await askProviders(config)
   for (const result of results) {
     verdicts.write(`provider ${result.provider} (${result.issuer})\n`)
     for (const v of result.verdicts) verdicts.write(`  ${v.ok ? 'ok     ' : 'PROBLEM'} ${v.item}: ${v.said}\n`)
@@ -218,8 +214,8 @@ async function check(loaded: LoadedConfig, path: string, options: { online: bool
   if (results.some((r) => !r.ok)) process.exitCode = EXIT_PROVIDER_PROBLEM
 }
 
-/** Each provider's discovery document and JWKS against its configuration, all at once. */
-function onlineCheck(config: GatewayConfig): Promise<ProviderSupport[]> {
+/** `check --online`: each provider's discovery document and JWKS against its configuration, all at once. */
+function askProviders(config: GatewayConfig): Promise<ProviderSupport[]> {
   const several = config.providers.length > 1
   const log = pino({ level: 'silent' })
   return Promise.all(
@@ -284,7 +280,7 @@ async function main(argv: string[]): Promise<void> {
   const exposed = exposedSecretFiles(config, path)
   if (command === 'check') {
     for (const file of exposed) process.stderr.write(`warning: ${describeExposure(file)}\n`)
-    return check(loaded, path, { online: values.online === true, printConfig: values['print-config'] === true })
+    return checkCommand(loaded, path, { online: values.online === true, printConfig: values['print-config'] === true })
   }
   if (command === 'run' && cluster.isPrimary) {
     const log = pino(loggerOptions(config.log), stdoutDestination())

@@ -12,8 +12,8 @@ import { AccessLog } from '../ops/access-log.js'
 import { lazyRequestLogger, loggerOptions, stdoutDestination, urlRedactor } from '../ops/logging.js'
 import { traceRequests } from '../ops/request-tracing.js'
 import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
-import type { ReadinessCheck } from '../ops/management.js'
-import { readinessChecks } from '../ops/readiness.js'
+import type { ReadinessProbe } from '../ops/management.js'
+import { readinessProbes } from '../ops/readiness.js'
 import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes } from '../pages/error-page.js'
 import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
 import type { SocketVerdict } from '../proxy/websocket-registry.js'
@@ -60,8 +60,8 @@ export interface BuildOptions {
 export interface GatewayApp {
   /** The Fastify app that serves the gateway's HTTP (routes, proxy and their hooks); it does not listen. */
   readonly http: FastifyInstance
-  /** What the management listener serves: metrics and readiness checks (ops/readiness.ts). */
-  readonly management: { readonly metrics: Registry; readonly checks: readonly ReadinessCheck[] }
+  /** What the management listener serves: metrics and readiness probes (ops/readiness.ts). */
+  readonly management: { readonly metrics: Registry; readonly probes: readonly ReadinessProbe[] }
   /** Resolves once every provider's metadata is loaded (discovery is retried until then). */
   readonly providersReady: Promise<void>
   /** The revocation list (session/revocation.ts; with the cookie store its size() is a metric). */
@@ -149,7 +149,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     http: app,
     management: {
       metrics: state.metrics.registry,
-      checks: readinessChecks({ providers: sessions.providers, store: sessions.store, transmitters, redis: state.redis }),
+      probes: readinessProbes({ providers: sessions.providers, store: sessions.store, transmitters, redis: state.redis }),
     },
     providersReady: sessions.providersReady,
     revocations: state.revocations,

@@ -2,10 +2,11 @@ import type { Providers } from '../oidc/providers.js'
 import type { SsfTransmitter } from '../oidc/ssf-transmitter.js'
 import { pingRedis, type RedisClient } from '../session/redis-client.js'
 import type { SessionStore } from '../session/types.js'
-import type { ReadinessCheck } from './management.js'
+import type { ReadinessProbe } from './management.js'
 
 // What /readyz (management.ts) and the gRPC health service ask of one configuration: whether it
-// can decide requests now. Each check is looked at per probe and never throws.
+// can decide requests now. Each probe is asked at each /readyz request or health call and never
+// throws.
 
 export interface ReadinessSources {
   providers: Providers
@@ -17,11 +18,11 @@ export interface ReadinessSources {
 }
 
 /**
- * The readiness checks of one configuration: each provider's metadata and keys loaded, the
+ * The readiness probes of one configuration: each provider's metadata and keys loaded, the
  * session store answering, every required Shared Signals stream enabled, and Redis answering.
  */
-export function readinessChecks({ providers, store, transmitters, redis }: ReadinessSources): ReadinessCheck[] {
-  const checks: ReadinessCheck[] = [
+export function readinessProbes({ providers, store, transmitters, redis }: ReadinessSources): ReadinessProbe[] {
+  const probes: ReadinessProbe[] = [
     { name: 'provider_metadata', ready: () => providers.all.every((p) => p.client.ready) },
     { name: 'provider_keys', ready: () => providers.all.every((p) => p.client.keys.loaded) },
     { name: 'session_store', ready: () => store.ping() },
@@ -34,6 +35,6 @@ export function readinessChecks({ providers, store, transmitters, redis }: Readi
   ]
   // The revocation list and the logout-token replay guard live there too; with Sentinel or
   // Cluster, `redis` is what names a failover in progress (no primary, or a shard without one).
-  if (redis !== undefined) checks.push({ name: 'redis', ready: () => pingRedis(redis) })
-  return checks
+  if (redis !== undefined) probes.push({ name: 'redis', ready: () => pingRedis(redis) })
+  return probes
 }

@@ -10,7 +10,7 @@ import { loosenedKeys } from '../config/loosening.js'
 import type { GatewayConfig } from '../options/types.js'
 import { clientErrorHandler } from '../ops/client-errors.js'
 import { systemClock, type Clock } from '../lib/clock.js'
-import type { ReadinessCheck } from '../ops/management.js'
+import type { ReadinessProbe } from '../ops/management.js'
 import { createProcessState, type OwnedProcessState, type ProcessStateOptions } from './process-state.js'
 
 // Live reload: the gateway behind one listening server, whose configuration can be replaced while
@@ -394,14 +394,14 @@ export class LiveGateway {
   }
 
   /**
-   * The readiness checks of the running app, looked up at each probe (their names do not change
+   * The readiness probes of the running app, each looked up when it is asked (their names do not change
    * with a reload: they follow session.store and session.redisUrl, which need a restart).
    */
-  get checks(): ReadinessCheck[] {
-    return this.app.management.checks.map((check) => ({
-      name: check.name,
-      ready: () => this.app.management.checks.find((c) => c.name === check.name)?.ready() ?? false,
-      detail: () => this.app.management.checks.find((c) => c.name === check.name)?.detail?.(),
+  get probes(): ReadinessProbe[] {
+    return this.app.management.probes.map((probe) => ({
+      name: probe.name,
+      ready: () => this.app.management.probes.find((p) => p.name === probe.name)?.ready() ?? false,
+      detail: () => this.app.management.probes.find((p) => p.name === probe.name)?.detail?.(),
     }))
   }
 
@@ -610,7 +610,7 @@ export class LiveGateway {
 }
 
 async function providersReady(app: GatewayApp): Promise<boolean> {
-  return (await app.management.checks.find((check) => check.name === 'provider_metadata')?.ready()) === true
+  return (await app.management.probes.find((probe) => probe.name === 'provider_metadata')?.ready()) === true
 }
 
 /** Resolves when `app`'s providers are discovered; rejects, naming them, after twice the longest provider timeout. */

@@ -157,7 +157,7 @@ export async function runPrimary(loaded: LoadedConfig, count: number, path: stri
       ? undefined
       : await buildManagement({
           metrics: { contentType: aggregate.contentType, metrics: () => aggregate.clusterMetrics() },
-          checks: [
+          probes: [
             {
               name: 'workers',
               ready: async () => {

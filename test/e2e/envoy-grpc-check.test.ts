@@ -275,3 +275,15 @@ t.test('gRPC: each check writes one request line, without the credentials, and c
   )
   t.equal(await requests(), before + 2, 'both counted under route _gateway')
 })
+
+t.test('a reload applies to the next gRPC check: each call asks the app running at that moment', async (t) => {
+  const { stack, client } = await grpcStack(t)
+  const anonymous = async (): Promise<number> => (await client.check(checkRequest(http('/page', { accept: 'application/json' })))).status?.code ?? -1
+  t.equal(await anonymous(), 16, 'app needs a session: UNAUTHENTICATED')
+  stack.replicas[0]?.rewrite((config) => ({
+    ...config,
+    upstreams: (config.upstreams as Array<Record<string, unknown>>).map((u) => (u.name === 'app' ? { ...u, auth: 'none' } : u)),
+  }))
+  t.equal(await stack.live.reload('SIGHUP'), true, 'reloaded: app is public now')
+  t.equal(await anonymous(), 0, 'the very next check is OK, on the same listener')
+})

@@ -73,8 +73,8 @@ async function backchannelLogout(stack: Stack, gw: string, claims: Record<string
 }
 
 function ssfReachable(stack: Stack, replica: number): boolean {
-  const check = stack.replicas[replica]?.app.management.checks.find((c) => c.name === 'shared_signals')
-  return (check?.detail?.() as Record<string, Record<string, unknown>> | undefined)?.default?.reachable === true
+  const probe = stack.replicas[replica]?.app.management.probes.find((p) => p.name === 'shared_signals')
+  return (probe?.detail?.() as Record<string, Record<string, unknown>> | undefined)?.default?.reachable === true
 }
 
 async function pushTo(gw: string, tx: Transmitter, email: string): Promise<number> {

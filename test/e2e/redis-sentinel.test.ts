@@ -60,8 +60,8 @@ t.test('Sentinel failover: sessions survive on both replicas, the window answers
         if (res.status === 503) unavailable ??= res.json()
       }
       if (answers.some((res) => res.status === 503)) {
-        const checks = stack.replicas[0]?.live.checks ?? []
-        for (const check of checks) if (!(await check.ready())) ready.during.push(check.name)
+        const probes = stack.replicas[0]?.live.probes ?? []
+        for (const probe of probes) if (!(await probe.ready())) ready.during.push(probe.name)
       }
       return answers.every((res) => res.status === 200)
     },

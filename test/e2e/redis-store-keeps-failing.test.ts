@@ -24,7 +24,7 @@ t.test('a Redis store whose writes keep failing while Redis answers PING: /ready
   const { stack, raw } = await startRedisSessions(t)
   const management = await buildManagement({
     metrics: { contentType: 'text/plain', metrics: async () => '' },
-    checks: stack.live.checks,
+    probes: stack.live.probes,
     draining: () => false,
   })
   t.teardown(() => management.close())

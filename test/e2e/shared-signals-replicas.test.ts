@@ -20,8 +20,8 @@ const PUSH_AUTHORIZATION = 'Bearer push-secret-0123456789abcdef'
 const LIST_REFRESH_BOUND_MS = REFRESH_MS + 4000
 
 function ssfDetail(stack: Stack, replica: number): Record<string, unknown> | undefined {
-  const check = stack.replicas[replica]?.app.management.checks.find((c) => c.name === 'shared_signals')
-  return (check?.detail?.() as Record<string, Record<string, unknown>> | undefined)?.default
+  const probe = stack.replicas[replica]?.app.management.probes.find((p) => p.name === 'shared_signals')
+  return (probe?.detail?.() as Record<string, Record<string, unknown>> | undefined)?.default
 }
 
 /** The transmitter, and each replica having read it (its keys loaded: a push is judged, not 503). */

@@ -45,8 +45,8 @@ async function setup(test: Teardown, ssf: Record<string, unknown>, store = 'memo
 }
 
 function ssfStatus(stack: Stack): Record<string, unknown> | undefined {
-  const check = stack.app.management.checks.find((c) => c.name === 'shared_signals')
-  const detail = check?.detail?.() as Record<string, Record<string, unknown>> | undefined
+  const probe = stack.app.management.probes.find((p) => p.name === 'shared_signals')
+  const detail = probe?.detail?.() as Record<string, Record<string, unknown>> | undefined
   return detail?.default
 }
 
@@ -196,7 +196,7 @@ t.test('/readyz with required: 503 while the transmitter is down, ready once it 
   })
   const management = await buildManagement({
     metrics: { contentType: 'text/plain', metrics: async () => '' },
-    checks: stack.live.checks,
+    probes: stack.live.probes,
     draining: () => false,
   })
   t.teardown(() => management.close())

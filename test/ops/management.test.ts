@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { GatewayApp } from '#src/app/app'
 import { startDevProvider } from '#src/dev/provider'
-import { buildManagement } from '#src/ops/management'
+import { buildManagement, readiness, type ReadinessProbe } from '#src/ops/management'
 import { manualClock } from '../fixtures/clock.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { eventually } from '../fixtures/poll.ts'
@@ -26,6 +26,33 @@ function samples(text: string, name: string): string[] {
 async function metrics(origin: string): Promise<string> {
   return (await rawRequest(origin, '/metrics')).body
 }
+
+t.test("readiness(): /readyz's verdict, asked of every probe at the call; draining asks none", async (t) => {
+  const asked: string[] = []
+  const probe = (name: string, ready: boolean | Promise<boolean>, detail?: () => unknown): ReadinessProbe => ({
+    name,
+    ready: () => {
+      asked.push(name)
+      return ready
+    },
+    ...(detail === undefined ? {} : { detail }),
+  })
+  t.same(await readiness([probe('a', true), probe('b', Promise.resolve(true))], false), { status: 'ready' }, 'every probe passes')
+  t.same(asked, ['a', 'b'], 'each asked once')
+  t.same(
+    await readiness([probe('a', false), probe('b', true), probe('c', Promise.resolve(false))], false),
+    { status: 'not_ready', failing: ['a', 'c'] },
+    'the failing ones, in order',
+  )
+  t.same(
+    await readiness([probe('a', true, () => ({ x: 1 })), probe('b', true, () => undefined)], false),
+    { status: 'ready', details: { a: { x: 1 } } },
+    'details of the probes that have some',
+  )
+  asked.length = 0
+  t.same(await readiness([probe('a', true)], true), { status: 'draining' }, 'draining')
+  t.same(asked, [], 'no probe asked while draining')
+})
 
 t.test('healthz, readyz and metrics answer on the management port; readyz is 503 while draining', async (t) => {
   const stack = await startStack(t)

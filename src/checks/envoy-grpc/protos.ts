@@ -30,7 +30,7 @@ export const LOADER_OPTIONS: Options = {
 export const AUTHORIZATION_SERVICE = 'envoy.service.auth.v3.Authorization'
 export const HEALTH_SERVICE = 'grpc.health.v1.Health'
 
-export interface ExtAuthzServices {
+export interface EnvoyGrpcServices {
   authorization: ServiceDefinition
   health: ServiceDefinition
 }
@@ -42,7 +42,7 @@ function service(definition: PackageDefinition, name: string): ServiceDefinition
   return found
 }
 
-export function loadExtAuthzServices(): ExtAuthzServices {
+export function loadEnvoyGrpcServices(): EnvoyGrpcServices {
   const definition = loadSync([...PROTO_FILES], LOADER_OPTIONS)
   return { authorization: service(definition, AUTHORIZATION_SERVICE), health: service(definition, HEALTH_SERVICE) }
 }

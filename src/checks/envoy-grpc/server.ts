@@ -12,14 +12,16 @@ import { GatewayError, type ProblemCode } from '../../contract/errors.js'
 import { PROBLEM_HEADERS } from '../../ops/response-headers.js'
 import { checkInputOf } from './check-input.js'
 import { checkResponse, type CheckResponse } from './check-response.js'
-import { AUTHORIZATION_SERVICE, loadExtAuthzServices, serverAuthorizationService } from './protos.js'
+import { AUTHORIZATION_SERVICE, loadEnvoyGrpcServices, serverAuthorizationService } from './protos.js'
 import type { CheckAnswer, CheckInput } from './types.js'
 
 // Envoy's external authorization over gRPC: `envoy.service.auth.v3.Authorization/Check`
 // (envoy/service/auth/v3/external_auth.proto; the filter: envoy docs
 // configuration/http/http_filters/ext_authz_filter.rst) and `grpc.health.v1.Health`
 // (grpc/grpc-proto grpc/health/v1/health.proto, semantics in grpc/grpc doc/health-checking.md)
-// on one cleartext HTTP/2 port, for Envoy's cluster health checks.
+// on one cleartext HTTP/2 port, for Envoy's cluster health checks. Both ask the caller's functions
+// at each call and decide nothing here: `check` decides a request, `ready` says whether the gateway
+// can decide now (health-checking.md: the status the server has when it is asked).
 //
 // Every Check is answered with a CheckResponse, never with a gRPC error: Envoy treats a failed
 // call as an error and, with failure_mode_allow, lets the request through. A request the service
@@ -33,20 +35,23 @@ import type { CheckAnswer, CheckInput } from './types.js'
 // Request headers hold cookies and tokens: nothing here logs them, and the path is logged with
 // its secret query parameters redacted.
 
-export interface ExtAuthzGrpcOptions {
+export interface EnvoyGrpcServerOptions {
   host: string
   /** 0 picks a free port; the returned `port` is the one bound. */
   port: number
   /** The gateway's decision; a rejection is answered 503. */
   check: (input: CheckInput) => Promise<CheckAnswer>
-  /** Whether the gateway can decide (provider metadata, keys, session store): the health status. */
-  ready: () => boolean
+  /**
+   * Whether the gateway can decide (provider metadata, keys, session store): the health status,
+   * asked at each health Check and at each look of a Watch; a rejection is NOT_SERVING.
+   */
+  ready: () => Promise<boolean> | boolean
   log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>
   /** How long close() waits for calls under way before cutting them, in milliseconds. */
   closeTimeoutMs?: number
 }
 
-export interface ExtAuthzGrpc {
+export interface EnvoyGrpcServer {
   port: number
   close(): Promise<void>
 }
@@ -58,7 +63,10 @@ const HEALTH_SERVICES = new Set(['', AUTHORIZATION_SERVICE])
 const ServingStatus = { SERVING: 1, NOT_SERVING: 2, SERVICE_UNKNOWN: 3 } as const
 type ServingStatus = (typeof ServingStatus)[keyof typeof ServingStatus]
 
-/** How often a Watch looks at ready(); health.proto leaves it to the server. */
+/**
+ * How often a Watch asks ready(): readiness is asked, never told, so a Watch polls, and sends a
+ * change at most this long after it happened (health.proto says when to send, not how to notice).
+ */
 const WATCH_INTERVAL_MS = 1000
 
 /** The service's own refusals, rendered like the gateway's: RFC 9457 problem+json. */
@@ -77,9 +85,9 @@ function bindAddress(host: string, port: number): string {
   return `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`
 }
 
-export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<ExtAuthzGrpc> {
+export async function startEnvoyGrpcServer(options: EnvoyGrpcServerOptions): Promise<EnvoyGrpcServer> {
   const { check, ready, log } = options
-  const services = loadExtAuthzServices()
+  const services = loadEnvoyGrpcServices()
   // Channelz (gRPC's introspection service) is not served here; its per-call bookkeeping is not kept.
   const server = new Server({ 'grpc.enable_channelz': 0 })
   /** Open Watch calls and what stops each one's polling. */
@@ -103,12 +111,13 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
     }
   }
 
-  function servingStatus(service: string): ServingStatus {
+  /** The status of `service` now; never rejects (a ready() that throws or rejects is not ready). */
+  async function servingStatus(service: string): Promise<ServingStatus> {
     if (!HEALTH_SERVICES.has(service)) return ServingStatus.SERVICE_UNKNOWN
     try {
-      return ready() ? ServingStatus.SERVING : ServingStatus.NOT_SERVING
+      return (await ready()) ? ServingStatus.SERVING : ServingStatus.NOT_SERVING
     } catch (err) {
-      log.error({ err }, 'ext_authz readiness check failed')
+      log.error({ err }, 'ext_authz readiness failed')
       return ServingStatus.NOT_SERVING
     }
   }
@@ -133,30 +142,39 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
 
   const health: UntypedServiceImplementation = {
     Check(call: ServerUnaryCall<unknown, { status: ServingStatus }>, callback: sendUnaryData<{ status: ServingStatus }>) {
-      const status = servingStatus(serviceOf(call.request))
-      if (status === ServingStatus.SERVICE_UNKNOWN) callback({ code: GrpcStatus.NOT_FOUND, details: 'unknown service' })
-      else callback(null, { status })
+      // Asked now, not remembered: right after /readyz changes, so does this answer.
+      void servingStatus(serviceOf(call.request)).then((status) => {
+        if (status === ServingStatus.SERVICE_UNKNOWN) callback({ code: GrpcStatus.NOT_FOUND, details: 'unknown service' })
+        else callback(null, { status })
+      })
     },
     Watch(call: ServerWritableStream<unknown, { status: ServingStatus }>) {
       // The current status at once, then each change; an unknown service is SERVICE_UNKNOWN and
-      // the call stays open (health.proto), until the client cancels or the server closes.
+      // the call stays open (health.proto), until the client cancels or the server closes. One
+      // look at a time: a slow ready() delays the next look rather than piling looks up.
       const service = serviceOf(call.request)
-      let last = servingStatus(service)
-      call.write({ status: last })
-      const timer = setInterval(() => {
-        const now = servingStatus(service)
-        if (now === last) return
-        last = now
-        call.write({ status: now })
-      }, WATCH_INTERVAL_MS)
+      let last: ServingStatus | undefined
+      let stopped = false
+      let timer: NodeJS.Timeout | undefined
+      const look = async (): Promise<void> => {
+        const now = await servingStatus(service)
+        if (stopped) return
+        if (now !== last) {
+          last = now
+          call.write({ status: now })
+        }
+        timer = setTimeout(() => void look(), WATCH_INTERVAL_MS)
+      }
       const stop = (): void => {
-        clearInterval(timer)
+        stopped = true
+        clearTimeout(timer)
         watches.delete(call)
       }
       watches.set(call, stop)
       call.on('cancelled', stop)
       call.on('close', stop)
       call.on('error', stop)
+      void look()
     },
   }
 

@@ -3,10 +3,11 @@ import pino from 'pino'
 import { loggerOptions } from '#src/ops/logging'
 import { DEFAULT_REDACTED_QUERY_PARAMS } from '#src/options/schema'
 import t from 'tap'
-import { startExtAuthzGrpc, type ExtAuthzGrpcOptions } from '#src/checks/envoy-grpc/server'
+import { startEnvoyGrpcServer, type EnvoyGrpcServerOptions } from '#src/checks/envoy-grpc/server'
 import type { CheckAnswer, CheckInput } from '#src/checks/envoy-grpc/types'
 import { checkRequest, grpcClient, type DecodedCheckResponse, type ExtAuthzClient } from '../../fixtures/ext-authz-grpc.ts'
 import type { Teardown } from '../../fixtures/stack.ts'
+import { eventually } from '../../fixtures/poll.ts'
 
 // The ext_authz gRPC service on an ephemeral loopback port, asked by a real grpc-js client loaded
 // from the same .proto files, with a stub decision: what Envoy sends reaches `check` as the
@@ -29,12 +30,12 @@ interface Started {
   close(): Promise<void>
 }
 
-async function start(t: Teardown, overrides: Partial<ExtAuthzGrpcOptions> = {}): Promise<Started> {
+async function start(t: Teardown, overrides: Partial<EnvoyGrpcServerOptions> = {}): Promise<Started> {
   const lines: string[] = []
   const inputs: CheckInput[] = []
   let answer: CheckAnswer | Error = ALLOW
   let ready: boolean | Error = true
-  const service = await startExtAuthzGrpc({
+  const service = await startEnvoyGrpcServer({
     host: '127.0.0.1',
     port: 0,
     // The gateway's own logger options: its serializers redact every `url` field.
@@ -266,7 +267,7 @@ t.test('a check that throws synchronously or answers nonsense is a 503 too, and 
     check: ((input: CheckInput) => {
       if (input.path === '/throw') throw new Error('sync')
       return Promise.resolve(undefined as unknown as CheckAnswer)
-    }) as ExtAuthzGrpcOptions['check'],
+    }) as EnvoyGrpcServerOptions['check'],
   })
   for (const path of ['/throw', '/nonsense']) {
     const response = denied(await client.check(checkRequest({ ...HTTP, path })))
@@ -306,6 +307,26 @@ t.test('health Check: SERVING when ready, NOT_SERVING otherwise, NOT_FOUND for a
     (e: ServiceError) => e,
   )
   t.equal(err?.code, GrpcStatus.NOT_FOUND)
+})
+
+t.test('health Check awaits an asynchronous ready() asked at the call; a rejection is NOT_SERVING', async (t) => {
+  // Readiness asks the session store and Redis (ops/readiness.ts): the answer is the one ready()
+  // gives for this call, not one remembered from an earlier look.
+  const asked: Array<(ready: boolean) => void> = []
+  let rejecting = false
+  const { client } = await start(t, {
+    ready: () => (rejecting ? Promise.reject(new Error('readiness probe failed')) : new Promise<boolean>((resolve) => asked.push(resolve))),
+  })
+  const first = client.health('')
+  await eventually('the call asks ready()', () => asked.length === 1)
+  asked.shift()?.(true)
+  t.equal(await first, 'SERVING', 'the answer waits for ready()')
+  const second = client.health('')
+  await eventually('the next call asks again', () => asked.length === 1)
+  asked.shift()?.(false)
+  t.equal(await second, 'NOT_SERVING', 'and takes what it says now')
+  rejecting = true
+  t.equal(await client.health(''), 'NOT_SERVING', 'a ready() that rejects is not ready')
 })
 
 t.test('health Watch: the current status, then each change, until cancelled', async (t) => {
