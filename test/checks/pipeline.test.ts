@@ -240,7 +240,7 @@ t.test('a 5xx refusal carries the request id a user quotes to the operator', asy
   t.match(problemOf(written), { code: 'decision_unavailable', requestId: 'req-1' })
 })
 
-t.test('an allow and a sign-in are the decision’s own results, passed through', async (t) => {
+t.test("an allow and a sign-in are the decision's own results, passed through", async (t) => {
   const allow: ExtAuthzResult = { kind: 'allow', identity: ALICE, allow: { set: [['x-forwarded-user', 'alice']], remove: ['x-forwarded-email'] } }
   const allowed = await harness(t, { result: allow, logged: { outcome: 'pass' } }).run(CHECKED, callOf())
   t.equal(allowed.outcome, allow, 'the very result')
@@ -267,7 +267,7 @@ t.test('statusOf: the status a check is recorded with', async (t) => {
   const rows: Array<[string, CheckOutcome, number]> = [
     ['an allow', { kind: 'allow', identity: null, allow: { set: [], remove: [] } }, 200],
     ['a sign-in redirect', { kind: 'sign_in', location: '/x' }, 302],
-    ['a refusal: its answer’s status', answer(403), 403],
+    ["a refusal: its answer's status", answer(403), 403],
     ['a refusal answered 401', answer(401), 401],
     ['a refusal answered 503', answer(503), 503],
   ]
