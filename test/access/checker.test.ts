@@ -1,6 +1,9 @@
 import t from 'tap'
 import type { Authentication, AuthRequest } from '#src/access/authenticate'
-import { Checker, checkContext, checkedTarget, isCheckRoute, type CheckedRequest, type CheckVerdict } from '#src/access/checker'
+import { Checker, checkContext, checkedTarget, isCheckRoute, type CheckedRequest } from '#src/access/checker'
+import type { Verdict as CheckVerdict } from '#src/access/decision'
+import { Answers } from '#src/access/answer'
+import { UpstreamCredentials } from '#src/upstream/credentials'
 import { AccessDecisions, type DecisionRequest } from '#src/access/decision'
 import { GatewayError } from '#src/contract/errors'
 import type { Identity } from '#src/contract/identity'
@@ -86,8 +89,19 @@ function harness(patch: Tree = {}): Harness {
     upstreams: config.upstreams,
     access,
     publicUrl,
+    answers: new Answers({
+      publicUrl,
+      validateRedirectAfter: createRedirectAfterValidator({ publicUrl, allowedHosts: config.redirects.allowedHosts }),
+      credentials: new UpstreamCredentials({
+        upstreams: config.upstreams,
+        assertions: { header: config.assertions.header, signer: undefined },
+        transactionTokens: undefined,
+        // No upstream here exchanges tokens: the Checker's verdicts are what these rows read.
+        exchanger: { token: () => Promise.reject(new Error('no exchange in these rows')), forgetToken() {}, forget() {} },
+        isGatewayCookie: cookies.isGatewayCookie,
+      }),
+    }),
     cookieDomain: config.cookies.domain,
-    validateRedirectAfter: createRedirectAfterValidator({ publicUrl, allowedHosts: config.redirects.allowedHosts }),
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock,
@@ -393,9 +407,13 @@ t.test('isCheckRoute: the raw target is a check endpoint exactly at its prefix b
     ['a longer segment than ext-authz', `${EXT}x/page`, false],
     ['the sign-in endpoint', '/api/v1/openid/redirect', false],
   ]
-  for (const [name, raw, expected] of rows) t.equal(isCheckRoute(raw, EXT), expected, `${name}: ${raw}`)
-  t.equal(isCheckRoute('/api/v1/openid/envoy/page', '/api/v1/openid/envoy'), true, 'a moved extAuthzPath')
-  t.equal(isCheckRoute(`${EXT}/page`, '/api/v1/openid/envoy'), false, 'the default prefix once moved')
+  const routes = (prefix: string) => [
+    { path: '/api/v1/openid/auth', match: 'endpoint' as const },
+    { path: prefix, match: 'prefix' as const },
+  ]
+  for (const [name, raw, expected] of rows) t.equal(isCheckRoute(raw, routes(EXT)), expected, `${name}: ${raw}`)
+  t.equal(isCheckRoute('/api/v1/openid/envoy/page', routes('/api/v1/openid/envoy')), true, 'a moved Envoy prefix')
+  t.equal(isCheckRoute(`${EXT}/page`, routes('/api/v1/openid/envoy')), false, 'the default prefix once moved')
 })
 
 t.test('checkContext: the checked request as the session store and authentication read it', async (t) => {

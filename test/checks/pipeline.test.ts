@@ -2,15 +2,17 @@ import t from 'tap'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { CheckedRequest } from '#src/access/checker'
 import type { DecisionRequest } from '#src/access/decision'
+import type { Answer } from '#src/access/answer'
+import type { UpstreamConfig } from '#src/options/types'
+
 import {
   createCheckPipeline,
   statusOf,
   type CheckCall,
   type CheckOutcome,
   type CheckTransport,
-  type ExtAuthzDecide,
-  type ExtAuthzDecision,
-  type ExtAuthzResult,
+  type EnvoyDecide,
+  type EnvoyDecision,
 } from '#src/checks/pipeline'
 import { GatewayError, type Problem } from '#src/contract/errors'
 import type { Identity } from '#src/contract/identity'
@@ -23,6 +25,9 @@ import type { SessionReply, SessionRequest } from '#src/session/types'
 import { manualClock } from '../fixtures/clock.ts'
 import { COOKIE_SECRET } from '../fixtures/config/base.ts'
 import { identityOf, recordedLog } from '../fixtures/decision-inputs.ts'
+
+/** The upstream the stub decisions name (only its name is read, by nobody here). */
+const UPSTREAM = { name: 'admin' } as UpstreamConfig
 
 // The check pipeline (checks/pipeline.ts) that both Envoy transports adapt, without a transport:
 // a toy transport that describes what it is given and hands back what it is asked to write, a stub
@@ -78,7 +83,7 @@ interface Harness {
 }
 
 /** A pipeline whose decision is `decision` (or throws it), with the real problem answer. */
-function harness(t: Tap, decision: ExtAuthzDecision | Error): Harness {
+function harness(t: Tap, decision: EnvoyDecision | Error): Harness {
   const clock = manualClock()
   const cookies = new GatewayCookies(
     { name: 'ogw', secrets: [COOKIE_SECRET], secure: true, sameSite: 'lax', credentialsPath: '/' },
@@ -97,7 +102,7 @@ function harness(t: Tap, decision: ExtAuthzDecision | Error): Harness {
   const decided: Harness['decided'] = []
   const steps: Step[] = []
   const expired: SessionRequest[] = []
-  const decide: ExtAuthzDecide = async (req, reply, checked, upstreamName) => {
+  const decide: EnvoyDecide = async (req, reply, checked, upstreamName) => {
     steps.push('decide')
     decided.push({ req, reply, checked, upstreamName })
     if (decision instanceof Error) throw decision
@@ -124,9 +129,9 @@ function callOf(headers: IncomingHttpHeaders = JSON_ACCEPT, method = 'GET'): Che
   }
 }
 
-function refused(error: GatewayError, identity?: Identity | null): ExtAuthzDecision {
-  const result: ExtAuthzResult = identity === undefined ? { kind: 'refused', error } : { kind: 'refused', error, identity }
-  return { result, logged: { outcome: error.code, upstream: 'admin' } }
+function refused(error: GatewayError, identity?: Identity | null): EnvoyDecision {
+  const answer: Answer = { kind: 'refuse', outcome: error.code, upstream: UPSTREAM, identity: identity ?? null, error }
+  return { answer, logged: { outcome: error.code, upstream: 'admin' } }
 }
 
 function problemOf(written: Written): Problem {
@@ -167,7 +172,10 @@ t.test('anything else describe throws is a bug: thrown, never answered', async (
 })
 
 t.test("the decision is asked about the checked request, with the call's credentials, after former cookies are expired", async (t) => {
-  const allow: ExtAuthzDecision = { result: { kind: 'allow', identity: ALICE, allow: { set: [], remove: [] } }, logged: { outcome: 'pass' } }
+  const allow: EnvoyDecision = {
+    answer: { kind: 'pass', outcome: 'pass', upstream: UPSTREAM, identity: ALICE, headers: { set: [], remove: [] } },
+    logged: { outcome: 'pass' },
+  }
   const h = harness(t, allow)
   const call = callOf({ ...JSON_ACCEPT, authorization: 'Bearer x' })
   await h.run(CHECKED, call, 'admin')
@@ -241,18 +249,24 @@ t.test('a 5xx refusal carries the request id a user quotes to the operator', asy
 })
 
 t.test("an allow and a sign-in are the decision's own results, passed through", async (t) => {
-  const allow: ExtAuthzResult = { kind: 'allow', identity: ALICE, allow: { set: [['x-forwarded-user', 'alice']], remove: ['x-forwarded-email'] } }
-  const allowed = await harness(t, { result: allow, logged: { outcome: 'pass' } }).run(CHECKED, callOf())
+  const allow: Answer = {
+    kind: 'pass',
+    outcome: 'pass',
+    upstream: UPSTREAM,
+    identity: ALICE,
+    headers: { set: [['x-forwarded-user', 'alice']], remove: ['x-forwarded-email'] },
+  }
+  const allowed = await harness(t, { answer: allow, logged: { outcome: 'pass' } }).run(CHECKED, callOf())
   t.equal(allowed.outcome, allow, 'the very result')
   t.equal(allowed.identity, ALICE, 'who was allowed')
   t.strictSame(allowed.logged, { outcome: 'pass' })
 
-  const anonymous: ExtAuthzResult = { kind: 'allow', identity: null, allow: { set: [], remove: [] } }
-  const passed = await harness(t, { result: anonymous, logged: { outcome: 'pass' } }).run(CHECKED, { ...callOf(), identity: BOB })
+  const anonymous: Answer = { kind: 'pass', outcome: 'pass', upstream: UPSTREAM, identity: null, headers: { set: [], remove: [] } }
+  const passed = await harness(t, { answer: anonymous, logged: { outcome: 'pass' } }).run(CHECKED, { ...callOf(), identity: BOB })
   t.equal(passed.identity, null, 'an anonymous pass names nobody')
 
-  const signIn: ExtAuthzResult = { kind: 'sign_in', location: `${PUBLIC_URL}/api/v1/openid/redirect` }
-  const sent = await harness(t, { result: signIn, logged: { outcome: 'unauthenticated' } }).run(CHECKED, callOf(NAVIGATION))
+  const signIn: Answer = { kind: 'sign_in', outcome: 'unauthenticated', upstream: UPSTREAM, identity: null, location: `${PUBLIC_URL}/api/v1/openid/redirect` }
+  const sent = await harness(t, { answer: signIn, logged: { outcome: 'unauthenticated' } }).run(CHECKED, callOf(NAVIGATION))
   t.equal(sent.outcome, signIn, 'the very result')
   t.equal(sent.identity, null, 'nobody')
 })
@@ -265,8 +279,8 @@ t.test('a decision that throws is a bug: thrown', async (t) => {
 t.test('statusOf: the status a check is recorded with', async (t) => {
   const answer = (status: number): CheckOutcome => ({ kind: 'refused', code: 'forbidden', answer: { status, headers: {}, body: '' } })
   const rows: Array<[string, CheckOutcome, number]> = [
-    ['an allow', { kind: 'allow', identity: null, allow: { set: [], remove: [] } }, 200],
-    ['a sign-in redirect', { kind: 'sign_in', location: '/x' }, 302],
+    ['a pass', { kind: 'pass', outcome: 'pass', upstream: UPSTREAM, identity: null, headers: { set: [], remove: [] } }, 200],
+    ['a sign-in redirect', { kind: 'sign_in', outcome: 'unauthenticated', upstream: UPSTREAM, identity: null, location: '/x' }, 302],
     ["a refusal: its answer's status", answer(403), 403],
     ['a refusal answered 401', answer(401), 401],
     ['a refusal answered 503', answer(503), 503],
