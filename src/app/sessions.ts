@@ -1,6 +1,5 @@
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyBaseLogger } from 'fastify'
-import { ConfigError } from '../config/load.js'
 import { mappedClaimNames } from '../contract/claim-path.js'
 import type { GatewayConfig } from '../options/types.js'
 import { createProvider, Providers } from '../oidc/providers.js'
@@ -8,14 +7,12 @@ import { refreshAuditor } from '../ops/audit.js'
 import { Authentication } from '../access/authenticate.js'
 import { CookieCipher } from '../session/cipher.js'
 import { GatewayCookies } from '../session/cookies.js'
-import { CookieSessionStore } from '../session/cookie-store.js'
 import { SessionEvents } from '../session/events.js'
+import { createSessionStore } from '../session/stores.js'
 import { issuerBinding, type IssuerBinding } from '../session/issuer-binding.js'
 import { SessionLifecycle } from '../session/lifecycle.js'
 import { MemorySessionStore } from '../session/memory-store.js'
-import type { RefreshCoordinator } from '../session/refresh-coordinator.js'
 import { providerRefreshGrant } from '../session/refresh-grant.js'
-import { RedisRefreshCoordinator } from '../session/redis-refresh-coordinator.js'
 import { RedisSessionStore } from '../session/redis-store.js'
 import type { SessionStore } from '../session/types.js'
 import type { ProcessState } from './state.js'
@@ -46,7 +43,17 @@ export function buildSessions(config: GatewayConfig, state: ProcessState, log: F
   const cipher = new CookieCipher(config.cookies.secrets, state.clock)
   const cookies = new GatewayCookies(config.cookies, cipher, state.cookieNames)
   state.cookieNames.add(config.cookies.name)
-  const { store, coordinator } = createStore(config, cookies, cipher, state)
+  const { clock, redis, keys, coordinator: processCoordinator, memorySessions, revocations } = state
+  const { store, coordinator } = createSessionStore(config.session, config.providers, {
+    cookies,
+    cipher,
+    clock,
+    redis,
+    keys,
+    coordinator: processCoordinator,
+    memorySessions,
+    revocations,
+  })
   metrics.bindStore({
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
@@ -80,7 +87,6 @@ export function buildSessions(config: GatewayConfig, state: ProcessState, log: F
     state.clock,
     refreshAuditor(log),
   )
-  const { revocations } = state
   const authentication = new Authentication({ store, lifecycle, providers, clock: state.clock, revocations, bindIssuer, clientKey: normalizeIP })
   return {
     cookies,
@@ -96,48 +102,4 @@ export function buildSessions(config: GatewayConfig, state: ProcessState, log: F
       await store.close()
     },
   }
-}
-
-function createStore(
-  config: GatewayConfig,
-  cookies: GatewayCookies,
-  cipher: CookieCipher,
-  state: ProcessState,
-): { store: SessionStore; coordinator: RefreshCoordinator } {
-  const { store, maxAgeSeconds } = config.session
-  const { redis, keys } = state
-  if (store === 'redis') {
-    // config/ makes a Redis required with store: redis, so the client exists.
-    if (redis === undefined) throw new ConfigError(['session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster'])
-    // A refresh calls the token endpoint and may fetch the provider's keys: two provider timeouts.
-    const lockMs = 2 * Math.max(...config.providers.map((p) => p.timeoutMs)) + config.session.redis.timeoutMs
-    return {
-      // The email link only with a Shared Signals receiver, which is its one reader.
-      store: new RedisSessionStore({
-        redis,
-        keys,
-        cookies,
-        cipher,
-        maxAgeSeconds,
-        maxSessionsPerUser: config.session.maxSessionsPerUser,
-        clock: state.clock,
-        indexEmail: config.providers.some((p) => p.ssf !== undefined),
-      }),
-      coordinator: new RedisRefreshCoordinator({ redis, keys, cipher, lockMs, waitMs: 2 * lockMs, clock: state.clock }),
-    }
-  }
-  const { coordinator } = state
-  if (store === 'memory') {
-    return {
-      store: new MemorySessionStore(
-        cookies,
-        maxAgeSeconds,
-        { maxSessions: config.session.memory.maxSessions, maxSessionsPerUser: config.session.maxSessionsPerUser },
-        state.clock,
-        state.memorySessions,
-      ),
-      coordinator,
-    }
-  }
-  return { store: new CookieSessionStore(cookies, maxAgeSeconds, state.clock, state.revocations), coordinator }
 }
