@@ -215,7 +215,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(options.live === true ? { serverFactory: () => createServer() } : {}),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
-    rewriteUrl: rewriteRequestTarget(config.forwardAuth.extAuthzPath),
+    rewriteUrl: rewriteRequestTarget(config.envoy.pathPrefix),
   })
 
   // This configuration's services.
@@ -416,7 +416,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     identityHeaders,
     transactionTokens,
     isTrustedProxy: createTrustCheck(config.server.trustedProxies),
-    extAuthzPath: config.forwardAuth.extAuthzPath,
+    extAuthzPath: config.envoy.pathPrefix,
     publicUrl: config.server.publicUrl,
     answerProblem,
     metrics,

@@ -6,7 +6,7 @@
 import type { Issue } from './path.js'
 import { assertionRules } from './cross-key/assertions.js'
 import { cookieRules } from './cross-key/cookies.js'
-import { envoyRules } from './cross-key/envoy.js'
+import { envoyDeprecations, envoyRules } from './cross-key/envoy.js'
 import { providerRules } from './cross-key/providers.js'
 import { type Read, reader } from './cross-key/read.js'
 import { serverRules } from './cross-key/server.js'
@@ -28,4 +28,12 @@ const SECTIONS: ReadonlyArray<(read: Read, data: unknown) => Issue[]> = [
 export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
   const read = reader(data, known)
   return SECTIONS.flatMap((rules) => rules(read, data))
+}
+
+/**
+ * Keys still read under a former name, each as an issue at that name saying what to write
+ * instead: warnings, which `check` and `run` print; never a refusal.
+ */
+export function deprecations(data: unknown): Issue[] {
+  return envoyDeprecations(data)
 }

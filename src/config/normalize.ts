@@ -3,6 +3,7 @@
 
 import { asciiLower } from '../lib/url-chars.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
+import { DEFAULT_ENVOY_PATH_PREFIX } from '../options/schema.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from '../options/types.js'
 
 /** The container image sets it (docker/Dockerfile): the management listener's default address there. */
@@ -28,7 +29,9 @@ export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string,
     upstreams: config.upstreams.map((upstream) => normalizeUpstream(upstream, names)),
     assertions: { ...config.assertions },
     websocket: { ...config.websocket },
-    forwardAuth: { ...config.forwardAuth, cache: { ...config.forwardAuth.cache } },
+    forwardAuth: { cache: { ...config.forwardAuth.cache } },
+    // cross-key/envoy.ts has refused the file that gives both names.
+    envoy: { pathPrefix: config.envoy.pathPrefix ?? config.forwardAuth.extAuthzPath ?? DEFAULT_ENVOY_PATH_PREFIX },
     log: { ...config.log, redactQueryParams: [...config.log.redactQueryParams] },
     telemetry: config.telemetry.tracing === undefined ? {} : { tracing: { ...config.telemetry.tracing } },
   }

@@ -315,9 +315,13 @@ export interface WebSocketConfig {
 
 /** The check endpoints (ext_authz, ingress-nginx, Traefik) and their decision cache. */
 export interface ForwardAuthConfig {
-  /** Prefix of the ext_authz HTTP check, below SIGN_IN_PATH; the client's path follows it. */
-  extAuthzPath: string
   cache: { enabled: boolean; ttlSeconds: number; maxEntries: number }
+}
+
+/** The Envoy ext_authz HTTP check. */
+export interface EnvoyConfig {
+  /** Prefix of the check, below SIGN_IN_PATH (Envoy's http_service.path_prefix); the client's path follows it. */
+  pathPrefix: string
 }
 
 export interface LogConfig {
@@ -355,17 +359,22 @@ export interface GatewayConfig {
   assertions: AssertionsConfig
   websocket: WebSocketConfig
   forwardAuth: ForwardAuthConfig
+  envoy: EnvoyConfig
   log: LogConfig
   telemetry: TelemetryConfig
 }
 
 /**
  * The file as the schema validates it: one provider (`provider:`, named DEFAULT_PROVIDER) or
- * several (`providers:`), and upstreams whose `providers` may be left out. normalize.ts turns it
- * into a GatewayConfig.
+ * several (`providers:`), upstreams whose `providers` may be left out, and `envoy.pathPrefix` left
+ * out or under its former name `forwardAuth.extAuthzPath`. normalize.ts turns it into a
+ * GatewayConfig.
  */
-export interface ConfigFile extends Omit<GatewayConfig, 'server' | 'providers' | 'upstreams'> {
+export interface ConfigFile extends Omit<GatewayConfig, 'server' | 'providers' | 'upstreams' | 'forwardAuth' | 'envoy'> {
   server: Omit<ServerConfig, 'managementHost'> & { managementHost?: string }
+  /** `extAuthzPath`: deprecated, the former name of envoy.pathPrefix. */
+  forwardAuth: ForwardAuthConfig & { extAuthzPath?: string }
+  envoy: Partial<EnvoyConfig>
   provider?: Omit<ProviderConfig, 'name'>
   providers?: ProviderConfig[]
   upstreams: Array<Omit<UpstreamConfig, 'providers'> & { providers?: string[] }>

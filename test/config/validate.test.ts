@@ -58,14 +58,6 @@ t.test('server', async (t) => {
       { server: { extAuthzGrpcPort: 9001, workers: 2 } },
       ['server.extAuthzGrpcPort: is served by a single process: use server.workers: 1 (several replicas behind a Service instead)'],
     ],
-    'extAuthzPath outside the gateway paths': [
-      { forwardAuth: { extAuthzPath: '/ext-authz' } },
-      ['forwardAuth.extAuthzPath: must be a path below /api/v1/openid/ of letters, digits and . _ ~ -, without a trailing slash'],
-    ],
-    'extAuthzPath below the callback (it would collide with /callback/<provider>)': [
-      { forwardAuth: { extAuthzPath: '/api/v1/openid/callback/envoy' } },
-      ["forwardAuth.extAuthzPath: must not be below the gateway's endpoint /api/v1/openid/callback"],
-    ],
     'cache ttlSeconds above a minute': [{ forwardAuth: { cache: { enabled: true, ttlSeconds: 600 } } }, ['forwardAuth.cache.ttlSeconds: must be between 1 and 60']],
     'empty host': [{ server: { host: '' } }, ['server.host: must not be empty']],
     'host with a space': [{ server: { host: 'my host' } }, ['server.host: must be an IP address or a host name']],
