@@ -1,5 +1,7 @@
 // The validated, defaults-applied configuration. Every module receives the slice it needs;
-// nothing reads the YAML or the environment after startup.
+// nothing reads the YAML or the environment after startup. ConfigFile is what schema.ts accepts,
+// key by key (the keys, which are optional, the values each takes): test/options/types.test.ts
+// reads both and fails on any difference, so a key is changed in both or the test says where.
 
 import type { SIGN_IN_PATH } from '../contract/endpoints.js'
 import type { AsymmetricAlgorithm } from './algorithms.js'
@@ -118,7 +120,7 @@ export interface SsfConfig {
 
 export interface BearerConfig {
   /** JWS algorithms accepted on Bearer JWTs; asymmetric only. */
-  algorithms: string[]
+  algorithms: AsymmetricAlgorithm[]
   /** RFC 7662 introspection of Bearer tokens that are not JWTs. */
   introspection: boolean
   /** Only JWTs with the `typ` header `at+jwt` (RFC 9068 2.1) are accepted as access tokens. */
