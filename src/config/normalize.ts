@@ -10,7 +10,7 @@ import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type 
 export const MANAGEMENT_HOST_ENV = 'OPENID_GATEWAY_MANAGEMENT_HOST'
 
 export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string, string | undefined>> = {}): GatewayConfig {
-  // cross-key-rules.ts has made sure that exactly one of the two forms is there.
+  // cross-key/providers.ts has made sure that exactly one of the two forms is there.
   const providers = (config.providers ?? (config.provider === undefined ? [] : [{ name: DEFAULT_PROVIDER, ...config.provider }])).map(normalizeProvider)
   const names = providers.map((p) => p.name)
   return {

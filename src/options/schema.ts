@@ -729,7 +729,7 @@ const upstream = object(
       description:
         "[Claim mapping](features/claim-mapping.md): extra identity headers, each a header name and the claim path of its value (`X-User-Name: name`, `X-Roles: realm_access.roles`). Strings as they are, numbers and booleans as text, a list comma-joined (its elements that are strings, numbers or booleans without a `,`), an object or anything unsafe in a header never: the header is then left out. Names are checked like `identityHeaders` (not a managed header, not the same as another identity header of this upstream or the assertion header), and every upstream, forward-auth answer and Envoy check removes a client's own copy. In the [signed identity assertion](#signed-identity-for-upstreams) as `headers`.",
       minProperties: 1,
-      // Each name is checked as an `identity-header` by config/cross-key-rules.ts, which names it.
+      // Each name is checked as an `identity-header` by config/cross-key/upstreams.ts, which names it.
       propertyNames: { minLength: 1 },
       additionalProperties: string('claim path', { format: 'claim-path' }),
     },

@@ -1,5 +1,6 @@
-// providers[].userClaim, groupsClaim and upstreams[].claimHeaders: what the schema and
-// cross-key-rules.ts refuse, each naming the key (docs/features/claim-mapping.md).
+// providers[].userClaim, groupsClaim and upstreams[].claimHeaders: what the schema refuses, each
+// naming the key (docs/features/claim-mapping.md); claimHeaders' names, checked across keys, are
+// tested in test/config/cross-key/upstreams.test.ts.
 
 import t from 'tap'
 import { problems, resolve, withUpstream } from '../fixtures/config/base.ts'

@@ -14,7 +14,7 @@ import type { GatewayConfig } from '#src/options/types'
 // Where Redis is (issue "Sessions that survive a Redis failover"): one node (session.redisUrl),
 // Sentinel (session.redis.sentinels) or Cluster (session.redis.cluster), never two; the data
 // nodes' username, password and tls only with the last two; waitReplicas only with one of them.
-// Each refusal names its key path (config/cross-key-rules.ts checkRedisStore, config/formats.ts host-port).
+// Each refusal names its key path (config/cross-key/session.ts, config/formats.ts host-port).
 
 const HOST_PORT = 'must be host:port (a host name or IP address, and a port from 1 to 65535)'
 

@@ -1,5 +1,6 @@
-// upstreams[].tokenExchange and upstreams[].resourceMetadata: what the schema and cross-key-rules.ts refuse,
-// each naming the key (docs/features/token-exchange.md).
+// upstreams[].tokenExchange and upstreams[].resourceMetadata: what the schema refuses, each naming
+// the key (docs/features/token-exchange.md); the rules across keys are tested in
+// test/config/cross-key/upstreams.test.ts.
 
 import t from 'tap'
 import { problems, resolve, withUpstream, type Tree } from '../fixtures/config/base.ts'
