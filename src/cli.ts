@@ -279,11 +279,13 @@ async function main(argv: string[]): Promise<void> {
   // from the process that reads the file first: the primary of workers).
   const exposed = exposedSecretFiles(config, path)
   if (command === 'check') {
+    for (const warning of loaded.warnings) process.stderr.write(`warning: ${warning}\n`)
     for (const file of exposed) process.stderr.write(`warning: ${describeExposure(file)}\n`)
     return checkCommand(loaded, path, { online: values.online === true, printConfig: values['print-config'] === true })
   }
   if (command === 'run' && cluster.isPrimary) {
     const log = pino(loggerOptions(config.log), stdoutDestination())
+    for (const warning of loaded.warnings) log.warn(warning)
     for (const file of exposed) log.warn({ key: file.key, path: file.path, mode: file.mode }, describeExposure(file))
     // Once per start, from the primary: what to register at each provider and what will be served.
     for (const line of startupSummary(config)) log.info(line.fields, line.msg)

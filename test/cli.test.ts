@@ -201,3 +201,20 @@ t.test('jwks prints the public JWKS of provider.clientKey (from the environment)
   t.equal(secretOnly.code, 2)
   t.match(secretOnly.stderr, /provider\.clientKey is not set/)
 })
+
+t.test('a key under its former name: check prints a warning naming the new one and passes; run logs it as a warning', async (t) => {
+  const [port, managementPort] = (await freePorts(2)) as [number, number]
+  const config = valid(port, 'http://127.0.0.1:3000', managementPort)
+  const path = configFile({ ...config, forwardAuth: { extAuthzPath: '/api/v1/openid/envoy' } })
+  const checked = await cli(['check', '--config', path], SECRETS_ENV).done
+  t.equal(checked.code, 0, checked.stderr)
+  t.match(checked.stderr, /^warning: forwardAuth\.extAuthzPath: .*envoy\.pathPrefix/m, 'check names the new key')
+  const proc = cli(['--config', path], SECRETS_ENV)
+  t.teardown(() => proc.kill('SIGKILL'))
+  const warned = () =>
+    proc
+      .stdout()
+      .split('\n')
+      .some((line) => /"level":40/.test(line) && /forwardAuth\.extAuthzPath: .*envoy\.pathPrefix/.test(line))
+  t.ok(await until(proc, async () => warned()), 'run logs the warning naming the new key', { stdout: proc.stdout() })
+})

@@ -29,7 +29,7 @@ export interface CheckDialect {
   /** Its name, in logs and docs. */
   readonly name: string
   /** Where it is asked: an endpoint of contract/endpoints.ts, or a configured prefix. Routed on the raw target (access/checker.ts isCheckRoute). */
-  route(config: Pick<GatewayConfig, 'forwardAuth'>): CheckRoute
+  route(config: Pick<GatewayConfig, 'envoy'>): CheckRoute
   /** Registers its route at `route` on the app (an encapsulated plugin). */
   register(app: FastifyInstance, context: CheckDialectContext, route: CheckRoute): Promise<void>
 }

@@ -90,7 +90,7 @@ export function createEnvoyDecision(checker: Checker): EnvoyDecide {
 
 export interface EnvoyHttpRouteOptions {
   pipeline: CheckPipeline
-  /** forwardAuth.extAuthzPath: below /api/v1/openid, without a trailing slash. */
+  /** envoy.pathPrefix: below /api/v1/openid, without a trailing slash. */
   path: string
   publicUrl: string
 }
@@ -137,7 +137,7 @@ function answerHttp(outcome: CheckOutcome, logged: Record<string, unknown>, _req
 /** Envoy's ext_authz over HTTP: below its path prefix, the request checked. */
 export const ENVOY_HTTP: CheckDialect = {
   name: 'envoy-http',
-  route: (config) => ({ path: config.forwardAuth.extAuthzPath, match: 'prefix' }),
+  route: (config) => ({ path: config.envoy.pathPrefix, match: 'prefix' }),
   async register(app, { envoy, publicUrl }, route) {
     await app.register(envoyHttpRoutes, { pipeline: envoy, path: route.path, publicUrl })
   },

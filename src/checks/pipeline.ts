@@ -11,7 +11,7 @@ import { checkContext, type CheckedRequest } from '../access/checker.js'
 import type { DecisionRequest } from '../access/decision.js'
 
 // The one request pipeline of Envoy's check, whichever transport carries it (HTTP at
-// forwardAuth.extAuthzPath, gRPC on server.extAuthzGrpcPort). Each transport is a thin adapter:
+// envoy.pathPrefix, gRPC on server.extAuthzGrpcPort). Each transport is a thin adapter:
 // it reads its request into a CheckCall (the client's headers, the gateway's cookies, the page a
 // refusal is written for) and a CheckedRequest, and writes the CheckOutcome back. Between the two,
 // every step is here, once, the same for both:

@@ -30,11 +30,11 @@ export interface CheckEndpointsOptions {
   accessLog: AccessLog
   /** The dialects spoken (CHECK_DIALECTS), and their routes in `config`. */
   dialects: readonly CheckDialect[]
-  config: Pick<GatewayConfig, 'forwardAuth'>
+  config: Pick<GatewayConfig, 'envoy'>
 }
 
 /** Where each dialect is asked in `config`: the targets routed to a check on their raw spelling. */
-export function checkRoutes(config: Pick<GatewayConfig, 'forwardAuth'>, dialects: readonly CheckDialect[] = CHECK_DIALECTS): CheckRoute[] {
+export function checkRoutes(config: Pick<GatewayConfig, 'envoy'>, dialects: readonly CheckDialect[] = CHECK_DIALECTS): CheckRoute[] {
   return dialects.map((dialect) => dialect.route(config))
 }
 

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import YAML, { type YAMLError } from 'yaml'
 import { describeFsError } from '../lib/fs-errors.js'
-import { crossCheck } from './cross-key-rules.js'
+import { crossCheck, deprecations } from './cross-key-rules.js'
 import { type Env, expandEnv } from './env.js'
 import { normalizeConfig } from './normalize.js'
 import { formatIssue, type Issue, type Path, type PathSegment, startsWith } from './path.js'
@@ -44,6 +44,11 @@ export interface LoadedConfig {
   state: ConfigState
   /** The file as read: what the primary of workers hands them, so that all run the same one. */
   text: string
+  /**
+   * What the file should say otherwise but is still accepted (a key under its former name), one
+   * `key: message` line each: `check` prints them and `run` logs them as warnings.
+   */
+  warnings: string[]
 }
 
 export function configHash(text: string): string {
@@ -57,7 +62,8 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
 
 /** The file's text, as read by someone else (the primary of workers); `source` names it in messages. */
 export function loadConfigText(text: string, source: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
-  return { config: parseConfig(text, env, source), state: { hash: configHash(text), loadedAt: new Date().toISOString() }, text }
+  const { config, warnings } = resolveWithWarnings(parseYaml(text, source), env)
+  return { config, state: { hash: configHash(text), loadedAt: new Date().toISOString() }, text, warnings }
 }
 
 /** `source` (usually the file name) prefixes YAML syntax errors. */
@@ -67,6 +73,11 @@ export function parseConfig(yamlText: string, env: NodeJS.ProcessEnv = process.e
 
 /** The steps after YAML parsing, for callers (tests) that hold the configuration as an object. */
 export function resolveConfig(data: unknown, env: Env = process.env): GatewayConfig {
+  return resolveWithWarnings(data, env).config
+}
+
+/** resolveConfig, and the warnings of a valid file (LoadedConfig.warnings). */
+export function resolveWithWarnings(data: unknown, env: Env = process.env): { config: GatewayConfig; warnings: string[] } {
   if (data === null || data === undefined) {
     throw new ConfigError(['(root): the configuration is empty; expected server, provider, cookies and upstreams'])
   }
@@ -82,7 +93,7 @@ export function resolveConfig(data: unknown, env: Env = process.env): GatewayCon
   ]
   const issues = inFileOrder([...found, ...crossCheck(expansion.value, found)], expansion.value)
   if (issues.length > 0 || !schema.ok) throw new ConfigError(unique(issues.map(formatIssue)))
-  return normalizeConfig(schema.config, env)
+  return { config: normalizeConfig(schema.config, env), warnings: inFileOrder(deprecations(expansion.value), expansion.value).map(formatIssue) }
 }
 
 function readConfigFile(path: string): string {

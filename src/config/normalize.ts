@@ -3,13 +3,14 @@
 
 import { asciiLower } from '../lib/url-chars.js'
 import { FAPI2_ALGORITHMS } from '../oidc/profile.js'
+import { DEFAULT_ENVOY_PATH_PREFIX } from '../options/schema.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type AllowRules, type ConfigFile, type CookiesConfig, type GatewayConfig, type ProviderConfig, type UpstreamConfig } from '../options/types.js'
 
 /** The container image sets it (docker/Dockerfile): the management listener's default address there. */
 export const MANAGEMENT_HOST_ENV = 'OPENID_GATEWAY_MANAGEMENT_HOST'
 
 export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string, string | undefined>> = {}): GatewayConfig {
-  // cross-key-rules.ts has made sure that exactly one of the two forms is there.
+  // cross-key/providers.ts has made sure that exactly one of the two forms is there.
   const providers = (config.providers ?? (config.provider === undefined ? [] : [{ name: DEFAULT_PROVIDER, ...config.provider }])).map(normalizeProvider)
   const names = providers.map((p) => p.name)
   return {
@@ -28,7 +29,9 @@ export function normalizeConfig(config: ConfigFile, env: Readonly<Record<string,
     upstreams: config.upstreams.map((upstream) => normalizeUpstream(upstream, names)),
     assertions: { ...config.assertions },
     websocket: { ...config.websocket },
-    forwardAuth: { ...config.forwardAuth, cache: { ...config.forwardAuth.cache } },
+    forwardAuth: { cache: { ...config.forwardAuth.cache } },
+    // cross-key/envoy.ts has refused the file that gives both names.
+    envoy: { pathPrefix: config.envoy.pathPrefix ?? config.forwardAuth.extAuthzPath ?? DEFAULT_ENVOY_PATH_PREFIX },
     log: { ...config.log, redactQueryParams: [...config.log.redactQueryParams] },
     telemetry: config.telemetry.tracing === undefined ? {} : { tracing: { ...config.telemetry.tracing } },
   }

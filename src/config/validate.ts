@@ -23,8 +23,9 @@ function compileValidator(): ValidateFunction<ConfigFile> {
   for (const [name, check] of Object.entries(FORMATS)) {
     ajv.addFormat(name, { type: 'string', validate: (value: string) => check(value) === undefined })
   }
-  // The type parameter is a promise the schema keeps: every key of ConfigFile that is not
-  // optional is either required or has a default (test/config/validate.defaults.test.ts checks this).
+  // The type parameter is a promise the schema keeps: ConfigFile has the schema's keys, each
+  // optional unless required or defaulted, with the values it takes (test/options/types.test.ts
+  // compares the two; test/config/validate.defaults.test.ts the defaults a minimal file gets).
   return ajv.compile<ConfigFile>(gatewaySchema)
 }
 

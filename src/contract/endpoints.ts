@@ -2,7 +2,7 @@
 // never proxied; cookies, the callback URL registered at the provider, the router and the
 // redirects the proxy sends all derive from these. ENDPOINTS is the one table of the endpoints:
 // the routes register its paths, and the metrics, the sign-in rate limit, the reserved paths'
-// 405s and the configuration's extAuthzPath check read it, so none keeps a list of its own.
+// 405s and the configuration's envoy.pathPrefix check read it, so none keeps a list of its own.
 
 export const SIGN_IN_PATH = '/api/v1/openid'
 export const CALLBACK_PATH = `${SIGN_IN_PATH}/callback`
@@ -94,7 +94,7 @@ export const ASSERTION_JWKS_PATH = ENDPOINTS.assertionJwks.path
 
 /**
  * The first segment below SIGN_IN_PATH of each endpoint the gateway serves there: another route
- * under one of them (forwardAuth.extAuthzPath) would shadow or collide with the endpoint.
+ * under one of them (envoy.pathPrefix) would shadow or collide with the endpoint.
  */
 export const ENDPOINT_SEGMENTS: readonly string[] = [
   ...new Set(ENDPOINT_LIST.filter((e) => e.reserved).map((e) => e.path.slice(SIGN_IN_PATH.length + 1).split('/')[0] ?? '')),

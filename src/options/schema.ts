@@ -729,7 +729,7 @@ const upstream = object(
       description:
         "[Claim mapping](features/claim-mapping.md): extra identity headers, each a header name and the claim path of its value (`X-User-Name: name`, `X-Roles: realm_access.roles`). Strings as they are, numbers and booleans as text, a list comma-joined (its elements that are strings, numbers or booleans without a `,`), an object or anything unsafe in a header never: the header is then left out. Names are checked like `identityHeaders` (not a managed header, not the same as another identity header of this upstream or the assertion header), and every upstream, forward-auth answer and Envoy check removes a client's own copy. In the [signed identity assertion](#signed-identity-for-upstreams) as `headers`.",
       minProperties: 1,
-      // Each name is checked as an `identity-header` by config/cross-key-rules.ts, which names it.
+      // Each name is checked as an `identity-header` by config/cross-key/upstreams.ts, which names it.
       propertyNames: { minLength: 1 },
       additionalProperties: string('claim path', { format: 'claim-path' }),
     },
@@ -774,12 +774,15 @@ const websocket = object(
   { default: {} },
 )
 
+/** `envoy.pathPrefix` when neither it nor its former name is given (config/normalize.ts). */
+export const DEFAULT_ENVOY_PATH_PREFIX = `${SIGN_IN_PATH}/ext-authz`
+
 const forwardAuth = object(
   'The [check endpoints](#forward-auth-ingress-nginx-traefik-envoy) that gateways and ingresses call to decide a request they serve themselves: ext_authz (Envoy, Istio, Gateway API), ingress-nginx and Traefik.',
   {
     extAuthzPath: string(
-      `Path prefix of the [Envoy ext_authz](#envoy-ext_authz-http-and-grpc) HTTP check: Envoy appends the client's path and query to it. Must be below \`${SIGN_IN_PATH}/\` (the gateway's own paths, never proxied) and not under one of its endpoints.`,
-      { pattern: EXT_AUTHZ_PATH.pattern, default: `${SIGN_IN_PATH}/ext-authz` },
+      'Deprecated: the former name of `envoy.pathPrefix`, read as it is, with a warning at load that names `envoy.pathPrefix`. Given with `envoy.pathPrefix` (even with the same value), the file is refused.',
+      { pattern: EXT_AUTHZ_PATH.pattern },
     ),
     cache: object(
       "A short-lived [cache](#decision-cache) of the check endpoints' answers (ext_authz HTTP and gRPC, ingress-nginx, Traefik), keyed by a digest of the credentials and the request checked. Back-channel logout, logout and reload empty it.",
@@ -789,6 +792,22 @@ const forwardAuth = object(
         maxEntries: integer('Most decisions kept; the oldest is dropped first.', 1, 1000000, 10000),
       },
       { default: {} },
+    ),
+  },
+  { default: {} },
+)
+
+// Envoy's HttpService names the prefix of its check requests `path_prefix` ("Sets a prefix to the
+// value of authorization request header Path", envoyproxy/envoy
+// api/envoy/extensions/filters/http/ext_authz/v3/ext_authz.proto): the key says the same. No
+// `default` here: normalize.ts applies DEFAULT_ENVOY_PATH_PREFIX, so that a file giving the key
+// and its former name at once can be told from one giving the former name alone.
+const envoy = object(
+  'The [Envoy ext_authz](#envoy-ext_authz-http-and-grpc) HTTP check (the gRPC service is `server.extAuthzGrpcPort`).',
+  {
+    pathPrefix: string(
+      `Path prefix of the Envoy ext_authz HTTP check, what Envoy's \`http_service.path_prefix\` names: Envoy appends the client's path and query to it. Must be below \`${SIGN_IN_PATH}/\` (the gateway's own paths, never proxied) and not under one of its endpoints. Unset: \`${DEFAULT_ENVOY_PATH_PREFIX}\` (or the deprecated \`forwardAuth.extAuthzPath\`, its former name).`,
+      { pattern: EXT_AUTHZ_PATH.pattern },
     ),
   },
   { default: {} },
@@ -873,6 +892,7 @@ export const gatewaySchema: JsonSchema = {
       assertions,
       websocket,
       forwardAuth,
+      envoy,
       log,
       telemetry,
     },

@@ -1,5 +1,7 @@
 // The validated, defaults-applied configuration. Every module receives the slice it needs;
-// nothing reads the YAML or the environment after startup.
+// nothing reads the YAML or the environment after startup. ConfigFile is what schema.ts accepts,
+// key by key (the keys, which are optional, the values each takes): test/options/types.test.ts
+// reads both and fails on any difference, so a key is changed in both or the test says where.
 
 import type { SIGN_IN_PATH } from '../contract/endpoints.js'
 import type { AsymmetricAlgorithm } from './algorithms.js'
@@ -118,7 +120,7 @@ export interface SsfConfig {
 
 export interface BearerConfig {
   /** JWS algorithms accepted on Bearer JWTs; asymmetric only. */
-  algorithms: string[]
+  algorithms: AsymmetricAlgorithm[]
   /** RFC 7662 introspection of Bearer tokens that are not JWTs. */
   introspection: boolean
   /** Only JWTs with the `typ` header `at+jwt` (RFC 9068 2.1) are accepted as access tokens. */
@@ -315,9 +317,13 @@ export interface WebSocketConfig {
 
 /** The check endpoints (ext_authz, ingress-nginx, Traefik) and their decision cache. */
 export interface ForwardAuthConfig {
-  /** Prefix of the ext_authz HTTP check, below SIGN_IN_PATH; the client's path follows it. */
-  extAuthzPath: string
   cache: { enabled: boolean; ttlSeconds: number; maxEntries: number }
+}
+
+/** The Envoy ext_authz HTTP check. */
+export interface EnvoyConfig {
+  /** Prefix of the check, below SIGN_IN_PATH (Envoy's http_service.path_prefix); the client's path follows it. */
+  pathPrefix: string
 }
 
 export interface LogConfig {
@@ -355,17 +361,22 @@ export interface GatewayConfig {
   assertions: AssertionsConfig
   websocket: WebSocketConfig
   forwardAuth: ForwardAuthConfig
+  envoy: EnvoyConfig
   log: LogConfig
   telemetry: TelemetryConfig
 }
 
 /**
  * The file as the schema validates it: one provider (`provider:`, named DEFAULT_PROVIDER) or
- * several (`providers:`), and upstreams whose `providers` may be left out. normalize.ts turns it
- * into a GatewayConfig.
+ * several (`providers:`), upstreams whose `providers` may be left out, and `envoy.pathPrefix` left
+ * out or under its former name `forwardAuth.extAuthzPath`. normalize.ts turns it into a
+ * GatewayConfig.
  */
-export interface ConfigFile extends Omit<GatewayConfig, 'server' | 'providers' | 'upstreams'> {
+export interface ConfigFile extends Omit<GatewayConfig, 'server' | 'providers' | 'upstreams' | 'forwardAuth' | 'envoy'> {
   server: Omit<ServerConfig, 'managementHost'> & { managementHost?: string }
+  /** `extAuthzPath`: deprecated, the former name of envoy.pathPrefix. */
+  forwardAuth: ForwardAuthConfig & { extAuthzPath?: string }
+  envoy: Partial<EnvoyConfig>
   provider?: Omit<ProviderConfig, 'name'>
   providers?: ProviderConfig[]
   upstreams: Array<Omit<UpstreamConfig, 'providers'> & { providers?: string[] }>

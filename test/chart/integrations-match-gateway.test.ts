@@ -10,13 +10,22 @@ import { recipe } from '../fixtures/markdown.ts'
 import { sessionCookieNames } from '../fixtures/traefik.ts'
 import { NAMESPACE, RELEASE, type Values, notes, render } from '../fixtures/chart.ts'
 import { type K8sObject, type Rendered, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
-import { EXT_AUTHZ_PATH_DEFAULT, type ExtensionProvider, HTTP_PORT, TO_CHECK, answerHeaders, lower, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
+import {
+  ENVOY_PATH_PREFIX_DEFAULT,
+  type ExtensionProvider,
+  HTTP_PORT,
+  TO_CHECK,
+  answerHeaders,
+  lower,
+  missing,
+  upstreamHeaders,
+} from '../fixtures/k8s-checks.ts'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
 
 // The chart's companion objects agree with the gateway configuration it mounts and with the code:
 // each header list carries what docs/deploy/kubernetes.md ("Headers: what each list must
 // contain") says, computed here from src/ (identity headers, forward-auth answer, request
-// overrides); the check path is forwardAuth.extAuthzPath; the gRPC port is exposed as h2c; every
+// overrides); the check path is envoy.pathPrefix; the gRPC port is exposed as h2c; every
 // check fails closed with a timeout; the sign-in endpoints are never behind the check. The header
 // lists are derived in the templates from the configuration, so an example with custom identity
 // headers and forwardAccessToken (gateway-api.yaml) proves the derivation, not a copy.
@@ -110,12 +119,33 @@ t.test('envoy-gateway (HTTP): SecurityPolicy extAuth.http', async (t) => {
   const { config } = gatewayConfig(r)
   const extAuth = securityPolicy(t, r, config)
   t.equal(extAuth.grpc, undefined, 'no grpc')
-  t.equal(extAuth.http?.path, config.forwardAuth.extAuthzPath, 'extAuth.http.path is forwardAuth.extAuthzPath')
-  t.equal(extAuth.http?.path, EXT_AUTHZ_PATH_DEFAULT, 'its default')
+  t.equal(extAuth.http?.path, config.envoy.pathPrefix, 'extAuth.http.path is envoy.pathPrefix')
+  t.equal(extAuth.http?.path, ENVOY_PATH_PREFIX_DEFAULT, 'its default')
   t.equal(servicePort(r, extAuth.http?.backendRefs?.[0]?.port).containerPort, config.server.port, 'on server.port')
   t.same(lower(extAuth.http?.headersToBackend), upstreamHeaders(config), "headersToBackend: the upstreams' identity headers and cookie")
   t.not(config.session.store, 'cookie', 'sessions on the gateway: a refreshed cookie would never reach the browser')
   t.equal(r.of('ReferenceGrant').length, 0, 'one namespace: no ReferenceGrant')
+})
+
+t.test('envoy.pathPrefix, or its deprecated former name forwardAuth.extAuthzPath, moves the check path of every Envoy integration', async (t) => {
+  const moved = '/api/v1/openid/envoy'
+  for (const config of [{ envoy: { pathPrefix: moved } }, { forwardAuth: { extAuthzPath: moved } }]) {
+    const name = Object.keys(config)[0] ?? ''
+    const envoy = render(['quickstart-envoy-gateway.yaml'], { config })
+    t.equal(gatewayConfig(envoy).config.envoy.pathPrefix, moved, `${name}: the mounted configuration's envoy.pathPrefix`)
+    const policy = envoy.of<K8sObject & { spec: { extAuth?: { http?: { path?: string } } } }>('SecurityPolicy')[0]
+    t.equal(policy?.spec.extAuth?.http?.path, moved, `${name}: the SecurityPolicy's extAuth.http.path`)
+    const filter = routeFilters(
+      render(['gateway-api.yaml'], { config })
+        .of<Route>('HTTPRoute')
+        .find((route) => routeFilters(route).some((f) => f.type === 'ExternalAuth')),
+    ).find((f) => f.type === 'ExternalAuth')?.externalAuth as ExternalAuthFilter | undefined
+    t.equal(filter?.http?.path, moved, `${name}: the ExternalAuth filter's http.path`)
+    const text = notes(['quickstart-istio.yaml'], { config })
+    const mesh = YAML.parse(text.slice(text.indexOf('meshConfig:'))) as { meshConfig: { extensionProviders: ExtensionProvider[] } }
+    const http = mesh.meshConfig.extensionProviders.find((p) => p.envoyExtAuthzHttp !== undefined)?.envoyExtAuthzHttp
+    t.equal(http?.pathPrefix, moved, `${name}: Istio's envoyExtAuthzHttp.pathPrefix`)
+  }
 })
 
 t.test('envoy-gateway-grpc: SecurityPolicy extAuth.grpc to server.extAuthzGrpcPort, the application elsewhere', async (t) => {
@@ -136,7 +166,7 @@ t.test('gateway-api: the ExternalAuth filter, its lists derived from custom iden
   t.equal(routes.length, 1, 'one route with the filter')
   const filter = routeFilters(routes[0]).find((f) => f.type === 'ExternalAuth')?.externalAuth as ExternalAuthFilter | undefined
   t.equal(filter?.protocol, 'HTTP')
-  t.equal(filter?.http?.path, config.forwardAuth.extAuthzPath, 'http.path is forwardAuth.extAuthzPath')
+  t.equal(filter?.http?.path, config.envoy.pathPrefix, 'http.path is envoy.pathPrefix')
   t.equal(filter?.backendRef.name, RELEASE, 'to the gateway Service')
   t.equal(filter?.backendRef.namespace, NAMESPACE, 'in its namespace')
   t.ok(granted(r, 'gateway.networking.k8s.io', 'HTTPRoute', routes[0]?.metadata.namespace ?? ''), 'which a ReferenceGrant allows')
@@ -176,7 +206,7 @@ t.test('istio: a CUSTOM AuthorizationPolicy, and NOTES.txt prints the extension 
     t.equal(service?.service, `${RELEASE}.${NAMESPACE}.svc.cluster.local`, `${provider.name}: the gateway Service`)
   }
   const http = providers.find((p) => p.envoyExtAuthzHttp)?.envoyExtAuthzHttp
-  t.equal(http?.pathPrefix, config.forwardAuth.extAuthzPath, 'pathPrefix is forwardAuth.extAuthzPath')
+  t.equal(http?.pathPrefix, config.envoy.pathPrefix, 'pathPrefix is envoy.pathPrefix')
   t.equal(servicePort(r, http?.port).containerPort, HTTP_PORT, 'the HTTP provider reaches server.port')
   includesAll(t, http?.includeRequestHeadersInCheck, [...TO_CHECK, 'authorization'], 'includeRequestHeadersInCheck')
   t.same(lower(http?.headersToUpstreamOnAllow), upstreamHeaders(config), 'headersToUpstreamOnAllow')

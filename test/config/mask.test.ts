@@ -38,7 +38,7 @@ t.test('it is YAML of the whole configuration, secrets masked', async (t) => {
 t.test('keys are printed in the documented order, defaults included', async (t) => {
   const text = formatEffectiveConfig(config())
   const topLevel = text.split('\n').filter((line) => /^\w/.test(line))
-  t.strictSame(topLevel, ['server:', 'providers:', 'cookies:', 'session:', 'redirects:', 'rateLimit:', 'upstreams:', 'assertions:', 'websocket:', 'forwardAuth:', 'log:', 'telemetry: {}'])
+  t.strictSame(topLevel, ['server:', 'providers:', 'cookies:', 'session:', 'redirects:', 'rateLimit:', 'upstreams:', 'assertions:', 'websocket:', 'forwardAuth:', 'envoy:', 'log:', 'telemetry: {}'])
   t.match(text, /^server:\n {2}host: 0\.0\.0\.0\n {2}port: 8080\n/)
 })
 

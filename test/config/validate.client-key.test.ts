@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { problems, resolve } from '../fixtures/config/base.ts'
+import { privateKeyJwt } from '../fixtures/config/values.ts'
 import { formatEffectiveConfig } from '#src/config/mask'
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-keys-'))
@@ -15,68 +16,46 @@ writeFileSync(ecFile, ecPem)
 const rsaJwk = JSON.stringify({ ...generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'jwk' }), kid: 'rsa-1' })
 const notAKeyFile = join(dir, 'not-a-key.txt')
 writeFileSync(notAKeyFile, 'hello')
-const jwt = (extra: Record<string, unknown>) => ({ provider: { clientSecret: undefined, clientAuthMethod: 'private_key_jwt', ...extra } })
 
 t.test('private_key_jwt: the key inline or from a file, PEM or JWK', async (t) => {
-  t.strictSame(problems(jwt({ clientKey: ecPem })), [], 'PEM inline')
-  t.strictSame(problems(jwt({ clientKey: ecFile })), [], 'PEM file')
-  t.strictSame(problems(jwt({ clientKey: rsaJwk, clientKeyId: 'other' })), [], 'JWK inline, kid given')
-  t.strictSame(problems(jwt({ clientKey: pem(generateKeyPairSync('ed25519').privateKey) })), [], 'Ed25519')
-  t.strictSame(problems(jwt({ clientKey: ecPem, clientAssertionAudience: 'token_endpoint' })), [], 'the token endpoint as the audience (Ory Hydra)')
-  t.strictSame(problems(jwt({ clientKey: ecPem, clientAssertionAudience: 'issuer' })), [], 'the issuer as the audience')
+  t.strictSame(problems(privateKeyJwt({ clientKey: ecPem })), [], 'PEM inline')
+  t.strictSame(problems(privateKeyJwt({ clientKey: ecFile })), [], 'PEM file')
+  t.strictSame(problems(privateKeyJwt({ clientKey: rsaJwk, clientKeyId: 'other' })), [], 'JWK inline, kid given')
+  t.strictSame(problems(privateKeyJwt({ clientKey: pem(generateKeyPairSync('ed25519').privateKey) })), [], 'Ed25519')
+  t.strictSame(problems(privateKeyJwt({ clientKey: ecPem, clientAssertionAudience: 'token_endpoint' })), [], 'the token endpoint as the audience (Ory Hydra)')
+  t.strictSame(problems(privateKeyJwt({ clientKey: ecPem, clientAssertionAudience: 'issuer' })), [], 'the issuer as the audience')
 })
 
 t.test('private_key_jwt: what is refused, by key', async (t) => {
   const cases: Record<string, [Record<string, unknown>, string[]]> = {
-    'no key': [jwt({}), ['provider.clientKey: is required by clientAuthMethod: private_key_jwt']],
-    'a secret too': [
-      jwt({ clientKey: ecPem, clientSecret: 'a-secret' }),
-      ['provider.clientSecret: is not used with clientAuthMethod: private_key_jwt; remove it'],
-    ],
-    'a key with a shared secret method': [
-      { provider: { clientKey: ecPem, clientKeyId: 'k' } },
-      [
-        'provider.clientKey: is only used with clientAuthMethod: private_key_jwt',
-        'provider.clientKeyId: is only used with clientAuthMethod: private_key_jwt',
-      ],
-    ],
-    'an assertion audience with a shared secret method': [
-      { provider: { clientAssertionAudience: 'token_endpoint' } },
-      ['provider.clientAssertionAudience: is only used with clientAuthMethod: private_key_jwt'],
-    ],
-    'another assertion audience than the issuer with the FAPI 2.0 profile (5.3.2.1)': [
-      jwt({ clientKey: ecPem, profile: 'fapi2', clientAssertionAudience: 'token_endpoint' }),
-      ['provider.clientAssertionAudience: must be issuer with provider.profile: fapi2'],
-    ],
     'an audience that is neither': [
-      jwt({ clientKey: ecPem, clientAssertionAudience: 'https://idp.example.com/token' }),
+      privateKeyJwt({ clientKey: ecPem, clientAssertionAudience: 'https://idp.example.com/token' }),
       ['provider.clientAssertionAudience: must be one of: issuer, token_endpoint'],
     ],
-    'no secret with a shared secret method': [{ provider: { clientSecret: undefined } }, ['provider.clientSecret: is required']],
     'a missing file': [
-      jwt({ clientKey: join(dir, 'missing.pem') }),
+      privateKeyJwt({ clientKey: join(dir, 'missing.pem') }),
       ['provider.clientKey: must be a PEM or JWK private key, or the path of a file holding one (the file cannot be read: no such file)'],
     ],
-    'a file without a key': [jwt({ clientKey: notAKeyFile }), ['provider.clientKey: names a file that holds neither a PEM nor a JWK private key']],
+    'a file without a key': [privateKeyJwt({ clientKey: notAKeyFile }), ['provider.clientKey: names a file that holds neither a PEM nor a JWK private key']],
     'a public key': [
-      jwt({ clientKey: generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'pem', type: 'spki' }).toString() }),
+      privateKeyJwt({ clientKey: generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'pem', type: 'spki' }).toString() }),
       ['provider.clientKey: is not a readable private key (PEM: PKCS#8, PKCS#1 or SEC1; or a private JWK)'],
     ],
-    'a broken JWK': [jwt({ clientKey: '{"kty":"EC"' }), ['provider.clientKey: is not a readable private key (PEM: PKCS#8, PKCS#1 or SEC1; or a private JWK)']],
+    'a broken JWK': [privateKeyJwt({ clientKey: '{"kty":"EC"' }), ['provider.clientKey: is not a readable private key (PEM: PKCS#8, PKCS#1 or SEC1; or a private JWK)']],
     'RSA 1024': [
-      jwt({ clientKey: pem(generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey) }),
+      privateKeyJwt({ clientKey: pem(generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey) }),
       ['provider.clientKey: is an RSA key of fewer than 2048 bits'],
     ],
     'secp256k1': [
-      jwt({ clientKey: pem(generateKeyPairSync('ec', { namedCurve: 'secp256k1' }).privateKey) }),
+      privateKeyJwt({ clientKey: pem(generateKeyPairSync('ec', { namedCurve: 'secp256k1' }).privateKey) }),
       ['provider.clientKey: is an EC key on a curve other than P-256, P-384 or P-521'],
     ],
     'X25519 (not a signing key)': [
-      jwt({ clientKey: pem(generateKeyPairSync('x25519').privateKey) }),
+      privateKeyJwt({ clientKey: pem(generateKeyPairSync('x25519').privateKey) }),
       ['provider.clientKey: must be an RSA (2048 bits or more), EC (P-256, P-384, P-521) or Ed25519 key'],
     ],
     'a JWK alg the key cannot sign with': [
-      jwt({ clientKey: JSON.stringify({ ...ec.export({ format: 'jwk' }), alg: 'RS256' }) }),
+      privateKeyJwt({ clientKey: JSON.stringify({ ...ec.export({ format: 'jwk' }), alg: 'RS256' }) }),
       ['provider.clientKey: has alg RS256, which a ec:P-256 key cannot sign with here (ES256)'],
     ],
   }
@@ -84,12 +63,12 @@ t.test('private_key_jwt: what is refused, by key', async (t) => {
 })
 
 t.test('check masks an inline key, shows a key file', async (t) => {
-  const inline = formatEffectiveConfig(resolve(jwt({ clientKey: ecPem })))
+  const inline = formatEffectiveConfig(resolve(privateKeyJwt({ clientKey: ecPem })))
   t.notMatch(inline, /BEGIN/)
   t.match(inline, /clientKey: '\*{8}'/)
-  const file = formatEffectiveConfig(resolve(jwt({ clientKey: ecFile })))
+  const file = formatEffectiveConfig(resolve(privateKeyJwt({ clientKey: ecFile })))
   t.match(file, `clientKey: ${ecFile}`)
-  const jwk = formatEffectiveConfig(resolve(jwt({ clientKey: rsaJwk })))
+  const jwk = formatEffectiveConfig(resolve(privateKeyJwt({ clientKey: rsaJwk })))
   t.notMatch(jwk, /"d"/)
 })
 

@@ -65,7 +65,8 @@ const EXPECTED: GatewayConfig = {
   ],
   assertions: { header: 'X-Identity-Assertion', ttlSeconds: 60 },
   websocket: { maxLifetimeSeconds: 86400 },
-  forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: false, ttlSeconds: 5, maxEntries: 10000 } },
+  forwardAuth: { cache: { enabled: false, ttlSeconds: 5, maxEntries: 10000 } },
+  envoy: { pathPrefix: '/api/v1/openid/ext-authz' },
   log: { level: 'info', redactQueryParams: ['password', 'passwd', 'secret', 'token', 'api_key', 'apikey', 'key', 'jwt', 'session', 'auth', 'code', 'state'] },
   telemetry: {},
 }

@@ -7,69 +7,16 @@ import { exposedSecretFiles } from '#src/config/file-modes'
 import { parseConfig } from '#src/config/load'
 import { formatEffectiveConfig, MASK, maskConfig } from '#src/config/mask'
 import { cli, configFile, SECRETS_ENV, valid } from '../fixtures/cli.ts'
-import { problems, resolve, type Tree } from '../fixtures/config/base.ts'
+import { problems, resolve } from '../fixtures/config/base.ts'
+import { CLUSTER, ONE_OF, REDIS_URL, SENTINELS, session } from '../fixtures/config/values.ts'
 import type { GatewayConfig } from '#src/options/types'
 
 // Where Redis is (issue "Sessions that survive a Redis failover"): one node (session.redisUrl),
 // Sentinel (session.redis.sentinels) or Cluster (session.redis.cluster), never two; the data
 // nodes' username, password and tls only with the last two; waitReplicas only with one of them.
-// Each refusal names its key path (config/cross-key-rules.ts checkRedisStore, config/formats.ts host-port).
+// Each refusal names its key path (config/cross-key/session.ts, config/formats.ts host-port).
 
-const ONE_OF = 'give one of session.redisUrl, session.redis.sentinels and session.redis.cluster'
-const URL_ = 'redis://127.0.0.1:6379/0'
-const SENTINELS = { name: 'mymaster', nodes: ['sentinel-0:26379', 'sentinel-1:26379'] }
-const CLUSTER = { nodes: ['redis-0:6379', 'redis-1:6379'] }
 const HOST_PORT = 'must be host:port (a host name or IP address, and a port from 1 to 65535)'
-
-const session = (patch: Tree): Tree => ({ session: patch })
-
-t.test('store: redis needs one topology', async (t) => {
-  t.strictSame(problems(session({ store: 'redis' })), ['session.store: redis requires session.redisUrl, session.redis.sentinels or session.redis.cluster'])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_ })), [], 'one node')
-  t.strictSame(problems(session({ store: 'redis', redis: { sentinels: SENTINELS } })), [], 'Sentinel')
-  t.strictSame(problems(session({ store: 'redis', redis: { cluster: CLUSTER } })), [], 'Cluster')
-  t.strictSame(problems(session({ redis: { cluster: CLUSTER } })), [], 'with the cookie store: the revocation list and replay guard in a Cluster')
-})
-
-t.test('two topologies are refused, naming the second', async (t) => {
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { sentinels: SENTINELS } })), [
-    `session.redis.sentinels: must not be given with session.redisUrl: ${ONE_OF}`,
-  ])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { cluster: CLUSTER } })), [`session.redis.cluster: must not be given with session.redisUrl: ${ONE_OF}`])
-  t.strictSame(problems(session({ store: 'redis', redis: { sentinels: SENTINELS, cluster: CLUSTER } })), [
-    `session.redis.cluster: must not be given with session.redis.sentinels: ${ONE_OF}`,
-  ])
-  t.strictSame(problems(session({ redisUrl: URL_, redis: { cluster: CLUSTER } })), [`session.redis.cluster: must not be given with session.redisUrl: ${ONE_OF}`], 'whatever the store')
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { sentinels: SENTINELS, cluster: CLUSTER } })), [
-    `session.redis.sentinels: must not be given with session.redisUrl: ${ONE_OF}`,
-  ])
-})
-
-t.test("the data nodes' username, password and tls go with sentinels or cluster, not with redisUrl", async (t) => {
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { username: 'gateway' } })), [
-    'session.redis.username: applies to sentinels and cluster only; with session.redisUrl, write it in the URL',
-  ])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { password: 'pw-123456' } })), [
-    'session.redis.password: applies to sentinels and cluster only; with session.redisUrl, write it in the URL',
-  ])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { tls: true } })), [
-    'session.redis.tls: applies to sentinels and cluster only; with session.redisUrl, write rediss://',
-  ])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { tls: false } })), [], 'tls: false is the default, said aloud')
-  for (const topology of [{ sentinels: SENTINELS }, { cluster: CLUSTER }]) {
-    t.strictSame(problems(session({ store: 'redis', redis: { ...topology, username: 'gateway', password: 'pw-123456', tls: true } })), [], Object.keys(topology)[0] as string)
-  }
-  t.strictSame(problems(session({ store: 'redis', redis: { cluster: CLUSTER, username: '' } })), ['session.redis.username: must not be empty'])
-})
-
-t.test('waitReplicas needs a Redis', async (t) => {
-  t.strictSame(problems(session({ redis: { waitReplicas: 1 } })), ['session.redis.waitReplicas: needs a Redis: session.redisUrl, session.redis.sentinels or session.redis.cluster'])
-  t.strictSame(problems(session({ store: 'memory', redis: { waitReplicas: 0 } })), ['session.redis.waitReplicas: needs a Redis: session.redisUrl, session.redis.sentinels or session.redis.cluster'])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { waitReplicas: 1 } })), [])
-  t.strictSame(problems(session({ store: 'redis', redis: { cluster: CLUSTER, waitReplicas: 2, waitTimeoutMs: 100 } })), [])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { waitReplicas: 17 } })), ['session.redis.waitReplicas: must be between 0 and 16'])
-  t.strictSame(problems(session({ store: 'redis', redisUrl: URL_, redis: { waitTimeoutMs: 0 } })), ['session.redis.waitTimeoutMs: must be between 1 and 60000'])
-})
 
 t.test('nodes are host:port', async (t) => {
   for (const node of ['redis-0:6379', '10.0.1.5:6379', 'redis.example.com:1', 'host:65535', '[::1]:6379']) {
@@ -159,7 +106,7 @@ t.test('check prints both Redis passwords masked (the CLI)', async (t) => {
 t.test('check and run refuse two topologies, exit 2, naming the key', async (t) => {
   const path = configFile({
     ...valid(8080, 'http://127.0.0.1:3000'),
-    session: { store: 'redis', redisUrl: URL_, redis: { cluster: CLUSTER, username: 'gateway' } },
+    session: { store: 'redis', redisUrl: REDIS_URL, redis: { cluster: CLUSTER, username: 'gateway' } },
   })
   for (const command of [['check'], []]) {
     const run = await cli([...command, '--config', path], SECRETS_ENV).done

@@ -49,7 +49,7 @@ t.test('the routes at and below SIGN_IN_PATH are exactly the reserved rows of th
 
   // Not endpoints: the reserved paths' catch-alls (routes/reserved.ts) and the ext_authz prefix,
   // which the configuration chooses (config/cross-key-rules.ts keeps it off the endpoints' segments).
-  const notEndpoints = new Set([SIGN_IN_PATH, `${SIGN_IN_PATH}/*`, `${config.forwardAuth.extAuthzPath}/*`])
+  const notEndpoints = new Set([SIGN_IN_PATH, `${SIGN_IN_PATH}/*`, `${config.envoy.pathPrefix}/*`])
   const served = [...registered].filter(([path]) => isGatewayPath(path) && !notEndpoints.has(path)).sort(([a], [b]) => a.localeCompare(b))
   const table = ENDPOINT_LIST.filter((e) => e.reserved)
     .map((e): [string, string[]] => [e.path, e.methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).sort()])

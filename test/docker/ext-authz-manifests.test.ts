@@ -4,14 +4,14 @@ import t, { type Test } from 'tap'
 import YAML from 'yaml'
 import type { GatewayConfig } from '#src/options/types'
 import { SIGN_IN_PATH } from '#src/contract/endpoints'
-import { EXT_AUTHZ_PATH_DEFAULT, type ExtensionProvider, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
+import { ENVOY_PATH_PREFIX_DEFAULT, type ExtensionProvider, TO_CHECK, missing, upstreamHeaders } from '../fixtures/k8s-checks.ts'
 import { type K8sObject, type Rendered, gateway, gatewayConfig, servicePort } from '../fixtures/k8s-objects.ts'
 import { fixtureSchema, routeFilters, schemaValidator } from '../fixtures/k8s-validators.ts'
 import { K8S, kustomize } from '../fixtures/kustomize.ts'
 
 // The ext_authz overlays (envoy-gateway, envoy-gateway-grpc, gateway-api, istio) agree with the
 // gateway configuration they mount and with the check endpoints' contract: the check's path prefix
-// is forwardAuth.extAuthzPath, the gRPC port is server.extAuthzGrpcPort and is exposed, the header
+// is envoy.pathPrefix, the gRPC port is server.extAuthzGrpcPort and is exposed, the header
 // lists carry cookie to the check and the upstream's identity headers back, the sign-in endpoints
 // are never behind the check, and nothing waits on Istio's 600 s default timeout. The schema
 // validation of every object is test/docker/manifests.test.ts's.
@@ -55,8 +55,8 @@ function grpcExposed(t: Test, rendered: Checked, port: number | undefined) {
   t.equal(service?.name, 'grpc', 'the Service port is named grpc')
 }
 
-t.test('the extAuthzPath default the overlays use', async (t) => {
-  t.equal(EXT_AUTHZ_PATH_DEFAULT, `${SIGN_IN_PATH}/ext-authz`)
+t.test('the envoy.pathPrefix default the overlays use', async (t) => {
+  t.equal(ENVOY_PATH_PREFIX_DEFAULT, `${SIGN_IN_PATH}/ext-authz`)
 })
 
 type ExtAuth = {
@@ -90,8 +90,8 @@ t.test('envoy-gateway: SecurityPolicy extAuth.http to the HTTP check', async (t)
   const rendered = render('overlays/envoy-gateway')
   const extAuth = securityPolicy(t, rendered)
   t.equal(extAuth.grpc, undefined, 'no grpc')
-  t.equal(extAuth.http?.path, EXT_AUTHZ_PATH_DEFAULT, 'extAuth.http.path is the default extAuthzPath')
-  t.equal(extAuth.http?.path, rendered.config.forwardAuth.extAuthzPath, 'and forwardAuth.extAuthzPath of the mounted configuration')
+  t.equal(extAuth.http?.path, ENVOY_PATH_PREFIX_DEFAULT, 'extAuth.http.path is the default envoy.pathPrefix')
+  t.equal(extAuth.http?.path, rendered.config.envoy.pathPrefix, 'and envoy.pathPrefix of the mounted configuration')
   const backend = extAuth.http?.backendRefs?.[0]
   t.equal(backend?.name, 'openid-gateway', 'to the gateway Service')
   t.equal(servicePort(rendered, backend?.port).containerPort, rendered.config.server.port, 'on the port the gateway listens on')
@@ -126,8 +126,8 @@ t.test('gateway-api: the ExternalAuth filter to the HTTP check', async (t) => {
   t.equal(filters.length, 1, 'one ExternalAuth filter')
   const filter = filters[0]?.externalAuth as ExternalAuthFilter | undefined
   t.equal(filter?.protocol, 'HTTP', 'protocol HTTP')
-  t.equal(filter?.http?.path, EXT_AUTHZ_PATH_DEFAULT, 'http.path is the default extAuthzPath')
-  t.equal(filter?.http?.path, rendered.config.forwardAuth.extAuthzPath, 'and forwardAuth.extAuthzPath of the mounted configuration')
+  t.equal(filter?.http?.path, ENVOY_PATH_PREFIX_DEFAULT, 'http.path is the default envoy.pathPrefix')
+  t.equal(filter?.http?.path, rendered.config.envoy.pathPrefix, 'and envoy.pathPrefix of the mounted configuration')
   t.equal(filter?.backendRef.name, 'openid-gateway', 'to the gateway Service')
   t.equal(servicePort(rendered, filter?.backendRef.port).containerPort, rendered.config.server.port, 'on the port the gateway listens on')
   includesAll(t, filter?.http?.allowedHeaders, TO_CHECK, 'http.allowedHeaders')
@@ -163,8 +163,8 @@ t.test('istio: extension providers and a CUSTOM AuthorizationPolicy', async (t) 
     t.equal(service?.service, gatewayHost, `${provider.name}: the gateway Service in its namespace`)
   }
   const http = providers.find((p) => p.envoyExtAuthzHttp)?.envoyExtAuthzHttp
-  t.equal(http?.pathPrefix, EXT_AUTHZ_PATH_DEFAULT, 'pathPrefix is the default extAuthzPath')
-  t.equal(http?.pathPrefix, rendered.config.forwardAuth.extAuthzPath, 'and forwardAuth.extAuthzPath of the mounted configuration')
+  t.equal(http?.pathPrefix, ENVOY_PATH_PREFIX_DEFAULT, 'pathPrefix is the default envoy.pathPrefix')
+  t.equal(http?.pathPrefix, rendered.config.envoy.pathPrefix, 'and envoy.pathPrefix of the mounted configuration')
   t.equal(servicePort(rendered, http?.port).containerPort, rendered.config.server.port, 'the HTTP provider reaches server.port')
   // Istio's defaults are Host, Method, Path and Content-Length: authorization has to be listed.
   includesAll(t, http?.includeRequestHeadersInCheck, [...TO_CHECK, 'authorization'], 'includeRequestHeadersInCheck')

@@ -8,9 +8,9 @@ import { EXT_AUTHZ_PATH, startEnvoy } from '../fixtures/envoy.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { startStack } from '../fixtures/stack.ts'
 
-// A request whose raw target starts with forwardAuth.extAuthzPath (or the forward-auth path) is
-// the check's and no other endpoint's. Envoy asks `<extAuthzPath>` + the client's path; had the
-// router normalized first, `<extAuthzPath>/../redirect` would be the sign-in endpoint's 200, which
+// A request whose raw target starts with envoy.pathPrefix (or the forward-auth path) is
+// the check's and no other endpoint's. Envoy asks `<pathPrefix>` + the client's path; had the
+// router normalized first, `<pathPrefix>/../redirect` would be the sign-in endpoint's 200, which
 // Envoy takes for an allow and forwards `/../redirect` to the application (`/redirect` to it).
 // The same with the anonymous 200s of /.well-known/oauth-protected-resource and /.well-known/jwks.json.
 
@@ -56,9 +56,9 @@ t.test('a check request never reaches another endpoint of the gateway', async (t
     }
   })
 
-  t.test('forwardAuth.extAuthzPath moved: the prefix matched is the configured one', async (t) => {
+  t.test('envoy.pathPrefix moved: the prefix matched is the configured one', async (t) => {
     const moved = await startStack(t, {
-      config: { redirects: { allowedHosts: [APP] }, forwardAuth: { extAuthzPath: '/api/v1/openid/envoy' } },
+      config: { redirects: { allowedHosts: [APP] }, envoy: { pathPrefix: '/api/v1/openid/envoy' } },
       upstreams: [{ name: 'app', match: { pathPrefix: '/', hosts: [APP] } }],
     })
     const res = await rawRequest(moved.gw, '/api/v1/openid/envoy/../redirect?performRedirect=false', { headers: { host: APP } })

@@ -15,7 +15,7 @@ const AUTH = '/api/v1/openid/auth'
 t.test('a path whose allow names anything needs a sign-in on an auth: optional upstream', async (t) => {
   const stack = await startStack(t, {
     provider: { acrValues: ['pwd', 'mfa'] },
-    config: { session: { store: 'memory' }, forwardAuth: { extAuthzPath: EXT_AUTHZ_PATH } },
+    config: { session: { store: 'memory' }, envoy: { pathPrefix: EXT_AUTHZ_PATH } },
     upstreams: [
       {
         name: 'app',

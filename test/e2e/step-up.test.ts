@@ -220,7 +220,8 @@ t.test('the check endpoints render the step-up verdict: a page load signs in, a 
     config: {
       session: { store: 'memory' },
       assertions: { signingKeys: [signingKey] },
-      forwardAuth: { extAuthzPath: '/api/v1/openid/ext-authz', cache: { enabled: true, ttlSeconds: 60 } },
+      forwardAuth: { cache: { enabled: true, ttlSeconds: 60 } },
+      envoy: { pathPrefix: '/api/v1/openid/ext-authz' },
     },
   })
   const grpc = await serveGatewayGrpc(t, stack)

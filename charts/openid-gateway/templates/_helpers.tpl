@@ -207,9 +207,10 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 {{- toYaml (dict "server" $server "session" $sess) -}}
 {{- end -}}
 
-{{- define "openid-gateway.extAuthzPath" -}}
+{{/* The Envoy ext_authz HTTP check's path: envoy.pathPrefix, else its deprecated former name forwardAuth.extAuthzPath, else the gateway's default. */}}
+{{- define "openid-gateway.envoyPathPrefix" -}}
 {{- $c := include "openid-gateway.configDict" . | fromYaml -}}
-{{- dig "forwardAuth" "extAuthzPath" "/api/v1/openid/ext-authz" $c -}}
+{{- dig "envoy" "pathPrefix" (dig "forwardAuth" "extAuthzPath" "/api/v1/openid/ext-authz" $c) $c -}}
 {{- end -}}
 
 {{/* The gateway's default identity header names (schema: upstreams[].identityHeaders). */}}

@@ -17,7 +17,7 @@ meshConfig:
       envoyExtAuthzHttp:
         service: {{ include "openid-gateway.serviceHost" . }}
         port: 8080
-        pathPrefix: {{ include "openid-gateway.extAuthzPath" . }}
+        pathPrefix: {{ include "openid-gateway.envoyPathPrefix" . }}
         # Istio's default is 600 s.
         timeout: {{ .Values.istio.timeout }}
         failOpen: false

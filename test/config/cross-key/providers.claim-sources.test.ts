@@ -2,7 +2,7 @@
 // refuses naming the key, and that the block asks for nothing unless told.
 
 import t from 'tap'
-import { problems, resolve } from '../fixtures/config/base.ts'
+import { problems, resolve } from '../../fixtures/config/base.ts'
 
 const sources = (claimSources: Record<string, unknown>, patch: Record<string, unknown> = {}) => ({ provider: { claimSources }, ...patch })
 

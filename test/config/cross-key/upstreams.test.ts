@@ -1,0 +1,181 @@
+// The cross-key rules of upstreams[] (config/cross-key/upstreams.ts): names and matches that select
+// one upstream, identity headers that each carry one claim, per-path rules that can decide, the
+// providers an upstream names, and what forwarding, exchanging and a resource audience need.
+
+import t from 'tap'
+import { problems, resolve, type Tree, withUpstream } from '../../fixtures/config/base.ts'
+import { type Case, table, upstreamCase, valid } from '../../fixtures/config/cases.ts'
+import { PARTNERS, STAFF, several } from '../../fixtures/config/values.ts'
+
+const exchange = (tokenExchange: unknown, extra: Tree = {}): string[] => problems(withUpstream({ tokenExchange, ...extra }))
+
+t.test('upstreams: unique names and matches', async (t) => {
+  const two = (a: Tree, b: Tree): Tree => ({
+    upstreams: [
+      { name: 'app', target: 'http://127.0.0.1:3000', ...a },
+      { name: 'api', target: 'http://127.0.0.1:4000', ...b },
+    ],
+  })
+  table(t, {
+    'same name, other case': [two({ match: { pathPrefix: '/a' } }, { name: 'APP', match: { pathPrefix: '/b' } }), ['upstreams[1].name: duplicate of upstreams[0].name']],
+    'same default prefix': [two({}, {}), ['upstreams[1].match: same hosts and pathPrefix as upstreams[0]']],
+    'same prefix up to the trailing slash': [
+      two({ match: { pathPrefix: '/api' } }, { match: { pathPrefix: '/api/' } }),
+      ['upstreams[1].match: same hosts and pathPrefix as upstreams[0]'],
+    ],
+    'same hosts in another order and case': [
+      two({ match: { hosts: ['a.example.com', 'b.example.com'] } }, { match: { hosts: ['B.example.com', 'a.example.com'] } }),
+      ['upstreams[1].match: same hosts and pathPrefix as upstreams[0]'],
+    ],
+    'same prefix, different hosts': valid(two({ match: { hosts: ['a.example.com'] } }, { match: { hosts: ['b.example.com'] } })),
+    'same prefix, one with hosts': valid(two({}, { match: { hosts: ['b.example.com'] } })),
+  })
+})
+
+t.test('upstreams: identityHeaders, one header per claim', async (t) => {
+  t.strictSame(problems(withUpstream({ identityHeaders: { email: 'x_forwarded_user' } })), ['upstreams[0].identityHeaders.email: same header as identityHeaders.user'], 'two keys, one header')
+})
+
+t.test('claimHeaders names: checked like identityHeaders', async (t) => {
+  t.match(problems(withUpstream({ claimHeaders: { Authorization: 'name' } })), [/claimHeaders.*must not be a header that HTTP or the gateway itself manages/])
+  t.match(problems(withUpstream({ claimHeaders: { 'X-Auth-Request-User': 'name' } })), [/must not be a header that HTTP or the gateway itself manages/])
+  t.match(problems(withUpstream({ claimHeaders: { 'Bad Name': 'name' } })), [/must be a valid HTTP header name/])
+  t.strictSame(problems(withUpstream({ claimHeaders: { 'X-Forwarded-User': 'name' } })), [
+    'upstreams[0].claimHeaders.X-Forwarded-User: same header as identityHeaders.user',
+  ])
+  t.strictSame(problems(withUpstream({ claimHeaders: { x_forwarded_email: 'name' } })), [
+    'upstreams[0].claimHeaders.x_forwarded_email: same header as identityHeaders.email',
+  ])
+  t.strictSame(problems(withUpstream({ claimHeaders: { 'X-Identity-Assertion': 'name' } })), [
+    'upstreams[0].claimHeaders.X-Identity-Assertion: same header as assertions.header',
+  ])
+  t.strictSame(problems(withUpstream({ claimHeaders: { 'X-Name': 'name', x_name: 'department' } })), [
+    'upstreams[0].claimHeaders.x_name: same header as claimHeaders.X-Name',
+  ])
+  t.match(problems(withUpstream({ claimHeaders: {} })), [/claimHeaders: must not be empty/])
+})
+
+t.test('upstreams[].rules: per-path allow rules are refused where they could not decide, naming the rule', async (t) => {
+  const rules = (list: Tree[], upstream: Tree = {}): Case => upstreamCase({ ...upstream, rules: list }, [])
+  const admin = { path: '/admin', allow: { groups: ['admins'] } }
+  table(t, {
+    'a rule': rules([admin]),
+    'nested rules (the longest decides)': rules([admin, { path: '/admin/help', allow: {} }]),
+    'a public tree inside a rule': rules([admin], { publicPaths: ['/admin/assets/**'] }),
+    'a rule below the upstream prefix': rules([{ path: '/app/admin', allow: {} }], { match: { pathPrefix: '/app' } }),
+  })
+  table(t, {
+    'path missing': upstreamCase({ rules: [{ allow: {} }] }, ['upstreams[0].rules[0].path: is required']),
+    'allow missing (it would admit everyone)': upstreamCase({ rules: [{ path: '/admin' }] }, ['upstreams[0].rules[0].allow: is required']),
+    'a path with a wildcard': upstreamCase({ rules: [{ path: '/admin/*', allow: {} }] }, ['upstreams[0].rules[0].path: must not contain : or *']),
+    'an unknown allow kind': upstreamCase({ rules: [{ path: '/admin', allow: { group: ['a'] } }] }, ['upstreams[0].rules[0].allow.group: unknown key']),
+    'the same path twice': upstreamCase({ rules: [admin, { path: '/admin/', allow: {} }] }, [
+      'upstreams[0].rules[1].path: same path as upstreams[0].rules[0].path: which rule decides would be ambiguous',
+    ]),
+    'the same path in another case': upstreamCase({ rules: [admin, { path: '/Admin', allow: {} }] }, [
+      'upstreams[0].rules[1].path: same path, ignoring case and trailing dots, as upstreams[0].rules[0].path: which rule decides would be ambiguous',
+    ]),
+    'a public path': upstreamCase({ publicPaths: ['/admin/**'], rules: [admin] }, [
+      'upstreams[0].rules[0].path: is public (upstreams[0].publicPaths[0] matches it): its allow would never apply',
+    ]),
+    'outside the upstream': upstreamCase({ match: { pathPrefix: '/app' }, rules: [admin] }, [
+      'upstreams[0].rules[0].path: is not below upstreams[0].match.pathPrefix (/app): the rule would never apply',
+    ]),
+    'the whole upstream': upstreamCase({ match: { pathPrefix: '/app' }, rules: [{ path: '/app/', allow: {} }] }, [
+      'upstreams[0].rules[0].path: is the whole upstream (upstreams[0].match.pathPrefix): write its allow as upstreams[0].allow',
+    ]),
+    'with auth: none': upstreamCase({ auth: 'none', rules: [admin] }, [
+      'upstreams[0].rules: never apply with upstreams[0].auth: none (no request is signed in there); remove them or require a sign-in',
+    ]),
+    'a provider the upstream does not accept': upstreamCase({ rules: [{ path: '/admin', allow: { providers: ['other'] } }] }, [
+      'upstreams[0].rules[0].allow.providers[0]: names no provider (the upstream accepts: default)',
+    ]),
+  })
+})
+
+t.test("an upstream's providers must be configured providers", async (t) => {
+  const upstream = (providers: string[]) => ({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', providers }] })
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream(['staff', 'nobody']))), ['upstreams[0].providers[1]: names no provider (configured: staff, partners)'])
+  t.strictSame(problems(upstream(['staff'])), ['upstreams[0].providers[0]: names no provider (configured: default)'])
+  t.strictSame(problems(upstream([])), ['upstreams[0].providers: must not be empty'])
+  t.strictSame(problems(upstream(['default', 'default'])), ['upstreams[0].providers[1]: duplicate of upstreams[0].providers[0]'])
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream(['*']))), [], "'*': every provider")
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream(['staff', '*']))), ["upstreams[0].providers: '*' means every provider and stands alone"])
+})
+
+t.test("allow.providers must be providers the upstream accepts; unset upstream providers are the default's alone", async (t) => {
+  const upstream = (extra: Record<string, unknown>) => ({ upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', ...extra }] })
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream({ allow: { providers: ['partners'] } }))), [
+    'upstreams[0].allow.providers[0]: names no provider (the upstream accepts: staff)',
+  ])
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream({ providers: ['*'], allow: { providers: ['partners'] } }))), [])
+  t.strictSame(problems(several([STAFF, PARTNERS], upstream({ providers: ['*'], allow: { providers: ['*', 'staff'] } }))), [
+    "upstreams[0].allow.providers: '*' means every provider and stands alone",
+  ])
+})
+
+t.test('forwardAccessToken is refused only on upstreams that accept a DPoP provider', async (t) => {
+  const bound = { ...PARTNERS, dpop: true }
+  const forwarding = (providers?: string[]) => ({
+    upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', forwardAccessToken: true, ...(providers === undefined ? {} : { providers }) }],
+  })
+  t.strictSame(problems(several([STAFF, bound], forwarding(['staff']))), [])
+  t.strictSame(problems(several([STAFF, bound], forwarding())), [], 'unset: the first provider (staff) alone')
+  t.strictSame(problems(several([STAFF, bound], forwarding(['*']))), [
+    'upstreams[0].forwardAccessToken: cannot be true with providers[1].dpop: DPoP-bound access tokens are not forwarded',
+  ])
+  t.strictSame(problems(several([STAFF, bound], forwarding(['partners']))), [
+    'upstreams[0].forwardAccessToken: cannot be true with providers[1].dpop: DPoP-bound access tokens are not forwarded',
+  ])
+})
+
+t.test('tokenExchange: refused where it could not do what it says', async (t) => {
+  t.strictSame(exchange({ audience: 'a' }, { auth: 'none' }), ['upstreams[0].tokenExchange: needs a signed-in user: it does nothing with upstreams[0].auth: none'])
+  t.strictSame(exchange({ audience: 'a' }, { forwardAccessToken: true }), [
+    "upstreams[0].tokenExchange: cannot be given with upstreams[0].forwardAccessToken: true (the exchanged token is the upstream's only Authorization)",
+  ])
+  t.strictSame(problems({ ...withUpstream({ tokenExchange: { audience: 'a' } }), provider: { dpop: true } }), [
+    'upstreams[0].tokenExchange: cannot be used with provider.dpop (or profile: fapi2): DPoP-bound access tokens are not exchanged',
+  ])
+})
+
+t.test('resourceMetadata on auth: none: refused when it asks for a document, accepted when false', async (t) => {
+  const refused = ['upstreams[0].resourceMetadata: needs a signed-in user: it does nothing with upstreams[0].auth: none']
+  t.strictSame(problems(withUpstream({ resourceMetadata: {}, auth: 'none' })), refused)
+  t.strictSame(problems(withUpstream({ resourceMetadata: { scopes: ['a'] }, auth: 'none' })), refused)
+  t.strictSame(problems(withUpstream({ resourceMetadata: true, auth: 'none' })), refused)
+  t.strictSame(problems(withUpstream({ resourceMetadata: false, auth: 'none' })), [])
+  t.strictSame(problems(withUpstream({ auth: 'none' })), [], 'unset: nothing to refuse')
+})
+
+t.test('tokenAudience: provider or resource; resource refused where it could not be checked as documented', async (t) => {
+  t.equal(resolve().upstreams[0]?.tokenAudience, undefined, "unset: the provider's audiences, nothing new decided")
+  t.equal(resolve(withUpstream({ tokenAudience: 'resource' })).upstreams[0]?.tokenAudience, 'resource')
+  t.strictSame(problems(withUpstream({ tokenAudience: 'provider' })), [])
+  t.strictSame(problems(withUpstream({ tokenAudience: 'resource', resourceMetadata: { scopes: ['mcp:tools'] } })), [])
+  t.match(problems(withUpstream({ tokenAudience: 'client' })), [/^upstreams\[0\]\.tokenAudience: /])
+  t.strictSame(problems(withUpstream({ tokenAudience: 'resource', auth: 'none' })), [
+    'upstreams[0].tokenAudience: needs a signed-in user: it does nothing with upstreams[0].auth: none',
+  ])
+  t.strictSame(problems(withUpstream({ tokenAudience: 'resource', resourceMetadata: false })), [
+    'upstreams[0].tokenAudience: resource needs the protected resource metadata that names the resource (RFC 9728): it cannot be given with upstreams[0].resourceMetadata: false',
+  ])
+})
+
+t.test("tokenAudience: resource: refused when a provider's audiences name the resource (its tokens would pass everywhere)", async (t) => {
+  const mcp = { name: 'mcp', match: { pathPrefix: '/mcp' }, target: 'http://127.0.0.1:3001', tokenAudience: 'resource' }
+  const base = withUpstream({})
+  const publicUrl = resolve().server.publicUrl
+  const withAudiences = (audiences: string[], upstream: Tree = mcp): Tree => ({
+    ...base,
+    provider: { ...(base.provider as Tree), audiences },
+    upstreams: [...(base.upstreams as Tree[]), upstream],
+  })
+  t.strictSame(problems(withAudiences(['orders-api'])), [], 'other audiences: accepted')
+  t.strictSame(problems(withAudiences([`${publicUrl}/mcp`])), [
+    `provider.audiences: names ${publicUrl}/mcp, the resource of upstreams[1].tokenAudience: resource, whose tokens would then be accepted at every upstream of this provider`,
+  ])
+  t.equal(problems(withAudiences([`${publicUrl}/mcp`.toUpperCase()])).length, 1, 'whatever its case')
+  t.equal(problems(withAudiences(['https://mcp.example.com/mcp'], { ...mcp, match: { pathPrefix: '/mcp', hosts: ['mcp.example.com'] } })).length, 1, 'on a host of match.hosts')
+  t.strictSame(problems(withAudiences([`${publicUrl}/mcp`], { ...mcp, tokenAudience: 'provider' })), [], 'tokenAudience: provider: nothing to refuse')
+})
