@@ -117,7 +117,7 @@ export async function buildStandaloneApp(config: GatewayConfig, options: Omit<Bu
   const state = await createProcessState(config, options)
   let app: GatewayApp
   try {
-    app = await buildApp(config, { logStream: options.logStream, state })
+    app = await buildApp(config, { logStream: options.logStream, state, checkDialects: options.checkDialects })
   } catch (err) {
     await state.close()
     throw err

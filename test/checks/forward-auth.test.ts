@@ -1,5 +1,10 @@
 import t, { type Test as Tap } from 'tap'
+import { generateKeyPairSync } from 'node:crypto'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import type { OutgoingHttpHeaders } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as jose from 'jose'
 import { manualClock } from '../fixtures/clock.ts'
 import { rawRequest, type RawResponse } from '../fixtures/http.ts'
 import { CLIENT_ID, startStack, type Stack } from '../fixtures/stack.ts'
@@ -565,4 +570,48 @@ t.test('expired sign-ins', async (t) => {
       t.equal(page.headers.location, `${stack.gw}/api/v1/openid/refresh?redirectAfter=${encodeURIComponent('https://app.example.com/page')}`)
     },
   )
+})
+
+t.test('identityAssertion: the 200 carries the assertion for the ingress to copy, signed as on the proxy', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ogw-fa-assert-'))
+  const keyFile = join(dir, 'assertion.pem')
+  writeFileSync(keyFile, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }))
+  const stack = await startStack(t, {
+    config: { ...CONFIG, assertions: { signingKeys: [keyFile], header: 'X-Signed-Identity' } },
+    upstreams: [
+      { name: 'billing', match: { pathPrefix: '/billing', hosts: [APP] }, identityAssertion: true, publicPaths: ['/billing/public/**'] },
+      { name: 'app', match: { pathPrefix: '/', hosts: [APP] } },
+    ],
+  })
+  const cookie = await sessionCookie(stack, 'alice')
+  const jwks = jose.createRemoteJWKSet(new URL(`${stack.gw}/.well-known/jwks.json`))
+  const FORGED = 'eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.'
+  const asked = {
+    'ingress-nginx': nginx('https://app.example.com/billing/invoices?page=2', { cookie, 'x-signed-identity': FORGED }),
+    traefik: traefik(APP, '/billing/invoices?page=2', { cookie, 'x-signed-identity': FORGED }),
+  }
+  for (const [ingress, headers] of Object.entries(asked)) {
+    const res = await check(stack, headers)
+    t.equal(res.status, 200, ingress)
+    t.equal(res.headers['x-auth-request-user'], 'alice')
+    const assertion = res.headers['x-signed-identity']
+    if (typeof assertion !== 'string') throw new Error(`${ingress}: no assertion under assertions.header`)
+    t.not(assertion, FORGED, "never the client's own")
+    // What the application does (docs/features/identity-assertions.md).
+    const { payload } = await jose.jwtVerify(assertion, jwks, { issuer: stack.gw, audience: 'billing' })
+    t.equal(payload.sub, 'alice')
+    t.equal(payload.email, 'alice@example.com')
+    t.strictSame(payload.groups, ['admins', 'staff'])
+    t.equal(payload.idp, stack.provider?.issuer)
+    t.equal(res.headers['x-identity-assertion'], undefined, 'under the configured name only')
+  }
+  const other = await check(stack, traefik(APP, '/page', { cookie, 'x-signed-identity': FORGED }))
+  t.equal(other.status, 200)
+  t.equal(other.headers['x-signed-identity'], undefined, 'an upstream without identityAssertion: none')
+  const anonymous = await check(stack, traefik(APP, '/billing/public/logo.png', { 'x-signed-identity': FORGED }))
+  t.equal(anonymous.status, 200)
+  t.equal(anonymous.headers['x-signed-identity'], undefined, 'no identity, no assertion')
+  const refused = await check(stack, traefik(APP, '/billing/invoices', { 'x-signed-identity': FORGED }))
+  t.equal(refused.status, 401)
+  t.equal(refused.headers['x-signed-identity'], undefined, 'nor with a refusal')
 })

@@ -3,9 +3,9 @@ import t from 'tap'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { gatewayCookies, startStack } from '../fixtures/stack.ts'
 
-// Envoy's gRPC ext_authz for an upstream with tokenExchange (RFC 8693): the same decision as the
-// HTTP check (checks/envoy-http.ts allowHeaders), so OK sets the exchanged token as `authorization`
-// over the client's own, and a refused exchange is PERMISSION_DENIED with 403.
+// Envoy's gRPC ext_authz for an upstream with tokenExchange (RFC 8693): the same credentials as
+// every exit (upstream/credentials.ts UpstreamCredentialWriter.headers), so OK sets the exchanged
+// token as `authorization` over the client's own, and a refused exchange is PERMISSION_DENIED with 403.
 
 const APP = 'app.example.com'
 

@@ -115,15 +115,42 @@ t.test('the checks set the Txn-Token on an allow, and name the client’s for re
           ...extra,
         },
       })
-    const res = await ask('/api/orders?q=1', { cookie })
+    const res = await ask('/api/orders?q=1', { cookie, 'x-forwarded-for': '203.0.113.7' })
     t.equal(res.status, 200)
     const payload = await verify(stack, res.headers.get('txn-token') ?? undefined)
     t.equal(payload.sub, 'alice')
-    t.strictSame(payload.rctx, { transport: 'https', req_ip: '127.0.0.1' }, 'an untrusted ingress is the client the gateway sees')
+    t.strictSame(
+      payload.rctx,
+      { transport: 'https', req_ip: '127.0.0.1' },
+      'an untrusted ingress is the client the gateway sees: its X-Forwarded-For is not read',
+    )
     t.strictSame(payload.tctx, { upstream: 'api', method: 'GET', path: '/api/orders', idp: stack.provider?.issuer })
     const anonymous = await ask('/api/public/x')
     t.equal(anonymous.status, 200)
     t.equal(anonymous.headers.get('txn-token'), null, 'no identity, no token')
+  })
+
+  t.test('forward-auth from an ingress in server.trustedProxies: req_ip is the client it names in X-Forwarded-For', async (t) => {
+    const trusting = await startStack(t, {
+      config: { assertions: { signingKeys: [keyPath] }, server: { trustedProxies: ['127.0.0.1'] } },
+      upstreams: UPSTREAMS,
+    })
+    const trustingHost = new URL(trusting.gw).host
+    const res = await fetch(`${trusting.gw}/api/v1/openid/auth`, {
+      headers: {
+        accept: 'application/json',
+        cookie: await gatewayCookies(trusting, 'alice'),
+        'x-forwarded-method': 'GET',
+        'x-forwarded-host': trustingHost,
+        'x-forwarded-uri': '/api/orders',
+        'x-forwarded-proto': 'https',
+        'x-forwarded-for': '198.51.100.4, 203.0.113.7',
+      },
+    })
+    t.equal(res.status, 200)
+    const payload = await verify(trusting, res.headers.get('txn-token') ?? undefined)
+    t.equal(payload.sub, 'alice')
+    t.strictSame(payload.rctx, { transport: 'https', req_ip: '203.0.113.7' }, 'the nearest untrusted hop of X-Forwarded-For')
   })
 
   t.test('Envoy over HTTP: the application receives the gateway’s token, never the client’s', async (t) => {

@@ -252,7 +252,8 @@ it unasked, a listed gRPC check only what it names).
 {{/*
 What forward-auth's 200 carries and the ingress copies onto the request (checks/forward-auth.ts's
 X-Auth-Request-* identity headers, the access token with forwardAccessToken or tokenExchange,
-Authorization with tokenExchange, Txn-Token with transactionTokens), then the request-target and method overrides the gateway's proxy strips
+Authorization with tokenExchange, the assertion header (assertions.header) with identityAssertion,
+Txn-Token with transactionTokens), then the request-target and method overrides the gateway's proxy strips
 (proxy/header-policy.ts): the answer never carries those, so the ingress removes the client's copy.
 */}}
 {{- define "openid-gateway.answerHeaders" -}}
@@ -261,6 +262,7 @@ Authorization with tokenExchange, Txn-Token with transactionTokens), then the re
 {{- range $u := $c.upstreams -}}
 {{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
 {{- if $u.tokenExchange -}}{{- $names = append $names "Authorization" -}}{{- end -}}
+{{- if $u.identityAssertion -}}{{- $names = append $names (dig "assertions" "header" "X-Identity-Assertion" $c) -}}{{- end -}}
 {{- if $u.transactionTokens -}}{{- $names = append $names "Txn-Token" -}}{{- end -}}
 {{- end -}}
 {{- $overrides := list "X-Original-URL" "X-Original-URI" "X-Original-Method" "X-Original-Host" "X-Rewrite-URL" "X-Override-URL" "X-Envoy-Original-Path" "X-HTTP-Method-Override" "X-HTTP-Method" "X-Method-Override" -}}
