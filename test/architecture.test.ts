@@ -154,9 +154,19 @@ function commentsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8')
   const scanner = ts.createScanner(ts.ScriptTarget.Latest, false, ts.LanguageVariant.Standard, text)
   const comments: string[] = []
+  // Consecutive `//` lines are one comment: a citation may break its line after the project's name.
+  let lineComment: string | undefined
   for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken; kind = scanner.scan()) {
-    if (kind === ts.SyntaxKind.SingleLineCommentTrivia || kind === ts.SyntaxKind.MultiLineCommentTrivia) comments.push(scanner.getTokenText())
+    if (kind === ts.SyntaxKind.SingleLineCommentTrivia)
+      lineComment = lineComment === undefined ? scanner.getTokenText() : `${lineComment}\n${scanner.getTokenText()}`
+    else if (kind === ts.SyntaxKind.NewLineTrivia || kind === ts.SyntaxKind.WhitespaceTrivia) continue
+    else {
+      if (lineComment !== undefined) comments.push(lineComment)
+      lineComment = undefined
+      if (kind === ts.SyntaxKind.MultiLineCommentTrivia) comments.push(scanner.getTokenText())
+    }
   }
+  if (lineComment !== undefined) comments.push(lineComment)
   return comments
 }
 
@@ -184,7 +194,7 @@ t.test('every file a comment in src/ names exists', async (t) => {
       for (const match of comment.matchAll(NAMED_FILE)) {
         const path = match[1]
         if (path === undefined) continue
-        if (/[\w.-]+\/[\w.-]+ $/.test(comment.slice(Math.max(0, match.index - 80), match.index))) continue
+        if (/[\w.-]+\/[\w.-]+(?:\s|\/\/|\*)+$/.test(comment.slice(Math.max(0, match.index - 80), match.index))) continue
         named++
         if ([join(here, path), join(SRC, path), join(ROOT, path)].some((candidate) => existsSync(candidate))) continue
         if (files.some((f) => f.endsWith(`/${path.replace(/^(\.\.?\/)+/, '')}`))) continue

@@ -12,7 +12,7 @@ import { loggableUrl, MAX_PROVIDER_BODY_BYTES, readLimited } from './fetch.js'
 import { graphGroups } from './graph-groups.js'
 
 // Claims from beyond the ID token, per provider (provider.claimSources), resolved at sign-in and
-// at each refresh (routes/sign-in.ts and session/refresh-grant.ts call resolve):
+// at each refresh (routes/sign-in-flow.ts and session/refresh-grant.ts call resolve):
 //
 // - UserInfo (OpenID Connect Core 5.3). Its `sub` must equal the ID token's (Core 5.3.2: "if
 //   [it does] not match, the UserInfo Response values MUST NOT be used"): openid-client checks it

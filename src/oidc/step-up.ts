@@ -3,7 +3,7 @@ import type { AllowRules } from '../options/types.js'
 // Step-up authentication: what an `allow` rule asks of how (and how recently) the user
 // authenticated, and whether a set of claims meets it. One pure verdict, used twice: by the access
 // decision on every request a step-up rule covers (access/decision.ts), and by the callback on the ID
-// token of a sign-in that asked for it (routes/sign-in.ts), so that what was asked for and what
+// token of a sign-in that asked for it (routes/sign-in-flow.ts), so that what was asked for and what
 // is accepted afterwards cannot drift apart (a drift would send the browser round the provider
 // for ever).
 //

@@ -6,12 +6,12 @@ import { actions, renderPage, sendPage } from './page.js'
 import { signedInAs } from './who.js'
 
 // GET /api/v1/openid/sign-out: the sign-out page. Signed in, it offers the sign-out button (its
-// form is POST on the same path, in routes/sign-in.ts); signed out, it says so. It is where a
+// form is POST on the same path, in routes/sign-in-flow.ts); signed out, it says so. It is where a
 // sign-out ends: the form's redirect when the provider has no end-session endpoint, and the
 // provider's post-logout redirect when `provider.postLogoutRedirectUri` points here, and where a
 // sign-out ends when the provider is down (`?provider=unreachable`: it could not be told).
 
-/** The sign-out ended here only (routes/sign-in.ts): the query says so. Anyone may write it: it only adds a notice. */
+/** The sign-out ended here only (routes/sign-in-flow.ts): the query says so. Anyone may write it: it only adds a notice. */
 function notTold(url: string): boolean {
   const q = url.indexOf('?')
   return q !== -1 && new URLSearchParams(url.slice(q + 1)).toString() === PROVIDER_NOT_TOLD

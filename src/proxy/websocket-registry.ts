@@ -8,7 +8,7 @@ import { selects, type SessionSelector } from '../session/types.js'
 // by the provider, or lost access in a reload. The registry knows each open
 // socket with the grant it was opened under, and closes it with 1008 (policy violation,
 // RFC 6455 section 7.4.1) when:
-// - its session is logged out here (sign-in.ts), or its session or Bearer token is ended by a
+// - its session is logged out here (routes/sign-in-flow.ts), or its session or Bearer token is ended by a
 //   back-channel logout or a Shared Signals event (this process);
 // - its grant no longer holds under the running configuration (a reload, or the sweep that finds
 //   sessions, or Bearer tokens on the revocation list, ended by another process or replica);

@@ -21,7 +21,7 @@ import type { CheckAnswer, CheckInput } from './types.js'
 // (grpc/grpc-proto grpc/health/v1/health.proto, semantics in grpc/grpc doc/health-checking.md)
 // on one cleartext HTTP/2 port, for Envoy's cluster health checks. Both ask the caller's functions
 // at each call and decide nothing here: `check` decides a request, `ready` says whether the gateway
-// can decide now (health-checking.md: the status the server has when it is asked).
+// can decide now (grpc/grpc doc/health-checking.md: the status the server has when it is asked).
 //
 // Every Check is answered with a CheckResponse, never with a gRPC error: Envoy treats a failed
 // call as an error and, with failure_mode_allow, lets the request through. A request the service
