@@ -83,7 +83,8 @@ export const MAX_HEADER_BYTES = 32 * 1024
 export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<GatewayApp> {
   const { state } = options
   // The check routes first: the router must never normalize a check's target (proxy/before-routing.ts).
-  const rewriteUrl = rewriteRequestTarget(checkRoutes(config, options.checkDialects ?? CHECK_DIALECTS))
+  const dialects = options.checkDialects ?? CHECK_DIALECTS
+  const rewriteUrl = rewriteRequestTarget(checkRoutes(config, dialects))
   const logStream = options.logStream ?? stdoutDestination()
   const redactUrl = urlRedactor(config.log)
   const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
@@ -140,7 +141,7 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     answerProblem,
     metrics: state.metrics,
     accessLog,
-    dialects: options.checkDialects ?? CHECK_DIALECTS,
+    dialects,
     config,
   })
   await registerProxy(app, config, state, sessions, access)
