@@ -125,8 +125,11 @@ export function traceFields(req: FastifyRequest): { traceId: string; spanId: str
 
 /** What the proxy (proxy/plugin.ts) traces of a request bound for an upstream. */
 export interface UpstreamTracing {
-  /** Runs the access decision in its span; its answer (a reply, or nothing to pass) is returned as is. */
-  decide<T>(req: FastifyRequest, upstream: string, decide: () => Promise<T>): Promise<T>
+  /**
+   * Runs the access decision in its span; its answer is returned as is: null when the guard
+   * answered itself (a redirect to sign in), else what the upstream receives (a pass).
+   */
+  decide<T>(req: FastifyRequest, upstream: string, decide: () => Promise<T | null>): Promise<T | null>
   /** Starts the upstream call's span and sets the `traceparent` the upstream receives. */
   forward(req: FastifyRequest, headers: Headers, target: string): void
   /** The upstream could not be reached or did not answer in time. */
@@ -147,7 +150,7 @@ export function upstreamTracing(tracing: Tracing): UpstreamTracing {
         { attributes: { 'openid_gateway.upstream': upstream } },
         async (span) => {
           const answered = await decide()
-          span.setAttribute('openid_gateway.decision', answered === undefined ? 'pass' : 'redirect')
+          span.setAttribute('openid_gateway.decision', answered === null ? 'redirect' : 'pass')
           return answered
         },
         traced.context,

@@ -127,6 +127,19 @@ t.test(
   },
 )
 
+t.test('a page load without a session: the decision span says it was answered with a redirect to sign in, and nothing goes upstream', async (t) => {
+  const { stack, receiver } = await tracedStack(t)
+  const res = await fetch(`${stack.gw}/signed-out-page`, { headers: { accept: 'text/html', 'sec-fetch-mode': 'navigate' }, redirect: 'manual' })
+  t.equal(res.status, 302)
+  const server = await serverSpan(receiver, '/signed-out-page')
+  const decision = await eventually('the decision span', () => childrenOf(receiver.spans, server).find((span) => span.name === 'access decision'))
+  t.equal(decision.attributes['openid_gateway.decision'], 'redirect')
+  t.notOk(
+    childrenOf(receiver.spans, server).some((span) => span.kind === CLIENT),
+    'no upstream call',
+  )
+})
+
 t.test('a traceparent is continued from a trusted proxy only; an untrusted one is replaced upstream', async (t) => {
   const sent = { traceparent: `00-${TRACE}-${PARENT}-01`, tracestate: 'vendor=chosen' }
 
