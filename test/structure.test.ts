@@ -488,31 +488,62 @@ t.test('only src/access/ builds the access decision, once per configuration', as
   t.strictSame([...new Set(wired.map((use) => folderOf(use.path)))], ['app'], 'AccessDecisions built by the wiring alone')
 })
 
-t.test('the check dialects render the one decision of access/checker.ts and make none of their own', async (t) => {
-  // ingress-nginx/Traefik (forward-auth.ts), Envoy HTTP (envoy-http.ts) and Envoy gRPC take their
-  // verdict from the Checker, which asks the configuration's AccessDecisions.
+// One answer, one set of credentials: every exit (the proxy guard and each check dialect) writes out
+// access/answer.ts's answer, and only upstream/credentials.ts writes what an upstream receives. A
+// dialect is a file that checks/dialects.ts lists, found here through that list.
+t.test('every exit writes out the one answer of access/answer.ts, with the credentials of upstream/credentials.ts', async (t) => {
   t.ok(
     importsOf(sourceAt('access/checker.ts')).some((i) => i.to === 'access/decision.ts'),
     'the Checker asks the access decision',
   )
-  for (const dialect of ['checks/forward-auth.ts', 'checks/envoy-http.ts']) {
+  const dialects = importsOf(sourceAt('checks/dialects.ts'))
+    .filter((i) => i.kind !== 'type' && folderOf(i.to) === 'checks')
+    .map((i) => i.to)
+  t.ok(dialects.length >= 2, `checks/dialects.ts lists ${dialects.join(', ')}`)
+  for (const dialect of dialects) {
     t.ok(
-      importsOf(sourceAt(dialect)).some((i) => i.to === 'access/checker.ts' && i.kind !== 'type'),
-      `${dialect} renders the Checker's verdict`,
-    )
-    t.strictSame(
-      importsOf(sourceAt(dialect))
-        .filter((i) => i.to === 'access/decision.ts' && i.kind !== 'type')
-        .flatMap((i) =>
-          usesOf([exported('access/decision.ts', 'AccessDecisions'), exported('access/decision.ts', 'UpstreamAccess')]).filter(
-            (use) => use.path === i.from && use.kind !== 'type',
-          ),
-        )
-        .map(at),
-      [],
-      `${dialect} decides nothing itself`,
+      importsOf(sourceAt(dialect)).some((i) => i.to === 'access/checker.ts'),
+      `${dialect} answers through the Checker`,
     )
   }
+  const problems = ['forbiddenError', 'unauthenticatedError', 'stepUpError', 'signInLocation'].map((name) => exported('access/decision.ts', name))
+  t.strictSame(
+    [
+      ...new Set(
+        usesOf(problems)
+          .filter((use) => use.kind !== 'type')
+          .map((use) => use.path),
+      ),
+    ].sort(),
+    ['access/answer.ts'],
+    "a verdict's problem and sign-in URL are written by access/answer.ts alone",
+  )
+  const writers = [exported('upstream/header-policy.ts', 'identityHeaderValues'), exported('upstream/token-exchange.ts', 'createTokenExchanger')]
+  t.strictSame(
+    [
+      ...new Set(
+        usesOf([writers[0] as ts.Symbol])
+          .filter((use) => use.kind !== 'type')
+          .map((use) => use.path),
+      ),
+    ].sort(),
+    ['upstream/credentials.ts'],
+    'identity headers are written by upstream/credentials.ts alone',
+  )
+  t.strictSame(
+    [...methodCallers(['mint', 'assertion']).values()].flat().filter((path) => path !== 'upstream/credentials.ts'),
+    [],
+    'Transaction Tokens and identity assertions are minted by upstream/credentials.ts alone',
+  )
+  t.strictSame(
+    [...methodCallers(['token']).entries()]
+      .filter(([, paths]) => paths.length > 0)
+      .flatMap(([, paths]) => paths)
+      .filter((path) => folderOf(path) !== 'upstream'),
+    [],
+    'a token exchange is asked by upstream/ alone',
+  )
+  t.ok(usesOf([writers[1] as ts.Symbol]).length > 0, 'the exchanger is built')
   const grpc = importsOf(sourceAt('runtime/envoy-grpc-listener.ts'))
     .filter((i) => folderOf(i.to) === 'access' || i.to === 'proxy/guard.ts')
     .map(describe)
