@@ -61,6 +61,11 @@ export function refusal(error: GatewayError, upstream?: UpstreamConfig, identity
   return { kind: 'refuse', outcome: error.code, upstream, identity, error }
 }
 
+/** The proxy strips the client's copies itself, and an ingress removes what it copies: no names to remove. */
+function withoutRemovals(set: Array<[string, string]>): UpstreamHeaders {
+  return { set, remove: [] }
+}
+
 const NO_HEADERS: UpstreamHeaders = Object.freeze({
   set: Object.freeze([]) as unknown as Array<[string, string]>,
   remove: Object.freeze([]) as unknown as string[],
@@ -84,19 +89,15 @@ export class Answers {
     this.#credentials = options.credentials
   }
 
-  /** The answer to `verdict` on `request` at `exit`. Throws only what is not a GatewayError (a bug). */
-  async answer(verdict: Verdict, request: AnsweredRequest, exit: Exit): Promise<Answer> {
+  /**
+   * The answer to `verdict` on `request` at `exit`: at once unless a credential must be asked for
+   * or signed (a promise then). Throws only what is not a GatewayError (a bug).
+   */
+  answer(verdict: Verdict, request: AnsweredRequest, exit: Exit): Answer | Promise<Answer> {
     const { upstream } = verdict
     switch (verdict.outcome) {
-      case 'pass': {
-        const identity = verdict.identity
-        try {
-          return { kind: 'pass', outcome: 'pass', upstream, identity, headers: await this.#headers(upstream, identity, request, exit) }
-        } catch (err) {
-          if (!(err instanceof GatewayError)) throw err
-          return refusal(err, upstream, identity)
-        }
-      }
+      case 'pass':
+        return this.#pass(upstream, verdict.identity, request, exit)
       case 'unauthenticated':
         // With cookies.credentialsPath the refresh token is not sent here; the refresh endpoint can
         // read it, and falls back to signing in again.
@@ -118,20 +119,31 @@ export class Answers {
     }
   }
 
+  /** A pass with what the upstream receives; a credential refused (an exchange: 403, 502) is the refusal. */
+  #pass(upstream: UpstreamConfig, identity: Identity | null, request: AnsweredRequest, exit: Exit): Answer | Promise<Answer> {
+    const passed = (headers: UpstreamHeaders): Answer => ({ kind: 'pass', outcome: 'pass', upstream, identity, headers })
+    const refused = (err: unknown): Answer => {
+      if (!(err instanceof GatewayError)) throw err
+      return refusal(err, upstream, identity)
+    }
+    try {
+      const headers = this.#headers(upstream, identity, request, exit)
+      return headers instanceof Promise ? headers.then(passed, refused) : passed(headers)
+    } catch (err) {
+      return refused(err)
+    }
+  }
+
   #refuse(verdict: Verdict, error: GatewayError, identity: Identity | null): Answer {
     return { kind: 'refuse', outcome: verdict.outcome, upstream: verdict.upstream, identity, error }
   }
 
-  async #headers(upstream: UpstreamConfig, identity: Identity | null, request: AnsweredRequest, exit: Exit): Promise<UpstreamHeaders> {
+  #headers(upstream: UpstreamConfig, identity: Identity | null, request: AnsweredRequest, exit: Exit): UpstreamHeaders | Promise<UpstreamHeaders> {
     const writer = this.#credentials.of(upstream)
-    switch (exit.carrier) {
-      case 'edge':
-        return writer.headers(identity, request, request.headers)
-      case 'proxy':
-        return identity === null ? NO_HEADERS : { set: await writer.set(identity, request, 'upstream'), remove: [] }
-      case 'ingress':
-        return identity === null ? NO_HEADERS : { set: await writer.set(identity, request, 'auth-request'), remove: [] }
-    }
+    if (exit.carrier === 'edge') return writer.headers(identity, request, request.headers)
+    if (identity === null) return NO_HEADERS
+    const set = writer.set(identity, request, exit.carrier === 'proxy' ? 'upstream' : 'auth-request')
+    return set instanceof Promise ? set.then(withoutRemovals) : withoutRemovals(set)
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { UpstreamConfig } from '../options/types.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
-import type { Answers, Exit } from '../access/answer.js'
+import type { AnsweredRequest, Answers, Exit } from '../access/answer.js'
 import { isPreflight, verdictOf, type AccessDecisions, type UpstreamAccess } from '../access/decision.js'
 import { clientAddress, type TrustCheck } from '../upstream/forwarded.js'
 import type { UpstreamHeaders } from '../upstream/credentials.js'
@@ -29,10 +29,42 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
-/** The scheme the client used: a trusted peer's X-Forwarded-Proto when it says http(s), else the gateway's own. */
-function clientScheme(req: FastifyRequest, isTrusted: TrustCheck): string {
-  const said = isTrusted(req.socket.remoteAddress) ? req.headers['x-forwarded-proto'] : undefined
-  return said === 'https' || said === 'http' ? said : req.protocol
+/**
+ * A proxied request as its answer reads it. A class, built per request: what only a Transaction
+ * Token asks (the client's scheme and address, as a trusted proxy names them) is worked out on the
+ * prototype's getters, when asked.
+ */
+class ProxiedRequest implements AnsweredRequest {
+  readonly method: string
+  readonly headers: FastifyRequest['headers']
+  readonly scheme: string
+  readonly host: string | undefined
+  readonly target: string
+  readonly path: string
+  readonly #req: FastifyRequest
+  readonly #isTrusted: TrustCheck
+
+  constructor(req: FastifyRequest, path: string, isTrusted: TrustCheck) {
+    this.method = req.method
+    this.headers = req.headers
+    this.scheme = req.protocol
+    this.host = req.headers.host
+    this.target = req.url
+    this.path = path
+    this.#req = req
+    this.#isTrusted = isTrusted
+  }
+
+  /** The scheme the client used: a trusted peer's X-Forwarded-Proto when it says http(s), else the gateway's own. */
+  get transport(): string {
+    const req = this.#req
+    const said = this.#isTrusted(req.socket.remoteAddress) ? req.headers['x-forwarded-proto'] : undefined
+    return said === 'https' || said === 'http' ? said : req.protocol
+  }
+
+  clientAddress(): string | undefined {
+    return clientAddress(this.#req.headers, this.#req.socket.remoteAddress, this.#isTrusted)
+  }
 }
 
 export class ProxyGuard {
@@ -55,23 +87,7 @@ export class ProxyGuard {
     const upstream = this.#upstream
     const path = pathOf(req.url)
     const decision = await this.#access.decide(req, reply, { path, preflight: isPreflight(req.method, req.headers), host: req.headers.host })
-    const { isTrustedProxy } = this.#deps
-    const answer = await this.#deps.answers.answer(
-      verdictOf(upstream, decision, req),
-      {
-        method: req.method,
-        headers: req.headers,
-        scheme: req.protocol,
-        host: req.headers.host,
-        target: req.url,
-        path,
-        get transport() {
-          return clientScheme(req, isTrustedProxy)
-        },
-        clientAddress: () => clientAddress(req.headers, req.socket.remoteAddress, isTrustedProxy),
-      },
-      PROXY_EXIT,
-    )
+    const answer = await this.#deps.answers.answer(verdictOf(upstream, decision, req), new ProxiedRequest(req, path, this.#deps.isTrustedProxy), PROXY_EXIT)
     // Who was established, though refused: the request line names them (ops/access-log.ts).
     req.identity = answer.identity
     switch (answer.kind) {

@@ -65,7 +65,7 @@ export interface CredentialRequest {
 /** Headers to set and request headers to remove, lower-case names. */
 export interface UpstreamHeaders {
   readonly set: Array<[name: string, value: string]>
-  readonly remove: string[]
+  readonly remove: readonly string[]
 }
 
 /** The assertion header and its signer, when keys are configured. */
@@ -121,26 +121,44 @@ export class UpstreamCredentialWriter {
   }
 
   /**
-   * The headers set for `identity` (none for an anonymous pass). Throws GatewayError when a token
-   * exchange is refused (403) or its provider fails (502): nothing then reaches the upstream.
+   * The headers set for `identity` (none for an anonymous pass): at once when nothing is to be
+   * asked or signed (the identity headers, a forwarded token, a cached assertion), else a promise.
+   * Throws (or rejects with) GatewayError when a token exchange is refused (403) or its provider
+   * fails (502): nothing then reaches the upstream.
    */
-  async set(identity: Identity | null, request: CredentialRequest, shape: CredentialShape): Promise<Array<[string, string]>> {
+  set(identity: Identity | null, request: CredentialRequest, shape: CredentialShape): Array<[string, string]> | Promise<Array<[string, string]>> {
     if (identity === null) return []
     const upstream = this.upstream
     const names = shape === 'upstream' ? upstream.identityHeaders : AUTH_REQUEST_HEADERS
     const set: Array<[string, string]> = []
     const values = identityHeaderValues(identity.claims, names, identity.issuer, identity.mapping, this.#claimHeaders)
     for (const name in values) set.push([name, values[name] as string])
+    if (this.#exchanger === undefined && upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
+      // An ingress copies the token from its own header (oauth2-proxy's `--set-xauthrequest`).
+      set.push(shape === 'upstream' ? ['authorization', `Bearer ${identity.accessToken}`] : [AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken])
+    }
+    const assertion = this.#signer?.cached(identity, upstream.name)
+    if (assertion !== undefined) set.push([this.#assertionHeader, assertion])
+    if (this.#exchanger === undefined && this.#txn === undefined && (this.#signer === undefined || assertion !== undefined)) return set
+    return this.#signed(set, identity, request, shape, assertion === undefined)
+  }
+
+  /** The credentials that are asked for (an exchange) or signed (an assertion not cached, a Txn-Token), added to `set`. */
+  async #signed(
+    set: Array<[string, string]>,
+    identity: Identity,
+    request: CredentialRequest,
+    shape: CredentialShape,
+    sign: boolean,
+  ): Promise<Array<[string, string]>> {
+    const upstream = this.upstream
     if (this.#exchanger !== undefined) {
       // RFC 8693: the upstream's own token, never the user's.
       const token = await this.#exchanger.token(upstream, identity)
       set.push(['authorization', `Bearer ${token}`])
       if (shape === 'auth-request') set.push([AUTH_REQUEST_ACCESS_TOKEN, token])
-    } else if (upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
-      // An ingress copies the token from its own header (oauth2-proxy's `--set-xauthrequest`).
-      set.push(shape === 'upstream' ? ['authorization', `Bearer ${identity.accessToken}`] : [AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken])
     }
-    if (this.#signer !== undefined) set.push([this.#assertionHeader, await this.#signer.assertion(identity, upstream.name, this.#claimHeaders)])
+    if (sign && this.#signer !== undefined) set.push([this.#assertionHeader, await this.#signer.assertion(identity, upstream.name, this.#claimHeaders)])
     if (this.#txn !== undefined) {
       const { minter, policy } = this.#txn
       const { method, path, transport } = request

@@ -54,11 +54,11 @@ export class IdentityAssertions {
    * mapping and the extra headers are this configuration's, as this signer is).
    */
   async assertion(identity: Pick<Identity, 'claims' | 'issuer' | 'mapping'>, audience: string, claimHeaders: readonly ClaimHeader[] = []): Promise<string> {
+    const cached = this.cached(identity, audience)
+    if (cached !== undefined) return cached
     const now = Math.floor(Date.now() / 1000)
     const claims = identity.claims
     let perAudience = this.#signed.get(claims)
-    const cached = perAudience?.get(audience)
-    if (cached !== undefined && cached.renewAt > now) return cached.jwt
     const jwt = await this.#sign(identity, audience, claimHeaders, now)
     if (perAudience === undefined) {
       perAudience = new Map()
@@ -66,6 +66,12 @@ export class IdentityAssertions {
     }
     perAudience.set(audience, { jwt, renewAt: now + Math.floor(this.#options.ttlSeconds / 2) })
     return jwt
+  }
+
+  /** The assertion of `identity` for `audience` while the cache holds a fresh one: a lookup, no promise. */
+  cached(identity: Pick<Identity, 'claims'>, audience: string): string | undefined {
+    const cached = this.#signed.get(identity.claims)?.get(audience)
+    return cached !== undefined && cached.renewAt > Math.floor(Date.now() / 1000) ? cached.jwt : undefined
   }
 
   #sign(identity: Pick<Identity, 'claims' | 'issuer' | 'mapping'>, audience: string, claimHeaders: readonly ClaimHeader[], now: number): Promise<string> {

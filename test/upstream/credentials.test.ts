@@ -126,7 +126,7 @@ t.test('set: nothing for an anonymous pass; an exchange the provider refuses rej
   const exchanged = await credentials.of(upstream('orders')).set(alice, request, 'upstream')
   t.equal(valueOf(exchanged, 'authorization'), 'Bearer exchanged-for-orders-alice', "the upstream's own token, never the user's")
   t.notOk(JSON.stringify(exchanged).includes(alice.accessToken))
-  await t.rejects(credentials.of(upstream('orders')).set(identity('t', 'refused'), request, 'upstream'), { code: 'forbidden' })
+  await t.rejects(async () => credentials.of(upstream('orders')).set(identity('t', 'refused'), request, 'upstream'), { code: 'forbidden' })
 })
 
 t.test('an access token that is not a valid header value is never forwarded, and the client’s Authorization still goes', async (t) => {

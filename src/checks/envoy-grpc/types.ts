@@ -28,7 +28,7 @@ export type CheckAnswer =
       /** Set on the request before it goes upstream, replacing what the client sent. */
       upstreamHeaders: Array<[string, string]>
       /** Removed from the request before it goes upstream. */
-      removeHeaders: string[]
+      removeHeaders: readonly string[]
       /** Added to the response to the client (Set-Cookie of a refreshed session). */
       responseHeaders: Array<[string, string]>
     }
