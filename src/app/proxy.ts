@@ -30,14 +30,13 @@ export async function registerProxy(
   }
   await app.register(resourceMetadataRoutes, { upstreams: config.upstreams, providers: config.providers, publicUrl })
   const publicOrigin = new URL(publicUrl)
+  // The hosts the gateway serves: a request's own is passed on as X-Forwarded-Host, any other is the public host.
+  const isServed = createServedHostTest(config.upstreams, (host) => validateRedirectAfter(`${publicOrigin.protocol}//${host}/`) !== null)
   const { websockets, tracing } = state
   await app.register(proxyPlugin, {
     upstreams: config.upstreams,
     isTrustedProxy: access.isTrustedProxy,
-    forwardedHost: createForwardedHost(
-      createServedHostTest(config.upstreams, (host) => validateRedirectAfter(`${publicOrigin.protocol}//${host}/`) !== null),
-      publicOrigin.host,
-    ),
+    forwardedHost: createForwardedHost(isServed, publicOrigin.host),
     credentials: access.credentials,
     isGatewayCookieName: sessions.cookies.isGatewayCookieName,
     // The pages that may open WebSockets: the public origin, the allowed hosts over https.
