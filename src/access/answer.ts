@@ -61,6 +61,12 @@ export function refusal(error: GatewayError, upstream?: UpstreamConfig, identity
   return { kind: 'refuse', outcome: error.code, upstream, identity, error }
 }
 
+/** A credential that could not be had (a GatewayError) refuses the pass; anything else is a bug, thrown. */
+function refusedPass(err: unknown, upstream: UpstreamConfig, identity: Identity | null): Answer {
+  if (!(err instanceof GatewayError)) throw err
+  return refusal(err, upstream, identity)
+}
+
 /** The proxy strips the client's copies itself, and an ingress removes what it copies: no names to remove. */
 function withoutRemovals(set: Array<[string, string]>): UpstreamHeaders {
   return { set, remove: [] }
@@ -121,17 +127,18 @@ export class Answers {
 
   /** A pass with what the upstream receives; a credential refused (an exchange: 403, 502) is the refusal. */
   #pass(upstream: UpstreamConfig, identity: Identity | null, request: AnsweredRequest, exit: Exit): Answer | Promise<Answer> {
-    const passed = (headers: UpstreamHeaders): Answer => ({ kind: 'pass', outcome: 'pass', upstream, identity, headers })
-    const refused = (err: unknown): Answer => {
-      if (!(err instanceof GatewayError)) throw err
-      return refusal(err, upstream, identity)
-    }
+    let headers: UpstreamHeaders | Promise<UpstreamHeaders>
     try {
-      const headers = this.#headers(upstream, identity, request, exit)
-      return headers instanceof Promise ? headers.then(passed, refused) : passed(headers)
+      headers = this.#headers(upstream, identity, request, exit)
     } catch (err) {
-      return refused(err)
+      return refusedPass(err, upstream, identity)
     }
+    // Only a credential asked for or signed waits: the rest answers without a promise or closure.
+    if (!(headers instanceof Promise)) return { kind: 'pass', outcome: 'pass', upstream, identity, headers }
+    return headers.then(
+      (set): Answer => ({ kind: 'pass', outcome: 'pass', upstream, identity, headers: set }),
+      (err: unknown) => refusedPass(err, upstream, identity),
+    )
   }
 
   #refuse(verdict: Verdict, error: GatewayError, identity: Identity | null): Answer {

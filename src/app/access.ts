@@ -1,7 +1,7 @@
 import type { GatewayConfig } from '../options/types.js'
 import { Answers } from '../access/answer.js'
 import { Checker } from '../access/checker.js'
-import { AccessDecisions } from '../access/decision.js'
+import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
 import { createUpstreamMatcher, type UpstreamMatcher } from '../access/match.js'
 import type { UrlRedactor } from '../ops/logging.js'
 import { SocketAccess } from '../proxy/websocket-access.js'
@@ -21,6 +21,8 @@ import type { SessionsFeature } from './sessions.js'
 
 export interface AccessFeature {
   readonly access: AccessDecisions
+  /** What step-up rules' auth_time is judged by: the gateway's clock and each provider's tolerance (the callback asks it too). */
+  readonly judge: StepUpJudge
   readonly answers: Answers
   readonly checker: Checker
   readonly credentials: UpstreamCredentials
@@ -43,9 +45,9 @@ export async function buildAccess(config: GatewayConfig, state: ProcessState, se
   const redirects = { publicUrl, allowedHosts: config.redirects.allowedHosts }
   const validateRedirectAfter = createRedirectAfterValidator(redirects)
   // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
-  const judge = {
+  const judge: StepUpJudge = {
     nowSeconds: () => Math.floor(state.clock.now() / 1000),
-    toleranceSeconds: (name: string) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
+    toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
   }
   const access = new AccessDecisions(config.upstreams, sessions.authentication, judge, publicUrl)
   // RFC 8693 exchanges for upstreams with tokenExchange, shared by every exit.
@@ -102,6 +104,7 @@ export async function buildAccess(config: GatewayConfig, state: ProcessState, se
   })
   return {
     access,
+    judge,
     answers,
     checker,
     credentials,

@@ -20,7 +20,7 @@ import type { SocketVerdict } from '../proxy/websocket-registry.js'
 import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
 import type { CheckDialect } from '../checks/dialect.js'
 import { CHECK_DIALECTS } from '../checks/dialects.js'
-import { checkRoutes, registerCheckEndpoints } from '../checks/plugin.js'
+import { registerCheckEndpoints, routedDialects } from '../checks/plugin.js'
 import type { RevocationList } from '../session/revocation.js'
 import { buildAccess } from './access.js'
 import { registerProxy } from './proxy.js'
@@ -83,8 +83,8 @@ export const MAX_HEADER_BYTES = 32 * 1024
 export async function buildApp(config: GatewayConfig, options: BuildOptions): Promise<GatewayApp> {
   const { state } = options
   // The check routes first: the router must never normalize a check's target (proxy/before-routing.ts).
-  const dialects = options.checkDialects ?? CHECK_DIALECTS
-  const rewriteUrl = rewriteRequestTarget(checkRoutes(config, dialects))
+  const dialects = routedDialects(config, options.checkDialects ?? CHECK_DIALECTS)
+  const rewriteUrl = rewriteRequestTarget(dialects.map(({ route }) => route))
   const logStream = options.logStream ?? stdoutDestination()
   const redactUrl = urlRedactor(config.log)
   const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
@@ -142,7 +142,6 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     metrics: state.metrics,
     accessLog,
     dialects,
-    config,
   })
   await registerProxy(app, config, state, sessions, access)
   const { receiver, transmitters } = signIn

@@ -28,14 +28,19 @@ export interface CheckEndpointsOptions {
   /** Where the gRPC check's metric and request line go (the HTTP checks' through ops/request-outcome.ts, as every request's). */
   metrics: Pick<GatewayMetrics, 'observeRequest'>
   accessLog: AccessLog
-  /** The dialects spoken (CHECK_DIALECTS), and their routes in `config`. */
-  dialects: readonly CheckDialect[]
-  config: Pick<GatewayConfig, 'envoy'>
+  /** The dialects spoken, each with its route in this configuration (routedDialects). */
+  dialects: readonly RoutedDialect[]
 }
 
-/** Where each dialect is asked in `config`: the targets routed to a check on their raw spelling. */
-export function checkRoutes(config: Pick<GatewayConfig, 'envoy'>, dialects: readonly CheckDialect[] = CHECK_DIALECTS): CheckRoute[] {
-  return dialects.map((dialect) => dialect.route(config))
+/** A dialect and where it is asked in one configuration. */
+export interface RoutedDialect {
+  readonly dialect: CheckDialect
+  readonly route: CheckRoute
+}
+
+/** Where each dialect is asked in `config`: the router routes these targets to their check on their raw spelling. */
+export function routedDialects(config: Pick<GatewayConfig, 'envoy'>, dialects: readonly CheckDialect[] = CHECK_DIALECTS): RoutedDialect[] {
+  return dialects.map((dialect) => ({ dialect, route: dialect.route(config) }))
 }
 
 /** Registers the HTTP check endpoints on `app` and returns the gRPC check of this configuration. */
@@ -43,7 +48,7 @@ export async function registerCheckEndpoints(app: FastifyInstance, options: Chec
   const { checker, cookies, publicUrl } = options
   const envoy = createCheckPipeline({ decide: createEnvoyDecision(checker), answerProblem: options.answerProblem })
   const context = { checker, isTrustedProxy: options.isTrustedProxy, publicUrl, envoy }
-  for (const dialect of options.dialects) await dialect.register(app, context, dialect.route(options.config))
+  for (const { dialect, route } of options.dialects) await dialect.register(app, context, route)
   return createEnvoyGrpcCheck({
     pipeline: envoy,
     publicUrl,
