@@ -58,7 +58,7 @@ export async function registerSignIn(
         const found = targetOf(target)
         return found === undefined ? undefined : stepUpOf(found.upstream, found.path)
       },
-      nowSeconds: access.judge.nowSeconds,
+      nowSeconds: () => access.judge.nowSeconds(),
     },
     cookies: sessions.cookies,
     store,
