@@ -8,7 +8,7 @@ import { SocketAccess } from '../proxy/websocket-access.js'
 import { createRedirectAfterValidator, createTrustedOriginTest, type RedirectAfterValidator, type TrustedOriginTest } from '../routes/redirect-after.js'
 import { UpstreamCredentials, assertionSigner, transactionTokenMinting } from '../upstream/credentials.js'
 import type { IdentityAssertions } from '../upstream/identity-assertion.js'
-import { createTrustCheck, type TrustCheck } from '../upstream/forwarded.js'
+import { createTrustCheck, type TrustCheck } from '../ops/trusted-peers.js'
 import { createTokenExchanger } from '../upstream/token-exchange.js'
 import type { ProcessState } from './state.js'
 import type { SessionsFeature } from './sessions.js'
@@ -42,14 +42,14 @@ export interface AccessFeature {
 export async function buildAccess(config: GatewayConfig, state: ProcessState, sessions: SessionsFeature, redactUrl: UrlRedactor): Promise<AccessFeature> {
   const { publicUrl } = config.server
   const { providers, cookies } = sessions
-  const redirects = { publicUrl, allowedHosts: config.redirects.allowedHosts }
-  const validateRedirectAfter = createRedirectAfterValidator(redirects)
   // Step-up rules' auth_time is judged by the gateway's clock and each provider's tolerance.
   const judge: StepUpJudge = {
     nowSeconds: () => Math.floor(state.clock.now() / 1000),
     toleranceSeconds: (name) => providers.get(name)?.config.clockToleranceSeconds ?? 0,
   }
   const access = new AccessDecisions(config.upstreams, sessions.authentication, judge, publicUrl)
+  const redirects = { publicUrl, allowedHosts: config.redirects.allowedHosts }
+  const validateRedirectAfter = createRedirectAfterValidator(redirects)
   // RFC 8693 exchanges for upstreams with tokenExchange, shared by every exit.
   const exchanger = createTokenExchanger({ providers, clock: state.clock, upstreams: config.upstreams })
   const signer = await assertionSigner(config)

@@ -5,7 +5,7 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
 import type { GatewayConfig } from '../options/types.js'
 import { decorateIdentity } from '../contract/identity.js'
-import { warnUnadvertisedExchange } from '../oidc/providers.js'
+import { createProviders, warnUnadvertisedExchange } from '../oidc/providers.js'
 import type { SsfBinding } from '../oidc/ssf-streams.js'
 import { clientErrorHandler, closeIfBodyUnread } from '../ops/client-errors.js'
 import { AccessLog } from '../ops/access-log.js'
@@ -15,7 +15,7 @@ import { decorateOutcome, recordOutcome } from '../ops/request-outcome.js'
 import type { ReadinessProbe } from '../ops/management.js'
 import { readinessProbes } from '../ops/readiness.js'
 import { answerErrors, createErrorPage, createProblemAnswer, noUpstreamServes } from '../pages/error-page.js'
-import { beforeRouting, rewriteRequestTarget } from '../proxy/before-routing.js'
+import { requestTarget } from '../proxy/before-routing.js'
 import type { SocketVerdict } from '../proxy/websocket-registry.js'
 import type { EnvoyGrpcCheck } from '../checks/envoy-grpc-check.js'
 import type { CheckDialect } from '../checks/dialect.js'
@@ -84,7 +84,10 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
   const { state } = options
   // The check routes first: the router must never normalize a check's target (proxy/before-routing.ts).
   const dialects = routedDialects(config, options.checkDialects ?? CHECK_DIALECTS)
-  const rewriteUrl = rewriteRequestTarget(dialects.map(({ route }) => route))
+  const target = requestTarget(
+    dialects.map(({ route }) => route),
+    config.upstreams,
+  )
   const logStream = options.logStream ?? stdoutDestination()
   const redactUrl = urlRedactor(config.log)
   const accessLog = new AccessLog(logStream, config.log.level, redactUrl)
@@ -100,36 +103,45 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     ...(options.live === true ? { serverFactory: () => createServer() } : {}),
     // What Node's parser refuses (431 oversized headers, 400 malformed) is problem+json too.
     clientErrorHandler,
-    rewriteUrl,
+    rewriteUrl: target.rewriteUrl,
   })
+  // Every request, in the order it meets them: its server span (first, so that all its work runs
+  // under it), the refusal of a target that cannot be read, and the gateway's cookies (the sessions
+  // feature's); errors answered as a page or problem+json; the connection closed after an answer
+  // that left the body unread; and once answered its metrics and line.
+  if (state.tracing !== undefined) traceRequests(app, { tracing: state.tracing, trustedProxies: config.server.trustedProxies })
+  await app.register(cookie, { hook: false })
+  app.addHook('onRequest', target.refuseUnreadable)
 
-  const sessions = buildSessions(config, state, app.log)
+  // The identity providers: sessions, access, sign-in and readiness ask them. Their discovery
+  // starts once every feature is built.
+  const providers = createProviders(config.providers, config.server.publicUrl, {
+    log: app.log,
+    clock: state.clock,
+    observeCall: (call, seconds, failed) => state.metrics.observeProviderCall(call, seconds, failed),
+    tracer: state.tracing?.tracer,
+  })
+  const sessions = buildSessions(config, state, app, providers)
   const access = await buildAccess(config, state, sessions, redactUrl)
   const pages = {
     publicUrl: config.server.publicUrl,
     store: sessions.store,
     validateRedirectAfter: access.validateRedirectAfter,
-    endSessionUrls: () => sessions.providers.all.map((p) => p.client.endSessionUrl(undefined)),
+    endSessionUrls: () => providers.all.map((p) => p.client.endSessionUrl(undefined)),
   }
   const answerProblem = createProblemAnswer(createErrorPage(pages))
 
-  // Every request, in the order it meets them: errors answered as a page or problem+json, its
-  // server span, the refusal of a target that cannot be read and the gateway's cookies (before
-  // routing), the connection closed after an answer that left the body unread, and once answered
-  // its metrics and line.
   app.setErrorHandler(answerErrors(answerProblem))
   app.setNotFoundHandler(noUpstreamServes)
-  // First, so that every request's work runs under its server span.
-  if (state.tracing !== undefined) traceRequests(app, { tracing: state.tracing, isTrustedProxy: access.isTrustedProxy })
-  await app.register(cookie, { hook: false })
-  app.addHook('onRequest', beforeRouting(config.upstreams, sessions.cookies))
   app.addHook('onSend', closeIfBodyUnread)
   decorateIdentity(app)
   decorateOutcome(app)
   app.addHook('onResponse', recordOutcome(state.metrics, accessLog))
   // The Redis connection is the process's: it outlives this configuration.
-  app.addHook('onClose', () => sessions.close())
-  warnUnadvertisedExchange(sessions.providersReady, config.upstreams, sessions.providers, app.log)
+  app.addHook('onClose', async () => {
+    providers.stop()
+    await sessions.close()
+  })
 
   const signIn = await registerSignIn(app, config, state, sessions, access, pages)
   // Every dialect's route registered here, Envoy over gRPC returned for the process's listener.
@@ -143,15 +155,19 @@ export async function buildApp(config: GatewayConfig, options: BuildOptions): Pr
     accessLog,
     dialects,
   })
-  await registerProxy(app, config, state, sessions, access)
   const { receiver, transmitters } = signIn
+  // What the management listener serves: the process's metrics and this configuration's readiness.
+  const management = {
+    metrics: state.metrics.registry,
+    probes: readinessProbes({ providers, store: sessions.store, transmitters, redis: state.redis }),
+  }
+  await registerProxy(app, config, state, sessions, access)
+  const providersReady = providers.start()
+  warnUnadvertisedExchange(providersReady, config.upstreams, providers, app.log)
   return {
     http: app,
-    management: {
-      metrics: state.metrics.registry,
-      probes: readinessProbes({ providers: sessions.providers, store: sessions.store, transmitters, redis: state.redis }),
-    },
-    providersReady: sessions.providersReady,
+    management,
+    providersReady,
     revocations: state.revocations,
     websocketVerdict: access.socketAccess,
     envoyGrpcCheck,

@@ -1,8 +1,7 @@
 import { normalizeIP } from '@fastify/rate-limit'
-import type { FastifyBaseLogger } from 'fastify'
-import { mappedClaimNames } from '../contract/claim-path.js'
+import type { FastifyInstance } from 'fastify'
 import type { GatewayConfig } from '../options/types.js'
-import { createProvider, Providers } from '../oidc/providers.js'
+import type { Providers } from '../oidc/providers.js'
 import { refreshAuditor } from '../ops/audit.js'
 import { Authentication } from '../access/authenticate.js'
 import { CookieCipher } from '../session/cipher.js'
@@ -17,14 +16,16 @@ import { RedisSessionStore } from '../session/redis-store.js'
 import type { SessionStore } from '../session/types.js'
 import type { ProcessState } from './state.js'
 
-// The sessions feature of one configuration: the providers sessions are signed in with, the
-// cookies and the store that keep them, their refresh, the authentication every exit asks, and
-// the events told when sessions end (session/events.ts). Built from the configuration and the
-// process state; opens no connection of its own (the Redis client is the process's).
+// The sessions feature of one configuration: the cookies and the store that keep sessions, their
+// refresh with the providers they are signed in with, the authentication every exit asks, and the
+// events told when sessions end (session/events.ts). Built from the configuration, the process
+// state and the configuration's providers; opens no connection of its own (the Redis client is
+// the process's).
 
 export interface SessionsFeature {
   readonly cookies: GatewayCookies
   readonly store: SessionStore
+  /** The providers sessions are signed in with, as buildApp made them (oidc/providers.ts createProviders). */
   readonly providers: Providers
   readonly bindIssuer: IssuerBinding
   readonly lifecycle: SessionLifecycle
@@ -32,17 +33,18 @@ export interface SessionsFeature {
   readonly authentication: Authentication
   /** Told when sessions end or their claims change; the caches and sockets derived from them subscribe. */
   readonly events: SessionEvents
-  /** Resolves once every provider's metadata is loaded (discovery is retried until then). */
-  readonly providersReady: Promise<void>
-  /** Stops the providers' timers and closes the store (the process's Redis connection stays open). */
+  /** Closes the store (the process's Redis connection stays open). */
   close(): Promise<void>
 }
 
-export function buildSessions(config: GatewayConfig, state: ProcessState, log: FastifyBaseLogger): SessionsFeature {
-  const { metrics, tracing } = state
+export function buildSessions(config: GatewayConfig, state: ProcessState, app: FastifyInstance, providers: Providers): SessionsFeature {
+  const { metrics } = state
+  const { log } = app
   const cipher = new CookieCipher(config.cookies.secrets, state.clock)
   const cookies = new GatewayCookies(config.cookies, cipher, state.cookieNames)
   state.cookieNames.add(config.cookies.name)
+  // Every request reads the gateway's cookies before routing, after its target is read.
+  app.addHook('onRequest', cookies.readRequestCookies)
   const { clock, redis, keys, coordinator: processCoordinator, memorySessions, revocations } = state
   const { store, coordinator } = createSessionStore(config.session, config.providers, {
     cookies,
@@ -58,31 +60,16 @@ export function buildSessions(config: GatewayConfig, state: ProcessState, log: F
     ...(store instanceof RedisSessionStore ? { storeErrors: () => store.errors, evictions: () => store.evictions } : {}),
     ...(store instanceof MemorySessionStore ? { evictions: () => store.evictions } : {}),
   })
-  const providers = new Providers(
-    config.providers.map((provider) =>
-      createProvider(provider, {
-        publicUrl: config.server.publicUrl,
-        several: config.providers.length > 1,
-        log,
-        clock: state.clock,
-        observeCall: (call, seconds, failed) => metrics.observeProviderCall(call, seconds, failed),
-        tracer: tracing?.tracer,
-      }),
-    ),
-  )
   const bindIssuer = issuerBinding(
     (name) => providers.get(name)?.config.issuer,
     (name) => state.startIssuers.get(name),
   )
-  const allowClaims = config.upstreams.flatMap((u) => [u.allow, ...u.rules.map((rule) => rule.allow)].flatMap((allow) => Object.keys(allow.claims ?? {})))
-  // The claims the mapping and the extra identity headers read (their top-level names) are kept too.
-  const mappedClaims = mappedClaimNames(config.providers, config.upstreams)
   const refreshGrant = providerRefreshGrant(providers, bindIssuer, (code) => metrics.observeRefresh(code))
   const lifecycle = new SessionLifecycle(
     refreshGrant,
     store,
     coordinator,
-    [...allowClaims, ...mappedClaims],
+    { providers: config.providers, upstreams: config.upstreams },
     config.session.maxAgeSeconds,
     state.clock,
     refreshAuditor(log),
@@ -96,10 +83,6 @@ export function buildSessions(config: GatewayConfig, state: ProcessState, log: F
     lifecycle,
     authentication,
     events: new SessionEvents(),
-    providersReady: Promise.all(providers.all.map((p) => p.client.start())).then(() => undefined),
-    async close() {
-      for (const provider of providers.all) provider.client.stop()
-      await store.close()
-    },
+    close: () => store.close(),
   }
 }

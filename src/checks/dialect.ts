@@ -3,7 +3,7 @@ import type { CheckRoute } from '../contract/endpoints.js'
 import type { GatewayConfig } from '../options/types.js'
 import type { Answer } from '../access/answer.js'
 import type { Checker } from '../access/checker.js'
-import type { TrustCheck } from '../upstream/forwarded.js'
+import type { TrustCheck } from '../ops/trusted-peers.js'
 import type { CheckPipeline } from './pipeline.js'
 
 // What a check dialect is: the way one kind of edge asks the gateway "may this request through,

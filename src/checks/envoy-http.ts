@@ -99,7 +99,7 @@ export async function envoyHttpRoutes(app: FastifyInstance, options: EnvoyHttpRo
   const { pipeline, path: prefix } = options
   const defaultScheme = new URL(options.publicUrl).protocol.slice(0, -1)
   // The pipeline's HTTP adapter: the request is the check call (its cookies read and former ones
-  // expired by proxy/before-routing.ts), the reply takes the cookies a refresh sets, and
+  // expired by session/cookies.ts readRequestCookies), the reply takes the cookies a refresh sets, and
   // ops/request-outcome.ts records the request line and metric from `logFields`, `problemCode` and `identity`.
   const http: CheckTransport<FastifyRequest, FastifyRequest, FastifyReply, FastifyReply> = {
     describe: (req) => checkedRequest(req, prefix, defaultScheme),

@@ -48,8 +48,8 @@ export type EnvoyDecide = (req: DecisionRequest, reply: SessionReply, checked: C
 
 /**
  * A check request, whichever transport carried it. A FastifyRequest is one (its cookies read by the
- * onRequest hook, proxy/before-routing.ts, former cookies expired there); the gRPC check builds one from Envoy's
- * CheckRequest.
+ * onRequest hook, session/cookies.ts readRequestCookies, former cookies expired there); the gRPC
+ * check builds one from Envoy's CheckRequest.
  */
 export interface CheckCall extends ProblemRequest {
   readonly log: FastifyBaseLogger
@@ -77,7 +77,7 @@ export interface CheckTransport<Source, Call extends CheckCall, Reply extends Se
   /** The transport's answer for `outcome`; `logged` is the request line's `extAuthz` fields. */
   answer(outcome: CheckOutcome, logged: Record<string, unknown>, call: Call, reply: Reply): Answer
   /**
-   * For a transport whose requests do not pass proxy/before-routing.ts (gRPC): the expiry of former
+   * For a transport whose requests do not pass the app's hooks (gRPC): the expiry of former
    * configurations' cookies the request brings, once the request is described.
    */
   expireFormer?: (req: SessionRequest, reply: SessionReply) => void

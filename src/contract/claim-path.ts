@@ -149,20 +149,36 @@ export function topClaim(path: ClaimPath): string {
   return path[0] as string
 }
 
+/** An allow rule as far as the claims it reads go (options/types.ts AllowRule). */
+interface ClaimAllow {
+  readonly claims?: Readonly<Record<string, unknown>> | undefined
+}
+
+/** What reads a session's claims besides the identity: the providers' mappings and the upstreams' rules and headers. */
+export interface ClaimReaders {
+  readonly providers: ReadonlyArray<{ readonly userClaim?: string | undefined; readonly groupsClaim?: string | undefined }>
+  readonly upstreams: ReadonlyArray<{
+    readonly claimHeaders?: Readonly<Record<string, string>> | undefined
+    readonly allow?: ClaimAllow | undefined
+    readonly rules?: ReadonlyArray<{ readonly allow: ClaimAllow }> | undefined
+  }>
+}
+
 /**
- * The top-level claims the providers' mappings and the upstreams' extra identity headers read:
- * what a session keeps besides the identity claims (session/lifecycle.ts picks only named claims).
+ * The top-level claims something reads besides the identity claims: the providers' mappings, the
+ * upstreams' allow rules and their extra identity headers. A session keeps these and no other
+ * (session/lifecycle.ts picks only named claims).
  */
-export function mappedClaimNames(
-  providers: ReadonlyArray<{ readonly userClaim?: string | undefined; readonly groupsClaim?: string | undefined }>,
-  upstreams: ReadonlyArray<{ readonly claimHeaders?: Readonly<Record<string, string>> | undefined }>,
-): string[] {
+export function keptClaimNames({ providers, upstreams }: ClaimReaders): string[] {
   const names = new Set<string>()
   for (const provider of providers) {
     const mapping = claimMappingOf(provider)
     names.add(topClaim(mapping.user)).add(topClaim(mapping.groups))
   }
   for (const upstream of upstreams) {
+    for (const allow of [upstream.allow, ...(upstream.rules ?? []).map((rule) => rule.allow)]) {
+      for (const name of Object.keys(allow?.claims ?? {})) names.add(name)
+    }
     for (const path of Object.values(upstream.claimHeaders ?? {})) names.add(topClaim(parseClaimPath(path)))
   }
   return [...names]

@@ -37,6 +37,16 @@ export class Providers {
     this.#byIssuer = new Map(all.map((p) => [p.config.issuer, p]))
   }
 
+  /** Starts every provider's discovery; resolves once every provider's metadata is loaded (each retries until then). */
+  start(): Promise<void> {
+    return Promise.all(this.all.map((p) => p.client.start())).then(() => undefined)
+  }
+
+  /** Stops every provider's discovery retries and key refreshes. */
+  stop(): void {
+    for (const provider of this.all) provider.client.stop()
+  }
+
   /** The first configured: the default of upstreams that do not name theirs. */
   get first(): Provider {
     return this.all[0] as Provider
@@ -80,10 +90,15 @@ function unverifiedIssuer(token: string): string | undefined {
   }
 }
 
-export interface ProviderOptions {
+/** Where the gateway serves a provider's sign-ins: settings of the configuration. */
+export interface ProviderSite {
   publicUrl: string
   /** Whether the configuration has several providers: each then has a callback path of its own, and its log lines name it. */
   several: boolean
+}
+
+/** What a provider's client runs with, from the process: kept apart from the settings. */
+export interface ProviderDeps {
   log: FastifyBaseLogger
   clock: Clock
   /** Told of every call to the provider (ops/metrics.ts observeProviderCall). */
@@ -93,18 +108,27 @@ export interface ProviderOptions {
 }
 
 /** A provider's client and Bearer verifier. */
-export function createProvider(provider: ProviderConfig, options: ProviderOptions): Provider {
-  const log = options.several ? options.log.child({ provider: provider.name }) : options.log
-  const callback = callbackPath(provider.name, options.several)
+/** A configuration's providers (`provider:` or `providers:`), in its order; discovery waits for `start()`. */
+export function createProviders(configs: readonly ProviderConfig[], publicUrl: string, deps: ProviderDeps): Providers {
+  const site = { publicUrl, several: configs.length > 1 }
+  return new Providers(configs.map((provider) => createProvider(provider, site, deps)))
+}
+
+export function createProvider(provider: ProviderConfig, site: ProviderSite, deps: ProviderDeps): Provider {
+  const log = site.several ? deps.log.child({ provider: provider.name }) : deps.log
+  const callback = callbackPath(provider.name, site.several)
   const client: OidcClient = new OidcClient(
     provider,
-    options.publicUrl,
+    site.publicUrl,
     callback,
     log,
-    options.clock,
-    (url, seconds, failed) => options.observeCall(client.callOf(url), seconds, failed),
-    options.tracer,
+    deps.clock,
+    (url, seconds, failed) => deps.observeCall(client.callOf(url), seconds, failed),
+    deps.tracer,
   )
+  const claimSources = claimSourcesWanted(provider.claimSources)
+    ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, deps.clock)
+    : undefined
   const bearer = new BearerVerifier({
     issuer: provider.issuer,
     clientId: provider.clientId,
@@ -116,11 +140,8 @@ export function createProvider(provider: ProviderConfig, options: ProviderOption
     requireAtJwt: provider.bearer.requireAtJwt,
     ...(provider.bearer.introspection ? { introspect: (token: string) => client.introspect(token) } : {}),
     log,
-    clock: options.clock,
+    clock: deps.clock,
   })
-  const claimSources = claimSourcesWanted(provider.claimSources)
-    ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, options.clock)
-    : undefined
   const mapping = claimMappingOf(provider)
   return { name: provider.name, config: provider, client, bearer, mapping, ...(claimSources === undefined ? {} : { claimSources }) }
 }

@@ -4,6 +4,7 @@ import { GatewayError } from '../contract/errors.js'
 import { otelApi, otelCore } from '../lib/otel.js'
 import { failSpan, inSpan } from '../lib/spans.js'
 import type { Tracing } from './tracing.js'
+import { createTrustCheck } from './trusted-peers.js'
 
 // The spans of a request (telemetry.tracing), by the OpenTelemetry HTTP semantic conventions:
 // - a server span per request, `{method} {http.route}`, the root of the gateway's work; a
@@ -46,8 +47,8 @@ const headerSetter: TextMapSetter<Headers> = {
 
 export interface RequestTracingOptions {
   tracing: Tracing
-  /** Whether the request's peer is one of server.trustedProxies (upstream/forwarded.ts createTrustCheck). */
-  isTrustedProxy: (address: string | undefined) => boolean
+  /** server.trustedProxies: with telemetry.tracing.trustIncoming `proxies`, whose traceparent is followed. */
+  trustedProxies: readonly string[]
 }
 
 /** Adds the hooks of the server span; first, so that the whole request runs under it. */
@@ -55,7 +56,7 @@ export function traceRequests(app: FastifyInstance, options: RequestTracingOptio
   const { tracer, config } = options.tracing
   const { context, ROOT_CONTEXT, SpanKind, trace } = otelApi()
   const extract = propagator()
-  const trusted = config.trustIncoming === 'always' ? () => true : config.trustIncoming === 'never' ? () => false : options.isTrustedProxy
+  const trusted = config.trustIncoming === 'always' ? () => true : config.trustIncoming === 'never' ? () => false : createTrustCheck(options.trustedProxies)
   app.addHook('onRequest', (req, _reply, done) => {
     const parent = trusted(req.socket.remoteAddress) ? extract.extract(ROOT_CONTEXT, req.headers, headerGetter) : ROOT_CONTEXT
     const q = req.url.indexOf('?')

@@ -7,10 +7,9 @@ import { createRoutingAmbiguityCheck } from '../access/ambiguity.js'
 import { isCheckRoute } from '../access/checker.js'
 import { canonicalHost, repeatsHost } from '../access/match.js'
 import { isInNormalForm, normalizePath } from '../access/path.js'
-import type { GatewayCookies } from '../session/cookies.js'
 
-// What every request goes through before the router picks a route: one spelling of its target,
-// and only the gateway's cookies. Every decision after it (the router's host constraints, public
+// What every request goes through before the router picks a route: one spelling of its target.
+// Every decision after it (the router's host constraints, public
 // paths, allow rules, the path and X-Forwarded-Host the upstream sees) reads that one spelling,
 // so `/public/../admin` or `/%61dmin` cannot reach a protected route unchecked (RFC 3986 6.2.2
 // syntax-based normalization, access/path.ts), and a request the gateway cannot read for certain
@@ -23,58 +22,58 @@ import type { GatewayCookies } from '../session/cookies.js'
 // - a path that reads as another route in another case or without trailing dots or spaces
 //   (access/ambiguity.ts).
 
-/** Marks a raw request whose target was refused before routing, with the reason (answered 400 by `beforeRouting`). */
+/** Marks a raw request whose target was refused before routing, with the reason (answered 400 by `refuseUnreadable`). */
 const kRefusedTarget = Symbol('openid-gateway.refusedTarget')
 
 type MarkedRequest = IncomingMessage & { [kRefusedTarget]?: string }
 
-/**
- * Fastify's `rewriteUrl`: the canonical Host and the normalized path every route sees. A target
- * that cannot be read for certain is routed to `/` and marked; `beforeRouting` answers it 400.
- * A check endpoint is recognized on the raw target and never rewritten.
- */
-export function rewriteRequestTarget(checkRoutes: readonly CheckRoute[]): (raw: IncomingMessage) => string {
-  return function rewriteRequestTarget(raw) {
-    // One spelling of the host too: the router's host constraints, the guard and the
-    // X-Forwarded-Host the gateway sets all read this header.
-    const host = raw.headers.host
-    if (host !== undefined) raw.headers.host = canonicalHost(host)
-    const url = raw.url ?? '/'
-    const normalized = normalizePath(url)
-    const refused = repeatsHost(raw.rawHeaders)
-      ? 'the request has more than one Host header'
-      : normalized === null
-        ? 'the request path is malformed'
-        : isCheckRoute(url, checkRoutes) && !isInNormalForm(url, normalized)
-          ? "a check's request path must be in normal form"
-          : undefined
-    if (normalized === null || refused !== undefined) {
-      ;(raw as MarkedRequest)[kRefusedTarget] = refused
-      return '/'
-    }
-    return normalized.path + normalized.search
-  }
+/** The two halves of reading a request's target, both built from the check routes and the upstreams. */
+export interface RequestTarget {
+  /**
+   * Fastify's `rewriteUrl`: the canonical Host and the normalized path every route sees. A target
+   * that cannot be read for certain is routed to `/` and marked; `refuseUnreadable` answers it 400.
+   * A check endpoint is recognized on the raw target and never rewritten.
+   */
+  readonly rewriteUrl: (raw: IncomingMessage) => string
+  /**
+   * The first `onRequest` hook after the server span's: the refusal of a target `rewriteUrl`
+   * marked or that reads as another route. It takes a callback: an async hook costs a promise and a
+   * microtask per request for work that never waits.
+   */
+  readonly refuseUnreadable: (req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 }
 
-/**
- * The `onRequest` hook every request passes before routing, in one hook: the refusal of a target
- * `rewriteRequestTarget` marked or that reads as another route, then the request's cookies: only
- * the gateway's are read (session/cookies.ts `jar`, not every cookie of the header as
- * @fastify/cookie's parsing hook would; that plugin stays for setting cookies), and the cookies
- * of names the gateway had before a rename are expired (`expireFormer`). It takes a callback: an
- * async hook costs a promise and a microtask per request for work that never waits.
- */
-export function beforeRouting(upstreams: readonly UpstreamConfig[], cookies: GatewayCookies) {
+export function requestTarget(checkRoutes: readonly CheckRoute[], upstreams: readonly UpstreamConfig[]): RequestTarget {
   const isAmbiguous = createRoutingAmbiguityCheck(upstreams)
-  return function beforeRouting(req: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    const refused = (req.raw as MarkedRequest)[kRefusedTarget]
-    if (refused !== undefined) return done(new GatewayError('bad_request', refused))
-    const q = req.url.indexOf('?')
-    if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
-      return done(new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces'))
-    }
-    req.cookies = cookies.jar(req.headers.cookie)
-    cookies.expireFormer(req, reply)
-    done()
+  return {
+    rewriteUrl: (raw) => {
+      // One spelling of the host too: the router's host constraints, the guard and the
+      // X-Forwarded-Host the gateway sets all read this header.
+      const host = raw.headers.host
+      if (host !== undefined) raw.headers.host = canonicalHost(host)
+      const url = raw.url ?? '/'
+      const normalized = normalizePath(url)
+      const refused = repeatsHost(raw.rawHeaders)
+        ? 'the request has more than one Host header'
+        : normalized === null
+          ? 'the request path is malformed'
+          : isCheckRoute(url, checkRoutes) && !isInNormalForm(url, normalized)
+            ? "a check's request path must be in normal form"
+            : undefined
+      if (normalized === null || refused !== undefined) {
+        ;(raw as MarkedRequest)[kRefusedTarget] = refused
+        return '/'
+      }
+      return normalized.path + normalized.search
+    },
+    refuseUnreadable: (req, _reply, done) => {
+      const refused = (req.raw as MarkedRequest)[kRefusedTarget]
+      if (refused !== undefined) return done(new GatewayError('bad_request', refused))
+      const q = req.url.indexOf('?')
+      if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
+        return done(new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces'))
+      }
+      done()
+    },
   }
 }

@@ -3,7 +3,8 @@ import type { UpstreamConfig } from '../options/types.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import type { AnsweredRequest, Answers, Exit } from '../access/answer.js'
 import { isPreflight, verdictOf, type AccessDecisions, type UpstreamAccess } from '../access/decision.js'
-import { clientAddress, type TrustCheck } from '../upstream/forwarded.js'
+import type { TrustCheck } from '../ops/trusted-peers.js'
+import { clientAddress } from '../upstream/forwarded.js'
 import type { UpstreamHeaders } from '../upstream/credentials.js'
 
 // The auth guard of one upstream (ProxyGuard.admit): the proxy's exit of the access decision,

@@ -7,6 +7,13 @@ import type { CookieCipher } from './cipher.js'
 import { SEALED_TRANSACTION, type SignInTransaction } from './sealed.js'
 import type { SessionReply, SessionRequest } from './types.js'
 
+/** A request as the cookie hook reads it: its Cookie header in, its jar of the gateway's cookies out. */
+interface CookieReadingRequest {
+  readonly url: string
+  readonly headers: { readonly cookie?: string | undefined }
+  cookies: { [name: string]: string | undefined }
+}
+
 // Naming, attributes, sealing and chunking of every cookie the gateway sets. One place decides
 // them so that setting, reading, clearing and stripping (before proxying) always agree.
 //
@@ -177,6 +184,20 @@ export class GatewayCookies {
     }
     if (!former) (jar as { [kNoFormer]?: true })[kNoFormer] = true
     return jar
+  }
+
+  /**
+   * The `onRequest` hook that gives every request its `cookies`, after the target is read
+   * (proxy/before-routing.ts) and before the router: only the gateway's are read (`jar`, not every
+   * cookie of the header as @fastify/cookie's parsing hook would; that plugin stays for setting
+   * cookies), and those of names the gateway had before a rename are expired (`expireFormer`). It
+   * takes a callback: an async hook costs a promise and a microtask per request for work that
+   * never waits.
+   */
+  readRequestCookies = (req: CookieReadingRequest, reply: SessionReply, done: () => void): void => {
+    req.cookies = this.jar(req.headers.cookie)
+    this.expireFormer(req, reply)
+    done()
   }
 
   /** A name the gateway could have set that the current configuration does not use: expireFormer expires it. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { keptClaimNames, type ClaimReaders } from '../contract/claim-path.js'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
 import type { Tokens } from '../oidc/client.js'
@@ -52,7 +53,8 @@ export class SessionLifecycle {
     grant: RefreshGrant,
     store: SessionStore,
     coordinator: RefreshCoordinator,
-    extraClaims: Iterable<string>,
+    /** What reads the claims besides the identity: a session keeps the claims they read, and no other. */
+    readers: ClaimReaders,
     maxAgeSeconds: number,
     clock: Clock,
     observe?: RefreshObserver,
@@ -60,7 +62,7 @@ export class SessionLifecycle {
     this.#grant = grant
     this.#store = store
     this.#coordinator = coordinator
-    this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...extraClaims])]
+    this.#claimNames = [...new Set([...IDENTITY_CLAIMS, ...keptClaimNames(readers)])]
     this.#maxAgeSeconds = maxAgeSeconds
     this.#clock = clock
     this.#observe = observe

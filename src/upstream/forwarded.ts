@@ -1,28 +1,9 @@
-import { BlockList, isIP, isIPv4, isIPv6 } from 'node:net'
+import { isIP } from 'node:net'
+import type { TrustCheck } from '../ops/trusted-peers.js'
 
 // X-Forwarded-* are only as trustworthy as the peer that sent them. From a peer listed in
 // server.trustedProxies they are extended; from anyone else they are replaced with what the
 // gateway itself sees, so a client cannot claim another address, scheme or host.
-
-export type TrustCheck = (address: string | undefined) => boolean
-
-export function createTrustCheck(entries: readonly string[]): TrustCheck {
-  if (entries.length === 0) return () => false
-  const list = new BlockList()
-  for (const entry of entries) {
-    const [address = '', bits] = entry.split('/')
-    const type = isIPv6(address) ? 'ipv6' : 'ipv4'
-    if (bits === undefined) list.addAddress(address, type)
-    else list.addSubnet(address, Number(bits), type)
-  }
-  return (address) => {
-    if (address === undefined) return false
-    // Dual-stack sockets report IPv4 peers as IPv4-mapped IPv6 addresses.
-    const v4 = address.startsWith('::ffff:') ? address.slice(7) : undefined
-    if (v4 !== undefined && isIPv4(v4)) return list.check(v4, 'ipv4')
-    return list.check(address, isIPv6(address) ? 'ipv6' : 'ipv4')
-  }
-}
 
 export interface ForwardedValues {
   'x-forwarded-for': string

@@ -7,7 +7,7 @@ import {
   claimMappingOf,
   DEFAULT_CLAIM_MAPPING,
   formatClaimPath,
-  mappedClaimNames,
+  keptClaimNames,
   mappedGroups,
   mappedUser,
   parseClaimPath,
@@ -72,12 +72,16 @@ t.test('mapping: the default is one shared object; the user is a string or a num
   t.equal(mappedGroups({ sub: 's', groups: ['g'] }, mapping), undefined, 'never the `groups` claim beside it')
 })
 
-t.test('the session keeps the top-level claims the mapping and the extra headers read', async (t) => {
+t.test('the session keeps the top-level claims the mapping, the allow rules and the extra headers read', async (t) => {
   t.strictSame(
-    mappedClaimNames(
-      [{ userClaim: 'email', groupsClaim: 'resource_access["my.app"].roles' }, {}],
-      [{ claimHeaders: { 'X-Name': 'name', 'X-Roles': '["https://example.com/roles"]' } }, {}],
-    ).sort(),
-    ['email', 'groups', 'https://example.com/roles', 'name', 'resource_access', 'sub'],
+    keptClaimNames({
+      providers: [{ userClaim: 'email', groupsClaim: 'resource_access["my.app"].roles' }, {}],
+      upstreams: [
+        { claimHeaders: { 'X-Name': 'name', 'X-Roles': '["https://example.com/roles"]' } },
+        { allow: { claims: { tenant: ['a'] } }, rules: [{ allow: { claims: { department: ['b'] } } }, { allow: {} }] },
+        {},
+      ],
+    }).sort(),
+    ['department', 'email', 'groups', 'https://example.com/roles', 'name', 'resource_access', 'sub', 'tenant'],
   )
 })

@@ -112,14 +112,11 @@ async function setup(
     ...options.config,
   })
   const providerConfig = config.providers[0]!
-  const provider = createProvider(providerConfig, {
-    publicUrl: origin,
-    several: false,
-    log: silent,
-    clock: systemClock,
-    observeCall: () => undefined,
-    tracer: undefined,
-  })
+  const provider = createProvider(
+    providerConfig,
+    { publicUrl: origin, several: false },
+    { log: silent, clock: systemClock, observeCall: () => undefined, tracer: undefined },
+  )
   t.teardown(() => provider.client.stop())
   await provider.client.start()
   const providers = new Providers([provider])
@@ -135,7 +132,7 @@ async function setup(
     providerRefreshGrant(providers, bindIssuer, () => undefined),
     store,
     new LocalRefreshCoordinator(systemClock),
-    [],
+    { providers: [], upstreams: [] },
     config.session.maxAgeSeconds,
     systemClock,
     refreshAuditor(silent),

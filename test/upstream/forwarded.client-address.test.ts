@@ -1,7 +1,8 @@
 // The client's address a Transaction Token's rctx.req_ip names: the X-Forwarded-For decision's.
 
 import t from 'tap'
-import { clientAddress, createTrustCheck } from '#src/upstream/forwarded'
+import { createTrustCheck } from '#src/ops/trusted-peers'
+import { clientAddress } from '#src/upstream/forwarded'
 
 const trusted = createTrustCheck(['10.0.0.0/8'])
 
