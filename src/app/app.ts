@@ -30,8 +30,8 @@ import type { ProcessState } from './state.js'
 
 // buildApp composes one configuration's gateway from its features, each built from the
 // configuration and what it depends on, in the order a request meets them: the HTTP app and its
-// hooks, the sessions (sessions.ts: providers, store, refresh, authentication, session events),
-// access (access.ts: decisions, answers, credentials, the Checker, the WebSocket verdict), the
+// hooks, the identity providers (oidc/providers.ts createProviders), the sessions (sessions.ts:
+// cookies, store, refresh, authentication, session events), access (access.ts: decisions, answers, credentials, the Checker, the WebSocket verdict), the
 // sign-in endpoints (sign-in.ts), the check dialects (checks/plugin.ts), the proxy (proxy.ts), and
 // what the management listener serves. What outlives the configuration comes in as the process
 // state (state.ts, built by runtime/process-state.ts), and the caller runs what the app hands back.
