@@ -506,10 +506,17 @@ Each refusal names the key and the value to use instead, never the secret.
 {{- $session := $c.session | default (dict) -}}
 {{- if kindIs "map" $session -}}
 {{- if $session.redisUrl -}}
-{{- $userinfo := regexFind "^[A-Za-z][A-Za-z0-9+.-]*://[^@/?#]*@" (toString $session.redisUrl) | trimSuffix "@" | regexReplaceAll "^[A-Za-z][A-Za-z0-9+.-]*://" "" -}}
-{{- $password := "" -}}
-{{- if contains ":" $userinfo -}}{{- $password = rest (splitList ":" $userinfo) | join ":" -}}{{- end -}}
-{{- if and $password (not (include "openid-gateway.isReference" $password)) -}}
+{{- /* As mask.ts masks it: the password, else a lone user (read as a password by older clients), and parameters named like a password, secret or token. */ -}}
+{{- $url := toString $session.redisUrl -}}
+{{- $userinfo := regexReplaceAll "^[A-Za-z][A-Za-z0-9+.-]*://" (regexFind "^[A-Za-z][A-Za-z0-9+.-]*://[^@/?#]*@" $url | trimSuffix "@") "" -}}
+{{- $credential := ternary (rest (splitList ":" $userinfo) | join ":") $userinfo (contains ":" $userinfo) -}}
+{{- $literal := and $credential (not (include "openid-gateway.isReference" $credential)) -}}
+{{- $query := regexFind "\\?[^#]*" $url | trimPrefix "?" -}}
+{{- range $parameter := splitList "&" $query -}}
+{{- $pair := splitList "=" $parameter -}}
+{{- if and (regexMatch "(?i)pass|secret|token" (first $pair)) (gt (len $pair) 1) (not (include "openid-gateway.isReference" (rest $pair | join "="))) -}}{{- $literal = true -}}{{- end -}}
+{{- end -}}
+{{- if $literal -}}
 {{- fail "config.session.redisUrl carries a password written in the values and would be in the ConfigMap, readable with Kubernetes' view role: use redis.enabled with redis.url without the password (the chart adds ${REDIS_PASSWORD} from the Secret: secrets.redisPassword, or the key secrets.redisPasswordKey of secrets.existingSecret), or write a ${VARIABLE} in its place (rediss://:${REDIS_PASSWORD}@host:6379/0) that extraEnv or envFrom sets from a Secret" -}}
 {{- end -}}
 {{- end -}}
