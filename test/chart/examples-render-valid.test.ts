@@ -42,6 +42,13 @@ for (const example of EXAMPLE_FILES) {
         container.volumeMounts?.every((m) => m.mountPath === '/tmp' || m.readOnly === true),
         'every other mount is read-only',
       )
+      const volumes = new Set(pod.volumes?.map((v) => v.name))
+      const mounts = [...(pod.initContainers ?? []), ...pod.containers].flatMap((c) => c.volumeMounts ?? [])
+      t.same(
+        mounts.filter((m) => !volumes.has(m.name)).map((m) => m.name),
+        [],
+        'every mount names a volume of the pod (extraVolumes with extraVolumeMounts)',
+      )
     })
 
     t.test('secrets only by reference', async (t) => {
