@@ -446,7 +446,8 @@ Kubernetes' built-in view role; anyone who reads a cookie secret can forge a ses
 Each refusal names the key and the value to use instead, never the secret.
 */}}
 {{- define "openid-gateway.isReference" -}}
-{{- if regexMatch "^(\\$\\{[A-Za-z_][A-Za-z0-9_]*\\})+$" (toString .) -}}true{{- end -}}
+{{- /* null holds no secret (the gateway's validation decides about it). */ -}}
+{{- if or (kindIs "invalid" .) (regexMatch "^(\\$\\{[A-Za-z_][A-Za-z0-9_]*\\})+$" (toString .)) -}}true{{- end -}}
 {{- end -}}
 
 {{/* An inline private key (PEM, a JWK, base64 of a PEM, or text that cannot be a path), as src/keys/private-key.ts tells one from a path. */}}
