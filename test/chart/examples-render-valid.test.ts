@@ -30,13 +30,24 @@ for (const example of EXAMPLE_FILES) {
 
     t.test('the pod is locked down', async (t) => {
       const { pod, container } = gateway(rendered)
-      t.same(podSecurityProblems(pod), [], 'non-root, read-only root filesystem, no capability, seccomp RuntimeDefault, no token, requests and a memory limit')
+      t.same(
+        podSecurityProblems(pod),
+        [],
+        "no token; the gateway's container non-root, read-only, no capability, seccomp RuntimeDefault on its own; every container with its securityContext, requests and a memory limit",
+      )
       t.equal(pod.enableServiceLinks, false, 'no service links')
       const tmp = container.volumeMounts?.find((m) => m.mountPath === '/tmp')
       t.ok(pod.volumes?.find((v) => v.name === tmp?.name)?.emptyDir, 'an emptyDir on /tmp')
       t.ok(
         container.volumeMounts?.every((m) => m.mountPath === '/tmp' || m.readOnly === true),
         'every other mount is read-only',
+      )
+      const volumes = new Set(pod.volumes?.map((v) => v.name))
+      const mounts = [...(pod.initContainers ?? []), ...pod.containers].flatMap((c) => c.volumeMounts ?? [])
+      t.same(
+        mounts.filter((m) => !volumes.has(m.name)).map((m) => m.name),
+        [],
+        'every mount names a volume of the pod (extraVolumes with extraVolumeMounts)',
       )
     })
 
@@ -157,11 +168,14 @@ t.test('object kinds the examples cover', async (t) => {
     'AuthorizationPolicy',
     'VirtualService',
     'Middleware',
+    'ServiceAccount',
   ]) {
     t.ok(kinds.has(kind), `some example renders a ${kind}`)
   }
 })
 
-t.test('sidecar.yaml: the application listens in the pod only, behind the gateway', async (t) => {
-  t.same(sidecarProblems(RENDERS.get('sidecar.yaml') ?? render(['sidecar.yaml'])), [])
-})
+for (const example of ['sidecar.yaml', 'sidecar-root.yaml']) {
+  t.test(`${example}: the application listens in the pod only, behind the gateway`, async (t) => {
+    t.same(sidecarProblems(RENDERS.get(example) ?? render([example])), [])
+  })
+}

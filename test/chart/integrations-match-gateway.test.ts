@@ -302,45 +302,49 @@ t.test("traefik: a ForwardAuth middleware used by the application's Ingress", as
 
 t.test('transactionTokens: Txn-Token among the headers Envoy and the ingresses copy from the answer', async (t) => {
   const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
+  // The key comes from the environment: the chart refuses one written in the values.
+  const env = { ASSERTION_KEY: pem }
   const values = {
     config: {
-      assertions: { signingKeys: [pem] },
+      assertions: { signingKeys: ['${ASSERTION_KEY}'] },
       upstreams: [{ name: 'app', target: 'http://app.demo.svc:80', transactionTokens: { trustDomain: 'trust-domain.example', scope: ['app'] } }],
     },
   }
   const envoy = render(['quickstart-envoy-gateway.yaml'], values)
-  const { config } = gatewayConfig(envoy)
+  const { config } = gatewayConfig(envoy, env)
   t.ok(upstreamHeaders(config).includes('txn-token'), 'what the check answers')
   t.same(lower(securityPolicy(t, envoy, config).http?.headersToBackend), upstreamHeaders(config), 'headersToBackend')
   const traefik = render(['quickstart-traefik.yaml'], values)
   const authResponseHeaders = lower(traefik.of<Middleware & K8sObject>('Middleware')[0]?.spec?.forwardAuth?.authResponseHeaders)
-  t.ok(answerHeaders(gatewayConfig(traefik).config).includes('txn-token'))
-  t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik).config), 'authResponseHeaders')
+  t.ok(answerHeaders(gatewayConfig(traefik, env).config).includes('txn-token'))
+  t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik, env).config), 'authResponseHeaders')
 })
 
 t.test('identityAssertion: the assertion header, under assertions.header, among the headers Envoy and the ingresses copy from the answer', async (t) => {
   const pem = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
+  // The key comes from the environment: the chart refuses one written in the values.
+  const env = { ASSERTION_KEY: pem }
   const values = {
     config: {
-      assertions: { signingKeys: [pem], header: 'X-Signed-Identity' },
+      assertions: { signingKeys: ['${ASSERTION_KEY}'], header: 'X-Signed-Identity' },
       upstreams: [{ name: 'app', target: 'http://app.demo.svc:80', identityAssertion: true }],
     },
   }
   const envoy = render(['quickstart-envoy-gateway.yaml'], values)
-  const { config } = gatewayConfig(envoy)
+  const { config } = gatewayConfig(envoy, env)
   t.ok(upstreamHeaders(config).includes('x-signed-identity'), 'what the check answers')
   t.same(lower(securityPolicy(t, envoy, config).http?.headersToBackend), upstreamHeaders(config), 'headersToBackend')
   const traefik = render(['quickstart-traefik.yaml'], values)
   const authResponseHeaders = lower(traefik.of<Middleware & K8sObject>('Middleware')[0]?.spec?.forwardAuth?.authResponseHeaders)
   t.ok(authResponseHeaders.includes('x-signed-identity'), 'Traefik copies it from the 200')
-  t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik).config), 'authResponseHeaders')
+  t.same(authResponseHeaders, answerHeaders(gatewayConfig(traefik, env).config), 'authResponseHeaders')
   const nginx = render(['ingress-nginx.yaml'], values)
   const annotation = nginx
     .of<Ingress>('Ingress')
     .map((i) => i.metadata?.annotations?.['nginx.ingress.kubernetes.io/auth-response-headers'])
     .find((a) => a !== undefined)
   t.ok(lower(annotation?.split(',')).includes('x-signed-identity'), 'ingress-nginx copies it from the 200')
-  t.same(lower(annotation?.split(',')), answerHeaders(gatewayConfig(nginx).config), 'auth-response-headers')
+  t.same(lower(annotation?.split(',')), answerHeaders(gatewayConfig(nginx, env).config), 'auth-response-headers')
 })
 
 t.test("traefik: addAuthCookiesToResponse names every cookie of the mounted configuration's session", async (t) => {

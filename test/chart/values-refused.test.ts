@@ -14,7 +14,8 @@ const REFUSED: [string, Values, RegExp][] = [
   ['a misspelt top-level value', { replicaCont: 2 }, /additional properties 'replicaCont' not allowed/],
   ['a misspelt nested value', { envoyGateway: { timout: '3s' } }, /\/envoyGateway.*additional properties 'timout' not allowed/],
   ['runAsNonRoot false', { securityContext: { runAsNonRoot: false } }, /\/securityContext\/runAsNonRoot/],
-  ['runAsUser 0', { podSecurityContext: { runAsUser: 0 } }, /\/podSecurityContext\/runAsUser/],
+  ["the gateway's runAsUser 0", { securityContext: { runAsUser: 0 } }, /\/securityContext\/runAsUser/],
+  ["the gateway's runAsUser left to the pod", { securityContext: { runAsUser: null } }, /\/securityContext.*runAsUser/],
   ['a writable root filesystem', { securityContext: { readOnlyRootFilesystem: false } }, /\/securityContext\/readOnlyRootFilesystem/],
   ['privilege escalation', { securityContext: { allowPrivilegeEscalation: true } }, /\/securityContext\/allowPrivilegeEscalation/],
   ['an added capability', { securityContext: { capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] } } }, /\/securityContext\/capabilities\/add/],
@@ -25,7 +26,7 @@ const REFUSED: [string, Values, RegExp][] = [
   ['a digest that is not sha256', { image: { digest: 'latest' } }, /\/image\/digest/],
   ['a Redis node without a port', { redis: { enabled: true, cluster: { nodes: ['redis-0'] } } }, /\/redis\/cluster\/nodes\/0/],
   // the chart's fail
-  ['no publicUrl', { publicUrl: '' }, /publicUrl is required|at '\/publicUrl'/],
+  ['no publicUrl', { publicUrl: '' }, /publicUrl is required: the gateway's public origin/],
   ['no provider', { config: { provider: null } }, /config\.provider is required/],
   ['no cookie secret', { secrets: { existingSecret: '' } }, /secrets\.existingSecret or secrets\.cookieSecrets is required/],
   ['two replicas without Redis', { replicaCount: 2 }, /replicaCount is 2 but sessions are not shared/],

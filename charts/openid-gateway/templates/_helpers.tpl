@@ -37,13 +37,47 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/*
+The image reference. image.registry, else global.imageRegistry (both templated, as in
+oauth2-proxy's chart), replaces the registry of image.repository: its first part when that names
+a host (a dot, a port or localhost, as the container runtimes read a reference), else nothing.
+*/}}
 {{- define "openid-gateway.image" -}}
 {{- $tag := default .Chart.AppVersion .Values.image.tag -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
-{{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- $repository := .Values.image.repository -}}
+{{- $registry := tpl (.Values.image.registry | default "") . | default (tpl (dig "imageRegistry" "" (.Values.global | default (dict))) .) | trimSuffix "/" -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repository -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repository = join "/" (rest $parts) -}}
 {{- end -}}
+{{- $repository = printf "%s/%s" $registry $repository -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s:%s@%s" $repository $tag .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod's service account: the created one, else serviceAccount.name, else none (the namespace's default). */}}
+{{- define "openid-gateway.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "openid-gateway.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether a proxy-mode route (ingress, gatewayApi) sends the hosts to the gateway. */}}
+{{- define "openid-gateway.checkIntegration" -}}
+{{- if or .Values.ingressNginx.enabled .Values.traefik.enabled .Values.httpRoute.enabled .Values.envoyGateway.enabled .Values.istio.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The hosts a proxy-mode route serves by default: publicUrl's, and app.host when it differs. */}}
+{{- define "openid-gateway.proxyHosts" -}}
+{{- toYaml (list (include "openid-gateway.publicHost" .) (include "openid-gateway.appHost" .) | uniq) -}}
 {{- end -}}
 
 {{- define "openid-gateway.secretName" -}}
@@ -125,7 +159,12 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 */}}
 {{- define "openid-gateway.configDict" -}}
 {{- $v := .Values -}}
-{{- $c := deepCopy $v.config -}}
+{{- /* config's strings are templated (oauth2-proxy's chart templates its configuration file); a ${VARIABLE} is not template syntax and stays. */ -}}
+{{- $c := dict -}}
+{{- if $v.config -}}{{- $c = tpl (toYaml $v.config) . | fromYaml -}}{{- end -}}
+{{- if and (hasKey $c "Error") (not (hasKey $v.config "Error")) -}}
+{{- fail (printf "config is no longer YAML once templated: %s" $c.Error) -}}
+{{- end -}}
 {{- $server := get $c "server" | default (dict) -}}
 {{- $_ := set $c "server" $server -}}
 {{- if not (hasKey $server "host") -}}{{- $_ := set $server "host" "0.0.0.0" -}}{{- end -}}
@@ -301,6 +340,17 @@ that every render runs them.
 {{- if not $v.publicUrl -}}
 {{- fail "publicUrl is required: the gateway's public origin, e.g. https://app.example.com" -}}
 {{- end -}}
+{{- include "openid-gateway.refuseLiteralSecrets" . -}}
+{{- include "openid-gateway.refuseRootWithNonRoot" . -}}
+{{- if and (or $v.ingress.enabled $v.gatewayApi.enabled) (include "openid-gateway.checkIntegration" .) -}}
+{{- fail (printf "%s is proxy mode (every request through the gateway) and cannot go with a check integration (ingressNginx, traefik, httpRoute, envoyGateway or istio), which routes the same hosts to the application: enable one" (ternary "ingress.enabled" "gatewayApi.enabled" (not (empty $v.ingress.enabled)))) -}}
+{{- end -}}
+{{- if and $v.ingress.enabled $v.gatewayApi.enabled -}}
+{{- fail "ingress.enabled and gatewayApi.enabled both route publicUrl's host to the gateway: enable one" -}}
+{{- end -}}
+{{- if and $v.gatewayApi.enabled (not $v.gatewayApi.gatewayRef.name) -}}
+{{- fail "gatewayApi.gatewayRef.name is required: the Gateway the route attaches to" -}}
+{{- end -}}
 {{- if and (not $v.existingConfigMap) (not (or $v.config.provider $v.config.providers)) -}}
 {{- fail "config.provider is required (issuer and clientId), or config.providers, or existingConfigMap" -}}
 {{- end -}}
@@ -384,6 +434,121 @@ that every render runs them.
 {{- $drain := div (int (dig "server" "shutdownTimeoutMs" 10000 $c)) 1000 -}}
 {{- if lt (int $v.terminationGracePeriodSeconds) (add (int $v.preStopSleepSeconds) $drain 3) -}}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must cover preStopSleepSeconds (%d), server.shutdownTimeoutMs (%d s) and 3 s to exit" (int $v.terminationGracePeriodSeconds) (int $v.preStopSleepSeconds) $drain) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Secrets never in the ConfigMap: a value under config that mask.ts masks (src/config/mask.ts: the
+client secret, cookie secrets, inline private keys, Redis passwords and SSF credentials) must be
+a ${VARIABLE} reference (a key may also be a file's path). The ConfigMap is readable with
+Kubernetes' built-in view role; anyone who reads a cookie secret can forge a session for any user.
+Each refusal names the key and the value to use instead, never the secret.
+*/}}
+{{- define "openid-gateway.isReference" -}}
+{{- /* null holds no secret (the gateway's validation decides about it). */ -}}
+{{- if or (kindIs "invalid" .) (regexMatch "^(\\$\\{[A-Za-z_][A-Za-z0-9_]*\\})+$" (toString .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* An inline private key (PEM, a JWK, base64 of a PEM, or text that cannot be a path), as src/keys/private-key.ts tells one from a path. */}}
+{{- define "openid-gateway.isInlineKey" -}}
+{{- $k := toString . | trim -}}
+{{- if and (not (include "openid-gateway.isReference" $k)) (or (regexMatch "(?m)^-----BEGIN [A-Z0-9 ]+-----$" $k) (hasPrefix "{" $k) (hasPrefix "LS0tLS1CRUdJ" $k) (contains "\n" $k) (gt (len $k) 4096)) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "openid-gateway.refuseLiteralSecrets" -}}
+{{- $c := .Values.config | default (dict) -}}
+{{- $providers := list -}}
+{{- if kindIs "map" $c.provider -}}{{- $providers = append $providers (list "config.provider" $c.provider true) -}}{{- end -}}
+{{- if kindIs "slice" $c.providers -}}
+{{- range $i, $p := $c.providers -}}
+{{- if kindIs "map" $p -}}{{- $providers = append $providers (list (printf "config.providers[%d]" $i) $p false) -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $fromEnv := "a ${VARIABLE} that extraEnv (valueFrom.secretKeyRef) or envFrom (secretRef) sets from a Secret" -}}
+{{- range $entry := $providers -}}
+{{- $where := index $entry 0 -}}
+{{- $p := index $entry 1 -}}
+{{- if and (hasKey $p "clientSecret") (not (include "openid-gateway.isReference" $p.clientSecret)) -}}
+{{- if index $entry 2 -}}
+{{- fail (printf "%s.clientSecret is written in the values and would be in the ConfigMap, readable with Kubernetes' view role: leave it out (the chart sets ${OIDC_CLIENT_SECRET} from the Secret: secrets.clientSecret, or the key secrets.clientSecretKey of secrets.existingSecret), or write %s" $where $fromEnv) -}}
+{{- else -}}
+{{- fail (printf "%s.clientSecret is written in the values and would be in the ConfigMap, readable with Kubernetes' view role: write %s" $where $fromEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (hasKey $p "clientKey") (include "openid-gateway.isInlineKey" $p.clientKey) -}}
+{{- fail (printf "%s.clientKey is a private key written in the values and would be in the ConfigMap, readable with Kubernetes' view role: put it in the Secret (secrets.files, or a key of secrets.existingSecret), set secrets.mount: true and write its path /etc/openid-gateway-secrets/<key>, or write %s" $where $fromEnv) -}}
+{{- end -}}
+{{- $ssf := $p.ssf | default (dict) -}}
+{{- if kindIs "map" $ssf -}}
+{{- range $key := list "authorization" "bearerToken" -}}
+{{- if and (hasKey $ssf $key) (not (include "openid-gateway.isReference" (get $ssf $key))) -}}
+{{- fail (printf "%s.ssf.%s is written in the values and would be in the ConfigMap, readable with Kubernetes' view role: write %s (the whole value, in the Secret)" $where $key $fromEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $cookies := $c.cookies | default (dict) -}}
+{{- if and (kindIs "map" $cookies) (hasKey $cookies "secrets") -}}
+{{- range $i, $secret := (kindIs "slice" $cookies.secrets | ternary $cookies.secrets (list $cookies.secrets)) -}}
+{{- if not (include "openid-gateway.isReference" $secret) -}}
+{{- fail (printf "config.cookies.secrets[%d] is written in the values and would be in the ConfigMap, readable with Kubernetes' view role (and whoever reads a cookie secret can forge a session for any user): leave config.cookies.secrets out (the chart sets ${COOKIE_SECRET}, ${COOKIE_SECRET_2}, ... from the Secret: secrets.cookieSecrets, or the keys secrets.cookieSecretKeys of secrets.existingSecret), or write %s" $i $fromEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $assertions := $c.assertions | default (dict) -}}
+{{- if and (kindIs "map" $assertions) (kindIs "slice" $assertions.signingKeys) -}}
+{{- range $i, $key := $assertions.signingKeys -}}
+{{- if include "openid-gateway.isInlineKey" $key -}}
+{{- fail (printf "config.assertions.signingKeys[%d] is a private key written in the values and would be in the ConfigMap, readable with Kubernetes' view role: put it in the Secret (secrets.files, or a key of secrets.existingSecret), set secrets.mount: true and write its path /etc/openid-gateway-secrets/<key>, or write %s" $i $fromEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $session := $c.session | default (dict) -}}
+{{- if kindIs "map" $session -}}
+{{- if $session.redisUrl -}}
+{{- /* As mask.ts masks it: the password, else a lone user (read as a password by older clients), and parameters named like a password, secret or token. */ -}}
+{{- $url := toString $session.redisUrl -}}
+{{- $userinfo := regexReplaceAll "^[A-Za-z][A-Za-z0-9+.-]*://" (regexFind "^[A-Za-z][A-Za-z0-9+.-]*://[^@/?#]*@" $url | trimSuffix "@") "" -}}
+{{- $credential := ternary (rest (splitList ":" $userinfo) | join ":") $userinfo (contains ":" $userinfo) -}}
+{{- $literal := and $credential (not (include "openid-gateway.isReference" $credential)) -}}
+{{- $query := regexFind "\\?[^#]*" $url | trimPrefix "?" -}}
+{{- range $parameter := splitList "&" $query -}}
+{{- $pair := splitList "=" $parameter -}}
+{{- if and (regexMatch "(?i)pass|secret|token" (first $pair)) (gt (len $pair) 1) (not (include "openid-gateway.isReference" (rest $pair | join "="))) -}}{{- $literal = true -}}{{- end -}}
+{{- end -}}
+{{- if $literal -}}
+{{- fail "config.session.redisUrl carries a password written in the values and would be in the ConfigMap, readable with Kubernetes' view role: use redis.enabled with redis.url without the password (the chart adds ${REDIS_PASSWORD} from the Secret: secrets.redisPassword, or the key secrets.redisPasswordKey of secrets.existingSecret), or write a ${VARIABLE} in its place (rediss://:${REDIS_PASSWORD}@host:6379/0) that extraEnv or envFrom sets from a Secret" -}}
+{{- end -}}
+{{- end -}}
+{{- $redis := $session.redis | default (dict) -}}
+{{- if kindIs "map" $redis -}}
+{{- if and (hasKey $redis "password") (not (include "openid-gateway.isReference" $redis.password)) -}}
+{{- fail (printf "config.session.redis.password is written in the values and would be in the ConfigMap, readable with Kubernetes' view role: use redis.auth (the chart sets ${REDIS_PASSWORD} from the Secret: secrets.redisPassword, or the key secrets.redisPasswordKey of secrets.existingSecret), or write %s" $fromEnv) -}}
+{{- end -}}
+{{- $sentinels := $redis.sentinels | default (dict) -}}
+{{- if and (kindIs "map" $sentinels) (hasKey $sentinels "password") (not (include "openid-gateway.isReference" $sentinels.password)) -}}
+{{- fail (printf "config.session.redis.sentinels.password is written in the values and would be in the ConfigMap, readable with Kubernetes' view role: write %s" $fromEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A container of extraContainers or extraInitContainers that runs as root (runAsUser 0) while
+runAsNonRoot holds for it (its own, else podSecurityContext's): the kubelet would refuse to start
+it, long after the install. Its own securityContext can relax runAsNonRoot; the gateway's stays.
+*/}}
+{{- define "openid-gateway.refuseRootWithNonRoot" -}}
+{{- $pod := .Values.podSecurityContext | default (dict) -}}
+{{- range $list := list "extraContainers" "extraInitContainers" -}}
+{{- range $i, $container := (get $.Values $list | default (list)) -}}
+{{- $sc := $container.securityContext | default (dict) -}}
+{{- $user := ternary $sc.runAsUser $pod.runAsUser (hasKey $sc "runAsUser") -}}
+{{- $nonRoot := ternary $sc.runAsNonRoot $pod.runAsNonRoot (hasKey $sc "runAsNonRoot") -}}
+{{- if and $nonRoot (not (kindIs "invalid" $user)) (eq (int $user) 0) -}}
+{{- fail (printf "%s[%d] (%s) runs as root (runAsUser 0) but runAsNonRoot is true for it (%s): the kubelet would refuse to start it. Set runAsNonRoot: false in its own securityContext (the gateway's container stays non-root)" $list $i $container.name (ternary "its securityContext" "podSecurityContext" (hasKey $sc "runAsNonRoot"))) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
