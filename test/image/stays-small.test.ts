@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { buildImage, describeBuild } from '../fixtures/image.ts'
-import { execute, run } from '../fixtures/image-base.ts'
+import { execute, run, runIn } from '../fixtures/image-base.ts'
 
 // The image holds only what the gateway runs, and is at most 160 MB unpacked.
 //
@@ -78,8 +78,7 @@ t.test('the image is at most 160 MB and holds only what the gateway runs', async
   const from = await execute('buildah', ['from', '--pull=never', '--name', name, built.image])
   t.equal(from.code, 0, 'a container of the image', { stderr: from.stderr })
   t.teardown(() => execute('buildah', ['rm', name]))
-  const inside = (args: string[], env: string[] = []) =>
-    execute('buildah', ['run', '--isolation', 'chroot', '--user', built.config.User, ...env.flatMap((e) => ['--env', e]), name, '--', ...args])
+  const inside = (args: string[], env: string[] = []) => runIn(name, args, { user: built.config.User, env })
 
   const listing = await inside(['node', '-e', LIST])
   t.equal(listing.code, 0, 'the files are listed', { stderr: listing.stderr })
