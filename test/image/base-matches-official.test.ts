@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildImage, describeBuild } from '../fixtures/image.ts'
-import { execute, officialBase } from '../fixtures/image-base.ts'
+import { execute, officialBase, runIn } from '../fixtures/image-base.ts'
 
 // The base the image is built on here stands in for the official one the Dockerfile pins: the
 // same Node at the same place, the npm that Node release bundles with its links, the `node` user,
@@ -21,7 +21,7 @@ t.test('the local base has what the official node:X.Y.Z-bookworm-slim has, where
   t.equal(from.code, 0, from.stderr)
   t.teardown(() => execute('buildah', ['rm', name]))
   const inside = async (...args: string[]): Promise<string> => {
-    const r = await execute('buildah', ['run', '--isolation', 'chroot', name, '--', ...args])
+    const r = await runIn(name, args)
     t.equal(r.code, 0, `${args.join(' ')} runs`, { stderr: r.stderr })
     return r.stdout.trim()
   }

@@ -42,11 +42,20 @@ t.test('the gateway runs as uid 1000 and can write nothing outside /tmp', async 
   t.equal(walker.code, 0, 'the walk ran', { stderr: walker.stderr })
   const { uid, walked, found } = JSON.parse(walker.stdout) as { uid: number; walked: number; found: string[] }
   t.equal(uid, 1000, `as the image's USER (${stack.built.config.User})`)
-  t.ok(walked > 5000, `the whole filesystem was walked (${walked} entries)`)
+  t.ok(walked > 2000, `the whole filesystem was walked (${walked} entries)`)
   t.strictSame(found, [], 'nothing outside /tmp is writable or owned by it')
 
-  const config = await stack.container.exec(['cat', 'config/gateway.yaml'], { user: stack.built.config.User })
-  t.equal(config.code, 0, 'it reads its configuration')
-  const tmp = await stack.container.exec(['sh', '-c', 'echo x > /tmp/probe && cat /tmp/probe'], { user: stack.built.config.User })
-  t.equal(tmp.stdout, 'x\n', 'and may write in /tmp')
+  // The image has no shell and no cat: node reads and writes.
+  const config = await stack.container.exec(
+    ['node', '-e', "process.stdout.write(require('node:fs').readFileSync('config/gateway.yaml', 'utf8').slice(0, 0) + 'read')"],
+    {
+      user: stack.built.config.User,
+    },
+  )
+  t.equal(config.stdout, 'read', 'it reads its configuration', { stderr: config.stderr })
+  const tmp = await stack.container.exec(
+    ['node', '-e', "const fs = require('node:fs'); fs.writeFileSync('/tmp/probe', 'x'); process.stdout.write(fs.readFileSync('/tmp/probe', 'utf8'))"],
+    { user: stack.built.config.User },
+  )
+  t.equal(tmp.stdout, 'x', 'and may write in /tmp', { stderr: tmp.stderr })
 })
