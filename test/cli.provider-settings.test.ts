@@ -136,7 +136,7 @@ t.test('check --online without PAR: the authorization endpoint tells a registere
     clients: [{ clientId: 'gw', clientSecret: SECRET, redirectUris: [`${publicUrl}/api/v1/openid/callback`] }],
     pushedAuthorizationRequests: 'off',
   })
-  const config = { ...against(), provider: { ...against().provider, issuer: noPar.issuer } }
+  const config = against({ issuer: noPar.issuer })
   const registered = await online(config)
   t.equal(registered.code, 0, registered.stderr + registered.stdout)
   t.match(
@@ -144,7 +144,7 @@ t.test('check --online without PAR: the authorization endpoint tells a registere
     `\n  ok      redirect URI: ${publicUrl}/api/v1/openid/callback is registered: the authorization endpoint sent a sign-in request with prompt=none back to it (error=login_required)\n`,
   )
   const elsewhere = `http://localhost:${port}`
-  const unknown = await online({ ...config, server: { ...config.server, publicUrl: elsewhere } })
+  const unknown = await online({ ...config, server: { ...valid(port, 'http://127.0.0.1:9').server, publicUrl: elsewhere } })
   t.equal(unknown.code, 1, unknown.stderr)
   t.match(
     unknown.stdout,
@@ -182,7 +182,7 @@ t.test('check --online: an answer that tells nothing is a warning, not a problem
     body: string
   }): Promise<{ run: Awaited<ReturnType<typeof online>>; at: string; path: string }> => {
     const at = await brokenTokenEndpoint(t, token)
-    const path = configFile({ ...against(), provider: { ...against().provider, issuer: at } })
+    const path = configFile(against({ issuer: at }))
     return { run: await cli(['check', '--online', '--config', path], SECRETS_ENV).done, at, path }
   }
   // An OAuth error that is neither invalid_client nor invalid_grant.
