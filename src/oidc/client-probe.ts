@@ -20,7 +20,8 @@
 //   redirect_uri", oidc-provider `invalid_redirect_uri`. The request_uri it returns is never used
 //   and expires by itself (2.2: expires_in, "typically" 5 to 600 seconds).
 //   Without PAR (or when the provider refuses the pushed request's client authentication, which the
-//   credentials' verdict reports), the authorization endpoint with prompt=none and no cookie,
+//   credentials' verdict reports; Keycloak then answers 401 invalid_request "Authentication
+//   failed."), the authorization endpoint with prompt=none and no cookie,
 //   which takes no credential: RFC 6749 4.1.2.1 has
 //   the provider send every error back to a valid redirect URI and never to an invalid one
 //   (OpenID Connect Core 3.1.2.6: login_required when nobody is signed in), so a redirect back to
@@ -50,7 +51,7 @@ export const CREDENTIALS_ITEM = 'client credentials'
 export const REDIRECT_URI_ITEM = 'redirect URI'
 
 /** The provider's own words, cut to this length in a verdict line. */
-const WORDS_CHARS = 200
+const WORDS_CHARS = 300
 
 /** A key of `config`'s provider as an operator finds it in the file. */
 export function providerKeyPath(config: Pick<ProviderConfig, 'name'>, key: keyof ProviderConfig): string {
@@ -68,7 +69,8 @@ function credentialKeys(config: ProviderConfig): string {
 
 /** The provider's error and description, as a verdict quotes them. */
 function said(error: unknown, description: unknown): string {
-  const words = typeof description === 'string' && description !== '' ? `: ${description.slice(0, WORDS_CHARS)}` : ''
+  const cut = typeof description === 'string' && description.length > WORDS_CHARS ? `${description.slice(0, WORDS_CHARS)}…` : description
+  const words = typeof cut === 'string' && cut !== '' ? `: ${cut}` : ''
   return `${typeof error === 'string' ? error : 'no OAuth error'}${words}`
 }
 
@@ -82,9 +84,14 @@ function fault(err: unknown): string | undefined {
   return err instanceof Error ? err.message : String(err)
 }
 
-/** RFC 6749 5.2: the provider refused the client itself (invalid_client, unauthorized_client), as errors.ts classifies a grant's error. */
+/**
+ * RFC 6749 5.2: the provider refused the client itself: invalid_client or unauthorized_client (as
+ * errors.ts classifies a grant's error), or any error with HTTP 401, which 5.2 keeps for a failed
+ * client authentication (Keycloak's PAR endpoint, AbstractParEndpoint.authorizeClient, answers
+ * such a failure with 401 invalid_request "Authentication failed.").
+ */
 function refusesClient(err: unknown): boolean {
-  return grantProblem(err, 'code_invalid', 'provider_unavailable', 'check').code === 'provider_rejected_client'
+  return grantProblem(err, 'code_invalid', 'provider_unavailable', 'check').code === 'provider_rejected_client' || describe(err).status === 401
 }
 
 /**

@@ -18,7 +18,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
+import pino from 'pino'
 import { clientJwks } from '#src/oidc/client-auth'
+import { checkProviders } from '#src/oidc/provider-support'
+import type { GatewayConfig } from '#src/options/types'
 import type { ProviderConfig } from '#src/options/types'
 import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
 import type { Browser } from '../fixtures/browser.ts'
@@ -331,6 +334,49 @@ t.test('PAR: Hydra v2.3 has no pushed authorization request endpoint, and `requi
     wait: false,
   })
   await assertRefusedAtDiscovery(t, stack.gw, lines, /pushed_authorization_request_endpoint/)
+})
+
+t.test('check --online asks Hydra about the client: the secret by a made-up code, the redirect URI by the authorization endpoint (no PAR)', async (t) => {
+  /** The verdicts on the client of `main`'s configuration, `provider` and `server` merged over it. */
+  const probe = async (provider: Record<string, unknown> = {}, server: Record<string, unknown> = {}): Promise<Record<string, string>> => {
+    const config: GatewayConfig = {
+      ...main.config,
+      server: { ...main.config.server, ...server },
+      providers: main.config.providers.map((p) => ({ ...p, ...provider })),
+    }
+    const [result] = await checkProviders(config, pino({ level: 'silent' }))
+    const verdict = (item: string): string => {
+      const v = result?.verdicts.find((x) => x.item === item)
+      return v === undefined ? 'missing' : `${!v.ok ? 'PROBLEM' : v.cannotTell === true ? 'WARNING' : 'ok'} ${v.said}`
+    }
+    return { credentials: verdict('client credentials'), redirect: verdict('redirect URI') }
+  }
+  const redirectUri = `${main.gw}/api/v1/openid/callback`
+  const right = await probe()
+  // fosite: a code not found is invalid_grant, once the client is authenticated.
+  t.equal(right.credentials, 'ok the token endpoint authenticated the client (client_secret_basic) and refused only the made-up code (invalid_grant)')
+  // Hydra sends a prompt=none request without a login session back with login_required.
+  t.equal(
+    right.redirect,
+    `ok ${redirectUri} is registered: the authorization endpoint sent a sign-in request with prompt=none back to it (error=login_required)`,
+  )
+
+  const wrong = await probe({ clientSecret: 'not-the-secret-hydra-knows' })
+  t.match(
+    wrong.credentials,
+    /^PROBLEM the token endpoint refused the client \(invalid_client: Client authentication failed .*, HTTP 401\): sign-ins would fail at the callback\. Check provider\.clientId and provider\.clientSecret, and that the provider registered the client for client_secret_basic \(provider\.clientAuthMethod\)$/,
+  )
+
+  // Hydra does not redirect to an unknown redirect URI: it sends the browser to its error page,
+  // whose query names the redirect_uri (fosite: "The 'redirect_uri' parameter does not match...").
+  const elsewhere = main.gw.replace('127.0.0.1', 'localhost')
+  const unknown = await probe({}, { publicUrl: elsewhere })
+  t.match(
+    unknown.redirect,
+    new RegExp(
+      `^PROBLEM the authorization endpoint refused ${elsewhere}/api/v1/openid/callback \\(HTTP 30\\d, invalid_request: .*The 'redirect_uri' parameter does not match any of the OAuth 2\\.0 Client's pre-registered redirect urls\\.\\) and did not send the sign-in back to it: register it, exactly so, as a redirect URI of client ${main.config.providers[0]?.clientId ?? ''}$`,
+    ),
+  )
 })
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-hydra-keys-'))
