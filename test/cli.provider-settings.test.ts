@@ -153,6 +153,17 @@ t.test('check --online without PAR: the authorization endpoint tells a registere
   t.strictSame(lastLines(unknown.stdout, 1), ['PROBLEM: provider default: redirect URI'])
 })
 
+t.test('check --online with provider.dpop: the probes send DPoP proofs as sign-ins do, with the nonce the provider demands', async (t) => {
+  const demanding = await startTestProvider(t, {
+    clients: [{ clientId: 'gw', clientSecret: SECRET, redirectUris: [`${publicUrl}/api/v1/openid/callback`], dpopBoundAccessTokens: true }],
+    dpopNonces: true,
+  })
+  const run = await online(against({ issuer: demanding.issuer, dpop: true }))
+  t.equal(run.code, 0, run.stderr + run.stdout)
+  t.match(run.stdout, /\n {2}ok {6}client credentials: the token endpoint authenticated the client \(client_secret_basic\)/)
+  t.match(run.stdout, /\n {2}ok {6}redirect URI: .* the provider accepted a pushed authorization request/)
+})
+
 /**
  * A provider that is the development provider but for its token endpoint, which answers `token`:
  * its own discovery document (the development provider's, with this issuer, this token endpoint
