@@ -8,26 +8,26 @@
 //   authenticates the client before it looks at the grant, and RFC 6749 5.2 names the two
 //   answers apart: `invalid_client` ("client authentication failed", 401 when the client used
 //   Basic) and `invalid_grant` (the code is invalid: so the client was authenticated).
-//   `unauthorized_client` (5.2: the authenticated client may not use this grant; Keycloak and
-//   Microsoft Entra also answer it for a wrong secret or an unknown client id) is a refusal of the
-//   client too. Keycloak (AuthorizationCodeGrantType: "Code not valid"), Ory Hydra (fosite
-//   flow_authorize_code_token.go: a code not found is ErrInvalidGrant) and oidc-provider answer
-//   invalid_grant once the client is authenticated. Anything else does not tell.
+//   `unauthorized_client` (5.2: the authenticated client may not use this grant; Keycloak 26
+//   answers it, with 401, for a wrong secret) is a refusal of the client too. Keycloak
+//   (AuthorizationCodeGrantType: "Code not valid"), Ory Hydra (fosite flow_authorize_code_token.go:
+//   a code not found is ErrInvalidGrant) and oidc-provider answer invalid_grant once the client
+//   is authenticated. Anything else does not tell.
 // - Redirect URI: a pushed authorization request (RFC 9126) when the provider has an endpoint for
 //   it. 2.1: the provider validates a pushed request as it would an authorization request, the
 //   redirect URI included (RFC 6749 3.1.2.3: registered URIs), and 2.3 answers in the token
 //   endpoint's error format: Keycloak's ParEndpoint says `invalid_request` "Invalid parameter:
 //   redirect_uri", oidc-provider `invalid_redirect_uri`. The request_uri it returns is never used
-//   and expires by itself (2.2: expires_in, "typically" 5 to 600 seconds).
-//   Without PAR (or when the provider refuses the pushed request's client authentication, which the
-//   credentials' verdict reports; Keycloak then answers 401 invalid_request "Authentication
-//   failed."), the authorization endpoint with prompt=none and no cookie,
-//   which takes no credential: RFC 6749 4.1.2.1 has
-//   the provider send every error back to a valid redirect URI and never to an invalid one
-//   (OpenID Connect Core 3.1.2.6: login_required when nobody is signed in), so a redirect back to
-//   the URI says it is registered, and a 4xx (or a redirect elsewhere with an error) that names
-//   the redirect URI says it is not. Anything else (a login page, a refusal that names nothing)
-//   does not tell.
+//   and expires by itself (2.2: expires_in, "typically" 5 to 600 seconds; Keycloak's ParConfig:
+//   60 s).
+//   Without PAR, or when the provider refuses the pushed request's client authentication (which
+//   the credentials' verdict reports; Keycloak's AbstractParEndpoint answers 401 invalid_request
+//   "Authentication failed."), the authorization endpoint, which takes no credential, is asked
+//   with prompt=none and no cookie. RFC 6749 4.1.2.1 has the provider send every error back to a
+//   valid redirect URI and never to an invalid one (OpenID Connect Core 3.1.2.6: login_required
+//   when nobody is signed in), so a redirect back to the URI says it is registered, and a 4xx (or
+//   a redirect elsewhere with an error, Ory Hydra's error page) that names the redirect URI says it
+//   is not. Anything else (a login page, a refusal that names nothing) does not tell.
 
 import type { FastifyBaseLogger } from 'fastify'
 import * as oidc from 'openid-client'

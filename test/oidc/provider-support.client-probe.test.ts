@@ -33,7 +33,7 @@ t.test('sent back to the redirect URI: registered, whatever the answer carries',
 })
 
 t.test('a refusal that names the redirect URI is a problem: a 4xx page, or a redirect elsewhere with an error', async (t) => {
-  // Keycloak's error page; Google's redirect_uri_mismatch; Entra's AADSTS50011.
+  // Keycloak's error page, and the words other providers' refusals are known by.
   for (const body of [
     '<p>Invalid parameter: redirect_uri</p>',
     'Error 400: redirect_uri_mismatch',
