@@ -13,9 +13,7 @@ import { describeExposure, exposedSecretFiles } from './config/file-modes.js'
 import { formatEffectiveConfig } from './config/mask.js'
 import { MANAGEMENT_HOST_ENV } from './config/normalize.js'
 import { startupSummary } from './config/summary.js'
-import { BACKCHANNEL_LOGOUT_PATH, callbackPath } from './contract/endpoints.js'
-import { systemClock } from './lib/clock.js'
-import { checkProviderSupport, type ProviderSupport } from './oidc/provider-support.js'
+import { checkProviders } from './oidc/provider-support.js'
 import { readFileSync } from 'node:fs'
 import { clientJwks } from './oidc/client-auth.js'
 import { LiveGateway } from './runtime/live.js'
@@ -43,8 +41,9 @@ Commands:
 
 Options:
   -c, --config PATH   the configuration file (default ${DEFAULT_CONFIG})
-  --online            check: also fetch each provider's discovery document and JWKS and compare
-                      them with the configuration; one line per provider, exit 1 on a problem
+  --online            check: also fetch each provider's discovery document and JWKS, compare them
+                      with the configuration, and probe the client's credentials and redirect URI
+                      (requests that grant nothing); one line per provider, exit 1 on a problem
   --print-config      check: print the effective configuration (defaults applied, secrets
                       masked) as YAML on stdout; the verdict goes to stderr
   --provider NAME     jwks: the provider whose key to print (with several clientKeys)
@@ -200,35 +199,21 @@ async function checkCommand(loaded: LoadedConfig, path: string, options: { onlin
     verdicts.write(`OK: ${path} is a valid configuration (${counts}; offline: --online also asks the providers)\n`)
     return
   }
-  const results = await askProviders(config)
+  const results = await checkProviders(config, pino({ level: 'silent' }))
   for (const result of results) {
     verdicts.write(`provider ${result.provider} (${result.issuer})\n`)
-    for (const v of result.verdicts) verdicts.write(`  ${v.ok ? 'ok     ' : 'PROBLEM'} ${v.item}: ${v.said}\n`)
+    // WARNING: the provider's answer did not tell (client-probe.ts); not a problem.
+    for (const v of result.verdicts) verdicts.write(`  ${!v.ok ? 'PROBLEM' : v.cannotTell === true ? 'WARNING' : 'ok     '} ${v.item}: ${v.said}\n`)
   }
   for (const result of results) {
     const problems = result.verdicts.filter((v) => !v.ok).map((v) => v.item)
+    const unchecked = result.verdicts.filter((v) => v.ok && v.cannotTell === true).map((v) => v.item)
+    const unsure = unchecked.length === 0 ? '' : `; could not check: ${unchecked.join(', ')}`
     verdicts.write(
-      `${result.ok ? 'OK' : 'PROBLEM'}: provider ${result.provider}: ${result.ok ? `${result.issuer} supports this configuration (${path})` : problems.join(', ')}\n`,
+      `${result.ok ? 'OK' : 'PROBLEM'}: provider ${result.provider}: ${result.ok ? `${result.issuer} supports this configuration (${path})${unsure}` : problems.join(', ')}\n`,
     )
   }
   if (results.some((r) => !r.ok)) process.exitCode = EXIT_PROVIDER_PROBLEM
-}
-
-/** `check --online`: each provider's discovery document and JWKS against its configuration, all at once. */
-function askProviders(config: GatewayConfig): Promise<ProviderSupport[]> {
-  const several = config.providers.length > 1
-  const log = pino({ level: 'silent' })
-  return Promise.all(
-    config.providers.map((provider) =>
-      checkProviderSupport(provider, {
-        publicUrl: config.server.publicUrl,
-        callbackPath: callbackPath(provider.name, several),
-        backchannelUri: config.server.publicUrl + BACKCHANNEL_LOGOUT_PATH,
-        log,
-        clock: systemClock,
-      }),
-    ),
-  )
 }
 
 async function main(argv: string[]): Promise<void> {

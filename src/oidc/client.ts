@@ -188,6 +188,11 @@ export class OidcClient {
     return this.#discovered?.configuration.serverMetadata()
   }
 
+  /** The openid-client Configuration sign-ins authenticate with (client-probe.ts, `check --online`); `undefined` before discovery. */
+  get configuration(): oidc.Configuration | undefined {
+    return this.#discovered?.configuration
+  }
+
   /** Discovers the provider and loads its keys once; throws when it cannot. */
   async discover(): Promise<void> {
     const { issuer, clientId, timeoutMs, allowInsecureHttp } = this.#config

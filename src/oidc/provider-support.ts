@@ -1,8 +1,10 @@
 // What a provider says it supports, against what the gateway is configured to ask of it
 // (`openid-gateway check --online`). The same discovery and key loading as the running gateway
 // (OidcClient.discover: openid-client through providerFetch, the provider's timeoutMs, TLS and
-// allowInsecureHttp), so an answer here is the answer the gateway would get at start; nothing is
-// sent but the discovery document's and the JWKS's GETs, and no credential.
+// allowInsecureHttp), so an answer here is the answer the gateway would get at start. Then the
+// client itself (client-probe.ts): its credentials, by a token request with a code that cannot
+// exist, and its redirect URI, by a pushed authorization request or the authorization endpoint;
+// neither can grant anything.
 //
 // Security rationale: a wrong issuer, scheme or port, or a client registered with another
 // authentication method, otherwise shows only at the first sign-in, on the provider's own error
@@ -21,19 +23,17 @@
 
 import type { FastifyBaseLogger } from 'fastify'
 import type * as oidc from 'openid-client'
-import type { ProviderConfig } from '../options/types.js'
-import type { Clock } from '../lib/clock.js'
+import type { GatewayConfig, ProviderConfig } from '../options/types.js'
+import { systemClock, type Clock } from '../lib/clock.js'
+import { BACKCHANNEL_LOGOUT_PATH, callbackPath } from '../contract/endpoints.js'
 import { idTokenSigningAlgs } from './algorithms.js'
 import { OidcClient, usesPar } from './client.js'
+import { probeCredentials, probeRedirectUri } from './client-probe.js'
 import { describe } from './errors.js'
 import { profileAlgorithms } from './profile.js'
+import type { SupportVerdict } from './support-verdict.js'
 
-/** One thing compared: what it is, whether the provider and the configuration agree, and what was seen. */
-export interface SupportVerdict {
-  item: string
-  ok: boolean
-  said: string
-}
+export type { SupportVerdict } from './support-verdict.js'
 
 /** A provider's answer to `check --online`. */
 export interface ProviderSupport {
@@ -194,9 +194,15 @@ export async function checkProviderSupport(config: ProviderConfig, options: Onli
     const server = client.advertised
     if (server === undefined) throw new Error('discovery kept no metadata')
     const keys = client.keys.exported()?.jwks.keys.length ?? 0
+    const { configuration } = client
+    if (configuration === undefined) throw new Error('discovery kept no configuration')
+    const target = { config, configuration, redirectUri: client.redirectUri, log: options.log }
     verdicts = [
       ...supportVerdicts(config, server, options.backchannelUri),
       { item: 'JWKS', ok: keys > 0, said: `${keys} key${keys === 1 ? '' : 's'} from ${client.keys.uri ?? '?'}` },
+      // The client itself, in turn: the redirect URI's probe authenticates again.
+      await probeCredentials(target),
+      await probeRedirectUri(target),
     ]
   } catch (err) {
     verdicts = [discoveryFailure(config, err)]
@@ -204,4 +210,20 @@ export async function checkProviderSupport(config: ProviderConfig, options: Onli
     client.stop()
   }
   return { provider: config.name, issuer: config.issuer, verdicts, ok: verdicts.every((v) => v.ok) }
+}
+
+/** `check --online`: every provider of `config`, all at once, as the gateway that runs `config` would ask them. */
+export function checkProviders(config: GatewayConfig, log: FastifyBaseLogger, clock: Clock = systemClock): Promise<ProviderSupport[]> {
+  const several = config.providers.length > 1
+  return Promise.all(
+    config.providers.map((provider) =>
+      checkProviderSupport(provider, {
+        publicUrl: config.server.publicUrl,
+        callbackPath: callbackPath(provider.name, several),
+        backchannelUri: config.server.publicUrl + BACKCHANNEL_LOGOUT_PATH,
+        log,
+        clock,
+      }),
+    ),
+  )
 }

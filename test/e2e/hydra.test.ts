@@ -18,7 +18,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import YAML from 'yaml'
+import pino from 'pino'
 import { clientJwks } from '#src/oidc/client-auth'
+import { checkProviders } from '#src/oidc/provider-support'
+import type { GatewayConfig } from '#src/options/types'
 import type { ProviderConfig } from '#src/options/types'
 import { BACKCHANNEL_LOGOUT_PATH } from '#src/contract/endpoints'
 import type { Browser } from '../fixtures/browser.ts'
@@ -333,6 +336,53 @@ t.test('PAR: Hydra v2.3 has no pushed authorization request endpoint, and `requi
   await assertRefusedAtDiscovery(t, stack.gw, lines, /pushed_authorization_request_endpoint/)
 })
 
+/**
+ * What `check --online` says of the client of `stack`'s configuration, `provider` and `server`
+ * merged over it: its credentials and redirect URI lines, each as `ok|WARNING|PROBLEM <said>`.
+ */
+async function probe(stack: Stack, provider: Record<string, unknown> = {}, server: Record<string, unknown> = {}): Promise<Record<string, string>> {
+  const config: GatewayConfig = {
+    ...stack.config,
+    server: { ...stack.config.server, ...server },
+    providers: stack.config.providers.map((p) => ({ ...p, ...provider })),
+  }
+  const [result] = await checkProviders(config, pino({ level: 'silent' }))
+  const verdict = (item: string): string => {
+    const v = result?.verdicts.find((x) => x.item === item)
+    return v === undefined ? 'missing' : `${!v.ok ? 'PROBLEM' : v.cannotTell === true ? 'WARNING' : 'ok'} ${v.said}`
+  }
+  return { credentials: verdict('client credentials'), redirect: verdict('redirect URI') }
+}
+
+t.test('check --online asks Hydra about the client: the secret by a made-up code, the redirect URI by the authorization endpoint (no PAR)', async (t) => {
+  const redirectUri = `${main.gw}/api/v1/openid/callback`
+  const right = await probe(main)
+  // fosite: a code not found is invalid_grant, once the client is authenticated.
+  t.equal(right.credentials, 'ok the token endpoint authenticated the client (client_secret_basic) and refused only the made-up code (invalid_grant)')
+  // Hydra sends a prompt=none request without a login session back with login_required.
+  t.equal(
+    right.redirect,
+    `ok ${redirectUri} is registered: the authorization endpoint sent a sign-in request with prompt=none back to it (error=login_required)`,
+  )
+
+  const wrong = await probe(main, { clientSecret: 'not-the-secret-hydra-knows' })
+  t.match(
+    wrong.credentials,
+    /^PROBLEM the token endpoint refused the client \(invalid_client: Client authentication failed .*, HTTP 401\): sign-ins would fail at the callback\. Check provider\.clientId and provider\.clientSecret, and that the provider registered the client for client_secret_basic \(provider\.clientAuthMethod\)$/,
+  )
+
+  // Hydra does not redirect to an unknown redirect URI: it sends the browser to its error page,
+  // whose query names the redirect_uri (fosite: "The 'redirect_uri' parameter does not match...").
+  const elsewhere = main.gw.replace('127.0.0.1', 'localhost')
+  const unknown = await probe(main, {}, { publicUrl: elsewhere })
+  t.match(
+    unknown.redirect,
+    new RegExp(
+      `^PROBLEM the authorization endpoint refused ${elsewhere}/api/v1/openid/callback \\(HTTP 30\\d, invalid_request: .*The 'redirect_uri' parameter does not match any of the OAuth 2\\.0 Client's pre-registered redirect urls\\.\\) and did not send the sign-in back to it: register it, exactly so, as a redirect URI of client ${main.config.providers[0]?.clientId ?? ''}$`,
+    ),
+  )
+})
+
 const dir = mkdtempSync(join(tmpdir(), 'ogw-hydra-keys-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const ecKey = join(dir, 'client-ec.pem')
@@ -362,6 +412,11 @@ async function keyGateway(t: Test, name: string, provider: Record<string, unknow
 t.test('private_key_jwt as the page says (clientAssertionAudience: token_endpoint): sign-in, refresh and sign-out authenticate with the key', async (t) => {
   t.equal(pageKeyProvider.clientAuthMethod, 'private_key_jwt')
   const stack = await keyGateway(t, 'pkjwt', { ...pageKeyProvider, clientKey: ecKey })
+  t.equal(
+    (await probe(stack)).credentials,
+    'ok the token endpoint authenticated the client (private_key_jwt) and refused only the made-up code (invalid_grant)',
+    'check --online authenticates with the key as sign-ins do',
+  )
   const browser = await signedIn(t, stack)
   t.equal((await page(browser, `${stack.gw}/x`)).status, 200)
   t.equal((await page(browser, `${stack.gw}/api/v1/openid/refresh`)).status, 200, 'the refresh grant authenticates the same way')
@@ -382,6 +437,11 @@ t.test('private_key_jwt as the page says (clientAssertionAudience: token_endpoin
 t.test('private_key_jwt with the default audience (the issuer): Hydra refuses it, and the gateway says so, never falls back', async (t) => {
   const lines: string[] = []
   const stack = await keyGateway(t, 'pkjwt-issuer', {}, {}, lines)
+  t.match(
+    (await probe(stack)).credentials,
+    /^PROBLEM the token endpoint refused the client \(invalid_client: .*Claim 'audience' from 'client_assertion' must match the authorization server's token endpoint.*, HTTP 401\): sign-ins would fail at the callback\. Check provider\.clientId and provider\.clientKey \(its public key must be the one registered at the provider: openid-gateway jwks prints it; Ory Hydra also needs provider\.clientAssertionAudience: token_endpoint\)$/,
+    'check --online says so before anyone signs in',
+  )
   const res = await stack.browser().signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice', { password: HYDRA_PASSWORD })
   t.equal(res.status, 502)
   t.equal(await problemCode(res), 'provider_rejected_client')

@@ -10,7 +10,10 @@ import { ROOT, recipe } from '../fixtures/markdown.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { eventually } from '../fixtures/poll.ts'
 import { CLIENT_SECRET, refreshTokenOf, reservePort, startStack, type Stack } from '../fixtures/stack.ts'
+import pino from 'pino'
 import { SIGN_OUT_PATH } from '#src/contract/endpoints'
+import { checkProviders } from '#src/oidc/provider-support'
+import type { GatewayConfig } from '#src/options/types'
 
 // docs/providers/keycloak.md run against a real Keycloak (the quarkus distribution in development
 // mode, test/fixtures/keycloak.ts), started once for every scenario of this file: the realm is the
@@ -379,6 +382,48 @@ t.test("introspection: a token that is not a JWT goes to Keycloak's introspectio
   const verified = await fetch(`${stack.gw}/page`, { headers: { authorization: `Bearer ${jwt}`, accept: 'application/json' } })
   t.equal(verified.status, 403, 'verified by the gateway (signed in), then refused by allow.groups')
   t.equal((await events()).length, before + 1, 'not sent to Keycloak')
+})
+
+t.test('check --online asks Keycloak about the client: the secret by a made-up code, the redirect URI by a pushed authorization request', async (t) => {
+  const { config } = groupsGw.stack
+  /** The verdicts on the client of the recipe's gateway, `provider` and `server` merged over its configuration. */
+  const probe = async (provider: Json = {}, server: Json = {}): Promise<Record<string, string>> => {
+    const changed: GatewayConfig = { ...config, server: { ...config.server, ...server }, providers: config.providers.map((p) => ({ ...p, ...provider })) }
+    const [result] = await checkProviders(changed, pino({ level: 'silent' }))
+    const verdict = (item: string): string => {
+      const v = result?.verdicts.find((x) => x.item === item)
+      return v === undefined ? 'missing' : `${!v.ok ? 'PROBLEM' : v.cannotTell === true ? 'WARNING' : 'ok'} ${v.said}`
+    }
+    return { credentials: verdict('client credentials'), redirect: verdict('redirect URI') }
+  }
+  const redirectUri = `${groupsGw.stack.gw}/api/v1/openid/callback`
+  const right = await probe()
+  // AuthorizationCodeGrantType: "Code not valid", after the client authenticated.
+  t.equal(right.credentials, 'ok the token endpoint authenticated the client (client_secret_basic) and refused only the made-up code (invalid_grant)')
+  t.equal(
+    right.redirect,
+    `ok ${redirectUri} is registered: the provider accepted a pushed authorization request for it (its request_uri is never used and expires by itself)`,
+  )
+
+  const wrong = await probe({ clientSecret: 'not-the-secret-keycloak-knows' })
+  t.equal(
+    wrong.credentials,
+    'PROBLEM the token endpoint refused the client (unauthorized_client: Invalid client or Invalid client credentials, HTTP 401): sign-ins would fail at the callback. Check provider.clientId and provider.clientSecret, and that the provider registered the client for client_secret_basic (provider.clientAuthMethod), and that the client may use the authorization code grant',
+  )
+  // The pushed request is refused with the credentials; Keycloak's authorization endpoint sends a
+  // prompt=none request without a session back with login_required.
+  t.equal(
+    wrong.redirect,
+    `ok ${redirectUri} is registered: the authorization endpoint sent a sign-in request with prompt=none back to it (error=login_required)`,
+  )
+
+  // ParEndpoint: invalid_request "Invalid parameter: redirect_uri".
+  const elsewhere = groupsGw.stack.gw.replace('127.0.0.1', 'localhost')
+  const unknown = await probe({}, { publicUrl: elsewhere })
+  t.equal(
+    unknown.redirect,
+    `PROBLEM the provider refused ${elsewhere}/api/v1/openid/callback in a pushed authorization request (invalid_request: Invalid parameter: redirect_uri): register it, exactly so, as a redirect URI of client ${CLIENT_ID}`,
+  )
 })
 
 t.test('every logout token Keycloak sent in this run was accepted', async (t) => {
