@@ -3,11 +3,19 @@
 // config/cross-key/upstreams.ts). Without it a claimHeaders entry `Txn-Token: name` sent the
 // user's display name to the application where its Transaction Token belongs.
 
-import t from 'tap'
-import { cli, configFile, SECRETS_ENV, valid } from '../fixtures/cli.ts'
+import t, { type Test } from 'tap'
+import { cli, configFile, type Run, SECRETS_ENV, valid } from '../fixtures/cli.ts'
+import { freePort } from '../fixtures/stack.ts'
+
+/** `command` on `path` to its end; a run that wrongly starts is stopped when the test ends. */
+async function refused(t: Test, command: string, path: string): Promise<Run> {
+  const ran = cli([command, '--config', path], SECRETS_ENV)
+  t.teardown(() => ran.kill('SIGTERM'))
+  return ran.done
+}
 
 t.test('check and run refuse managed header names, naming the key and the header', async (t) => {
-  const base = valid(8080, 'http://127.0.0.1:3000')
+  const base = valid(await freePort(), 'http://127.0.0.1:3000')
   const path = configFile({
     ...base,
     upstreams: [
@@ -26,10 +34,10 @@ t.test('check and run refuse managed header names, naming the key and the header
     'upstreams[0].claimHeaders.Authorization: must not be Authorization, a header that HTTP or the gateway itself manages',
     'upstreams[0].claimHeaders.X-Forwarded-Prefix: must not be X-Forwarded-Prefix, a header that HTTP or the gateway itself manages',
   ]
-  for (const command of [['check'], ['run']]) {
-    const ran = await cli([...command, '--config', path], SECRETS_ENV).done
-    t.equal(ran.code, 2, `${command[0] ?? ''} exits 2`)
-    for (const line of lines) t.match(ran.stderr, `  ${line}\n`, `${command[0] ?? ''}: ${line}`)
+  for (const command of ['check', 'run']) {
+    const ran = await refused(t, command, path)
+    t.equal(ran.code, 2, `${command} exits 2`)
+    for (const line of lines) t.match(ran.stderr, `  ${line}\n`, `${command}: ${line}`)
   }
   // The assertion header is refused once the other refusals of identityHeaders are gone (a key
   // with a problem of its own is not compared with others).
@@ -37,9 +45,9 @@ t.test('check and run refuse managed header names, naming the key and the header
     ...base,
     upstreams: [{ name: 'app', target: 'http://127.0.0.1:3000', identityHeaders: { groups: 'x_identity_assertion' } }],
   })
-  for (const command of [['check'], ['run']]) {
-    const ran = await cli([...command, '--config', assertion], SECRETS_ENV).done
-    t.equal(ran.code, 2, `${command[0] ?? ''} exits 2`)
+  for (const command of ['check', 'run']) {
+    const ran = await refused(t, command, assertion)
+    t.equal(ran.code, 2, `${command} exits 2`)
     t.match(ran.stderr, '  upstreams[0].identityHeaders.groups: x_identity_assertion is the same header as assertions.header (X-Identity-Assertion)\n')
   }
 })
