@@ -7,7 +7,8 @@
 
 import { readFileSync, statSync } from 'node:fs'
 import { isInlineKey } from '../keys/private-key.js'
-import { DEFAULT_PROVIDER, type GatewayConfig } from '../options/types.js'
+import type { GatewayConfig } from '../options/types.js'
+import { configSecrets, providerKey } from './mask.js'
 
 /** Group- or world-readable. */
 const READABLE_BY_OTHERS = 0o044
@@ -18,6 +19,8 @@ export interface ExposedFile {
   path: string
   /** The permission bits, in octal (`0644`). */
   mode: string
+  /** Of the configuration file: the keys whose secrets are written in it (never their values). */
+  secrets?: string[]
 }
 
 export function isReadableByOthers(mode: number): boolean {
@@ -26,27 +29,29 @@ export function isReadableByOthers(mode: number): boolean {
 
 /** Every key file and, when it holds a secret itself, the configuration file, readable by others. */
 export function exposedSecretFiles(config: GatewayConfig, configPath: string): ExposedFile[] {
-  const files: Array<[key: string, path: string]> = []
-  const oneProvider = config.providers.length === 1 && config.providers[0]?.name === DEFAULT_PROVIDER
+  const files: Array<[key: string, path: string, secrets?: string[]]> = []
   config.providers.forEach((provider, index) => {
-    if (provider.clientKey !== undefined && !isInlineKey(provider.clientKey)) {
-      files.push([oneProvider ? 'provider.clientKey' : `providers[${index}].clientKey`, provider.clientKey.trim()])
-    }
+    if (provider.clientKey !== undefined && !isInlineKey(provider.clientKey)) files.push([`${providerKey(config, index)}.clientKey`, provider.clientKey.trim()])
   })
   config.assertions.signingKeys?.forEach((key, index) => {
     if (!isInlineKey(key)) files.push([`assertions.signingKeys[${index}]`, key.trim()])
   })
-  if (holdsSecrets(config, configPath)) files.push(['(configuration file)', configPath])
-  return files.flatMap(([key, path]) => {
+  const written = secretsWrittenIn(config, configPath)
+  if (written.length > 0) files.push(['(configuration file)', configPath, written])
+  return files.flatMap(([key, path, secrets]) => {
     const mode = modeOf(path)
-    return mode !== undefined && isReadableByOthers(mode) ? [{ key, path, mode: `0${(mode & 0o777).toString(8)}` }] : []
+    if (mode === undefined || !isReadableByOthers(mode)) return []
+    return [{ key, path, mode: `0${(mode & 0o777).toString(8)}`, ...(secrets === undefined ? {} : { secrets }) }]
   })
 }
 
-/** The warning for `check` (stderr) and `run` (the log), naming the key, never the content. */
+/** The warning for `check` (stderr) and `run` (the log), naming the keys, never the content. */
 export function describeExposure(file: ExposedFile): string {
-  const what = file.key === '(configuration file)' ? `the configuration file ${file.path} holds secrets and` : `${file.key}: the file ${file.path}`
-  return `${what} is readable by group or others (mode ${file.mode}); let only the gateway's user read it (chmod 0400), as ssh requires of private keys`
+  if (file.key === '(configuration file)') {
+    const keys = file.secrets === undefined || file.secrets.length === 0 ? '' : ` (${file.secrets.join(', ')})`
+    return `the configuration file ${file.path} holds secrets written in it${keys} and is readable by group or others (mode ${file.mode}); let only the gateway's user read it (chmod 0400), as ssh requires of private keys, or give the secrets through \${VAR} from the environment`
+  }
+  return `${file.key}: the file ${file.path} is readable by group or others (mode ${file.mode}); let only the gateway's user read it (chmod 0400), as ssh requires of private keys`
 }
 
 function modeOf(path: string): number | undefined {
@@ -60,27 +65,21 @@ function modeOf(path: string): number | undefined {
 
 // A secret written in the file itself rather than through `${VAR}`: the file is then as secret as
 // the value. A line of each secret found in the text is enough (YAML may fold a PEM block).
-function holdsSecrets(config: GatewayConfig, configPath: string): boolean {
+// Returns the keys of the secrets found, each once.
+function secretsWrittenIn(config: GatewayConfig, configPath: string): string[] {
   let text: string
   try {
     text = readFileSync(configPath, 'utf8')
   } catch {
-    return false
+    return []
   }
-  const secrets = [
-    ...config.providers.flatMap((p) => [p.clientSecret, p.clientKey !== undefined && isInlineKey(p.clientKey) ? p.clientKey : undefined]),
-    ...config.cookies.secrets,
-    ...(config.assertions.signingKeys ?? []).filter(isInlineKey),
-    config.session.redisUrl === undefined || !URL.canParse(config.session.redisUrl) ? undefined : new URL(config.session.redisUrl).password,
-    config.session.redis.password,
-    config.session.redis.sentinels?.password,
-  ]
-  return secrets.some(
-    (secret) =>
-      secret !== undefined &&
-      secret
+  const keys = configSecrets(config)
+    .filter(({ value }) =>
+      value
         .split('\n')
         .map((line) => line.trim())
         .some((line) => line.length >= 6 && !line.startsWith('-----') && text.includes(line)),
-  )
+    )
+    .map(({ key }) => key)
+  return [...new Set(keys)]
 }

@@ -1,11 +1,14 @@
 // The custom `format`s of the schema. Each check returns why a value is wrong, or undefined when
 // it is fine: ajv only needs the verdict, the error message needs the reason. No message ever
-// repeats the value, since some of these values are secrets.
+// repeats the value, since some of these values are secrets; a header name, which never is one,
+// is the exception: a refusal names the header it refuses.
 
 import { BlockList, isIP } from 'node:net'
 import { SIGN_IN_PATH, isGatewayPath } from '../contract/endpoints.js'
 import { parseClaimPath } from '../contract/claim-path.js'
-import { isReservedHeaderName } from '../upstream/header-policy.js'
+import { canonicalHeaderName, createHeaderNameTest, GATEWAY_ONLY_HEADERS, isReservedHeaderName } from '../upstream/header-policy.js'
+import { TXN_TOKEN_HEADER } from '../upstream/transaction-token.js'
+import { gatewaySchema } from '../options/schema.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
 import { globProblem } from '../access/public-paths.js'
@@ -125,11 +128,45 @@ function checkPathPrefix(value: string): string | undefined {
   return undefined
 }
 
+// Headers only the gateway sets (header-policy.ts GATEWAY_ONLY_HEADERS): every client's copy is
+// removed, so a claim sent in one would reach the application as the gateway's own word.
+const isGatewayOnly = createHeaderNameTest(GATEWAY_ONLY_HEADERS)
+
+/**
+ * The names the gateway itself gives its identity headers in the X-Forwarded-* family (oauth2-proxy's
+ * X-Forwarded-User, -Email, -Groups, -Preferred-Username, and this gateway's -Issuer, -Acr, -Amr,
+ * -Auth-Time): the defaults of upstreams[].identityHeaders, read from the schema that owns them.
+ */
+const IDENTITY_HEADER_DEFAULTS: readonly string[] = Object.values(gatewaySchema.properties?.upstreams?.items?.properties?.identityHeaders?.properties ?? {}).flatMap(
+  (key) => (typeof key.default === 'string' ? [key.default] : []),
+)
+const isIdentityHeaderDefault = createHeaderNameTest(IDENTITY_HEADER_DEFAULTS)
+
+/**
+ * A header the gateway sets towards an upstream may not carry a claim (upstreams[].identityHeaders,
+ * upstreams[].claimHeaders, assertions.header), or the application would read the claim as what
+ * the gateway asserts there: a display name as its Transaction Token, or as the client's address,
+ * scheme, host or path. Names compare case-insensitively with `_` equal to `-`, as the header
+ * policy compares them (header-policy.ts canonicalHeaderName: CGI, RFC 3875 4.1.18). Refused:
+ * - what the header policy reserves (isReservedHeaderName): Authorization, Cookie, Host, the
+ *   hop-by-hop headers (RFC 9110 7.6.1), the forwarded and client-address headers (Forwarded,
+ *   X-Forwarded-For/-Host/-Proto/-Prefix..., X-Real-IP...), the request overrides and
+ *   forward-auth's X-Auth-Request-*;
+ * - `Txn-Token`, where the gateway sends Transaction Tokens (draft-ietf-oauth-transaction-tokens
+ *   section 12.1; upstream/transaction-token.ts);
+ * - the rest of the X-Forwarded-* family, which the gateway removes from every client as a whole:
+ *   which of its names an application's framework reads for the request's scheme, host, port or
+ *   path is open-ended (-Ssl, -Scheme, -Server, -Protocol...). Only the gateway's own identity
+ *   names in it stay usable.
+ */
 export function checkHeaderName(value: string): string | undefined {
   if (!HEADER_TOKEN.test(value)) return 'must be a valid HTTP header name'
-  // The header policy's owner knows which names HTTP, proxies or the gateway itself manage: an
-  // identity header with one of them would let a claim overwrite it.
-  return isReservedHeaderName(value) ? 'must not be a header that HTTP or the gateway itself manages' : undefined
+  if (isReservedHeaderName(value)) return `must not be ${value}, a header that HTTP or the gateway itself manages`
+  if (canonicalHeaderName(value) === TXN_TOKEN_HEADER) return `must not be ${value}, the header the gateway sends Transaction Tokens in (upstreams[].transactionTokens)`
+  if (isGatewayOnly(value) && !isIdentityHeaderDefault(value)) {
+    return `must not be ${value}, one of the forwarded headers (X-Forwarded-*) the gateway manages; of those only its identity header names may be used (${IDENTITY_HEADER_DEFAULTS.join(', ')})`
+  }
+  return undefined
 }
 
 function checkSecret(value: string): string | undefined {

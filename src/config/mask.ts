@@ -4,7 +4,7 @@
 import YAML from 'yaml'
 import { isInlineKey } from '../keys/private-key.js'
 import { gatewaySchema, type JsonSchema } from '../options/schema.js'
-import type { GatewayConfig } from '../options/types.js'
+import { DEFAULT_PROVIDER, type GatewayConfig } from '../options/types.js'
 
 export const MASK = '********'
 
@@ -27,6 +27,64 @@ export function maskConfig(cfg: GatewayConfig): unknown {
   if (copy.session.redis.password !== undefined) copy.session.redis.password = MASK
   if (copy.session.redis.sentinels?.password !== undefined) copy.session.redis.sentinels.password = MASK
   return copy
+}
+
+/** A secret of the configuration: the key that gives it, as the file writes it, and its value. */
+export interface ConfigSecret {
+  key: string
+  value: string
+}
+
+/**
+ * Every secret maskConfig hides, by key: what config/file-modes.ts looks for written in the file
+ * itself. Of a Redis URL, the credentials in it (its password, a lone user name, a secret query
+ * parameter), not the URL.
+ */
+export function configSecrets(cfg: GatewayConfig): ConfigSecret[] {
+  const secrets: ConfigSecret[] = []
+  const add = (key: string, value: string | undefined): void => {
+    if (value !== undefined && value !== '') secrets.push({ key, value })
+  }
+  cfg.providers.forEach((provider, index) => {
+    const at = providerKey(cfg, index)
+    add(`${at}.clientSecret`, provider.clientSecret)
+    if (provider.clientKey !== undefined && isInlineKey(provider.clientKey)) add(`${at}.clientKey`, provider.clientKey)
+    add(`${at}.ssf.authorization`, provider.ssf?.authorization)
+    add(`${at}.ssf.bearerToken`, provider.ssf?.bearerToken)
+  })
+  cfg.cookies.secrets.forEach((secret, index) => add(`cookies.secrets[${index}]`, secret))
+  cfg.assertions.signingKeys?.forEach((key, index) => {
+    if (isInlineKey(key)) add(`assertions.signingKeys[${index}]`, key)
+  })
+  if (cfg.session.redisUrl !== undefined) {
+    for (const credential of urlCredentials(cfg.session.redisUrl)) add('session.redisUrl', credential)
+  }
+  add('session.redis.password', cfg.session.redis.password)
+  add('session.redis.sentinels.password', cfg.session.redis.sentinels?.password)
+  return secrets
+}
+
+/** The key of the provider at `index` as the file names it: `provider` in the one-provider form. */
+export function providerKey(cfg: GatewayConfig, index: number): string {
+  const oneProvider = cfg.providers.length === 1 && cfg.providers[0]?.name === DEFAULT_PROVIDER
+  return oneProvider ? 'provider' : `providers[${index}]`
+}
+
+/** What maskUrlCredentials hides of a URL, decoded as a client reads it. */
+function urlCredentials(value: string): string[] {
+  if (!URL.canParse(value)) return [value]
+  const url = new URL(value)
+  const credentials = [url.password !== '' ? url.password : url.username]
+  for (const [key, parameter] of url.searchParams) if (SECRET_PARAMETER.test(key)) credentials.push(parameter)
+  return [...new Set(credentials.flatMap((credential) => [credential, safeDecode(credential)]))]
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value)
+  } catch {
+    return value
+  }
 }
 
 export function formatEffectiveConfig(cfg: GatewayConfig): string {

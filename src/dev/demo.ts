@@ -11,10 +11,13 @@ import { fileURLToPath } from 'node:url'
 import { buildStandaloneApp } from '../runtime/process-state.js'
 import { ConfigError, loadConfig } from '../config/load.js'
 import type { LogConfig } from '../options/types.js'
-import { startDevProvider } from './provider.js'
+import { isDevProviderCookieName, startDevProvider } from './provider.js'
 import { startDemoUpstream } from './upstream.js'
 import { BACKCHANNEL_LOGOUT_PATH, CALLBACK_PATH, SIGN_OUT_PATH } from '../contract/endpoints.js'
 import { staleBuildWarning } from './stale-build.js'
+import { CookieCipher } from '../session/cipher.js'
+import { GatewayCookies } from '../session/cookies.js'
+import { systemClock } from '../lib/clock.js'
 
 const HOST = '127.0.0.1'
 const DEFAULT_GATEWAY_PORT = 8080
@@ -139,6 +142,13 @@ async function main(): Promise<void> {
 
     const app = await buildStandaloneApp(config)
     closers.push(() => app.close())
+    // The demo page lists the cookies it receives: the provider's reach it too (same host), the
+    // gateway's never do. The gateway's names are session/cookies.ts's, as the proxy strips them.
+    const gatewayCookies = new GatewayCookies(config.cookies, new CookieCipher(config.cookies.secrets, systemClock))
+    upstream.labelCookies({
+      provider: { url: provider.issuer, owns: isDevProviderCookieName },
+      gateway: { name: config.cookies.name, owns: gatewayCookies.isGatewayCookieName },
+    })
     await app.http.listen({ host: HOST, port: gatewayPort })
 
     process.stdout.write(
@@ -153,6 +163,8 @@ async function main(): Promise<void> {
         '  you to a demo application that knows nothing of OpenID and shows the identity headers it',
         '  received (X-Forwarded-User, -Email, -Groups, -Preferred-Username), plus buttons to refresh',
         `  the token and to log out. ${publicUrl}/public/ needs no sign-in.`,
+        "  It lists the cookies it receives and whose each is: the provider's arrive too (same host),",
+        "  the gateway's never do (it removes them).",
         `  Sign out without script: ${publicUrl}${SIGN_OUT_PATH}`,
         `  Sign out at the provider (${provider.issuer}/session/end) and its back-channel logout to`,
         `  ${publicUrl}${BACKCHANNEL_LOGOUT_PATH} ends the gateway session too.`,

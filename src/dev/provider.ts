@@ -203,6 +203,19 @@ export interface DevProvider {
   close(): Promise<void>
 }
 
+/**
+ * The provider's cookie names (oidc-provider's defaults, written out so the demo can tell them
+ * from the gateway's: browsers send them to the gateway on the same host too, RFC 6265 8.5). Each
+ * comes with a `.sig` companion, its signature with the provider's cookie keys.
+ */
+const COOKIE_NAMES = { session: '_session', interaction: '_interaction', resume: '_interaction_resume' }
+const COOKIE_NAME_SET: ReadonlySet<string> = new Set(Object.values(COOKIE_NAMES).flatMap((name) => [name, `${name}.sig`]))
+
+/** Whether a cookie name is one the development provider sets. */
+export function isDevProviderCookieName(name: string): boolean {
+  return COOKIE_NAME_SET.has(name)
+}
+
 const KNOWN_GROUPS: Record<string, string[]> = {
   alice: ['admins', 'staff'],
   bob: ['staff'],
@@ -297,7 +310,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
     clients,
     // oidc-provider mutates the keys it is given; hand it a copy.
     jwks: { keys: signingKeys },
-    cookies: { keys: [randomBytes(32).toString('base64url')] },
+    cookies: { keys: [randomBytes(32).toString('base64url')], names: { ...COOKIE_NAMES } },
     claims: {
       // Standalone claims of oidc-provider's defaults, which a `claims` object replaces: acr when
       // requested (acr_values), auth_time when max_age asks for it (OpenID Connect Core 3.1.2.1).

@@ -1,6 +1,12 @@
 // The demo upstream: an application that knows nothing of OpenID and shows what the gateway told
 // it. Every header value shown is attacker-controlled (a client can send anything the gateway
 // fails to strip), so all of it is HTML-escaped.
+//
+// It also lists the names of the cookies it receives, each with whose it is. Cookies do not
+// provide isolation by port (RFC 6265 8.5): the development provider, on the same loopback host
+// as the gateway, has its cookies sent to the gateway and on to this application, where a
+// newcomer would take its `_session` for the gateway's session. The gateway's own cookies never
+// arrive (it removes them from every request it forwards), and the page says so.
 
 import { createHash } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
@@ -17,7 +23,17 @@ export interface DemoUpstreamOptions {
 export interface DemoUpstream {
   url: string
   port: number
+  /** Tells the page whose the cookies it receives are, once the provider and the gateway exist. */
+  labelCookies(owners: DemoCookieOwners): void
   close(): Promise<void>
+}
+
+/** Who set a cookie the page may receive, besides the application itself. */
+export interface DemoCookieOwners {
+  /** The development OpenID provider: its URL, and whether a cookie name is one of its cookies. */
+  provider: { url: string; owns: (name: string) => boolean }
+  /** The gateway: its cookies' base name (`cookies.name`), and whether a cookie name is one of its cookies. */
+  gateway: { name: string; owns: (name: string) => boolean }
 }
 
 const IDENTITY_HEADERS = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username']
@@ -71,6 +87,7 @@ table { border-collapse: collapse; width: 100% }
 th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #ddd; vertical-align: top }
 th { width: 18rem; font-weight: 600 }
 td { font-family: ui-monospace, monospace; word-break: break-all }
+td.owner { font-family: system-ui, sans-serif; word-break: normal }
 .absent { color: #999; font-style: italic; font-family: system-ui, sans-serif }
 button { font-size: 1rem; padding: .4rem 1rem; margin-right: .5rem }
 #result { margin-top: 1rem; min-height: 1.5rem }
@@ -91,6 +108,31 @@ function cookieNames(req: IncomingMessage): string[] {
     .filter((name) => name !== '')
 }
 
+function cookieOwner(name: string, owners: DemoCookieOwners | undefined): string {
+  if (owners === undefined) return 'not known to this page'
+  if (owners.gateway.owns(name)) return "the gateway's (it should have removed it: report this)"
+  if (owners.provider.owns(name)) return `the OpenID provider's (${owners.provider.url}), not the gateway's`
+  return "neither the gateway's nor the provider's: this application's, or another one's on this host"
+}
+
+/** The cookies received, by name (never a value), each with whose it is. */
+function cookieSection(req: IncomingMessage, owners: DemoCookieOwners | undefined): string {
+  const names = cookieNames(req)
+  const gateway =
+    owners === undefined
+      ? "The gateway's own cookies never arrive here: it removes them from every request it forwards."
+      : `The gateway's own cookies (named after <code>${escapeHtml(owners.gateway.name)}</code>, its <code>cookies.name</code>) never arrive here: it removes them from every request it forwards.`
+  const provider =
+    owners === undefined
+      ? ''
+      : ` A browser sends a host's cookies to every port of it, so the cookies of the development OpenID provider, on the same host (${escapeHtml(owners.provider.url)}), reach the gateway and this application too; a real provider on a host of its own sends none here.`
+  const rows = names.map((name) => `<tr><th>${escapeHtml(name)}</th><td class="owner">${escapeHtml(cookieOwner(name, owners))}</td></tr>`)
+  const table = rows.length === 0 ? '<p><span class="absent">No cookies received.</span></p>' : `<table id="cookies">${rows.join('\n')}</table>`
+  return `<h2>Cookies received</h2>
+<p>Names only, never their values. ${gateway}${provider}</p>
+${table}`
+}
+
 function row(name: string, value: string | undefined): string {
   const cell = value === undefined ? '<span class="absent">not received</span>' : escapeHtml(value)
   return `<tr><th>${escapeHtml(name)}</th><td>${cell}</td></tr>`
@@ -102,7 +144,6 @@ function headerTable(req: IncomingMessage): string {
     // Only whether it came, never the token itself: this page is for looking at, not for leaking.
     row('authorization', req.headers.authorization === undefined ? undefined : 'present (value hidden)'),
     ...FORWARDING_HEADERS.map((name) => row(name, headerValue(req, name))),
-    row('cookie names', req.headers.cookie === undefined ? undefined : cookieNames(req).join(', ')),
   ]
   return `<table>${rows.join('\n')}</table>`
 }
@@ -124,7 +165,7 @@ ${withScript ? `<script>${SCRIPT}</script>` : ''}
 `
 }
 
-function appPage(req: IncomingMessage): string {
+function appPage(req: IncomingMessage, owners: DemoCookieOwners | undefined): string {
   const user = headerValue(req, 'x-forwarded-user')
   return page(
     'openid-gateway demo upstream',
@@ -135,6 +176,7 @@ This application knows nothing of OpenID Connect: it only sees what the gateway 
 <p>Request: <code>${escapeHtml(req.method ?? 'GET')} ${escapeHtml(req.url ?? '/')}</code></p>
 <h2>Headers received from the gateway</h2>
 ${headerTable(req)}
+${cookieSection(req, owners)}
 <p>
 <button id="refresh" type="button">Refresh token</button>
 <button id="logout" type="button">Log out</button>
@@ -146,7 +188,7 @@ ${headerTable(req)}
   )
 }
 
-function publicPage(req: IncomingMessage): string {
+function publicPage(req: IncomingMessage, owners: DemoCookieOwners | undefined): string {
   return page(
     'openid-gateway demo upstream: public page',
     `
@@ -157,6 +199,7 @@ client sends itself). A path that should see who is signed in, without requiring
 to an upstream with <code>auth: optional</code>.</p>
 <h2>Headers received from the gateway</h2>
 ${headerTable(req)}
+${cookieSection(req, owners)}
 <p><a href="/">Back to the protected page</a></p>
 `,
     false,
@@ -168,7 +211,7 @@ function wantsJson(req: IncomingMessage): boolean {
   return /\bapplication\/json\b/i.test(accept) && !/\btext\/html\b/i.test(accept)
 }
 
-function handle(req: IncomingMessage, res: ServerResponse): void {
+function handle(req: IncomingMessage, res: ServerResponse, owners: DemoCookieOwners | undefined): void {
   const path = new URL(req.url ?? '/', 'http://upstream.invalid').pathname
   res.setHeader('cache-control', 'no-store')
   res.setHeader('x-content-type-options', 'nosniff')
@@ -180,17 +223,21 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   res.setHeader('content-type', 'text/html; charset=utf-8')
   res.setHeader('content-security-policy', CSP)
   res.setHeader('referrer-policy', 'no-referrer')
-  res.end(req.method === 'HEAD' ? undefined : path.startsWith('/public/') || path === '/public' ? publicPage(req) : appPage(req))
+  res.end(req.method === 'HEAD' ? undefined : path.startsWith('/public/') || path === '/public' ? publicPage(req, owners) : appPage(req, owners))
 }
 
 export async function startDemoUpstream(options: DemoUpstreamOptions = {}): Promise<DemoUpstream> {
   const host = options.host ?? '127.0.0.1'
-  const server: Server = createServer(handle)
+  let owners: DemoCookieOwners | undefined
+  const server: Server = createServer((req, res) => handle(req, res, owners))
   const port = await listen(server, options.port ?? 0, host)
   let closing: Promise<void> | undefined
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
+    labelCookies(given) {
+      owners = given
+    },
     close() {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve())

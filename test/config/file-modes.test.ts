@@ -1,4 +1,5 @@
-import { cli } from '../fixtures/cli.ts'
+import { cli, until } from '../fixtures/cli.ts'
+import { recipe } from '../fixtures/markdown.ts'
 import { generateKeyPairSync } from 'node:crypto'
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -7,6 +8,7 @@ import t from 'tap'
 import { stringify } from 'yaml'
 import { describeExposure, exposedSecretFiles, isReadableByOthers } from '#src/config/file-modes'
 import { parseConfig } from '#src/config/load'
+import { STARTUP_SUMMARY_MESSAGE } from '#src/config/summary'
 import { COOKIE_SECRET, freePort } from '../fixtures/stack.ts'
 
 // Key files and secret-holding configuration files readable by group or others are warned about
@@ -103,4 +105,76 @@ t.test('check warns on stderr and run in its log, naming the key', async (t) => 
   t.equal(line.level, 40, 'at warn')
   t.equal(line.mode, '0644')
   t.equal(line.path, open)
+})
+
+t.test('the secrets written in a configuration file are named by key, each secret the effective configuration masks', async (t) => {
+  const written = (name: string, extra: Record<string, unknown>): string[] | undefined => {
+    const path = configFile(name, { ...base(1), ...extra }, 0o644)
+    return exposedSecretFiles(parseConfig(readFileSync(path, 'utf8'), env, path), path).find((f) => f.key === '(configuration file)')?.secrets
+  }
+  const provider = base(1).provider
+  t.strictSame(written('none.yaml', {}), undefined, 'secrets only through ${VAR}: nothing to say')
+  t.strictSame(written('client.yaml', { provider: { ...provider, clientSecret: 'a-client-secret-written-in' } }), ['provider.clientSecret'])
+  t.strictSame(written('default.yaml', { provider: { ...provider, clientSecret: '${UNSET_SECRET:-a-default-in-the-file}' } }), ['provider.clientSecret'], "a ${VAR:-default}'s default is written in the file")
+  t.strictSame(
+    written('ssf.yaml', { provider: { ...provider, ssf: { delivery: 'push', authorization: 'Bearer push-secret-written-in', bearerToken: 'transmitter-token-written-in' } } }),
+    ['provider.ssf.authorization', 'provider.ssf.bearerToken'],
+    "the Shared Signals receiver's credentials",
+  )
+  t.strictSame(
+    written('several.yaml', { provider: undefined, providers: [{ ...provider, name: 'staff' }, { ...provider, name: 'partners', issuer: 'http://127.0.0.2:9', clientSecret: 'partners-secret-written-in' }], upstreams: [{ name: 'app', target: 'http://127.0.0.1:9', auth: 'none', providers: ['*'] }] }),
+    ['providers[1].clientSecret'],
+  )
+  t.strictSame(written('redis-user.yaml', { session: { store: 'redis', redisUrl: 'redis://lone-user-is-password@127.0.0.1:6379' } }), ['session.redisUrl'], "a Redis URL's lone user name, which clients read as the password")
+  t.strictSame(written('redis-param.yaml', { session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379/0?password=query-secret' } }), ['session.redisUrl'], 'a password query parameter')
+  t.strictSame(written('redis-plain.yaml', { session: { store: 'redis', redisUrl: 'redis://127.0.0.1:6379/0' } }), undefined, 'a Redis URL without credentials')
+})
+
+t.test('check warns on stderr and run in its log about a configuration file with secrets written in it; a 0600 file gets no warning', async (t) => {
+  const literal = 'a-client-secret-written-in-the-file'
+  const port = await freePort()
+  const file = (name: string, mode: number): string => configFile(name, base(port, { provider: { clientSecret: literal }, cookieSecret: COOKIE_SECRET }), mode)
+  const open = file('cli-literal-open.yaml', 0o644)
+  const closed = file('cli-literal-closed.yaml', 0o600)
+  // The warning docs/configuration.md shows, for this file.
+  const warning = `${recipe('docs/configuration.md', 'text').replace('gateway.yaml', open)}`
+  t.match(warning, /^warning: the configuration file .* holds secrets written in it \(provider\.clientSecret, cookies\.secrets\[0\]\) and is readable by group or others \(mode 0644\)/)
+
+  const check = await cli(['check', '--config', open], env).done
+  t.equal(check.code, 0, 'a warning, not a refusal')
+  t.equal(check.stderr, warning, 'the one warning on stderr, naming the key')
+  t.notMatch(check.stderr, literal, 'never the secret')
+  t.notMatch(check.stderr, COOKIE_SECRET)
+  const quiet = await cli(['check', '--config', closed], env).done
+  t.equal(quiet.code, 0)
+  t.equal(quiet.stderr, '', 'no warning for a file only its owner reads')
+
+  const logged = async (path: string): Promise<Array<Record<string, unknown>>> => {
+    const run = cli(['run', '--config', path], env)
+    t.teardown(() => run.kill('SIGTERM'))
+    // The startup summary is logged after the warnings: once it is there, every warning is too.
+    const lines = (): Array<Record<string, unknown>> =>
+      run
+        .stdout()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+    t.ok(await until(run, async () => lines().some((l) => l.msg === STARTUP_SUMMARY_MESSAGE)), 'run logged its startup summary')
+    run.kill('SIGTERM')
+    await run.done
+    return lines()
+  }
+  const openLines = await logged(open)
+  const line = openLines.find((l) => l.key === '(configuration file)')
+  t.ok(line, 'run logs it')
+  t.equal(line?.level, 40, 'at warn')
+  t.equal(line?.mode, '0644')
+  t.equal(line?.msg, warning.slice('warning: '.length, -1))
+  t.notMatch(JSON.stringify(openLines), literal, 'never the secret')
+  t.notMatch(JSON.stringify(openLines), COOKIE_SECRET)
+  const closedLines = await logged(closed)
+  t.notOk(
+    closedLines.some((l) => l.key === '(configuration file)' || String(l.msg).includes('readable by group or others')),
+    'and no warning for a 0600 file',
+  )
 })

@@ -1,6 +1,7 @@
+import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import YAML from 'yaml'
-import { formatEffectiveConfig, MASK, maskConfig } from '#src/config/mask'
+import { configSecrets, formatEffectiveConfig, MASK, maskConfig } from '#src/config/mask'
 import type { GatewayConfig } from '#src/options/types'
 import { CLIENT_SECRET, COOKIE_SECRET, resolve } from '../fixtures/config/base.ts'
 
@@ -67,4 +68,58 @@ t.test('a configuration without optional secrets prints without them', async (t)
   t.notMatch(text, 'redisUrl')
   t.notOk(text.includes(CLIENT_SECRET))
   t.notOk(text.includes(COOKIE_SECRET))
+})
+
+// config/file-modes.ts looks for configSecrets' values written in the file: a secret masked here
+// but missing there would be written in a readable file without a warning.
+t.test('configSecrets lists exactly what maskConfig hides, by key', async (t) => {
+  const key = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
+  const cfg = resolve({ cookies: { secrets: [COOKIE_SECRET, OLD_COOKIE_SECRET] } })
+  const [first] = cfg.providers
+  if (first === undefined) throw new Error('no provider')
+  const every: GatewayConfig = {
+    ...cfg,
+    providers: [
+      { ...first, name: 'staff', ssf: { delivery: 'push', pollIntervalSeconds: 60, authorization: 'Bearer ssf-push-secret', bearerToken: 'ssf-bearer-secret', credentialChange: 'end', required: false } },
+      { ...first, name: 'partners', clientSecret: undefined, clientKey: key },
+    ],
+    assertions: { ...cfg.assertions, signingKeys: [key, '/etc/gateway/assertion.pem'] },
+    session: {
+      ...cfg.session,
+      redisUrl: `rediss://:${REDIS_PASSWORD}@redis.example.com:6380/2?token=url-token-secret`,
+      redis: { ...cfg.session.redis, password: 'data-node-secret', sentinels: { name: 'mymaster', nodes: ['s:26379'], password: 'sentinel-secret', tls: false } },
+    },
+  }
+  const secrets = configSecrets(every)
+  t.strictSame(
+    secrets.map((s) => s.key),
+    [
+      'providers[0].clientSecret',
+      'providers[0].ssf.authorization',
+      'providers[0].ssf.bearerToken',
+      'providers[1].clientKey',
+      'cookies.secrets[0]',
+      'cookies.secrets[1]',
+      'assertions.signingKeys[0]',
+      'session.redisUrl',
+      'session.redisUrl',
+      'session.redis.password',
+      'session.redis.sentinels.password',
+    ],
+  )
+  const text = formatEffectiveConfig(every)
+  for (const { key: at, value } of secrets) t.notOk(text.includes(value.split('\n')[1] ?? value), `${at}: masked in the effective configuration`)
+  // Every string maskConfig changed held one of the listed secrets.
+  const changed: string[] = []
+  const walk = (before: unknown, after: unknown): void => {
+    if (typeof before === 'string') {
+      if (before !== after) changed.push(before)
+    } else if (typeof before === 'object' && before !== null) {
+      for (const [k, v] of Object.entries(before)) walk(v, (after as Record<string, unknown>)[k])
+    }
+  }
+  walk(every, maskConfig(every))
+  t.equal(changed.length, 10, 'ten strings masked')
+  for (const value of changed) t.ok(secrets.some((s) => value.includes(s.value)), 'a masked value is a listed secret')
+  t.strictSame(configSecrets(resolve()).map((s) => s.key), ['provider.clientSecret', 'cookies.secrets[0]'], 'the one-provider form names provider')
 })

@@ -361,21 +361,43 @@ t.test('upstreams: allow', async (t) => {
 
 t.test('upstreams: identityHeaders', async (t) => {
   const header = (headers: Tree, message: string): Case => upstreamCase({ identityHeaders: headers }, [`upstreams[0].identityHeaders.${message}`])
+  const managed = (key: string, name: string): Case => header({ [key]: name }, `${key}: must not be ${name}, a header that HTTP or the gateway itself manages`)
   table(t, {
     'custom names': valid(withUpstream({ identityHeaders: { user: 'X-User', email: 'X-Email', groups: 'X-Groups', preferredUsername: 'X-Name' } })),
     'space in a name': header({ user: 'X User' }, 'user: must be a valid HTTP header name'),
     'colon in a name': header({ user: 'X-User:' }, 'user: must be a valid HTTP header name'),
-    'Authorization': header({ user: 'Authorization' }, 'user: must not be a header that HTTP or the gateway itself manages'),
-    'X-Forwarded-For with underscores': header({ email: 'x_forwarded_for' }, 'email: must not be a header that HTTP or the gateway itself manages'),
-    'X-Auth-Request-*': header({ groups: 'X-Auth-Request-Groups' }, 'groups: must not be a header that HTTP or the gateway itself manages'),
+    'Authorization': managed('user', 'Authorization'),
+    'Cookie, in any case': managed('email', 'COOKIE'),
+    'Host': managed('groups', 'Host'),
+    'X-Forwarded-For with underscores': managed('email', 'x_forwarded_for'),
+    'Forwarded (RFC 7239)': managed('issuer', 'Forwarded'),
+    'X-Auth-Request-*': managed('groups', 'X-Auth-Request-Groups'),
     // The header policy (upstream/header-policy.ts) is asked: client-address, request-override
     // and hop-by-hop headers are refused like the rest.
-    'True-Client-IP': header({ user: 'True-Client-IP' }, 'user: must not be a header that HTTP or the gateway itself manages'),
-    'X-Original-URI': header({ email: 'X-Original-URI' }, 'email: must not be a header that HTTP or the gateway itself manages'),
-    'X-HTTP-Method-Override': header({ groups: 'X_HTTP_Method_Override' }, 'groups: must not be a header that HTTP or the gateway itself manages'),
-    'Keep-Alive': header({ preferredUsername: 'Keep-Alive' }, 'preferredUsername: must not be a header that HTTP or the gateway itself manages'),
-    'X-Forwarded-Prefix': header({ user: 'X-Forwarded-Prefix' }, 'user: must not be a header that HTTP or the gateway itself manages'),
-    'other X-Forwarded-* names stay usable': valid(withUpstream({ identityHeaders: { user: 'X-Forwarded-Login' } })),
+    'True-Client-IP': managed('user', 'True-Client-IP'),
+    'X-Original-URI': managed('email', 'X-Original-URI'),
+    'X-HTTP-Method-Override': managed('groups', 'X_HTTP_Method_Override'),
+    'Keep-Alive': managed('preferredUsername', 'Keep-Alive'),
+    'Transfer-Encoding (hop-by-hop)': managed('acr', 'Transfer-Encoding'),
+    'X-Forwarded-Prefix': managed('user', 'X-Forwarded-Prefix'),
+    // Transaction Tokens (upstream/transaction-token.ts TXN_TOKEN_HEADER), in every spelling.
+    'Txn-Token': header({ user: 'Txn-Token' }, 'user: must not be Txn-Token, the header the gateway sends Transaction Tokens in (upstreams[].transactionTokens)'),
+    'txn_token': header({ amr: 'txn_token' }, 'amr: must not be txn_token, the header the gateway sends Transaction Tokens in (upstreams[].transactionTokens)'),
+    // The X-Forwarded-* family is the gateway's: only its own identity names are usable in it.
+    'another X-Forwarded-* name': header(
+      { user: 'X-Forwarded-Login' },
+      'user: must not be X-Forwarded-Login, one of the forwarded headers (X-Forwarded-*) the gateway manages; of those only its identity header names may be used (X-Forwarded-User, X-Forwarded-Email, X-Forwarded-Groups, X-Forwarded-Preferred-Username, X-Forwarded-Issuer, X-Forwarded-Acr, X-Forwarded-Amr, X-Forwarded-Auth-Time)',
+    ),
+    'an X-Forwarded-* name a framework reads as the scheme': header(
+      { email: 'X-Forwarded-Protocol' },
+      'email: must not be X-Forwarded-Protocol, one of the forwarded headers (X-Forwarded-*) the gateway manages; of those only its identity header names may be used (X-Forwarded-User, X-Forwarded-Email, X-Forwarded-Groups, X-Forwarded-Preferred-Username, X-Forwarded-Issuer, X-Forwarded-Acr, X-Forwarded-Amr, X-Forwarded-Auth-Time)',
+    ),
+    "the gateway's identity names, under another key": valid(withUpstream({ identityHeaders: { user: 'X-User', email: 'x_forwarded_user' } })),
+    'the assertion header': header({ email: 'x_identity_assertion' }, 'email: x_identity_assertion is the same header as assertions.header (X-Identity-Assertion)'),
+    'the configured assertion header': [
+      { ...withUpstream({ identityHeaders: { groups: 'X-Signed' } }), assertions: { header: 'x-signed' } },
+      ['upstreams[0].identityHeaders.groups: X-Signed is the same header as assertions.header (x-signed)'],
+    ],
     'unknown key': header({ name: 'X-Name' }, 'name: unknown key'),
   })
 })

@@ -36,6 +36,23 @@ t.test('the demo starts everything, prints the URL, and Ctrl-C stops it with exi
   const html = await page.response.text()
   t.match(html, /Signed in as <strong>alice<\/strong>/)
   t.match(html, /admins,staff/)
+  // The provider runs on the gateway's host: its cookies reach the application, labelled as the
+  // provider's; the gateway's own, which the browser holds, never do.
+  const issuerUrl = /OpenID provider (\S+)/.exec(output)?.[1] ?? ''
+  const owners = [...html.matchAll(/<tr><th>([^<]*)<\/th><td class="owner">([^<]*)<\/td><\/tr>/g)].map((m) => [m[1], m[2]])
+  t.ok(
+    owners.some(([name]) => name === '_session'),
+    "the provider's session cookie is listed",
+  )
+  for (const [name, owner] of owners) {
+    t.equal(owner, `the OpenID provider&#39;s (${issuerUrl}), not the gateway&#39;s`, `${name ?? ''} is labelled the provider's`)
+  }
+  t.ok(browser.cookie('ogw'), 'the browser holds the gateway session cookie')
+  t.notOk(
+    owners.some(([name]) => name?.startsWith('ogw')),
+    "no cookie of the gateway's reaches the application",
+  )
+  t.match(html, "The gateway's own cookies (named after <code>ogw</code>, its <code>cookies.name</code>) never arrive here")
   const refresh = await browser.fetch(`${url}api/v1/openid/refresh`)
   t.equal(refresh.status, 200)
   const logout = await browser.fetch(`${url}api/v1/openid/logout`, { method: 'DELETE' })

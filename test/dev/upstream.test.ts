@@ -54,7 +54,8 @@ t.test('demo upstream: HTML page shows identity headers, escaped, never token va
   }
   t.match(html, 'present (value hidden)')
   t.notMatch(html, 'secret-access-token', 'authorization value never shown')
-  t.match(html, 'app_pref, other', 'cookie names shown')
+  t.match(html, '<tr><th>app_pref</th>', 'cookie names shown')
+  t.match(html, '<tr><th>other</th>')
   t.notMatch(html, 'secret-value', 'cookie values never shown')
   t.notMatch(html, 'dark-and-secret')
   t.match(html, 'id="refresh"')
@@ -65,6 +66,48 @@ t.test('demo upstream: HTML page shows identity headers, escaped, never token va
   const bare = await (await fetch(`${upstream.url}/`, { headers: { accept: 'text/html' } })).text()
   t.match(bare, 'No identity headers arrived.')
   t.match(bare, 'not received')
+})
+
+t.test("demo upstream: each cookie received is labelled the provider's, the gateway's or neither", async (t) => {
+  const upstream = await startDemoUpstream()
+  t.teardown(() => upstream.close())
+  const cookie = '_session=p1; _session.sig=p2; app_pref=dark; ogw=leaked; <b>x=1'
+  const page = async (path: string): Promise<string> => (await fetch(`${upstream.url}${path}`, { headers: { accept: 'text/html', cookie } })).text()
+  const owner = (html: string, name: string): string | undefined => new RegExp(`<tr><th>${name}</th><td class="owner">([^<]*)</td></tr>`).exec(html)?.[1]
+
+  const unlabelled = await page('/')
+  t.equal(owner(unlabelled, '_session'), 'not known to this page', 'before the demo says whose they are')
+  t.match(unlabelled, "The gateway's own cookies never arrive here: it removes them from every request it forwards.")
+
+  upstream.labelCookies({
+    provider: { url: 'http://127.0.0.1:4000', owns: (name) => name === '_session' || name === '_session.sig' },
+    gateway: { name: 'ogw', owns: (name) => name === 'ogw' },
+  })
+  for (const path of ['/', '/public/']) {
+    const html = await page(path)
+    t.equal(owner(html, '_session'), 'the OpenID provider&#39;s (http://127.0.0.1:4000), not the gateway&#39;s', `${path}: the provider's session cookie`)
+    t.equal(owner(html, '_session.sig'), 'the OpenID provider&#39;s (http://127.0.0.1:4000), not the gateway&#39;s', `${path}: its signature`)
+    t.equal(
+      owner(html, 'app_pref'),
+      'neither the gateway&#39;s nor the provider&#39;s: this application&#39;s, or another one&#39;s on this host',
+      `${path}: the application's`,
+    )
+    t.equal(owner(html, 'ogw'), 'the gateway&#39;s (it should have removed it: report this)', `${path}: a gateway cookie that got through is called out`)
+    t.match(html, '<tr><th>&#60;b&#62;x</th>', `${path}: a cookie name is escaped`)
+    t.match(
+      html,
+      "The gateway's own cookies (named after <code>ogw</code>, its <code>cookies.name</code>) never arrive here",
+      `${path}: the gateway's cookies are named`,
+    )
+    t.match(
+      html,
+      'the cookies of the development OpenID provider, on the same host (http://127.0.0.1:4000), reach the gateway and this application too',
+      `${path}: why the provider's arrive`,
+    )
+    for (const value of ['p1', 'p2', 'dark', 'leaked']) t.notMatch(html, `>${value}<`, `${path}: no cookie value shown (${value})`)
+  }
+  const none = await (await fetch(`${upstream.url}/`, { headers: { accept: 'text/html' } })).text()
+  t.match(none, 'No cookies received.')
 })
 
 t.test('demo upstream: public page', async (t) => {

@@ -48,7 +48,7 @@ function checkUpstreams(read: Read, upstreams: unknown): Issue[] {
       path: ['upstreams', index, 'match'],
       message: `same hosts and pathPrefix as ${formatPath(['upstreams', first])}`,
     })),
-    ...indexes.flatMap((index) => checkIdentityHeaders(index, read(['upstreams', index, 'identityHeaders'], isIdentityHeaders))),
+    ...indexes.flatMap((index) => checkIdentityHeaders(read, index)),
     ...indexes.flatMap((index) => checkClaimHeaders(read, index)),
   ]
 }
@@ -255,13 +255,38 @@ function matchKey(match: Match | undefined): string | undefined {
 // In the documented order, whatever order the file (and the defaults after it) gave the keys.
 const IDENTITY_KEYS: ReadonlyArray<keyof IdentityHeaderNames> = ['user', 'email', 'groups', 'preferredUsername', 'issuer', 'acr', 'amr', 'authTime']
 
-function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | undefined): Issue[] {
+/**
+ * Each identity header of an upstream carries one claim: never the name of another of its
+ * identity headers, nor the assertion header (assertions.header), whose signed assertion the
+ * claim would then replace or follow (case, `_` and `-` folded, as the header policy compares
+ * them). The names the gateway manages otherwise are refused by their format (formats.ts
+ * checkHeaderName). Each refusal names the header, and the key that has it first.
+ */
+function checkIdentityHeaders(read: Read, index: number): Issue[] {
+  const headers = read(['upstreams', index, 'identityHeaders'], isIdentityHeaders)
   if (headers === undefined) return []
-  const names = IDENTITY_KEYS.map((key, position): Keyed => [position, canonicalHeaderName(headers[key])])
-  return duplicates(names).map(([position, first]) => ({
-    path: ['upstreams', index, 'identityHeaders', IDENTITY_KEYS[position] ?? ''],
-    message: `same header as identityHeaders.${IDENTITY_KEYS[first] ?? ''}`,
-  }))
+  const taken = new Map<string, Taken>()
+  const assertion = read(['assertions', 'header'], isString)
+  if (assertion !== undefined) taken.set(canonicalHeaderName(assertion), { key: 'assertions.header', name: assertion })
+  const issues: Issue[] = []
+  for (const key of IDENTITY_KEYS) {
+    const name = headers[key]
+    const canonical = canonicalHeaderName(name)
+    const first = taken.get(canonical)
+    if (first !== undefined) issues.push({ path: ['upstreams', index, 'identityHeaders', key], message: sameHeader(name, first) })
+    else taken.set(canonical, { key: `identityHeaders.${key}`, name })
+  }
+  return issues
+}
+
+/** The key that names a header first, and the header as it writes it. */
+interface Taken {
+  key: string
+  name: string
+}
+
+function sameHeader(name: string, first: Taken): string {
+  return `${name} is the same header as ${first.key} (${first.name})`
 }
 
 /**
@@ -275,11 +300,11 @@ function checkIdentityHeaders(index: number, headers: IdentityHeaderNames | unde
 function checkClaimHeaders(read: Read, index: number): Issue[] {
   const extra = read(['upstreams', index, 'claimHeaders'], isStringRecord)
   if (extra === undefined) return []
-  const taken = new Map<string, string>()
+  const taken = new Map<string, Taken>()
   const identity = read(['upstreams', index, 'identityHeaders'], isIdentityHeaders)
-  for (const key of IDENTITY_KEYS) if (identity !== undefined) taken.set(canonicalHeaderName(identity[key]), `identityHeaders.${key}`)
+  for (const key of IDENTITY_KEYS) if (identity !== undefined) taken.set(canonicalHeaderName(identity[key]), { key: `identityHeaders.${key}`, name: identity[key] })
   const assertion = read(['assertions', 'header'], isString)
-  if (assertion !== undefined) taken.set(canonicalHeaderName(assertion), 'assertions.header')
+  if (assertion !== undefined) taken.set(canonicalHeaderName(assertion), { key: 'assertions.header', name: assertion })
   const issues: Issue[] = []
   for (const name of Object.keys(extra)) {
     const invalid = checkHeaderName(name)
@@ -289,8 +314,8 @@ function checkClaimHeaders(read: Read, index: number): Issue[] {
     }
     const canonical = canonicalHeaderName(name)
     const first = taken.get(canonical)
-    if (first !== undefined) issues.push({ path: ['upstreams', index, 'claimHeaders', name], message: `same header as ${first}` })
-    else taken.set(canonical, `claimHeaders.${name}`)
+    if (first !== undefined) issues.push({ path: ['upstreams', index, 'claimHeaders', name], message: sameHeader(name, first) })
+    else taken.set(canonical, { key: `claimHeaders.${name}`, name })
   }
   return issues
 }

@@ -2,11 +2,14 @@
 // one upstream, identity headers that each carry one claim, per-path rules that can decide, the
 // providers an upstream names, and what forwarding, exchanging and a resource audience need.
 
+import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { problems, resolve, type Tree, withUpstream } from '../../fixtures/config/base.ts'
 import { type Case, table, upstreamCase, valid } from '../../fixtures/config/cases.ts'
+import { recipe } from '../../fixtures/markdown.ts'
 import { PARTNERS, STAFF, several } from '../../fixtures/config/values.ts'
 
+const SIGNING_KEY = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
 const exchange = (tokenExchange: unknown, extra: Tree = {}): string[] => problems(withUpstream({ tokenExchange, ...extra }))
 
 t.test('upstreams: unique names and matches', async (t) => {
@@ -33,26 +36,68 @@ t.test('upstreams: unique names and matches', async (t) => {
 })
 
 t.test('upstreams: identityHeaders, one header per claim', async (t) => {
-  t.strictSame(problems(withUpstream({ identityHeaders: { email: 'x_forwarded_user' } })), ['upstreams[0].identityHeaders.email: same header as identityHeaders.user'], 'two keys, one header')
+  t.strictSame(
+    problems(withUpstream({ identityHeaders: { email: 'x_forwarded_user' } })),
+    ['upstreams[0].identityHeaders.email: x_forwarded_user is the same header as identityHeaders.user (X-Forwarded-User)'],
+    'two keys, one header',
+  )
+  t.strictSame(
+    problems({ ...withUpstream({ identityHeaders: { user: 'X-User' } }), assertions: { header: 'X-Forwarded-Email' } }),
+    ['upstreams[0].identityHeaders.email: X-Forwarded-Email is the same header as assertions.header (X-Forwarded-Email)'],
+    'a default name is refused where the assertion header takes it',
+  )
 })
 
-t.test('claimHeaders names: checked like identityHeaders', async (t) => {
-  t.match(problems(withUpstream({ claimHeaders: { Authorization: 'name' } })), [/claimHeaders.*must not be a header that HTTP or the gateway itself manages/])
-  t.match(problems(withUpstream({ claimHeaders: { 'X-Auth-Request-User': 'name' } })), [/must not be a header that HTTP or the gateway itself manages/])
-  t.match(problems(withUpstream({ claimHeaders: { 'Bad Name': 'name' } })), [/must be a valid HTTP header name/])
-  t.strictSame(problems(withUpstream({ claimHeaders: { 'X-Forwarded-User': 'name' } })), [
-    'upstreams[0].claimHeaders.X-Forwarded-User: same header as identityHeaders.user',
-  ])
-  t.strictSame(problems(withUpstream({ claimHeaders: { x_forwarded_email: 'name' } })), [
-    'upstreams[0].claimHeaders.x_forwarded_email: same header as identityHeaders.email',
-  ])
-  t.strictSame(problems(withUpstream({ claimHeaders: { 'X-Identity-Assertion': 'name' } })), [
-    'upstreams[0].claimHeaders.X-Identity-Assertion: same header as assertions.header',
-  ])
+t.test('claimHeaders names: checked like identityHeaders, naming the header', async (t) => {
+  const refused = (name: string, reason: string): void => {
+    t.strictSame(problems(withUpstream({ claimHeaders: { [name]: 'name' } })), [`upstreams[0].claimHeaders.${name}: ${reason}`], name)
+  }
+  const MANAGED = 'a header that HTTP or the gateway itself manages'
+  const FORWARDED =
+    'one of the forwarded headers (X-Forwarded-*) the gateway manages; of those only its identity header names may be used (X-Forwarded-User, X-Forwarded-Email, X-Forwarded-Groups, X-Forwarded-Preferred-Username, X-Forwarded-Issuer, X-Forwarded-Acr, X-Forwarded-Amr, X-Forwarded-Auth-Time)'
+  for (const name of ['Authorization', 'cookie', 'Host', 'Connection', 'TE', 'Upgrade', 'Proxy-Authorization', 'Forwarded', 'X-Forwarded-For', 'x_forwarded_host', 'X-Forwarded-Proto', 'X-Real-IP', 'X-Auth-Request-User', 'X-Auth-Request-Access-Token']) {
+    refused(name, `must not be ${name}, ${MANAGED}`)
+  }
+  for (const name of ['X-Forwarded-Name', 'x_forwarded_ssl_client']) refused(name, `must not be ${name}, ${FORWARDED}`)
+  t.strictSame(problems(withUpstream({ claimHeaders: { 'Bad Name': 'name' } })), ['upstreams[0].claimHeaders["Bad Name"]: must be a valid HTTP header name'])
+  refused('X-Forwarded-User', 'X-Forwarded-User is the same header as identityHeaders.user (X-Forwarded-User)')
+  refused('x_forwarded_email', 'x_forwarded_email is the same header as identityHeaders.email (X-Forwarded-Email)')
+  refused('X-Identity-Assertion', 'X-Identity-Assertion is the same header as assertions.header (X-Identity-Assertion)')
   t.strictSame(problems(withUpstream({ claimHeaders: { 'X-Name': 'name', x_name: 'department' } })), [
-    'upstreams[0].claimHeaders.x_name: same header as claimHeaders.X-Name',
+    'upstreams[0].claimHeaders.x_name: x_name is the same header as claimHeaders.X-Name (X-Name)',
   ])
   t.match(problems(withUpstream({ claimHeaders: {} })), [/claimHeaders: must not be empty/])
+})
+
+// A claim in `Txn-Token` reached the application as its Transaction Token (the user's display
+// name where a signed token belongs), with or without the upstream's own transactionTokens.
+t.test('claimHeaders: Txn-Token, where the gateway sends Transaction Tokens, is refused in every spelling', async (t) => {
+  const TXN = 'the header the gateway sends Transaction Tokens in (upstreams[].transactionTokens)'
+  for (const name of ['Txn-Token', 'txn-token', 'TXN_TOKEN']) {
+    t.strictSame(problems(withUpstream({ claimHeaders: { [name]: 'name' } })), [`upstreams[0].claimHeaders.${name}: must not be ${name}, ${TXN}`], name)
+  }
+  const minting = {
+    assertions: { signingKeys: [SIGNING_KEY] },
+    ...withUpstream({ claimHeaders: { 'Txn-Token': 'name' }, transactionTokens: { trustDomain: 'trust-domain.example', scope: ['orders'] } }),
+  }
+  t.strictSame(problems(minting), [`upstreams[0].claimHeaders.Txn-Token: must not be Txn-Token, ${TXN}`], 'beside transactionTokens too')
+  t.strictSame(
+    problems({ assertions: { header: 'Txn-Token' } }),
+    [`assertions.header: must not be Txn-Token, ${TXN}`],
+    'nor is the assertion sent in it',
+  )
+})
+
+t.test("the refusals docs/features/claim-mapping.md shows are the loader's", async (t) => {
+  const shown = recipe('docs/features/claim-mapping.md', 'text').trimEnd().split('\n')
+  t.strictSame(
+    [
+      ...problems(withUpstream({ claimHeaders: { 'Txn-Token': 'name' } })),
+      ...problems(withUpstream({ identityHeaders: { user: 'Host' } })),
+      ...problems(withUpstream({ identityHeaders: { groups: 'x_identity_assertion' } })),
+    ],
+    shown,
+  )
 })
 
 t.test('upstreams[].rules: per-path allow rules are refused where they could not decide, naming the rule', async (t) => {
