@@ -287,8 +287,10 @@ export class OidcClient {
   /**
    * The log fields of the gateway's client refused (provider_rejected_client) while it sends
    * client_secret_basic with an id or secret that the Basic encoding changes (client-auth.ts
-   * basicEncodingChanges): which of them (never their value) and the way out. The problem a
-   * browser sees does not say it: it would tell anyone a property of the secret.
+   * basicEncodingChanges): which of them (never their value) and the way out. Only then can the
+   * encoding be the cause: a secret of unreserved characters is sent as it is, so its refusal
+   * gets no hint (it is simply not the secret the provider has). The problem a browser sees does
+   * not say it: it would tell anyone a property of the secret.
    */
   #basicEncodingHint(problem: GatewayError): Record<string, unknown> {
     if (problem.code !== 'provider_rejected_client' || this.#config.clientAuthMethod !== 'client_secret_basic') return {}
@@ -298,7 +300,7 @@ export class OidcClient {
     const key = this.#keyPath('clientAuthMethod')
     return {
       basicEncoded: changed,
-      hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters and digits, e.g. "-" as "%2D"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
+      hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters, digits and "-._~", e.g. "+" as "%2B", "/" as "%2F"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
     }
   }
 

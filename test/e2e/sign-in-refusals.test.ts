@@ -3,7 +3,7 @@
 // user the right page: against the real dev provider, with the mistakes an operator makes.
 
 import t from 'tap'
-import { freePort, startStack, type Stack } from '../fixtures/stack.ts'
+import { CLIENT_SECRET, freePort, startStack, type Stack } from '../fixtures/stack.ts'
 import { startTestProvider } from '../fixtures/provider.ts'
 import { manualClock } from '../fixtures/clock.ts'
 import { eventually } from '../fixtures/poll.ts'
@@ -53,6 +53,11 @@ t.test('a wrong client secret: 502 provider_rejected_client, and one warn line n
   })
   const text = log.lines.join('\n')
   t.notMatch(text, /test-client-secret|the-secret-registered/, 'no client secret in the log')
+  // The secret sent is letters, digits and "-" (RFC 3986 2.3 unreserved): Basic sends it as it is,
+  // so its encoding cannot be why it was refused, and no hint blames it.
+  t.match(CLIENT_SECRET, /^[A-Za-z0-9-]+$/)
+  t.notOk('hint' in (lines[0] ?? {}), 'no Basic-encoding hint for a secret of unreserved characters')
+  t.notOk('basicEncoded' in (lines[0] ?? {}))
   const code = new URL(browser.history.find((u) => u.includes('/callback?')) ?? 'http://x').searchParams.get('code')
   t.ok(code)
   t.notOk(text.includes(code ?? '-'), 'no authorization code in the log')
