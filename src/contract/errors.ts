@@ -23,6 +23,7 @@ export type ProblemCode =
   | 'provider_rejected_client'
   | 'upstream_unavailable'
   | 'not_ready'
+  | 'provider_misconfigured'
   | 'session_store_unavailable'
   | 'decision_unavailable'
   | 'upstream_timeout'
@@ -52,6 +53,9 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   provider_rejected_client: [502, "OpenID provider rejected the gateway's client"],
   upstream_unavailable: [502, 'Upstream unavailable'],
   not_ready: [503, 'Not ready'],
+  // Discovery answered, and its answer rules the provider out (oidc/client.ts #require): the
+  // gateway is not ready, and waiting will not make it so.
+  provider_misconfigured: [503, 'Gateway misconfigured for its OpenID provider'],
   session_store_unavailable: [503, 'Session store unavailable'],
   decision_unavailable: [503, 'Decision unavailable'],
   upstream_timeout: [504, 'Upstream timeout'],
@@ -63,6 +67,14 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
  * provider.notReadyPageAfterMs: the provider is unreachable, the gateway is not merely starting.
  */
 export const NOT_READY_PROVIDER_UNREACHABLE = 'provider_unreachable'
+
+/**
+ * The `reason` extension of a `provider_misconfigured` problem: the provider's discovery document
+ * names another issuer than the configured one (OpenID Connect Discovery 1.0 section 4.3), or
+ * its metadata rules out working with it (oidc/errors.ts ProviderMetadataError).
+ */
+export const MISCONFIGURED_ISSUER = 'issuer_mismatch'
+export const MISCONFIGURED_METADATA = 'provider_metadata'
 
 /**
  * The `reason` extension of an `id_token_invalid` problem whose ID token failed on `iat`, `exp`

@@ -2,7 +2,7 @@ import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import { DEFAULT_PROVIDER, type ProviderConfig, type TokenExchangeConfig } from '../options/types.js'
-import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
+import { GatewayError, ID_TOKEN_CLOCK_SKEW, MISCONFIGURED_ISSUER, MISCONFIGURED_METADATA, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
 import { redirectUri } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
@@ -95,6 +95,8 @@ export class OidcClient {
   #failingSince: number | undefined
   /** The last failed discovery's transport failure in words (fetch.ts transportWords), for the not_ready page. */
   #failingBecause: string | undefined
+  /** The last failed discovery's cause when it is not transient (#misconfiguration): what the refusals say. */
+  #misconfigured: Misconfiguration | undefined
   /** provider.scopes, and offline_access with provider.offlineAccess. */
   readonly #scopes: readonly string[]
   #stopped = false
@@ -341,6 +343,7 @@ export class OidcClient {
           () => {
             this.#failingSince = undefined
             this.#failingBecause = undefined
+            this.#misconfigured = undefined
             this.#log.info({ issuer: this.#config.issuer }, 'provider metadata loaded')
             resolve()
           },
@@ -349,6 +352,7 @@ export class OidcClient {
             this.#failingSince ??= started
             const described = describe(err)
             this.#failingBecause = typeof described.meaning === 'string' ? described.meaning : undefined
+            this.#misconfigured = this.#misconfiguration(err, described)
             // The discovery document, or the key set it names (fetched before the metadata is kept).
             const call = typeof described.url === 'string' ? this.callOf(described.url) : 'discovery'
             this.#log.warn(
@@ -696,8 +700,37 @@ export class OidcClient {
     return failing >= this.#config.notReadyPageAfterMs ? failing : undefined
   }
 
+  /**
+   * A discovery failure that waiting will not cure, in the words sign-ins are refused with: the
+   * provider answered, and its answer rules it out. Its discovery document names another issuer
+   * than provider.issuer (OpenID Connect Discovery 1.0 section 4.3: the `issuer` returned "MUST be
+   * identical" to the URL discovery was made from, and openid-client refuses any other), or its
+   * metadata cannot work with the gateway's settings (ProviderMetadataError: no common ID token
+   * algorithm, PAR or DPoP required on one side only, no jwks_uri…). Anything else (unreachable,
+   * a timeout, a 404 or 5xx, a body that is not metadata) may be a provider still starting:
+   * `undefined`, and the not_ready answers of #require.
+   */
+  #misconfiguration(err: unknown, described: Record<string, unknown>): Misconfiguration | undefined {
+    if (described.check === 'issuer') {
+      const advertised = typeof described.advertisedIssuer === 'string' ? JSON.stringify(described.advertisedIssuer.slice(0, 256)) : 'none'
+      return {
+        reason: MISCONFIGURED_ISSUER,
+        detail: `the gateway is misconfigured: the provider names another issuer, ${advertised}, than ${this.#keyPath('issuer')} ${JSON.stringify(this.#config.issuer)}; the two must be identical (OpenID Connect Discovery 1.0 section 4.3)`,
+      }
+    }
+    if (err instanceof ProviderMetadataError) return { reason: MISCONFIGURED_METADATA, detail: `the gateway is misconfigured: ${err.message}` }
+    return undefined
+  }
+
   #require(): Discovered {
     if (this.#discovered === undefined) {
+      // Not "starting" from the first attempt on: the provider's answer is what is wrong. The
+      // answer repeats while discovery keeps retrying (the provider or the file may be fixed);
+      // readiness stays not-ready. No Retry-After: waiting will not help.
+      const misconfigured = this.#misconfigured
+      if (misconfigured !== undefined) {
+        throw new GatewayError('provider_misconfigured', misconfigured.detail, { extensions: { reason: misconfigured.reason } })
+      }
       const unreachable = this.unreachableForMs
       // The transport failure in words (no host, port or URL): what an operator looking at the
       // page acts on before reading the log.
@@ -715,6 +748,13 @@ export class OidcClient {
     }
     return this.#discovered
   }
+}
+
+/** A discovery failure that is the configuration's, not the network's (OidcClient #misconfiguration). */
+interface Misconfiguration {
+  reason: typeof MISCONFIGURED_ISSUER | typeof MISCONFIGURED_METADATA
+  /** The problem's detail: what is wrong, with no secret (issuers and metadata are public). */
+  detail: string
 }
 
 /** The scopes a sign-in asks for: provider.scopes, and offline_access with provider.offlineAccess. */

@@ -31,6 +31,7 @@ const ALL = {
   provider_rejected_client: true,
   upstream_unavailable: true,
   not_ready: true,
+  provider_misconfigured: true,
   session_store_unavailable: true,
   decision_unavailable: true,
   upstream_timeout: true,

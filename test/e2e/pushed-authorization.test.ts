@@ -48,7 +48,7 @@ t.test('auto, provider not requiring PAR: the classic authorization URL', async 
   await assertSignsIn(t, stack)
 })
 
-t.test('a provider and a setting that cannot work together: not ready, 503 not_ready, never a sign-in without PAR', async (t) => {
+t.test('a provider and a setting that cannot work together: not ready, 503 provider_misconfigured, never a sign-in without PAR', async (t) => {
   for (const [setting, provider] of [
     ['off', 'required'],
     ['required', 'off'],
