@@ -21,6 +21,7 @@ export type ProblemCode =
   | 'session_too_large'
   | 'provider_unavailable'
   | 'provider_rejected_client'
+  | 'provider_rejected_redirect_uri'
   | 'upstream_unavailable'
   | 'not_ready'
   | 'provider_misconfigured'
@@ -51,6 +52,9 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   session_too_large: [502, 'Session too large for cookies'],
   provider_unavailable: [502, 'OpenID provider unavailable'],
   provider_rejected_client: [502, "OpenID provider rejected the gateway's client"],
+  // RFC 9126 2.3: a pushed authorization request refused for its redirect_uri (invalid_request
+  // about it, or RFC 7591's invalid_redirect_uri): the URI is not registered for the client.
+  provider_rejected_redirect_uri: [502, "OpenID provider rejected the gateway's redirect URI"],
   upstream_unavailable: [502, 'Upstream unavailable'],
   not_ready: [503, 'Not ready'],
   // Discovery answered, and its answer rules the provider out (oidc/client.ts #require): the

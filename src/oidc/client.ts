@@ -413,10 +413,22 @@ export class OidcClient {
       return (await oidc.buildAuthorizationUrlWithPAR(configuration, params, options)).href
     } catch (err) {
       // Whether the provider failed or refused the push, the user can do nothing about it; a
-      // refused client authentication is the operator's to fix.
+      // refused client authentication or redirect URI is the operator's to fix.
+      const described = describe(err)
       const problem = grantProblem(err, 'provider_unavailable', 'provider_unavailable', 'pushed authorization request', true)
+      if (problem.code !== 'provider_rejected_client' && refusesRedirectUri(described)) {
+        this.#log.warn(
+          { call: 'par', problem: 'provider_rejected_redirect_uri', redirectUri: this.#redirectUri, ...described },
+          'pushed authorization request failed: the provider refused the redirect URI',
+        )
+        throw new GatewayError(
+          'provider_rejected_redirect_uri',
+          `the OpenID provider refused the gateway's redirect URI ${this.#redirectUri} (${String(described.error)}): it must be registered at the provider as a redirect URI of client ${JSON.stringify(this.#config.clientId)}, exactly`,
+          { cause: err, logged: true, extensions: { redirectUri: this.#redirectUri } },
+        )
+      }
       const code = problem.code === 'provider_rejected_client' ? problem.code : 'provider_unavailable'
-      this.#log.warn({ call: 'par', problem: code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
+      this.#log.warn({ call: 'par', problem: code, ...described, ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
       throw new GatewayError(
         code,
         problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request',
@@ -789,6 +801,21 @@ export function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], 
     throw new ProviderMetadataError('pushed authorization requests are required, but the provider metadata has no pushed_authorization_request_endpoint')
   }
   return setting === 'required' || (setting === 'auto' && required)
+}
+
+/**
+ * Whether a refused pushed authorization request (`described`: errors.ts describe) was refused for
+ * its redirect_uri. RFC 9126 2.3 answers with the token endpoint's error format (RFC 6749 5.2)
+ * and the codes of RFC 6749 5.2 and 4.1.2.1, or an extension's such as RFC 7591's
+ * `invalid_redirect_uri`; a provider says `invalid_request` and names the redirect URI in its
+ * description: RFC 9126 2.3's own example ("The redirect_uri is not valid for the given client"),
+ * oidc-provider 9 ("redirect_uri did not match any of the client's registered redirect_uris"),
+ * Keycloak 26 ("Invalid parameter: redirect_uri", its ParEndpoint). The description is the
+ * provider's free text: only the parameter's name is looked for.
+ */
+export function refusesRedirectUri(described: Readonly<Record<string, unknown>>): boolean {
+  if (described.error === 'invalid_redirect_uri') return true
+  return described.error === 'invalid_request' && typeof described.error_description === 'string' && /redirect[_ ]?ur[il]/i.test(described.error_description)
 }
 
 /**

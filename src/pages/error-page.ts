@@ -80,6 +80,10 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     'Signing in is misconfigured',
     "The identity provider refused this gateway's own credentials: the gateway's provider settings are wrong. Trying again will not help; tell the administrator, quoting the request id below.",
   ],
+  provider_rejected_redirect_uri: [
+    'Signing in is misconfigured',
+    'The identity provider does not accept the address this gateway asks it to send you back to (its redirect URI, below): that address must be registered at the identity provider for this gateway. Trying again will not help; tell the administrator, quoting the request id below.',
+  ],
   upstream_unavailable: ['The application cannot be reached', 'Try again in a moment.'],
   not_ready: ['The gateway is starting', 'Try again in a moment.'],
   provider_misconfigured: [

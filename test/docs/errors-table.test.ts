@@ -29,6 +29,7 @@ const ALL = {
   session_too_large: true,
   provider_unavailable: true,
   provider_rejected_client: true,
+  provider_rejected_redirect_uri: true,
   upstream_unavailable: true,
   not_ready: true,
   provider_misconfigured: true,
