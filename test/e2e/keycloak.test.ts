@@ -381,6 +381,33 @@ t.test("introspection: a token that is not a JWT goes to Keycloak's introspectio
   t.equal((await events()).length, before + 1, 'not sent to Keycloak')
 })
 
+t.test('PAR with a redirect URI Keycloak does not know: 502 provider_rejected_redirect_uri naming it, never "cannot be reached"', async (t) => {
+  // Another gateway on another port: its callback is not among the client's redirect URIs.
+  const unregistered = await gateway(
+    issuer,
+    { ...groupsRecipe.config, provider: { ...(groupsRecipe.config.provider as Json), pushedAuthorizationRequests: 'required' } },
+    groupsRecipe.upstreams,
+  )
+  await unregistered.stack.app.providersReady
+  const sent = `${unregistered.stack.gw}/api/v1/openid/callback`
+  const res = await fetch(`${unregistered.stack.gw}/api/v1/openid/redirect`)
+  t.equal(res.status, 502)
+  t.match(await res.json(), {
+    code: 'provider_rejected_redirect_uri',
+    redirectUri: sent,
+    detail: `the OpenID provider refused the gateway's redirect URI ${sent} (invalid_request): it must be registered at the provider as a redirect URI of client "${CLIENT_ID}", exactly`,
+  })
+  const line = unregistered.lines.map((l) => JSON.parse(l) as Json).find((l) => l.call === 'par')
+  // Keycloak 26's ParEndpoint: 400 invalid_request "Invalid parameter: redirect_uri".
+  t.match(line, {
+    problem: 'provider_rejected_redirect_uri',
+    status: 400,
+    error: 'invalid_request',
+    error_description: /redirect_uri/,
+    url: /\/ext\/par\/request$/,
+  })
+})
+
 t.test('every logout token Keycloak sent in this run was accepted', async (t) => {
   const outcomes = [...audit(groupsGw, 'backchannel-logout'), ...audit(rolesGw, 'backchannel-logout')].map((l) =>
     `${String(l.outcome)} ${String(l.reason ?? '')}`.trim(),
