@@ -211,7 +211,13 @@ t.test("a person signs in through Keycloak's login page in Chromium; groups come
     // A second application in the same SSO session (Keycloak's account console): the gateway's
     // sign-out revokes its own refresh token first (RFC 7009), which ends only the gateway's part
     // of the SSO session at Keycloak; the end-session request is what ends the rest.
+    // The console is a script that signs in by its own code flow: its page loads, redirects to
+    // Keycloak's authorization endpoint and comes back with ?code=. Keycloak lists the console in
+    // the session when it issues the code, before that last navigation ends, and a goto started
+    // then is interrupted by it: wait for the navigation that brings the code back.
+    const landed = page.waitForURL((url) => url.pathname.endsWith('/account') && url.searchParams.has('code'))
     await page.goto(`${issuer}/account`)
+    await landed
     const [session] = await eventually('alice signed in to the account console too', async () => {
       const sessions = await kc.adminJson<Array<{ id: string; clients: Record<string, string> }>>(`/realms/${REALM}/users/${await userId('alice')}/sessions`)
       return sessions.length === 1 && Object.values(sessions[0]?.clients ?? {}).includes('account-console') ? sessions : undefined
