@@ -21,8 +21,10 @@ export type ProblemCode =
   | 'session_too_large'
   | 'provider_unavailable'
   | 'provider_rejected_client'
+  | 'provider_rejected_redirect_uri'
   | 'upstream_unavailable'
   | 'not_ready'
+  | 'provider_misconfigured'
   | 'session_store_unavailable'
   | 'decision_unavailable'
   | 'upstream_timeout'
@@ -50,8 +52,14 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
   session_too_large: [502, 'Session too large for cookies'],
   provider_unavailable: [502, 'OpenID provider unavailable'],
   provider_rejected_client: [502, "OpenID provider rejected the gateway's client"],
+  // RFC 9126 2.3: a pushed authorization request refused for its redirect_uri (invalid_request
+  // about it, or RFC 7591's invalid_redirect_uri): the URI is not registered for the client.
+  provider_rejected_redirect_uri: [502, "OpenID provider rejected the gateway's redirect URI"],
   upstream_unavailable: [502, 'Upstream unavailable'],
   not_ready: [503, 'Not ready'],
+  // Discovery answered, and its answer rules the provider out (oidc/client.ts #require): the
+  // gateway is not ready, and waiting will not make it so.
+  provider_misconfigured: [503, 'Gateway misconfigured for its OpenID provider'],
   session_store_unavailable: [503, 'Session store unavailable'],
   decision_unavailable: [503, 'Decision unavailable'],
   upstream_timeout: [504, 'Upstream timeout'],
@@ -63,6 +71,14 @@ const TITLES: Record<ProblemCode, [status: number, title: string]> = {
  * provider.notReadyPageAfterMs: the provider is unreachable, the gateway is not merely starting.
  */
 export const NOT_READY_PROVIDER_UNREACHABLE = 'provider_unreachable'
+
+/**
+ * The `reason` extension of a `provider_misconfigured` problem: the provider's discovery document
+ * names another issuer than the configured one (OpenID Connect Discovery 1.0 section 4.3), or
+ * its metadata rules out working with it (oidc/errors.ts ProviderMetadataError).
+ */
+export const MISCONFIGURED_ISSUER = 'issuer_mismatch'
+export const MISCONFIGURED_METADATA = 'provider_metadata'
 
 /**
  * The `reason` extension of an `id_token_invalid` problem whose ID token failed on `iat`, `exp`

@@ -37,16 +37,38 @@ export async function clientJwks(config: ProviderConfig): Promise<{ keys: jose.J
   return { keys: [parsed.alg === undefined ? jwk : { ...jwk, alg }] }
 }
 
+/** RFC 3986 2.3's unreserved characters: ALPHA / DIGIT / "-" / "." / "_" / "~". */
+const UNRESERVED = /^[A-Za-z0-9\-._~]*$/
+
 /**
- * Which of the client id and secret `client_secret_basic` sends as another text than configured.
- * RFC 6749 2.3.1 form-urlencodes each (Appendix B) before joining them with ":" into Basic, and
- * openid-client encodes every character but ASCII letters and digits (`-` is `%2D`). A provider
- * that decodes them (as 2.3.1 requires) reads the same value; one that does not (Glewlwyd 2.7)
- * compares the encoded text and answers invalid_client, which only `client_secret_post` avoids.
+ * A client id or secret form-urlencoded for Basic (RFC 6749 2.3.1 and Appendix B): UTF-8, a space
+ * as "+", every other character but the unreserved ones as %HH. openid-client also encodes the
+ * unreserved "-", ".", "_" and "~"; RFC 3986 2.3 says a producer should not, since they mean the
+ * same encoded or not, so any provider that decodes (as 2.3.1 requires) reads the same value, and
+ * one that does not (Glewlwyd 2.7) reads a secret of unreserved characters right too.
+ */
+export function basicEncode(value: string): string {
+  return encodeURIComponent(value).replace(/[!'()*]|%20/g, (c) => (c === '%20' ? '+' : `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
+}
+
+/**
+ * Which of the client id and secret `client_secret_basic` sends as another text than configured
+ * (basicEncode): those with a character outside RFC 3986 2.3's unreserved set. A provider that
+ * decodes them reads the same value; one that does not (Glewlwyd 2.7) compares the encoded text
+ * and answers invalid_client, which only `client_secret_post` avoids. A value of unreserved
+ * characters only is sent as it is: its encoding can never be why a provider refuses it.
  */
 export function basicEncodingChanges(config: Pick<ProviderConfig, 'clientId' | 'clientSecret'>): Array<'clientId' | 'clientSecret'> {
-  const changed = (value: string | undefined): boolean => value !== undefined && /[^A-Za-z0-9]/.test(value)
+  const changed = (value: string | undefined): boolean => value !== undefined && !UNRESERVED.test(value)
   return [...(changed(config.clientId) ? (['clientId'] as const) : []), ...(changed(config.clientSecret) ? (['clientSecret'] as const) : [])]
+}
+
+/** client_secret_basic (RFC 6749 2.3.1; RFC 7617 2): the id and secret, each basicEncode'd, joined by ":", in base64. */
+function clientSecretBasic(clientSecret: string | undefined): oidc.ClientAuth {
+  if (clientSecret === undefined) throw new ProviderMetadataError('provider.clientSecret is required by client_secret_basic')
+  return (_server, client, _body, headers) => {
+    headers.set('authorization', `Basic ${Buffer.from(`${basicEncode(client.client_id)}:${basicEncode(clientSecret)}`).toString('base64')}`)
+  }
 }
 
 /**
@@ -69,7 +91,7 @@ export async function clientAuthentication(config: ClientAuthConfig, server: oid
     case 'client_secret_post':
       return oidc.ClientSecretPost(config.clientSecret)
     case 'client_secret_basic':
-      return oidc.ClientSecretBasic(config.clientSecret)
+      return clientSecretBasic(config.clientSecret)
     case 'private_key_jwt': {
       // config/cross-key-rules.ts makes provider.clientKey required with private_key_jwt.
       if (config.clientKey === undefined) throw new ProviderMetadataError('provider.clientKey is required by private_key_jwt')

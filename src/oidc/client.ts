@@ -2,7 +2,7 @@ import * as oidc from 'openid-client'
 import type { FastifyBaseLogger } from 'fastify'
 import * as jose from 'jose'
 import { DEFAULT_PROVIDER, type ProviderConfig, type TokenExchangeConfig } from '../options/types.js'
-import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
+import { GatewayError, ID_TOKEN_CLOCK_SKEW, MISCONFIGURED_ISSUER, MISCONFIGURED_METADATA, NOT_READY_PROVIDER_UNREACHABLE } from '../contract/errors.js'
 import { redirectUri } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from '../options/algorithms.js'
@@ -95,6 +95,8 @@ export class OidcClient {
   #failingSince: number | undefined
   /** The last failed discovery's transport failure in words (fetch.ts transportWords), for the not_ready page. */
   #failingBecause: string | undefined
+  /** The last failed discovery's cause when it is not transient (#misconfiguration): what the refusals say. */
+  #misconfigured: Misconfiguration | undefined
   /** provider.scopes, and offline_access with provider.offlineAccess. */
   readonly #scopes: readonly string[]
   #stopped = false
@@ -292,8 +294,10 @@ export class OidcClient {
   /**
    * The log fields of the gateway's client refused (provider_rejected_client) while it sends
    * client_secret_basic with an id or secret that the Basic encoding changes (client-auth.ts
-   * basicEncodingChanges): which of them (never their value) and the way out. The problem a
-   * browser sees does not say it: it would tell anyone a property of the secret.
+   * basicEncodingChanges): which of them (never their value) and the way out. Only then can the
+   * encoding be the cause: a secret of unreserved characters is sent as it is, so its refusal
+   * gets no hint (it is simply not the secret the provider has). The problem a browser sees does
+   * not say it: it would tell anyone a property of the secret.
    */
   #basicEncodingHint(problem: GatewayError): Record<string, unknown> {
     if (problem.code !== 'provider_rejected_client' || this.#config.clientAuthMethod !== 'client_secret_basic') return {}
@@ -303,7 +307,7 @@ export class OidcClient {
     const key = this.#keyPath('clientAuthMethod')
     return {
       basicEncoded: changed,
-      hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters and digits, e.g. "-" as "%2D"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
+      hint: `client_secret_basic form-urlencodes the ${names} inside Basic (RFC 6749 2.3.1: every character but letters, digits and "-._~", e.g. "+" as "%2B", "/" as "%2F"); a provider that does not decode them compares another text and refuses the client. Set ${key}: client_secret_post (and allow that method at the provider)`,
     }
   }
 
@@ -344,6 +348,7 @@ export class OidcClient {
           () => {
             this.#failingSince = undefined
             this.#failingBecause = undefined
+            this.#misconfigured = undefined
             this.#log.info({ issuer: this.#config.issuer }, 'provider metadata loaded')
             resolve()
           },
@@ -352,6 +357,7 @@ export class OidcClient {
             this.#failingSince ??= started
             const described = describe(err)
             this.#failingBecause = typeof described.meaning === 'string' ? described.meaning : undefined
+            this.#misconfigured = this.#misconfiguration(err, described)
             // The discovery document, or the key set it names (fetched before the metadata is kept).
             const call = typeof described.url === 'string' ? this.callOf(described.url) : 'discovery'
             this.#log.warn(
@@ -412,10 +418,22 @@ export class OidcClient {
       return (await oidc.buildAuthorizationUrlWithPAR(configuration, params, options)).href
     } catch (err) {
       // Whether the provider failed or refused the push, the user can do nothing about it; a
-      // refused client authentication is the operator's to fix.
+      // refused client authentication or redirect URI is the operator's to fix.
+      const described = describe(err)
       const problem = grantProblem(err, 'provider_unavailable', 'provider_unavailable', 'pushed authorization request', true)
+      if (problem.code !== 'provider_rejected_client' && refusesRedirectUri(described)) {
+        this.#log.warn(
+          { call: 'par', problem: 'provider_rejected_redirect_uri', redirectUri: this.#redirectUri, ...described },
+          'pushed authorization request failed: the provider refused the redirect URI',
+        )
+        throw new GatewayError(
+          'provider_rejected_redirect_uri',
+          `the OpenID provider refused the gateway's redirect URI ${this.#redirectUri} (${String(described.error)}): it must be registered at the provider as a redirect URI of client ${JSON.stringify(this.#config.clientId)}, exactly`,
+          { cause: err, logged: true, extensions: { redirectUri: this.#redirectUri } },
+        )
+      }
       const code = problem.code === 'provider_rejected_client' ? problem.code : 'provider_unavailable'
-      this.#log.warn({ call: 'par', problem: code, ...describe(err), ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
+      this.#log.warn({ call: 'par', problem: code, ...described, ...this.#basicEncodingHint(problem) }, 'pushed authorization request failed')
       throw new GatewayError(
         code,
         problem.code === 'provider_rejected_client' ? problem.message : 'the OpenID provider did not accept the pushed authorization request',
@@ -699,8 +717,37 @@ export class OidcClient {
     return failing >= this.#config.notReadyPageAfterMs ? failing : undefined
   }
 
+  /**
+   * A discovery failure that waiting will not cure, in the words sign-ins are refused with: the
+   * provider answered, and its answer rules it out. Its discovery document names another issuer
+   * than provider.issuer (OpenID Connect Discovery 1.0 section 4.3: the `issuer` returned "MUST be
+   * identical" to the URL discovery was made from, and openid-client refuses any other), or its
+   * metadata cannot work with the gateway's settings (ProviderMetadataError: no common ID token
+   * algorithm, PAR or DPoP required on one side only, no jwks_uri…). Anything else (unreachable,
+   * a timeout, a 404 or 5xx, a body that is not metadata) may be a provider still starting:
+   * `undefined`, and the not_ready answers of #require.
+   */
+  #misconfiguration(err: unknown, described: Record<string, unknown>): Misconfiguration | undefined {
+    if (described.check === 'issuer') {
+      const advertised = typeof described.advertisedIssuer === 'string' ? JSON.stringify(described.advertisedIssuer.slice(0, 256)) : 'none'
+      return {
+        reason: MISCONFIGURED_ISSUER,
+        detail: `the gateway is misconfigured: the provider names another issuer, ${advertised}, than ${this.#keyPath('issuer')} ${JSON.stringify(this.#config.issuer)}; the two must be identical (OpenID Connect Discovery 1.0 section 4.3)`,
+      }
+    }
+    if (err instanceof ProviderMetadataError) return { reason: MISCONFIGURED_METADATA, detail: `the gateway is misconfigured: ${err.message}` }
+    return undefined
+  }
+
   #require(): Discovered {
     if (this.#discovered === undefined) {
+      // Not "starting" from the first attempt on: the provider's answer is what is wrong. The
+      // answer repeats while discovery keeps retrying (the provider or the file may be fixed);
+      // readiness stays not-ready. No Retry-After: waiting will not help.
+      const misconfigured = this.#misconfigured
+      if (misconfigured !== undefined) {
+        throw new GatewayError('provider_misconfigured', misconfigured.detail, { extensions: { reason: misconfigured.reason } })
+      }
       const unreachable = this.unreachableForMs
       // The transport failure in words (no host, port or URL): what an operator looking at the
       // page acts on before reading the log.
@@ -718,6 +765,13 @@ export class OidcClient {
     }
     return this.#discovered
   }
+}
+
+/** A discovery failure that is the configuration's, not the network's (OidcClient #misconfiguration). */
+interface Misconfiguration {
+  reason: typeof MISCONFIGURED_ISSUER | typeof MISCONFIGURED_METADATA
+  /** The problem's detail: what is wrong, with no secret (issuers and metadata are public). */
+  detail: string
 }
 
 /** The scopes a sign-in asks for: provider.scopes, and offline_access with provider.offlineAccess. */
@@ -752,6 +806,21 @@ export function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], 
     throw new ProviderMetadataError('pushed authorization requests are required, but the provider metadata has no pushed_authorization_request_endpoint')
   }
   return setting === 'required' || (setting === 'auto' && required)
+}
+
+/**
+ * Whether a refused pushed authorization request (`described`: errors.ts describe) was refused for
+ * its redirect_uri. RFC 9126 2.3 answers with the token endpoint's error format (RFC 6749 5.2)
+ * and the codes of RFC 6749 5.2 and 4.1.2.1, or an extension's such as RFC 7591's
+ * `invalid_redirect_uri`; a provider says `invalid_request` and names the redirect URI in its
+ * description: RFC 9126 2.3's own example ("The redirect_uri is not valid for the given client"),
+ * oidc-provider 9 ("redirect_uri did not match any of the client's registered redirect_uris"),
+ * Keycloak 26 ("Invalid parameter: redirect_uri", its ParEndpoint). The description is the
+ * provider's free text: only the parameter's name is looked for.
+ */
+export function refusesRedirectUri(described: Readonly<Record<string, unknown>>): boolean {
+  if (described.error === 'invalid_redirect_uri') return true
+  return described.error === 'invalid_request' && typeof described.error_description === 'string' && /redirect[_ ]?ur[il]/i.test(described.error_description)
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { GatewayError, ID_TOKEN_CLOCK_SKEW, NOT_READY_PROVIDER_UNREACHABLE, type ProblemCode } from '../contract/errors.js'
+import { GatewayError, ID_TOKEN_CLOCK_SKEW, MISCONFIGURED_ISSUER, NOT_READY_PROVIDER_UNREACHABLE, type ProblemCode } from '../contract/errors.js'
 import { PROBLEM_HEADERS } from '../ops/response-headers.js'
 import { escapeHtml } from '../lib/html.js'
 import { isNavigation } from '../contract/navigation.js'
@@ -80,8 +80,16 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
     'Signing in is misconfigured',
     "The identity provider refused this gateway's own credentials: the gateway's provider settings are wrong. Trying again will not help; tell the administrator, quoting the request id below.",
   ],
+  provider_rejected_redirect_uri: [
+    'Signing in is misconfigured',
+    'The identity provider does not accept the address this gateway asks it to send you back to (its redirect URI, below): that address must be registered at the identity provider for this gateway. Trying again will not help; tell the administrator, quoting the request id below.',
+  ],
   upstream_unavailable: ['The application cannot be reached', 'Try again in a moment.'],
   not_ready: ['The gateway is starting', 'Try again in a moment.'],
+  provider_misconfigured: [
+    'The gateway is misconfigured',
+    "The identity provider answers, but its settings do not match the gateway's (below), so nobody can sign in. Trying again will not help; tell the administrator, quoting the request id below.",
+  ],
   session_store_unavailable: ['Sign-ins cannot be read right now', 'Try again in a moment.'],
   decision_unavailable: ['This request cannot be checked right now', 'The sign-in service is not answering. Try again in a moment.'],
   upstream_timeout: ['The application did not answer in time', 'Try again in a moment.'],
@@ -92,6 +100,12 @@ const WORDS: Record<ProblemCode, [heading: string, text: string]> = {
 const PROVIDER_UNREACHABLE: [heading: string, text: string] = [
   'The identity provider cannot be reached',
   'The gateway has not been able to reach its identity provider for a while, so nobody can sign in. Try again later; if it lasts, tell the administrator, quoting the request id below.',
+]
+
+/** A provider_misconfigured whose provider names another issuer (oidc/client.ts #misconfiguration). */
+const ISSUER_MISMATCH: [heading: string, text: string] = [
+  'The gateway is misconfigured',
+  'The identity provider names another issuer than the one the gateway is set up for (below), so nobody can sign in. Trying again will not help; tell the administrator, quoting the request id below.',
 ]
 
 /** A refused ID token whose times disagree with the gateway's clock (oidc/clock-skew.ts). */
@@ -152,6 +166,7 @@ function refusedPartWords(path: string): [heading: string, text: string] {
 function wordsOf(problem: GatewayError): [heading: string, text: string] {
   if (problem.code === 'forbidden' && typeof problem.extensions.refusedPath === 'string') return refusedPartWords(problem.extensions.refusedPath)
   if (problem.code === 'not_ready' && problem.extensions.reason === NOT_READY_PROVIDER_UNREACHABLE) return PROVIDER_UNREACHABLE
+  if (problem.code === 'provider_misconfigured' && problem.extensions.reason === MISCONFIGURED_ISSUER) return ISSUER_MISMATCH
   if (problem.code === 'id_token_invalid' && problem.extensions.reason === ID_TOKEN_CLOCK_SKEW) return CLOCK_SKEW
   const error = problem.code === 'code_missing' ? problem.extensions.error : undefined
   if (typeof error === 'string' && Object.hasOwn(PROVIDER_ERROR_WORDS, error)) return PROVIDER_ERROR_WORDS[error] as [string, string]

@@ -242,8 +242,8 @@ export const BASIC_RP_MODULES: readonly Module[] = [
       const verdict = await signInPlan(t, plan, real)
       await assertSignedIn(t, real, verdict, 'alice')
       t.equal(seen.length, 1, 'one grant at the token endpoint')
-      // RFC 6749 2.3.1: client_id and secret form-urlencoded (openid-client also escapes `-`, which
-      // decodes the same), joined by a colon, in Basic.
+      // RFC 6749 2.3.1: client_id and secret form-urlencoded (the unreserved characters of
+      // RFC 3986 2.3, the secret's `-` among them, as they are), joined by a colon, in Basic.
       const header = seen[0]?.authorization ?? ''
       t.match(header, /^Basic [A-Za-z0-9+/]+=*$/, 'the provider received an Authorization: Basic header')
       const [id = '', secret = ''] = Buffer.from(header.slice(6), 'base64').toString('utf8').split(':')

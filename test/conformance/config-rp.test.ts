@@ -50,7 +50,7 @@ t.test('oidcc-client-test-discovery-issuer-mismatch (rp-discovery-issuer-not-mat
   const failure = await discoveryFailure(lines)
   t.match(failure, { call: 'discovery', check: 'issuer', advertisedIssuer: 'http://127.0.0.1:1/INVALID' }, 'the log names the issuer check')
   const verdict = await signIn(stack)
-  assertRefused(t, verdict, 503, 'not_ready')
+  assertRefused(t, verdict, 503, 'provider_misconfigured')
   t.equal(verdict.authorizationRequest, undefined, 'the browser is never sent to the provider')
   t.equal(provider.authorizationRequests, 0, 'no authorization request')
   t.equal(provider.jwksRequests, 0, 'nothing else is fetched from a provider that is refused')

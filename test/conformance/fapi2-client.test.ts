@@ -82,7 +82,7 @@ t.test('fapi2-security-profile-final-client-test-discovery-issuer-mismatch (no r
   })
   t.match(await discoveryFailure(lines), { call: 'discovery', check: 'issuer' }, 'the log names the issuer check')
   const verdict = await signIn(at)
-  assertRefused(t, verdict, 503, 'not_ready')
+  assertRefused(t, verdict, 503, 'provider_misconfigured')
   t.equal(adversary.authorizationRequests, 0, 'the flow stops at the configuration')
 })
 

@@ -103,7 +103,7 @@ t.test('a provider that issues an unbound (Bearer) token: refused, 502 provider_
   )
 })
 
-t.test('a provider without ES256 DPoP proofs: not ready, 503 not_ready', async (t) => {
+t.test('a provider without ES256 DPoP proofs: not ready, 503 provider_misconfigured', async (t) => {
   for (const dpopAlgs of [undefined, ['EdDSA']]) {
     const lines: string[] = []
     const { stack } = await startAdversarialStack(t, {

@@ -149,7 +149,7 @@ t.test('a pin naming no advertised algorithm: a warning at discovery', async (t)
   t.match(lines, [{ level: 40, idTokenAlgorithms: ['ES256'], advertised: ['RS256'], msg: /provider\.idTokenAlgorithms names none/ }])
 })
 
-t.test('a provider advertising only HS256 and none: discovery fails, the gateway stays not_ready', async (t) => {
+t.test('a provider advertising only HS256 and none: discovery fails, the gateway stays not ready: 503 provider_misconfigured', async (t) => {
   const provider = await startAdversarialProvider({ advertisedAlgs: ['HS256', 'none'] })
   t.teardown(() => provider.close())
   const lines: string[] = []
@@ -164,7 +164,11 @@ t.test('a provider advertising only HS256 and none: discovery fails, the gateway
   t.match(JSON.stringify(line?.err), /ProviderMetadataError/)
   const res = await rawRequest(stack.gw, '/api/v1/openid/redirect')
   t.equal(res.status, 503)
-  t.equal(res.json<Problem>().code, 'not_ready')
+  t.match(res.json<Problem>(), {
+    code: 'provider_misconfigured',
+    reason: 'provider_metadata',
+    detail: /^the gateway is misconfigured: the provider signs ID tokens only with/,
+  })
   t.equal(provider.tokenRequests, 0)
   t.equal(provider.jwksRequests, 0, 'the keys of a refused provider are not even fetched')
 })

@@ -214,7 +214,13 @@ t.test("a person signs in through Keycloak's login page in Chromium; groups come
     // A second application in the same SSO session (Keycloak's account console): the gateway's
     // sign-out revokes its own refresh token first (RFC 7009), which ends only the gateway's part
     // of the SSO session at Keycloak; the end-session request is what ends the rest.
+    // The console is a script that signs in by its own code flow: its page loads, redirects to
+    // Keycloak's authorization endpoint and comes back with ?code=. Keycloak lists the console in
+    // the session when it issues the code, before that last navigation ends, and a goto started
+    // then is interrupted by it: wait for the navigation that brings the code back.
+    const landed = page.waitForURL((url) => url.pathname.endsWith('/account') && url.searchParams.has('code'))
     await page.goto(`${issuer}/account`)
+    await landed
     const [session] = await eventually('alice signed in to the account console too', async () => {
       const sessions = await kc.adminJson<Array<{ id: string; clients: Record<string, string> }>>(`/realms/${REALM}/users/${await userId('alice')}/sessions`)
       return sessions.length === 1 && Object.values(sessions[0]?.clients ?? {}).includes('account-console') ? sessions : undefined
@@ -424,6 +430,33 @@ t.test('check --online asks Keycloak about the client: the secret by a made-up c
     unknown.redirect,
     `PROBLEM the provider refused ${elsewhere}/api/v1/openid/callback in a pushed authorization request (invalid_request: Invalid parameter: redirect_uri): register it, exactly so, as a redirect URI of client ${CLIENT_ID}`,
   )
+})
+
+t.test('PAR with a redirect URI Keycloak does not know: 502 provider_rejected_redirect_uri naming it, never "cannot be reached"', async (t) => {
+  // Another gateway on another port: its callback is not among the client's redirect URIs.
+  const unregistered = await gateway(
+    issuer,
+    { ...groupsRecipe.config, provider: { ...(groupsRecipe.config.provider as Json), pushedAuthorizationRequests: 'required' } },
+    groupsRecipe.upstreams,
+  )
+  await unregistered.stack.app.providersReady
+  const sent = `${unregistered.stack.gw}/api/v1/openid/callback`
+  const res = await fetch(`${unregistered.stack.gw}/api/v1/openid/redirect`)
+  t.equal(res.status, 502)
+  t.match(await res.json(), {
+    code: 'provider_rejected_redirect_uri',
+    redirectUri: sent,
+    detail: `the OpenID provider refused the gateway's redirect URI ${sent} (invalid_request): it must be registered at the provider as a redirect URI of client "${CLIENT_ID}", exactly`,
+  })
+  const line = unregistered.lines.map((l) => JSON.parse(l) as Json).find((l) => l.call === 'par')
+  // Keycloak 26's ParEndpoint: 400 invalid_request "Invalid parameter: redirect_uri".
+  t.match(line, {
+    problem: 'provider_rejected_redirect_uri',
+    status: 400,
+    error: 'invalid_request',
+    error_description: /redirect_uri/,
+    url: /\/ext\/par\/request$/,
+  })
 })
 
 t.test('every logout token Keycloak sent in this run was accepted', async (t) => {

@@ -3,7 +3,8 @@
 import t, { type Test } from 'tap'
 import { startAdversarialStack } from '../fixtures/adversarial-provider.ts'
 import { problemCode } from '../fixtures/http.ts'
-import { assertRefusedAtDiscovery, startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
+import { assertRefusedAtDiscovery, CLIENT_ID, CLIENT_SECRET, startStack, type Stack, type Teardown } from '../fixtures/stack.ts'
+import { startTestProvider } from '../fixtures/provider.ts'
 import type { DevProviderOptions } from '#src/dev/provider'
 
 async function stackWith(t: Teardown, setting: string, provider: DevProviderOptions['pushedAuthorizationRequests']): Promise<Stack> {
@@ -48,7 +49,7 @@ t.test('auto, provider not requiring PAR: the classic authorization URL', async 
   await assertSignsIn(t, stack)
 })
 
-t.test('a provider and a setting that cannot work together: not ready, 503 not_ready, never a sign-in without PAR', async (t) => {
+t.test('a provider and a setting that cannot work together: not ready, 503 provider_misconfigured, never a sign-in without PAR', async (t) => {
   for (const [setting, provider] of [
     ['off', 'required'],
     ['required', 'off'],
@@ -84,3 +85,57 @@ t.test('a push the provider refuses or fails: 502 provider_unavailable, logged w
     else t.match(line, { status: 500 })
   }
 })
+
+t.test(
+  'a redirect URI the provider does not know, with PAR required: 502 provider_rejected_redirect_uri naming the URI, never "cannot be reached"',
+  async (t) => {
+    // oidc-provider with PAR required knows the gateway's client, registered with another callback.
+    const registered = 'https://elsewhere.example/api/v1/openid/callback'
+    const provider = await startTestProvider(t, {
+      pushedAuthorizationRequests: 'required',
+      clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUris: [registered] }],
+    })
+    const lines: string[] = []
+    const stack = await startStack(t, {
+      issuer: provider.issuer,
+      config: { provider: { pushedAuthorizationRequests: 'required' }, log: { level: 'warn' } },
+      logStream: { write: (line) => void lines.push(line) },
+    })
+    await stack.app.providersReady
+    const sent = `${stack.gw}/api/v1/openid/callback`
+    const detail = `the OpenID provider refused the gateway's redirect URI ${sent} (invalid_request): it must be registered at the provider as a redirect URI of client "${CLIENT_ID}", exactly`
+
+    const res = await fetch(`${stack.gw}/api/v1/openid/redirect`)
+    t.equal(res.status, 502)
+    t.match(await res.json(), {
+      code: 'provider_rejected_redirect_uri',
+      title: "OpenID provider rejected the gateway's redirect URI",
+      detail,
+      redirectUri: sent,
+      requestId: String,
+    })
+    t.same(res.headers.getSetCookie(), [], 'no sign-in transaction is started')
+
+    const page = await stack.browser().fetch(`${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fpage`, { navigate: true })
+    t.equal(page.status, 502)
+    const html = await page.text()
+    t.match(html, 'Error 502 · provider_rejected_redirect_uri')
+    t.match(html, '<h1>Signing in is misconfigured</h1>')
+    t.match(html, 'must be registered at the identity provider for this gateway')
+    t.match(html, `redirect URI ${sent} (invalid_request)`, 'the page names the redirect URI sent')
+    t.notMatch(html, 'cannot be reached')
+
+    const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.call === 'par')
+    t.equal(logged.length, 2, 'one line per refusal')
+    t.match(logged[0], {
+      level: 40,
+      msg: 'pushed authorization request failed: the provider refused the redirect URI',
+      problem: 'provider_rejected_redirect_uri',
+      redirectUri: sent,
+      status: 400,
+      // oidc-provider 9 answers a push with invalid_request (RFC 9126 2.3), its description naming redirect_uri.
+      error: 'invalid_request',
+      error_description: "redirect_uri did not match any of the client's registered redirect_uris",
+    })
+  },
+)

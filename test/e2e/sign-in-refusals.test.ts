@@ -3,10 +3,12 @@
 // user the right page: against the real dev provider, with the mistakes an operator makes.
 
 import t from 'tap'
-import { freePort, startStack, type Stack } from '../fixtures/stack.ts'
+import { CLIENT_SECRET, freePort, startStack, type Stack } from '../fixtures/stack.ts'
 import { startTestProvider } from '../fixtures/provider.ts'
 import { manualClock } from '../fixtures/clock.ts'
 import { eventually } from '../fixtures/poll.ts'
+import { problemCode } from '../fixtures/http.ts'
+import { readiness } from '#src/ops/management'
 
 type Line = Record<string, unknown>
 
@@ -53,6 +55,11 @@ t.test('a wrong client secret: 502 provider_rejected_client, and one warn line n
   })
   const text = log.lines.join('\n')
   t.notMatch(text, /test-client-secret|the-secret-registered/, 'no client secret in the log')
+  // The secret sent is letters, digits and "-" (RFC 3986 2.3 unreserved): Basic sends it as it is,
+  // so its encoding cannot be why it was refused, and no hint blames it.
+  t.match(CLIENT_SECRET, /^[A-Za-z0-9-]+$/)
+  t.notOk('hint' in (lines[0] ?? {}), 'no Basic-encoding hint for a secret of unreserved characters')
+  t.notOk('basicEncoded' in (lines[0] ?? {}))
   const code = new URL(browser.history.find((u) => u.includes('/callback?')) ?? 'http://x').searchParams.get('code')
   t.ok(code)
   t.notOk(text.includes(code ?? '-'), 'no authorization code in the log')
@@ -88,11 +95,17 @@ t.test('invalid_client at refresh: 502 provider_rejected_client, logged once, th
   t.equal((await browser.fetch(`${stack.gw}/page`, { headers: { accept: 'application/json' } })).status, 200, 'still signed in')
 })
 
-t.test('an issuer mismatch (localhost against 127.0.0.1) logs both issuers', async (t) => {
+t.test('an issuer mismatch (localhost against 127.0.0.1): logs both issuers; page and problem say misconfigured at once, not starting', async (t) => {
   const provider = await startTestProvider(t, { clients: [] })
   const configured = provider.issuer.replace('127.0.0.1', 'localhost')
   const log = capture()
-  const stack = await startStack(t, { issuer: configured, config: { log: { level: 'warn' } }, logStream: log.stream })
+  // The gateway's clock stands still: whatever it answers, notReadyPageAfterMs has not passed.
+  const stack = await startStack(t, {
+    issuer: configured,
+    clock: manualClock(),
+    config: { provider: { notReadyPageAfterMs: 60_000 }, log: { level: 'warn' } },
+    logStream: log.stream,
+  })
   const line = await eventually('the discovery failure', () => log.parsed().find((l) => l.msg === 'provider discovery failed'))
   t.match(line, {
     level: 40,
@@ -102,8 +115,54 @@ t.test('an issuer mismatch (localhost against 127.0.0.1) logs both issuers', asy
     expectedIssuer: `${configured}/`,
     advertisedIssuer: provider.issuer,
   })
+  const detail = `the gateway is misconfigured: the provider names another issuer, "${provider.issuer}", than provider.issuer "${configured}"; the two must be identical (OpenID Connect Discovery 1.0 section 4.3)`
+
   const res = await fetch(`${stack.gw}/api/v1/openid/redirect`)
   t.equal(res.status, 503)
+  t.equal(res.headers.get('retry-after'), null, 'no Retry-After: waiting will not help')
+  t.match(await res.json(), {
+    code: 'provider_misconfigured',
+    title: 'Gateway misconfigured for its OpenID provider',
+    reason: 'issuer_mismatch',
+    detail,
+    requestId: String,
+  })
+
+  const page = await stack.browser().fetch(`${stack.gw}/api/v1/openid/redirect?redirectAfter=%2Fpage`, { navigate: true })
+  t.equal(page.status, 503)
+  const html = await page.text()
+  t.match(html, 'Error 503 · provider_misconfigured')
+  t.match(html, '<h1>The gateway is misconfigured</h1>')
+  t.match(html, 'The identity provider names another issuer than the one the gateway is set up for')
+  t.match(html, `&#34;${provider.issuer}&#34;, than provider.issuer &#34;${configured}&#34;`, 'the detail names both issuers')
+  t.notMatch(html, /The gateway is starting|cannot be reached/)
+  t.notMatch(html, 'http-equiv="refresh"', 'the page does not reload itself')
+  t.match(html, /Request id: <code>[0-9a-f-]{36}<\/code>/)
+
+  t.match(
+    await readiness(stack.app.management.probes, false),
+    { status: 'not_ready', failing: ['provider_metadata', 'provider_keys'] },
+    'readiness stays not ready',
+  )
+})
+
+t.test('a provider down after an issuer mismatch: the transient cause takes over, "starting" again', async (t) => {
+  const provider = await startTestProvider(t, { clients: [] })
+  const log = capture()
+  // A still clock: notReadyPageAfterMs never passes, so the answer can only be "starting".
+  const stack = await startStack(t, {
+    issuer: provider.issuer.replace('127.0.0.1', 'localhost'),
+    clock: manualClock(),
+    config: { log: { level: 'warn' } },
+    logStream: log.stream,
+  })
+  await eventually('the issuer mismatch', () => log.parsed().find((l) => l.msg === 'provider discovery failed' && l.check === 'issuer'))
+  t.equal(await problemCode(await fetch(`${stack.gw}/api/v1/openid/redirect`)), 'provider_misconfigured')
+  await provider.close()
+  await eventually('a transient failure', () => log.parsed().find((l) => l.msg === 'provider discovery failed' && l.cause === 'ECONNREFUSED'))
+  const res = await fetch(`${stack.gw}/api/v1/openid/redirect`)
+  t.equal(res.status, 503)
+  t.match(await res.json(), { code: 'not_ready', detail: /not loaded yet/ })
 })
 
 t.test('a wrong discovery path logs the URL and the HTTP status', async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import * as oidc from 'openid-client'
+import type * as oidc from 'openid-client'
 import { generateKeyPairSync } from 'node:crypto'
 import { decodeJwt } from 'jose'
 import { assertionAudience, basicEncodingChanges, clientAssertionAlgorithm, clientAuthentication } from '#src/oidc/client-auth'
@@ -16,27 +16,40 @@ t.test('the client assertion algorithm is agreed with the provider metadata', as
   t.equal(clientAssertionAlgorithm(rsa, ['RS256'], ['PS256', 'ES256']), undefined, 'the profile and the provider disagree')
 })
 
-t.test('client_secret_basic: which of the id and secret the Basic encoding (RFC 6749 2.3.1) changes, as openid-client sends it', async (t) => {
+t.test('client_secret_basic: which of the id and secret the Basic encoding (RFC 6749 2.3.1) changes, as the gateway sends it', async (t) => {
   t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: 'abcDEF0123' }), [], 'letters and digits pass unchanged')
-  t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: 'a-b' }), ['clientSecret'])
-  t.same(basicEncodingChanges({ clientId: 'my.client', clientSecret: 'a_b' }), ['clientId', 'clientSecret'])
+  t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: 'a-b.c_d~e' }), [], 'so do the other unreserved characters (RFC 3986 2.3)')
+  t.same(basicEncodingChanges({ clientId: 'my-client', clientSecret: 'test-client-secret-0123456789abcdef' }), [])
+  for (const secret of ['a+b', 'a%b', 'a:b', 'a/b', 'a b', 'a=b', 'a!b', 'é'])
+    t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: secret }), ['clientSecret'], secret)
+  t.same(basicEncodingChanges({ clientId: 'my:client', clientSecret: 'a/b' }), ['clientId', 'clientSecret'])
   t.same(basicEncodingChanges({ clientId: 'gateway', clientSecret: undefined }), [])
-  // The verdict agrees with what openid-client really sends, character by character.
-  const sent = async (secret: string): Promise<string> => {
+  // The verdict agrees with what the gateway really sends, character by character.
+  const sent = async (clientId: string, secret: string): Promise<[string, string]> => {
     const headers = new Headers()
-    oidc.ClientSecretBasic(secret)({} as oidc.ServerMetadata, { client_id: 'gateway' } as oidc.ClientMetadata, new URLSearchParams(), headers)
-    const basic = Buffer.from((headers.get('authorization') ?? '').slice(6), 'base64').toString('utf8')
-    return basic.slice(basic.indexOf(':') + 1)
+    const auth = await clientAuthentication(
+      { clientAuthMethod: 'client_secret_basic', clientSecret: secret, clientAssertionAudience: 'issuer' },
+      {} as oidc.ServerMetadata,
+    )
+    auth({} as oidc.ServerMetadata, { client_id: clientId } as oidc.ClientMetadata, new URLSearchParams(), headers)
+    const basic = Buffer.from((headers.get('authorization') ?? '').replace(/^Basic /, ''), 'base64').toString('utf8')
+    const colon = basic.indexOf(':')
+    return [basic.slice(0, colon), basic.slice(colon + 1)]
   }
   for (let code = 0x20; code < 0x7f; code++) {
     const c = String.fromCharCode(code)
-    const changes = (await sent(`x${c}`)) !== `x${c}`
+    const [, secret] = await sent('gateway', `x${c}`)
+    const changes = secret !== `x${c}`
     t.equal(
       basicEncodingChanges({ clientId: 'gateway', clientSecret: `x${c}` }).length === 1,
       changes,
       `${JSON.stringify(c)}: ${changes ? 'changed' : 'unchanged'}`,
     )
+    // RFC 6749 Appendix B: what a provider's form decoding reads is the value itself.
+    t.equal(decodeURIComponent(secret.replaceAll('+', ' ')), `x${c}`, `${JSON.stringify(c)} decodes back`)
   }
+  t.same(await sent('my:client', 'a b+c/d~'), ['my%3Aclient', 'a+b%2Bc%2Fd~'], 'the id too; a space as "+"')
+  t.same(await sent('gateway', "!'()*é"), ['gateway', '%21%27%28%29%2A%C3%A9'], 'UTF-8, and the sub-delimiters encodeURIComponent keeps')
 })
 
 t.test("private_key_jwt: the assertion's aud is the issuer, or the token endpoint with clientAssertionAudience: token_endpoint", async (t) => {

@@ -8,6 +8,7 @@ import { rawRequest, type RawResponse } from '../fixtures/http.ts'
 import type { Browser } from '../fixtures/browser.ts'
 import { freePort, startStack } from '../fixtures/stack.ts'
 import { eventually } from '../fixtures/poll.ts'
+import { startAdversarialProvider } from '../fixtures/adversarial-provider.ts'
 
 // Pages for people, JSON for programs: every error class the gateway answers itself is an HTML
 // page for a browser navigation (same status and code, plain words, who is signed in, the way
@@ -183,6 +184,29 @@ t.test('503 while the provider is not ready: a page for people too', async (t) =
   t.match(page.body, 'The gateway is starting')
   t.match(page.body, `<meta http-equiv="refresh" content="${header(page, 'retry-after')}">`, 'the starting page reloads itself after Retry-After')
   isProblem(t, await rawRequest(stack.gw, target, { headers: API }), 503, 'not_ready', 'not ready')
+})
+
+t.test('metadata the gateway cannot work with: a misconfigured page at once, never "starting", and it does not reload', async (t) => {
+  const provider = await startAdversarialProvider({ advertisedAlgs: ['HS256'] })
+  t.teardown(() => provider.close())
+  const lines: Array<Record<string, unknown>> = []
+  const stack = await startStack(t, {
+    issuer: provider.issuer,
+    config: { log: { level: 'warn' } },
+    logStream: { write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  await eventually('a failed discovery logged', () => lines.find((l) => l.msg === 'provider discovery failed'))
+  const target = '/api/v1/openid/redirect?redirectAfter=%2F'
+  const page = await rawRequest(stack.gw, target, { headers: NAVIGATE })
+  isPage(t, page, 503, 'provider_misconfigured', 'refused metadata')
+  t.equal(header(page, 'retry-after'), '', 'no Retry-After')
+  t.match(page.body, '<h1>The gateway is misconfigured</h1>')
+  t.match(page.body, 'its settings do not match the gateway&#39;s')
+  t.match(page.body, 'the gateway is misconfigured: the provider signs ID tokens only with algorithms the gateway refuses')
+  t.notMatch(page.body, /The gateway is starting|http-equiv="refresh"/)
+  const problem = await rawRequest(stack.gw, target, { headers: API })
+  isProblem(t, problem, 503, 'provider_misconfigured', 'refused metadata')
+  t.match(problem.json(), { reason: 'provider_metadata' })
 })
 
 t.test('an https issuer on a plain http server: the log and the page say so in words', async (t) => {
