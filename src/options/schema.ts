@@ -250,7 +250,7 @@ const providerKeys: Record<string, JsonSchema> = {
   ),
   timeoutMs: integer('Timeout of every request to the provider, in milliseconds.', 1, MAX_TIMER_MS, 10000),
   notReadyPageAfterMs: integer(
-    'Once the provider\'s discovery has failed for this long (in milliseconds), sign-ins answer 503 `not_ready` saying the provider is unreachable (with the request id), instead of "the gateway is starting". The log names each failure\'s cause.',
+    'Once the provider\'s discovery has failed for this long (in milliseconds) for a cause that can pass (the provider unreachable, a timeout, a 404 or 5xx), sign-ins answer 503 `not_ready` saying the provider is unreachable (with the request id), instead of "the gateway is starting". A discovery answer that rules the provider out (another issuer, metadata the settings cannot work with) is 503 `provider_misconfigured` at once, whatever this says. The log names each failure\'s cause.',
     0,
     MAX_TIMER_MS,
     30000,
