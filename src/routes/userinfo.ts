@@ -3,7 +3,8 @@ import { mappedGroups, mappedUser } from '../contract/claim-path.js'
 import { ENDPOINTS, signInPath } from '../contract/endpoints.js'
 import type { Identity } from '../contract/identity.js'
 import type { UpstreamAuthentication } from '../access/authenticate.js'
-import { unauthenticatedError } from '../access/decision.js'
+import { bearerChallenge } from '../access/bearer-challenge.js'
+import { GatewayError } from '../contract/errors.js'
 
 // GET /api/v1/openid/userinfo: who the request is signed in as, as JSON, for a page's scripts and
 // for tools that ask oauth2-proxy's `/oauth2/userinfo`. Its answer has the same members as
@@ -14,8 +15,11 @@ import { unauthenticatedError } from '../access/decision.js'
 //
 // The request is authenticated by the one Authentication every exit asks (access/authenticate.ts):
 // a session, refreshed when its access token has expired, else an `Authorization: Bearer` token
-// of a configured provider. Not signed in is the contract's 401 with `WWW-Authenticate: Bearer`
-// (RFC 6750 3.1). No token is ever in the answer, and no answer is cached (`no-store`: it is one
+// of a configured provider. Not signed in is the contract's 401 `unauthenticated` with
+// `WWW-Authenticate: Bearer` (RFC 6750 3.1: `error="invalid_token"` for an expired session or a
+// refused token). It is not an access verdict about an upstream (access/answer.ts writes those,
+// with an upstream's `resource_metadata` and step-up), so it is built here from the shared
+// challenge (access/bearer-challenge.ts). No token is ever in the answer, and no answer is cached (`no-store`: it is one
 // user's, RFC 9111 5.2.2.5).
 
 export interface UserinfoOptions {
@@ -29,6 +33,14 @@ export interface UserinfoOptions {
 
 /** The members of the answer that are the gateway's own: a named claim never replaces one. */
 const FIXED = new Set(['user', 'email', 'groups', 'preferredUsername'])
+
+/** The 401 of a request that is not signed in (`refused`: a session expired, or a Bearer token refused). */
+function notSignedIn(refused: boolean, signInUrl: string): GatewayError {
+  return new GatewayError('unauthenticated', refused ? 'the sign-in has expired, or the Bearer token was refused' : 'sign in first', {
+    headers: { 'www-authenticate': bearerChallenge(refused ? { error: 'invalid_token' } : {}) },
+    extensions: { signInUrl },
+  })
+}
 
 /** The answer for `identity`: oauth2-proxy's members, then the provider's named claims that the session has. */
 export function userinfoOf(identity: Identity, named: readonly string[]): Record<string, unknown> {
@@ -50,7 +62,7 @@ export async function userinfoRoute(app: FastifyInstance, options: UserinfoOptio
   app.get(ENDPOINTS.userinfo.path, async (req, reply) => {
     reply.header('cache-control', 'no-store').header('pragma', 'no-cache')
     const result = await authentication.authenticate(req, reply)
-    if (result === undefined || typeof result === 'string') throw unauthenticatedError(result !== undefined, publicUrl + signInPath())
+    if (result === undefined || typeof result === 'string') throw notSignedIn(result !== undefined, publicUrl + signInPath())
     return userinfoOf(result, additionalClaims.get(result.provider) ?? [])
   })
 }
