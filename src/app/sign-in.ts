@@ -11,13 +11,14 @@ import { createPortHint } from '../routes/redirect-after.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import { signInRoutes } from '../routes/sign-in.js'
 import { SsfReceiver, ssfEventsRoute } from '../routes/ssf-events.js'
+import { userinfoRoute } from '../routes/userinfo.js'
 import { CookieSessionStore } from '../session/cookie-store.js'
 import type { AccessFeature } from './access.js'
 import type { SessionsFeature } from './sessions.js'
 import type { ProcessState } from './state.js'
 
 // The sign-in feature of one configuration: the endpoints under /api/v1/openid (redirect,
-// callback, refresh, logout, the sign-out page, back-channel logout, the Shared Signals push
+// callback, refresh, logout, the sign-out page, userinfo, back-channel logout, the Shared Signals push
 // endpoint) and its reserved paths. Each ending of a session it hears is told once to the
 // sessions feature's events, which the access feature's caches and the open WebSockets follow.
 
@@ -72,6 +73,12 @@ export async function registerSignIn(
     ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),
   })
   await app.register(signOutPage, pages)
+  // A session or Bearer token of any provider, authenticated as at every exit.
+  await app.register(userinfoRoute, {
+    authentication: sessions.authentication.forProviders(config.providers.map((p) => p.name)),
+    publicUrl,
+    additionalClaims: new Map(config.providers.map((p) => [p.name, p.additionalClaims ?? []])),
+  })
   // The cookie store's ends are entries in the list already; the others delete sessions, and the
   // list is told too, for the subjects' Bearer tokens.
   const revocations = store instanceof CookieSessionStore ? undefined : state.revocations

@@ -156,7 +156,11 @@ interface ClaimAllow {
 
 /** What reads a session's claims besides the identity: the providers' mappings and the upstreams' rules and headers. */
 export interface ClaimReaders {
-  readonly providers: ReadonlyArray<{ readonly userClaim?: string | undefined; readonly groupsClaim?: string | undefined }>
+  readonly providers: ReadonlyArray<{
+    readonly userClaim?: string | undefined
+    readonly groupsClaim?: string | undefined
+    readonly additionalClaims?: readonly string[] | undefined
+  }>
   readonly upstreams: ReadonlyArray<{
     readonly claimHeaders?: Readonly<Record<string, string>> | undefined
     readonly allow?: ClaimAllow | undefined
@@ -165,8 +169,8 @@ export interface ClaimReaders {
 }
 
 /**
- * The top-level claims something reads besides the identity claims: the providers' mappings, the
- * upstreams' allow rules and their extra identity headers. A session keeps these and no other
+ * The top-level claims something reads besides the identity claims: the providers' mappings and
+ * the claims the userinfo endpoint names (additionalClaims), the upstreams' allow rules and their extra identity headers. A session keeps these and no other
  * (session/lifecycle.ts picks only named claims).
  */
 export function keptClaimNames({ providers, upstreams }: ClaimReaders): string[] {
@@ -174,6 +178,8 @@ export function keptClaimNames({ providers, upstreams }: ClaimReaders): string[]
   for (const provider of providers) {
     const mapping = claimMappingOf(provider)
     names.add(topClaim(mapping.user)).add(topClaim(mapping.groups))
+    // What the userinfo endpoint answers with (routes/userinfo.ts).
+    for (const name of provider.additionalClaims ?? []) names.add(name)
   }
   for (const upstream of upstreams) {
     for (const allow of [upstream.allow, ...(upstream.rules ?? []).map((rule) => rule.allow)]) {

@@ -45,6 +45,8 @@ export const ENDPOINTS = {
   ssfEvents: { path: `${SIGN_IN_PATH}/ssf/events`, methods: ['POST'], metric: 'ssf_events', signInRateLimit: false, reserved: true },
   /** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
   forwardAuth: { path: `${SIGN_IN_PATH}/auth`, methods: ['GET'], metric: 'forward_auth', signInRateLimit: false, reserved: true },
+  /** Who the request is signed in as, as JSON (oauth2-proxy's /oauth2/userinfo); 401 without a session or Bearer token. */
+  userinfo: { path: `${SIGN_IN_PATH}/userinfo`, methods: ['GET'], metric: 'userinfo', signInRateLimit: false, reserved: true },
   /**
    * The public keys of identity assertions (assertions.signingKeys), where JWT verifiers look;
    * served only with signing keys, so the path is an upstream's otherwise.

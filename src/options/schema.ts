@@ -304,6 +304,11 @@ const providerKeys: Record<string, JsonSchema> = {
     '[Claim mapping](features/claim-mapping.md): the claim path of the groups (a list of strings, or one string), what the groups identity header, `X-Auth-Request-Groups`, `allow.groups` and the assertion\'s `groups` read: e.g. `realm_access.roles` or `resource_access.my-app.roles` (Keycloak), `["https://example.com/roles"]` (Auth0). Unset: `groups`.',
     { format: 'claim-path' },
   ),
+  additionalClaims: list(
+    "Claims the [userinfo endpoint](endpoints.md#userinfo) adds to its answer for a user of this provider, each under its own name, when the session has it (oauth2-proxy's `additionalClaims`). Top-level claim names; the session keeps them (from the ID token, or UserInfo with `claimSources.userInfo`). `user`, `email`, `groups` and `preferredUsername` are the endpoint's own members and are never replaced. Unset: none.",
+    string('A claim name.', { minLength: 1 }),
+    { uniqueItems: true },
+  ),
   claimSources: object(
     "Claims from beyond the ID token ([claim sources](features/claim-sources.md)): the UserInfo endpoint, aggregated and distributed claims, Entra ID's group overage. Fetched at sign-in and at each refresh, kept in the session. Unset: the ID token's claims only, and nothing more is fetched.",
     {

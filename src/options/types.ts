@@ -85,6 +85,8 @@ export interface ProviderConfig {
   userClaim?: string
   /** Claim mapping: the claim path of the groups; unset: `groups`. */
   groupsClaim?: string
+  /** Claims the userinfo endpoint adds to its answer (routes/userinfo.ts); kept in sessions. Unset: none. */
+  additionalClaims?: string[]
   /** Claims from beyond the ID token: UserInfo, aggregated and distributed claims, Entra ID's group overage (docs/features/claim-sources.md); unset: off. */
   claimSources?: ClaimSourcesConfig
 }
