@@ -21,7 +21,7 @@ import { refreshPath, signInPath } from '../contract/endpoints.js'
 import { isNavigationOf } from '../contract/navigation.js'
 import type { UpstreamConfig } from '../options/types.js'
 import type { CredentialRequest, UpstreamCredentials, UpstreamHeaders } from '../upstream/credentials.js'
-import type { BearerChallengeParams } from './bearer-challenge.js'
+import type { BearerChallengeParams } from '../contract/bearer-challenge.js'
 import { forbiddenError, offersSignIn, signInLocation, stepUpError, unauthenticatedError, type SignInOrigin, type Verdict } from './decision.js'
 import { challengeScope, resourceMetadataUrl } from './resource-metadata.js'
 

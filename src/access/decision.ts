@@ -17,7 +17,7 @@ import {
 import { resourceAudience } from './resource-metadata.js'
 import type { SessionReply } from '../session/types.js'
 import { createPublicPathMatcher, type PublicPathMatcher } from './public-paths.js'
-import { bearerChallenge, type BearerChallengeParams } from './bearer-challenge.js'
+import { bearerChallenge, type BearerChallengeParams } from '../contract/bearer-challenge.js'
 import { stepUpShortfall, type StepUpRequirement, type StepUpShortfall } from '../oidc/step-up.js'
 
 // The access decision of one upstream: whether a request is signed in, may pass, and with which

@@ -21,7 +21,7 @@ import { hostPattern } from './match.js'
 //   the scopes a client should ask for (allow has no scope rule; tokenExchange.scope is what the
 //   exchanged token carries, not what the client's token needs).
 // - The 401 of such an upstream names the document's URL as `resource_metadata` in its Bearer
-//   challenge (RFC 9728 5.1, through bearer-challenge.ts).
+//   challenge (RFC 9728 5.1, through contract/bearer-challenge.ts).
 // - The routes (proxy/resource-metadata-route.ts) are the gateway's own and take precedence over
 //   the upstreams' (a static route beats a prefix), except on a host where another upstream with
 //   the same prefix serves that prefix (documentHosts); they are public documents on exact paths:

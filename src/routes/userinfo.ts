@@ -1,9 +1,8 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { mappedGroups, mappedUser } from '../contract/claim-path.js'
 import { ENDPOINTS, signInPath } from '../contract/endpoints.js'
 import type { Identity } from '../contract/identity.js'
-import type { UpstreamAuthentication } from '../access/authenticate.js'
-import { bearerChallenge } from '../access/bearer-challenge.js'
+import { bearerChallenge } from '../contract/bearer-challenge.js'
 import { GatewayError } from '../contract/errors.js'
 
 // GET /api/v1/openid/userinfo: who the request is signed in as, as JSON, for a page's scripts and
@@ -19,12 +18,21 @@ import { GatewayError } from '../contract/errors.js'
 // `WWW-Authenticate: Bearer` (RFC 6750 3.1: `error="invalid_token"` for an expired session or a
 // refused token). It is not an access verdict about an upstream (access/answer.ts writes those,
 // with an upstream's `resource_metadata` and step-up), so it is built here from the shared
-// challenge (access/bearer-challenge.ts). No token is ever in the answer, and no answer is cached (`no-store`: it is one
+// challenge (contract/bearer-challenge.ts). No token is ever in the answer, and no answer is cached (`no-store`: it is one
 // user's, RFC 9111 5.2.2.5).
+
+/**
+ * What the route asks of the one authentication (access/authenticate.ts UpstreamAuthentication
+ * for every configured provider): who the request is, a string saying why nobody is (an expired
+ * session, a refused token), or nobody.
+ */
+export interface UserinfoAuthentication {
+  authenticate(req: FastifyRequest, reply: FastifyReply): Promise<Identity | string | undefined>
+}
 
 export interface UserinfoOptions {
   /** Every configured provider's authentication: a session or Bearer token of any of them. */
-  authentication: Pick<UpstreamAuthentication, 'authenticate'>
+  authentication: UserinfoAuthentication
   /** The gateway's public origin: the 401's signInUrl. */
   publicUrl: string
   /** The claims each provider's answers add (providers[].additionalClaims), by provider name. */
