@@ -31,8 +31,8 @@
 
 import type { FastifyBaseLogger } from 'fastify'
 import * as oidc from 'openid-client'
-import { DEFAULT_PROVIDER, type ProviderConfig } from '../options/types.js'
-import { requestedScopes } from './client.js'
+import type { ProviderConfig } from '../options/types.js'
+import { namesRedirectUri, providerKeyPath, refusesRedirectUri, requestedScopes } from './client.js'
 import { describe, grantProblem, isProviderFault } from './errors.js'
 import { MAX_PROVIDER_BODY_BYTES, ProviderFaultError, ProviderUnreachableError, readLimited } from './fetch.js'
 import type { SupportVerdict } from './support-verdict.js'
@@ -52,11 +52,6 @@ export const REDIRECT_URI_ITEM = 'redirect URI'
 
 /** The provider's own words, cut to this length in a verdict line. */
 const WORDS_CHARS = 300
-
-/** A key of `config`'s provider as an operator finds it in the file. */
-export function providerKeyPath(config: Pick<ProviderConfig, 'name'>, key: keyof ProviderConfig): string {
-  return config.name === DEFAULT_PROVIDER ? `provider.${key}` : `providers[${config.name}].${key}`
-}
 
 /** The keys that make up the client's authentication, in words for a verdict. */
 function credentialKeys(config: ProviderConfig): string {
@@ -164,11 +159,6 @@ export async function probeCredentials(target: ProbeTarget): Promise<SupportVerd
   }
 }
 
-/** Whether a provider's words name the redirect URI (redirect_uri, redirect URI, redirect_uri_mismatch, AADSTS50011's "redirect URI"). */
-export function namesRedirectUri(text: string): boolean {
-  return /redirect[\s_-]?ur[il]/i.test(text)
-}
-
 /** The verdict on the redirect URI from a pushed authorization request: `err` as openid-client threw it, `undefined` when it was accepted. */
 export function parVerdict(config: ProviderConfig, redirectUri: string, err: unknown): SupportVerdict {
   const item = REDIRECT_URI_ITEM
@@ -181,8 +171,9 @@ export function parVerdict(config: ProviderConfig, redirectUri: string, err: unk
   }
   const failed = fault(err)
   if (failed !== undefined) return { item, ok: true, cannotTell: true, said: `cannot tell: ${failed}` }
-  const { error, error_description: description } = describe(err)
-  if (error === 'invalid_redirect_uri' || (error === 'invalid_request' && typeof description === 'string' && namesRedirectUri(description))) {
+  const described = describe(err)
+  const { error, error_description: description } = described
+  if (refusesRedirectUri(described)) {
     return {
       item,
       ok: false,

@@ -288,7 +288,7 @@ export class OidcClient {
 
   /** The configuration path of one of this provider's keys, as an operator finds it in the file. */
   #keyPath(key: keyof ProviderConfig): string {
-    return this.#config.name === DEFAULT_PROVIDER ? `provider.${key}` : `providers[${this.#config.name}].${key}`
+    return providerKeyPath(this.#config, key)
   }
 
   /**
@@ -820,7 +820,17 @@ export function usesPar(setting: ProviderConfig['pushedAuthorizationRequests'], 
  */
 export function refusesRedirectUri(described: Readonly<Record<string, unknown>>): boolean {
   if (described.error === 'invalid_redirect_uri') return true
-  return described.error === 'invalid_request' && typeof described.error_description === 'string' && /redirect[_ ]?ur[il]/i.test(described.error_description)
+  return described.error === 'invalid_request' && typeof described.error_description === 'string' && namesRedirectUri(described.error_description)
+}
+
+/** A key of `config`'s provider as an operator finds it in the file. */
+export function providerKeyPath(config: Pick<ProviderConfig, 'name'>, key: keyof ProviderConfig): string {
+  return config.name === DEFAULT_PROVIDER ? `provider.${key}` : `providers[${config.name}].${key}`
+}
+
+/** Whether a provider's words name the redirect URI (redirect_uri, redirect URI, redirect_uri_mismatch, AADSTS50011's "redirect URI"). */
+export function namesRedirectUri(text: string): boolean {
+  return /redirect[\s_-]?ur[il]/i.test(text)
 }
 
 /**

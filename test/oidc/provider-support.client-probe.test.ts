@@ -1,5 +1,6 @@
 import t from 'tap'
-import { authorizationVerdict, namesRedirectUri, providerKeyPath, type AuthorizationAnswer } from '#src/oidc/client-probe'
+import { authorizationVerdict, type AuthorizationAnswer } from '#src/oidc/client-probe'
+import { namesRedirectUri, providerKeyPath } from '#src/oidc/client'
 import type { ProviderConfig } from '#src/options/types'
 import { resolve } from '../fixtures/config/base.ts'
 
