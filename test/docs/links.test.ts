@@ -73,6 +73,26 @@ t.test('every relative link leads to a file that exists, and its #anchor to a he
   }
 })
 
+// A page that names a source or test file as code (`src/session/cookies.ts`,
+// `test/e2e/replicas.test.ts`) sends a reader, or an auditor checking SECURITY.md's table, to
+// that file: it must exist. Brace lists (`test/session/store-contract-{memory,cookie}.test.ts`)
+// and globs are patterns, not files, and are not read.
+const REPO_FILE = /^(?:src|test)\/[A-Za-z0-9/_.-]+\.(?:ts|mjs|js|json|yaml)$/
+
+t.test('every source or test file a page names as code exists', async (t) => {
+  let named = 0
+  for (const page of PAGES) {
+    for (const { line, number } of proseLines(readFileSync(page, 'utf8'))) {
+      for (const span of codeSpans(line)) {
+        if (!REPO_FILE.test(span)) continue
+        named++
+        if (!existsSync(join(ROOT, span))) t.fail(`${relative(ROOT, page)}:${number} \`${span}\`: no such file`)
+      }
+    }
+  }
+  t.ok(named > 100, `${named} file names checked`)
+})
+
 /** Every key path the schema accepts, lists written `[]`; and the maps, below which any name goes. */
 function schemaKeys(): { paths: Set<string>; maps: string[] } {
   const paths = new Set<string>()
