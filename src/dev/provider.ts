@@ -52,6 +52,12 @@ export interface DevProviderOptions {
   extraClaims?: Record<string, (username: string) => unknown>
   /** Default 3600. */
   accessTokenTtlSeconds?: number
+  /**
+   * Lifetime of the access tokens a refresh grant issues; defaults to `accessTokenTtlSeconds`.
+   * A test that lets the sign-in's token expire in real time sets it long, so that the refreshed
+   * token cannot expire too while the test's requests are still arriving on a loaded machine.
+   */
+  refreshedAccessTokenTtlSeconds?: number
   /** Default 14 days. */
   refreshTokenTtlSeconds?: number
   /** ID token lifetime; defaults to the access token's. */
@@ -263,6 +269,7 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
   const host = options.host ?? '127.0.0.1'
   const quiet = options.quiet ?? true
   const accessTtl = options.accessTokenTtlSeconds ?? 3600
+  const refreshedAccessTtl = options.refreshedAccessTokenTtlSeconds ?? accessTtl
   const refreshTtl = options.refreshTokenTtlSeconds ?? 14 * 24 * 3600
   const idTokenTtl = options.idTokenTtlSeconds ?? accessTtl
 
@@ -364,7 +371,10 @@ export async function startDevProvider(options: DevProviderOptions): Promise<Dev
       : {}),
     // Every ttl is spelled out: the defaults print a notice each the first time they are used.
     ttl: {
-      AccessToken: accessTtl,
+      AccessToken:
+        options.refreshedAccessTokenTtlSeconds === undefined
+          ? accessTtl
+          : (ctx: KoaContextWithOIDC) => (ctx.oidc.params?.grant_type === 'refresh_token' ? refreshedAccessTtl : accessTtl),
       AuthorizationCode: 60,
       IdToken: idTokenTtl,
       RefreshToken: refreshTtl,
