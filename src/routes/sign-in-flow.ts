@@ -14,7 +14,6 @@ import type { TrustedOriginTest } from './redirect-after.js'
 import { responseModeViolation, type ResponseMode } from '../oidc/authorization-response.js'
 import { stepUpShortfall, type StepUpRequirement } from '../oidc/step-up.js'
 import { auditRefusal, auditSuccess, refusalReason, sessionSubject } from '../ops/audit.js'
-import type { Handoff } from './handoff.js'
 
 // The sign-in flow of the contract's four sign-in endpoints (contract/endpoints.ts), and of the
 // sign-out form of the gateway's pages, without the web framework: each step takes what it reads
@@ -105,7 +104,7 @@ export interface SignInFlowOptions {
    */
   stepUp?: { requirementFor: (target: string) => StepUpRequirement | undefined; nowSeconds: () => number }
   /** Several cookie domains: a sign-in returning to a host of another domain goes through the hand-off (routes/handoff.ts). */
-  handoff?: Pick<Handoff, 'locationAfterSignIn'>
+  handoff?: { locationAfterSignIn: (redirectAfter: string) => string | undefined }
 }
 
 /** The sign-in flow: one per configuration, shared by its routes. */

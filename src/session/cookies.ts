@@ -39,7 +39,7 @@ interface CookieReadingRequest {
 // binding is the one sealed in it. Plain http (cookies.secure: false) has no prefixes: there the
 // binding is an ordinary cookie, which a sibling host can toss too.
 //
-// Several domains (cookies.domains, features/several-domains.md): each cookie is set with the
+// Several domains (cookies.domains, docs/features/several-domains.md): each cookie is set with the
 // longest configured domain the request's host is in, on a dot boundary (RFC 6265 5.1.3
 // domain-match; oauth2-proxy's --cookie-domain also takes the longest, but matches a bare suffix
 // and falls back to its shortest domain, a Domain the browser then ignores, RFC 6265 5.3 step 6).

@@ -11,7 +11,7 @@ export function cookieRules(read: Read): Issue[] {
 /** Each cleared cookie is expired on every domain: the list stays short (Pomerium allows five). */
 const MAX_DOMAINS = 10
 
-// Several domains (features/several-domains.md): one key or the other. The hand-off to another
+// Several domains (docs/features/several-domains.md): one key or the other. The hand-off to another
 // domain is a chain of cross-site redirects, which never carries a SameSite=Strict cookie (RFC
 // 6265bis 5.2.1): the public host's session would never be found, and every sign-in would loop.
 function checkDomains(read: Read): Issue[] {
