@@ -394,9 +394,15 @@ export class GatewayCookies {
   receive(req: SessionRequest, reply: SessionReply, handed: HandedCookies, expiresAt: number): void {
     const maxAge = Math.max(0, Math.floor(expiresAt - this.#cipher.clock.now() / 1000))
     const attributes = this.#attributesFor(req)
-    for (const [name, value] of handed.cookies) {
-      const role = (['session', 'credentials'] as const).find((r) => withChunks([this.#roles[r].name]).includes(name))
-      if (role !== undefined) reply.setCookie(name, value, { ...attributes, path: this.#roles[role].path, maxAge })
+    const handedNames = new Set(handed.cookies.map(([name]) => name))
+    for (const role of ['session', 'credentials'] as const) {
+      const { path } = this.#roles[role]
+      for (const name of withChunks([this.#roles[role].name])) {
+        const value = handed.cookies.find(([handedName]) => handedName === name)?.[1]
+        if (value !== undefined) reply.setCookie(name, value, { ...attributes, path, maxAge })
+        // Chunks of an earlier, larger session here would otherwise be joined to this one's.
+        else if (req.cookies[name] !== undefined && handedNames.size > 0) this.#expire(reply, name, path)
+      }
     }
   }
 
@@ -408,7 +414,7 @@ export class GatewayCookies {
   bindHandoff(req: SessionRequest, reply: SessionReply, ttlSeconds: number): string {
     const held = this.#heldBinding(req)
     const nonce = held?.nonce ?? randomBytes(BINDING_BYTES).toString('base64url')
-    this.#setBinding(reply, nonce, held?.live ?? [], Math.max(ttlSeconds, held === undefined ? 0 : TRANSACTION_BINDING_SECONDS), false)
+    this.#setBinding(reply, nonce, held?.live ?? [], ttlSeconds, false)
     return bindingDigest(nonce)
   }
 

@@ -218,6 +218,13 @@ t.test('several cookie domains: one sign-in, handed to another domain once, and 
     t.equal(ok.status, 302, 'a path on the host: on to the public host')
     t.ok(ok.location?.startsWith(`${stack.gw}/api/v1/openid/handoff?request=`), 'the only place it goes is the public host')
     const request = new URL(ok.location ?? 'http://x').searchParams.get('request') ?? ''
+    const signedOut = await get('auth.a.localhost', `/api/v1/openid/handoff?request=${request}`)
+    t.equal(signedOut.status, 302, 'step 2 without a session on the public host: to sign in')
+    t.equal(
+      signedOut.location,
+      `/api/v1/openid/redirect?redirectAfter=${encodeURIComponent(`${origin('app.b.localhost')}/home?q=1`)}`,
+      'coming back to the page',
+    )
     const elsewhere = await get('app.b.localhost', `/api/v1/openid/handoff?request=${request}`)
     t.equal(elsewhere.status, 400, 'a hand-off request is answered on the public host only')
     const forged = await get('auth.a.localhost', `/api/v1/openid/handoff?request=${request.slice(0, -2)}xx`)

@@ -112,6 +112,12 @@ t.test("a session's cookies handed over open on the other domain, with that doma
   t.same(cookies.read(at('shop.example.org', received), 'session'), { who: 'alice' }, 'the session opens there')
   t.same(cookies.read(at('shop.example.org', received), 'credentials'), { refresh: 'r'.repeat(5000) })
   t.equal(cookies.handOver(at('auth.example.com', {})), undefined, 'nothing to hand without a session cookie')
+  const { reply: stale, set: staleSet } = recorder()
+  cookies.receive(at('shop.example.org', { '__Secure-ogw_1': 'old chunk' }), stale, handed, LATER)
+  t.ok(
+    staleSet.some((c) => c.name === '__Secure-ogw_1' && c.options.maxAge === 0 && c.options.domain === 'example.org'),
+    'a chunk of an earlier, larger session there is expired',
+  )
   const { reply: other, set: none } = recorder()
   cookies.receive(at('shop.example.org'), other, { cookies: [['app_cookie', 'x']] }, LATER)
   t.same(none, [], "a name that is not the session's is never set")
