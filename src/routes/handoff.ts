@@ -89,9 +89,8 @@ export interface HandoffOptions {
   nowSeconds: () => number
 }
 
-/** A request of the hand-off: what the flow reads, with the scheme and host the browser used. */
+/** A request of the hand-off: what the flow reads, with the host the browser used. */
 export interface HandoffRequestInput extends SignInRequest {
-  readonly protocol: string
   readonly host: string
 }
 
@@ -133,14 +132,26 @@ export class Handoff {
   }
 
   /**
-   * Whether the public host's session cookie misses `host` while a configured domain covers it:
-   * then a sign-in returning there goes through the hand-off.
+   * A request's `host[:port]` as a URL of the public URL's scheme writes it (lowercased, without the
+   * scheme's default port), so that every step compares and binds the same spelling; undefined
+   * for what is no host.
    */
-  #needsHandoff(host: string): boolean {
+  #canonical(host: string): string | undefined {
+    try {
+      return new URL(`${this.#public.protocol}//${host}/`).host
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * Whether the public host's session cookie misses `host` (canonical) while a configured domain
+   * covers it: then a sign-in returning there goes through the hand-off.
+   */
+  #needsHandoff(host: string | undefined): host is string {
     const { cookies } = this.#options
-    if (cookies.configuredDomainOf(host) === undefined) return false
-    if (host.toLowerCase() === this.#public.host) return false
-    const hostname = new URL(`http://${host}/`).hostname
+    if (host === undefined || host === this.#public.host || cookies.configuredDomainOf(host) === undefined) return false
+    const hostname = new URL(`${this.#public.protocol}//${host}/`).hostname
     return this.#publicDomain === undefined || !domainMatches(hostname, this.#publicDomain)
   }
 
@@ -169,11 +180,14 @@ export class Handoff {
   /** Step 1, on H. */
   #begin(req: HandoffRequestInput, reply: SessionReply, redirectAfter: string): SignInAnswer {
     const { cookies, validateRedirectAfter, nowSeconds } = this.#options
-    if (!this.#needsHandoff(req.host)) throw refused('this host is in no configured cookie domain that needs a hand-off')
+    const host = this.#canonical(req.host)
+    if (!this.#needsHandoff(host)) throw refused('this host is in no configured cookie domain that needs a hand-off')
     const path = redirectAfter.startsWith('/') ? validateRedirectAfter(redirectAfter) : null
     if (path?.startsWith('/') !== true) throw refused('redirectAfter must be a path on this host')
     const binding = cookies.bindHandoff(req, reply, BINDING_SECONDS)
-    const request: HandoffRequest = { origin: `${req.protocol}://${req.host.toLowerCase()}`, host: req.host.toLowerCase(), path, binding }
+    // The public URL's scheme: the hosts of one gateway are served alike, and a scheme read off the
+    // request is the proxy's in front unless server.trustedProxies names it.
+    const request: HandoffRequest = { origin: `${this.#public.protocol}//${host}`, host, path, binding }
     const sealed = cookies.sealHandoff('request', this.#public.host, request, nowSeconds() + REQUEST_SECONDS)
     return { redirect: `${this.#options.publicUrl}${HANDOFF_PATH}?request=${sealed}`, status: 302, noStore: true }
   }
@@ -181,7 +195,7 @@ export class Handoff {
   /** Step 2, on the public host. */
   async #mint(req: HandoffRequestInput, sealed: string): Promise<SignInAnswer> {
     const { cookies, store, bindIssuer, validateRedirectAfter, nowSeconds, sessionMaxAgeSeconds } = this.#options
-    if (req.host.toLowerCase() !== this.#public.host) throw refused('a hand-off request is answered on the public host only')
+    if (this.#canonical(req.host) !== this.#public.host) throw refused('a hand-off request is answered on the public host only')
     const request = asRequest(cookies.openHandoff('request', this.#public.host, sealed))
     if (request === undefined) throw refused('the hand-off request is invalid or expired')
     if (!this.#needsHandoff(request.host)) throw refused('the hand-off names a host in no configured cookie domain')
@@ -213,15 +227,16 @@ export class Handoff {
   /** Step 3, on H. */
   async #complete(req: HandoffRequestInput, reply: SessionReply, sealed: string): Promise<SignInAnswer> {
     const { cookies, replay } = this.#options
-    if (!this.#needsHandoff(req.host)) throw refused('this host is in no configured cookie domain that needs a hand-off')
-    const token = asToken(cookies.openHandoff('token', req.host.toLowerCase(), sealed))
+    const host = this.#canonical(req.host)
+    if (!this.#needsHandoff(host)) throw refused('this host is in no configured cookie domain that needs a hand-off')
+    const token = asToken(cookies.openHandoff('token', host, sealed))
     if (token === undefined) throw refused('the hand-off token is invalid, expired, or for another host')
     if (!cookies.handoffBound(req, token.binding)) {
-      req.log.warn({ host: req.host }, 'hand-off refused: the token was issued to another browser')
+      req.log.warn({ host }, 'hand-off refused: the token was issued to another browser')
       throw refused('the hand-off was started in another browser')
     }
     if (!(await replay.firstUse(REPLAY_ISSUER, token.jti, token.exp))) {
-      req.log.warn({ host: req.host }, 'hand-off refused: the token was used before')
+      req.log.warn({ host }, 'hand-off refused: the token was used before')
       throw refused('the hand-off token was used before')
     }
     cookies.receive(req, reply, token, token.until)

@@ -40,7 +40,7 @@ function replica(redis: Redis): Handoff {
 }
 
 function at(host: string, url: string, cookies: Record<string, string>): HandoffRequestInput {
-  return { url, host, protocol: 'https', cookies, ip: '127.0.0.1', log: LOG }
+  return { url, host, cookies, ip: '127.0.0.1', log: LOG }
 }
 
 const query = (location: string): URLSearchParams => new URL(location, 'https://x').searchParams
