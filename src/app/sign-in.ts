@@ -68,6 +68,9 @@ export async function registerSignIn(
     redirectPortHint: createPortHint({ publicUrl, allowedHosts: config.redirects.allowedHosts }),
     isTrustedOrigin: access.isTrustedOrigin,
     rateLimit: config.rateLimit.signIn,
+    replay: state.replay,
+    sessionMaxAgeSeconds: config.session.maxAgeSeconds,
+    nowSeconds: () => access.judge.nowSeconds(),
     onEnded: (session) => events.sessionEnded(session),
     // Counted by the primary even with Redis: the per-process count would give each worker a budget.
     ...(state.rateLimitStore === undefined ? {} : { rateLimitStore: state.rateLimitStore }),

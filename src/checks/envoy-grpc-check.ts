@@ -80,6 +80,7 @@ export function createEnvoyGrpcCheck(options: EnvoyGrpcCheckOptions): EnvoyGrpcC
     const call: GrpcCall = {
       started: performance.now(),
       url: input.path,
+      host: input.host,
       method,
       headers,
       cookies: cookieHeader === undefined ? NO_COOKIES : cookies.jar(cookieHeader),

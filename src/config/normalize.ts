@@ -53,8 +53,12 @@ function normalizeProvider(provider: ProviderConfig): ProviderConfig {
 
 function normalizeCookies(cookies: CookiesConfig): CookiesConfig {
   // Browsers ignore a leading dot in Domain; without it the value compares plainly.
-  if (cookies.domain === undefined) return { ...cookies }
-  return { ...cookies, domain: asciiLower(cookies.domain.replace(/^\./, '')) }
+  const plain = (domain: string): string => asciiLower(domain.replace(/^\./, ''))
+  return {
+    ...cookies,
+    ...(cookies.domain === undefined ? {} : { domain: plain(cookies.domain) }),
+    ...(cookies.domains === undefined ? {} : { domains: [...new Set(cookies.domains.map(plain))] }),
+  }
 }
 
 /**

@@ -45,6 +45,12 @@ export const ENDPOINTS = {
   ssfEvents: { path: `${SIGN_IN_PATH}/ssf/events`, methods: ['POST'], metric: 'ssf_events', signInRateLimit: false, reserved: true },
   /** Forward-auth: asked by an ingress, a program, even when the browser's headers come along. */
   forwardAuth: { path: `${SIGN_IN_PATH}/auth`, methods: ['GET'], metric: 'forward_auth', signInRateLimit: false, reserved: true },
+  /**
+   * Several cookie domains (cookies.domains): one sign-in handed to a host of another domain, in
+   * three steps on one path (routes/handoff.ts). Not one of the contract's four sign-in endpoints;
+   * counted against the sign-in budget, each step costing a seal or a redirect.
+   */
+  handoff: { path: `${SIGN_IN_PATH}/handoff`, methods: ['GET'], metric: 'handoff', signInRateLimit: true, reserved: true },
   /** Who the request is signed in as, as JSON (oauth2-proxy's /oauth2/userinfo); 401 without a session or Bearer token. */
   userinfo: { path: `${SIGN_IN_PATH}/userinfo`, methods: ['GET'], metric: 'userinfo', signInRateLimit: false, reserved: true },
   /**
@@ -85,6 +91,7 @@ export interface CheckRoute {
   readonly match: 'endpoint' | 'prefix'
 }
 export const BACKCHANNEL_LOGOUT_PATH = ENDPOINTS.backchannelLogout.path
+export const HANDOFF_PATH = ENDPOINTS.handoff.path
 export const SIGN_OUT_PATH = ENDPOINTS.signOut.path
 export const SSF_EVENTS_PATH = ENDPOINTS.ssfEvents.path
 /**

@@ -388,6 +388,11 @@ const cookies = object(
         format: 'cookie-domain',
       },
     ),
+    domains: list(
+      `[Several cookie domains](features/several-domains.md) instead of \`domain\` (never both): each request's session cookie gets the longest entry its host is in (on a dot boundary), or no \`Domain\` (the request's host only) when its host is in none. One sign-in serves every entry: the callback sets the cookie for \`server.publicUrl\`'s host, and a host of another entry receives the session through the one-time hand-off endpoint (\`${SIGN_IN_PATH}/handoff\`). Disables the \`__Host-\` prefix. Leading dots are dropped and entries lowercased; at most 10.`,
+      string('domain', { format: 'cookie-domain' }),
+      { minItems: 1, uniqueItems: true },
+    ),
     credentialsPath: string(
       `Path of the cookie holding the refresh and ID tokens (\`session.store: cookie\` only). \`/\`: sent with every request, so expired access tokens are refreshed for every request; \`${SIGN_IN_PATH}\`: sent to the sign-in endpoints only, so the refresh token never travels with application requests and only page navigations are refreshed (through a redirect). See [Sessions](#sessions).`,
       { enum: ['/', SIGN_IN_PATH], default: '/' },

@@ -138,6 +138,8 @@ export interface CookiesConfig {
   sameSite: SameSite
   /** Optional Domain attribute (disables the __Host- prefix). */
   domain?: string
+  /** Several Domain attributes, the longest matching the request's host chosen (never with `domain`). */
+  domains?: string[]
   /** Path of the credentials cookie (refresh and ID tokens): everywhere, or the sign-in endpoints only. */
   credentialsPath: '/' | typeof SIGN_IN_PATH
 }

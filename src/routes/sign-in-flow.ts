@@ -103,6 +103,8 @@ export interface SignInFlowOptions {
    * authentication, and the gateway's time in epoch seconds (a step-up's auth_time is judged by it).
    */
   stepUp?: { requirementFor: (target: string) => StepUpRequirement | undefined; nowSeconds: () => number }
+  /** Several cookie domains: a sign-in returning to a host of another domain goes through the hand-off (routes/handoff.ts). */
+  handoff?: { locationAfterSignIn: (redirectAfter: string) => string | undefined }
 }
 
 /** The sign-in flow: one per configuration, shared by its routes. */
@@ -246,7 +248,11 @@ export class SignInFlow {
     }
     cookies.clearTransaction(req, reply, state, crossSite)
     auditSuccess(req.log, 'sign-in', sessionSubject(session), req.ip)
-    if (transaction.redirectAfter !== undefined) return { redirect: transaction.redirectAfter, status: 302, noStore: true }
+    if (transaction.redirectAfter !== undefined) {
+      // The new cookie covers the public host's domain only: another configured domain's host gets the session handed over.
+      const handoff = this.#options.handoff?.locationAfterSignIn(transaction.redirectAfter)
+      return { redirect: handoff ?? transaction.redirectAfter, status: 302, noStore: true }
+    }
     return { value: session.accessToken, noStore: true }
   }
 

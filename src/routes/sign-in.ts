@@ -5,6 +5,8 @@ import { ENDPOINTS } from '../contract/endpoints.js'
 import { hardenSignIn, type RateLimitStore } from './sign-in-hardening.js'
 import { acceptFormBodies, FORM_POST_BODY_LIMIT, formPostParams } from './form-post.js'
 import { SignInFlow, type AuthorizationResponseInput, type SignInAnswer, type SignInFlowOptions } from './sign-in-flow.js'
+import { Handoff } from './handoff.js'
+import type { JtiReplay } from '../oidc/jti-replay.js'
 
 // The four sign-in endpoints of the contract (contract/endpoints.ts), and the sign-out form of
 // the gateway's pages, as Fastify routes: each reads its request, hands it to the sign-in flow
@@ -25,6 +27,12 @@ export interface SignInOptions extends SignInFlowOptions {
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
   rateLimitStore?: RateLimitStore
+  /** One-time use of hand-off tokens (routes/handoff.ts): the process's guard, in Redis when configured. */
+  replay: JtiReplay
+  /** session.maxAgeSeconds: a handed-over session's cookies live as long as the session. */
+  sessionMaxAgeSeconds: number
+  /** The gateway's time in epoch seconds. */
+  nowSeconds: () => number
 }
 
 /** Writes the flow's answer: a redirect, or the JSON `{ value }`. */
@@ -39,7 +47,17 @@ function authorizationResponse(req: FastifyRequest): AuthorizationResponseInput 
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
-  const flow = new SignInFlow(options)
+  const handoff = new Handoff({
+    cookies: options.cookies,
+    store: options.store,
+    bindIssuer: options.bindIssuer,
+    replay: options.replay,
+    publicUrl: options.publicUrl,
+    validateRedirectAfter: options.validateRedirectAfter,
+    sessionMaxAgeSeconds: options.sessionMaxAgeSeconds,
+    nowSeconds: options.nowSeconds,
+  })
+  const flow = new SignInFlow({ ...options, handoff })
   app.addHook('onRoute', (route) => {
     route.bodyLimit ??= BODY_LIMIT_BYTES
   })
@@ -56,6 +74,13 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.get(ENDPOINTS.providerCallback.path, callback)
   app.post(ENDPOINTS.callback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
   app.post(ENDPOINTS.providerCallback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
+
+  // Several cookie domains: one sign-in handed to a host of another domain (routes/handoff.ts).
+  // Its URLs carry one-time seals: never kept, never sent on as a Referer.
+  app.get(ENDPOINTS.handoff.path, async (req, reply) => {
+    reply.header('referrer-policy', 'no-referrer')
+    return write(reply, await handoff.step(req, reply, queryOf(req)))
+  })
 
   app.get(ENDPOINTS.refresh.path, async (req, reply) => write(reply, await flow.refresh(req, reply, queryOf(req))))
   app.delete(ENDPOINTS.logout.path, async (req, reply) => write(reply, await flow.logout(req, reply)))

@@ -39,6 +39,17 @@ interface CookieReadingRequest {
 // binding is the one sealed in it. Plain http (cookies.secure: false) has no prefixes: there the
 // binding is an ordinary cookie, which a sibling host can toss too.
 //
+// Several domains (cookies.domains, docs/features/several-domains.md): each cookie is set with the
+// longest configured domain the request's host is in, on a dot boundary (RFC 6265 5.1.3
+// domain-match; oauth2-proxy's --cookie-domain also takes the longest, but matches a bare suffix
+// and falls back to its shortest domain, a Domain the browser then ignores, RFC 6265 5.3 step 6).
+// A host in none gets a host-only cookie: the only one a browser keeps there. The session cookie
+// keeps one name on every domain (`__Secure-` when secure: RFC 6265bis 4.1.3.2 forbids a Domain on
+// `__Host-` cookies), so a seal bound to its name opens on every domain. Clearing expires every
+// variant (host-only and each domain): a browser drops the lines whose Domain does not cover the
+// host. The single `cookies.domain` keeps its meaning: that Domain on every cookie, whatever the
+// host (a forward-auth check's host is the ingress's call, not the page's).
+//
 // Transactions are bounded (MAX_TRANSACTIONS per browser): each one sets a cookie of up to about
 // 3 KB for 10 minutes, and unbounded they would push the callback's request past the server's
 // header limit (431) until they expire. They travel only to the callback, so the binding (which
@@ -76,13 +87,30 @@ const TX_SUFFIX = /^[0-9a-z]{7}[A-Za-z0-9_-]{0,16}$/
  * (RFC 6265bis 4.1.3.2) and requires Secure, Path=/ and no Domain; with a Domain only __Secure-
  * remains. Cookies on a narrower path can only carry __Secure-.
  */
-function sessionCookiePrefix(config: Pick<CookiesConfig, 'secure' | 'domain'>): string {
-  return config.secure && config.domain === undefined ? '__Host-' : config.secure ? '__Secure-' : ''
+function sessionCookiePrefix(config: Pick<CookiesConfig, 'secure' | 'domain' | 'domains'>): string {
+  return config.secure && config.domain === undefined && config.domains === undefined ? '__Host-' : config.secure ? '__Secure-' : ''
 }
 
 /** The session cookie's name as browsers see it (before chunking): what an operator looks for in a browser. */
-export function sessionCookieName(config: Pick<CookiesConfig, 'name' | 'secure' | 'domain'>): string {
+export function sessionCookieName(config: Pick<CookiesConfig, 'name' | 'secure' | 'domain' | 'domains'>): string {
   return `${sessionCookiePrefix(config)}${config.name}`
+}
+
+/** The hostname of a `host[:port]` (an IPv6 literal keeps its brackets), lowercased. */
+function hostnameOf(host: string): string {
+  const end = host.startsWith('[') ? host.indexOf(']') + 1 : host.lastIndexOf(':')
+  return (end > 0 ? host.slice(0, end) : host).toLowerCase()
+}
+
+/** RFC 6265 5.1.3: `hostname` is `domain` or a name under it (on a dot boundary); never an IP literal. */
+export function domainMatches(hostname: string, domain: string): boolean {
+  return hostname === domain || (hostname.endsWith(domain) && hostname.charCodeAt(hostname.length - domain.length - 1) === 0x2e)
+}
+
+/** The session's cookies as a browser holds them, to be set again on another domain (routes/handoff.ts). */
+export interface HandedCookies {
+  /** Each cookie of the session and credentials roles, chunks included: name and sealed value. */
+  readonly cookies: ReadonlyArray<readonly [name: string, value: string]>
 }
 
 /** How long the binding is kept once a callback has taken its transaction off it: the contract's 10 minutes. */
@@ -113,6 +141,10 @@ export class GatewayCookies {
   /** Every name the gateway could have set, with any prefix, for the current and former base names. */
   readonly #names: Set<string>
   readonly #txPrefixes: string[]
+  /** cookies.domains, longest first; undefined with the single `domain` or none. */
+  readonly #domains: readonly string[] | undefined
+  /** Every Domain a cookie may have been set with: undefined (host-only) and each configured one. */
+  readonly #variants: ReadonlyArray<string | undefined>
 
   /**
    * `formerNames`: the cookies.name values this process ran with before (a reload), whose cookies
@@ -134,6 +166,8 @@ export class GatewayCookies {
       sameSite: config.sameSite,
       ...(config.domain === undefined ? {} : { domain: config.domain }),
     }
+    this.#domains = config.domains === undefined ? undefined : [...config.domains].sort((a, b) => b.length - a.length)
+    this.#variants = this.#domains === undefined ? [config.domain] : [undefined, ...this.#domains]
     // Never with the domain: the binding is what a sibling host cannot set. SameSite=None with
     // Secure, so that it comes back with a form_post callback (a cross-site POST) too: it
     // authorizes nothing alone, it only tells this browser's transactions from planted ones.
@@ -200,6 +234,35 @@ export class GatewayCookies {
     done()
   }
 
+  /**
+   * The Domain of the cookies set for a request to `host`: the single `cookies.domain` whatever the
+   * host; with `cookies.domains` the longest the host is in, or undefined (host-only) when it is in none.
+   */
+  domainFor(host: string | undefined): string | undefined {
+    if (this.#domains === undefined) return this.#base.domain
+    if (host === undefined) return undefined
+    const hostname = hostnameOf(host)
+    return this.#domains.find((domain) => domainMatches(hostname, domain))
+  }
+
+  /** With cookies.domains: the configured domain `host` is in (the longest), else undefined; never with the single `domain`. */
+  configuredDomainOf(host: string): string | undefined {
+    return this.#domains === undefined ? undefined : this.domainFor(host)
+  }
+
+  /** The attributes of a cookie set for `req`: the base ones with the Domain its host chooses. */
+  #attributesFor(req: Pick<SessionRequest, 'host'>): CookieSerializeOptions {
+    const { domain: _domain, ...base } = this.#base
+    const domain = this.domainFor(req.host)
+    return domain === undefined ? base : { ...base, domain }
+  }
+
+  /** Sets an expired `name` on every Domain it may have been set with. */
+  #expireEverywhere(reply: SessionReply, name: string, options: CookieSerializeOptions): void {
+    const { domain: _domain, ...rest } = options
+    for (const domain of this.#variants) reply.setCookie(name, '', { ...rest, ...(domain === undefined ? {} : { domain }), maxAge: 0, expires: new Date(0) })
+  }
+
   /** A name the gateway could have set that the current configuration does not use: expireFormer expires it. */
   #isFormer(name: string): boolean {
     return !this.#current.has(name) && this.#names.has(name)
@@ -232,9 +295,7 @@ export class GatewayCookies {
         continue
       }
       const secure = name.startsWith('__Secure-') || this.#base.secure === true
-      for (const path of new Set(['/', this.#roles.credentials.path])) {
-        reply.setCookie(name, '', { ...this.#base, secure, path, maxAge: 0, expires: new Date(0) })
-      }
+      for (const path of new Set(['/', this.#roles.credentials.path])) this.#expireEverywhere(reply, name, { ...this.#base, secure, path })
     }
   }
 
@@ -286,7 +347,7 @@ export class GatewayCookies {
       throw new GatewayError('session_too_large', 'the provider issued tokens too large for cookie sessions; configure session.store: memory or redis')
     }
     const maxAge = Math.max(0, Math.floor(expiresAt - this.#cipher.clock.now() / 1000))
-    const options = { ...this.#base, path, maxAge }
+    const options = { ...this.#attributesFor(req), path, maxAge }
     if (count === 1) {
       reply.setCookie(name, sealed, options)
     } else {
@@ -299,6 +360,80 @@ export class GatewayCookies {
     for (let i = Math.max(count, 1); i < MAX_CHUNKS; i++) {
       if (req.cookies[`${name}_${i}`] !== undefined) this.#expire(reply, `${name}_${i}`, path)
     }
+  }
+
+  /**
+   * The session's cookies as this request brings them (the session role's and, when it reaches
+   * this path, the credentials'), chunks included, for a hand-off to another domain; undefined
+   * without a session cookie. The caller has checked that they open.
+   */
+  handOver(req: SessionRequest): HandedCookies | undefined {
+    const cookies: Array<readonly [string, string]> = []
+    for (const role of ['session', 'credentials'] as const) {
+      const { name } = this.#roles[role]
+      const first = req.cookies[name]
+      if (first === undefined) {
+        if (role === 'session') return undefined
+        continue
+      }
+      const count = first.charAt(1) === CHUNK_MARK ? Number(first.charAt(0)) : 1
+      for (let i = 0; i < count; i++) {
+        const chunk = i === 0 ? name : `${name}_${i}`
+        const value = req.cookies[chunk]
+        if (value === undefined) return undefined
+        cookies.push([chunk, value])
+      }
+    }
+    return { cookies }
+  }
+
+  /**
+   * Sets handed-over cookies (handOver) for this request's host, until `expiresAt` (epoch seconds):
+   * only names of the session and credentials roles, each on its role's path.
+   */
+  receive(req: SessionRequest, reply: SessionReply, handed: HandedCookies, expiresAt: number): void {
+    const maxAge = Math.max(0, Math.floor(expiresAt - this.#cipher.clock.now() / 1000))
+    const attributes = this.#attributesFor(req)
+    const handedNames = new Set(handed.cookies.map(([name]) => name))
+    for (const role of ['session', 'credentials'] as const) {
+      const { path } = this.#roles[role]
+      for (const name of withChunks([this.#roles[role].name])) {
+        const value = handed.cookies.find(([handedName]) => handedName === name)?.[1]
+        if (value !== undefined) reply.setCookie(name, value, { ...attributes, path, maxAge })
+        // Chunks of an earlier, larger session here would otherwise be joined to this one's.
+        else if (req.cookies[name] !== undefined && handedNames.size > 0) this.#expire(reply, name, path)
+      }
+    }
+  }
+
+  /**
+   * The hand-off's binding on this host (routes/handoff.ts): the digest of the browser's binding
+   * nonce, the binding set first when the browser has none. The same host-only cookie as a
+   * transaction's: what another host, an attacker's browser or a link cannot give a browser.
+   */
+  bindHandoff(req: SessionRequest, reply: SessionReply, ttlSeconds: number): string {
+    const held = this.#heldBinding(req)
+    const nonce = held?.nonce ?? randomBytes(BINDING_BYTES).toString('base64url')
+    this.#setBinding(reply, nonce, held?.live ?? [], ttlSeconds, false)
+    return bindingDigest(nonce)
+  }
+
+  /**
+   * Seals a hand-off step's value for `host` (routes/handoff.ts) with the cookie secrets; the step
+   * and host are its authenticated purpose, apart from every cookie's (`session:`, `tx:`...).
+   */
+  sealHandoff(step: 'request' | 'token', host: string, data: unknown, expiresAt: number): string {
+    return this.#cipher.seal(`handoff-${step}:${host}`, data, expiresAt)
+  }
+
+  /** Opens what sealHandoff sealed for this step and host; undefined when tampered, expired, or for another. */
+  openHandoff(step: 'request' | 'token', host: string, sealed: string): unknown {
+    return this.#cipher.open(`handoff-${step}:${host}`, sealed)
+  }
+
+  /** Whether this browser holds the binding a hand-off was bound to (bindHandoff's digest). */
+  handoffBound(req: SessionRequest, digest: string): boolean {
+    return boundToBrowser(digest, this.#heldBinding(req)?.nonce)
   }
 
   /** Expires a role's cookie and all its chunks (Max-Age=0 on the same name, path and domain). */
@@ -327,11 +462,11 @@ export class GatewayCookies {
     // MAX_TRANSACTIONS - 1 stay, the others are expired by name.
     const live = [...(held?.live ?? [])].sort().reverse()
     for (const suffix of live.slice(MAX_TRANSACTIONS - 1))
-      reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(false), maxAge: 0, expires: new Date(0) })
+      reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(req, false), maxAge: 0, expires: new Date(0) })
     const suffix = Math.floor(now).toString(36).padStart(TX_TIME_CHARS, '0') + stateTag(state)
     // Set again with every sign-in: it lives as long as the browser's latest transaction.
     this.#setBinding(reply, nonce, [...live.slice(0, MAX_TRANSACTIONS - 1), suffix], ttlSeconds, crossSite)
-    reply.setCookie(this.#txPrefix + suffix, sealed, { ...this.#txAttributes(crossSite), maxAge: ttlSeconds })
+    reply.setCookie(this.#txPrefix + suffix, sealed, { ...this.#txAttributes(req, crossSite), maxAge: ttlSeconds })
   }
 
   /**
@@ -354,7 +489,7 @@ export class GatewayCookies {
   clearTransaction(req: SessionRequest, reply: SessionReply, state: string, crossSite = false): void {
     const name = this.#transactionName(req, state)
     if (name === undefined) return
-    reply.setCookie(name, '', { ...this.#txAttributes(crossSite), maxAge: 0, expires: new Date(0) })
+    reply.setCookie(name, '', { ...this.#txAttributes(req, crossSite), maxAge: 0, expires: new Date(0) })
     const held = this.#heldBinding(req)
     const suffix = name.slice(this.#txPrefix.length)
     if (held?.live.includes(suffix) !== true) return
@@ -387,8 +522,9 @@ export class GatewayCookies {
     reply.setCookie(this.#binding.name, [nonce, ...live].join('.'), { ...this.#bindingAttributes(crossSite), maxAge: ttlSeconds })
   }
 
-  #txAttributes(crossSite: boolean): CookieSerializeOptions {
-    return crossSite ? { ...this.#base, path: CALLBACK_PATH, sameSite: 'none', secure: true } : { ...this.#base, path: CALLBACK_PATH }
+  #txAttributes(req: SessionRequest, crossSite: boolean): CookieSerializeOptions {
+    const base = this.#attributesFor(req)
+    return crossSite ? { ...base, path: CALLBACK_PATH, sameSite: 'none', secure: true } : { ...base, path: CALLBACK_PATH }
   }
 
   /** The names of the browser's transaction cookies (the current configuration's). */
@@ -403,7 +539,7 @@ export class GatewayCookies {
   }
 
   #expire(reply: SessionReply, name: string, path: string): void {
-    reply.setCookie(name, '', { ...this.#base, path, maxAge: 0, expires: new Date(0) })
+    this.#expireEverywhere(reply, name, { ...this.#base, path })
   }
 }
 

@@ -72,6 +72,12 @@ export interface SessionRequest {
   /** The request target (path and query) the browser sent its cookies with. */
   readonly url: string
   readonly cookies: { readonly [name: string]: string | undefined }
+  /**
+   * The host the browser sent it to (`host[:port]`; Fastify's request.host, X-Forwarded-Host from
+   * a trusted proxy): with several cookies.domains it chooses the Domain of the cookies set
+   * (session/cookies.ts). Undefined where unknown: the only domain configured, if one.
+   */
+  readonly host?: string | undefined
 }
 
 /** What sessions write on the answer: cookies (a Fastify reply, or the Set-Cookie lines of a gRPC check). */
