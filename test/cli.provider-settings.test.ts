@@ -297,3 +297,12 @@ t.test('the summary names the Redis store by its addresses and the upstreams wit
     upstreams: [{ target: 'http://127.0.0.1:3000/app' }],
   })
 })
+
+t.test('the startup summary names every cookie domain of cookies.domains', async (t) => {
+  const base = valid(8080, 'http://127.0.0.1:3000/app')
+  const config = resolveConfig(
+    { ...base, cookies: { secrets: [COOKIE], secure: true, domains: ['a.example.test', 'b.example.org'] }, redirects: { allowedHosts: ['.b.example.org'] } },
+    SECRETS_ENV,
+  )
+  t.match(startupSummary(config)[0]?.fields, { cookie: { name: '__Secure-ogw', domain: null, domains: ['a.example.test', 'b.example.org'] } })
+})

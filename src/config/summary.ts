@@ -45,7 +45,11 @@ export function startupSummary(config: GatewayConfig): StartupSummaryLine[] {
   const several = config.providers.length > 1
   const { cookies } = config
   const shared = {
-    cookie: { name: sessionCookieName(cookies), domain: cookies.domain ?? null, secure: cookies.secure, sameSite: cookies.sameSite },
+    cookie: {
+      name: sessionCookieName(cookies),
+      domain: cookies.domain ?? null,
+      ...(cookies.domains === undefined ? {} : { domains: cookies.domains }),
+      secure: cookies.secure, sameSite: cookies.sameSite },
     sessionStore: sessionStore(config.session),
     upstreams: config.upstreams.map((u) => ({
       name: u.name,
