@@ -721,7 +721,7 @@ const upstream = object(
         ),
         password: string(
           'The password, written as one environment reference and nothing else (`${APP_BASIC_PASSWORD}`): a password written in the file is refused. No control characters. Masked by `check`.',
-          { minLength: 1, pattern: '^[^\\x00-\\x1f\\x7f]+$' },
+          { minLength: 1 },
         ),
         passwordFile: string(
           'The path of a file holding the password (a Kubernetes Secret mounted as a file), read at start and at each reload; one trailing line break is dropped. Warned about when readable by group or others.',

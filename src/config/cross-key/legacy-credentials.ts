@@ -77,9 +77,9 @@ function checkBasicPassword(read: Read, at: Path): Issue[] {
   if (password !== undefined && file !== undefined) {
     return [{ path: [...at, 'passwordFile'], message: `cannot be given with ${formatPath([...at, 'password'])}: give the password one way` }]
   }
+  if (password !== undefined) return CONTROL.test(password) ? [{ path: [...at, 'password'], message: 'holds a control character' }] : []
   // A key with a problem of its own is reported where it is: `read(at)` then reads nothing.
-  if (password === undefined && file === undefined) return [{ path: at, message: 'needs password (${VAR}) or passwordFile' }]
-  if (file === undefined) return []
+  if (file === undefined) return [{ path: at, message: 'needs password (${VAR}) or passwordFile' }]
   let content: string
   try {
     content = readFileSync(file, 'utf8').replace(/\r?\n$/, '')
