@@ -17,9 +17,12 @@ import { currentCaddy, startCaddy } from '../fixtures/caddy.ts'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { HEADERS_TO_EXT_AUTHZ, startEnvoy } from '../fixtures/envoy.ts'
 import { rawRequest } from '../fixtures/http.ts'
+import { recipe } from '../fixtures/markdown.ts'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 
 t.setTimeout(110_000)
+
+const PAGE = 'docs/features/legacy-credentials.md'
 
 const PASSWORD = 'legacy: app password'
 const FORGED_BASIC = `Basic ${Buffer.from(`alice:${PASSWORD}`).toString('base64')}`
@@ -134,12 +137,12 @@ t.test('forward-auth: the answer carries them, and an ingress that copies Author
   t.equal(token.headers.get('x-forwarded-access-token'), null, 'the answer names the access token once, as --set-xauthrequest does')
   t.equal(token.headers.get('authorization'), null)
 
-  // An ingress (Caddy's forward_auth) in front of the Basic application, copying Authorization.
-  const ingress = await startCaddy(
-    t,
-    caddy,
-    `http://:0 {\n\tbind 127.0.0.1\n\troute {\n\t\tforward_auth ${host} {\n\t\t\turi /api/v1/openid/auth\n\t\t\theader_up X-Forwarded-Host ${host}\n\t\t\tcopy_headers Authorization X-Auth-Request-User\n\t\t}\n\t\treverse_proxy ${new URL(app.url).host}\n\t}\n}\n`,
-  )
+  // docs/features/legacy-credentials.md's Caddy (forward_auth copying Authorization) in front of the Basic application.
+  const sites = recipe(PAGE, 'caddyfile')
+    .replace(/^app\.example\.com \{/m, 'http://:0 {\n\tbind 127.0.0.1')
+    .replaceAll('127.0.0.1:8080', host)
+    .replaceAll('127.0.0.1:3000', new URL(app.url).host)
+  const ingress = await startCaddy(t, caddy, sites)
   const admitted = await rawRequest(ingress.url, '/basic/x', { headers: { ...JSON_ACCEPT, cookie: alice } })
   t.equal(admitted.status, 200)
   t.equal(admitted.body, 'admitted alice')

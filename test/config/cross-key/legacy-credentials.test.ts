@@ -9,7 +9,9 @@ import { join } from 'node:path'
 import t from 'tap'
 import { maskConfig } from '#src/config/mask'
 import { exposedSecretFiles } from '#src/config/file-modes'
-import { problems, resolve, withUpstream } from '../../fixtures/config/base.ts'
+import YAML from 'yaml'
+import { problems, resolve, type Tree, withUpstream } from '../../fixtures/config/base.ts'
+import { recipe } from '../../fixtures/markdown.ts'
 import { PARTNERS, STAFF, several } from '../../fixtures/config/values.ts'
 
 const ENV = { APP_BASIC_PASSWORD: 'pw:with-colon' }
@@ -104,4 +106,18 @@ t.test('the Basic password: from the environment or a file, never written in the
   t.strictSame(exposedSecretFiles(fileConfig, configPath), [])
   chmodSync(file, 0o644)
   t.strictSame(exposedSecretFiles(fileConfig, configPath), [{ key: `${at('forwardBasicAuth.passwordFile')}`, path: file, mode: '0644' }])
+})
+
+t.test("docs/features/legacy-credentials.md's example is a valid configuration", async (t) => {
+  const example = YAML.parse(recipe('docs/features/legacy-credentials.md', 'yaml')) as Tree
+  t.strictSame(problems(example, { APP_BASIC_PASSWORD: 'from-the-environment' }), [])
+  const config = resolve(example, { APP_BASIC_PASSWORD: 'from-the-environment' })
+  t.strictSame(
+    config.upstreams.map((u) => [u.name, u.forwardBasicAuth?.user, u.forwardIdToken, u.forwardAccessTokenHeader]),
+    [
+      ['wiki', 'email', false, false],
+      ['dashboard', undefined, true, false],
+      ['reports', undefined, false, true],
+    ],
+  )
 })
