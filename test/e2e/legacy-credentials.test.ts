@@ -16,7 +16,7 @@ import t from 'tap'
 import { currentCaddy, startCaddy } from '../fixtures/caddy.ts'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { HEADERS_TO_EXT_AUTHZ, startEnvoy } from '../fixtures/envoy.ts'
-import { rawRequest } from '../fixtures/http.ts'
+import { echo, openSocket, rawRequest } from '../fixtures/http.ts'
 import { recipe } from '../fixtures/markdown.ts'
 import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 
@@ -45,7 +45,7 @@ const stack = await startStack(t, {
     { name: 'basic', match: { pathPrefix: '/basic' }, target: app.url, forwardBasicAuth: { passwordFile } },
     { name: 'email', match: { pathPrefix: '/email' }, target: app.url, forwardBasicAuth: { user: 'email', passwordFile } },
     { name: 'id', match: { pathPrefix: '/id' }, forwardIdToken: true, auth: 'optional' },
-    { name: 'token', match: { pathPrefix: '/token' }, forwardAccessTokenHeader: true },
+    { name: 'token', match: { pathPrefix: '/token' }, forwardAccessTokenHeader: true, websocket: true },
     { name: 'plain', match: { pathPrefix: '/plain' } },
   ],
 })
@@ -108,6 +108,17 @@ t.test('the proxy', async (t) => {
     t.equal(await ownerOf(seen()['x-forwarded-access-token']), 'alice')
     t.equal(seen()['x-auth-request-access-token'], seen()['x-forwarded-access-token'])
     t.equal(seen().authorization, 'Bearer theirs', 'Authorization is not this key’s: the client’s passes')
+  })
+
+  t.test('a WebSocket upgrade receives them as a request does', async (t) => {
+    const ws = await openSocket(`${stack.gw.replace('http', 'ws')}/token/socket`, { cookie: alice, origin: stack.gw, 'x-forwarded-access-token': 'forged' })
+    if (typeof ws === 'number') throw new Error(`upgrade refused: ${ws}`)
+    t.teardown(() => ws.close())
+    // One echo: the upstream has seen this upgrade before it is read.
+    await echo(ws, 'ping')
+    const headers = stack.upstream.upgrades.at(-1)?.headers ?? {}
+    t.equal(await ownerOf(headers['x-forwarded-access-token']), 'alice')
+    t.equal(headers['x-auth-request-access-token'], headers['x-forwarded-access-token'])
   })
 
   t.test('none of them: the client’s Authorization passes as it did, the token headers never', async (t) => {
