@@ -18,7 +18,7 @@ import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { HEADERS_TO_EXT_AUTHZ, startEnvoy } from '../fixtures/envoy.ts'
 import { echo, openSocket, rawRequest } from '../fixtures/http.ts'
 import { recipe } from '../fixtures/markdown.ts'
-import { CLIENT_ID, gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
+import { CLIENT_ID, gatewayCookies, startStack } from '../fixtures/stack.ts'
 
 t.setTimeout(110_000)
 
