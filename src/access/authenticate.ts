@@ -94,8 +94,8 @@ export class Authentication {
    * The authentication of an upstream that accepts the providers `names` lists (its
    * upstreams[].providers), worked out once per upstream.
    */
-  forProviders(names: readonly string[], resource?: ResourceAudience): Pick<UpstreamAuthentication, 'authenticate'> {
-    return new UpstreamAuthentication(this.#deps, names, resource)
+  forProviders(names: readonly string[], resource?: ResourceAudience, withIdToken = false): Pick<UpstreamAuthentication, 'authenticate'> {
+    return new UpstreamAuthentication(this.#deps, names, resource, withIdToken)
   }
 }
 
@@ -110,9 +110,15 @@ export class UpstreamAuthentication {
   /** Each accepted provider's claim mapping (its Provider's), by name: a session names its provider. */
   readonly #mappings: ReadonlyMap<string, ClaimMapping>
   readonly #resource: ResourceAudience | undefined
+  /** The upstream forwards the ID token (upstreams[].forwardIdToken): a session's identity carries it. */
+  readonly #withIdToken: boolean
 
-  /** `resource`: the audience Bearer tokens must name here instead of the providers' (and no session signs in). */
-  constructor(deps: AuthenticationDeps, names: readonly string[], resource?: ResourceAudience) {
+  /**
+   * `resource`: the audience Bearer tokens must name here instead of the providers' (and no session
+   * signs in). `withIdToken`: a session's identity carries its ID token, opened with its credentials.
+   */
+  constructor(deps: AuthenticationDeps, names: readonly string[], resource?: ResourceAudience, withIdToken = false) {
+    this.#withIdToken = withIdToken
     this.#deps = deps
     this.#accepted = deps.providers.named(names)
     this.#accepts = new Set(names)
@@ -166,14 +172,20 @@ export class UpstreamAuthentication {
       return 'expired'
     }
     const of = { provider: session.provider, issuer: session.issuer, mapping: this.#mappingOf(session.provider) }
-    if (session.expiresAt > clock.now() / 1000) return { claims: session.claims, accessToken: session.accessToken, ...of }
+    if (session.expiresAt > clock.now() / 1000) {
+      if (!this.#withIdToken) return { claims: session.claims, accessToken: session.accessToken, ...of }
+      // The ID token is kept with the long-lived credentials (a second cookie, or Redis's record).
+      const idToken = (await store.withCredentials(req, session))?.idToken
+      return { claims: session.claims, accessToken: session.accessToken, ...of, ...(idToken === undefined ? {} : { idToken }) }
+    }
     // Only now are the long-lived credentials opened: the hot path reads the session alone.
     const full = await store.withCredentials(req, session)
     if (full === undefined) return 'refreshable'
     if (full.refreshToken === undefined) return 'expired'
     try {
       const updated = await lifecycle.refresh(req, reply, full)
-      return { claims: updated.claims, accessToken: updated.accessToken, ...of }
+      const idToken = this.#withIdToken ? (updated.idToken ?? full.idToken) : undefined
+      return { claims: updated.claims, accessToken: updated.accessToken, ...of, ...(idToken === undefined ? {} : { idToken }) }
     } catch (err) {
       // Refused, or ended while it was being refreshed (SessionStore.update): signed out.
       if (err instanceof GatewayError && (err.code === 'refresh_token_invalid' || err.code === 'unauthenticated')) return 'expired'

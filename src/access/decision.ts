@@ -179,7 +179,7 @@ export class AccessDecisions {
     this.#byUpstream = new Map(
       upstreams.map((upstream) => [
         upstream,
-        new UpstreamAccess(upstream, authentication.forProviders(upstream.providers, audienceOf(upstream, publicUrl)), judge),
+        new UpstreamAccess(upstream, authentication.forProviders(upstream.providers, audienceOf(upstream, publicUrl), upstream.forwardIdToken), judge),
       ]),
     )
   }

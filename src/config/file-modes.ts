@@ -36,6 +36,9 @@ export function exposedSecretFiles(config: GatewayConfig, configPath: string): E
   config.assertions.signingKeys?.forEach((key, index) => {
     if (!isInlineKey(key)) files.push([`assertions.signingKeys[${index}]`, key.trim()])
   })
+  config.upstreams.forEach((upstream, index) => {
+    if (upstream.forwardBasicAuth?.passwordFile !== undefined) files.push([`upstreams[${index}].forwardBasicAuth.passwordFile`, upstream.forwardBasicAuth.passwordFile])
+  })
   const written = secretsWrittenIn(config, configPath)
   if (written.length > 0) files.push(['(configuration file)', configPath, written])
   return files.flatMap(([key, path, secrets]) => {

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs'
 import YAML, { type YAMLError } from 'yaml'
 import { describeFsError } from '../lib/fs-errors.js'
 import { crossCheck, deprecations } from './cross-key-rules.js'
+import { refusedLiteralPasswords } from './cross-key/legacy-credentials.js'
 import { type Env, expandEnv } from './env.js'
 import { normalizeConfig } from './normalize.js'
 import { formatIssue, type Issue, type Path, type PathSegment, startsWith } from './path.js'
@@ -91,7 +92,8 @@ export function resolveWithWarnings(data: unknown, env: Env = process.env): { co
     // placeholder is noise.
     ...(schema.ok ? [] : schema.issues.filter((issue) => !underEnvIssue(issue.path))),
   ]
-  const issues = inFileOrder([...found, ...crossCheck(expansion.value, found)], expansion.value)
+  // A secret written in the file is seen only before the environment is substituted.
+  const issues = inFileOrder([...found, ...crossCheck(expansion.value, found), ...refusedLiteralPasswords(data)], expansion.value)
   if (issues.length > 0 || !schema.ok) throw new ConfigError(unique(issues.map(formatIssue)))
   return { config: normalizeConfig(schema.config, env), warnings: inFileOrder(deprecations(expansion.value), expansion.value).map(formatIssue) }
 }

@@ -21,6 +21,9 @@ export function maskConfig(cfg: GatewayConfig): unknown {
     if (provider.ssf?.authorization !== undefined) provider.ssf.authorization = MASK
     if (provider.ssf?.bearerToken !== undefined) provider.ssf.bearerToken = MASK
   }
+  for (const upstream of copy.upstreams) {
+    if (upstream.forwardBasicAuth?.password !== undefined) upstream.forwardBasicAuth.password = MASK
+  }
   if (copy.assertions.signingKeys !== undefined) copy.assertions.signingKeys = copy.assertions.signingKeys.map((key) => (isInlineKey(key) ? MASK : key))
   copy.cookies.secrets = copy.cookies.secrets.map(() => MASK)
   if (copy.session.redisUrl !== undefined) copy.session.redisUrl = maskUrlCredentials(copy.session.redisUrl)
@@ -53,6 +56,7 @@ export function configSecrets(cfg: GatewayConfig): ConfigSecret[] {
     add(`${at}.ssf.bearerToken`, provider.ssf?.bearerToken)
   })
   cfg.cookies.secrets.forEach((secret, index) => add(`cookies.secrets[${index}]`, secret))
+  cfg.upstreams.forEach((upstream, index) => add(`upstreams[${index}].forwardBasicAuth.password`, upstream.forwardBasicAuth?.password))
   cfg.assertions.signingKeys?.forEach((key, index) => {
     if (isInlineKey(key)) add(`assertions.signingKeys[${index}]`, key)
   })

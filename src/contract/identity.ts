@@ -17,6 +17,11 @@ export type SubjectSelector = { sid: string; sub?: string } | { sid?: undefined;
 export interface Identity {
   claims: SessionClaims
   accessToken: string
+  /**
+   * The session's ID token, only where the upstream forwards it (upstreams[].forwardIdToken) and
+   * the session holds it; a Bearer token's identity has none.
+   */
+  idToken?: string
   /** The name of the provider that signed the user in (or issued the Bearer token). */
   provider: string
   /** That provider's issuer: two providers may give the same `sub` to two different people. */

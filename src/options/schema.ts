@@ -709,6 +709,32 @@ const upstream = object(
       "Send `Authorization: Bearer <access token>` to the upstream; a client's own `Authorization` then never reaches it (without this key it passes unchanged).",
       false,
     ),
+    forwardIdToken: boolean(
+      "[Legacy credentials](features/legacy-credentials.md): send the session's ID token as `Authorization: Bearer <id token>` (oauth2-proxy's `--pass-authorization-header`; forward-auth answers it as `Authorization`); a client's own `Authorization` then never reaches the upstream. A request signed in with a Bearer token has no ID token: the upstream then receives no `Authorization`. Refused with `forwardAccessToken`, `tokenExchange` or `forwardBasicAuth` (each wants `Authorization`), with `auth: none`, and with `cookies.credentialsPath` other than `/` (the ID token is not sent with application requests then).",
+      false,
+    ),
+    forwardAccessTokenHeader: boolean(
+      "[Legacy credentials](features/legacy-credentials.md): send the access token in `X-Forwarded-Access-Token` (oauth2-proxy's `--pass-access-token`) and `X-Auth-Request-Access-Token` (what an edge copies from oauth2-proxy's auth_request answer); forward-auth answers it as `X-Auth-Request-Access-Token`. A client's own copies never reach the upstream. Refused with `tokenExchange` (the user's own token would reach the upstream), with `auth: none`, and with a DPoP-bound provider.",
+      false,
+    ),
+    forwardBasicAuth: object(
+      "[Legacy credentials](features/legacy-credentials.md): send the signed-in user as HTTP Basic credentials, `Authorization: Basic base64(user:password)` (RFC 7617, UTF-8), for applications that only read Basic (oauth2-proxy's `--pass-basic-auth` with `--basic-auth-password`; forward-auth answers it as `Authorization`, as `--set-basic-auth` does). A user-id that is absent, contains `:` or a control character sends no `Authorization`. A client's own `Authorization` never reaches the upstream. Exactly one of `password` and `passwordFile`. Refused with `forwardAccessToken`, `tokenExchange` or `forwardIdToken` (each wants `Authorization`) and with `auth: none`.",
+      {
+        user: string(
+          "The user-id: `user`, the identity headers' user (the provider's `userClaim`, `sub` unless set); `email`, the `email` claim (oauth2-proxy's `--prefer-email-to-user`), never replaced by the user when absent.",
+          { enum: ['user', 'email'], default: 'user' },
+        ),
+        password: string(
+          'The password, written as one environment reference and nothing else (`${APP_BASIC_PASSWORD}`): a password written in the file is refused. No control characters. Masked by `check`.',
+          { minLength: 1 },
+        ),
+        passwordFile: string(
+          'The path of a file holding the password (a Kubernetes Secret mounted as a file), read at start and at each reload; one trailing line break is dropped. Warned about when readable by group or others.',
+          { minLength: 1 },
+        ),
+      },
+      { minProperties: 1 },
+    ),
     tokenExchange,
     resourceMetadata,
     tokenAudience: {

@@ -253,6 +253,16 @@ export interface ResourceMetadataConfig {
   scopes?: string[]
 }
 
+/** HTTP Basic credentials for an upstream (upstream/credentials.ts): the user-id is the identity's, the password a secret. */
+export interface BasicAuthConfig {
+  /** Which identity is the user-id: `user` (the identity headers' user) or `email`. */
+  user: 'user' | 'email'
+  /** The password, from the environment (`${VAR}`); exactly one of password and passwordFile. */
+  password?: string
+  /** The path of a file holding the password. */
+  passwordFile?: string
+}
+
 export interface UpstreamConfig {
   name: string
   match: { pathPrefix: string; hosts?: string[] }
@@ -263,6 +273,12 @@ export interface UpstreamConfig {
   /** Per-path `allow` rules inside the upstream; the upstream's `allow` decides the paths none covers. */
   rules: PathRule[]
   forwardAccessToken: boolean
+  /** Send the session's ID token as `Authorization: Bearer` (oauth2-proxy's --pass-authorization-header). */
+  forwardIdToken: boolean
+  /** Send the access token in X-Forwarded-Access-Token and X-Auth-Request-Access-Token (oauth2-proxy's --pass-access-token). */
+  forwardAccessTokenHeader: boolean
+  /** Send the user as HTTP Basic credentials (RFC 7617; oauth2-proxy's --pass-basic-auth); absent: none. */
+  forwardBasicAuth?: BasicAuthConfig
   /** Exchange the user's token for one of this upstream's (RFC 8693); absent: no exchange. */
   tokenExchange?: TokenExchangeConfig
   /**

@@ -8,20 +8,33 @@
 // - the access token as `Authorization: Bearer` (RFC 6750 2.1) when the upstream forwards it, only
 //   when it is a valid header value (b64token, RFC 6750 2.1; header-policy.ts isHeaderSafeToken),
 //   or the upstream's own token from an RFC 8693 exchange (token-exchange.ts), never the client's;
+// - the legacy credentials of applications written for oauth2-proxy, each per upstream and off by
+//   default, each only when it is a valid header value: the user as HTTP Basic (RFC 7617; its
+//   `--pass-basic-auth`, `--set-basic-auth` in an answer), the session's ID token as
+//   `Authorization: Bearer` (`--pass-authorization-header`, `--set-authorization-header`), and the
+//   access token in X-Forwarded-Access-Token (`--pass-access-token`) and X-Auth-Request-Access-Token
+//   (`--set-xauthrequest`'s answer header, which an edge copies): oauth2-proxy's legacy header
+//   options (pkg/apis/options/legacy_options.go) name them so. One credential per upstream wants
+//   `Authorization` (config/ refuses two);
 // - a signed identity assertion (identity-assertion.ts) and a Transaction Token
 //   (draft-ietf-oauth-transaction-tokens, transaction-token.ts) when the upstream asks for them;
 // - the removals: every identity header name of the configuration (whichever upstream uses it, in
 //   every spelling received, header-policy.ts identityHeadersToRemove), the client's Authorization
-//   where the gateway owns it, the request-target overrides, and the gateway's cookies.
+//   where the gateway owns it (any credential above that is written there; elsewhere the
+//   client's Authorization passes unchanged, as it does through oauth2-proxy), the request-target overrides, and the gateway's cookies.
 // The proxy strips the same names by pattern in one copying pass (`strippedNames`); a check exit
 // names them for the edge, which removes exact names only (Envoy's headers_to_remove).
 
+import { readFileSync } from 'node:fs'
+import { mappedUser } from '../contract/claim-path.js'
 import type { Identity } from '../contract/identity.js'
 import { parsePrivateKey, signingKey } from '../keys/private-key.js'
-import type { GatewayConfig, UpstreamConfig } from '../options/types.js'
+import type { BasicAuthConfig, GatewayConfig, UpstreamConfig } from '../options/types.js'
 import {
   AUTH_REQUEST_ACCESS_TOKEN,
   AUTH_REQUEST_HEADERS,
+  FORWARDED_ACCESS_TOKEN,
+  basicCredentials,
   GATEWAY_ONLY_HEADERS,
   REQUEST_OVERRIDE_HEADER_NAMES,
   claimHeadersOf,
@@ -102,8 +115,10 @@ export class UpstreamCredentialWriter {
   readonly #exchanger: TokenExchanger | undefined
   readonly #union: IdentityHeaderUnion
   readonly #isGatewayCookie: (name: string, value: string) => boolean
-  /** The gateway owns Authorization: the upstream gets the identity's token or its exchange, never the client's. */
+  /** The gateway owns Authorization: the upstream gets the identity's token, its exchange, its ID token or its Basic credentials, never the client's. */
   readonly #ownsAuthorization: boolean
+  /** forwardBasicAuth: which identity is the user-id, and the password read from its secret. */
+  readonly #basic: { user: BasicAuthConfig['user']; password: string } | undefined
 
   constructor(upstream: UpstreamConfig, union: IdentityHeaderUnion, options: UpstreamCredentialsOptions) {
     this.upstream = upstream
@@ -116,7 +131,9 @@ export class UpstreamCredentialWriter {
     const policy = options.transactionTokens?.policyOf(upstream.name)
     this.#txn = policy === undefined || options.transactionTokens === undefined ? undefined : { minter: options.transactionTokens.minter, policy }
     this.#exchanger = upstream.tokenExchange === undefined ? undefined : options.exchanger
-    this.#ownsAuthorization = upstream.forwardAccessToken || this.#exchanger !== undefined
+    this.#basic =
+      upstream.forwardBasicAuth === undefined ? undefined : { user: upstream.forwardBasicAuth.user, password: basicAuthPassword(upstream.forwardBasicAuth) }
+    this.#ownsAuthorization = upstream.forwardAccessToken || this.#exchanger !== undefined || upstream.forwardIdToken || this.#basic !== undefined
     this.strippedNames = Object.freeze([...union.names, ...(this.#ownsAuthorization ? ['authorization'] : []), ...GATEWAY_ONLY_HEADERS])
   }
 
@@ -136,6 +153,20 @@ export class UpstreamCredentialWriter {
     if (this.#exchanger === undefined && upstream.forwardAccessToken && isHeaderSafeToken(identity.accessToken)) {
       // An ingress copies the token from its own header (oauth2-proxy's `--set-xauthrequest`).
       set.push(shape === 'upstream' ? ['authorization', `Bearer ${identity.accessToken}`] : [AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken])
+    }
+    // config/ refuses two credentials that want Authorization on one upstream: at most one is set.
+    if (this.#basic !== undefined) {
+      const userId = this.#basic.user === 'email' ? identity.claims.email : mappedUser(identity.claims, identity.mapping)
+      const basic = basicCredentials(userId, this.#basic.password)
+      if (basic !== undefined) set.push(['authorization', basic])
+    }
+    if (upstream.forwardIdToken && identity.idToken !== undefined && isHeaderSafeToken(identity.idToken))
+      set.push(['authorization', `Bearer ${identity.idToken}`])
+    if (upstream.forwardAccessTokenHeader && this.#exchanger === undefined && isHeaderSafeToken(identity.accessToken)) {
+      // To the upstream under both names an application behind oauth2-proxy reads: its proxy's and
+      // the one an edge copies from its answer. An answer carries the latter once.
+      if (shape === 'upstream') set.push([FORWARDED_ACCESS_TOKEN, identity.accessToken], [AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken])
+      else if (!upstream.forwardAccessToken) set.push([AUTH_REQUEST_ACCESS_TOKEN, identity.accessToken])
     }
     const assertion = this.#signer?.cached(identity, upstream.name)
     if (assertion !== undefined) set.push([this.#assertionHeader, assertion])
@@ -219,7 +250,10 @@ export class UpstreamCredentials {
       upstreams.map((upstream) => upstream.identityHeaders),
       assertions.header,
       upstreams.flatMap((upstream) => Object.keys(upstream.claimHeaders ?? {})),
-      transactionTokens === undefined ? [] : [TXN_TOKEN_HEADER],
+      [
+        ...(transactionTokens === undefined ? [] : [TXN_TOKEN_HEADER]),
+        ...(upstreams.some((upstream) => upstream.forwardAccessTokenHeader) ? [FORWARDED_ACCESS_TOKEN] : []),
+      ],
     )
     this.#byUpstream = new Map(upstreams.map((upstream) => [upstream, new UpstreamCredentialWriter(upstream, this.union, options)]))
   }
@@ -230,6 +264,17 @@ export class UpstreamCredentials {
     if (writer === undefined) throw new Error(`the upstream ${upstream.name} is not one of this configuration's`)
     return writer
   }
+}
+
+/**
+ * The password of forwardBasicAuth: the value the environment gave, or the content of its file
+ * without one trailing line break (`echo secret > file`, a Secret written by hand). config/ has
+ * checked that the file is readable; a file gone since throws, and the configuration is refused.
+ */
+export function basicAuthPassword(config: BasicAuthConfig): string {
+  if (config.password !== undefined) return config.password
+  if (config.passwordFile === undefined) throw new Error('forwardBasicAuth has neither password nor passwordFile')
+  return readFileSync(config.passwordFile, 'utf8').replace(/\r?\n$/, '')
 }
 
 /** The signer of identity assertions, when keys are configured (config/ requires them when used). */

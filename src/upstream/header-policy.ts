@@ -253,6 +253,11 @@ export const AUTH_REQUEST_HEADERS: IdentityHeaderNames = {
 }
 /** The user's access token in a forward-auth answer. */
 export const AUTH_REQUEST_ACCESS_TOKEN = 'x-auth-request-access-token'
+/**
+ * The user's access token on the request to the upstream, as oauth2-proxy's `--pass-access-token`
+ * names it (its legacy options' X-Forwarded-Access-Token request header).
+ */
+export const FORWARDED_ACCESS_TOKEN = 'x-forwarded-access-token'
 
 /**
  * Every header name that carries an identity anywhere in one configuration: an application
@@ -624,3 +629,27 @@ export function isHeaderSafeToken(token: string): boolean {
 }
 
 const VSCHAR = /^[\x20-\x7e]+$/
+
+/**
+ * The `Authorization` value of HTTP Basic credentials (RFC 7617 2): `Basic` and the base64 of
+ * `user-id:password` in UTF-8 (2.1, the charset a server asks for and every current one reads).
+ * Undefined when the user-id cannot be sent: absent or empty, containing `:` (2: "a user-id
+ * containing a colon character is invalid", the server would split it there), a control
+ * character (2: neither part may contain one) or a lone surrogate (no UTF-8 for it). The password
+ * is checked by the configuration (no control characters; `:` is allowed in it).
+ */
+export function basicCredentials(userId: unknown, password: string): string | undefined {
+  if (typeof userId !== 'string' || userId === '') return undefined
+  for (let i = 0; i < userId.length; i++) {
+    const c = userId.charCodeAt(i)
+    if (c < 0x20 || c === 0x7f || (c >= 0x80 && c <= 0x9f) || c === 0x3a) return undefined
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const next = userId.charCodeAt(i + 1)
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return undefined
+      i++
+    } else if (c >= 0xdc00 && c <= 0xdfff) {
+      return undefined
+    }
+  }
+  return `Basic ${Buffer.from(`${userId}:${password}`, 'utf8').toString('base64')}`
+}

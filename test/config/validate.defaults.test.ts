@@ -53,6 +53,8 @@ const EXPECTED: GatewayConfig = {
       allow: {},
       rules: [],
       forwardAccessToken: false,
+      forwardIdToken: false,
+      forwardAccessTokenHeader: false,
       allowPreflight: false,
       passHostHeader: true,
       websocket: false,

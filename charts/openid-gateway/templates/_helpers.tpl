@@ -259,9 +259,10 @@ config leaves it out. Returned as YAML; callers use fromYaml.
 
 {{/*
 What an ext_authz check's answer sets on the request to the application, lower-case: every
-upstream's identity headers (its identityHeaders over the defaults), authorization for
-forwardAccessToken or tokenExchange, the assertion header for identityAssertion, txn-token for
-transactionTokens, and cookie
+upstream's identity headers (its identityHeaders over the defaults) and claimHeaders, authorization
+for forwardAccessToken, tokenExchange, forwardIdToken or forwardBasicAuth, x-forwarded-access-token
+and x-auth-request-access-token for forwardAccessTokenHeader, the assertion header for
+identityAssertion, txn-token for transactionTokens, and cookie
 (the client's cookies minus the gateway's own). allowed_upstream_headers must list them all.
 */}}
 {{- define "openid-gateway.upstreamHeaders" -}}
@@ -271,7 +272,9 @@ transactionTokens, and cookie
 {{- range $u := $c.upstreams -}}
 {{- $headers := merge (deepCopy (default (dict) $u.identityHeaders)) $defaults -}}
 {{- range $k := list "user" "email" "groups" "preferredUsername" "issuer" "acr" "amr" "authTime" -}}{{- $names = append $names (lower (get $headers $k)) -}}{{- end -}}
-{{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "authorization" -}}{{- end -}}
+{{- if kindIs "map" $u.claimHeaders -}}{{- range $name, $_ := $u.claimHeaders -}}{{- $names = append $names (lower $name) -}}{{- end -}}{{- end -}}
+{{- if or $u.forwardAccessToken $u.tokenExchange $u.forwardIdToken $u.forwardBasicAuth -}}{{- $names = append $names "authorization" -}}{{- end -}}
+{{- if $u.forwardAccessTokenHeader -}}{{- $names = concat $names (list "x-forwarded-access-token" "x-auth-request-access-token") -}}{{- end -}}
 {{- if $u.identityAssertion -}}{{- $names = append $names (lower (dig "assertions" "header" "X-Identity-Assertion" $c)) -}}{{- end -}}
 {{- if $u.transactionTokens -}}{{- $names = append $names "txn-token" -}}{{- end -}}
 {{- end -}}
@@ -290,22 +293,30 @@ it unasked, a listed gRPC check only what it names).
 
 {{/*
 What forward-auth's 200 carries and the ingress copies onto the request (checks/forward-auth.ts's
-X-Auth-Request-* identity headers, the access token with forwardAccessToken or tokenExchange,
-Authorization with tokenExchange, the assertion header (assertions.header) with identityAssertion,
-Txn-Token with transactionTokens), then the request-target and method overrides the gateway's proxy strips
-(proxy/header-policy.ts): the answer never carries those, so the ingress removes the client's copy.
+X-Auth-Request-* identity headers, each upstream's claimHeaders under their own names, the access
+token with forwardAccessToken, tokenExchange or forwardAccessTokenHeader, Authorization with
+tokenExchange, forwardIdToken or forwardBasicAuth, the assertion header (assertions.header) with
+identityAssertion, Txn-Token with transactionTokens), then the request-target and method overrides
+the gateway's proxy strips (proxy/header-policy.ts): the answer never carries those, so the ingress
+removes the client's copy. An ingress removes the client's copy of every header it copies (Traefik
+deletes a listed header the answer lacks, ingress-nginx sets it empty): a header missing here is one
+a client forges past the edge. Each name once, whatever its case.
 */}}
 {{- define "openid-gateway.answerHeaders" -}}
 {{- $c := include "openid-gateway.configDict" . | fromYaml -}}
 {{- $names := list "X-Auth-Request-User" "X-Auth-Request-Email" "X-Auth-Request-Groups" "X-Auth-Request-Preferred-Username" "X-Auth-Request-Issuer" "X-Auth-Request-Acr" "X-Auth-Request-Amr" "X-Auth-Request-Auth-Time" -}}
 {{- range $u := $c.upstreams -}}
-{{- if or $u.forwardAccessToken $u.tokenExchange -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
-{{- if $u.tokenExchange -}}{{- $names = append $names "Authorization" -}}{{- end -}}
+{{- if kindIs "map" $u.claimHeaders -}}{{- range $name, $_ := $u.claimHeaders -}}{{- $names = append $names $name -}}{{- end -}}{{- end -}}
+{{- if or $u.forwardAccessToken $u.tokenExchange $u.forwardAccessTokenHeader -}}{{- $names = append $names "X-Auth-Request-Access-Token" -}}{{- end -}}
+{{- if or $u.tokenExchange $u.forwardIdToken $u.forwardBasicAuth -}}{{- $names = append $names "Authorization" -}}{{- end -}}
 {{- if $u.identityAssertion -}}{{- $names = append $names (dig "assertions" "header" "X-Identity-Assertion" $c) -}}{{- end -}}
 {{- if $u.transactionTokens -}}{{- $names = append $names "Txn-Token" -}}{{- end -}}
 {{- end -}}
 {{- $overrides := list "X-Original-URL" "X-Original-URI" "X-Original-Method" "X-Original-Host" "X-Rewrite-URL" "X-Override-URL" "X-Envoy-Original-Path" "X-HTTP-Method-Override" "X-HTTP-Method" "X-Method-Override" -}}
-{{- toYaml (concat ($names | uniq) $overrides) -}}
+{{- $seen := dict -}}
+{{- $once := list -}}
+{{- range $name := $names -}}{{- if not (hasKey $seen (lower $name)) -}}{{- $_ := set $seen (lower $name) true -}}{{- $once = append $once $name -}}{{- end -}}{{- end -}}
+{{- toYaml (concat $once $overrides) -}}
 {{- end -}}
 
 {{/*
@@ -501,6 +512,15 @@ Each refusal names the key and the value to use instead, never the secret.
 {{- range $i, $key := $assertions.signingKeys -}}
 {{- if include "openid-gateway.isInlineKey" $key -}}
 {{- fail (printf "config.assertions.signingKeys[%d] is a private key written in the values and would be in the ConfigMap, readable with Kubernetes' view role: put it in the Secret (secrets.files, or a key of secrets.existingSecret), set secrets.mount: true and write its path /etc/openid-gateway-secrets/<key>, or write %s" $i $fromEnv) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if kindIs "slice" $c.upstreams -}}
+{{- range $i, $u := $c.upstreams -}}
+{{- if and (kindIs "map" $u) (kindIs "map" $u.forwardBasicAuth) -}}
+{{- if and (hasKey $u.forwardBasicAuth "password") (not (include "openid-gateway.isReference" $u.forwardBasicAuth.password)) -}}
+{{- fail (printf "config.upstreams[%d].forwardBasicAuth.password is written in the values and would be in the ConfigMap, readable with Kubernetes' view role: write %s, or put it in the Secret (secrets.files, or a key of secrets.existingSecret), set secrets.mount: true and write passwordFile: /etc/openid-gateway-secrets/<key>" $i $fromEnv) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -9,6 +9,7 @@ import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../../
 import { checkHeaderName } from '../formats.js'
 import { normalizeHosts, normalizePathPrefix } from '../normalize.js'
 import { formatPath, type Issue, type Path } from '../path.js'
+import { legacyCredentialRules } from './legacy-credentials.js'
 import { providerPaths } from './providers.js'
 import { duplicates, isBoolean, isRecord, isString, isStringArray, isStringRecord, type Keyed, type Read, upstreamsWith, valueAt } from './read.js'
 
@@ -22,6 +23,7 @@ export function upstreamRules(read: Read, data: unknown): Issue[] {
     ...checkDpopForwarding(read, upstreams, providers),
     ...checkTokenExchange(read, upstreams, providers),
     ...checkResourceAudiences(read, upstreams, providers),
+    ...legacyCredentialRules(read, data),
   ]
 }
 
@@ -156,13 +158,15 @@ function checkDpopForwarding(read: Read, upstreams: unknown, at: readonly Path[]
     read([...path, 'dpop'], isBoolean) === true || read([...path, 'profile'], isString) === 'fapi2' ? [{ path, name: names[index] }] : [],
   )
   if (bound.length === 0) return []
-  return upstreamsWith(read, upstreams, 'forwardAccessToken').flatMap((index) => {
-    const accepted = acceptedBy(read, index, names)
-    const provider = bound.find((p) => p.name !== undefined && accepted.includes(p.name))
-    if (provider === undefined) return []
-    const message = `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded`
-    return [{ path: ['upstreams', index, 'forwardAccessToken'], message }]
-  })
+  return (['forwardAccessToken', 'forwardAccessTokenHeader'] as const).flatMap((key) =>
+    upstreamsWith(read, upstreams, key).flatMap((index) => {
+      const accepted = acceptedBy(read, index, names)
+      const provider = bound.find((p) => p.name !== undefined && accepted.includes(p.name))
+      if (provider === undefined) return []
+      const message = `cannot be true with ${formatPath([...provider.path, 'dpop'])}: DPoP-bound access tokens are not forwarded`
+      return [{ path: ['upstreams', index, key], message }]
+    }),
+  )
 }
 
 // Token exchange (upstream/token-exchange.ts) and protected resource metadata need a signed-in user:
