@@ -49,7 +49,7 @@ const COUNTED = /\{(\d*)(?:,(\d*))?\}/g
 export function regexProblem(pattern: string): string | undefined {
   const quoted = JSON.stringify(pattern)
   if (pattern.length > MAX_PATTERN_LENGTH) return `${quoted.slice(0, 40)}...: longer than ${MAX_PATTERN_LENGTH} characters`
-   
+
   if (!/^[\x20-\x7e]*$/.test(pattern)) return `${quoted}: only printable ASCII (the path is matched percent-encoded: write /caf%C3%A9, not /café)`
   if (!pattern.startsWith('^') || !endsWithAnchor(pattern)) return `${quoted}: must be anchored, written ^...$ (it matches the whole path)`
   if (hasTopLevelAlternation(pattern)) return `${quoted}: a | outside parentheses: write ^(?:a|b)$`

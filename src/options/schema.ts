@@ -737,7 +737,10 @@ const upstream = object(
       description:
         "Whose audience a Bearer token must name to sign in here. `provider` (unset): one of the provider's `audiences` (by default its client id), and a session cookie signs in too. `resource`: the audience (`aud`, or an introspected token's `aud`) must be exactly this upstream's resource identifier (RFC 8707; a list of that one value; scheme and host compared without case), the `resource` of its [protected resource metadata](#protected-resource-metadata): the public origin (with `match.hosts`, the scheme of `server.publicUrl` and the host the client asked) followed by `match.pathPrefix`; a token for any other audience is refused with 401 `invalid_token`, and such a token is accepted nowhere else (a provider whose `audiences` names the resource is refused). No session cookie signs in there (a page load gets the 401, not a sign-in redirect): what an [MCP server](features/mcp.md) needs. Refused with `auth: none` and with `resourceMetadata: false`.",
     },
-    allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
+    allowPreflight: boolean(
+      "Let CORS preflight requests through without sign-in: `OPTIONS` with a non-empty `Origin` and `Access-Control-Request-Method` (the Fetch standard's CORS-preflight request); any other `OPTIONS` is decided like any request. Decided after `publicPaths` and before `rules`; `publicPaths` and `rules` entries naming `methods` see a preflight as `OPTIONS`.",
+      false,
+    ),
     passHostHeader: boolean(
       "Send the application, as `Host`, the host it receives in `X-Forwarded-Host`: a host the gateway serves (the request's when it is `server.publicUrl`'s, a `match.hosts` entry or a `redirects.allowedHosts` entry, else `server.publicUrl`'s), never one a client made up; on HTTP requests and WebSocket upgrades. `false`: the host of `target`. The TLS server name and certificate check of an `https` target stay the target's host either way. [What the application receives](proxying.md#what-the-application-receives).",
       true,
