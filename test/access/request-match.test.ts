@@ -3,6 +3,7 @@ import { createRoutingAmbiguityCheck, patternCoversPrefix, samePatternAs } from 
 import { createPublicPathMatcher } from '#src/access/public-paths'
 import { appliesTo, compilePathRegex, methodSet, regexProblem } from '#src/access/request-match'
 import { createPathPolicies, createRuleMatcher } from '#src/access/rules'
+import { loosenedKeys } from '#src/config/loosening'
 import type { UpstreamConfig } from '#src/options/types'
 import { resolve, withUpstream, type Tree } from '../fixtures/config/base.ts'
 
@@ -146,4 +147,44 @@ t.test('load-time verdicts: covering and same patterns', async (t) => {
   )
   t.equal(samePatternAs([{ path: '/a' }, { path: '/a', methods: ['GET'] }], 1, true), -1, 'rules: one for a method beside one for every method')
   t.equal(samePatternAs([{ path: '/a' }, { path: '/a', methods: ['GET'] }], 1), 0, 'public paths: the one for every method already covers it')
+})
+
+t.test('a reload that removes a regex or method rule, or adds a public entry, is a loosening; the same entries are not', async (t) => {
+  const config = (patch: Tree) => resolve(withUpstream(patch))
+  const before = config({
+    publicPaths: ['/public/**', { regex: '^/api/health$', methods: ['GET'] }],
+    rules: [
+      { regex: '^/projects/[^/]+/settings$', allow: { groups: ['admins'] } },
+      { path: '/api', methods: ['DELETE'], allow: { groups: ['admins'] } },
+    ],
+  })
+  t.same(loosenedKeys(before, before), [], 'the same configuration')
+  t.same(
+    loosenedKeys(
+      before,
+      config({
+        publicPaths: [{ glob: '/public/**' }, { regex: '^/api/health$', methods: ['GET'] }],
+        rules: [
+          { path: '/api', methods: ['DELETE'], allow: { groups: ['admins'] } },
+          { regex: '^/projects/[^/]+/settings$', allow: { groups: ['admins'] } },
+        ],
+      }),
+    ),
+    [],
+    'a glob written as an object, and rules in another order',
+  )
+  t.same(
+    loosenedKeys(
+      before,
+      config({
+        publicPaths: ['/public/**', { regex: '^/api/health$' }],
+        rules: [
+          { regex: '^/projects/[^/]+/settings$', allow: {} },
+          { path: '/api', allow: { groups: ['admins'] } },
+        ],
+      }),
+    ),
+    ['upstreams[0].rules[0].allow.groups (app)', 'upstreams[0].rules[1] (/api): removed (app)', 'upstreams[0].publicPaths (app)'],
+    'a public entry for more methods, a rule for every method instead of DELETE, a regex rule that admits all',
+  )
 })

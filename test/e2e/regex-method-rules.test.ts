@@ -116,6 +116,9 @@ t.test('regex and method entries: every exit decides alike', async (t) => {
   await agree(t, stack, grpc, 'outside the pattern: the upstream allow', ask('GET', '/projects/p1/settingsx', as(bob)), 'allow:bob')
   await agree(t, stack, grpc, 'one segment only: [^/]+', ask('GET', '/projects/p1/p2/settings', as(bob)), 'allow:bob')
   await agree(t, stack, grpc, 'no session on a regex rule', ask('GET', '/projects/p1/settings'), 'sign_in')
+  // A regex rule's 403 names the path refused (the client's own), never the pattern.
+  const refused = await rawRequest(stack.gw, '/projects/p1/settings/tokens', { headers: { host: APP, ...as(bob) } })
+  t.match(refused.json(), { code: 'forbidden', refusedPath: '/projects/p1/settings/tokens' }, "a regex rule's 403 names the refused path")
 
   // A rule for DELETE only.
   await agree(t, stack, grpc, 'a DELETE rule refuses a non-admin', ask('DELETE', '/api/items/1', as(bob)), 'refused')
