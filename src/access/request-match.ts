@@ -22,7 +22,8 @@
 //   `^(?:/a|/b)$`);
 // - non-ASCII characters and `\p{...}` classes: the path is the normalized one (access/path.ts),
 //   which is ASCII with everything else percent-encoded in uppercase hex (`/caf%C3%A9`), so they
-//   could never match; Unicode classes are also what makes an RE2 program large;
+//   could never match; Unicode classes are also what makes an RE2 program large (the path's
+//   percent-encoded sub-delims, `:` and `@` are read decoded, asPatternsRead);
 // - counted repetitions above 100 and patterns over 1000 characters: linear in the path, RE2's cost
 //   is also proportional to the compiled program; with these bounds the worst pattern measured costs
 //   a few milliseconds on a 32 KB path.
@@ -115,7 +116,23 @@ export function compilePathRegex(pattern: string, caseInsensitive = false): Path
   const problem = regexProblem(pattern)
   if (problem !== undefined) throw new TypeError(`regex ${problem}`)
   const re = RE2JS.compile(pattern, RE2JS.DISABLE_UNICODE_GROUPS | (caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0))
-  return (path) => re.testExact(path)
+  return (path) => re.testExact(asPatternsRead(path))
+}
+
+/**
+ * The percent-encodings of characters a path also carries as themselves: RFC 3986's sub-delims
+ * and `:` and `@` (`;` is refused before, access/path.ts). normalizePath keeps them encoded (RFC
+ * 3986 6.2.2.2 decodes only unreserved characters), yet an application decodes `%3A` to `:`, so
+ * a pattern written for `/items/1:purge` must also see `/items/1%3Apurge` as that: a rule would
+ * otherwise be dodged by encoding one character. Either case: normalizePath uppercases hex, the
+ * folded path of ambiguity.ts lowercases it.
+ */
+const ENCODED_PATH_CHARACTER = /%(?:2[146-9A-C]|3[AD]|40)/gi
+
+/** The normalized path as patterns read it: those characters decoded, everything else as is. */
+export function asPatternsRead(path: string): string {
+  if (!path.includes('%')) return path
+  return path.replace(ENCODED_PATH_CHARACTER, (encoded) => String.fromCharCode(parseInt(encoded.slice(1), 16)))
 }
 
 /** The methods an entry applies to, or undefined for every method. */

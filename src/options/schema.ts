@@ -575,7 +575,7 @@ const pathRulePath = string(
 )
 
 const pathRegex = string(
-  "An anchored regular expression (RE2 syntax, as Go and oauth2-proxy use; written `^...$`, it matches the whole path) over the normalized path, whose characters other than letters, digits and `-._~` and the path characters `/!$&'()*+,=:@` are percent-encoded in uppercase hex (`/caf%C3%A9`). Printable ASCII, at most 1000 characters, counted repetitions up to 100; no backreferences, lookaround or `\\p{...}` classes, which linear-time matching cannot run.",
+  "An anchored regular expression (RE2 syntax, as Go and oauth2-proxy use; written `^...$`, it matches the whole path) over the normalized path: letters, digits, `-._~/` and `!$&'()*+,=:@` as themselves (also where the request percent-encoded them), every other character percent-encoded in uppercase hex (`/caf%C3%A9`). Printable ASCII, at most 1000 characters, counted repetitions up to 100; no backreferences, lookaround or `\\p{...}` classes, which linear-time matching cannot run.",
   { format: 'path-regex' },
 )
 

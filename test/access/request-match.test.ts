@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createRoutingAmbiguityCheck, patternCoversPrefix, samePatternAs } from '#src/access/ambiguity'
 import { createPublicPathMatcher } from '#src/access/public-paths'
-import { appliesTo, compilePathRegex, methodSet, regexProblem } from '#src/access/request-match'
+import { appliesTo, asPatternsRead, compilePathRegex, methodSet, regexProblem } from '#src/access/request-match'
 import { createPathPolicies, createRuleMatcher } from '#src/access/rules'
 import { loosenedKeys } from '#src/config/loosening'
 import type { UpstreamConfig } from '#src/options/types'
@@ -38,6 +38,11 @@ t.test('a path regex matches the whole path, in time linear in the path', async 
   t.ok(settings('/projects/p/settings/x'))
   t.notOk(settings('/projects/p/settingsx'), 'the end is anchored')
   t.notOk(settings('/x/projects/p/settings'), 'the start is anchored')
+  const purge = compilePathRegex('^/items/[0-9]+:purge$')
+  t.ok(purge('/items/1:purge'))
+  t.ok(purge('/items/1%3Apurge'), 'an encoded : is read as the : an application decodes it to')
+  t.equal(asPatternsRead('/a%21%24%26%27%28%29%2A%2B%2C%3D%3A%40b'), "/a!$&'()*+,=:@b", 'sub-delims, : and @')
+  t.equal(asPatternsRead('/a%2F%25%3F%23%5C%20%C3%A9'), '/a%2F%25%3F%23%5C%20%C3%A9', 'nothing else: not / % ? # \\ space or non-ASCII')
   // What backtracks exponentially in V8's RegExp (^(a+)+$ on 26 a and a b: 0.5 s, doubling with
   // each a) runs here in linear time; with these, a 32 KB path, as long as a request line gets.
   const budgetMs = 2000

@@ -20,6 +20,7 @@ const UPSTREAMS = [
     publicPaths: ['/public/**', { regex: '^/api/v[0-9]+/health$', methods: ['GET'] }, { glob: '/docs/**', methods: ['GET'] }],
     rules: [
       { regex: '^/projects/[^/]+/settings(?:/.*)?$', allow: ADMINS },
+      { regex: '^/api/items/[0-9]+:purge$', methods: ['POST'], allow: ADMINS },
       { path: '/admin', allow: ADMINS },
       { path: '/api', methods: ['DELETE'], allow: ADMINS },
     ],
@@ -169,6 +170,9 @@ t.test('regex and method entries: every exit decides alike', async (t) => {
   )
   await agree(t, stack, grpc, 'a public glob for GET cannot reach a rule by dot segments', ask('GET', '/docs/../admin/users'), 'sign_in', ['proxy'])
   await agree(t, stack, grpc, 'an encoded slash never splits a segment', ask('GET', '/projects/p1%2Fx/settings', as(bob)), 'bad_request')
+  await agree(t, stack, grpc, 'a regex rule with a :', ask('POST', '/api/items/1:purge', as(bob)), 'refused')
+  await agree(t, stack, grpc, 'an encoded : does not dodge it', ask('POST', '/api/items/1%3Apurge', as(bob)), 'refused')
+  await agree(t, stack, grpc, 'an encoded : for an admin', ask('POST', '/api/items/1%3Apurge', as(alice)), 'allow:alice')
   await agree(t, stack, grpc, 'a folded spelling of a regex rule is ambiguous', ask('GET', '/PROJECTS/p1/settings', as(bob)), 'bad_request')
   await agree(t, stack, grpc, 'a folded spelling of a public regex is ambiguous', ask('GET', '/API/v1/health'), 'bad_request')
   await agree(t, stack, grpc, 'the query plays no part', ask('GET', '/api/v1/health?x=/projects/p1/settings'), 'allow:')
