@@ -163,7 +163,7 @@ export class Checker {
    */
   async check(req: DecisionRequest, reply: SessionReply, checked: CheckedRequest, upstreamName?: string): Promise<Verdict> {
     const { method, host, target } = checked
-    if (this.#isAmbiguous(host, target.path)) {
+    if (this.#isAmbiguous(host, target.path, method)) {
       throw new GatewayError('bad_request', 'the path reads as another route in another case or without trailing dots or spaces')
     }
     let upstream: UpstreamConfig | undefined
@@ -184,7 +184,7 @@ export class Checker {
     const now = this.#options.clock.now()
     const cached = key === undefined ? undefined : cache?.get(key)
     if (cached !== undefined) return cached
-    const decision = await access.decide(req, reply, { path: target.path, preflight, host: checked.host })
+    const decision = await access.decide(req, reply, { path: target.path, method, preflight, host: checked.host })
     let verdict = verdictOf(upstream, decision, req, { method, url: this.loggedUrl(checked) })
     if (verdict.outcome === 'pass' && isServedByGateway(target.path)) {
       req.log.warn(

@@ -55,7 +55,12 @@ const SYSTEM_JUDGE: StepUpJudge = { nowSeconds: () => Math.floor(Date.now() / 10
 export interface AccessRequest {
   /** The normalized path (normalizePath), without the query. */
   path: string
-  /** A CORS preflight: OPTIONS with Access-Control-Request-Method. */
+  /**
+   * The request's method (the checked request's, for a check), which `publicPaths` and `rules`
+   * entries may name. Every exit passes it; absent, only the entries for every method apply.
+   */
+  method?: string
+  /** A CORS preflight (isPreflight). */
   preflight: boolean
   /** The host the client asked (Host, or a check's forwarded host): an upstream's resource identifier may be on it. */
   host?: string
@@ -109,11 +114,22 @@ export function verdictOf(upstream: UpstreamConfig, decision: AccessDecision, re
 }
 
 /**
- * A CORS preflight: OPTIONS with Access-Control-Request-Method (Fetch standard, CORS-preflight
- * request). The check endpoints pass the original request's method and the client's headers.
+ * A CORS preflight, as the Fetch standard defines one (3.2.2 HTTP requests: "A CORS request is an
+ * HTTP request that includes an `Origin` header"; "A CORS-preflight request is a CORS request that
+ * checks to see if the CORS protocol is understood. It uses `OPTIONS` as method and includes the
+ * following header: `Access-Control-Request-Method`"): OPTIONS with a non-empty `Origin` and a
+ * non-empty Access-Control-Request-Method. A browser always sends both (4.8 CORS-preflight fetch
+ * sets the method header from the request's method, never empty); an OPTIONS without them is an
+ * ordinary request, decided as one, so `allowPreflight` cannot be stretched to every OPTIONS (what
+ * oauth2-proxy's `--skip-auth-preflight` passes). The check endpoints pass the original request's
+ * method and the client's headers (Envoy only those its `allowed_headers` names).
  */
 export function isPreflight(method: string, headers: IncomingHttpHeaders): boolean {
-  return method === 'OPTIONS' && headers['access-control-request-method'] !== undefined
+  return method === 'OPTIONS' && nonEmpty(headers.origin) && nonEmpty(headers['access-control-request-method'])
+}
+
+function nonEmpty(value: string | string[] | undefined): boolean {
+  return typeof value === 'string' ? value.trim() !== '' : value !== undefined && value.some((v) => v.trim() !== '')
 }
 
 /** What a decision reads of a request (AuthRequest), and where it logs. */
@@ -252,18 +268,20 @@ export class UpstreamAccess {
   /** `auth: none`, a public path, or a preflight the upstream allows: passes without reading any session. */
   #passesUnread(request: AccessRequest): boolean {
     const upstream = this.#upstream
-    if (upstream.auth === 'none' || this.#isPublic(request.path)) return true
+    if (upstream.auth === 'none' || this.#isPublic(request.path, request.method)) return true
     return upstream.allowPreflight && request.preflight
   }
 
   /** The verdict on what authentication found. */
   #decideAs(identity: AuthenticationResult, req: DecisionRequest, request: AccessRequest): AccessDecision {
-    const pathPolicy = this.#policyFor(request.path)
+    const pathPolicy = this.#policyFor(request.path, request.method)
     if (identity === undefined || identity === 'expired' || identity === 'refreshable' || identity === 'invalid_token') {
       if (optionalSignIn(this.#upstream, pathPolicy)) return ANONYMOUS
       return { outcome: 'unauthenticated', expired: identity !== undefined, refreshable: identity === 'refreshable' }
     }
-    const { policy, path, stepUp } = pathPolicy
+    const { policy, stepUp } = pathPolicy
+    // A regex rule's refusal names the path it refused, the client's own, not the pattern.
+    const path = pathPolicy.regex === undefined ? pathPolicy.path : request.path
     // A provider that maps the user to another claim than `sub`: a user without it is refused.
     const allowed = identity.mapping.isDefault ? policy(identity.claims, identity.provider) : mappedVerdict(identity, policy)
     if (!allowed.allowed)

@@ -47,10 +47,21 @@
 //
 // Every glob must start with `/`: one without could never match a normalized path, so it is a
 // configuration mistake and throws rather than silently protecting nothing.
+//
+// An entry may also be an object: `{ glob }` or `{ regex }` (an anchored RE2 pattern matched
+// against the same normalized path, request-match.ts), with `methods` to make it public for those
+// methods only (GET includes HEAD). A request is public when any entry applying to its method
+// matches: entries only ever add public paths, so their order plays no part.
 
 import picomatch from 'picomatch'
+import type { PublicPath } from '../options/types.js'
+import { appliesTo, compilePathRegex, methodSet, type MethodSet, type PathPattern } from './request-match.js'
 
-export type PublicPathMatcher = (normalizedPath: string) => boolean
+/**
+ * Whether a normalized path is public for a method. Without a method (a lookup that knows none)
+ * only the entries for every method count.
+ */
+export type PublicPathMatcher = (normalizedPath: string, method?: string) => boolean
 
 const PICOMATCH_OPTIONS: picomatch.PicomatchOptions = {
   dot: true,
@@ -173,15 +184,42 @@ function matches(glob: readonly SegmentMatcher[], path: string): boolean {
   return gi === n
 }
 
-export function createPublicPathMatcher(globs: readonly string[]): PublicPathMatcher {
-  if (globs.length === 0) return NEVER
-  const compiled = globs.map(compileGlob)
-  return (normalizedPath) => {
+interface CompiledEntry {
+  glob?: SegmentMatcher[]
+  regex?: PathPattern
+  methods: MethodSet
+}
+
+/** An entry's glob or regex as written (the object form's, or the string itself). */
+export function publicPathPattern(entry: PublicPath): { glob?: string; regex?: string } {
+  if (typeof entry === 'string') return { glob: entry }
+  return entry.regex === undefined ? { glob: entry.glob ?? '' } : { regex: entry.regex }
+}
+
+/** An entry compiled; `caseInsensitive` compiles a regex as a case-insensitive upstream reads it (ambiguity.ts). */
+function compileEntry(entry: PublicPath, caseInsensitive: boolean): CompiledEntry {
+  const methods = methodSet(typeof entry === 'string' ? undefined : entry.methods)
+  const { glob, regex } = publicPathPattern(entry)
+  if (regex !== undefined) {
+    try {
+      return { regex: compilePathRegex(regex, caseInsensitive), methods }
+    } catch (error) {
+      throw new TypeError(`publicPaths: ${(error as Error).message}`, { cause: error })
+    }
+  }
+  return { glob: compileGlob(glob ?? ''), methods }
+}
+
+export function createPublicPathMatcher(entries: readonly PublicPath[], options: { caseInsensitive?: boolean } = {}): PublicPathMatcher {
+  if (entries.length === 0) return NEVER
+  const compiled = entries.map((entry) => compileEntry(entry, options.caseInsensitive === true))
+  return (normalizedPath, method) => {
     // A `?` can only be here if the caller passed path and query: fail closed rather than let
     // the query decide (the oauth2-proxy skip-auth-route mistake above).
     if (normalizedPath.charCodeAt(0) !== 0x2f || normalizedPath.includes('?')) return false
-    for (const glob of compiled) {
-      if (matches(glob, normalizedPath)) return true
+    for (const entry of compiled) {
+      if (!appliesTo(entry.methods, method)) continue
+      if (entry.regex !== undefined ? entry.regex(normalizedPath) : matches(entry.glob as SegmentMatcher[], normalizedPath)) return true
     }
     return false
   }

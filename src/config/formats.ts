@@ -11,6 +11,7 @@ import { TXN_TOKEN_HEADER } from '../upstream/transaction-token.js'
 import { gatewaySchema } from '../options/schema.js'
 import { parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import { MIN_SECRET_BYTES } from '../session/cipher.js'
+import { regexProblem } from '../access/request-match.js'
 import { globProblem } from '../access/public-paths.js'
 import { createRedirectAfterValidator } from '../routes/redirect-after.js'
 
@@ -246,6 +247,8 @@ export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   'path-prefix': checkPathPrefix,
   // The proxy's matcher owns the glob rules (a safe, linear-time subset).
   'path-glob': globProblem,
+  // The access module owns what a path regex may be (linear-time, anchored, ASCII).
+  'path-regex': regexProblem,
   'identity-header': checkHeaderName,
   'cookie-secret': checkSecret,
   'cookie-domain': checkCookieDomain,

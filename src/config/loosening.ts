@@ -1,4 +1,4 @@
-import type { AllowRules, GatewayConfig, UpstreamConfig } from '../options/types.js'
+import type { AllowRules, GatewayConfig, PathRule, PublicPath, UpstreamConfig } from '../options/types.js'
 
 // What a new configuration opens that the running one kept closed: the keys of access rules it
 // removes. A reload that does so may be meant, or may be a file caught halfway through an edit
@@ -21,6 +21,13 @@ function allowLoosening(at: string, before: AllowRules, after: AllowRules): stri
   return keys
 }
 
+/** What selects a publicPaths or rules entry, as one comparable string. */
+function entryKey(entry: PublicPath | Pick<PathRule, 'path' | 'regex' | 'methods'>): string {
+  if (typeof entry === 'string') return JSON.stringify([entry, null, null])
+  const pattern = 'glob' in entry ? entry.glob : 'path' in entry ? entry.path : undefined
+  return JSON.stringify([pattern ?? null, entry.regex ?? null, entry.methods ?? null])
+}
+
 function upstreamLoosening(at: string, before: UpstreamConfig, after: UpstreamConfig): string[] {
   const keys: string[] = []
   if (before.auth === 'required' && after.auth !== 'required') keys.push(`${at}.auth`)
@@ -28,14 +35,15 @@ function upstreamLoosening(at: string, before: UpstreamConfig, after: UpstreamCo
     if (!keys.includes(`${at}.auth`)) keys.push(`${at}.auth`)
   }
   keys.push(...allowLoosening(`${at}.allow`, before.allow, after.allow))
-  // A rule gone leaves its path to the upstream's allow (or to a shorter rule's).
+  // A rule gone leaves its path to the upstream's allow (or to a shorter rule's). Rules are the
+  // same by what selects them: path or regex, and methods.
   before.rules.forEach((rule, index) => {
-    const next = after.rules.find((r) => r.path === rule.path)
-    if (next === undefined) keys.push(`${at}.rules[${index}] (${rule.path}): removed`)
+    const next = after.rules.find((r) => entryKey(r) === entryKey(rule))
+    if (next === undefined) keys.push(`${at}.rules[${index}] (${rule.path ?? rule.regex}): removed`)
     else keys.push(...allowLoosening(`${at}.rules[${index}].allow`, rule.allow, next.allow))
   })
-  const publicBefore = new Set(before.publicPaths)
-  if (after.publicPaths.some((glob) => !publicBefore.has(glob))) keys.push(`${at}.publicPaths`)
+  const publicBefore = new Set(before.publicPaths.map(entryKey))
+  if (after.publicPaths.some((entry) => !publicBefore.has(entryKey(entry)))) keys.push(`${at}.publicPaths`)
   return keys
 }
 

@@ -101,7 +101,7 @@ function normalizeUpstream(upstream: ConfigFile['upstreams'][number], providers:
     },
     allow: explicit(upstream.allow),
     // Each rule's allow is explicit about providers as the upstream's is.
-    rules: upstream.rules.map((rule) => ({ path: normalizePathPrefix(rule.path), allow: explicit(rule.allow) })),
+    rules: upstream.rules.map((rule) => ({ ...rule, ...(rule.path === undefined ? {} : { path: normalizePathPrefix(rule.path) }), allow: explicit(rule.allow) })),
     identityHeaders: { ...upstream.identityHeaders },
   }
 }

@@ -31,6 +31,7 @@ export const FORMAT_TYPES: Readonly<Record<string, string>> = {
   'allowed-host': 'host[:port] or .domain',
   'path-prefix': 'path',
   'path-glob': 'path glob',
+  'path-regex': 'anchored RE2 regex',
   'identity-header': 'header name',
   'cookie-secret': 'secret of 32 bytes or more',
   'cookie-domain': 'domain',

@@ -68,6 +68,9 @@ const AUDIENCE = { pattern: '^[\\x21-\\x7E]{1,2048}$', message: 'must be 1 to 20
 
 const QUERY_PARAM_PART = { pattern: '^[A-Za-z0-9_.-]{1,64}$', message: 'must be 1 to 64 letters, digits, _, - or .' }
 
+/** An HTTP method as publicPaths and rules name it (RFC 9110 9.1: a token; uppercase here). */
+const METHOD_TOKEN = { pattern: '^[A-Z][A-Z_-]{0,31}$', message: 'must be an HTTP method in uppercase, e.g. GET' }
+
 const UPSTREAM_NAME = {
   pattern: '^[A-Za-z0-9][A-Za-z0-9_-]*$',
   message: 'must start with a letter or digit and contain only letters, digits, _ and -',
@@ -75,10 +78,9 @@ const UPSTREAM_NAME = {
 
 /** Messages for `pattern` failures, keyed by the pattern itself. */
 export const PATTERN_MESSAGES: Readonly<Record<string, string>> = Object.fromEntries(
-  [SCOPE_TOKEN, ACR_VALUE, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE].map(({ pattern, message }) => [
-    pattern,
-    message,
-  ]),
+  [SCOPE_TOKEN, ACR_VALUE, COOKIE_NAME, KEY_PREFIX, UPSTREAM_NAME, WORKERS_AUTO, EXT_AUTHZ_PATH, QUERY_PARAM_PART, AUDIENCE, METHOD_TOKEN].map(
+    ({ pattern, message }) => [pattern, message],
+  ),
 )
 
 // Node timers fire at once for delays above 2^31-1 ms, so larger timeouts would mean none.
@@ -577,6 +579,17 @@ const pathRulePath = string(
   { format: 'path-prefix' },
 )
 
+const pathRegex = string(
+  "An anchored regular expression (RE2 syntax, as Go and oauth2-proxy use; written `^...$`, it matches the whole path) over the normalized path: letters, digits, `-._~/` and `!$&'()*+,=:@` as themselves (also where the request percent-encoded them), every other character percent-encoded in uppercase hex (`/caf%C3%A9`). Printable ASCII, at most 1000 characters, counted repetitions up to 100; no backreferences, lookaround or `\\p{...}` classes, which linear-time matching cannot run.",
+  { format: 'path-regex' },
+)
+
+const requestMethods = list(
+  "The methods (uppercase, e.g. `GET`, `POST`) the entry applies to; a request's method is compared without case, and `GET` also covers `HEAD`. Unset: every method.",
+  string('method', { pattern: METHOD_TOKEN.pattern }),
+  { minItems: 1, uniqueItems: true },
+)
+
 const headerName = (description: string, defaultValue: string): JsonSchema => string(description, { format: 'identity-header', default: defaultValue })
 
 const identityHeaders = object(
@@ -685,23 +698,35 @@ const upstream = object(
       },
     ),
     publicPaths: list(
-      'Path globs that need no sign-in, e.g. `/public/**`. Each starts with `/`; `*` matches within one segment, `**` at any depth, and `?` and `[...]` work as usual; braces, extglobs and a leading `!` are literal.',
-      string('glob', { format: 'path-glob' }),
+      "Paths that need no sign-in ([Public paths](proxying.md#public-paths)). A string is a glob, e.g. `/public/**`: it starts with `/`; `*` matches within one segment, `**` at any depth, and `?` and `[...]` work as usual; braces, extglobs and a leading `!` are literal. An object gives a `glob` or a `regex` (an anchored regular expression, `^...$`, matched in linear time against the whole normalized path) and optionally `methods`, the methods it is public for (`GET` also covers `HEAD`). A path is public when any entry for the request's method matches. Refused: an invalid or unanchored regex, one the linear-time engine cannot run (backreferences, lookaround), an entry given twice, and a regex without `methods` that covers all of `match.pathPrefix` (write `auth: none`).",
+      {
+        type: ['string', 'object'],
+        description: 'A glob, or an object with `glob` or `regex` and `methods`.',
+        format: 'path-glob',
+        additionalProperties: false,
+        properties: {
+          glob: string('A glob, as a string entry is.', { format: 'path-glob' }),
+          regex: pathRegex,
+          methods: requestMethods,
+        },
+      },
       { default: [] },
     ),
     allow,
     rules: list(
-      "Per-path `allow` rules, so that part of an application (an admin area) needs other users than the rest without a second upstream. `path` is a prefix written as `match.pathPrefix` is, covering that path and everything below it; the rule with the longest `path` covering a request decides with its `allow` **instead of** the upstream's `allow` (rules are not added together); paths no rule covers keep the upstream's `allow`. `auth`, `publicPaths` and `allowPreflight` are decided first: a rule never makes a path public, and never requires a sign-in on a public path. Refused: a `path` outside `match.pathPrefix` or equal to it, two rules with the same `path` (also once case and trailing dots are ignored), a `path` that a `publicPaths` glob makes public, and rules with `auth: none`.",
+      "Per-path `allow` rules, so that part of an application (an admin area) needs other users than the rest without a second upstream ([Per-path rules](proxying.md#per-path-rules)). Each has a `path` (a prefix written as `match.pathPrefix` is, covering that path and everything below it) or a `regex` (an anchored regular expression, `^...$`, matched in linear time against the whole normalized path), and optionally `methods`, the only methods it applies to (`GET` also covers `HEAD`). Which rule decides: the first `regex` rule, in the order written, that matches; else the rule with the longest `path` covering the request (at the same `path`, one naming the method before one without `methods`). It decides with its `allow` **instead of** the upstream's `allow` (rules are not added together); requests no rule matches keep the upstream's `allow`. `auth`, `publicPaths` and `allowPreflight` are decided first: a rule never makes a path public, and never requires a sign-in on a public path. Refused: a rule with both or neither of `path` and `regex`, a `path` outside `match.pathPrefix` or equal to it, two rules with the same `path` (also once case and trailing dots are ignored) or the same `regex` for a method in common, a `path` rule that a `regex` rule covers, a `path` that a `publicPaths` entry makes public, an invalid, unanchored or not linear-time `regex`, and rules with `auth: none`.",
       object(
-        'A path and who may use it.',
+        'A path or pattern, the methods, and who may use it.',
         {
           path: pathRulePath,
+          regex: pathRegex,
+          methods: requestMethods,
           allow: {
             ...ruleAllow,
             description: "Who may use the rule's path once signed in, instead of the upstream's `allow`: the same kinds, with the same meaning.",
           },
         },
-        { required: ['path', 'allow'] },
+        { required: ['allow'] },
       ),
       { default: [] },
     ),
@@ -743,7 +768,10 @@ const upstream = object(
       description:
         "Whose audience a Bearer token must name to sign in here. `provider` (unset): one of the provider's `audiences` (by default its client id), and a session cookie signs in too. `resource`: the audience (`aud`, or an introspected token's `aud`) must be exactly this upstream's resource identifier (RFC 8707; a list of that one value; scheme and host compared without case), the `resource` of its [protected resource metadata](#protected-resource-metadata): the public origin (with `match.hosts`, the scheme of `server.publicUrl` and the host the client asked) followed by `match.pathPrefix`; a token for any other audience is refused with 401 `invalid_token`, and such a token is accepted nowhere else (a provider whose `audiences` names the resource is refused). No session cookie signs in there (a page load gets the 401, not a sign-in redirect): what an [MCP server](features/mcp.md) needs. Refused with `auth: none` and with `resourceMetadata: false`.",
     },
-    allowPreflight: boolean('Let CORS preflight requests through without sign-in.', false),
+    allowPreflight: boolean(
+      "Let CORS preflight requests through without sign-in: `OPTIONS` with a non-empty `Origin` and `Access-Control-Request-Method` (the Fetch standard's CORS-preflight request); any other `OPTIONS` is decided like any request. Decided after `publicPaths` and before `rules`; `publicPaths` and `rules` entries naming `methods` see a preflight as `OPTIONS`.",
+      false,
+    ),
     passHostHeader: boolean(
       "Send the application, as `Host`, the host it receives in `X-Forwarded-Host`: a host the gateway serves (the request's when it is `server.publicUrl`'s, a `match.hosts` entry or a `redirects.allowedHosts` entry, else `server.publicUrl`'s), never one a client made up; on HTTP requests and WebSocket upgrades. `false`: the host of `target`. The TLS server name and certificate check of an `https` target stay the target's host either way. [What the application receives](proxying.md#what-the-application-receives).",
       true,

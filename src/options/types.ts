@@ -232,12 +232,25 @@ export interface IdentityHeaderNames {
   authTime: string
 }
 
-/** One of an upstream's per-path rules (access/rules.ts): the longest covering `path` decides with its `allow`. */
+/**
+ * One of an upstream's per-path rules (access/rules.ts): a `path` prefix or an anchored `regex`
+ * (exactly one), optionally for some `methods` only; the deciding rule's `allow` applies.
+ */
 export interface PathRule {
   /** A path prefix, as match.pathPrefix. */
-  path: string
+  path?: string
+  /** An anchored RE2 pattern over the normalized path (access/request-match.ts). */
+  regex?: string
+  /** Uppercase methods the rule applies to; absent: every method. */
+  methods?: string[]
   allow: AllowRules
 }
+
+/**
+ * One of an upstream's `publicPaths` (access/public-paths.ts): a glob, or an object with a `glob`
+ * or an anchored `regex` (exactly one), optionally for some `methods` only.
+ */
+export type PublicPath = string | { glob?: string; regex?: string; methods?: string[] }
 
 /** RFC 8693 token exchange for an upstream (upstream/token-exchange.ts); at least one key. */
 export interface TokenExchangeConfig {
@@ -268,7 +281,7 @@ export interface UpstreamConfig {
   match: { pathPrefix: string; hosts?: string[] }
   target: string
   auth: AuthMode
-  publicPaths: string[]
+  publicPaths: PublicPath[]
   allow: AllowRules
   /** Per-path `allow` rules inside the upstream; the upstream's `allow` decides the paths none covers. */
   rules: PathRule[]

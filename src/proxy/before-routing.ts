@@ -70,7 +70,7 @@ export function requestTarget(checkRoutes: readonly CheckRoute[], upstreams: rea
       const refused = (req.raw as MarkedRequest)[kRefusedTarget]
       if (refused !== undefined) return done(new GatewayError('bad_request', refused))
       const q = req.url.indexOf('?')
-      if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q))) {
+      if (isAmbiguous(req.headers.host ?? '', q === -1 ? req.url : req.url.slice(0, q), req.method)) {
         return done(new GatewayError('bad_request', 'the request path reads as another route in another case or without trailing dots or spaces'))
       }
       done()

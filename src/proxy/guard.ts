@@ -87,7 +87,12 @@ export class ProxyGuard {
     req.identity = null
     const upstream = this.#upstream
     const path = pathOf(req.url)
-    const decision = await this.#access.decide(req, reply, { path, preflight: isPreflight(req.method, req.headers), host: req.headers.host })
+    const decision = await this.#access.decide(req, reply, {
+      path,
+      method: req.method,
+      preflight: isPreflight(req.method, req.headers),
+      host: req.headers.host,
+    })
     const answer = await this.#deps.answers.answer(verdictOf(upstream, decision, req), new ProxiedRequest(req, path, this.#deps.isTrustedProxy), PROXY_EXIT)
     // Who was established, though refused: the request line names them (ops/access-log.ts).
     req.identity = answer.identity

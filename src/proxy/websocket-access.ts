@@ -99,7 +99,7 @@ export class SocketAccess {
     // upstream holds it as that user's.
     if (identity !== null && current === undefined) return false
     // Decided for this grant's identity: nothing is refreshed or written here.
-    const decision = deps.access.of(upstream).decideFor(current, req, { path, preflight: false })
+    const decision = deps.access.of(upstream).decideFor(current, req, { path, method: 'GET' /* an upgrade is a GET, RFC 6455 4.1 */, preflight: false })
     return decision.outcome === 'pass'
   }
 }

@@ -280,7 +280,7 @@ t.test('the decision cache (forwardAuth.cache)', async (t) => {
 
   t.test("a preflight's anonymous pass is never the answer to the same OPTIONS without the header", async (t) => {
     const h = harness(CACHE)
-    const acrm = { 'access-control-request-method': 'PUT' }
+    const acrm = { 'access-control-request-method': 'PUT', origin: 'https://spa.example.com' }
     t.strictSame(await check(h, { method: 'OPTIONS', target: '/cors/x', headers: acrm, cookies: as('bob') }), {
       outcome: 'pass',
       upstream: h.upstream('cors'),

@@ -512,12 +512,18 @@ t.test("step-up is judged by the judge's clock at the time of each decision", as
   t.match(await ask(), { outcome: 'step_up', shortfall: 'auth_time' }, 'a second later, the same sign-in must step up')
 })
 
-t.test('isPreflight: OPTIONS with Access-Control-Request-Method, and nothing else', async (t) => {
+t.test('isPreflight: OPTIONS with Origin and Access-Control-Request-Method (Fetch: CORS-preflight request), and nothing else', async (t) => {
+  const origin = 'https://spa.example.com'
   const rows: Array<[string, string, Record<string, string>, boolean]> = [
-    ['a CORS preflight', 'OPTIONS', { 'access-control-request-method': 'PUT' }, true],
+    ['a CORS preflight', 'OPTIONS', { origin, 'access-control-request-method': 'PUT' }, true],
     ['a plain OPTIONS', 'OPTIONS', {}, false],
-    ['a GET naming a method', 'GET', { 'access-control-request-method': 'PUT' }, false],
-    ['methods are case-sensitive (RFC 9110 9.1)', 'options', { 'access-control-request-method': 'PUT' }, false],
+    ['without Origin: no CORS request', 'OPTIONS', { 'access-control-request-method': 'PUT' }, false],
+    ['an empty Origin', 'OPTIONS', { origin: '', 'access-control-request-method': 'PUT' }, false],
+    ['an empty Access-Control-Request-Method', 'OPTIONS', { origin, 'access-control-request-method': '' }, false],
+    ['a blank Access-Control-Request-Method', 'OPTIONS', { origin, 'access-control-request-method': ' ' }, false],
+    ['Origin alone', 'OPTIONS', { origin }, false],
+    ['a GET naming a method', 'GET', { origin, 'access-control-request-method': 'PUT' }, false],
+    ['methods are case-sensitive (RFC 9110 9.1)', 'options', { origin, 'access-control-request-method': 'PUT' }, false],
   ]
   for (const [name, method, headers, expected] of rows) t.equal(isPreflight(method, headers), expected, name)
 })

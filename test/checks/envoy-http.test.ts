@@ -143,12 +143,13 @@ t.test('ext_authz over HTTP', async (t) => {
   })
 
   t.test('public paths, auth: none and an allowed preflight pass anonymously, with every identity header removed', async (t) => {
-    // A preflight can only be told when Access-Control-Request-Method is allow-listed towards the check.
-    const withPreflight = ['cookie', 'accept', 'access-control-request-method']
+    // A preflight can only be told when Origin and Access-Control-Request-Method are allow-listed towards the check.
+    const withPreflight = ['cookie', 'accept', 'origin', 'access-control-request-method']
+    const origin = 'https://spa.example.com'
     for (const [path, headers, method, host] of [
       ['/public/logo.png', {}, 'GET', APP],
       ['/anything', {}, 'GET', 'open.example.com'],
-      ['/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS', APP],
+      ['/cors/api', { origin, 'access-control-request-method': 'PUT' }, 'OPTIONS', APP],
     ] as const) {
       const res = await sendCheck(stack.gw, checkRequestFor({ method, path, headers: { host, ...headers, 'x-forwarded-user': 'forged' } }, withPreflight))
       t.equal(res.status, 200, path)
@@ -158,11 +159,24 @@ t.test('ext_authz over HTTP', async (t) => {
         [...DEFAULT_IDENTITY_HEADERS, ...OTHER_IDENTITY, ...REQUEST_OVERRIDE_HEADER_NAMES].sort(),
       )
     }
-    const notAllowListed = await check(stack, '/cors/api', { 'access-control-request-method': 'PUT' }, 'OPTIONS')
-    t.equal(notAllowListed.status, 401, 'without the header allow-listed, an OPTIONS is no preflight')
+    const notAllowListed = await check(stack, '/cors/api', { origin, 'access-control-request-method': 'PUT' }, 'OPTIONS')
+    t.equal(notAllowListed.status, 401, 'without the headers allow-listed, an OPTIONS is no preflight')
+    const withoutOrigin = await sendCheck(
+      stack.gw,
+      checkRequestFor({ method: 'OPTIONS', path: '/cors/api', headers: { host: APP, origin, 'access-control-request-method': 'PUT' } }, [
+        'cookie',
+        'accept',
+        'access-control-request-method',
+      ]),
+    )
+    t.equal(
+      withoutOrigin.status,
+      401,
+      'with Access-Control-Request-Method but not Origin allow-listed, an OPTIONS is no preflight (Fetch: a CORS request has an Origin)',
+    )
     const elsewhere = await sendCheck(
       stack.gw,
-      checkRequestFor({ method: 'OPTIONS', path: '/page', headers: { host: APP, 'access-control-request-method': 'PUT' } }, withPreflight),
+      checkRequestFor({ method: 'OPTIONS', path: '/page', headers: { host: APP, origin, 'access-control-request-method': 'PUT' } }, withPreflight),
     )
     t.equal(elsewhere.status, 401, 'a preflight where the upstream does not allow them')
   })

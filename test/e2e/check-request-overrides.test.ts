@@ -68,7 +68,7 @@ t.test('every allow names the request-target and method overrides for removal', 
       gateway: stack.gw,
       upstream: stack.upstream.url,
       headersToBackend: [...DEFAULT_IDENTITY_HEADERS, 'cookie'],
-      headersToExtAuth: ['cookie', 'accept', 'access-control-request-method'],
+      headersToExtAuth: ['cookie', 'accept', 'origin', 'access-control-request-method'],
     })
     t.teardown(() => envoy.close())
     const cases: Array<{ method: string; path: string; headers: Record<string, string> }> = [

@@ -3,7 +3,7 @@
 // names, and what forwarding a token, exchanging it and an upstream's resource audience need.
 
 import { canonicalHeaderName } from '../../upstream/header-policy.js'
-import { foldPath } from '../../access/ambiguity.js'
+import { coversMethods, patternCoversPrefix, samePatternAs, type PatternEntry } from '../../access/ambiguity.js'
 import { createPublicPathMatcher } from '../../access/public-paths.js'
 import { ANY_PROVIDER, DEFAULT_PROVIDER, type IdentityHeaderNames } from '../../options/types.js'
 import { checkHeaderName } from '../formats.js'
@@ -18,6 +18,7 @@ export function upstreamRules(read: Read, data: unknown): Issue[] {
   const upstreams = valueAt(data, ['upstreams'])
   return [
     ...checkUpstreams(read, upstreams),
+    ...checkPublicPaths(read, upstreams),
     ...checkPathRules(read, upstreams),
     ...checkUpstreamProviders(read, upstreams, providers),
     ...checkDpopForwarding(read, upstreams, providers),
@@ -60,59 +61,145 @@ function ruleIndexes(read: Read, upstream: number): number[] {
   return rules === undefined ? [] : rules.map((_, index) => index)
 }
 
+/** A publicPaths or rules entry as the load-time verdicts read it; undefined when it has no single glob, path or regex. */
+function patternEntry(read: Read, at: Path, pathKey: 'glob' | 'path'): PatternEntry | undefined {
+  const methods = read([...at, 'methods'], isStringArray)
+  const withMethods = methods === undefined ? {} : { methods }
+  if (pathKey === 'glob') {
+    const glob = read(at, isString)
+    if (glob !== undefined) return { glob }
+  }
+  const path = read([...at, pathKey], isString)
+  const regex = read([...at, 'regex'], isString)
+  if ((path === undefined) === (regex === undefined)) return undefined
+  if (regex !== undefined) return { regex, ...withMethods }
+  return pathKey === 'glob' ? { glob: path, ...withMethods } : { path: normalizePathPrefix(path as string), ...withMethods }
+}
+
+/** An object entry that gives both or neither of its two keys. */
+function oneOf(read: Read, at: Path, keys: readonly [string, string]): Issue[] {
+  const entry = read(at, isRecord)
+  if (entry === undefined) return []
+  const given = keys.filter((key) => entry[key] !== undefined)
+  if (given.length === 1) return []
+  return [{ path: at, message: given.length === 0 ? `needs ${keys[0]} or ${keys[1]}` : `gives both ${keys[0]} and ${keys[1]}: write two entries` }]
+}
+
+function upstreamPrefix(read: Read, index: number): string | undefined {
+  const match = read(['upstreams', index, 'match'], isMatch)
+  return match === undefined ? undefined : normalizePathPrefix(match.pathPrefix)
+}
+
+// publicPaths (access/public-paths.ts): an object entry gives a glob or a regex, exactly one; the
+// same glob or regex twice for a method in common is refused (ambiguity.ts samePatternAs: one of
+// the two says nothing, and removing it would not do what its author meant); and a regex for
+// every method that matches all of the upstream's paths makes it public, which is `auth: none`
+// said in a way that a reader of the upstream does not see (ambiguity.ts patternCoversPrefix).
+function checkPublicPaths(read: Read, upstreams: unknown): Issue[] {
+  if (!Array.isArray(upstreams)) return []
+  return upstreams.flatMap((_, index) => {
+    const list = read(['upstreams', index, 'publicPaths'], Array.isArray)
+    if (list === undefined) return []
+    const at = (entry: number): Path => ['upstreams', index, 'publicPaths', entry]
+    const prefix = upstreamPrefix(read, index)
+    const entries = list.map((_entry, i) => patternEntry(read, at(i), 'glob'))
+    const issues: Issue[] = list.flatMap((_entry, i) => oneOf(read, at(i), ['glob', 'regex']))
+    entries.forEach((entry, i) => {
+      if (entry === undefined) return
+      const key = entry.regex === undefined ? at(i) : [...at(i), 'regex']
+      const first = samePatternAs(entries.map((e) => e ?? {}), i)
+      if (first !== -1) {
+        issues.push({ path: key, message: `same ${entry.regex === undefined ? 'glob' : 'regex'} as ${formatPath(at(first))} for a method in common: one of them says nothing` })
+        return
+      }
+      if (entry.regex !== undefined && entry.methods === undefined && prefix !== undefined && patternCoversPrefix(entry.regex, prefix)) {
+        issues.push({
+          path: key,
+          message: `${JSON.stringify(entry.regex)} makes all of ${formatPath(['upstreams', index, 'match', 'pathPrefix'])} (${prefix}) public: write ${formatPath(['upstreams', index, 'auth'])}: none, or name the paths`,
+        })
+      }
+    })
+    return issues
+  })
+}
+
 // Per-path rules (access/rules.ts): each must be able to decide some request, and which one decides
-// a path must never depend on the order they are written in or on how a case-insensitive upstream
-// spells the path. Refused, naming the rule's path:
+// a request must never depend on how a case-insensitive upstream spells the path, nor on an order
+// the reader cannot see. Refused, naming the rule's key:
+// - a rule with both or neither of `path` and `regex`;
 // - a path outside the upstream's prefix, which no request of the upstream reaches, or equal to
-//   it, which is the upstream's own `allow` written twice;
+//   it, which is the upstream's own `allow` written twice (and, alike, a regex for every method
+//   that matches all of the upstream's paths);
 // - a path another rule has, exactly or once folded (`/Admin` and `/admin`: ambiguity.ts refuses
-//   every request under them, since the folded path selects another rule);
-// - a path a publicPaths glob makes public: public paths are decided first, so its allow would
-//   never apply (a public tree inside it, `/admin/assets/**`, is fine: that part is public);
+//   every request under them, since the folded path selects another rule), or a regex another
+//   rule has, for a method in common (ambiguity.ts samePatternAs);
+// - a path rule that a regex rule for all of its methods covers (regex rules are tried first, so
+//   the path rule would never decide; ambiguity.ts patternCoversPrefix);
+// - a path a publicPaths entry for all of the rule's methods makes public: public paths are
+//   decided first, so its allow would never apply (a public tree inside it, `/admin/assets/**`,
+//   is fine: that part is public);
 // - any rule with `auth: none`, which reads no identity.
 function checkPathRules(read: Read, upstreams: unknown): Issue[] {
   if (!Array.isArray(upstreams)) return []
   return upstreams.flatMap((_, index) => {
     const rules = ruleIndexes(read, index)
     if (rules.length === 0) return []
-    const at = (rule: number): Path => ['upstreams', index, 'rules', rule, 'path']
+    const at = (rule: number): Path => ['upstreams', index, 'rules', rule]
     if (read(['upstreams', index, 'auth'], isString) === 'none') {
       return [{ path: ['upstreams', index, 'rules'], message: `never apply with ${formatPath(['upstreams', index, 'auth'])}: none (no request is signed in there); remove them or require a sign-in` }]
     }
-    const match = read(['upstreams', index, 'match'], isMatch)
-    const prefix = match === undefined ? undefined : normalizePathPrefix(match.pathPrefix)
-    const globs = read(['upstreams', index, 'publicPaths'], isStringArray) ?? []
-    const issues: Issue[] = []
-    const seen = new Map<string, number>()
+    const prefix = upstreamPrefix(read, index)
+    const publicList = read(['upstreams', index, 'publicPaths'], Array.isArray) ?? []
+    const publicEntries = publicList.map((_entry, i) => patternEntry(read, ['upstreams', index, 'publicPaths', i], 'glob'))
+    const issues: Issue[] = rules.flatMap((rule) => oneOf(read, at(rule), ['path', 'regex']))
+    const entries = rules.map((rule) => patternEntry(read, at(rule), 'path'))
+    const prefixKey = formatPath(['upstreams', index, 'match', 'pathPrefix'])
     for (const rule of rules) {
-      const raw = read(at(rule), isString)
-      if (raw === undefined) continue
-      const path = normalizePathPrefix(raw)
+      const entry = entries[rule]
+      if (entry === undefined) continue
+      if (entry.regex !== undefined) {
+        const key = [...at(rule), 'regex']
+        // Regex rules are tried in order: an earlier one with the same pattern for all of this
+        // one's methods always decides first.
+        const first = entries.findIndex((other, i) => i < rule && other !== undefined && other.regex === entry.regex && coversMethods(other.methods, entry.methods))
+        if (first !== -1) {
+          issues.push({ path: key, message: `never decides: ${formatPath([...at(first), 'regex'])} has the same pattern, is tried first, and applies to all of its methods` })
+        } else if (entry.methods === undefined && prefix !== undefined && patternCoversPrefix(entry.regex, prefix)) {
+          issues.push({ path: key, message: `${JSON.stringify(entry.regex)} matches all of ${prefixKey} (${prefix}): write its allow as ${formatPath(['upstreams', index, 'allow'])}` })
+        }
+        continue
+      }
+      const path = entry.path as string
+      const key = [...at(rule), 'path']
       if (prefix !== undefined && path === prefix) {
-        issues.push({ path: at(rule), message: `is the whole upstream (${formatPath(['upstreams', index, 'match', 'pathPrefix'])}): write its allow as ${formatPath(['upstreams', index, 'allow'])}` })
+        issues.push({ path: key, message: `is the whole upstream (${prefixKey}): write its allow as ${formatPath(['upstreams', index, 'allow'])}` })
         continue
       }
       if (prefix !== undefined && prefix !== '/' && !path.startsWith(`${prefix}/`)) {
-        issues.push({ path: at(rule), message: `is not below ${formatPath(['upstreams', index, 'match', 'pathPrefix'])} (${prefix}): the rule would never apply` })
+        issues.push({ path: key, message: `is not below ${prefixKey} (${prefix}): the rule would never apply` })
         continue
       }
-      const folded = foldPath(path)
-      const first = seen.get(folded)
-      if (first !== undefined) {
-        const same = normalizePathPrefix(read(at(first), isString) ?? '') === path
-        issues.push({ path: at(rule), message: `${same ? 'same path as' : 'same path, ignoring case and trailing dots, as'} ${formatPath(at(first))}: which rule decides would be ambiguous` })
+      const first = samePatternAs(entries.map((e) => e ?? {}), rule, true)
+      if (first !== -1) {
+        const same = entries[first]?.path === path
+        issues.push({ path: key, message: `${same ? 'same path as' : 'same path, ignoring case and trailing dots, as'} ${formatPath([...at(first), 'path'])}: which rule decides would be ambiguous` })
         continue
       }
-      seen.set(folded, rule)
-      const publicGlob = globs.findIndex((glob) => {
+      const covering = entries.findIndex((other) => other?.regex !== undefined && coversMethods(other.methods, entry.methods) && patternCoversPrefix(other.regex, path))
+      if (covering !== -1) {
+        issues.push({ path: key, message: `never decides: ${formatPath([...at(covering), 'regex'])} (regex rules are tried first) matches all of it` })
+        continue
+      }
+      const publicEntry = publicEntries.findIndex((candidate) => {
+        if (candidate === undefined || !coversMethods(candidate.methods, entry.methods)) return false
         try {
-          return createPublicPathMatcher([glob])(path)
+          return createPublicPathMatcher([candidate.regex === undefined ? (candidate.glob as string) : { regex: candidate.regex }])(path)
         } catch {
-          return false // a glob with a problem of its own is reported where it is
+          return false // an entry with a problem of its own is reported where it is
         }
       })
-      if (publicGlob !== -1) {
-        issues.push({ path: at(rule), message: `is public (${formatPath(['upstreams', index, 'publicPaths', publicGlob])} matches it): its allow would never apply` })
+      if (publicEntry !== -1) {
+        issues.push({ path: key, message: `is public (${formatPath(['upstreams', index, 'publicPaths', publicEntry])} matches it): its allow would never apply` })
       }
     }
     return issues

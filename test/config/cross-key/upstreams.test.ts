@@ -110,7 +110,7 @@ t.test('upstreams[].rules: per-path allow rules are refused where they could not
     'a rule below the upstream prefix': rules([{ path: '/app/admin', allow: {} }], { match: { pathPrefix: '/app' } }),
   })
   table(t, {
-    'path missing': upstreamCase({ rules: [{ allow: {} }] }, ['upstreams[0].rules[0].path: is required']),
+    'path missing': upstreamCase({ rules: [{ allow: {} }] }, ['upstreams[0].rules[0]: needs path or regex']),
     'allow missing (it would admit everyone)': upstreamCase({ rules: [{ path: '/admin' }] }, ['upstreams[0].rules[0].allow: is required']),
     'a path with a wildcard': upstreamCase({ rules: [{ path: '/admin/*', allow: {} }] }, ['upstreams[0].rules[0].path: must not contain : or *']),
     'an unknown allow kind': upstreamCase({ rules: [{ path: '/admin', allow: { group: ['a'] } }] }, ['upstreams[0].rules[0].allow.group: unknown key']),
@@ -135,6 +135,106 @@ t.test('upstreams[].rules: per-path allow rules are refused where they could not
     'a provider the upstream does not accept': upstreamCase({ rules: [{ path: '/admin', allow: { providers: ['other'] } }] }, [
       'upstreams[0].rules[0].allow.providers[0]: names no provider (the upstream accepts: default)',
     ]),
+  })
+})
+
+t.test('upstreams[].rules with regex and methods: refused where ambiguous or never deciding, naming the key and the pattern', async (t) => {
+  const admins = { groups: ['admins'] }
+  table(t, {
+    'a regex rule': valid(withUpstream({ rules: [{ regex: '^/projects/[^/]+/settings(?:/.*)?$', allow: admins }] })),
+    'a rule for some methods beside one for every method on the same path': valid(
+      withUpstream({ rules: [{ path: '/api', methods: ['GET'], allow: {} }, { path: '/api', allow: admins }] }),
+    ),
+    'the same path for other methods': valid(withUpstream({ rules: [{ path: '/api', methods: ['GET'], allow: {} }, { path: '/api', methods: ['POST'], allow: admins }] })),
+    'the same regex for other methods': valid(withUpstream({ rules: [{ regex: '^/x$', methods: ['PUT'], allow: {} }, { regex: '^/x$', methods: ['DELETE'], allow: admins }] })),
+    'a regex rule for every path, for some methods only': valid(withUpstream({ rules: [{ regex: '^/.*$', methods: ['DELETE'], allow: admins }] })),
+    'a path rule public only for GET': valid(withUpstream({ publicPaths: [{ glob: '/admin/**', methods: ['GET'] }], rules: [{ path: '/admin', allow: admins }] })),
+  })
+  table(t, {
+    'both path and regex': upstreamCase({ rules: [{ path: '/admin', regex: '^/admin$', allow: {} }] }, [
+      'upstreams[0].rules[0]: gives both path and regex: write two entries',
+    ]),
+    'an invalid regex': upstreamCase({ rules: [{ regex: '^/(admin$', allow: {} }] }, [
+      'upstreams[0].rules[0].regex: "^/(admin$": not a valid RE2 regular expression: missing closing ): `^/(admin$`',
+    ]),
+    'an unanchored regex (oauth2-proxy searches; here the whole path must match)': upstreamCase({ rules: [{ regex: '/admin', allow: {} }] }, [
+      'upstreams[0].rules[0].regex: "/admin": must be anchored, written ^...$ (it matches the whole path)',
+    ]),
+    'anchored at one end only': upstreamCase({ rules: [{ regex: '^/admin', allow: {} }] }, [
+      'upstreams[0].rules[0].regex: "^/admin": must be anchored, written ^...$ (it matches the whole path)',
+    ]),
+    'an escaped $ is no anchor': upstreamCase({ rules: [{ regex: '^/admin\\$', allow: {} }] }, [
+      'upstreams[0].rules[0].regex: "^/admin\\\\$": must be anchored, written ^...$ (it matches the whole path)',
+    ]),
+    'a | outside parentheses': upstreamCase({ rules: [{ regex: '^/a|/b$', allow: {} }] }, ['upstreams[0].rules[0].regex: "^/a|/b$": a | outside parentheses: write ^(?:a|b)$']),
+    'a backreference': upstreamCase({ rules: [{ regex: '^/(a)\\1$', allow: {} }] }, [
+      'upstreams[0].rules[0].regex: "^/(a)\\\\1$": backreferences are not supported by a linear-time engine (invalid escape sequence: `\\1`)',
+    ]),
+    'a lookahead': upstreamCase({ rules: [{ regex: '^/(?!public).*$', allow: {} }] }, [
+      'upstreams[0].rules[0].regex: "^/(?!public).*$": lookahead and lookbehind are not supported by a linear-time engine (invalid or unsupported Perl syntax: `(?!`)',
+    ]),
+    'the same regex twice': upstreamCase({ rules: [{ regex: '^/x/.*$', allow: admins }, { regex: '^/x/.*$', methods: ['GET'], allow: {} }] }, [
+      'upstreams[0].rules[1].regex: never decides: upstreams[0].rules[0].regex has the same pattern, is tried first, and applies to all of its methods',
+    ]),
+    'the same regex for a method more, after': valid(withUpstream({ rules: [{ regex: '^/x/.*$', methods: ['GET'], allow: {} }, { regex: '^/x/.*$', allow: admins }] })),
+    'the same path for a method in common (GET covers HEAD)': upstreamCase(
+      { rules: [{ path: '/api', methods: ['GET'], allow: {} }, { path: '/api', methods: ['HEAD', 'POST'], allow: admins }] },
+      ['upstreams[0].rules[1].path: same path as upstreams[0].rules[0].path: which rule decides would be ambiguous'],
+    ),
+    'a regex rule for every path and method': upstreamCase({ rules: [{ regex: '^/.*$', allow: admins }] }, [
+      'upstreams[0].rules[0].regex: "^/.*$" matches all of upstreams[0].match.pathPrefix (/): write its allow as upstreams[0].allow',
+    ]),
+    'a path rule a regex rule covers': upstreamCase({ rules: [{ path: '/admin', allow: admins }, { regex: '^/admin(?:/.*)?$', allow: {} }] }, [
+      'upstreams[0].rules[0].path: never decides: upstreams[0].rules[1].regex (regex rules are tried first) matches all of it',
+    ]),
+    'a path rule public through a regex public path': upstreamCase({ publicPaths: [{ regex: '^/admin(?:/.*)?$' }], rules: [{ path: '/admin', allow: admins }] }, [
+      'upstreams[0].rules[0].path: is public (upstreams[0].publicPaths[0] matches it): its allow would never apply',
+    ]),
+    'a GET rule public for GET': upstreamCase({ publicPaths: [{ glob: '/admin/**', methods: ['GET'] }], rules: [{ path: '/admin', methods: ['GET'], allow: admins }] }, [
+      'upstreams[0].rules[0].path: is public (upstreams[0].publicPaths[0] matches it): its allow would never apply',
+    ]),
+    'a lowercase method': upstreamCase({ rules: [{ path: '/admin', methods: ['get'], allow: {} }] }, ['upstreams[0].rules[0].methods[0]: must be an HTTP method in uppercase, e.g. GET']),
+    'no methods': upstreamCase({ rules: [{ path: '/admin', methods: [], allow: {} }] }, ['upstreams[0].rules[0].methods: must not be empty']),
+  })
+})
+
+t.test('upstreams[].publicPaths with regex and methods: refused where invalid, doubled or the whole upstream, naming the key and the pattern', async (t) => {
+  table(t, {
+    'a regex for GET': valid(withUpstream({ publicPaths: [{ regex: '^/api/health$', methods: ['GET'] }] })),
+    'a glob object': valid(withUpstream({ publicPaths: [{ glob: '/public/**' }, { glob: '/docs/**', methods: ['GET', 'HEAD'] }] })),
+    'a regex for every path, for GET only': valid(withUpstream({ publicPaths: [{ regex: '^/.*$', methods: ['GET'] }] })),
+    'the same glob for other methods': valid(withUpstream({ publicPaths: [{ glob: '/x/**', methods: ['POST'] }, { glob: '/x/**', methods: ['GET'] }] })),
+  })
+  table(t, {
+    'neither glob nor regex': upstreamCase({ publicPaths: [{ methods: ['GET'] }] }, ['upstreams[0].publicPaths[0]: needs glob or regex']),
+    'both': upstreamCase({ publicPaths: [{ glob: '/a', regex: '^/a$' }] }, ['upstreams[0].publicPaths[0]: gives both glob and regex: write two entries']),
+    'an unknown key': upstreamCase({ publicPaths: [{ regex: '^/a$', method: 'GET' }] }, ['upstreams[0].publicPaths[0].method: unknown key']),
+    'an unanchored regex': upstreamCase({ publicPaths: [{ regex: '^/api/health' }] }, [
+      'upstreams[0].publicPaths[0].regex: "^/api/health": must be anchored, written ^...$ (it matches the whole path)',
+    ]),
+    'non-ASCII (the path is matched percent-encoded)': upstreamCase({ publicPaths: [{ regex: '^/café$' }] }, [
+      'upstreams[0].publicPaths[0].regex: "^/café$": only printable ASCII (the path is matched percent-encoded: write /caf%C3%A9, not /café)',
+    ]),
+    'a Unicode class': upstreamCase({ publicPaths: [{ regex: '^/\\pL+$' }] }, [
+      'upstreams[0].publicPaths[0].regex: "^/\\\\pL+$": Unicode classes are refused: the path is ASCII (invalid escape sequence: `\\p`)',
+    ]),
+    'a count above 100': upstreamCase({ publicPaths: [{ regex: '^/a{101}$' }] }, ['upstreams[0].publicPaths[0].regex: "^/a{101}$": repetition counts above 100']),
+    'too long': upstreamCase({ publicPaths: [{ regex: `^/${'a'.repeat(1000)}$` }] }, [
+      `upstreams[0].publicPaths[0].regex: "^/${'a'.repeat(37)}...: longer than 1000 characters`,
+    ]),
+    'the same regex twice': upstreamCase({ publicPaths: [{ regex: '^/a$' }, { regex: '^/a$', methods: ['GET'] }] }, [
+      'upstreams[0].publicPaths[1].regex: same regex as upstreams[0].publicPaths[0] for a method in common: one of them says nothing',
+    ]),
+    'the same glob twice': upstreamCase({ publicPaths: ['/public/**', { glob: '/public/**', methods: ['GET'] }] }, [
+      'upstreams[0].publicPaths[1]: same glob as upstreams[0].publicPaths[0] for a method in common: one of them says nothing',
+    ]),
+    'a regex making the whole upstream public': upstreamCase({ publicPaths: [{ regex: '^/.*$' }] }, [
+      'upstreams[0].publicPaths[0].regex: "^/.*$" makes all of upstreams[0].match.pathPrefix (/) public: write upstreams[0].auth: none, or name the paths',
+    ]),
+    'a regex making the whole prefix public': upstreamCase({ match: { pathPrefix: '/app' }, publicPaths: [{ regex: '^/app(?:/.*)?$' }] }, [
+      'upstreams[0].publicPaths[0].regex: "^/app(?:/.*)?$" makes all of upstreams[0].match.pathPrefix (/app) public: write upstreams[0].auth: none, or name the paths',
+    ]),
+    'a lowercase method': upstreamCase({ publicPaths: [{ regex: '^/a$', methods: ['get'] }] }, ['upstreams[0].publicPaths[0].methods[0]: must be an HTTP method in uppercase, e.g. GET']),
   })
 })
 
