@@ -92,3 +92,14 @@ t.test('a Basic password written in the values is refused, naming the key', asyn
   })
   t.equal(fromFile.status, 0, fromFile.stderr)
 })
+
+t.test('Envoy: the check is sent origin and access-control-request-method when an upstream lets preflights through', async (t) => {
+  type Policy = K8sObject & { spec: { extAuth?: { headersToExtAuth?: string[] } } }
+  const toCheck = (r: ReturnType<typeof render>): string[] => lower(r.of<Policy>('SecurityPolicy')[0]?.spec.extAuth?.headersToExtAuth)
+  const cors = render(['quickstart-envoy-gateway.yaml'], { config: { upstreams: [{ name: 'app', target: 'http://app.demo.svc:80', allowPreflight: true }] } })
+  t.ok(toCheck(cors).includes('origin'), 'origin')
+  t.ok(toCheck(cors).includes('access-control-request-method'), 'access-control-request-method')
+  const plain = toCheck(render(['quickstart-envoy-gateway.yaml']))
+  t.notOk(plain.includes('origin'), 'not without allowPreflight')
+  t.ok(plain.includes('cookie'))
+})

@@ -285,10 +285,18 @@ identityAssertion, txn-token for transactionTokens, and cookie
 What the check needs from the client besides Host, Method, Path and Content-Length: cookie (the
 session), accept and sec-fetch-mode (a navigation gets 302 to the sign-in, a program 401),
 x-forwarded-proto (the scheme of redirectAfter), authorization (Bearer tokens; some proxies send
-it unasked, a listed gRPC check only what it names).
+it unasked, a listed gRPC check only what it names); and, when an upstream lets CORS preflights
+through (allowPreflight), origin and access-control-request-method: a preflight is an OPTIONS
+request carrying both (the Fetch standard's CORS-preflight request), and a check that never sees
+them decides every preflight as an ordinary OPTIONS, which needs a sign-in.
 */}}
 {{- define "openid-gateway.checkHeaders" -}}
-{{- toYaml (list "cookie" "accept" "sec-fetch-mode" "x-forwarded-proto" "authorization") -}}
+{{- $c := include "openid-gateway.configDict" . | fromYaml -}}
+{{- $names := list "cookie" "accept" "sec-fetch-mode" "x-forwarded-proto" "authorization" -}}
+{{- $preflight := false -}}
+{{- range $u := $c.upstreams -}}{{- if $u.allowPreflight -}}{{- $preflight = true -}}{{- end -}}{{- end -}}
+{{- if $preflight -}}{{- $names = concat $names (list "origin" "access-control-request-method") -}}{{- end -}}
+{{- toYaml $names -}}
 {{- end -}}
 
 {{/*
