@@ -60,8 +60,11 @@ export interface CheckerOptions {
   publicUrl: string
   /** The answers of this configuration's verdicts (answer.ts). */
   answers: Answers
-  /** cookies.domain: the session cookie reaches this domain and its subdomains. */
-  cookieDomain: string | undefined
+  /**
+   * cookies.domain, or each of cookies.domains: the session cookie reaches each of these domains
+   * and their subdomains (with cookies.domains, through the hand-off). Empty: host-only cookies.
+   */
+  cookieDomains: readonly string[]
   cache: ForwardAuthConfig['cache']
   /** Names of the gateway's cookies (the credentials a decision depends on). */
   isGatewayCookieName: (name: string) => boolean
@@ -243,21 +246,21 @@ export class Checker {
   }
 
   /**
-   * With host-only cookies (no cookies.domain) the session set on the public
+   * With host-only cookies (no cookies.domain or cookies.domains) the session set on the public
    * host never reaches an application on another host, so every check there is "not signed in"
    * and the browser goes round the provider for ever. Said once per host.
    */
   #warnIfCookiesCannotReach(req: DecisionRequest, host: string): void {
-    const { cookieDomain } = this.#options
+    const { cookieDomains } = this.#options
     const publicHost = this.#publicHost
     const warnedHosts = this.#warnedHosts
     const name = hostName(host)
-    const reachable = name === publicHost || (cookieDomain !== undefined && (name === cookieDomain || name.endsWith(`.${cookieDomain}`)))
+    const reachable = name === publicHost || cookieDomains.some((domain) => name === domain || name.endsWith(`.${domain}`))
     if (reachable || warnedHosts.has(name) || warnedHosts.size >= MAX_WARNED_HOSTS) return
     warnedHosts.add(name)
     req.log.warn(
-      { host: name, cookieHost: publicHost, cookieDomain },
-      'forward-auth: the session cookie never reaches this host, so signed-in browsers are sent to sign in again and again; set cookies.domain to a domain that covers it',
+      { host: name, cookieHost: publicHost, cookieDomains },
+      'forward-auth: the session cookie never reaches this host, so signed-in browsers are sent to sign in again and again; set cookies.domain (or cookies.domains) to a domain that covers it',
     )
   }
 

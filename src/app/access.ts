@@ -66,7 +66,7 @@ export async function buildAccess(config: GatewayConfig, state: ProcessState, se
     access,
     answers,
     publicUrl,
-    cookieDomain: config.cookies.domain,
+    cookieDomains: config.cookies.domain === undefined ? (config.cookies.domains ?? []) : [config.cookies.domain],
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,

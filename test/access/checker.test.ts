@@ -101,7 +101,7 @@ function harness(patch: Tree = {}): Harness {
         isGatewayCookie: cookies.isGatewayCookie,
       }),
     }),
-    cookieDomain: config.cookies.domain,
+    cookieDomains: config.cookies.domain === undefined ? (config.cookies.domains ?? []) : [config.cookies.domain],
     cache: config.forwardAuth.cache,
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock,
@@ -446,7 +446,7 @@ t.test('a warning when the session cookie cannot reach the host checked: once pe
     t.strictSame(warned(h), ['other.example.com', '[::1]'], 'once per host name (ports aside); not the public host nor an auth: none upstream')
     t.match(
       h.lines.find((l) => l.level === 40),
-      { host: 'other.example.com', cookieHost: APP, cookieDomain: undefined },
+      { host: 'other.example.com', cookieHost: APP, cookieDomains: [] },
     )
     for (let i = 0; i < 80; i++) await check(h, { host: `h${i}.test`, upstreamName: 'other' })
     t.equal(warned(h).length, 64, 'the hosts remembered are capped')
@@ -457,6 +457,12 @@ t.test('a warning when the session cookie cannot reach the host checked: once pe
     for (const host of ['x.example.com', 'example.com', 'deep.x.example.com', 'notexample.com', 'example.com.evil'])
       await check(h, { host, upstreamName: 'other' })
     t.strictSame(warned(h), ['notexample.com', 'example.com.evil'])
+  })
+
+  t.test('cookies.domains: each domain covers itself and its subdomains', async (t) => {
+    const h = harness({ cookies: { domains: ['example.com', 'example.org'] }, redirects: { allowedHosts: ['.example.org'] } })
+    for (const host of ['x.example.com', 'b.example.org', 'example.org', 'notexample.org', 'example.net']) await check(h, { host, upstreamName: 'other' })
+    t.strictSame(warned(h), ['notexample.org', 'example.net'])
   })
 })
 
