@@ -91,7 +91,7 @@ export function resolveWithWarnings(data: unknown, env: Env = process.env): { co
     // placeholder is noise.
     ...(schema.ok ? [] : schema.issues.filter((issue) => !underEnvIssue(issue.path))),
   ]
-  const issues = inFileOrder([...found, ...crossCheck(expansion.value, found)], expansion.value)
+  const issues = inFileOrder([...found, ...crossCheck(expansion.value, found, env)], expansion.value)
   if (issues.length > 0 || !schema.ok) throw new ConfigError(unique(issues.map(formatIssue)))
   return { config: normalizeConfig(schema.config, env), warnings: inFileOrder(deprecations(expansion.value), expansion.value).map(formatIssue) }
 }
