@@ -177,7 +177,8 @@ export class GoogleGroups {
   }
 
   async #requestToken(): Promise<ServiceToken> {
-    const now = Math.floor(this.#clock.now() / 1000)
+    // Google judges iat and exp by real time, not by the gateway's clock (lib/clock.ts).
+    const now = Math.floor(Date.now() / 1000)
     this.#key ??= jose.importPKCS8(this.#account.privateKey, 'RS256')
     const key = await this.#key.catch((err: unknown) => {
       this.#key = undefined
