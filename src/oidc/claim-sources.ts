@@ -200,7 +200,10 @@ export class ClaimSources {
     }
     if (this.#googleGroups !== undefined) {
       if (typeof claims.email !== 'string' || claims.email === '' || claims.email_verified === false) {
-        throw new GatewayError('provider_unavailable', "the user's Google groups could not be read: the session has no verified email (provider.scopes needs email)")
+        throw new GatewayError(
+          'provider_unavailable',
+          "the user's Google groups could not be read: the session has no verified email (provider.scopes needs email)",
+        )
       }
       claims.groups = await this.#googleGroups.groupsOf(claims.email)
     }

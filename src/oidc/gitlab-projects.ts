@@ -129,7 +129,9 @@ function refused(answer: ApiAnswer): void {
   if (answer.status === 200) return
   if (answer.status === 401) throw gitlabFailure('GitLab refused the access token (401): it is expired or revoked')
   if (answer.status === 403) {
-    throw gitlabFailure('GitLab refused the access token (403): the sign-in must ask for the read_api scope (provider.scopes) and the GitLab application allow it')
+    throw gitlabFailure(
+      'GitLab refused the access token (403): the sign-in must ask for the read_api scope (provider.scopes) and the GitLab application allow it',
+    )
   }
   throw gitlabFailure(`GitLab answered HTTP ${answer.status}`)
 }

@@ -78,7 +78,10 @@ export function parseServiceAccount(text: string): ServiceAccount | string {
 }
 
 /** The service account's key text, from its file or its environment variable, or `{ why }` it cannot be had. */
-export function serviceAccountText(config: Pick<GoogleGroupsConfig, 'serviceAccountKeyFile' | 'serviceAccountKeyEnv'>, env: Readonly<Record<string, string | undefined>>): string | { why: string } {
+export function serviceAccountText(
+  config: Pick<GoogleGroupsConfig, 'serviceAccountKeyFile' | 'serviceAccountKeyEnv'>,
+  env: Readonly<Record<string, string | undefined>>,
+): string | { why: string } {
   if (config.serviceAccountKeyEnv !== undefined) {
     const text = env[config.serviceAccountKeyEnv]
     return text === undefined || text === '' ? { why: `environment variable ${config.serviceAccountKeyEnv} is not set` } : text
@@ -228,7 +231,8 @@ function directoryRefusal(answer: ApiAnswer): string {
   const reason = errorReason(answer)
   const said = reason === undefined ? '' : ` (${reason})`
   if (answer.status === 401) return `the Directory API refused the service token twice (401${said})`
-  if (answer.status === 403) return `the Directory API refused (403${said}): adminEmail must be an administrator allowed to read groups, and the delegation must grant ${DIRECTORY_GROUP_SCOPE}`
+  if (answer.status === 403)
+    return `the Directory API refused (403${said}): adminEmail must be an administrator allowed to read groups, and the delegation must grant ${DIRECTORY_GROUP_SCOPE}`
   return `the Directory API answered HTTP ${answer.status}${said}`
 }
 

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { GatewayError } from '../contract/errors.js'
+import type { GatewayError } from '../contract/errors.js'
 import { loggableUrl, MAX_PROVIDER_BODY_BYTES, readLimited } from './fetch.js'
 import { throttleDelaySeconds } from './graph-groups.js'
 
@@ -44,7 +44,8 @@ export async function apiCall(call: ApiCall): Promise<ApiAnswer> {
     const answer = await once(call)
     if (!call.throttled(answer)) return answer
     const delay = throttleDelaySeconds(answer.headers.get('retry-after'), attempt)
-    if (delay === undefined || attempt >= MAX_THROTTLE_RETRIES) throw call.fail(`${loggableUrl(call.url)} throttled the gateway (HTTP ${answer.status}) longer than it waits`)
+    if (delay === undefined || attempt >= MAX_THROTTLE_RETRIES)
+      throw call.fail(`${loggableUrl(call.url)} throttled the gateway (HTTP ${answer.status}) longer than it waits`)
     await sleep(delay * 1000)
   }
 }

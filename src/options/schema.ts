@@ -362,10 +362,13 @@ const providerKeys: Record<string, JsonSchema> = {
             "Google's OAuth 2.0 token endpoint the signed JWT is sent to; also the JWT's `aud`. Must be https unless the provider's `allowInsecureHttp` is true.",
             { format: 'http-url', default: 'https://oauth2.googleapis.com/token' },
           ),
-          directoryUrl: string("The Admin SDK's root, where `/admin/directory/v1/groups` is. Must be https unless the provider's `allowInsecureHttp` is true.", {
-            format: 'http-url',
-            default: 'https://admin.googleapis.com',
-          }),
+          directoryUrl: string(
+            "The Admin SDK's root, where `/admin/directory/v1/groups` is. Must be https unless the provider's `allowInsecureHttp` is true.",
+            {
+              format: 'http-url',
+              default: 'https://admin.googleapis.com',
+            },
+          ),
         },
         { required: ['adminEmail'] },
       ),

@@ -33,7 +33,10 @@ t.test('a member at the level asked gets project:<path>; below it, archived or n
       { path: 'infra/old', level: 50, archived: true },
     ],
   })
-  const groups = await gitlabProjectGroups('user-token', wanted('infra/deploy=30', 'infra/docs', 'infra/old', 'infra/elsewhere'), { baseUrl: g.url, timeoutMs: 2000 })
+  const groups = await gitlabProjectGroups('user-token', wanted('infra/deploy=30', 'infra/docs', 'infra/old', 'infra/elsewhere'), {
+    baseUrl: g.url,
+    timeoutMs: 2000,
+  })
   t.strictSame(groups, ['project:infra/deploy'], 'docs needs Reporter (20) by default; old is archived; elsewhere is not the user’s')
   t.ok(
     g.requests.every((r) => r.authorization === 'Bearer user-token'),

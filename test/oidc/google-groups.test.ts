@@ -1,7 +1,15 @@
 import t from 'tap'
 import * as jose from 'jose'
 import { GatewayError } from '#src/contract/errors'
-import { DIRECTORY_GROUP_SCOPE, GoogleGroups, groupsListUrl, MAX_DIRECTORY_PAGES, parseServiceAccount, SERVICE_TOKEN_MARGIN_MS, type ServiceAccount } from '#src/oidc/google-groups'
+import {
+  DIRECTORY_GROUP_SCOPE,
+  GoogleGroups,
+  groupsListUrl,
+  MAX_DIRECTORY_PAGES,
+  parseServiceAccount,
+  SERVICE_TOKEN_MARGIN_MS,
+  type ServiceAccount,
+} from '#src/oidc/google-groups'
 import { MAX_THROTTLE_RETRIES } from '#src/oidc/group-api'
 import type { GoogleGroupsConfig } from '#src/options/types'
 import { groupEmails, startGoogleDirectory, type GoogleDirectory } from '../fixtures/google-directory.ts'
@@ -23,8 +31,18 @@ function account(d: GoogleDirectory): ServiceAccount {
   return parsed
 }
 
-function reader(d: GoogleDirectory, clock = { now: () => Date.now() }, config: Partial<GoogleGroupsConfig> = {}, key: ServiceAccount = account(d)): GoogleGroups {
-  return new GoogleGroups({ adminEmail: 'admin@example.com', tokenUrl: d.tokenUrl, directoryUrl: d.directoryUrl, serviceAccountKeyEnv: 'UNUSED', ...config }, key, 2000, clock)
+function reader(
+  d: GoogleDirectory,
+  clock = { now: () => Date.now() },
+  config: Partial<GoogleGroupsConfig> = {},
+  key: ServiceAccount = account(d),
+): GoogleGroups {
+  return new GoogleGroups(
+    { adminEmail: 'admin@example.com', tokenUrl: d.tokenUrl, directoryUrl: d.directoryUrl, serviceAccountKeyEnv: 'UNUSED', ...config },
+    key,
+    2000,
+    clock,
+  )
 }
 
 async function failure(promise: Promise<unknown>): Promise<GatewayError> {
@@ -95,7 +113,10 @@ t.test('missing delegation (unauthorized_client) and an unknown administrator (i
   t.match(err.message, /unauthorized_client.*domain-wide delegation.*admin\.directory\.group\.readonly/)
   t.equal(groupRequests(d).length, 0, 'no Directory call without a token')
   d.set({ delegation: true })
-  t.match((await failure(reader(d, undefined, { adminEmail: 'nobody@example.com' }).groupsOf('ada@example.com'))).message, /invalid_grant.*Invalid email or User ID.*adminEmail/)
+  t.match(
+    (await failure(reader(d, undefined, { adminEmail: 'nobody@example.com' }).groupsOf('ada@example.com'))).message,
+    /invalid_grant.*Invalid email or User ID.*adminEmail/,
+  )
 })
 
 t.test('an assertion signed by another key is refused by the token endpoint (invalid_grant)', async (t) => {
@@ -114,7 +135,7 @@ t.test('a failed token request is not cached: the next lookup asks again', async
   t.strictSame(await groups.groupsOf('ada@example.com'), ['a@example.com'])
 })
 
-t.test("403 rateLimitExceeded and 429 are waited out; past the bound, or any other 403, fail", async (t) => {
+t.test('403 rateLimitExceeded and 429 are waited out; past the bound, or any other 403, fail', async (t) => {
   const d = await directory(t, { users: { 'ada@example.com': ['a@example.com'] }, throttle: 2, throttleStatus: 403, retryAfter: '0' })
   t.strictSame(await reader(d).groupsOf('ada@example.com'), ['a@example.com'])
   t.equal(groupRequests(d).length, 3, '403 rateLimitExceeded twice, then the page')
