@@ -14,14 +14,33 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import YAML from 'yaml'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.ts'
 import { startGitlabApi } from '../fixtures/gitlab-api.ts'
 import { startGoogleDirectory } from '../fixtures/google-directory.ts'
 import { rawRequest } from '../fixtures/http.ts'
+import { recipe } from '../fixtures/markdown.ts'
 import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
+
+interface Recipe {
+  provider: { claimSources: Record<string, unknown> }
+  upstreams: Array<Record<string, unknown>>
+}
+
+/** The configuration a provider page shows (its one yaml block): its claimSources and upstreams are run as written. */
+function pageRecipe(file: string): Recipe {
+  return YAML.parse(recipe(file, 'yaml')) as Recipe
+}
+
+// GitLab's shared information: groups_direct in the ID token, groups (with the groups inherited
+// from ancestors) from UserInfo only.
+function gitlabAccount(sub: string): { sub: string; [claim: string]: unknown } {
+  return { sub, email: `${sub}@example.com`, email_verified: true, groups: sub === 'alice' ? ['infra', 'infra/platform'] : ['marketing'] }
+}
+const gitlabExtraClaims = { groups_direct: (sub: string) => (sub === 'alice' ? ['infra/platform'] : ['marketing']) }
 
 /** The proxy's status for `path` with `cookie`, and the groups the upstream received. */
 async function proxy(stack: Stack, path: string, cookie: string): Promise<{ status: number; groups: string | undefined }> {
@@ -46,15 +65,7 @@ async function envoyHttp(stack: Stack, path: string, cookie: string): Promise<nu
 }
 
 t.test("GitLab's groups as the session's groups: groups from UserInfo, groups_direct from the ID token", async (t) => {
-  // GitLab's shared information: groups_direct in the ID token, groups (with the groups inherited
-  // from ancestors) from UserInfo only.
-  const gitlabAccount = (sub: string) => ({
-    sub,
-    email: `${sub}@example.com`,
-    email_verified: true,
-    groups: sub === 'alice' ? ['infra', 'infra/platform'] : ['marketing'],
-  })
-  const extraClaims = { groups_direct: (sub: string) => (sub === 'alice' ? ['infra/platform'] : ['marketing']) }
+  const extraClaims = gitlabExtraClaims
   const upstreams = [
     { name: 'infra', match: { pathPrefix: '/infra' }, allow: { groups: ['infra'] } },
     { name: 'platform', match: { pathPrefix: '/platform' }, allow: { groups: ['infra/platform'] } },
@@ -91,15 +102,15 @@ t.test("GitLab's groups as the session's groups: groups from UserInfo, groups_di
   })
 })
 
-t.test('GitLab projects: project:<path> for the members with the level asked, read again at each refresh', async (t) => {
+t.test('GitLab projects (docs/providers/gitlab.md as written): project:<path> for the members with the level asked, read again at each refresh', async (t) => {
   const gitlab = await startGitlabApi({ memberships: [{ path: 'infra/deploy', level: 30 }] })
   t.teardown(() => gitlab.close())
+  const page = pageRecipe('docs/providers/gitlab.md')
   const stack = await startStack(t, {
-    config: { provider: { claimSources: { gitlabProjects: ['infra/deploy=30'], gitlabUrl: gitlab.url } } },
-    upstreams: [
-      { name: 'deploy', match: { pathPrefix: '/deploy' }, allow: { groups: ['project:infra/deploy'] } },
-      { name: 'app', match: { pathPrefix: '/' } },
-    ],
+    provider: { conformIdTokenClaims: true, accountClaims: gitlabAccount, extraClaims: gitlabExtraClaims },
+    // The page's claimSources, with the fixture's URL as a self-managed GitLab's.
+    config: { provider: { claimSources: { ...page.provider.claimSources, gitlabUrl: gitlab.url } } },
+    upstreams: [...page.upstreams, { name: 'app', match: { pathPrefix: '/' } }],
   })
   // The fixture answers for the token it is shown: each user signs in while it plays that user.
   const aliceBrowser = await stack.signedIn('alice')
@@ -109,15 +120,16 @@ t.test('GitLab projects: project:<path> for the members with the level asked, re
 
   const admitted = await proxy(stack, '/deploy/x', alice)
   t.equal(admitted.status, 200, 'alice, a Developer: admitted by the proxy')
-  t.equal(admitted.groups, 'admins,staff,project:infra/deploy', "her OpenID groups, and the project's group")
+  t.equal(admitted.groups, 'infra,infra/platform,project:infra/deploy', "her GitLab groups, and the project's group")
+  t.equal((await proxy(stack, '/infra/x', alice)).status, 200, "the page's group rule beside it")
   t.equal((await proxy(stack, '/deploy/x', bob)).status, 403, 'bob, a Reporter: refused')
   t.equal(await forwardAuth(stack, '/deploy/x', alice), 200)
   t.equal(await forwardAuth(stack, '/deploy/x', bob), 403)
   t.equal(await envoyHttp(stack, '/deploy/x', alice), 200)
   t.equal(await envoyHttp(stack, '/deploy/x', bob), 403)
   t.ok(
-    gitlab.requests.every((r) => r.authorization?.startsWith('Bearer ') === true && r.query.get('min_access_level') === '30'),
-    "the session's access token, the level asked",
+    gitlab.requests.every((r) => r.authorization?.startsWith('Bearer ') === true && ['20', '30'].includes(r.query.get('min_access_level') ?? '')),
+    "the session's access token, the levels the page asks",
   )
 
   // alice leaves the project: her next refresh drops the group, never keeps it stale.
@@ -131,30 +143,29 @@ t.test('GitLab projects: project:<path> for the members with the level asked, re
   gitlab.set({ memberships: [{ path: 'infra/deploy', level: 50 }], token: () => 'insufficient_scope' })
   const browser = stack.browser()
   t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'carol')).status, 502, 'the sign-in fails (502)')
-  const page = await browser.fetch(`${stack.gw}/deploy/x`, { headers: JSON_ACCEPT })
-  t.equal(page.status, 401, 'not signed in')
-  await page.body?.cancel()
+  const anonymous = await browser.fetch(`${stack.gw}/deploy/x`, { headers: JSON_ACCEPT })
+  t.equal(anonymous.status, 401, 'not signed in')
+  await anonymous.body?.cancel()
 })
 
-t.test('Google Workspace groups: read through the service account, admitting and refusing at every exit', async (t) => {
+t.test('Google Workspace groups (docs/providers/google.md as written): read through the service account, admitting and refusing at every exit', async (t) => {
   const google = await startGoogleDirectory({
     users: { 'alice@example.com': ['admins@example.com', 'staff@example.com'], 'bob@example.com': ['staff@example.com'] },
   })
   t.teardown(() => google.close())
   const keyFile = join(mkdtempSync(join(tmpdir(), 'ogw-google-')), 'service-account.json')
   writeFileSync(keyFile, google.serviceAccountJson, { mode: 0o600 })
+  const page = pageRecipe('docs/providers/google.md')
+  const googleGroups = { ...(page.provider.claimSources.googleGroups as Record<string, unknown>) }
+  t.equal(googleGroups.adminEmail, 'admin@example.com', 'the administrator the fixture has delegated to')
   const stack = await startStack(t, {
     config: {
       provider: {
-        claimSources: {
-          googleGroups: { adminEmail: 'admin@example.com', serviceAccountKeyFile: keyFile, tokenUrl: google.tokenUrl, directoryUrl: google.directoryUrl },
-        },
+        // The page's googleGroups, with the key file written here and the fixture's URLs for Google's.
+        claimSources: { googleGroups: { ...googleGroups, serviceAccountKeyFile: keyFile, tokenUrl: google.tokenUrl, directoryUrl: google.directoryUrl } },
       },
     },
-    upstreams: [
-      { name: 'admin', match: { pathPrefix: '/admin' }, allow: { groups: ['admins@example.com'] } },
-      { name: 'app', match: { pathPrefix: '/' } },
-    ],
+    upstreams: [...page.upstreams, { name: 'app', match: { pathPrefix: '/' } }],
   })
   const alice = await gatewayCookies(stack, 'alice')
   const bobBrowser = await stack.signedIn('bob')
@@ -195,9 +206,9 @@ t.test('Google Workspace groups: read through the service account, admitting and
   google.set({ forbidden: true })
   const browser = stack.browser()
   t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'alice')).status, 502, 'the sign-in fails (502)')
-  const page = await browser.fetch(`${stack.gw}/admin/x`, { headers: JSON_ACCEPT })
-  t.equal(page.status, 401, 'not signed in')
-  await page.body?.cancel()
+  const anonymous = await browser.fetch(`${stack.gw}/admin/x`, { headers: JSON_ACCEPT })
+  t.equal(anonymous.status, 401, 'not signed in')
+  await anonymous.body?.cancel()
 })
 
 /** The gateway's cookies of `browser`, as gatewayCookies (test/fixtures/stack.ts) gives them. */
