@@ -16,18 +16,18 @@ import { apiCall, type ApiAnswer, isRecord, jsonOf } from './group-api.js'
 //   (an archived project grants nothing, as oauth2-proxy decides), `simple=true`; each project's
 //   `path_with_namespace`. Authorised by the user's OAuth token as a Bearer token
 //   (https://docs.gitlab.com/api/rest/authentication/#oauth-20-tokens) with the `read_api` scope
-//   (https://docs.gitlab.com/integration/oauth_provider/#view-all-authorized-applications lists
-//   the scopes; "read_api: Grants read access to the API").
-// - Access levels ("Roles and permissions", https://docs.gitlab.com/api/members/#roles):
+//   ("Grants read access to the API, including all groups and projects",
+//   https://docs.gitlab.com/user/profile/personal_access_tokens/#personal-access-token-scopes).
+// - Access levels (https://docs.gitlab.com/api/access_requests/#valid-access-levels; Planner, 15, since GitLab 17.7):
 //   10 Guest, 15 Planner, 20 Reporter, 30 Developer, 40 Maintainer, 50 Owner. oauth2-proxy's
 //   default, 20, is kept.
 // - Offset pagination (https://docs.gitlab.com/api/rest/#offset-based-pagination): `page`,
 //   `per_page` ("Number of items to list per page (default: 20, max: 100)"), and the answer's
 //   `x-next-page` header ("The index of the next page", empty on the last). Only that number is
 //   used: a `Link` header's URL is never followed, so the token never leaves gitlabUrl.
-// - Status codes (https://docs.gitlab.com/api/rest/troubleshooting/#status-codes): 401 "The user
-//   is not authenticated", 403 "The request is not allowed" (here: a token without `read_api`,
-//   `insufficient_scope`), 429 "The user exceeded the application rate limits" with Retry-After
+// - Status codes (https://docs.gitlab.com/api/rest/troubleshooting/#status-codes): 401 for a
+//   user not authenticated (a token expired or revoked), 403 for a request not allowed (here: a
+//   token without `read_api`, `insufficient_scope`), 429 past the rate limits, with Retry-After
 //   (https://docs.gitlab.com/security/rate_limits/).
 //
 // Bounded: MAX_GITLAB_PAGES pages per access level, and the listing stops as soon as every
@@ -61,7 +61,7 @@ export function parseGitlabProject(spec: string): GitlabProject | string {
   const [path = '', level, ...rest] = spec.split('=')
   const wrong = `must be namespace/project or namespace/project=<access level> (${GITLAB_ACCESS_LEVELS.join(', ')})`
   // A project path: namespaces and the project's path, letters, digits, _ . and - only
-  // ("Naming rules", https://docs.gitlab.com/user/reserved_names/#rules-for-usernames-project-and-group-names-and-slugs).
+  // (https://docs.gitlab.com/user/reserved_names/).
   if (rest.length > 0 || !/^[\w.-]+(\/[\w.-]+)+$/.test(path)) return wrong
   if (level === undefined) return { path, minAccessLevel: DEFAULT_GITLAB_ACCESS_LEVEL }
   const number = /^\d{1,2}$/.test(level) ? Number(level) : NaN

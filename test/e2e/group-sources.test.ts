@@ -21,6 +21,7 @@ import { startGitlabApi } from '../fixtures/gitlab-api.ts'
 import { startGoogleDirectory } from '../fixtures/google-directory.ts'
 import { rawRequest } from '../fixtures/http.ts'
 import { recipe } from '../fixtures/markdown.ts'
+import { devAccountClaims } from '../fixtures/provider.ts'
 import { gatewayCookies, startStack, type Stack } from '../fixtures/stack.ts'
 
 const JSON_ACCEPT = { accept: 'application/json' }
@@ -38,7 +39,13 @@ function pageRecipe(file: string): Recipe {
 // GitLab's shared information: groups_direct in the ID token, groups (with the groups inherited
 // from ancestors) from UserInfo only.
 function gitlabAccount(sub: string): { sub: string; [claim: string]: unknown } {
-  return { sub, email: `${sub}@example.com`, email_verified: true, groups: sub === 'alice' ? ['infra', 'infra/platform'] : ['marketing'] }
+  // bob's provider says he has a project's group: only the projects API may say so.
+  return {
+    sub,
+    email: `${sub}@example.com`,
+    email_verified: true,
+    groups: sub === 'alice' ? ['infra', 'infra/platform'] : ['marketing', 'project:infra/deploy'],
+  }
 }
 const gitlabExtraClaims = { groups_direct: (sub: string) => (sub === 'alice' ? ['infra/platform'] : ['marketing']) }
 
@@ -122,7 +129,9 @@ t.test('GitLab projects (docs/providers/gitlab.md as written): project:<path> fo
   t.equal(admitted.status, 200, 'alice, a Developer: admitted by the proxy')
   t.equal(admitted.groups, 'infra,infra/platform,project:infra/deploy', "her GitLab groups, and the project's group")
   t.equal((await proxy(stack, '/infra/x', alice)).status, 200, "the page's group rule beside it")
-  t.equal((await proxy(stack, '/deploy/x', bob)).status, 403, 'bob, a Reporter: refused')
+  const refused = await proxy(stack, '/deploy/x', bob)
+  t.equal(refused.status, 403, 'bob, a Reporter: refused')
+  t.equal((await proxy(stack, '/x', bob)).groups, 'marketing', "a project's group the provider's claim names is not taken")
   t.equal(await forwardAuth(stack, '/deploy/x', alice), 200)
   t.equal(await forwardAuth(stack, '/deploy/x', bob), 403)
   t.equal(await envoyHttp(stack, '/deploy/x', alice), 200)
@@ -159,6 +168,8 @@ t.test('Google Workspace groups (docs/providers/google.md as written): read thro
   const googleGroups = { ...(page.provider.claimSources.googleGroups as Record<string, unknown>) }
   t.equal(googleGroups.adminEmail, 'admin@example.com', 'the administrator the fixture has delegated to')
   const stack = await startStack(t, {
+    // eve's email is not verified: her groups are not looked up by it.
+    provider: { accountClaims: (sub: string) => ({ ...devAccountClaims(sub), email_verified: sub !== 'eve' }) },
     config: {
       provider: {
         // The page's googleGroups, with the key file written here and the fixture's URLs for Google's.
@@ -201,6 +212,13 @@ t.test('Google Workspace groups (docs/providers/google.md as written): read thro
   t.equal(refreshed.status, 200)
   await refreshed.body?.cancel()
   t.equal((await proxy(stack, '/admin/x', gatewayCookiesOf(stack, bobBrowser))).status, 200, 'admitted after the refresh')
+
+  const eve = stack.browser()
+  t.equal((await eve.signIn(`${stack.gw}/api/v1/openid/redirect`, 'eve')).status, 502, 'no verified email: no lookup, no session')
+  t.notOk(
+    google.requests.some((r) => r.query?.get('userKey') === 'eve@example.com'),
+    'the Directory was not asked about an unverified address',
+  )
 
   // The Directory refusing (the administrator lost the privilege): no session on unread groups.
   google.set({ forbidden: true })
