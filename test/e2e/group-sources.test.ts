@@ -16,6 +16,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import YAML from 'yaml'
 import { checkRequest, serveGatewayGrpc } from '../fixtures/ext-authz-grpc.ts'
+import { startAdversarialStack } from '../fixtures/adversarial-provider.ts'
 import { checkRequestFor, sendCheck } from '../fixtures/envoy.ts'
 import { startGitlabApi } from '../fixtures/gitlab-api.ts'
 import { startGoogleDirectory } from '../fixtures/google-directory.ts'
@@ -155,6 +156,28 @@ t.test('GitLab projects (docs/providers/gitlab.md as written): project:<path> fo
   const anonymous = await browser.fetch(`${stack.gw}/deploy/x`, { headers: JSON_ACCEPT })
   t.equal(anonymous.status, 401, 'not signed in')
   await anonymous.body?.cancel()
+})
+
+t.test('a refresh that brings no ID token reads the projects again too: a project left is a group lost', async (t) => {
+  const gitlab = await startGitlabApi({ memberships: [{ path: 'infra/deploy', level: 40 }] })
+  t.teardown(() => gitlab.close())
+  // This provider's refresh answers no ID token: the session's claims are the base, its projects read anew.
+  const { stack } = await startAdversarialStack(t, {
+    config: { provider: { claimSources: { gitlabProjects: ['infra/deploy=40'], gitlabUrl: gitlab.url } } },
+    upstreams: [
+      { name: 'deploy', match: { pathPrefix: '/deploy' }, allow: { groups: ['project:infra/deploy'] } },
+      { name: 'app', match: { pathPrefix: '/' } },
+    ],
+  })
+  const browser = stack.browser()
+  t.equal((await browser.signIn(`${stack.gw}/api/v1/openid/redirect`, 'unused')).status, 200)
+  t.equal((await proxy(stack, '/deploy/x', gatewayCookiesOf(stack, browser))).status, 200, 'a Maintainer: admitted')
+  gitlab.set({ memberships: [] })
+  const refreshed = await browser.fetch(`${stack.gw}/api/v1/openid/refresh`, { headers: JSON_ACCEPT })
+  t.equal(refreshed.status, 200, 'refreshed')
+  await refreshed.body?.cancel()
+  t.equal((await proxy(stack, '/deploy/x', gatewayCookiesOf(stack, browser))).status, 403, 'refused after the refresh')
+  t.equal(gitlab.requests.length, 2, 'one listing at sign-in, one at the refresh')
 })
 
 t.test('Google Workspace groups (docs/providers/google.md as written): read through the service account, admitting and refusing at every exit', async (t) => {

@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { GatewayError } from '#src/contract/errors'
 import { gitlabProjectGroups, gitlabProjectsUrl, MAX_GITLAB_PAGES, nextPage, parseGitlabProject } from '#src/oidc/gitlab-projects'
@@ -105,6 +107,31 @@ t.test('an answer that is not a list of projects, another status, or no answer, 
   const closed = await gitlab(t, {})
   await closed.close()
   t.match((await failure(gitlabProjectGroups('tok', wanted('a/b'), { baseUrl: closed.url, timeoutMs: 2000 }))).message, /could not be reached/)
+})
+
+/** An adversarial GitLab (group-api.ts's bounds): `handle` answers as it likes. */
+async function adversary(t: Teardown, handle: Parameters<typeof createServer>[1]): Promise<string> {
+  const server: Server = createServer(handle)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+t.test('a GitLab that never answers fails within the time limit; a redirect is never followed with the token', async (t) => {
+  const silent = await adversary(t, () => undefined)
+  const started = Date.now()
+  t.match((await failure(gitlabProjectGroups('tok', wanted('a/b'), { baseUrl: silent, timeoutMs: 300 }))).message, /could not be reached/)
+  t.ok(Date.now() - started < 2000, 'within the time limit')
+  const g = await gitlab(t, { memberships: projects(1, 30) })
+  const redirecting = await adversary(t, (req, res) => res.writeHead(302, { location: `${g.url}${req.url ?? '/'}` }).end())
+  t.match((await failure(gitlabProjectGroups('tok', wanted('team/project-0'), { baseUrl: redirecting, timeoutMs: 2000 }))).message, /HTTP 302/)
+  t.equal(g.requests.length, 0, 'the token never went where the redirect pointed')
 })
 
 t.test('verdicts', async (t) => {
