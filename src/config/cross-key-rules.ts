@@ -3,10 +3,12 @@
 // of problems, whatever is wrong elsewhere, so one run reports as much as possible without
 // building on a broken value (cross-key/read.ts).
 
+import type { Env } from './env.js'
 import type { Issue } from './path.js'
 import { assertionRules } from './cross-key/assertions.js'
 import { cookieRules } from './cross-key/cookies.js'
 import { envoyDeprecations, envoyRules } from './cross-key/envoy.js'
+import { groupSourceRules } from './cross-key/group-sources.js'
 import { providerRules } from './cross-key/providers.js'
 import { type Read, reader } from './cross-key/read.js'
 import { serverRules } from './cross-key/server.js'
@@ -24,10 +26,10 @@ const SECTIONS: ReadonlyArray<(read: Read, data: unknown) => Issue[]> = [
   assertionRules,
 ]
 
-/** `known`: the issues found so far (environment and schema); defaults are already applied. */
-export function crossCheck(data: unknown, known: readonly Issue[]): Issue[] {
+/** `known`: the issues found so far (environment and schema); defaults are already applied. `env`: where keys named by their variable are. */
+export function crossCheck(data: unknown, known: readonly Issue[], env: Env = process.env): Issue[] {
   const read = reader(data, known)
-  return SECTIONS.flatMap((rules) => rules(read, data))
+  return [...SECTIONS.flatMap((rules) => rules(read, data)), ...groupSourceRules(read, data, env)]
 }
 
 /**

@@ -93,7 +93,7 @@ export function resolveWithWarnings(data: unknown, env: Env = process.env): { co
     ...(schema.ok ? [] : schema.issues.filter((issue) => !underEnvIssue(issue.path))),
   ]
   // A secret written in the file is seen only before the environment is substituted.
-  const issues = inFileOrder([...found, ...crossCheck(expansion.value, found), ...refusedLiteralPasswords(data)], expansion.value)
+  const issues = inFileOrder([...found, ...crossCheck(expansion.value, found, env), ...refusedLiteralPasswords(data)], expansion.value)
   if (issues.length > 0 || !schema.ok) throw new ConfigError(unique(issues.map(formatIssue)))
   return { config: normalizeConfig(schema.config, env), warnings: inFileOrder(deprecations(expansion.value), expansion.value).map(formatIssue) }
 }

@@ -9,7 +9,10 @@ import type { ClaimSourcesConfig, ProviderConfig } from '../options/types.js'
 import type { OidcClient, Tokens } from './client.js'
 import { describe } from './errors.js'
 import { loggableUrl, MAX_PROVIDER_BODY_BYTES, readLimited } from './fetch.js'
+import { GITLAB_PROJECT_PREFIX, type GitlabProject, gitlabProjectGroups, parseGitlabProject } from './gitlab-projects.js'
+import { GoogleGroups, loadServiceAccount } from './google-groups.js'
 import { graphGroups } from './graph-groups.js'
+import { groupList } from './group-api.js'
 
 // Claims from beyond the ID token, per provider (provider.claimSources), resolved at sign-in and
 // at each refresh (routes/sign-in-flow.ts and session/refresh-grant.ts call resolve):
@@ -28,6 +31,8 @@ import { graphGroups } from './graph-groups.js'
 //   sets a claim the ID token defines. At most MAX_CLAIM_SOURCES per token, each bounded in time
 //   and size.
 // - Entra ID's group overage (graph-groups.ts).
+// - GitLab project membership as groups `project:<path>` (gitlab-projects.ts), added to `groups`.
+// - Google Workspace groups from the Directory API (google-groups.ts): they are the `groups`.
 //
 // Fail closed: a source the configuration trusts that fails (unreachable, not a verified JWT, a
 // UserInfo about another user) fails the sign-in or the refresh with 502 provider_unavailable;
@@ -127,7 +132,15 @@ export function trustedEndpoint(endpoint: string, trusted: readonly string[]): b
 
 /** Whether `config` asks for anything: without, the provider has no ClaimSources and nothing more is done. */
 export function claimSourcesWanted(config: ClaimSourcesConfig | undefined): config is ClaimSourcesConfig {
-  return config !== undefined && (config.userInfo || config.entraGroupOverage || config.trustedIssuers.length > 0 || config.trustedEndpoints.length > 0)
+  return (
+    config !== undefined &&
+    (config.userInfo ||
+      config.entraGroupOverage ||
+      config.trustedIssuers.length > 0 ||
+      config.trustedEndpoints.length > 0 ||
+      config.gitlabProjects.length > 0 ||
+      config.googleGroups !== undefined)
+  )
 }
 
 interface IssuerKeys {
@@ -144,6 +157,8 @@ export class ClaimSources {
   readonly #clock: Clock
   /** By trusted issuer: at most one entry per `trustedIssuers` item. */
   readonly #issuerKeys = new Map<string, IssuerKeys>()
+  readonly #gitlabProjects: GitlabProject[]
+  readonly #googleGroups: GoogleGroups | undefined
 
   constructor(provider: ProviderConfig & { claimSources: ClaimSourcesConfig }, client: OidcClient, log: FastifyBaseLogger, clock: Clock) {
     this.#config = provider.claimSources
@@ -151,6 +166,10 @@ export class ClaimSources {
     this.#client = client
     this.#log = log
     this.#clock = clock
+    // Validation has refused a malformed item (cross-key/group-sources.ts).
+    this.#gitlabProjects = provider.claimSources.gitlabProjects.map(parseGitlabProject).filter((p): p is GitlabProject => typeof p !== 'string')
+    const google = provider.claimSources.googleGroups
+    this.#googleGroups = google === undefined ? undefined : new GoogleGroups(google, loadServiceAccount(google, process.env), provider.timeoutMs, clock)
   }
 
   /**
@@ -173,6 +192,21 @@ export class ClaimSources {
     if (this.#config.entraGroupOverage && overage) {
       claims.groups = await graphGroups(tokens.accessToken, { baseUrl: this.#config.graphBaseUrl, timeoutMs: this.#provider.timeoutMs })
     }
+    if (this.#gitlabProjects.length > 0) {
+      // The projects are read anew each time: the previous ones are dropped first (a GitLab group path never holds `:`).
+      const groups = groupList(claims.groups).filter((group) => !group.startsWith(GITLAB_PROJECT_PREFIX))
+      const baseUrl = this.#config.gitlabUrl ?? this.#provider.issuer
+      claims.groups = [...groups, ...(await gitlabProjectGroups(tokens.accessToken, this.#gitlabProjects, { baseUrl, timeoutMs: this.#provider.timeoutMs }))]
+    }
+    if (this.#googleGroups !== undefined) {
+      if (typeof claims.email !== 'string' || claims.email === '' || claims.email_verified === false) {
+        throw new GatewayError(
+          'provider_unavailable',
+          "the user's Google groups could not be read: the session has no verified email (provider.scopes needs email)",
+        )
+      }
+      claims.groups = await this.#googleGroups.groupsOf(claims.email)
+    }
     for (const marker of MARKERS) delete claims[marker]
     // The lifecycle reads the session's claims by name (session/lifecycle.ts); these are its.
     return { ...tokens, claims: claims as IDToken }
@@ -182,14 +216,15 @@ export class ClaimSources {
    * What the sources add to: the ID token's claims; at a refresh without one, the session's. A
    * source an ID token named is not named again then: with userInfo, UserInfo's answer is the
    * whole profile (the session keeps only the claims the ID token defines, so a claim UserInfo no
-   * longer returns is gone, not kept stale); else the session's claims stand, and only the overage
-   * groups are read again. `undefined`: nothing to ask again.
+   * longer returns is gone, not kept stale); else the session's claims stand, and only the
+   * groups of the overage, GitLab's projects and Google's Directory are read again. `undefined`: nothing to ask again.
    */
   #base(tokens: Tokens, previous: SessionClaims | undefined): Claims | undefined {
     if (tokens.claims !== undefined) return tokens.claims
     if (previous === undefined) return undefined
     if (this.#config.userInfo) return idTokenPart(previous)
-    return this.#config.entraGroupOverage ? { ...previous } : undefined
+    const groupsAgain = this.#config.entraGroupOverage || this.#gitlabProjects.length > 0 || this.#googleGroups !== undefined
+    return groupsAgain ? { ...previous } : undefined
   }
 
   async #userInfo(tokens: Tokens, subject: string): Promise<Claims> {

@@ -336,6 +336,44 @@ const providerKeys: Record<string, JsonSchema> = {
         "With `entraGroupOverage`: Microsoft Graph's root, for a national cloud `https://graph.microsoft.us`, `https://dod-graph.microsoft.us` or `https://microsoftgraph.chinacloudapi.cn`. Must be https unless `allowInsecureHttp` is true.",
         { format: 'http-url', default: 'https://graph.microsoft.com' },
       ),
+      gitlabProjects: list(
+        "GitLab: projects whose members get a group `project:<namespace/project>` (oauth2-proxy's `--gitlab-projects`), for `allow.groups`. Each `namespace/project`, or `namespace/project=<level>` with a GitLab access level the user must have at least (10 Guest, 15 Planner, 20 Reporter, 30 Developer, 40 Maintainer, 50 Owner; unset: 20). Read at sign-in and each refresh from the projects API (`GET /api/v4/projects?membership=true&min_access_level=<level>`) with the session's access token: add `read_api` to `scopes`. A lookup that fails fails the sign-in or refresh (502). See [GitLab](providers/gitlab.md).",
+        string('A project path, optionally `=<access level>`.', { minLength: 3 }),
+        { uniqueItems: true, default: [] },
+      ),
+      gitlabUrl: string(
+        "With `gitlabProjects`: GitLab's root, where `/api/v4` is (self-managed: `https://gitlab.example.com`). Unset: the provider's `issuer`. Must be https unless `allowInsecureHttp` is true.",
+        { format: 'http-url' },
+      ),
+      googleGroups: object(
+        "Google Workspace: the user's groups (their email addresses) read from the Admin SDK Directory API (`groups.list` with `userKey` the session's `email`) become the session's `groups`, for `allow.groups` (oauth2-proxy's `--google-group`). Authorised by a service account with domain-wide delegation acting as `adminEmail`. A lookup that fails fails the sign-in or refresh (502). See [Google](providers/google.md).",
+        {
+          adminEmail: string(
+            "A Workspace administrator the service account acts as (the JWT's `sub`; oauth2-proxy's `--google-admin-email`): one allowed to read groups. **Required**.",
+            { format: 'email-address' },
+          ),
+          serviceAccountKeyFile: string(
+            "Path of the service account's JSON key file (oauth2-proxy's `--google-service-account-json`). Exactly one of this and `serviceAccountKeyEnv`. The key itself is refused here: it never belongs in the configuration.",
+            { minLength: 1 },
+          ),
+          serviceAccountKeyEnv: string(
+            "Name of the environment variable holding the service account's JSON key (not the key: `GOOGLE_SERVICE_ACCOUNT_JSON`, never `${GOOGLE_SERVICE_ACCOUNT_JSON}`). Exactly one of this and `serviceAccountKeyFile`.",
+            { minLength: 1 },
+          ),
+          tokenUrl: string(
+            "Google's OAuth 2.0 token endpoint the signed JWT is sent to; also the JWT's `aud`. Must be https unless the provider's `allowInsecureHttp` is true.",
+            { format: 'http-url', default: 'https://oauth2.googleapis.com/token' },
+          ),
+          directoryUrl: string(
+            "The Admin SDK's root, where `/admin/directory/v1/groups` is. Must be https unless the provider's `allowInsecureHttp` is true.",
+            {
+              format: 'http-url',
+              default: 'https://admin.googleapis.com',
+            },
+          ),
+        },
+        { required: ['adminEmail'] },
+      ),
     },
   ),
 }

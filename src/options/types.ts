@@ -103,6 +103,23 @@ export interface ClaimSourcesConfig {
   entraGroupOverage: boolean
   /** Microsoft Graph's base URL (a national cloud's, e.g. https://graph.microsoft.us). */
   graphBaseUrl: string
+  /** GitLab projects (`namespace/project[=level]`) whose members get a group `project:<path>` (src/oidc/gitlab-projects.ts). */
+  gitlabProjects: string[]
+  /** GitLab's root for the projects API; unset: the issuer. */
+  gitlabUrl?: string
+  /** Google Workspace groups from the Directory API (src/oidc/google-groups.ts); unset: off. */
+  googleGroups?: GoogleGroupsConfig
+}
+
+/** provider.claimSources.googleGroups. */
+export interface GoogleGroupsConfig {
+  /** The administrator the service account acts as (the assertion's `sub`). */
+  adminEmail: string
+  /** The service account's JSON key: a file, or an environment variable named here (exactly one). */
+  serviceAccountKeyFile?: string
+  serviceAccountKeyEnv?: string
+  tokenUrl: string
+  directoryUrl: string
 }
 
 export interface SsfConfig {

@@ -37,9 +37,10 @@ const NOT_VARIABLES = new Set([
 /**
  * Names the documentation suggests for the operator's own file, which no shipped file reads: the
  * key of private_key_jwt (`clientKey: ${OIDC_CLIENT_KEY}`) has no place in config/gateway.yaml,
- * whose client authenticates with a secret.
+ * whose client authenticates with a secret; the variable `googleGroups.serviceAccountKeyEnv` names
+ * is read by that name, whatever the operator chooses.
  */
-const OPERATORS_OWN = new Set(['OIDC_CLIENT_KEY'])
+const OPERATORS_OWN = new Set(['OIDC_CLIENT_KEY', 'GOOGLE_SERVICE_ACCOUNT_JSON'])
 /** JOSE algorithm names (`RS256`, `ES384`, ...). */
 const ALGORITHM = /^(?:RS|PS|ES|HS)\d{3}$|^EDDSA$/
 /** Read by Node.js itself. */

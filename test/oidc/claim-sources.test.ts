@@ -45,8 +45,23 @@ t.test('trust and overage verdicts', async (t) => {
   t.ok(hasGroupOverage({ _claim_names: { groups: 'src1' } }))
   t.ok(hasGroupOverage({ hasgroups: true }))
   t.notOk(hasGroupOverage({ groups: ['a'] }))
-  const off = { userInfo: false, trustedIssuers: [], trustedEndpoints: [], entraGroupOverage: false, graphBaseUrl: 'https://graph.microsoft.com' }
+  const off = {
+    userInfo: false,
+    trustedIssuers: [],
+    trustedEndpoints: [],
+    entraGroupOverage: false,
+    graphBaseUrl: 'https://graph.microsoft.com',
+    gitlabProjects: [],
+  }
   t.notOk(claimSourcesWanted(undefined))
   t.notOk(claimSourcesWanted(off), 'a block that asks for nothing does nothing')
   t.ok(claimSourcesWanted({ ...off, userInfo: true }))
+  t.ok(claimSourcesWanted({ ...off, gitlabProjects: ['group/project'] }), 'GitLab projects are a source')
+  const google = {
+    adminEmail: 'admin@example.com',
+    serviceAccountKeyEnv: 'KEY',
+    tokenUrl: 'https://oauth2.googleapis.com/token',
+    directoryUrl: 'https://admin.googleapis.com',
+  }
+  t.ok(claimSourcesWanted({ ...off, googleGroups: google }), 'Google groups are a source')
 })

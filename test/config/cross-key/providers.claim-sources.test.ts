@@ -14,6 +14,7 @@ t.test('every key is off by default; unset, there is no block at all', async (t)
     trustedEndpoints: [],
     entraGroupOverage: false,
     graphBaseUrl: 'https://graph.microsoft.com',
+    gitlabProjects: [],
   })
 })
 
