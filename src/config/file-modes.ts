@@ -32,6 +32,8 @@ export function exposedSecretFiles(config: GatewayConfig, configPath: string): E
   const files: Array<[key: string, path: string, secrets?: string[]]> = []
   config.providers.forEach((provider, index) => {
     if (provider.clientKey !== undefined && !isInlineKey(provider.clientKey)) files.push([`${providerKey(config, index)}.clientKey`, provider.clientKey.trim()])
+    const serviceAccount = provider.claimSources?.googleGroups?.serviceAccountKeyFile
+    if (serviceAccount !== undefined) files.push([`${providerKey(config, index)}.claimSources.googleGroups.serviceAccountKeyFile`, serviceAccount])
   })
   config.assertions.signingKeys?.forEach((key, index) => {
     if (!isInlineKey(key)) files.push([`assertions.signingKeys[${index}]`, key.trim()])

@@ -64,6 +64,20 @@ t.test('key files readable by others are named by key; private ones are not', as
   t.strictSame(exposed(fine), [], 'a configuration file without secrets of its own may be readable')
 })
 
+t.test("a Google service account's key file readable by others is named by its key", async (t) => {
+  const write = (name: string, mode: number): string => {
+    const path = join(dir, name)
+    writeFileSync(path, JSON.stringify({ type: 'service_account', client_email: 'sa@p.iam.gserviceaccount.com', private_key_id: 'k1', private_key: pem() }))
+    chmodSync(path, mode)
+    return path
+  }
+  const withKey = (path: string) => ({ claimSources: { googleGroups: { adminEmail: 'admin@example.com', serviceAccountKeyFile: path } } })
+  t.strictSame(exposed(configFile('google-open.yaml', base(1, { provider: withKey(write('sa-open.json', 0o644)) }), 0o600)), [
+    ['provider.claimSources.googleGroups.serviceAccountKeyFile', '0644'],
+  ])
+  t.strictSame(exposed(configFile('google-closed.yaml', base(1, { provider: withKey(write('sa-closed.json', 0o400)) }), 0o600)), [])
+})
+
 t.test('a configuration file that holds a secret itself is one of those files', async (t) => {
   const inline = configFile('inline.yaml', base(1, { cookieSecret: COOKIE_SECRET }), 0o644)
   t.strictSame(exposed(inline), [['(configuration file)', '0644']])
