@@ -39,7 +39,8 @@ import { githubApiUrl } from './github.js'
 // - Pagination (https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api):
 //   `per_page` at most 100; a page that is not the last names the next in its `Link` header
 //   (rel="next"), followed only within the API's origin and path (no request goes where an
-//   answer says), at most MAX_PAGES pages per list.
+//   answer says: a next page elsewhere fails the list), at most MAX_PAGES pages per list (the
+//   rest is left out, and logged: fewer groups, never more).
 // - Rate limits (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api):
 //   the primary limit answers 403 or 429 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset`
 //   (epoch seconds); a secondary limit answers 403 or 429 with `retry-after` (seconds). Either
@@ -136,12 +137,12 @@ export class GithubApi {
       try {
         url = new URL(next)
       } catch {
-        return undefined
+        throw this.#fault(this.#api, 'GitHub named a next page that is not a URL')
       }
       const root = new URL(this.#api)
       if (url.origin !== root.origin || !(url.pathname === root.pathname || url.pathname.startsWith(`${root.pathname.replace(/\/$/, '')}/`))) {
-        this.#log.warn({ call: 'github', next: loggableUrl(next) }, 'GitHub named a next page outside its API: not followed')
-        return undefined
+        // The user's token never goes where an answer says; the list is incomplete, so nothing of it is used.
+        throw this.#fault(next, `GitHub named a next page outside its API (${loggableUrl(next)}): not followed`)
       }
       return url.href
     }
