@@ -238,6 +238,17 @@ t.test("a GitHub App's expiring user tokens are refreshed through the refresh pa
   t.ok(refresh.get('refresh_token')?.startsWith('ghr_'), "GitHub's refresh token")
   t.equal(refresh.get('client_secret'), gh.clientSecret)
 
+  // GitHub's API rate-limited at a refresh: 502, as any provider fault (fail closed: the memberships
+  // could not be read again). GitHub has already rotated the refresh token the gateway redeemed, so
+  // the next refresh is refused (bad_refresh_token) and the session ends: the user signs in again.
+  const bob = await cookiesOf(stack, gh, 'bob')
+  clock.advance(61_000)
+  gh.set({ rateLimit: { kind: 'secondary', status: 429, count: 1, resetInSeconds: 0, retryAfter: 30 } })
+  const limited = await rawRequest(stack.gw, '/page', { headers: { host: APP, ...JSON_ACCEPT, cookie: bob } })
+  t.equal(limited.status, 502, 'rate-limited at a refresh: 502')
+  t.equal(limited.headers['retry-after'], '30', "with GitHub's Retry-After")
+  t.equal(await ask(bob), 401, 'the rotated-out refresh token is refused at the next refresh: signed out, never let through')
+
   // Removed from the organization: the next refresh reads the memberships again, and ends the session.
   USERS.alice.orgs = []
   t.teardown(() => {
