@@ -341,27 +341,27 @@ const providerKeys: Record<string, JsonSchema> = {
     {
       organizations: list(
         "Admit members of these organizations (logins), as oauth2-proxy's `--github-org` alone does.",
-        string('An organization login.', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' }),
+        string('organization login', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' }),
         { uniqueItems: true, default: [] },
       ),
       teams: list(
         "Admit members of these teams, each `org/team-slug` (oauth2-proxy's `--github-org` with `--github-team`).",
-        string('A team as org/team-slug.', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,255}$' }),
+        string('org/team-slug', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,255}$' }),
         { uniqueItems: true, default: [] },
       ),
       repositories: list(
         "Admit collaborators of these repositories, each `owner/repo` (oauth2-proxy's `--github-repo`): a user who can push to it, or, for a private repository, read it (GitHub's `permissions` for the user on `GET /repos/{owner}/{repo}`). A private repository needs the `repo` scope in `github.scopes` (an OAuth app) or the Metadata permission (a GitHub App).",
-        string('A repository as owner/repo.', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$' }),
+        string('owner/repo', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$' }),
         { uniqueItems: true, default: [] },
       ),
       users: list(
         "Admit these users (logins, compared without case), as oauth2-proxy's `--github-user`.",
-        string('A user login.', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' }),
+        string('user login', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' }),
         { uniqueItems: true, default: [] },
       ),
       scopes: list(
         'OAuth app scopes asked at sign-in (GitHub Apps ignore them: their permissions apply). `read:user` and `user:email` read the user and its emails, `read:org` its organizations and teams; add `repo` for `repositories` that are private.',
-        string('A GitHub scope.', { pattern: SCOPE_TOKEN.pattern }),
+        string('scope', { pattern: SCOPE_TOKEN.pattern }),
         { uniqueItems: true, default: ['read:user', 'user:email', 'read:org'] },
       ),
     },
