@@ -18,6 +18,7 @@ import { ProviderKeys } from './provider-keys.js'
 import { authorizationResponseViolation } from './authorization-response.js'
 import { stepUpParameters, type StepUpRequirement } from './step-up.js'
 import { clockClaimOf, clockSkewWords, providerClockOffsetSeconds } from './clock-skew.js'
+import { githubScopes, githubServerMetadata, githubTokenErrors } from './github.js'
 
 export interface Tokens {
   accessToken: string
@@ -126,8 +127,10 @@ export class OidcClient {
     this.#callbackPath = callbackPath
     this.#redirectUri = redirectUri(publicUrl, callbackPath)
     this.#log = log
-    this.#scopes = requestedScopes(config)
-    const observed = observedFetch(observe, tracer && { tracer, provider: config.name, callOf: (url) => this.callOf(url) })
+    this.#scopes = config.github === undefined ? requestedScopes(config) : githubScopes(config.github)
+    const traced = observedFetch(observe, tracer && { tracer, provider: config.name, callOf: (url) => this.callOf(url) })
+    // GitHub answers token errors with HTTP 200 (github.ts).
+    const observed = config.github === undefined ? traced : githubTokenErrors(traced, githubServerMetadata(config.issuer).token_endpoint ?? '')
     this.#fetch = !config.dpop
       ? observed
       : async (url, options) => {
@@ -197,6 +200,10 @@ export class OidcClient {
 
   /** Discovers the provider and loads its keys once; throws when it cannot. */
   async discover(): Promise<void> {
+    if (this.#config.github !== undefined) {
+      this.#githubMetadata()
+      return
+    }
     const { issuer, clientId, timeoutMs, allowInsecureHttp } = this.#config
     const discovered = await oidc.discovery(new URL(issuer), clientId, undefined, undefined, {
       timeout: timeoutMs / 1000,
@@ -238,6 +245,20 @@ export class OidcClient {
       configuration: this.#configure(server, auth, idTokenAlgs, this.#fetch),
       idTokenAlgs,
       tokenEndpoint: new URL(server.token_endpoint).href,
+    }
+  }
+
+  /** GitHub (github.ts): no discovery and no keys; the metadata is GitHub's documented endpoints, the secret goes in the form body. */
+  #githubMetadata(): void {
+    const server = githubServerMetadata(this.#config.issuer)
+    const auth = oidc.ClientSecretPost(this.#config.clientSecret)
+    this.#discovered = {
+      server,
+      auth,
+      par: false,
+      configuration: this.#configure(server, auth, [], this.#fetch),
+      idTokenAlgs: [],
+      tokenEndpoint: new URL(server.token_endpoint ?? '').href,
     }
   }
 
@@ -394,7 +415,8 @@ export class OidcClient {
       redirect_uri: this.#redirectUri,
       scope,
       state: checks.state,
-      nonce: checks.nonce,
+      // OpenID Connect Core 3.1.2.1's nonce is the ID token's; GitHub issues none.
+      ...(this.#config.github === undefined ? { nonce: checks.nonce } : {}),
       code_challenge: checks.codeChallenge,
       code_challenge_method: 'S256',
     }
@@ -467,7 +489,9 @@ export class OidcClient {
       const response = await oidc.authorizationCodeGrant(
         configuration,
         callbackUrl,
-        { pkceCodeVerifier: checks.codeVerifier, expectedState: checks.state, expectedNonce: checks.nonce, idTokenExpected: true },
+        this.#config.github === undefined
+          ? { pkceCodeVerifier: checks.codeVerifier, expectedState: checks.state, expectedNonce: checks.nonce, idTokenExpected: true }
+          : { pkceCodeVerifier: checks.codeVerifier, expectedState: checks.state },
         undefined,
         dpop,
       )

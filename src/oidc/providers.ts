@@ -5,8 +5,10 @@ import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
 import { callbackPath } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from './bearer.js'
-import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall } from './client.js'
+import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall, type Tokens } from './client.js'
 import { ClaimSources, claimSourcesWanted } from './claim-sources.js'
+import { GithubIdentity } from './github-api.js'
+import type { SessionClaims } from '../contract/identity.js'
 import { claimMappingOf, type ClaimMapping } from '../contract/claim-path.js'
 
 // The configured providers (`provider:` or `providers:`), each with its client and its Bearer
@@ -20,8 +22,16 @@ export interface Provider {
   readonly bearer: BearerVerifier
   /** Which of its claims are the user and the groups (userClaim, groupsClaim), parsed once: every upstream shares it. */
   readonly mapping: ClaimMapping
-  /** provider.claimSources; undefined when it asks for nothing, so a sign-in or refresh does no more than the ID token's work. */
-  readonly claimSources?: ClaimSources
+  /**
+   * provider.claimSources (or, for GitHub, its REST API: github-api.ts); undefined when it asks
+   * for nothing, so a sign-in or refresh does no more than the ID token's work.
+   */
+  readonly claimSources?: ClaimResolver
+}
+
+/** What completes a sign-in's or refresh's claims: ClaimSources, GithubIdentity. */
+export interface ClaimResolver {
+  resolve(tokens: Tokens, previous?: SessionClaims): Promise<Tokens>
 }
 
 export class Providers {
@@ -126,9 +136,12 @@ export function createProvider(provider: ProviderConfig, site: ProviderSite, dep
     (url, seconds, failed) => deps.observeCall(client.callOf(url), seconds, failed),
     deps.tracer,
   )
-  const claimSources = claimSourcesWanted(provider.claimSources)
-    ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, deps.clock)
-    : undefined
+  const claimSources: ClaimResolver | undefined =
+    provider.github !== undefined
+      ? new GithubIdentity(provider.issuer, provider.github, provider.timeoutMs, log, deps.clock)
+      : claimSourcesWanted(provider.claimSources)
+        ? new ClaimSources({ ...provider, claimSources: provider.claimSources }, client, log, deps.clock)
+        : undefined
   const bearer = new BearerVerifier({
     issuer: provider.issuer,
     clientId: provider.clientId,

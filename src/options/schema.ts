@@ -376,6 +376,36 @@ const providerKeys: Record<string, JsonSchema> = {
       ),
     },
   ),
+  github: object(
+    "Makes this provider [GitHub](providers/github.md) (plain OAuth 2.0, no ID token): `issuer` is then `https://github.com` or a GitHub Enterprise Server's base URL, the sign-in goes to `<issuer>/login/oauth/authorize` and `<issuer>/login/oauth/access_token`, and the user is read from GitHub's REST API (`https://api.github.com`, or `<issuer>/api/v3`): `sub` is the account's numeric id, `preferred_username` its login, `email` its verified primary email (a user without one is refused), `groups` every organization as `org` and every team as `org/team-slug`. The lists below admit a user who matches any entry of any of them (none given: every GitHub user); checked at sign-in and at each refresh. `check` refuses the OpenID Connect keys on a GitHub provider, naming each.",
+    {
+      organizations: list(
+        "Admit members of these organizations (logins), as oauth2-proxy's `--github-org` alone does.",
+        string('organization login', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' }),
+        { uniqueItems: true, default: [] },
+      ),
+      teams: list(
+        "Admit members of these teams, each `org/team-slug` (oauth2-proxy's `--github-org` with `--github-team`).",
+        string('org/team-slug', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,255}$' }),
+        { uniqueItems: true, default: [] },
+      ),
+      repositories: list(
+        "Admit collaborators of these repositories, each `owner/repo` (oauth2-proxy's `--github-repo`): a user who can push to it, or, for a private repository, read it (GitHub's `permissions` for the user on `GET /repos/{owner}/{repo}`). A private repository needs the `repo` scope in `github.scopes` (an OAuth app) or the Metadata permission (a GitHub App).",
+        string('owner/repo', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$' }),
+        { uniqueItems: true, default: [] },
+      ),
+      users: list(
+        "Admit these users (logins, compared without case), as oauth2-proxy's `--github-user`.",
+        string('user login', { pattern: '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' }),
+        { uniqueItems: true, default: [] },
+      ),
+      scopes: list(
+        'OAuth app scopes asked at sign-in (GitHub Apps ignore them: their permissions apply). `read:user` and `user:email` read the user and its emails, `read:org` its organizations and teams; add `repo` for `repositories` that are private.',
+        string('scope', { pattern: SCOPE_TOKEN.pattern }),
+        { uniqueItems: true, default: ['read:user', 'user:email', 'read:org'] },
+      ),
+    },
+  ),
 }
 
 const provider = object(

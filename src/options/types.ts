@@ -89,6 +89,22 @@ export interface ProviderConfig {
   additionalClaims?: string[]
   /** Claims from beyond the ID token: UserInfo, aggregated and distributed claims, Entra ID's group overage (docs/features/claim-sources.md); unset: off. */
   claimSources?: ClaimSourcesConfig
+  /** A GitHub provider (src/oidc/github.ts): plain OAuth 2.0, the user read from GitHub's REST API; unset: OpenID Connect. */
+  github?: GithubConfig
+}
+
+/** provider.github (src/oidc/github.ts, src/oidc/github-api.ts). */
+export interface GithubConfig {
+  /** Organization logins whose members are admitted. */
+  organizations: string[]
+  /** Teams, each `org/team-slug`, whose members are admitted. */
+  teams: string[]
+  /** Repositories, each `owner/repo`, whose collaborators are admitted. */
+  repositories: string[]
+  /** User logins admitted. */
+  users: string[]
+  /** OAuth app scopes asked at sign-in. */
+  scopes: string[]
 }
 
 /** provider.claimSources (src/oidc/claim-sources.ts). */

@@ -39,11 +39,13 @@ const ISSUER_SHAPES: Readonly<Record<string, RegExp>> = {
   dex: /^https:\/\/[^/]+(\/[^/]+)*$/,
   // Hydra's urls.self.issuer, written in iss as configured
   hydra: /^https:\/\/[^/]+(\/[^/]+)*$/,
+  // github.com, or a GitHub Enterprise Server's base URL (provider.github)
+  github: /^https:\/\/[^/]+$/,
 }
 
-// Google and Dex have no end-session endpoint: a post-logout URI there would promise a redirect
+// Google, Dex and GitHub have no end-session endpoint: a post-logout URI there would promise a redirect
 // that never happens.
-const NO_END_SESSION = new Set(['google', 'dex'])
+const NO_END_SESSION = new Set(['google', 'dex', 'github'])
 
 // The only gateway URLs an operator registers at a provider.
 const REGISTERED_PATHS = [CALLBACK_PATH, SIGN_OUT_PATH, BACKCHANNEL_LOGOUT_PATH]

@@ -5,6 +5,7 @@
 
 import { FAPI2_ALGORITHMS } from '../../oidc/profile.js'
 import { formatPath, type Issue, type Path } from '../path.js'
+import { checkGithub } from './github.js'
 import { duplicates, isBoolean, isPlainHttpRemote, isRecord, isString, isStringArray, type Keyed, type Read, valueAt } from './read.js'
 
 export function providerRules(read: Read, data: unknown): Issue[] {
@@ -62,6 +63,7 @@ function checkProvider(read: Read, data: unknown, at: Path): Issue[] {
     ...checkFormPost(read, at),
     ...checkSsf(read, data, at),
     ...checkClaimSources(read, at),
+    ...checkGithub(read, data, at),
   ]
 }
 
