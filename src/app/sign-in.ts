@@ -7,6 +7,7 @@ import { createTransmitters, type SsfTransmitter } from '../oidc/ssf-transmitter
 import type { PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
+import { ownCallbackPaths } from '../contract/endpoints.js'
 import { createPortHint } from '../routes/redirect-after.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import { signInRoutes } from '../routes/sign-in.js'
@@ -48,8 +49,10 @@ export async function registerSignIn(
     const upstream = matchUpstream(canonicalHost(url.host), path.path)
     return upstream === undefined ? undefined : { upstream, path: path.path }
   }
-  await app.register(reservedRoutes)
+  const ownCallbacks = ownCallbackPaths(config.providers)
+  await app.register(reservedRoutes, { ownCallbackPaths: ownCallbacks })
   await app.register(signInRoutes, {
+    ownCallbackPaths: ownCallbacks,
     providers,
     bindIssuer: sessions.bindIssuer,
     publicUrl,

@@ -62,8 +62,23 @@ export const ENDPOINT_LIST: readonly Endpoint[] = Object.values(ENDPOINTS)
  * per provider when there are several (RFC 9700 4.4.2: distinct redirect URIs are a mix-up
  * defence). Provider names are path-safe (options/schema.ts).
  */
-export function callbackPath(provider: string, several: boolean): string {
+export function callbackPath(provider: string, several: boolean, redirectPath?: string): string {
+  if (redirectPath !== undefined) return redirectPath
   return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH
+}
+
+/**
+ * The callback paths configured outside SIGN_IN_PATH (a provider's `redirectPath`, e.g.
+ * oauth2-proxy's /oauth2/callback for a cutover that keeps the registered redirect URI): each,
+ * and every path below it, is the gateway's as SIGN_IN_PATH is (never proxied, never checked).
+ */
+export function ownCallbackPaths(providers: readonly { readonly redirectPath?: string | undefined }[]): string[] {
+  return [...new Set(providers.flatMap((p) => (p.redirectPath === undefined ? [] : [p.redirectPath])))]
+}
+
+/** True for `base` itself and every path below it (on a segment boundary). */
+export function isAtOrBelow(path: string, base: string): boolean {
+  return path.startsWith(base) && (path.length === base.length || path.charCodeAt(base.length) === 0x2f)
 }
 
 /**

@@ -116,7 +116,7 @@ export function createProviders(configs: readonly ProviderConfig[], publicUrl: s
 
 export function createProvider(provider: ProviderConfig, site: ProviderSite, deps: ProviderDeps): Provider {
   const log = site.several ? deps.log.child({ provider: provider.name }) : deps.log
-  const callback = callbackPath(provider.name, site.several)
+  const callback = callbackPath(provider.name, site.several, provider.redirectPath)
   const client: OidcClient = new OidcClient(
     provider,
     site.publicUrl,

@@ -25,6 +25,8 @@ export interface SignInOptions extends SignInFlowOptions {
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
   rateLimitStore?: RateLimitStore
+  /** Callback paths outside the contract's (a provider's redirectPath; contract/endpoints.ts ownCallbackPaths). */
+  ownCallbackPaths?: readonly string[]
 }
 
 /** Writes the flow's answer: a redirect, or the JSON `{ value }`. */
@@ -43,7 +45,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.addHook('onRoute', (route) => {
     route.bodyLimit ??= BODY_LIMIT_BYTES
   })
-  await hardenSignIn(app, options.rateLimit, options.rateLimitStore)
+  await hardenSignIn(app, options.rateLimit, options.rateLimitStore, options.ownCallbackPaths)
   // The form-post callback and the sign-out form (routes/form-post.ts).
   acceptFormBodies(app)
 
@@ -56,6 +58,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.get(ENDPOINTS.providerCallback.path, callback)
   app.post(ENDPOINTS.callback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
   app.post(ENDPOINTS.providerCallback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
+  for (const path of options.ownCallbackPaths ?? []) {
+    app.get(path, callback)
+    app.post(path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
+  }
 
   app.get(ENDPOINTS.refresh.path, async (req, reply) => write(reply, await flow.refresh(req, reply, queryOf(req))))
   app.delete(ENDPOINTS.logout.path, async (req, reply) => write(reply, await flow.logout(req, reply)))
