@@ -19,7 +19,12 @@ const TRACKED_ADDRESSES = 10_000
 export type RateLimitStore = NonNullable<RateLimitPluginOptions['store']>
 
 /** `alsoLimited`: route paths counted like the table's sign-in endpoints (a provider's own callback path). */
-export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig['signIn'], store?: RateLimitStore, alsoLimited: readonly string[] = []): Promise<void> {
+export async function hardenSignIn(
+  app: FastifyInstance,
+  limit: RateLimitConfig['signIn'],
+  store?: RateLimitStore,
+  alsoLimited: readonly string[] = [],
+): Promise<void> {
   app.addHook('onRequest', async (_req, reply) => {
     reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
   })
