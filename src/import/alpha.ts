@@ -80,16 +80,20 @@ function upstream(node: unknown, where: string): AlphaUpstream {
 const SECRET_FIELDS = ['value', 'fromEnv', 'fromFile']
 
 function header(node: unknown, where: string): AlphaHeader {
-  const h = fields(node, where, ['name', 'preserveRequestValue', 'InsecureSkipHeaderNormalization', 'insecureSkipHeaderNormalization', 'values'])
+  const h = fields(node, where, ['name', 'preserveRequestValue', 'InsecureSkipHeaderNormalization', 'values'])
   const name = optionalString(h, 'name', where)
   if (name === undefined) throw new ImportError(`${where}: a header needs a name`)
   const values = list(h.values ?? [], `${where}.values`).map((v, i): AlphaHeaderValue => {
     const at = `${where}.values[${i}]`
-    const value = fields(v, at, ['claim', 'prefix', 'basicAuthPassword', ...SECRET_FIELDS])
+    // pkg/apis/options/header.go: a value is a `claimSource` (claim, prefix, basicAuthPassword) or a
+    // `secretSource` (value, fromEnv, fromFile), each a mapping of its own.
+    const either = fields(v, at, ['claimSource', 'secretSource'])
+    const value = either.claimSource === undefined ? {} : fields(either.claimSource, `${at}.claimSource`, ['claim', 'prefix', 'basicAuthPassword'])
+    const secretSource = either.secretSource === undefined ? undefined : fields(either.secretSource, `${at}.secretSource`, SECRET_FIELDS)
     const claim = optionalString(value, 'claim', at)
     const prefix = optionalString(value, 'prefix', at)
     // A secret's text never leaves the parser: only that there was one.
-    const secret = SECRET_FIELDS.find((k) => value[k] !== undefined)
+    const secret = secretSource === undefined ? undefined : SECRET_FIELDS.find((k) => secretSource[k] !== undefined)
     return {
       ...(claim === undefined ? {} : { claim }),
       ...(prefix === undefined ? {} : { prefix }),
@@ -182,12 +186,12 @@ function provider(map: OptionMap, node: unknown, where: string): void {
 }
 
 function server(map: OptionMap, node: unknown, where: string, plain: string, secure: string): void {
-  const s = fields(node, where, ['BindAddress', 'bindAddress', 'SecureBindAddress', 'secureBindAddress', 'TLS', 'tls'])
-  const bind = s.bindAddress ?? s.BindAddress
-  const secureBind = s.secureBindAddress ?? s.SecureBindAddress
+  const s = fields(node, where, ['bindAddress', 'secureBindAddress', 'tls'])
+  const bind = s.bindAddress
+  const secureBind = s.secureBindAddress
   if (typeof bind === 'string' && bind !== '') putOption(map, plain, bind, `${where}.bindAddress`)
   if (typeof secureBind === 'string' && secureBind !== '') putOption(map, secure, secureBind, `${where}.secureBindAddress`)
-  if ((s.tls ?? s.TLS) !== undefined) putOption(map, 'alpha-server-tls', 'set', `${where}.tls`)
+  if (s.tls !== undefined) putOption(map, 'alpha-server-tls', 'set', `${where}.tls`)
 }
 
 /** The options of an alpha configuration `text` read from `file`. */

@@ -51,8 +51,7 @@ function formOf(path: string, text: string): Form {
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '' && !l.startsWith('#'))
-  if (lines.length > 0 && lines.every((l) => /^(export\s+)?[A-Za-z_][A-Za-z0-9_]*=/.test(l)) && lines.some((l) => /^(export\s+)?OAUTH2_PROXY_/.test(l)))
-    return 'env'
+  if (/\.env$/i.test(path) || lines.some((l) => /^(export\s+)?OAUTH2_PROXY_[A-Z0-9_]*=/.test(l))) return 'env'
   if (lines[0] !== undefined && /^(\S*oauth2-proxy(\s|$)|--?[A-Za-z])/.test(lines[0])) return 'flags'
   return 'toml'
 }

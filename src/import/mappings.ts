@@ -5,8 +5,7 @@
 // and returns a reason for a value it cannot carry; `cannot(reason)` is a row that never carries.
 // Carrying an option later (a new key of the gateway) is a change of its row alone.
 
-import { CALLBACK_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
-import type { JsonValue } from '../options/schema.js'
+import { CALLBACK_PATH, FORWARD_AUTH_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { Draft, type JsonObject } from './draft.js'
 import { isStringList, type AlphaHeader, type AlphaUpstream, type OptionKind, type OptionMap, type OptionValue } from './options.js'
 
@@ -171,7 +170,8 @@ function carryCookieDomains(value: OptionValue, draft: Draft): string | undefine
   const domains = strings(value)
   const [first] = domains
   if (first === undefined) return undefined
-  draft.cookies.domain = first.replace(/^\./, '')
+  // A cookie's domain has no port (RFC 6265 5.2.3); oauth2-proxy's examples write one.
+  draft.cookies.domain = first.replace(/^\./, '').replace(/:\d+$/, '')
   return domains.length > 1 ? `${SEVERAL_DOMAINS}: ${first} is carried, ${domains.slice(1).join(', ')} not` : undefined
 }
 
@@ -254,27 +254,21 @@ function carryReverseProxy(value: OptionValue, _draft: Draft, options: OptionMap
   return "it believes X-Forwarded-* from every peer; the gateway believes only server.trustedProxies: list your load balancer's addresses there"
 }
 
-function carryRedisUrl(value: OptionValue, draft: Draft): string | undefined {
+/**
+ * redis_connection_url: the gateway's session.redisUrl, its password (in the URL, or
+ * redis_password) from the environment, written back into the URL (the gateway reads a password
+ * there with a URL; URL-encode it).
+ */
+function carryRedisUrl(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
   const raw = text(value)
   if (!URL.canParse(raw)) return `not a URL: ${raw}`
   const url = new URL(raw)
-  if (url.password !== '') {
-    draft.session.redis = {
-      ...asObject(draft.session.redis),
-      password: draft.secret(REDIS_PASSWORD_VAR, 'the Redis password (it was in redis_connection_url)'),
-    }
-    url.password = ''
-  }
-  if (url.username !== '') {
-    draft.session.redis = { ...asObject(draft.session.redis), username: decodeURIComponent(url.username) }
-    url.username = ''
-  }
-  draft.session.redisUrl = url.href
+  const hasPassword = url.password !== '' || (options.get('redis-password')?.value ?? '') !== ''
+  const user = url.username !== '' ? url.username : text(options.get('redis-username')?.value ?? '')
+  const where = url.password !== '' ? 'it was in redis_connection_url' : 'redis_password'
+  const auth = hasPassword ? `${user}:${draft.secret(REDIS_PASSWORD_VAR, `the Redis password, URL-encoded (${where})`)}@` : user === '' ? '' : `${user}@`
+  draft.session.redisUrl = `${url.protocol}//${auth}${url.host}${url.pathname}${url.search}`
   return undefined
-}
-
-function asObject(value: JsonValue | undefined): JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : {}
 }
 
 function carrySessionStore(value: OptionValue, draft: Draft): string | undefined {
@@ -293,6 +287,14 @@ function carryUpstreams(value: OptionValue, draft: Draft, options: OptionMap): s
   const lost: string[] = []
   for (const raw of strings(value)) {
     const url = URL.canParse(raw) ? new URL(raw) : undefined
+    if (url?.protocol === 'static:') {
+      // oauth2-proxy behind an ingress's auth_request or forward-auth, answering its checks itself.
+      addUpstream(draft, '/', STATIC_TARGET, {})
+      lost.push(
+        `${raw} (a static answer: the gateway answers an ingress's checks at ${FORWARD_AUTH_PATH}, point the ingress there; this upstream's target ${STATIC_TARGET} is then never asked)`,
+      )
+      continue
+    }
     if (url === undefined || !/^https?:$/.test(url.protocol)) {
       lost.push(`${raw} (${url === undefined ? 'not a URL' : 'the gateway proxies to http(s) upstreams only, no file://, static:// or unix:// ones'})`)
       continue
@@ -301,6 +303,9 @@ function carryUpstreams(value: OptionValue, draft: Draft, options: OptionMap): s
   }
   return lost.length === 0 ? undefined : lost.map((l) => `upstream ${l}`).join('; ')
 }
+
+/** The target of an upstream that stands for oauth2-proxy's `static://` one: the discard port, never asked by forward-auth. */
+const STATIC_TARGET = 'http://127.0.0.1:9'
 
 function addUpstream(draft: Draft, path: string, target: string, own: JsonObject): void {
   const pathPrefix = path.length > 1 ? path.replace(/\/+$/, '') : '/'
@@ -412,11 +417,6 @@ function carryResponseHeaders(value: OptionValue, draft: Draft): string | undefi
 
 function carryAllowedGroups(value: OptionValue, draft: Draft): string | undefined {
   Draft.set(draft.shared, ['allow', 'groups'], strings(value))
-  return undefined
-}
-
-function carryRedisUsername(value: OptionValue, draft: Draft): string | undefined {
-  draft.session.redis = { ...asObject(draft.session.redis), username: text(value) }
   return undefined
 }
 
@@ -631,11 +631,9 @@ export const MAPPINGS: readonly Mapping[] = [
   cannot('session-cookie-minimal', 'bool', 'the gateway keeps what its session needs'),
   row('session-store-type', 'string', carrySessionStore),
   row('redis-connection-url', 'string', carryRedisUrl),
-  row('redis-password', 'string', (_v, d) => {
-    d.session.redis = { ...asObject(d.session.redis), password: d.secret(REDIS_PASSWORD_VAR, 'the Redis password') }
-    return undefined
-  }),
-  row('redis-username', 'string', carryRedisUsername),
+  // Both are written into session.redisUrl by its row.
+  always('redis-password', 'string', (_v) => true, ''),
+  always('redis-username', 'string', (_v) => true, ''),
   cannot('redis-use-sentinel', 'bool', 'write session.redis.sentinels (name and nodes) by hand'),
   cannot('redis-sentinel-master-name', 'string', 'write session.redis.sentinels (name and nodes) by hand'),
   cannot('redis-sentinel-connection-urls', 'list', 'write session.redis.sentinels (name and nodes) by hand'),
