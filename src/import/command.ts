@@ -13,9 +13,10 @@ import { ConfigError, parseConfig } from '../config/load.js'
 import { parseAlpha } from './alpha.js'
 import { convert } from './convert.js'
 import { commandWords, parseEnv, parseFlags, type ParsedFlags } from './flags.js'
+import { ALPHA_OWNED } from './mappings.js'
 import { EXIT_IMPORT_FAILED, ImportError, type OptionMap } from './options.js'
 import { parseToml } from './toml.js'
-import { joinAlpha, overlay } from './values.js'
+import { overlay } from './values.js'
 import { renderYaml, reportLines } from './writer.js'
 
 /** Written, with settings it could not carry (listed on stderr). */
@@ -150,7 +151,13 @@ function importCommand(args: readonly string[], io: ImportIo): number {
     inputs.flags = overlay(inputs.flags, parsedFlags.options)
     readNamed(inputs, parsedFlags, io.cwd)
   }
-  const options = joinAlpha(overlay(overlay(inputs.file, inputs.env), inputs.flags), inputs.alpha)
+  const legacy = overlay(overlay(inputs.file, inputs.env), inputs.flags)
+  if (inputs.alpha.size > 0) {
+    const owned = [...legacy.values()].find((option) => ALPHA_OWNED.has(option.name))
+    if (owned !== undefined)
+      throw new ImportError(`${owned.from}: not an option beside an alpha configuration (oauth2-proxy refuses it there): the alpha configuration holds it`)
+  }
+  const options = overlay(legacy, inputs.alpha)
   const conversion = convert(options, publicUrl === undefined ? {} : { publicUrl })
   const yaml = renderYaml(conversion, inputs.sources)
   // The gateway's own loader, as `check` runs it, with stand-ins for the secrets: a result it

@@ -47,16 +47,3 @@ export function overlay(earlier: OptionMap, later: OptionMap): OptionMap {
   for (const [name, option] of later) out.set(name, option)
   return out
 }
-
-/** Settings that both the alpha configuration and the others give must agree: oauth2-proxy reads one of them. */
-export function joinAlpha(legacy: OptionMap, alpha: OptionMap): OptionMap {
-  const out: OptionMap = new Map(legacy)
-  for (const [name, option] of alpha) {
-    const other = legacy.get(name)
-    if (other !== undefined && JSON.stringify(other.value) !== JSON.stringify(option.value)) {
-      throw new ImportError(`${option.from} contradicts ${other.from}: give ${name} once`)
-    }
-    out.set(name, option)
-  }
-  return out
-}
