@@ -69,7 +69,7 @@ export interface CheckerOptions {
   clock: Clock
   /** log.redactQueryParams applied (ops/logging.ts). */
   redactUrl: UrlRedactor
-  /** The providers' callback paths outside the gateway's own (contract/endpoints.ts ownCallbackPaths): the gateway's too. */
+  /** The providers' callback paths outside the gateway's own (oidc/providers.ts Providers.ownCallbackPaths): the gateway's too. */
   ownCallbackPaths?: readonly string[]
 }
 

@@ -2,7 +2,6 @@ import type { GatewayConfig } from '../options/types.js'
 import { Answers } from '../access/answer.js'
 import { Checker } from '../access/checker.js'
 import { AccessDecisions, type StepUpJudge } from '../access/decision.js'
-import { ownCallbackPaths } from '../contract/endpoints.js'
 import { createUpstreamMatcher, type UpstreamMatcher } from '../access/match.js'
 import type { UrlRedactor } from '../ops/logging.js'
 import { SocketAccess } from '../proxy/websocket-access.js'
@@ -72,7 +71,7 @@ export async function buildAccess(config: GatewayConfig, state: ProcessState, se
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
     redactUrl,
-    ownCallbackPaths: ownCallbackPaths(config.providers),
+    ownCallbackPaths: sessions.providers.ownCallbackPaths,
   })
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it

@@ -7,7 +7,6 @@ import { createTransmitters, type SsfTransmitter } from '../oidc/ssf-transmitter
 import type { PageDeps } from '../pages/error-page.js'
 import { signOutPage } from '../pages/sign-out.js'
 import { backchannelLogoutRoute } from '../routes/backchannel-logout.js'
-import { ownCallbackPaths } from '../contract/endpoints.js'
 import { createPortHint } from '../routes/redirect-after.js'
 import { reservedRoutes } from '../routes/reserved.js'
 import { signInRoutes } from '../routes/sign-in.js'
@@ -49,7 +48,7 @@ export async function registerSignIn(
     const upstream = matchUpstream(canonicalHost(url.host), path.path)
     return upstream === undefined ? undefined : { upstream, path: path.path }
   }
-  const ownCallbacks = ownCallbackPaths(config.providers)
+  const ownCallbacks = providers.ownCallbackPaths
   await app.register(reservedRoutes, { ownCallbackPaths: ownCallbacks })
   await app.register(signInRoutes, {
     ownCallbackPaths: ownCallbacks,

@@ -67,15 +67,6 @@ export function callbackPath(provider: string, several: boolean, redirectPath?: 
   return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH
 }
 
-/**
- * The callback paths configured outside SIGN_IN_PATH (a provider's `redirectPath`, e.g.
- * oauth2-proxy's /oauth2/callback for a cutover that keeps the registered redirect URI): each,
- * and every path below it, is the gateway's as SIGN_IN_PATH is (never proxied, never checked).
- */
-export function ownCallbackPaths(providers: readonly { readonly redirectPath?: string | undefined }[]): string[] {
-  return [...new Set(providers.flatMap((p) => (p.redirectPath === undefined ? [] : [p.redirectPath])))]
-}
-
 /** True for `base` itself and every path below it (on a segment boundary). */
 export function isAtOrBelow(path: string, base: string): boolean {
   return path.startsWith(base) && (path.length === base.length || path.charCodeAt(base.length) === 0x2f)

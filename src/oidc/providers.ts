@@ -2,7 +2,7 @@ import * as jose from 'jose'
 import type { Tracer } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
 import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
-import { callbackPath } from '../contract/endpoints.js'
+import { callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from './bearer.js'
 import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall } from './client.js'
@@ -27,12 +27,19 @@ export interface Provider {
 export class Providers {
   /** In configuration order; never empty. */
   readonly all: readonly Provider[]
+  /**
+   * The callback paths outside the gateway's own (a provider's redirectPath, e.g. oauth2-proxy's
+   * /oauth2/callback for a cutover that keeps the registered redirect URI): each, and every path
+   * below it, is the gateway's as SIGN_IN_PATH is (never proxied, never checked).
+   */
+  readonly ownCallbackPaths: readonly string[]
   readonly #byName: ReadonlyMap<string, Provider>
   readonly #byIssuer: ReadonlyMap<string, Provider>
 
   constructor(all: readonly Provider[]) {
     if (all.length === 0) throw new Error('at least one provider is required')
     this.all = all
+    this.ownCallbackPaths = [...new Set(all.map((p) => p.client.callbackPath).filter((path) => !isGatewayPath(path)))]
     this.#byName = new Map(all.map((p) => [p.name, p]))
     this.#byIssuer = new Map(all.map((p) => [p.config.issuer, p]))
   }

@@ -18,7 +18,7 @@ const CALLBACK_ALLOW = 'GET, HEAD, POST'
 
 export interface ReservedOptions {
   /**
-   * The callback paths outside SIGN_IN_PATH (contract/endpoints.ts ownCallbackPaths): reserved like
+   * The callback paths outside SIGN_IN_PATH (oidc/providers.ts Providers.ownCallbackPaths): reserved like
    * SIGN_IN_PATH, with the path itself and everything below it; the callback's own methods there
    * are routes/sign-in.ts's.
    */

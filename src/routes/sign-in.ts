@@ -25,7 +25,7 @@ export interface SignInOptions extends SignInFlowOptions {
   rateLimit: RateLimitConfig['signIn']
   /** A @fastify/rate-limit store class shared by processes (server.workers); per process otherwise. */
   rateLimitStore?: RateLimitStore
-  /** Callback paths outside the contract's (a provider's redirectPath; contract/endpoints.ts ownCallbackPaths). */
+  /** Callback paths outside the contract's (a provider's redirectPath; oidc/providers.ts Providers.ownCallbackPaths). */
   ownCallbackPaths?: readonly string[]
 }
 
