@@ -27,19 +27,12 @@ export interface Provider {
 export class Providers {
   /** In configuration order; never empty. */
   readonly all: readonly Provider[]
-  /**
-   * The callback paths outside the gateway's own (a provider's redirectPath, e.g. oauth2-proxy's
-   * /oauth2/callback for a cutover that keeps the registered redirect URI): each, and every path
-   * below it, is the gateway's as SIGN_IN_PATH is (never proxied, never checked).
-   */
-  readonly ownCallbackPaths: readonly string[]
   readonly #byName: ReadonlyMap<string, Provider>
   readonly #byIssuer: ReadonlyMap<string, Provider>
 
   constructor(all: readonly Provider[]) {
     if (all.length === 0) throw new Error('at least one provider is required')
     this.all = all
-    this.ownCallbackPaths = [...new Set(all.map((p) => p.client.callbackPath).filter((path) => !isGatewayPath(path)))]
     this.#byName = new Map(all.map((p) => [p.name, p]))
     this.#byIssuer = new Map(all.map((p) => [p.config.issuer, p]))
   }
@@ -52,6 +45,15 @@ export class Providers {
   /** Stops every provider's discovery retries and key refreshes. */
   stop(): void {
     for (const provider of this.all) provider.client.stop()
+  }
+
+  /**
+   * The callback paths outside the gateway's own (a provider's redirectPath, e.g. oauth2-proxy's
+   * /oauth2/callback for a cutover that keeps the registered redirect URI): each, and every path
+   * below it, is the gateway's as SIGN_IN_PATH is (never proxied, never checked).
+   */
+  get ownCallbackPaths(): string[] {
+    return [...new Set(this.all.map((p) => p.client.callbackPath).filter((path) => !isGatewayPath(path)))]
   }
 
   /** The first configured: the default of upstreams that do not name theirs. */
