@@ -22,13 +22,14 @@ import { loggerOptions, stdoutDestination } from './ops/logging.js'
 import { buildManagement, readiness } from './ops/management.js'
 import type { EnvoyGrpcServer } from './checks/envoy-grpc/server.js'
 import type { GatewayConfig } from './options/types.js'
+import { runImport } from './import/command.js'
 
 const DEFAULT_CONFIG = 'config/gateway.yaml'
 const COMMANDS = ['run', 'check', 'jwks']
 /** `check --online` found a provider that disagrees with the configuration (2 is an invalid file). */
 const EXIT_PROVIDER_PROBLEM = 1
 
-const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH] [options]; --help for more'
+const USAGE = 'usage: openid-gateway [run|check|jwks] [--config PATH] [options], or import oauth2-proxy FILE...; --help for more'
 
 const HELP = `usage: openid-gateway [command] [--config PATH] [options]
 
@@ -38,6 +39,11 @@ Commands:
   check           validate the file offline and end with one OK line naming it (exit 0), or list
                   every problem by key (exit 2)
   jwks            print the public JWKS of provider.clientKey, to register for private_key_jwt
+  import oauth2-proxy [FILE...] [-- FLAG...]
+                  convert oauth2-proxy's configuration (oauth2-proxy.cfg, its flags, OAUTH2_PROXY_*
+                  lines, its alpha YAML) into this gateway's YAML on stdout; every setting it
+                  cannot carry on stderr; exit 0, 1 (some not carried) or 2 (nothing written).
+                  import --help for its options
 
 Options:
   -c, --config PATH   the configuration file (default ${DEFAULT_CONFIG})
@@ -217,6 +223,15 @@ async function checkCommand(loaded: LoadedConfig, path: string, options: { onlin
 }
 
 async function main(argv: string[]): Promise<void> {
+  // import has options of its own (import/command.ts).
+  if (argv[0] === 'import') {
+    process.exitCode = runImport(argv.slice(1), {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+      cwd: process.cwd(),
+    })
+    return
+  }
   let parsed
   try {
     parsed = parseArgs({

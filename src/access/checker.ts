@@ -4,7 +4,7 @@ import { GatewayError } from '../contract/errors.js'
 import type { CheckRoute } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { TtlCache } from '../lib/ttl-cache.js'
-import { ASSERTION_JWKS_PATH, isGatewayPath } from '../contract/endpoints.js'
+import { ASSERTION_JWKS_PATH, isAtOrBelow, isGatewayPath } from '../contract/endpoints.js'
 import type { UrlRedactor } from '../ops/logging.js'
 import { createRoutingAmbiguityCheck, type RoutingAmbiguityCheck } from './ambiguity.js'
 import { isPreflight, verdictOf, type AccessDecisions, type DecisionRequest, type Verdict } from './decision.js'
@@ -72,6 +72,8 @@ export interface CheckerOptions {
   clock: Clock
   /** log.redactQueryParams applied (ops/logging.ts). */
   redactUrl: UrlRedactor
+  /** The providers' callback paths outside the gateway's own (oidc/providers.ts Providers.ownCallbackPaths): the gateway's too. */
+  ownCallbackPaths?: readonly string[]
 }
 
 /**
@@ -129,8 +131,8 @@ function hostName(host: string): string {
 }
 
 /** Paths the gateway serves itself on its public port. */
-function isServedByGateway(path: string): boolean {
-  return isGatewayPath(path) || path === ASSERTION_JWKS_PATH
+function isServedByGateway(path: string, ownCallbackPaths: readonly string[]): boolean {
+  return isGatewayPath(path) || path === ASSERTION_JWKS_PATH || ownCallbackPaths.some((own) => isAtOrBelow(path, own))
 }
 
 /**
@@ -189,7 +191,7 @@ export class Checker {
     if (cached !== undefined) return cached
     const decision = await access.decide(req, reply, { path: target.path, method, preflight, host: checked.host })
     let verdict = verdictOf(upstream, decision, req, { method, url: this.loggedUrl(checked) })
-    if (verdict.outcome === 'pass' && isServedByGateway(target.path)) {
+    if (verdict.outcome === 'pass' && isServedByGateway(target.path, this.#options.ownCallbackPaths ?? [])) {
       req.log.warn(
         { upstream: upstream.name, path: target.path },
         "a check asked about one of the gateway's own paths: refused; route them to the gateway without the auth filter",

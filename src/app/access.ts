@@ -71,6 +71,7 @@ export async function buildAccess(config: GatewayConfig, state: ProcessState, se
     isGatewayCookieName: cookies.isGatewayCookieName,
     clock: state.clock,
     redactUrl,
+    ownCallbackPaths: sessions.providers.ownCallbackPaths,
   })
   const matchUpstream = createUpstreamMatcher(config.upstreams)
   // Open WebSockets outlive a reload: the registry is the process's; each configuration gives it

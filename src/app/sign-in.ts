@@ -48,8 +48,10 @@ export async function registerSignIn(
     const upstream = matchUpstream(canonicalHost(url.host), path.path)
     return upstream === undefined ? undefined : { upstream, path: path.path }
   }
-  await app.register(reservedRoutes)
+  const ownCallbacks = providers.ownCallbackPaths
+  await app.register(reservedRoutes, { ownCallbackPaths: ownCallbacks })
   await app.register(signInRoutes, {
+    ownCallbackPaths: ownCallbacks,
     providers,
     bindIssuer: sessions.bindIssuer,
     publicUrl,

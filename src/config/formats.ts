@@ -129,6 +129,18 @@ function checkPathPrefix(value: string): string | undefined {
   return undefined
 }
 
+/**
+ * A provider's redirectPath: a path as clean as an upstream's prefix (the router registers it
+ * literally), not `/` and without a trailing `/` (RFC 6749 3.1.2 compares redirect URIs as
+ * strings: the provider's registered URI has none).
+ */
+function checkRedirectPath(value: string): string | undefined {
+  const problem = checkPathPrefix(value)
+  if (problem !== undefined) return problem
+  if (value.endsWith('/')) return 'must not end with / (nor be /)'
+  return undefined
+}
+
 // Headers only the gateway sets (header-policy.ts GATEWAY_ONLY_HEADERS): every client's copy is
 // removed, so a claim sent in one would reach the application as the gateway's own word.
 const isGatewayOnly = createHeaderNameTest(GATEWAY_ONLY_HEADERS)
@@ -245,6 +257,7 @@ export const FORMATS: Readonly<Record<string, FormatCheck>> = {
   host: checkHost,
   'allowed-host': checkAllowedHost,
   'path-prefix': checkPathPrefix,
+  'redirect-path': checkRedirectPath,
   // The proxy's matcher owns the glob rules (a safe, linear-time subset).
   'path-glob': globProblem,
   // The access module owns what a path regex may be (linear-time, anchored, ASCII).

@@ -65,7 +65,7 @@ export function startupSummary(config: GatewayConfig): StartupSummaryLine[] {
       provider: provider.name,
       issuer: provider.issuer,
       clientId: provider.clientId,
-      redirectUris: [redirectUri(config.server.publicUrl, callbackPath(provider.name, several))],
+      redirectUris: [redirectUri(config.server.publicUrl, callbackPath(provider.name, several, provider.redirectPath))],
       clientAuthMethod: provider.clientAuthMethod,
       scopes: requestedScopes(provider),
       responseMode: provider.responseMode,

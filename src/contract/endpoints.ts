@@ -68,8 +68,14 @@ export const ENDPOINT_LIST: readonly Endpoint[] = Object.values(ENDPOINTS)
  * per provider when there are several (RFC 9700 4.4.2: distinct redirect URIs are a mix-up
  * defence). Provider names are path-safe (options/schema.ts).
  */
-export function callbackPath(provider: string, several: boolean): string {
+export function callbackPath(provider: string, several: boolean, redirectPath?: string): string {
+  if (redirectPath !== undefined) return redirectPath
   return several ? `${CALLBACK_PATH}/${provider}` : CALLBACK_PATH
+}
+
+/** True for `base` itself and every path below it (on a segment boundary). */
+export function isAtOrBelow(path: string, base: string): boolean {
+  return path.startsWith(base) && (path.length === base.length || path.charCodeAt(base.length) === 0x2f)
 }
 
 /**

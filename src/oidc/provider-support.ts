@@ -219,7 +219,7 @@ export function checkProviders(config: GatewayConfig, log: FastifyBaseLogger, cl
     config.providers.map((provider) =>
       checkProviderSupport(provider, {
         publicUrl: config.server.publicUrl,
-        callbackPath: callbackPath(provider.name, several),
+        callbackPath: callbackPath(provider.name, several, provider.redirectPath),
         backchannelUri: config.server.publicUrl + BACKCHANNEL_LOGOUT_PATH,
         log,
         clock,

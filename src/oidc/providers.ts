@@ -2,7 +2,7 @@ import * as jose from 'jose'
 import type { Tracer } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
 import type { ProviderConfig, UpstreamConfig } from '../options/types.js'
-import { callbackPath } from '../contract/endpoints.js'
+import { callbackPath, isGatewayPath } from '../contract/endpoints.js'
 import type { Clock } from '../lib/clock.js'
 import { BearerVerifier } from './bearer.js'
 import { OidcClient, TOKEN_EXCHANGE_GRANT, type ProviderCall, type Tokens } from './client.js'
@@ -55,6 +55,15 @@ export class Providers {
   /** Stops every provider's discovery retries and key refreshes. */
   stop(): void {
     for (const provider of this.all) provider.client.stop()
+  }
+
+  /**
+   * The callback paths outside the gateway's own (a provider's redirectPath, e.g. oauth2-proxy's
+   * /oauth2/callback for a cutover that keeps the registered redirect URI): each, and every path
+   * below it, is the gateway's as SIGN_IN_PATH is (never proxied, never checked).
+   */
+  get ownCallbackPaths(): string[] {
+    return [...new Set(this.all.map((p) => p.client.callbackPath).filter((path) => !isGatewayPath(path)))]
   }
 
   /** The first configured: the default of upstreams that do not name theirs. */
@@ -126,7 +135,7 @@ export function createProviders(configs: readonly ProviderConfig[], publicUrl: s
 
 export function createProvider(provider: ProviderConfig, site: ProviderSite, deps: ProviderDeps): Provider {
   const log = site.several ? deps.log.child({ provider: provider.name }) : deps.log
-  const callback = callbackPath(provider.name, site.several)
+  const callback = callbackPath(provider.name, site.several, provider.redirectPath)
   const client: OidcClient = new OidcClient(
     provider,
     site.publicUrl,

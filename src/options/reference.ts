@@ -30,6 +30,7 @@ export const FORMAT_TYPES: Readonly<Record<string, string>> = {
   host: 'host[:port]',
   'allowed-host': 'host[:port] or .domain',
   'path-prefix': 'path',
+  'redirect-path': 'path',
   'path-glob': 'path glob',
   'path-regex': 'anchored RE2 regex',
   'identity-header': 'header name',

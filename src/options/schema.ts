@@ -311,6 +311,10 @@ const providerKeys: Record<string, JsonSchema> = {
     string('A claim name.', { minLength: 1 }),
     { uniqueItems: true },
   ),
+  redirectPath: string(
+    `The path of this provider's \`redirect_uri\` in place of \`${CALLBACK_PATH}\` (\`${CALLBACK_PATH}/<name>\` with [several providers](#several-providers)): the gateway sends \`server.publicUrl\` plus this path, and serves the callback there (GET, and POST for \`responseMode: form_post\`) with every check of the usual one (state, PKCE, nonce, \`iss\`). Set it to oauth2-proxy's \`/oauth2/callback\` to switch without changing the client registered at the provider ([cutover](migrating-from-oauth2-proxy.md#cutover-keep-the-redirect-uri)). The path and everything below it then belong to the gateway: never proxied, another method a 405; no upstream's \`match.pathPrefix\` may be at or below it. Unset: the contract's path.`,
+    { format: 'redirect-path' },
+  ),
   claimSources: object(
     "Claims from beyond the ID token ([claim sources](features/claim-sources.md)): the UserInfo endpoint, aggregated and distributed claims, Entra ID's group overage. Fetched at sign-in and at each refresh, kept in the session. Unset: the ID token's claims only, and nothing more is fetched.",
     {

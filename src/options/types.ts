@@ -87,6 +87,8 @@ export interface ProviderConfig {
   groupsClaim?: string
   /** Claims the userinfo endpoint adds to its answer (routes/userinfo.ts); kept in sessions. Unset: none. */
   additionalClaims?: string[]
+  /** The path of this provider's redirect URI in place of the contract's callback path (a cutover from oauth2-proxy's /oauth2/callback). */
+  redirectPath?: string
   /** Claims from beyond the ID token: UserInfo, aggregated and distributed claims, Entra ID's group overage (docs/features/claim-sources.md); unset: off. */
   claimSources?: ClaimSourcesConfig
   /** A GitHub provider (src/oidc/github.ts): plain OAuth 2.0, the user read from GitHub's REST API; unset: OpenID Connect. */

@@ -13,15 +13,36 @@ const ALLOW: ReadonlyMap<string, string> = new Map(
   ENDPOINT_LIST.filter((e) => e.reserved).map((e) => [e.path, e.methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ')]),
 )
 
-async function reservedRoutes(app: FastifyInstance): Promise<void> {
+/** The methods a callback accepts (routes/sign-in.ts), as its Allow header says them. */
+const CALLBACK_ALLOW = 'GET, HEAD, POST'
+
+export interface ReservedOptions {
+  /**
+   * The callback paths outside SIGN_IN_PATH (oidc/providers.ts Providers.ownCallbackPaths): reserved like
+   * SIGN_IN_PATH, with the path itself and everything below it; the callback's own methods there
+   * are routes/sign-in.ts's.
+   */
+  ownCallbackPaths?: readonly string[]
+}
+
+async function reservedRoutes(app: FastifyInstance, options: ReservedOptions): Promise<void> {
+  const own = new Set(options.ownCallbackPaths ?? [])
   const handler = async (req: FastifyRequest): Promise<never> => {
     const q = req.url.indexOf('?')
-    const allow = ALLOW.get(q === -1 ? req.url : req.url.slice(0, q))
+    const path = q === -1 ? req.url : req.url.slice(0, q)
+    const allow = own.has(path) ? CALLBACK_ALLOW : ALLOW.get(path)
     if (allow !== undefined) throw new GatewayError('method_not_allowed', `this endpoint accepts ${allow}`, { headers: { allow } })
     throw new GatewayError('not_found', 'no such sign-in endpoint')
   }
   app.all(SIGN_IN_PATH, handler)
   app.all(`${SIGN_IN_PATH}/*`, handler)
+  // The callback's methods at its own path are the sign-in routes'; every other one is refused
+  // here, so the proxy's catch-all never hands the path to an upstream.
+  const others = app.supportedMethods.filter((m) => !['GET', 'HEAD', 'POST'].includes(m))
+  for (const path of own) {
+    app.route({ method: others, url: path, handler })
+    app.all(`${path}/*`, handler)
+  }
 }
 
 // Registered on the root instance rather than in a scope of its own (what fastify-plugin does),

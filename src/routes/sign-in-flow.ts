@@ -146,6 +146,7 @@ export class SignInFlow {
       { provider: name, nonce, codeVerifier, dpopKey, redirectAfter, stepUp },
       TRANSACTION_SECONDS,
       client.responseMode === 'form_post',
+      client.callbackPath,
     )
     return performRedirect ? { redirect: location, status: 302, noStore: true } : { value: location, noStore: true }
   }
@@ -208,7 +209,7 @@ export class SignInFlow {
     const mode = responseModeViolation(received, client.responseMode)
     if (mode !== undefined) {
       req.log.warn({ rule: mode.rule, provider: provider.name }, 'authorization response refused')
-      cookies.clearTransaction(req, reply, state, crossSite)
+      cookies.clearTransaction(req, reply, state, crossSite, client.callbackPath)
       throw new GatewayError('authorization_response_invalid', mode.message, { logged: true })
     }
     const query = req.url.indexOf('?')
@@ -235,7 +236,7 @@ export class SignInFlow {
       session = lifecycle.create(tokens, provider.name, provider.config.issuer)
     } catch (err) {
       // A refused code or token ends this transaction; a provider outage leaves it for a retry.
-      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(req, reply, state, crossSite)
+      if (!(err instanceof GatewayError) || err.status < 500) cookies.clearTransaction(req, reply, state, crossSite, client.callbackPath)
       throw err
     }
     const upgraded = transaction.stepUp === undefined ? undefined : await this.#upgradeInPlace(req, reply, session)
@@ -246,7 +247,7 @@ export class SignInFlow {
       await store.destroy(req, reply)
       await store.create(req, reply, session)
     }
-    cookies.clearTransaction(req, reply, state, crossSite)
+    cookies.clearTransaction(req, reply, state, crossSite, client.callbackPath)
     auditSuccess(req.log, 'sign-in', sessionSubject(session), req.ip)
     if (transaction.redirectAfter !== undefined) {
       // The new cookie covers the public host's domain only: another configured domain's host gets the session handed over.

@@ -18,7 +18,13 @@ const TRACKED_ADDRESSES = 10_000
 /** A @fastify/rate-limit store class (its `store` option). */
 export type RateLimitStore = NonNullable<RateLimitPluginOptions['store']>
 
-export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig['signIn'], store?: RateLimitStore): Promise<void> {
+/** `alsoLimited`: route paths counted like the table's sign-in endpoints (a provider's own callback path). */
+export async function hardenSignIn(
+  app: FastifyInstance,
+  limit: RateLimitConfig['signIn'],
+  store?: RateLimitStore,
+  alsoLimited: readonly string[] = [],
+): Promise<void> {
   app.addHook('onRequest', async (_req, reply) => {
     reply.headers(SECURITY_HEADERS).header('cache-control', 'no-store')
   })
@@ -35,8 +41,9 @@ export async function hardenSignIn(app: FastifyInstance, limit: RateLimitConfig[
     ...(store === undefined ? {} : { store }),
   })
   const check = app.createRateLimit()
+  const limited = new Set([...LIMITED, ...alsoLimited])
   app.addHook('onRequest', async (req) => {
-    if (!LIMITED.has(req.routeOptions.url ?? '')) return
+    if (!limited.has(req.routeOptions.url ?? '')) return
     const result = await check(req)
     if (result.isAllowed || !result.isExceeded) return
     const retryAfter = String(Math.max(1, result.ttlInSeconds))

@@ -33,6 +33,8 @@ export interface SignInOptions extends SignInFlowOptions {
   sessionMaxAgeSeconds: number
   /** The gateway's time in epoch seconds. */
   nowSeconds: () => number
+  /** Callback paths outside the contract's (a provider's redirectPath; oidc/providers.ts Providers.ownCallbackPaths). */
+  ownCallbackPaths?: readonly string[]
 }
 
 /** Writes the flow's answer: a redirect, or the JSON `{ value }`. */
@@ -61,7 +63,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.addHook('onRoute', (route) => {
     route.bodyLimit ??= BODY_LIMIT_BYTES
   })
-  await hardenSignIn(app, options.rateLimit, options.rateLimitStore)
+  await hardenSignIn(app, options.rateLimit, options.rateLimitStore, options.ownCallbackPaths)
   // The form-post callback and the sign-out form (routes/form-post.ts).
   acceptFormBodies(app)
 
@@ -74,6 +76,10 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
   app.get(ENDPOINTS.providerCallback.path, callback)
   app.post(ENDPOINTS.callback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
   app.post(ENDPOINTS.providerCallback.path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
+  for (const path of options.ownCallbackPaths ?? []) {
+    app.get(path, callback)
+    app.post(path, { bodyLimit: FORM_POST_BODY_LIMIT }, callback)
+  }
 
   // Several cookie domains: one sign-in handed to a host of another domain (routes/handoff.ts).
   // Its URLs carry one-time seals: never kept, never sent on as a Referer.

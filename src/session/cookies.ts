@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { CookiesConfig } from '../options/types.js'
 import { GatewayError } from '../contract/errors.js'
-import { CALLBACK_PATH } from '../contract/endpoints.js'
+import { CALLBACK_PATH, isAtOrBelow } from '../contract/endpoints.js'
 import type { CookieCipher } from './cipher.js'
 import { SEALED_TRANSACTION, type SignInTransaction } from './sealed.js'
 import type { SessionReply, SessionRequest } from './types.js'
@@ -453,7 +453,15 @@ export class GatewayCookies {
    * https and loopback origins, config/cross-key-rules.ts refuses the rest). Only this cookie gets it:
    * it opens for its own state only and is cleared by the callback.
    */
-  writeTransaction(req: SessionRequest, reply: SessionReply, state: string, transaction: SignInTransaction, ttlSeconds: number, crossSite = false): void {
+  writeTransaction(
+    req: SessionRequest,
+    reply: SessionReply,
+    state: string,
+    transaction: SignInTransaction,
+    ttlSeconds: number,
+    crossSite = false,
+    callbackPath: string = CALLBACK_PATH,
+  ): void {
     const held = this.#heldBinding(req)
     const nonce = held?.nonce ?? randomBytes(BINDING_BYTES).toString('base64url')
     const now = this.#cipher.clock.now() / 1000
@@ -461,12 +469,14 @@ export class GatewayCookies {
     // The transaction cookies travel only to the callback, so the binding lists them: the newest
     // MAX_TRANSACTIONS - 1 stay, the others are expired by name.
     const live = [...(held?.live ?? [])].sort().reverse()
+    // An old one may have been set for another provider's callback path: expired on this one's too.
+    const paths = new Set([CALLBACK_PATH, txPath(callbackPath)])
     for (const suffix of live.slice(MAX_TRANSACTIONS - 1))
-      reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(req, false), maxAge: 0, expires: new Date(0) })
+      for (const path of paths) reply.setCookie(this.#txPrefix + suffix, '', { ...this.#txAttributes(req, false), path, maxAge: 0, expires: new Date(0) })
     const suffix = Math.floor(now).toString(36).padStart(TX_TIME_CHARS, '0') + stateTag(state)
     // Set again with every sign-in: it lives as long as the browser's latest transaction.
     this.#setBinding(reply, nonce, [...live.slice(0, MAX_TRANSACTIONS - 1), suffix], ttlSeconds, crossSite)
-    reply.setCookie(this.#txPrefix + suffix, sealed, { ...this.#txAttributes(req, crossSite), maxAge: ttlSeconds })
+    reply.setCookie(this.#txPrefix + suffix, sealed, { ...this.#txAttributes(req, crossSite, callbackPath), maxAge: ttlSeconds })
   }
 
   /**
@@ -486,10 +496,10 @@ export class GatewayCookies {
   }
 
   /** Expires a transaction cookie, with the attributes it was set with (`crossSite` as for writeTransaction), and takes it off the binding's list. */
-  clearTransaction(req: SessionRequest, reply: SessionReply, state: string, crossSite = false): void {
+  clearTransaction(req: SessionRequest, reply: SessionReply, state: string, crossSite = false, callbackPath: string = CALLBACK_PATH): void {
     const name = this.#transactionName(req, state)
     if (name === undefined) return
-    reply.setCookie(name, '', { ...this.#txAttributes(req, crossSite), maxAge: 0, expires: new Date(0) })
+    reply.setCookie(name, '', { ...this.#txAttributes(req, crossSite, callbackPath), maxAge: 0, expires: new Date(0) })
     const held = this.#heldBinding(req)
     const suffix = name.slice(this.#txPrefix.length)
     if (held?.live.includes(suffix) !== true) return
@@ -522,9 +532,11 @@ export class GatewayCookies {
     reply.setCookie(this.#binding.name, [nonce, ...live].join('.'), { ...this.#bindingAttributes(crossSite), maxAge: ttlSeconds })
   }
 
-  #txAttributes(req: SessionRequest, crossSite: boolean): CookieSerializeOptions {
+  /** `callbackPath`: the provider's (contract/endpoints.ts callbackPath); the cookie travels to it only. */
+  #txAttributes(req: SessionRequest, crossSite: boolean, callbackPath: string = CALLBACK_PATH): CookieSerializeOptions {
     const base = this.#attributesFor(req)
-    return crossSite ? { ...base, path: CALLBACK_PATH, sameSite: 'none', secure: true } : { ...base, path: CALLBACK_PATH }
+    const path = txPath(callbackPath)
+    return crossSite ? { ...base, path, sameSite: 'none', secure: true } : { ...base, path }
   }
 
   /** The names of the browser's transaction cookies (the current configuration's). */
@@ -541,6 +553,14 @@ export class GatewayCookies {
   #expire(reply: SessionReply, name: string, path: string): void {
     this.#expireEverywhere(reply, name, { ...this.#base, path })
   }
+}
+
+/**
+ * The Path of a transaction cookie for a provider's callback: CALLBACK_PATH for the contract's
+ * callbacks (each provider's own is below it), the provider's redirectPath otherwise.
+ */
+function txPath(callbackPath: string): string {
+  return isAtOrBelow(callbackPath, CALLBACK_PATH) ? CALLBACK_PATH : callbackPath
 }
 
 /** Only cookie-name-safe characters of the state, TX_STATE_CHARS of them at most. */

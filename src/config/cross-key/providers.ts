@@ -3,6 +3,7 @@
 // and allowInsecureHttp, the client authentication and its credential, the FAPI 2.0 profile, the
 // form post and the public URL, the Shared Signals receiver, the claim sources).
 
+import { isAtOrBelow } from '../../contract/endpoints.js'
 import { FAPI2_ALGORITHMS } from '../../oidc/profile.js'
 import { formatPath, type Issue, type Path } from '../path.js'
 import { checkGithub } from './github.js'
@@ -10,7 +11,39 @@ import { duplicates, isBoolean, isPlainHttpRemote, isRecord, isString, isStringA
 
 export function providerRules(read: Read, data: unknown): Issue[] {
   const providers = providerPaths(data)
-  return [...checkProviderForms(data), ...checkProviderNames(read, providers), ...providers.flatMap((at) => checkProvider(read, data, at))]
+  return [
+    ...checkProviderForms(data),
+    ...checkProviderNames(read, providers),
+    ...checkRedirectPaths(read, data, providers),
+    ...providers.flatMap((at) => checkProvider(read, data, at)),
+  ]
+}
+
+// A provider's redirectPath (a cutover that keeps oauth2-proxy's registered redirect URI): each
+// selects one provider's sign-ins (distinct redirect URIs are RFC 9700 4.4.2's mix-up defence),
+// and the gateway owns it and everything below it, so no upstream may be routed there.
+function checkRedirectPaths(read: Read, data: unknown, at: readonly Path[]): Issue[] {
+  const keyed = at.flatMap((path, index): Keyed[] => {
+    const value = read([...path, 'redirectPath'], isString)
+    return value === undefined ? [] : [[index, value]]
+  })
+  const issues = duplicates(keyed).map(([index, first]): Issue => ({
+    path: [...(at[index] ?? []), 'redirectPath'],
+    message: `duplicate of ${formatPath([...(at[first] ?? []), 'redirectPath'])}: each provider needs a redirect URI of its own`,
+  }))
+  const upstreams = valueAt(data, ['upstreams'])
+  if (!Array.isArray(upstreams)) return issues
+  upstreams.forEach((_, u) => {
+    const prefix = read(['upstreams', u, 'match', 'pathPrefix'], isString)
+    if (prefix === undefined) return
+    const own = keyed.find(([, path]) => isAtOrBelow(prefix, path))
+    if (own === undefined) return
+    issues.push({
+      path: ['upstreams', u, 'match', 'pathPrefix'],
+      message: `is at or below ${formatPath([...(at[own[0]] ?? []), 'redirectPath'])} (${own[1]}), which the gateway serves: this upstream would never receive a request`,
+    })
+  })
+  return issues
 }
 
 /**

@@ -58,3 +58,31 @@ t.test('form_post: only on an https or loopback public URL', async (t) => {
   t.strictSame(problems({ server: { publicUrl: 'http://localhost:8080' }, cookies: { secure: false }, provider: { responseMode: 'form_post' } }), [], 'form_post on http://localhost with insecure cookies')
   t.strictSame(problems({ server: { publicUrl: 'http://127.0.0.1:8080' }, cookies: { secure: false }, provider: { responseMode: 'form_post' } }), [], 'form_post on http://127.0.0.1')
 })
+
+t.test("redirectPath: a clean path outside the gateway's, one per provider, with no upstream at or below it", async (t) => {
+  t.strictSame(problems({ provider: { redirectPath: '/oauth2/callback' } }), [], "oauth2-proxy's callback path")
+  t.strictSame(problems({ provider: { redirectPath: '/' } }), ['provider.redirectPath: must not end with / (nor be /)'])
+  t.strictSame(problems({ provider: { redirectPath: '/oauth2/callback/' } }), ['provider.redirectPath: must not end with / (nor be /)'])
+  t.strictSame(problems({ provider: { redirectPath: 'oauth2/callback' } }), ['provider.redirectPath: must start with /'])
+  t.strictSame(problems({ provider: { redirectPath: '/oauth2/:cb' } }), ['provider.redirectPath: must not contain : or *'])
+  t.strictSame(problems({ provider: { redirectPath: '/api/v1/openid/cb' } }), ['provider.redirectPath: must not be /api/v1/openid or below it (the gateway serves that path)'])
+  t.strictSame(problems(several([{ ...STAFF, redirectPath: '/oauth2/callback' }, { ...PARTNERS, redirectPath: '/oauth2/callback' }])), [
+    'providers[1].redirectPath: duplicate of providers[0].redirectPath: each provider needs a redirect URI of its own',
+  ])
+  t.strictSame(problems(several([{ ...STAFF, redirectPath: '/oauth2/callback' }, PARTNERS])), [], 'another provider on the contract path')
+  const upstreams = (pathPrefix: string) => ({
+    provider: { redirectPath: '/oauth2/callback' },
+    upstreams: [
+      { name: 'app', target: 'http://127.0.0.1:3000' },
+      { name: 'cb', target: 'http://127.0.0.1:3001', match: { pathPrefix } },
+    ],
+  })
+  t.strictSame(problems(upstreams('/oauth2/callback/x')), [
+    'upstreams[1].match.pathPrefix: is at or below provider.redirectPath (/oauth2/callback), which the gateway serves: this upstream would never receive a request',
+  ])
+  t.strictSame(problems(upstreams('/oauth2/callback')), [
+    'upstreams[1].match.pathPrefix: is at or below provider.redirectPath (/oauth2/callback), which the gateway serves: this upstream would never receive a request',
+  ])
+  t.strictSame(problems(upstreams('/oauth2')), [], 'an upstream above it keeps the rest of its prefix')
+  t.strictSame(problems(upstreams('/oauth2/callbacks')), [], 'a sibling on no segment boundary')
+})

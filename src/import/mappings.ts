@@ -1,0 +1,840 @@
+// The one table of the converter: every option oauth2-proxy v7.15 reads (the `flag:` and `cfg:`
+// tags of pkg/apis/options in oauth2-proxy/oauth2-proxy, and the alpha configuration's settings of
+// oauth2-proxy/oauth2-proxy docs/docs/configuration/alpha_config.md, normalised by alpha.ts), each with the gateway key it
+// becomes or the reason it cannot be carried. A row carries an option by writing into the draft,
+// and returns a reason for a value it cannot carry; `cannot(reason)` is a row that never carries.
+// Carrying an option later (a new key of the gateway) is a change of its row alone.
+
+import { CALLBACK_PATH, FORWARD_AUTH_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
+import { Draft, type JsonObject } from './draft.js'
+import { isStringList, type AlphaHeader, type AlphaUpstream, type OptionKind, type OptionMap, type OptionValue } from './options.js'
+
+/** A row's verdict: undefined when carried, else why it cannot be (one stderr line). */
+type Carry = (value: OptionValue, draft: Draft, options: OptionMap) => string | undefined
+
+export interface Mapping {
+  /** The flag name (`--cookie-secret`); alpha-only settings are named `alpha-…`. */
+  readonly flag: string
+  /** Its names in oauth2-proxy.cfg (also OAUTH2_PROXY_<NAME> in the environment). */
+  readonly cfg: readonly string[]
+  readonly kind: OptionKind
+  readonly carry: Carry
+}
+
+// --- the variables secrets become (named in the output's header and on stderr) ---------------
+
+export const CLIENT_SECRET_VAR = 'OIDC_CLIENT_SECRET'
+export const COOKIE_SECRET_VAR = 'COOKIE_SECRET'
+export const REDIS_PASSWORD_VAR = 'REDIS_PASSWORD'
+
+// --- reasons shared by several rows ---------------------------------------------------------
+
+const NO_SIGN_IN_PAGE = 'the gateway has no sign-in page: a sign-in goes straight to the provider'
+const DISCOVERY_ONLY = "the gateway reads the provider's endpoints and keys from its discovery document only"
+const LOGGING = 'the gateway logs one JSON line per request (pino), set with log.level'
+const NO_TLS_LISTENER = 'the gateway serves plain HTTP: terminate TLS in front of it'
+const NEVER_INSECURE = 'the gateway never skips TLS verification: trust a private CA with NODE_EXTRA_CA_CERTS'
+const GITHUB = 'GitHub is not an OpenID provider, and the gateway speaks OpenID Connect only'
+const GROUP_SOURCE = "the gateway reads groups from the ID token or UserInfo only, not from this provider's API"
+const PLAIN_OAUTH = 'not an OpenID provider: the gateway speaks OpenID Connect only'
+const LEGACY_CREDENTIALS =
+  'the gateway forwards the access token only as Authorization: Bearer (upstreams[].forwardAccessToken), never the ID token or HTTP Basic credentials'
+const REGEX_RULES = 'the gateway matches public paths with globs (upstreams[].publicPaths), not regular expressions or methods: write the paths as globs'
+const SEVERAL_DOMAINS = 'the gateway sets its cookie for one domain (cookies.domain)'
+const TEMPLATES = 'the gateway has its own pages (no templates, banner, footer or logo)'
+const HTPASSWD = 'the gateway signs in through the provider only (no htpasswd users)'
+
+// --- value readers ----------------------------------------------------------------------------
+
+export function text(value: OptionValue): string {
+  if (typeof value === 'string') return value
+  if (typeof value === 'boolean' || typeof value === 'number') return String(value)
+  return isStringList(value) ? value.join(',') : ''
+}
+
+function strings(value: OptionValue): string[] {
+  if (isStringList(value))
+    return value
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter((v) => v !== '')
+  return text(value)
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '')
+}
+
+function flag(value: OptionValue): boolean {
+  if (typeof value === 'boolean') return value
+  return /^(1|t|true|yes)$/i.test(text(value))
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 }
+
+/** A Go duration (`168h`, `1h30m`, `500ms`) in seconds, or undefined when it is not one. */
+export function durationSeconds(value: OptionValue): number | undefined {
+  if (typeof value === 'number') return value / 1e9
+  const source = text(value).trim()
+  if (source === '0') return 0
+  const parts = [...source.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)]
+  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== source) return undefined
+  return parts.reduce((sum, p) => sum + Number(p[1]) * (DURATION_UNITS[p[2] ?? 's'] ?? 1), 0)
+}
+
+// --- row builders ---------------------------------------------------------------------------------
+
+function row(flagName: string, kind: OptionKind, carry: Carry, cfg?: string | readonly string[]): Mapping {
+  return { flag: flagName, kind, carry, cfg: cfg === undefined ? [flagName.replaceAll('-', '_')] : typeof cfg === 'string' ? [cfg] : cfg }
+}
+
+/** An option the gateway has no place for. */
+function cannot(flagName: string, kind: OptionKind, reason: string, cfg?: string | readonly string[]): Mapping {
+  return row(flagName, kind, () => reason, cfg)
+}
+
+/** An option whose value `fits` is what the gateway always does: carried as nothing; another value is `reason`. */
+function always(flagName: string, kind: OptionKind, fits: (value: OptionValue) => boolean, reason: string, cfg?: string | readonly string[]): Mapping {
+  return row(flagName, kind, (value) => (fits(value) ? undefined : reason), cfg)
+}
+
+const isTrue = (value: OptionValue): boolean => flag(value)
+const isFalse = (value: OptionValue): boolean => !flag(value)
+
+// --- the rows with a place in the gateway's configuration -----------------------------------------
+
+/** Provider types that are OpenID providers, and the issuer each has without `--oidc-issuer-url`. */
+const OIDC_PROVIDERS: Readonly<Record<string, string | undefined>> = {
+  oidc: undefined,
+  'keycloak-oidc': undefined,
+  'entra-id': undefined,
+  azure: undefined,
+  adfs: undefined,
+  google: 'https://accounts.google.com',
+  gitlab: 'https://gitlab.com',
+}
+
+function carryProvider(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  const type = text(value).toLowerCase()
+  if (!(type in OIDC_PROVIDERS)) return type === 'github' ? GITHUB : `provider ${type}: ${PLAIN_OAUTH}`
+  const known = OIDC_PROVIDERS[type]
+  if (options.get('oidc-issuer-url') === undefined && known !== undefined) draft.provider.issuer = known
+  return undefined
+}
+
+function carryIssuer(value: OptionValue, draft: Draft): string | undefined {
+  const issuer = text(value)
+  draft.provider.issuer = issuer
+  if (issuer.startsWith('http://')) draft.provider.allowInsecureHttp = true
+  return undefined
+}
+
+function carryScope(value: OptionValue, draft: Draft): string | undefined {
+  const scopes = [
+    ...new Set(
+      text(value)
+        .split(/\s+/)
+        .filter((s) => s !== ''),
+    ),
+  ]
+  if (!scopes.includes('openid')) scopes.unshift('openid')
+  draft.provider.scopes = scopes
+  return undefined
+}
+
+/** oauth2-proxy tries a claim name whole, then split at its dots; the gateway's claim path nests at dots and quotes other names. */
+function claimPath(claim: string): string {
+  return /^[A-Za-z0-9_$:-]+(\.[A-Za-z0-9_$:-]+)*$/.test(claim) ? claim : `[${JSON.stringify(claim)}]`
+}
+
+/** `redirect_url`: the public origin, and the callback's path kept (provider.redirectPath) unless it is the gateway's own. */
+function carryRedirectUrl(value: OptionValue, draft: Draft): string | undefined {
+  const raw = text(value)
+  if (!URL.canParse(raw) || !/^https?:$/.test(new URL(raw).protocol)) {
+    return 'a relative redirect URL: the gateway needs its absolute public origin (give it with --public-url)'
+  }
+  const url = new URL(raw)
+  draft.server.publicUrl = url.origin
+  if (url.pathname !== CALLBACK_PATH) draft.provider.redirectPath = url.pathname
+  return undefined
+}
+
+function carryEmailDomains(value: OptionValue, draft: Draft): string | undefined {
+  const domains = strings(value)
+  if (domains.includes('*')) return undefined
+  // oauth2-proxy's `*.example.com` is the gateway's `.example.com` (subdomains).
+  Draft.set(draft.shared, ['allow', 'emailDomains'], [...new Set(domains.map((d) => d.replace(/^\*\./, '.')))])
+  return undefined
+}
+
+function carryCookieDomains(value: OptionValue, draft: Draft): string | undefined {
+  const domains = strings(value)
+  const [first] = domains
+  if (first === undefined) return undefined
+  // A cookie's domain has no port (RFC 6265 5.2.3); oauth2-proxy's examples write one.
+  draft.cookies.domain = first.replace(/^\./, '').replace(/:\d+$/, '')
+  return domains.length > 1 ? `${SEVERAL_DOMAINS}: ${first} is carried, ${domains.slice(1).join(', ')} not` : undefined
+}
+
+function carryCookieSecret(_value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  const file = options.get('cookie-secret-file')
+  const read = options.get('cookie-secret') === undefined && file !== undefined ? ` (oauth2-proxy read its own from ${text(file.value)})` : ''
+  draft.cookies.secrets = [
+    draft.secret(COOKIE_SECRET_VAR, `a new cookie secret of 32 bytes or more, e.g. from openssl rand -base64 32${read}; sessions do not carry over`),
+  ]
+  return undefined
+}
+
+function carryClientSecret(_value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  const file = options.get('client-secret-file')
+  const what =
+    options.get('client-secret') === undefined && file !== undefined ? `the client secret (oauth2-proxy read it from ${text(file.value)})` : 'the client secret'
+  draft.provider.clientSecret = draft.secret(CLIENT_SECRET_VAR, what)
+  return undefined
+}
+
+function carryExpire(value: OptionValue, draft: Draft): string | undefined {
+  const seconds = durationSeconds(value)
+  if (seconds === undefined) return `not a duration: ${text(value)}`
+  const whole = Math.round(seconds)
+  if (whole < 60 || whole > 2592000) return `the gateway's session.maxAgeSeconds is 60 to 2592000 seconds (30 days), not ${whole}`
+  draft.session.maxAgeSeconds = whole
+  return undefined
+}
+
+function carryUpstreamTimeout(value: OptionValue, draft: Draft): string | undefined {
+  const seconds = durationSeconds(value)
+  if (seconds === undefined) return `not a duration: ${text(value)}`
+  if (seconds <= 0) return 'the gateway always limits the wait for an upstream (upstreams[].timeoutMs)'
+  draft.shared.timeoutMs = Math.round(seconds * 1000)
+  return undefined
+}
+
+function carryHttpAddress(value: OptionValue, draft: Draft): string | undefined {
+  const address = text(value).replace(/^http:\/\//, '')
+  if (/^(fd:|unix:)/i.test(address)) return 'the gateway listens on a TCP port only'
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address)
+  if (m === null) return `not a host:port: ${address}`
+  const host = m[1] ?? m[2] ?? ''
+  draft.server.host = host === '' ? '0.0.0.0' : host
+  draft.server.port = Number(m[3])
+  return undefined
+}
+
+function carryMetricsAddress(value: OptionValue, draft: Draft): string | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(text(value).replace(/^http:\/\//, ''))
+  if (m === null) return `not a host:port: ${text(value)}`
+  const host = m[1] ?? m[2] ?? ''
+  if (host !== '') draft.server.managementHost = host
+  draft.server.managementPort = Number(m[3])
+  return undefined
+}
+
+function carryWhitelist(value: OptionValue, draft: Draft): string | undefined {
+  const hosts: string[] = []
+  const lost: string[] = []
+  for (const entry of strings(value)) {
+    // oauth2-proxy's `*.example.com` and `.example.com` are the gateway's `.example.com`; a `:*` port has no equivalent.
+    const host = entry.replace(/^\*\./, '.')
+    if (host.endsWith(':*')) lost.push(entry)
+    else hosts.push(host)
+  }
+  if (hosts.length > 0) draft.redirects.allowedHosts = [...new Set(hosts)]
+  return lost.length === 0 ? undefined : `redirects.allowedHosts has no port wildcard: ${lost.join(', ')} not carried`
+}
+
+function carryTrustedProxies(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  const reverse = options.get('reverse-proxy')
+  if (reverse === undefined || !flag(reverse.value)) return 'only believed with reverse-proxy: true, which is not set'
+  draft.server.trustedProxies = strings(value)
+  return undefined
+}
+
+function carryReverseProxy(value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  if (!flag(value) || options.has('trusted-proxy-ip')) return undefined
+  return "it believes X-Forwarded-* from every peer; the gateway believes only server.trustedProxies: list your load balancer's addresses there"
+}
+
+/**
+ * redis_connection_url: the gateway's session.redisUrl, its password (in the URL, or
+ * redis_password) from the environment, written back into the URL (the gateway reads a password
+ * there with a URL; URL-encode it).
+ */
+function carryRedisUrl(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  const raw = text(value)
+  if (!URL.canParse(raw)) return `not a URL: ${raw}`
+  const url = new URL(raw)
+  const hasPassword = url.password !== '' || (options.get('redis-password')?.value ?? '') !== ''
+  const user = url.username !== '' ? url.username : text(options.get('redis-username')?.value ?? '')
+  const where = url.password !== '' ? 'it was in redis_connection_url' : 'redis_password'
+  const auth = hasPassword ? `${user}:${draft.secret(REDIS_PASSWORD_VAR, `the Redis password, URL-encoded (${where})`)}@` : user === '' ? '' : `${user}@`
+  draft.session.redisUrl = `${url.protocol}//${auth}${url.host}${url.pathname}${url.search}`
+  return undefined
+}
+
+function carrySessionStore(value: OptionValue, draft: Draft): string | undefined {
+  const store = text(value)
+  if (store === 'cookie' || store === '') return undefined
+  if (store === 'redis') {
+    draft.session.store = 'redis'
+    return undefined
+  }
+  return `unknown session store ${store}`
+}
+
+/** Upstreams of the legacy form (`--upstream`): the URL's path is where it is routed (oauth2-proxy's LegacyUpstreams.convert); its path is not sent. */
+function carryUpstreams(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (options.has('alpha-upstreams')) return undefined
+  const lost: string[] = []
+  for (const raw of strings(value)) {
+    const url = URL.canParse(raw) ? new URL(raw) : undefined
+    if (url?.protocol === 'static:') {
+      // oauth2-proxy behind an ingress's auth_request or forward-auth, answering its checks itself.
+      addUpstream(draft, '/', STATIC_TARGET, {})
+      lost.push(
+        `${raw} (a static answer: the gateway answers an ingress's checks at ${FORWARD_AUTH_PATH}, point the ingress there; this upstream's target ${STATIC_TARGET} is then never asked)`,
+      )
+      continue
+    }
+    if (url === undefined || !/^https?:$/.test(url.protocol)) {
+      lost.push(`${raw} (${url === undefined ? 'not a URL' : 'the gateway proxies to http(s) upstreams only, no file://, static:// or unix:// ones'})`)
+      continue
+    }
+    addUpstream(draft, url.pathname === '' ? '/' : url.pathname, url.origin, {})
+  }
+  return lost.length === 0 ? undefined : lost.map((l) => `upstream ${l}`).join('; ')
+}
+
+/** The target of an upstream that stands for oauth2-proxy's `static://` one: the discard port, never asked by forward-auth. */
+const STATIC_TARGET = 'http://127.0.0.1:9'
+
+function addUpstream(draft: Draft, path: string, target: string, own: JsonObject): void {
+  const pathPrefix = path.length > 1 ? path.replace(/\/+$/, '') : '/'
+  const base = pathPrefix === '/' ? 'app' : `app-${pathPrefix.slice(1).replace(/[^A-Za-z0-9_-]+/g, '-')}`
+  let name = base
+  for (let i = 2; draft.upstreams.some((u) => u.name === name); i++) name = `${base}-${i}`
+  draft.upstreams.push({ name, pathPrefix, target, own })
+}
+
+/** Alpha upstreams: each its own path, target and settings. */
+function carryAlphaUpstreams(value: OptionValue, draft: Draft): string | undefined {
+  const lost: string[] = []
+  for (const upstream of value as readonly AlphaUpstream[]) {
+    const reason = alphaUpstreamProblem(upstream)
+    if (reason !== undefined) {
+      lost.push(`${upstream.from}: ${reason}`)
+      continue
+    }
+    const own: JsonObject = {}
+    if (upstream.passHostHeader !== undefined) own.passHostHeader = upstream.passHostHeader
+    if (upstream.proxyWebSockets !== undefined) own.websocket = upstream.proxyWebSockets
+    const timeout = upstream.timeout === undefined ? undefined : durationSeconds(upstream.timeout)
+    if (timeout !== undefined && timeout > 0) own.timeoutMs = Math.round(timeout * 1000)
+    addUpstream(draft, upstream.path, new URL(upstream.uri ?? '').origin, own)
+    for (const [key, set] of [
+      ['flushInterval', upstream.flushInterval !== undefined],
+      ['insecureSkipTLSVerify', upstream.insecureSkipTLSVerify === true],
+      ['disableKeepAlives', upstream.disableKeepAlives === true],
+    ] as const) {
+      if (set) lost.push(`${upstream.from}.${key}: ${key === 'insecureSkipTLSVerify' ? NEVER_INSECURE : 'the gateway manages its upstream connections itself'}`)
+    }
+  }
+  return lost.length === 0 ? undefined : lost.join('; ')
+}
+
+function alphaUpstreamProblem(upstream: AlphaUpstream): string | undefined {
+  if (upstream.static === true) return 'a static response: the gateway only proxies'
+  if (upstream.rewriteTarget !== undefined) return 'rewriteTarget: the gateway sends the request path unchanged'
+  if (!upstream.path.startsWith('/') || /[\^$()[\]{}|?*+\\]/.test(upstream.path))
+    return `the path ${upstream.path} is a pattern: the gateway routes by path prefix`
+  const uri = upstream.uri ?? ''
+  if (!URL.canParse(uri) || !/^https?:$/.test(new URL(uri).protocol)) return 'the gateway proxies to http(s) upstreams only, no file:// or unix:// ones'
+  return undefined
+}
+
+/** The identity headers the gateway sends, by the session claim oauth2-proxy names (the alpha configuration's "ClaimSource"). */
+const IDENTITY_CLAIMS: Readonly<Record<string, string>> = { user: 'user', email: 'email', groups: 'groups', preferred_username: 'preferredUsername' }
+
+/** Alpha injectRequestHeaders: the identity headers' names, claims as claim headers, the access token as Bearer. */
+function carryRequestHeaders(value: OptionValue, draft: Draft): string | undefined {
+  const lost: string[] = []
+  const named = new Set<string>()
+  for (const header of value as readonly AlphaHeader[]) {
+    const reason = carryRequestHeader(header, draft, named)
+    if (reason !== undefined) lost.push(`${header.from} (${header.name}): ${reason}`)
+  }
+  return lost.length === 0 ? undefined : lost.join('; ')
+}
+
+function carryRequestHeader(header: AlphaHeader, draft: Draft, named: Set<string>): string | undefined {
+  if (header.preserveRequestValue === true) return "preserveRequestValue: the gateway always removes a client's own copy"
+  const [only, ...more] = header.values
+  if (only === undefined || more.length > 0) return 'the gateway sets an identity header from one claim'
+  if (only.basicAuthPassword === true) return LEGACY_CREDENTIALS
+  if (only.claim === undefined) return 'a value that is not a claim: the gateway sets identity headers only'
+  const claim = only.claim
+  if (claim === 'access_token') {
+    if (header.name.toLowerCase() === 'authorization' && only.prefix === 'Bearer ') {
+      draft.shared.forwardAccessToken = true
+      return undefined
+    }
+    return LEGACY_CREDENTIALS
+  }
+  if (only.prefix !== undefined && only.prefix !== '') return 'a prefix: the gateway sends the claim as it is'
+  const key = IDENTITY_CLAIMS[claim]
+  if (key !== undefined && !named.has(key)) {
+    named.add(key)
+    Draft.set(draft.shared, ['identityHeaders', key], header.name)
+    return undefined
+  }
+  if (['id_token', 'refresh_token', 'created_at', 'expires_on'].includes(claim)) return `the session's ${claim} is never sent to an application`
+  if (key !== undefined) return `a second header of the ${claim} claim`
+  Draft.set(draft.shared, ['claimHeaders', header.name], claimPath(claim))
+  return undefined
+}
+
+/** The forward-auth answer's headers: the gateway's X-Auth-Request-* are always sent. */
+const X_AUTH_REQUEST: Readonly<Record<string, string>> = {
+  'x-auth-request-user': 'user',
+  'x-auth-request-email': 'email',
+  'x-auth-request-groups': 'groups',
+  'x-auth-request-preferred-username': 'preferred_username',
+}
+
+function carryResponseHeaders(value: OptionValue, draft: Draft): string | undefined {
+  const lost: string[] = []
+  for (const header of value as readonly AlphaHeader[]) {
+    const [only, ...more] = header.values
+    const name = header.name.toLowerCase()
+    if (only?.claim !== undefined && more.length === 0 && (only.prefix ?? '') === '' && X_AUTH_REQUEST[name] === only.claim) continue
+    if (name === 'x-auth-request-access-token' && only?.claim === 'access_token' && more.length === 0 && (only.prefix ?? '') === '') {
+      draft.shared.forwardAccessToken = true
+      continue
+    }
+    lost.push(`${header.from} (${header.name}): the forward-auth answer carries the gateway's X-Auth-Request-* headers only`)
+  }
+  return lost.length === 0 ? undefined : lost.join('; ')
+}
+
+function carryAllowedGroups(value: OptionValue, draft: Draft): string | undefined {
+  Draft.set(draft.shared, ['allow', 'groups'], strings(value))
+  return undefined
+}
+
+/** A provider's additionalClaims (v7.15): the claims /oauth2/userinfo adds, which the gateway's userinfo endpoint adds too. */
+function carryAdditionalClaims(value: OptionValue, draft: Draft): string | undefined {
+  draft.provider.additionalClaims = strings(value)
+  return undefined
+}
+
+function carryGroupsClaim(value: OptionValue, draft: Draft): string | undefined {
+  const claim = text(value)
+  if (claim !== 'groups') draft.provider.groupsClaim = claimPath(claim)
+  return undefined
+}
+
+function carrySigningAlgs(value: OptionValue, draft: Draft): string | undefined {
+  const algs = strings(value)
+  const asymmetric = algs.filter((a) => !/^(HS|none)/i.test(a))
+  if (asymmetric.length > 0) draft.provider.idTokenAlgorithms = asymmetric
+  return asymmetric.length === algs.length ? undefined : 'the gateway accepts asymmetric signatures only (no HS* or none)'
+}
+
+function carryEmailsFile(value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  const domains = options.get('email-domain')
+  const everyone = domains === undefined || strings(domains.value).includes('*')
+  if (!everyone) {
+    return 'oauth2-proxy admits an address of the file or of email-domain, the gateway requires every allow rule: write upstreams[].allow.emails or allow.emailDomains, not both'
+  }
+  return `put the file's addresses in upstreams[].allow.emails (${text(value)} is not read)`
+}
+
+function carryPassBasicAuth(value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  const password = options.get('basic-auth-password')
+  return flag(value) && password !== undefined && text(password.value) !== '' ? LEGACY_CREDENTIALS : undefined
+}
+
+function carryPassUserHeaders(value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  const basic = options.get('pass-basic-auth')
+  if (flag(value) || basic === undefined || flag(basic.value)) return undefined
+  return 'the gateway always sends the identity headers (upstreams[].identityHeaders names them)'
+}
+
+function carryCodeChallenge(value: OptionValue): string | undefined {
+  return /^(S256)?$/i.test(text(value)) ? undefined : 'the gateway always uses PKCE with S256'
+}
+
+function carryExtraAudiences(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  const client = options.get('client-id')
+  draft.provider.audiences = [...new Set([...(client === undefined ? [] : [text(client.value)]), ...strings(value)])]
+  return undefined
+}
+
+function carryResponseMode(value: OptionValue, draft: Draft): string | undefined {
+  const mode = text(value)
+  if (mode === '' || mode === 'query') return undefined
+  if (mode === 'form_post') {
+    draft.provider.responseMode = 'form_post'
+    return undefined
+  }
+  return `response mode ${mode}: the gateway asks for query or form_post`
+}
+
+function carryProxyPrefix(value: OptionValue): string | undefined {
+  return text(value).replace(/\/+$/, '') === '/oauth2'
+    ? undefined
+    : `the gateway's endpoints are under ${SIGN_IN_PATH} (its callback path alone can be kept, with provider.redirectPath)`
+}
+
+/** Log rotation: meaningful only with logging_filename, which is not carried itself. */
+function withLogFile(_value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  const file = options.get('logging-filename')
+  return file !== undefined && file.value !== '' ? `${LOGGING}, to stdout` : undefined
+}
+
+function bool(path: readonly string[], root: (draft: Draft) => JsonObject): Carry {
+  return (value, draft) => {
+    Draft.set(root(draft), path, flag(value))
+    return undefined
+  }
+}
+
+function str(path: readonly string[], root: (draft: Draft) => JsonObject): Carry {
+  return (value, draft) => {
+    Draft.set(root(draft), path, text(value))
+    return undefined
+  }
+}
+
+const provider = (d: Draft): JsonObject => d.provider
+const cookies = (d: Draft): JsonObject => d.cookies
+const shared = (d: Draft): JsonObject => d.shared
+
+// --- the table ------------------------------------------------------------------------------------
+
+export const MAPPINGS: readonly Mapping[] = [
+  // The provider.
+  row('provider', 'string', carryProvider),
+  row('oidc-issuer-url', 'string', carryIssuer),
+  row('client-id', 'string', str(['clientId'], provider)),
+  row('client-secret', 'string', carryClientSecret),
+  row('client-secret-file', 'string', carryClientSecret),
+  row('scope', 'string', carryScope),
+  row('code-challenge-method', 'string', carryCodeChallenge),
+  row('force-code-challenge-method', 'string', carryCodeChallenge),
+  row('oidc-groups-claim', 'string', carryGroupsClaim),
+  always(
+    'oidc-email-claim',
+    'string',
+    (v) => text(v) === 'email',
+    "the gateway's email header and allow.emailDomains read the email claim; send another claim with upstreams[].claimHeaders",
+  ),
+  always(
+    'user-id-claim',
+    'string',
+    (v) => text(v) === 'email',
+    "the gateway's email header and allow.emailDomains read the email claim; send another claim with upstreams[].claimHeaders",
+  ),
+  row('prefer-email-to-user', 'bool', (v, d) => {
+    if (flag(v)) d.provider.userClaim = 'email'
+    return undefined
+  }),
+  row('oidc-extra-audience', 'list', carryExtraAudiences, 'oidc_extra_audiences'),
+  always('oidc-audience-claim', 'list', (v) => strings(v).every((c) => c === 'aud'), 'the gateway checks the aud claim', 'oidc_audience_claims'),
+  row('oidc-enabled-signing-alg', 'list', carrySigningAlgs, 'oidc_enabled_signing_algs'),
+  row('auth-request-response-mode', 'string', carryResponseMode),
+  row('redirect-url', 'string', carryRedirectUrl),
+  row('proxy-prefix', 'string', carryProxyPrefix),
+  cannot('acr-values', 'string', 'the gateway asks for acr values per path with upstreams[].rules step-up, not on every sign-in'),
+  cannot('prompt', 'string', 'the gateway sends prompt=consent only with provider.offlineAccess'),
+  cannot('approval-prompt', 'string', 'the gateway sends prompt=consent only with provider.offlineAccess'),
+  cannot('provider-display-name', 'string', NO_SIGN_IN_PAGE),
+  cannot('provider-ca-file', 'list', 'trust a private CA with NODE_EXTRA_CA_CERTS', 'provider_ca_files'),
+  cannot('use-system-trust-store', 'bool', 'the gateway uses the system trust store plus NODE_EXTRA_CA_CERTS'),
+  cannot('skip-oidc-discovery', 'bool', DISCOVERY_ONLY),
+  cannot('oidc-jwks-url', 'string', DISCOVERY_ONLY),
+  cannot('oidc-public-key-file', 'list', DISCOVERY_ONLY, 'oidc_public_key_files'),
+  cannot('login-url', 'string', DISCOVERY_ONLY),
+  cannot('redeem-url', 'string', DISCOVERY_ONLY),
+  cannot('profile-url', 'string', DISCOVERY_ONLY),
+  cannot('validate-url', 'string', DISCOVERY_ONLY),
+  cannot('skip-claims-from-profile-url', 'bool', 'the gateway asks UserInfo only with provider.claimSources.userInfo'),
+  cannot('backend-logout-url', 'string', "sign-out goes to the end_session_endpoint of the provider's discovery document"),
+  cannot('resource', 'string', 'the gateway sends no resource parameter at sign-in'),
+  always('insecure-oidc-allow-unverified-email', 'bool', isFalse, 'the gateway refuses an email with email_verified: false'),
+  always('insecure-oidc-skip-issuer-verification', 'bool', isFalse, 'the gateway always checks the issuer (several issuers are several providers)'),
+  always('insecure-oidc-skip-nonce', 'bool', () => true, 'never needed: the gateway always sends and checks the nonce'),
+  cannot('extra-jwt-issuers', 'list', 'a Bearer token of another issuer needs that issuer as a provider of its own (providers)'),
+  always('skip-jwt-bearer-tokens', 'bool', () => true, 'never needed: the gateway always accepts Bearer access tokens of the provider'),
+  cannot('bearer-token-login-fallback', 'bool', 'a refused Bearer token is a 401 at the gateway'),
+  cannot('allowed-role', 'list', 'Keycloak roles: set provider.groupsClaim to realm_access.roles and list them in upstreams[].allow.groups', 'allowed_roles'),
+  cannot('keycloak-group', 'list', `the legacy keycloak provider is ${PLAIN_OAUTH.slice(4)}: use keycloak-oidc's issuer`, 'keycloak_groups'),
+  cannot('azure-tenant', 'string', 'the tenant is in the issuer URL (https://login.microsoftonline.com/<tenant>/v2.0)'),
+  cannot('azure-graph-group-field', 'string', 'Entra ID groups beyond the token come from provider.claimSources (graph group overage), by id'),
+  cannot('entra-id-allowed-tenant', 'list', 'one issuer per provider: a multi-tenant app is a provider per tenant', 'entra_id_allowed_tenants'),
+  cannot('entra-id-federated-token-auth', 'bool', 'the gateway authenticates with a client secret or private_key_jwt'),
+  cannot('github-org', 'string', GITHUB),
+  cannot('github-team', 'string', GITHUB),
+  cannot('github-repo', 'string', GITHUB),
+  cannot('github-token', 'string', GITHUB),
+  cannot('github-user', 'list', GITHUB, 'github_users'),
+  cannot('gitlab-group', 'list', GROUP_SOURCE, 'gitlab_groups'),
+  cannot('gitlab-project', 'list', GROUP_SOURCE, 'gitlab_projects'),
+  cannot('google-group', 'list', GROUP_SOURCE, ['google_groups', 'google_group']),
+  cannot('google-admin-email', 'string', GROUP_SOURCE),
+  cannot('google-service-account-json', 'string', GROUP_SOURCE),
+  cannot('google-use-application-default-credentials', 'bool', GROUP_SOURCE),
+  cannot('google-target-principal', 'string', GROUP_SOURCE),
+  cannot('google-use-organization-id', 'bool', GROUP_SOURCE),
+  cannot('google-admin-api-user-scope', 'string', GROUP_SOURCE),
+  cannot('bitbucket-team', 'string', `Bitbucket is ${PLAIN_OAUTH.slice(4)}`),
+  cannot('bitbucket-repository', 'string', `Bitbucket is ${PLAIN_OAUTH.slice(4)}`),
+  cannot('jwt-key', 'string', `login.gov's private_key_jwt key: set provider.clientAuthMethod: private_key_jwt and provider.clientKey`),
+  cannot('jwt-key-file', 'string', `login.gov's private_key_jwt key: set provider.clientAuthMethod: private_key_jwt and provider.clientKey`),
+  cannot('pubjwk-url', 'string', DISCOVERY_ONLY),
+
+  // Who may sign in.
+  row('email-domain', 'list', carryEmailDomains, 'email_domains'),
+  row('authenticated-emails-file', 'string', carryEmailsFile),
+  row('allowed-group', 'list', carryAllowedGroups, 'allowed_groups'),
+  row('whitelist-domain', 'list', carryWhitelist, 'whitelist_domains'),
+  cannot('skip-auth-regex', 'list', REGEX_RULES),
+  cannot('skip-auth-route', 'list', REGEX_RULES, 'skip_auth_routes'),
+  row('skip-auth-preflight', 'bool', bool(['allowPreflight'], shared)),
+  cannot('trusted-ip', 'list', 'the gateway admits no request by its address alone', 'trusted_ips'),
+  cannot('api-route', 'list', 'the gateway decides per request: a page load is sent to sign in, any other request gets 401', 'api_routes'),
+  cannot('htpasswd-file', 'string', HTPASSWD),
+  cannot('htpasswd-user-group', 'list', HTPASSWD, 'htpasswd_user_groups'),
+  cannot('display-htpasswd-form', 'bool', HTPASSWD),
+  always('skip-provider-button', 'bool', () => true, ''),
+
+  // Cookies and sessions.
+  row('cookie-name', 'string', str(['name'], cookies)),
+  row('cookie-secret', 'string', carryCookieSecret),
+  row('cookie-secret-file', 'string', carryCookieSecret),
+  row('cookie-domain', 'list', carryCookieDomains, 'cookie_domains'),
+  always('cookie-path', 'string', (v) => text(v) === '/', 'the session cookie is always on /'),
+  row('cookie-secure', 'bool', bool(['secure'], cookies)),
+  row('cookie-samesite', 'string', (v, d) => {
+    const same = text(v).toLowerCase()
+    if (same === '') return undefined
+    if (!['lax', 'strict', 'none'].includes(same)) return `SameSite ${same}: lax, strict or none`
+    d.cookies.sameSite = same
+    return undefined
+  }),
+  row('cookie-expire', 'duration', carryExpire),
+  cannot('cookie-refresh', 'duration', 'the gateway refreshes the access token with the refresh token when a request needs it, not by the session age'),
+  always('cookie-httponly', 'bool', isTrue, 'the session cookie is always HttpOnly'),
+  cannot('cookie-csrf-per-request', 'bool', "the gateway's sign-in transactions have cookies of their own, one per sign-in"),
+  cannot('cookie-csrf-per-request-limit', 'int', "the gateway's sign-in transactions have cookies of their own, at most 3 at once"),
+  cannot('cookie-csrf-expire', 'duration', "the gateway's sign-in transactions last 10 minutes"),
+  cannot('cookie-csrf-samesite', 'string', "the gateway's sign-in transaction cookies are SameSite=Lax (None with form_post)"),
+  cannot('session-cookie-minimal', 'bool', 'the gateway keeps what its session needs'),
+  row('session-store-type', 'string', carrySessionStore),
+  row('redis-connection-url', 'string', carryRedisUrl),
+  // Both are written into session.redisUrl by its row.
+  always('redis-password', 'string', (_v) => true, ''),
+  always('redis-username', 'string', (_v) => true, ''),
+  cannot('redis-use-sentinel', 'bool', 'write session.redis.sentinels (name and nodes) by hand'),
+  cannot('redis-sentinel-master-name', 'string', 'write session.redis.sentinels (name and nodes) by hand'),
+  cannot('redis-sentinel-connection-urls', 'list', 'write session.redis.sentinels (name and nodes) by hand'),
+  cannot('redis-sentinel-password', 'string', 'write session.redis.sentinels.password by hand, from the environment'),
+  cannot('redis-use-cluster', 'bool', 'write session.redis.cluster.nodes by hand'),
+  cannot('redis-cluster-connection-urls', 'list', 'write session.redis.cluster.nodes by hand'),
+  cannot('redis-ca-path', 'string', 'trust a private CA with NODE_EXTRA_CA_CERTS'),
+  always('redis-insecure-skip-tls-verify', 'bool', isFalse, NEVER_INSECURE),
+  cannot('redis-connection-idle-timeout', 'int', 'the gateway keeps its Redis connections open'),
+
+  // Upstreams and what they receive.
+  row('upstream', 'list', carryUpstreams, 'upstreams'),
+  row('alpha-upstreams', 'list', carryAlphaUpstreams, []),
+  row('alpha-inject-request-headers', 'list', carryRequestHeaders, []),
+  row('alpha-inject-response-headers', 'list', carryResponseHeaders, []),
+  cannot('alpha-proxy-raw-path', 'bool', 'the gateway normalizes the path before it routes and decides', []),
+  row('alpha-additional-claims', 'list', carryAdditionalClaims, []),
+  cannot('alpha-login-url-parameters', 'list', 'the gateway sends no parameters of the sign-in request to the provider', []),
+  row('pass-host-header', 'bool', bool(['passHostHeader'], shared)),
+  row('proxy-websockets', 'bool', bool(['websocket'], shared)),
+  row('upstream-timeout', 'duration', carryUpstreamTimeout),
+  cannot('flush-interval', 'duration', 'the gateway streams answers as the upstream sends them'),
+  cannot('disable-keep-alives', 'bool', 'the gateway manages its upstream connections itself'),
+  always('ssl-upstream-insecure-skip-verify', 'bool', isFalse, NEVER_INSECURE),
+  always('ssl-insecure-skip-verify', 'bool', isFalse, NEVER_INSECURE),
+  row('pass-user-headers', 'bool', carryPassUserHeaders),
+  row('pass-basic-auth', 'bool', carryPassBasicAuth),
+  row('basic-auth-password', 'string', (v, _d, options) => (text(v) !== '' && !options.has('pass-basic-auth') ? LEGACY_CREDENTIALS : undefined)),
+  always('pass-access-token', 'bool', isFalse, LEGACY_CREDENTIALS),
+  always('pass-authorization-header', 'bool', isFalse, LEGACY_CREDENTIALS),
+  always('set-authorization-header', 'bool', isFalse, LEGACY_CREDENTIALS),
+  always('set-basic-auth', 'bool', isFalse, LEGACY_CREDENTIALS),
+  always('set-xauthrequest', 'bool', () => true, ''),
+  always('skip-auth-strip-headers', 'bool', isTrue, "the gateway always removes a client's own identity headers"),
+  cannot(
+    'signature-key',
+    'string',
+    'the gateway does not sign requests with GAP-Signature: an upstream that verifies the user gets upstreams[].identityAssertion',
+  ),
+
+  // Listeners.
+  row('http-address', 'string', carryHttpAddress),
+  cannot('https-address', 'string', NO_TLS_LISTENER),
+  cannot('tls-cert-file', 'string', NO_TLS_LISTENER),
+  cannot('tls-key-file', 'string', NO_TLS_LISTENER),
+  cannot('tls-min-version', 'string', NO_TLS_LISTENER),
+  cannot('tls-cipher-suite', 'list', NO_TLS_LISTENER, 'tls_cipher_suites'),
+  row('metrics-address', 'string', carryMetricsAddress),
+  cannot('metrics-secure-address', 'string', NO_TLS_LISTENER),
+  cannot('metrics-tls-cert-file', 'string', NO_TLS_LISTENER),
+  cannot('metrics-tls-key-file', 'string', NO_TLS_LISTENER),
+  cannot('alpha-server-tls', 'string', NO_TLS_LISTENER, []),
+  row('reverse-proxy', 'bool', carryReverseProxy),
+  row('trusted-proxy-ip', 'list', carryTrustedProxies, 'trusted_proxy_ips'),
+  always(
+    'real-client-ip-header',
+    'string',
+    (v) => /^x-forwarded-for$/i.test(text(v)),
+    'the gateway reads the client address from X-Forwarded-For, right to left past server.trustedProxies',
+  ),
+  cannot('ping-path', 'string', 'the probes are /healthz and /readyz on server.managementPort'),
+  cannot('ready-path', 'string', 'the probes are /healthz and /readyz on server.managementPort'),
+  cannot('ping-user-agent', 'string', 'the probes are /healthz and /readyz on server.managementPort'),
+  cannot('gcp-healthchecks', 'bool', 'the probes are /healthz and /readyz on server.managementPort'),
+  always('force-https', 'bool', isFalse, 'redirect http to https in front of the gateway'),
+  cannot('relative-redirect-url', 'bool', 'the gateway redirects to server.publicUrl'),
+  cannot('allow-query-semicolons', 'bool', 'the gateway reads queries as the WHATWG URL standard does'),
+  cannot('encode-state', 'bool', "the gateway's state is its own"),
+  cannot('force-json-errors', 'bool', 'the gateway answers a program with problem+json and a browser navigation with a page'),
+  cannot('show-debug-on-error', 'bool', 'the gateway logs the cause and shows the request id'),
+  cannot('custom-templates-dir', 'string', TEMPLATES),
+  cannot('custom-sign-in-logo', 'string', TEMPLATES),
+  cannot('banner', 'string', TEMPLATES),
+  cannot('footer', 'string', TEMPLATES),
+
+  // Logging.
+  always('request-logging', 'bool', isTrue, LOGGING),
+  cannot('request-logging-format', 'string', LOGGING),
+  always('auth-logging', 'bool', isTrue, `${LOGGING}; sign-ins and their refusals are its audit lines`),
+  cannot('auth-logging-format', 'string', LOGGING),
+  always('standard-logging', 'bool', isTrue, LOGGING),
+  cannot('standard-logging-format', 'string', LOGGING),
+  always('errors-to-info-log', 'bool', isFalse, LOGGING),
+  cannot('exclude-logging-path', 'list', LOGGING, 'exclude_logging_paths'),
+  cannot('silence-ping-logging', 'bool', LOGGING),
+  cannot('request-id-header', 'string', 'the gateway reads and sends X-Request-Id'),
+  cannot('logging-filename', 'string', `${LOGGING}, to stdout`),
+  row('logging-max-size', 'int', withLogFile),
+  row('logging-max-age', 'int', withLogFile),
+  row('logging-max-backups', 'int', withLogFile),
+  row('logging-local-time', 'bool', withLogFile),
+  row('logging-compress', 'bool', withLogFile),
+]
+
+/** The flags oauth2-proxy reads before its options (main.go), which name inputs or actions, not settings. */
+export const META_FLAGS: ReadonlySet<string> = new Set(['config', 'alpha-config', 'convert-config-to-alpha', 'version', 'config-test'])
+
+/**
+ * The options of oauth2-proxy's LegacyOptions (pkg/apis/options/legacy_options.go): with an alpha
+ * configuration they are no options at all (oauth2-proxy v7.15.6, run beside its alpha
+ * configuration with --http-address, exits with "unknown flag: --http-address"), since the alpha
+ * configuration holds the upstreams, headers, provider and servers.
+ */
+export const ALPHA_OWNED: ReadonlySet<string> = new Set([
+  'acr-values',
+  'allowed-group',
+  'allowed-role',
+  'approval-prompt',
+  'auth-request-response-mode',
+  'azure-graph-group-field',
+  'azure-tenant',
+  'backend-logout-url',
+  'basic-auth-password',
+  'bitbucket-repository',
+  'bitbucket-team',
+  'client-id',
+  'client-secret',
+  'client-secret-file',
+  'code-challenge-method',
+  'disable-keep-alives',
+  'entra-id-allowed-tenant',
+  'entra-id-federated-token-auth',
+  'flush-interval',
+  'force-code-challenge-method',
+  'github-org',
+  'github-repo',
+  'github-team',
+  'github-token',
+  'github-user',
+  'gitlab-group',
+  'gitlab-project',
+  'google-admin-api-user-scope',
+  'google-admin-email',
+  'google-group',
+  'google-service-account-json',
+  'google-target-principal',
+  'google-use-application-default-credentials',
+  'google-use-organization-id',
+  'http-address',
+  'https-address',
+  'insecure-oidc-allow-unverified-email',
+  'insecure-oidc-skip-issuer-verification',
+  'insecure-oidc-skip-nonce',
+  'jwt-key',
+  'jwt-key-file',
+  'keycloak-group',
+  'login-url',
+  'metrics-address',
+  'metrics-secure-address',
+  'metrics-tls-cert-file',
+  'metrics-tls-key-file',
+  'oidc-audience-claim',
+  'oidc-email-claim',
+  'oidc-enabled-signing-alg',
+  'oidc-extra-audience',
+  'oidc-groups-claim',
+  'oidc-issuer-url',
+  'oidc-jwks-url',
+  'oidc-public-key-file',
+  'pass-access-token',
+  'pass-authorization-header',
+  'pass-basic-auth',
+  'pass-host-header',
+  'pass-user-headers',
+  'prefer-email-to-user',
+  'profile-url',
+  'prompt',
+  'provider',
+  'provider-ca-file',
+  'provider-display-name',
+  'proxy-websockets',
+  'pubjwk-url',
+  'redeem-url',
+  'resource',
+  'scope',
+  'set-authorization-header',
+  'set-basic-auth',
+  'set-xauthrequest',
+  'skip-auth-strip-headers',
+  'skip-claims-from-profile-url',
+  'skip-oidc-discovery',
+  'ssl-upstream-insecure-skip-verify',
+  'tls-cert-file',
+  'tls-cipher-suite',
+  'tls-key-file',
+  'tls-min-version',
+  'upstream',
+  'upstream-timeout',
+  'use-system-trust-store',
+  'user-id-claim',
+  'validate-url',
+])
+
+const BY_FLAG = new Map(MAPPINGS.map((m) => [m.flag, m]))
+const BY_CFG = new Map(MAPPINGS.flatMap((m) => m.cfg.map((c) => [c, m] as const)))
+
+export function mappingOfFlag(name: string): Mapping | undefined {
+  return BY_FLAG.get(name)
+}
+
+/** A row by its oauth2-proxy.cfg name, which is also the environment name without OAUTH2_PROXY_ (lowercased). */
+export function mappingOfCfg(name: string): Mapping | undefined {
+  return BY_CFG.get(name)
+}
