@@ -75,7 +75,7 @@ function engineRefusal(message: string): string {
 }
 
 /** Whether the pattern ends with an unescaped `$`. */
-function endsWithAnchor(pattern: string): boolean {
+export function endsWithAnchor(pattern: string): boolean {
   if (!pattern.endsWith('$')) return false
   let backslashes = 0
   for (let i = pattern.length - 2; i >= 0 && pattern.charCodeAt(i) === 0x5c; i--) backslashes++
@@ -83,7 +83,7 @@ function endsWithAnchor(pattern: string): boolean {
 }
 
 /** A `|` outside every group and character class. */
-function hasTopLevelAlternation(pattern: string): boolean {
+export function hasTopLevelAlternation(pattern: string): boolean {
   let depth = 0
   let inClass = false
   for (let i = 0; i < pattern.length; i++) {

@@ -5,6 +5,8 @@
 // and returns a reason for a value it cannot carry; `cannot(reason)` is a row that never carries.
 // Carrying an option later (a new key of the gateway) is a change of its row alone.
 
+import { patternCoversPrefix } from '../access/ambiguity.js'
+import { endsWithAnchor, hasTopLevelAlternation, regexProblem } from '../access/request-match.js'
 import { CALLBACK_PATH, FORWARD_AUTH_PATH, SIGN_IN_PATH } from '../contract/endpoints.js'
 import { Draft, type JsonObject } from './draft.js'
 import { isStringList, type AlphaHeader, type AlphaUpstream, type OptionKind, type OptionMap, type OptionValue } from './options.js'
@@ -26,6 +28,7 @@ export interface Mapping {
 export const CLIENT_SECRET_VAR = 'OIDC_CLIENT_SECRET'
 export const COOKIE_SECRET_VAR = 'COOKIE_SECRET'
 export const REDIS_PASSWORD_VAR = 'REDIS_PASSWORD'
+export const BASIC_AUTH_PASSWORD_VAR = 'BASIC_AUTH_PASSWORD'
 
 // --- reasons shared by several rows ---------------------------------------------------------
 
@@ -38,9 +41,9 @@ const GITHUB = 'GitHub is not an OpenID provider, and the gateway speaks OpenID 
 const GROUP_SOURCE = "the gateway reads groups from the ID token or UserInfo only, not from this provider's API"
 const PLAIN_OAUTH = 'not an OpenID provider: the gateway speaks OpenID Connect only'
 const LEGACY_CREDENTIALS =
-  'the gateway forwards the access token only as Authorization: Bearer (upstreams[].forwardAccessToken), never the ID token or HTTP Basic credentials'
-const REGEX_RULES = 'the gateway matches public paths with globs (upstreams[].publicPaths), not regular expressions or methods: write the paths as globs'
-const SEVERAL_DOMAINS = 'the gateway sets its cookie for one domain (cookies.domain)'
+  'write it by hand as upstreams[].forwardBasicAuth (HTTP Basic), forwardIdToken (the ID token as Bearer) or forwardAccessTokenHeader (X-Forwarded-Access-Token)'
+const REGEX_RULES = 'the gateway matches public paths with anchored regular expressions (upstreams[].publicPaths) it can run in linear time'
+const SEVERAL_DOMAINS = 'the gateway hands a sign-in to the other cookies.domains through cross-site redirects'
 const TEMPLATES = 'the gateway has its own pages (no templates, banner, footer or logo)'
 const HTPASSWD = 'the gateway signs in through the provider only (no htpasswd users)'
 
@@ -166,13 +169,40 @@ function carryEmailDomains(value: OptionValue, draft: Draft): string | undefined
   return undefined
 }
 
-function carryCookieDomains(value: OptionValue, draft: Draft): string | undefined {
-  const domains = strings(value)
+/** The most cookies.domains the gateway accepts (config/cross-key/cookies.ts). */
+const MAX_COOKIE_DOMAINS = 10
+
+/**
+ * cookie_domains: one domain is cookies.domain; several are cookies.domains, where each request's
+ * cookie gets the longest domain its host is in, as oauth2-proxy picks it (docs/features/several-domains.md).
+ * The gateway signs in on server.publicUrl's host and hands the session to a page's host on
+ * another domain, which redirectAfter must allow: each domain whitelist_domains does not cover is
+ * added to redirects.allowedHosts (oauth2-proxy, reached on each host, needed no entry there).
+ */
+function carryCookieDomains(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  // A cookie's domain has no port (RFC 6265 5.2.3); oauth2-proxy's examples write one.
+  const domains = [...new Set(strings(value).map((d) => d.toLowerCase().replace(/^\./, '').replace(/:\d+$/, '')))]
   const [first] = domains
   if (first === undefined) return undefined
-  // A cookie's domain has no port (RFC 6265 5.2.3); oauth2-proxy's examples write one.
-  draft.cookies.domain = first.replace(/^\./, '').replace(/:\d+$/, '')
-  return domains.length > 1 ? `${SEVERAL_DOMAINS}: ${first} is carried, ${domains.slice(1).join(', ')} not` : undefined
+  if (domains.length === 1) {
+    draft.cookies.domain = first
+    return undefined
+  }
+  const sameSite = options.get('cookie-samesite')
+  if (sameSite !== undefined && text(sameSite.value).toLowerCase() === 'strict') {
+    draft.cookies.domain = first
+    return `${SEVERAL_DOMAINS}, which never carry a SameSite=Strict cookie (${sameSite.from}): ${first} is carried as cookies.domain, ${domains.slice(1).join(', ')} not`
+  }
+  if (domains.length > MAX_COOKIE_DOMAINS) {
+    draft.cookies.domains = domains.slice(0, MAX_COOKIE_DOMAINS)
+    return `cookies.domains holds at most ${MAX_COOKIE_DOMAINS} domains: ${domains.slice(MAX_COOKIE_DOMAINS).join(', ')} not carried`
+  }
+  draft.cookies.domains = domains
+  const allowed = Array.isArray(draft.redirects.allowedHosts) ? draft.redirects.allowedHosts.filter((h): h is string => typeof h === 'string') : []
+  const covered = (domain: string): boolean => allowed.some((h) => h.startsWith('.') && (domain === h.slice(1) || domain.endsWith(h)))
+  const added = domains.filter((d) => !covered(d)).map((d) => `.${d}`)
+  if (added.length > 0) draft.redirects.allowedHosts = [...allowed, ...added]
+  return undefined
 }
 
 function carryCookieSecret(_value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
@@ -341,6 +371,70 @@ function carryAlphaUpstreams(value: OptionValue, draft: Draft): string | undefin
   return lost.length === 0 ? undefined : lost.join('; ')
 }
 
+/**
+ * oauth2-proxy's regular expression as the gateway's anchored one, matching the same paths: Go's
+ * regexp.MatchString searches (oauthproxy.go isAllowedPath), the gateway matches the whole path
+ * (access/request-match.ts), so an unanchored start becomes `^.*` and an unanchored end `.*$`, and
+ * a `|` outside parentheses is kept inside `(?:...)` first (each branch keeps its own anchors:
+ * `^` and `$` match only at the ends of the path in RE2 without the m flag).
+ */
+export function anchoredRegex(pattern: string): string {
+  if (pattern === '') return '^.*$'
+  const body = hasTopLevelAlternation(pattern) ? `(?:${pattern})` : pattern
+  const start = body.startsWith('^') ? '' : '^.*'
+  const end = endsWithAnchor(body) ? '' : '.*$'
+  return `${start}${body}${end}`
+}
+
+/** A public path for every upstream it can be one of: the same pattern's methods merged, as oauth2-proxy admits any route that matches. */
+function addPublicRegex(draft: Draft, from: string, written: string, regex: string, method: string | undefined): void {
+  for (const upstream of draft.upstreams) {
+    const own = upstream.own as { publicPaths?: JsonObject[] }
+    if (method === undefined && upstream.pathPrefix !== '/' && patternCoversPrefix(regex, upstream.pathPrefix)) {
+      draft.cannot(
+        from,
+        `${written}: makes every path of ${upstream.pathPrefix} public, which the gateway writes as auth: none on upstream ${upstream.name}: write it there if meant`,
+      )
+      continue
+    }
+    const list = (own.publicPaths ??= [])
+    const same = list.find((entry) => entry.regex === regex)
+    if (same === undefined) list.push(method === undefined ? { regex } : { regex, methods: [method] })
+    else if (method === undefined) delete same.methods
+    else if (Array.isArray(same.methods) && !same.methods.includes(method)) same.methods = [...same.methods, method]
+  }
+}
+
+/**
+ * skip_auth_regex (every method) and skip_auth_routes (`METHOD=regex`, `METHOD!=regex` or a
+ * regex), parsed as oauth2-proxy's buildRoutesAllowlist does: split at the first `=` or `!=`, the
+ * method uppercased. `!=` (every path but the pattern's, for that method) has no place in the
+ * gateway, nor has a pattern the gateway refuses even anchored; each is its own line.
+ */
+function carrySkipAuth(name: string): Carry {
+  return (value, draft, options) => {
+    const from = options.get(name)?.from ?? name
+    const entries = isStringList(value) ? value : [text(value)]
+    for (const entry of entries) {
+      const split = name === 'skip-auth-route' ? /^(.*?)(!?=)(.*)$/s.exec(entry) : null
+      const method = split === null ? undefined : (split[1] ?? '').toUpperCase()
+      const pattern = split === null ? entry : (split[3] ?? '')
+      if (split?.[2] === '!=') {
+        draft.cannot(from, `${entry}: a route for every path but the pattern's (!=) has no place in upstreams[].publicPaths, which lists what is public`)
+        continue
+      }
+      const regex = anchoredRegex(pattern)
+      const problem = regexProblem(regex)
+      if (problem !== undefined) {
+        draft.cannot(from, `${entry}: ${REGEX_RULES}: as ${problem}`)
+        continue
+      }
+      addPublicRegex(draft, from, entry, regex, method === '' ? undefined : method)
+    }
+    return undefined
+  }
+}
+
 function alphaUpstreamProblem(upstream: AlphaUpstream): string | undefined {
   if (upstream.static === true) return 'a static response: the gateway only proxies'
   if (upstream.rewriteTarget !== undefined) return 'rewriteTarget: the gateway sends the request path unchanged'
@@ -448,9 +542,62 @@ function carryEmailsFile(value: OptionValue, _draft: Draft, options: OptionMap):
   return `put the file's addresses in upstreams[].allow.emails (${text(value)} is not read)`
 }
 
-function carryPassBasicAuth(value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
-  const password = options.get('basic-auth-password')
-  return flag(value) && password !== undefined && text(password.value) !== '' ? LEGACY_CREDENTIALS : undefined
+/**
+ * The legacy credentials of oauth2-proxy (pkg/apis/options/legacy_options.go, LegacyHeaders): on
+ * proxied requests, `pass_basic_auth` (true by default) sends `Authorization: Basic` when
+ * `basic_auth_password` is set, `pass_authorization_header` the ID token as Bearer,
+ * `pass_access_token` X-Forwarded-Access-Token; in the auth_request answer, `set_basic_auth` and
+ * `set_authorization_header` the same Authorization, `set_xauthrequest` with `pass_access_token`
+ * X-Auth-Request-Access-Token. The gateway's keys (docs/features/legacy-credentials.md) send each
+ * at every exit of the upstream, and one upstream's Authorization carries one credential
+ * (config/cross-key/legacy-credentials.ts): Basic and the ID token together (oauth2-proxy then
+ * adds two Authorization lines) are reported on each option, neither written.
+ */
+interface LegacyPlan {
+  /** Basic credentials, by the options that ask for them. */
+  readonly basic: readonly string[]
+  readonly idToken: readonly string[]
+  readonly conflict: boolean
+  readonly password: boolean
+}
+
+function legacyPlan(options: OptionMap): LegacyPlan {
+  const on = (name: string, byDefault = false): boolean => {
+    const option = options.get(name)
+    return option === undefined || option.value === '' ? byDefault : flag(option.value)
+  }
+  const password = text(options.get('basic-auth-password')?.value ?? '') !== ''
+  const basic = [
+    ...(on('pass-basic-auth', true) && password ? [options.get('pass-basic-auth') === undefined ? 'basic-auth-password' : 'pass-basic-auth'] : []),
+    ...(on('set-basic-auth') ? ['set-basic-auth'] : []),
+  ]
+  const idToken = ['pass-authorization-header', 'set-authorization-header'].filter((name) => on(name))
+  return { basic, idToken, conflict: basic.length > 0 && idToken.length > 0, password }
+}
+
+function carryLegacy(name: string): Carry {
+  return (_value, draft, options) => {
+    const plan = legacyPlan(options)
+    const fromOf = (n: string): string => options.get(n)?.from ?? n
+    if (plan.basic.includes(name) || plan.idToken.includes(name)) {
+      if (plan.conflict) {
+        const others = [...plan.basic, ...plan.idToken].filter((n) => n !== name).map(fromOf)
+        return `with ${others.join(', ')}: HTTP Basic and the ID token would both be Authorization (oauth2-proxy sends two Authorization lines), which carries one credential at the gateway: choose upstreams[].forwardBasicAuth or forwardIdToken`
+      }
+      if (plan.idToken.includes(name)) {
+        draft.shared.forwardIdToken = true
+        return undefined
+      }
+      if (!plan.password)
+        return 'without basic_auth_password oauth2-proxy answers HTTP Basic with an empty password, which the gateway never sends: write upstreams[].forwardBasicAuth with the password'
+      const user = options.get('prefer-email-to-user')
+      draft.shared.forwardBasicAuth = {
+        ...(user !== undefined && flag(user.value) ? { user: 'email' } : {}),
+        password: draft.secret(BASIC_AUTH_PASSWORD_VAR, 'the password the application expects in HTTP Basic (basic_auth_password)'),
+      }
+    }
+    return undefined
+  }
 }
 
 function carryPassUserHeaders(value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
@@ -597,8 +744,6 @@ export const MAPPINGS: readonly Mapping[] = [
   row('authenticated-emails-file', 'string', carryEmailsFile),
   row('allowed-group', 'list', carryAllowedGroups, 'allowed_groups'),
   row('whitelist-domain', 'list', carryWhitelist, 'whitelist_domains'),
-  cannot('skip-auth-regex', 'list', REGEX_RULES),
-  cannot('skip-auth-route', 'list', REGEX_RULES, 'skip_auth_routes'),
   row('skip-auth-preflight', 'bool', bool(['allowPreflight'], shared)),
   cannot('trusted-ip', 'list', 'the gateway admits no request by its address alone', 'trusted_ips'),
   cannot('api-route', 'list', 'the gateway decides per request: a page load is sent to sign in, any other request gets 401', 'api_routes'),
@@ -647,6 +792,9 @@ export const MAPPINGS: readonly Mapping[] = [
   // Upstreams and what they receive.
   row('upstream', 'list', carryUpstreams, 'upstreams'),
   row('alpha-upstreams', 'list', carryAlphaUpstreams, []),
+  // After the upstreams: each gets the public paths.
+  row('skip-auth-regex', 'list', carrySkipAuth('skip-auth-regex')),
+  row('skip-auth-route', 'list', carrySkipAuth('skip-auth-route'), 'skip_auth_routes'),
   row('alpha-inject-request-headers', 'list', carryRequestHeaders, []),
   row('alpha-inject-response-headers', 'list', carryResponseHeaders, []),
   cannot('alpha-proxy-raw-path', 'bool', 'the gateway normalizes the path before it routes and decides', []),
@@ -660,12 +808,16 @@ export const MAPPINGS: readonly Mapping[] = [
   always('ssl-upstream-insecure-skip-verify', 'bool', isFalse, NEVER_INSECURE),
   always('ssl-insecure-skip-verify', 'bool', isFalse, NEVER_INSECURE),
   row('pass-user-headers', 'bool', carryPassUserHeaders),
-  row('pass-basic-auth', 'bool', carryPassBasicAuth),
-  row('basic-auth-password', 'string', (v, _d, options) => (text(v) !== '' && !options.has('pass-basic-auth') ? LEGACY_CREDENTIALS : undefined)),
-  always('pass-access-token', 'bool', isFalse, LEGACY_CREDENTIALS),
-  always('pass-authorization-header', 'bool', isFalse, LEGACY_CREDENTIALS),
-  always('set-authorization-header', 'bool', isFalse, LEGACY_CREDENTIALS),
-  always('set-basic-auth', 'bool', isFalse, LEGACY_CREDENTIALS),
+  row('pass-basic-auth', 'bool', carryLegacy('pass-basic-auth')),
+  row('basic-auth-password', 'string', carryLegacy('basic-auth-password')),
+  row('pass-access-token', 'bool', (v, d) => {
+    if (flag(v)) d.shared.forwardAccessTokenHeader = true
+    return undefined
+  }),
+  row('pass-authorization-header', 'bool', carryLegacy('pass-authorization-header')),
+  row('set-authorization-header', 'bool', carryLegacy('set-authorization-header')),
+  row('set-basic-auth', 'bool', carryLegacy('set-basic-auth')),
+  // The gateway's forward-auth answer always carries X-Auth-Request-User, -Email, -Groups and -Preferred-Username.
   always('set-xauthrequest', 'bool', () => true, ''),
   always('skip-auth-strip-headers', 'bool', isTrue, "the gateway always removes a client's own identity headers"),
   cannot(

@@ -16,12 +16,14 @@ import { startEchoUpstream, type RecordedRequest } from '../fixtures/upstream.ts
 // the converter wrote it (its secrets from the environment), in front of the same echo upstream
 // and the same provider client, whose redirect URIs are the two origins' /oauth2/callback (the
 // converter keeps oauth2-proxy's callback path). The same user signs in at both, and what the
-// application receives is compared: the identity headers, and the access token where the
-// configuration passes it. `--public-url` gives the gateway its own origin beside oauth2-proxy's.
+// application receives is compared: the identity headers, the access token or HTTP Basic
+// credentials where the configuration passes them, and which anonymous requests its skip-auth
+// routes let through. `--public-url` gives the gateway its own origin beside oauth2-proxy's.
 
 const CLIENT_SECRET = 'import-client-secret-0123456789'
 // oauth2-proxy takes 16, 24 or 32 bytes, the gateway 32 or more: 32 suits both.
 const COOKIE_SECRET = 'import-cookie-secret-32-bytes!!!'
+const BASIC_AUTH_PASSWORD = 'import-basic-password'
 
 t.setTimeout(100_000)
 
@@ -30,7 +32,7 @@ t.teardown(() => upstream.close())
 const dir = mkdtempSync(join(tmpdir(), 'ogw-import-e2e-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 /** The origins of each scenario: oauth2-proxy's and the gateway's (reserved until it listens). */
-const SCENARIOS = 2
+const SCENARIOS = 3
 const pairs = await Promise.all(
   Array.from({ length: SCENARIOS }, async () => {
     const o2pPort = await freePort()
@@ -66,7 +68,11 @@ async function startGateway(t: Test, pair: Pair, yaml: string): Promise<void> {
   config.log = { level: 'silent' }
   const path = join(dir, `gateway-${pair.reservation.port}.yaml`)
   writeFileSync(path, stringify(config))
-  const live = await LiveGateway.start({ path, env: { OIDC_CLIENT_SECRET: CLIENT_SECRET, COOKIE_SECRET }, listening: pair.reservation.server })
+  const live = await LiveGateway.start({
+    path,
+    env: { OIDC_CLIENT_SECRET: CLIENT_SECRET, COOKIE_SECRET, BASIC_AUTH_PASSWORD },
+    listening: pair.reservation.server,
+  })
   pair.reservation.handOver()
   t.teardown(() => live.close(1000))
   await live.listen()
@@ -197,4 +203,67 @@ t.test('alpha configuration and flags: the access token as Bearer, the headers i
   t.strictSame(gw, o2p, 'the application receives the same identity and token form from both')
   t.equal(gw.authorization, 'Bearer <token>', 'the access token as Bearer')
   t.equal(gw['x-forwarded-groups'], 'admins,staff')
+})
+
+t.test('flags: skip-auth routes and regexes as public paths, the user as HTTP Basic', async (t) => {
+  const pair = pairs[2] as Pair
+  const { o2pOrigin, gwOrigin } = pair
+  const flags = [
+    '--provider=oidc',
+    `--oidc-issuer-url=${idp.issuer}`,
+    '--client-id=app',
+    `--client-secret=${CLIENT_SECRET}`,
+    `--cookie-secret=${COOKIE_SECRET}`,
+    '--cookie-secure=false',
+    '--email-domain=*',
+    `--redirect-url=${o2pOrigin}/oauth2/callback`,
+    `--upstream=${upstream.url}/`,
+    '--scope=openid email profile groups',
+    '--code-challenge-method=S256',
+    '--skip-provider-button',
+    '--skip-auth-route=GET=^/public/',
+    '--skip-auth-regex=/health$',
+    '--pass-basic-auth',
+    `--basic-auth-password=${BASIC_AUTH_PASSWORD}`,
+  ]
+  const converted = convert(pair, ['--', ...flags])
+  t.equal(converted.code, 0, converted.report)
+  t.notOk(converted.yaml.includes(BASIC_AUTH_PASSWORD), 'the Basic password is not copied')
+  t.match(converted.report, /^set BASIC_AUTH_PASSWORD: /m)
+  t.match(parse(converted.yaml), {
+    upstreams: [
+      { forwardBasicAuth: { password: '${BASIC_AUTH_PASSWORD}' }, publicPaths: [{ regex: '^.*/health$' }, { regex: '^/public/.*$', methods: ['GET'] }] },
+    ],
+  })
+  await startOAuth2Proxy(t, () => flags, pair.o2pPort)
+  await startGateway(t, pair, converted.yaml)
+
+  /** Whether an anonymous request reaches the application. */
+  const reaches = async (origin: string, method: string, path: string): Promise<boolean> => {
+    const before = upstream.requests.length
+    const response = await fetch(`${origin}${path}`, { method, redirect: 'manual' })
+    await response.arrayBuffer()
+    return upstream.requests.length > before
+  }
+  const cases: Array<[string, string, boolean]> = [
+    ['GET', '/public/page', true],
+    ['POST', '/public/page', false],
+    ['GET', '/publicity', false],
+    ['GET', '/x/health', true],
+    ['DELETE', '/api/health', true],
+    ['GET', '/health/x', false],
+    ['GET', '/deep/link', false],
+  ]
+  for (const [method, path, open] of cases) {
+    t.equal(await reaches(o2pOrigin, method, path), open, `oauth2-proxy: ${method} ${path}`)
+    t.equal(await reaches(gwOrigin, method, path), open, `gateway: ${method} ${path}, as oauth2-proxy`)
+  }
+  // The documented difference: a GET= route is public for HEAD at the gateway only.
+  t.equal(await reaches(o2pOrigin, 'HEAD', '/public/page'), false, 'oauth2-proxy: HEAD is not GET')
+  t.equal(await reaches(gwOrigin, 'HEAD', '/public/page'), true, 'gateway: GET also covers HEAD')
+
+  const o2p = received(await signedInRequest(o2pOrigin, 'alice'))
+  const gw = received(await signedInRequest(gwOrigin, 'alice'))
+  t.strictSame(gw, o2p, 'the application receives the same identity and Basic credentials from both')
+  t.equal(gw.authorization, `Basic ${Buffer.from(`alice:${BASIC_AUTH_PASSWORD}`).toString('base64')}`)
 })
