@@ -194,6 +194,14 @@ function carryGithubUsers(value: OptionValue, draft: Draft, options: OptionMap):
   return undefined
 }
 
+/** A row of an OpenID Connect key: with provider github, oauth2-proxy does not read it, and check refuses it on provider.github. */
+function oidcOnly(carry: Carry): Carry {
+  return (value, draft, options) =>
+    providerType(options) === 'github'
+      ? "not read by oauth2-proxy's GitHub provider, and OpenID Connect's: GitHub issues no ID token"
+      : carry(value, draft, options)
+}
+
 const GITHUB_ENDPOINTS = ['login-url', 'redeem-url', 'validate-url'] as const
 
 /**
@@ -698,14 +706,14 @@ const shared = (d: Draft): JsonObject => d.shared
 export const MAPPINGS: readonly Mapping[] = [
   // The provider.
   row('provider', 'string', carryProvider),
-  row('oidc-issuer-url', 'string', carryIssuer),
+  row('oidc-issuer-url', 'string', oidcOnly(carryIssuer)),
   row('client-id', 'string', str(['clientId'], provider)),
   row('client-secret', 'string', carryClientSecret),
   row('client-secret-file', 'string', carryClientSecret),
   row('scope', 'string', carryScope),
   row('code-challenge-method', 'string', carryCodeChallenge),
   row('force-code-challenge-method', 'string', carryCodeChallenge),
-  row('oidc-groups-claim', 'string', carryGroupsClaim),
+  row('oidc-groups-claim', 'string', oidcOnly(carryGroupsClaim)),
   always(
     'oidc-email-claim',
     'string',
@@ -722,10 +730,10 @@ export const MAPPINGS: readonly Mapping[] = [
     if (flag(v)) d.provider.userClaim = 'email'
     return undefined
   }),
-  row('oidc-extra-audience', 'list', carryExtraAudiences, 'oidc_extra_audiences'),
+  row('oidc-extra-audience', 'list', oidcOnly(carryExtraAudiences), 'oidc_extra_audiences'),
   always('oidc-audience-claim', 'list', (v) => strings(v).every((c) => c === 'aud'), 'the gateway checks the aud claim', 'oidc_audience_claims'),
-  row('oidc-enabled-signing-alg', 'list', carrySigningAlgs, 'oidc_enabled_signing_algs'),
-  row('auth-request-response-mode', 'string', carryResponseMode),
+  row('oidc-enabled-signing-alg', 'list', oidcOnly(carrySigningAlgs), 'oidc_enabled_signing_algs'),
+  row('auth-request-response-mode', 'string', oidcOnly(carryResponseMode)),
   row('redirect-url', 'string', carryRedirectUrl),
   row('proxy-prefix', 'string', carryProxyPrefix),
   cannot('acr-values', 'string', 'the gateway asks for acr values per path with upstreams[].rules step-up, not on every sign-in'),

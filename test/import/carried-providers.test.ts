@@ -179,6 +179,26 @@ const CASES: Record<string, Case> = {
       "validate_url: the gateway's GitHub provider uses <issuer>/login/oauth/authorize, <issuer>/login/oauth/access_token and <issuer>/api/v3",
     ],
   },
+  'github: OpenID Connect options, which oauth2-proxy does not read for GitHub': {
+    own: [
+      PROVIDER('github'),
+      'oidc_issuer_url = "https://idp.example.com"',
+      'oidc_groups_claim = "roles"',
+      'oidc_extra_audiences = ["api"]',
+      'oidc_enabled_signing_algs = ["RS256"]',
+      'auth_request_response_mode = "form_post"',
+    ].join('\n'),
+    code: 1,
+    expect: { provider: { issuer: 'https://github.com', github: {} } },
+    absent: ['provider.groupsClaim', 'provider.audiences', 'provider.idTokenAlgorithms', 'provider.responseMode'],
+    report: [
+      "oidc_issuer_url: not read by oauth2-proxy's GitHub provider",
+      "oidc_groups_claim: not read by oauth2-proxy's GitHub provider",
+      "oidc_extra_audiences: not read by oauth2-proxy's GitHub provider",
+      "oidc_enabled_signing_algs: not read by oauth2-proxy's GitHub provider",
+      "auth_request_response_mode: not read by oauth2-proxy's GitHub provider",
+    ],
+  },
   'github options with another provider': {
     own: [PROVIDER('oidc'), 'oidc_issuer_url = "https://idp.example.com"', 'github_org = "acme"', 'github_users = ["octocat"]'].join('\n'),
     code: 1,
