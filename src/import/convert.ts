@@ -18,6 +18,8 @@ export interface Conversion {
   /** Each `${VAR}` of it and what to set it to. */
   readonly variables: ReadonlyMap<string, string>
   readonly lost: readonly Lost[]
+  /** What must hold where the result runs (a file it names). */
+  readonly notes: readonly string[]
 }
 
 /** oauth2-proxy's callback path under its proxy prefix (`/oauth2` by default): `<prefix>/callback`. */
@@ -81,5 +83,5 @@ export function convert(options: OptionMap, extra: ConvertOptions = {}): Convers
   if (Object.keys(draft.session).length > 0) config.session = draft.session
   if (Object.keys(draft.redirects).length > 0) config.redirects = draft.redirects
   config.upstreams = draft.upstreamList()
-  return { config, variables: draft.variables, lost: draft.lost }
+  return { config, variables: draft.variables, lost: draft.lost, notes: draft.notes }
 }

@@ -33,11 +33,17 @@ export class Draft {
   /** `${VAR}` references in the output: each variable and what to set it to. */
   readonly variables = new Map<string, string>()
   readonly lost: Lost[] = []
+  /** What must hold where the result runs (a file it names), reported as `needs: ...` lines. */
+  readonly notes: string[] = []
 
   /** A `${name}` reference for a secret, the variable listed with `what` it must hold. */
   secret(name: string, what: string): string {
     if (!this.variables.has(name)) this.variables.set(name, what)
     return `\${${name}}`
+  }
+
+  note(text: string): void {
+    if (!this.notes.includes(text)) this.notes.push(text)
   }
 
   cannot(from: string, reason: string): void {

@@ -37,9 +37,11 @@ const DISCOVERY_ONLY = "the gateway reads the provider's endpoints and keys from
 const LOGGING = 'the gateway logs one JSON line per request (pino), set with log.level'
 const NO_TLS_LISTENER = 'the gateway serves plain HTTP: terminate TLS in front of it'
 const NEVER_INSECURE = 'the gateway never skips TLS verification: trust a private CA with NODE_EXTRA_CA_CERTS'
-const GITHUB = 'GitHub is not an OpenID provider, and the gateway speaks OpenID Connect only'
-const GROUP_SOURCE = "the gateway reads groups from the ID token or UserInfo only, not from this provider's API"
-const PLAIN_OAUTH = 'not an OpenID provider: the gateway speaks OpenID Connect only'
+/** A provider-specific option given with another provider: oauth2-proxy reads it with its own provider only. */
+const GITHUB = 'read by oauth2-proxy with provider = "github" only'
+const GROUP_SOURCE =
+  "the gateway reads Google groups with a service account's JSON key and domain-wide delegation only (provider.claimSources.googleGroups: serviceAccountKeyFile or serviceAccountKeyEnv)"
+const PLAIN_OAUTH = 'not an OpenID provider: the gateway speaks OpenID Connect only (and GitHub, with provider.github)'
 const LEGACY_CREDENTIALS =
   'write it by hand as upstreams[].forwardBasicAuth (HTTP Basic), forwardIdToken (the ID token as Bearer) or forwardAccessTokenHeader (X-Forwarded-Access-Token)'
 const REGEX_RULES = 'the gateway matches public paths with anchored regular expressions (upstreams[].publicPaths) it can run in linear time'
@@ -116,11 +118,186 @@ const OIDC_PROVIDERS: Readonly<Record<string, string | undefined>> = {
   gitlab: 'https://gitlab.com',
 }
 
+/** oauth2-proxy's provider type (`google` when none is named, as in pkg/apis/options/legacy_options.go). */
+function providerType(options: OptionMap): string {
+  const given = options.get('provider')
+  return given === undefined ? 'google' : text(given.value).toLowerCase()
+}
+
 function carryProvider(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
   const type = text(value).toLowerCase()
-  if (!(type in OIDC_PROVIDERS)) return type === 'github' ? GITHUB : `provider ${type}: ${PLAIN_OAUTH}`
+  if (type === 'github') {
+    // The gateway's GitHub provider (docs/providers/github.md); its issuer is GitHub's, or a
+    // GitHub Enterprise Server's read from login_url/redeem_url/validate_url by their rows. The
+    // user header is the login, as oauth2-proxy's GitHub provider sets it (not the numeric id).
+    draft.provider.issuer = 'https://github.com'
+    draft.provider.userClaim = 'preferred_username'
+    draft.provider.github = {}
+    return undefined
+  }
+  if (!(type in OIDC_PROVIDERS)) return `provider ${type}: ${PLAIN_OAUTH}`
   const known = OIDC_PROVIDERS[type]
   if (options.get('oidc-issuer-url') === undefined && known !== undefined) draft.provider.issuer = known
+  return undefined
+}
+
+// --- GitHub (oauth2-proxy's providers/github.go, v7.15) -------------------------------------------
+//
+// oauth2-proxy admits a user listed in github_users outright; otherwise, with github_org, a member
+// of the organization, or with github_team too, of one of those teams of it (slugs, compared
+// without case); only without github_org does github_repo count (push access, or pull on a
+// private repository, asked with the user's token; with github_token, GitHub's collaborator check
+// asked with that owner's token). The gateway's provider.github admits on any entry of any list.
+
+/** The `provider.github` block (created by the provider row). */
+function github(draft: Draft): JsonObject {
+  const block = draft.provider.github
+  if (typeof block === 'object' && block !== null && !Array.isArray(block)) return block
+  const created: JsonObject = {}
+  draft.provider.github = created
+  return created
+}
+
+function carryGithubOrg(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'github') return GITHUB
+  // With github_team, the org only scopes the teams (their row writes org/team).
+  if (!options.has('github-team')) github(draft).organizations = [text(value).trim()]
+  return undefined
+}
+
+function carryGithubTeam(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'github') return GITHUB
+  const org = options.get('github-org')
+  if (org === undefined || text(org.value).trim() === '')
+    return 'oauth2-proxy reads github_team only with github_org (team slugs of that organization), which is not set'
+  // oauth2-proxy's teams are slugs within github_org; the gateway's are org/team-slug.
+  github(draft).teams = strings(value).map((slug) => `${text(org.value).trim()}/${slug}`)
+  return undefined
+}
+
+function carryGithubRepo(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'github') return GITHUB
+  if (options.has('github-org')) {
+    return "oauth2-proxy ignores github_repo when github_org is set (the organization alone decides); carrying it would also admit the repository's users"
+  }
+  github(draft).repositories = [text(value).trim()]
+  return undefined
+}
+
+function carryGithubToken(_value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'github') return GITHUB
+  // oauth2-proxy asks with it only for github_repo without github_org.
+  if (!options.has('github-repo') || options.has('github-org')) return undefined
+  return "the gateway has no owner's token: github.repositories asks GitHub with the user's own token (push access, or read access to a private repository), where oauth2-proxy's collaborator check also admits a read-only collaborator of a public repository"
+}
+
+function carryGithubUsers(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'github') return GITHUB
+  github(draft).users = strings(value)
+  return undefined
+}
+
+/** A row of an OpenID Connect key: with provider github, oauth2-proxy does not read it, and check refuses it on provider.github. */
+function oidcOnly(carry: Carry): Carry {
+  return (value, draft, options) =>
+    providerType(options) === 'github'
+      ? "not read by oauth2-proxy's GitHub provider, and OpenID Connect's: GitHub issues no ID token"
+      : carry(value, draft, options)
+}
+
+const GITHUB_ENDPOINTS = ['login-url', 'redeem-url', 'validate-url'] as const
+
+/**
+ * The issuer a GitHub endpoint of oauth2-proxy implies: the gateway's GitHub provider signs in at
+ * `<issuer>/login/oauth/authorize` and `<issuer>/login/oauth/access_token` and reads the REST API
+ * at `<issuer>/api/v3` (https://api.github.com for https://github.com), as GitHub Enterprise
+ * Server serves them.
+ */
+function githubIssuerOf(endpoint: (typeof GITHUB_ENDPOINTS)[number], raw: string): string | undefined {
+  if (!URL.canParse(raw)) return undefined
+  const url = new URL(raw)
+  if (!/^https?:$/.test(url.protocol) || url.search !== '') return undefined
+  const path = url.pathname.replace(/\/+$/, '')
+  if (endpoint === 'login-url') return path === '/login/oauth/authorize' ? url.origin : undefined
+  if (endpoint === 'redeem-url') return path === '/login/oauth/access_token' ? url.origin : undefined
+  if (url.origin === 'https://api.github.com') return path === '' ? 'https://github.com' : undefined
+  return path === '/api/v3' ? url.origin : undefined
+}
+
+function carryGithubEndpoint(endpoint: (typeof GITHUB_ENDPOINTS)[number]): Carry {
+  return (value, draft, options) => {
+    if (providerType(options) !== 'github') return DISCOVERY_ONLY
+    const issuer = githubIssuerOf(endpoint, text(value))
+    if (issuer === undefined) {
+      return `the gateway's GitHub provider uses <issuer>/login/oauth/authorize, <issuer>/login/oauth/access_token and <issuer>/api/v3 (https://api.github.com for https://github.com): ${text(value)} is none of them`
+    }
+    const others = GITHUB_ENDPOINTS.filter((e) => {
+      const other = e === endpoint ? undefined : options.get(e)
+      const implied = other === undefined ? undefined : githubIssuerOf(e, text(other.value))
+      return implied !== undefined && implied !== issuer
+    })
+    if (others.length > 0) return `names another GitHub server than ${others.map((e) => e.replace('-', '_')).join(' and ')}`
+    draft.provider.issuer = issuer
+    if (issuer.startsWith('http://')) draft.provider.allowInsecureHttp = true
+    return undefined
+  }
+}
+
+// --- GitLab (oauth2-proxy's providers/gitlab.go) and Google (providers/google.go) groups ----------
+
+/** Adds to upstreams[].allow.groups (oauth2-proxy's allowed groups are one set: any of them admits). */
+function addAllowedGroups(draft: Draft, groups: readonly string[]): void {
+  const allow = draft.shared.allow
+  const had = typeof allow === 'object' && allow !== null && !Array.isArray(allow) && Array.isArray(allow.groups) ? allow.groups : []
+  Draft.set(draft.shared, ['allow', 'groups'], [...new Set([...had.filter((g): g is string => typeof g === 'string'), ...groups])])
+}
+
+function carryGitlabGroups(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'gitlab') return 'read by oauth2-proxy with provider = "gitlab" only'
+  // GitLab's UserInfo `groups` (with the groups inherited from parents), as oauth2-proxy reads them.
+  Draft.set(draft.provider, ['claimSources', 'userInfo'], true)
+  addAllowedGroups(draft, strings(value))
+  return undefined
+}
+
+function carryGitlabProjects(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'gitlab') return 'read by oauth2-proxy with provider = "gitlab" only'
+  const specs = strings(value)
+  Draft.set(draft.provider, ['claimSources', 'gitlabProjects'], specs)
+  addAllowedGroups(
+    draft,
+    specs.map((spec) => `project:${spec.replace(/=[^=]*$/, '')}`),
+  )
+  // The projects API needs read_api; oauth2-proxy adds it to its scope, the gateway asks for what it is told.
+  const scopes = Array.isArray(draft.provider.scopes) ? draft.provider.scopes.filter((s): s is string => typeof s === 'string') : ['openid', 'profile', 'email']
+  if (!scopes.includes('read_api')) draft.provider.scopes = [...scopes, 'read_api']
+  return undefined
+}
+
+function carryGoogleGroups(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'google') return 'read by oauth2-proxy with provider = "google" only'
+  // Written even when the groups cannot be read: an allow.groups no session meets admits nobody (never open).
+  addAllowedGroups(draft, strings(value))
+  if (options.has('google-admin-email') && options.has('google-service-account-json')) return undefined
+  return `the groups are read with provider.claimSources.googleGroups, which needs google_admin_email and google_service_account_json: allow.groups is written, and until googleGroups is set it admits nobody`
+}
+
+function carryGoogleAdminEmail(_value: OptionValue, _draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'google') return 'read by oauth2-proxy with provider = "google" only'
+  // Written with the key by the google_service_account_json row.
+  return options.has('google-service-account-json') ? undefined : `${GROUP_SOURCE}, which google_service_account_json names and is not set`
+}
+
+function carryGoogleServiceAccount(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) !== 'google') return 'read by oauth2-proxy with provider = "google" only'
+  const admin = options.get('google-admin-email')
+  if (admin === undefined)
+    return 'provider.claimSources.googleGroups needs the administrator the service account acts as (google_admin_email), which is not set'
+  const file = text(value)
+  Draft.set(draft.provider, ['claimSources', 'googleGroups'], { adminEmail: text(admin.value), serviceAccountKeyFile: file })
+  draft.note(
+    `provider.claimSources.googleGroups.serviceAccountKeyFile: ${file} must exist, readable by the gateway, where check and the gateway run (check reads the key)`,
+  )
   return undefined
 }
 
@@ -131,7 +308,22 @@ function carryIssuer(value: OptionValue, draft: Draft): string | undefined {
   return undefined
 }
 
-function carryScope(value: OptionValue, draft: Draft): string | undefined {
+function carryScope(value: OptionValue, draft: Draft, options: OptionMap): string | undefined {
+  if (providerType(options) === 'github') {
+    // GitHub's OAuth app scopes (oauth2-proxy's default for it is user:email read:org).
+    Draft.set(
+      draft.provider,
+      ['github', 'scopes'],
+      [
+        ...new Set(
+          text(value)
+            .split(/\s+/)
+            .filter((s) => s !== ''),
+        ),
+      ],
+    )
+    return undefined
+  }
   const scopes = [
     ...new Set(
       text(value)
@@ -510,7 +702,7 @@ function carryResponseHeaders(value: OptionValue, draft: Draft): string | undefi
 }
 
 function carryAllowedGroups(value: OptionValue, draft: Draft): string | undefined {
-  Draft.set(draft.shared, ['allow', 'groups'], strings(value))
+  addAllowedGroups(draft, strings(value))
   return undefined
 }
 
@@ -661,14 +853,14 @@ const shared = (d: Draft): JsonObject => d.shared
 export const MAPPINGS: readonly Mapping[] = [
   // The provider.
   row('provider', 'string', carryProvider),
-  row('oidc-issuer-url', 'string', carryIssuer),
+  row('oidc-issuer-url', 'string', oidcOnly(carryIssuer)),
   row('client-id', 'string', str(['clientId'], provider)),
   row('client-secret', 'string', carryClientSecret),
   row('client-secret-file', 'string', carryClientSecret),
   row('scope', 'string', carryScope),
   row('code-challenge-method', 'string', carryCodeChallenge),
   row('force-code-challenge-method', 'string', carryCodeChallenge),
-  row('oidc-groups-claim', 'string', carryGroupsClaim),
+  row('oidc-groups-claim', 'string', oidcOnly(carryGroupsClaim)),
   always(
     'oidc-email-claim',
     'string',
@@ -685,10 +877,10 @@ export const MAPPINGS: readonly Mapping[] = [
     if (flag(v)) d.provider.userClaim = 'email'
     return undefined
   }),
-  row('oidc-extra-audience', 'list', carryExtraAudiences, 'oidc_extra_audiences'),
+  row('oidc-extra-audience', 'list', oidcOnly(carryExtraAudiences), 'oidc_extra_audiences'),
   always('oidc-audience-claim', 'list', (v) => strings(v).every((c) => c === 'aud'), 'the gateway checks the aud claim', 'oidc_audience_claims'),
-  row('oidc-enabled-signing-alg', 'list', carrySigningAlgs, 'oidc_enabled_signing_algs'),
-  row('auth-request-response-mode', 'string', carryResponseMode),
+  row('oidc-enabled-signing-alg', 'list', oidcOnly(carrySigningAlgs), 'oidc_enabled_signing_algs'),
+  row('auth-request-response-mode', 'string', oidcOnly(carryResponseMode)),
   row('redirect-url', 'string', carryRedirectUrl),
   row('proxy-prefix', 'string', carryProxyPrefix),
   cannot('acr-values', 'string', 'the gateway asks for acr values per path with upstreams[].rules step-up, not on every sign-in'),
@@ -700,10 +892,10 @@ export const MAPPINGS: readonly Mapping[] = [
   cannot('skip-oidc-discovery', 'bool', DISCOVERY_ONLY),
   cannot('oidc-jwks-url', 'string', DISCOVERY_ONLY),
   cannot('oidc-public-key-file', 'list', DISCOVERY_ONLY, 'oidc_public_key_files'),
-  cannot('login-url', 'string', DISCOVERY_ONLY),
-  cannot('redeem-url', 'string', DISCOVERY_ONLY),
+  row('login-url', 'string', carryGithubEndpoint('login-url')),
+  row('redeem-url', 'string', carryGithubEndpoint('redeem-url')),
   cannot('profile-url', 'string', DISCOVERY_ONLY),
-  cannot('validate-url', 'string', DISCOVERY_ONLY),
+  row('validate-url', 'string', carryGithubEndpoint('validate-url')),
   cannot('skip-claims-from-profile-url', 'bool', 'the gateway asks UserInfo only with provider.claimSources.userInfo'),
   cannot('backend-logout-url', 'string', "sign-out goes to the end_session_endpoint of the provider's discovery document"),
   cannot('resource', 'string', 'the gateway sends no resource parameter at sign-in'),
@@ -719,20 +911,30 @@ export const MAPPINGS: readonly Mapping[] = [
   cannot('azure-graph-group-field', 'string', 'Entra ID groups beyond the token come from provider.claimSources (graph group overage), by id'),
   cannot('entra-id-allowed-tenant', 'list', 'one issuer per provider: a multi-tenant app is a provider per tenant', 'entra_id_allowed_tenants'),
   cannot('entra-id-federated-token-auth', 'bool', 'the gateway authenticates with a client secret or private_key_jwt'),
-  cannot('github-org', 'string', GITHUB),
-  cannot('github-team', 'string', GITHUB),
-  cannot('github-repo', 'string', GITHUB),
-  cannot('github-token', 'string', GITHUB),
-  cannot('github-user', 'list', GITHUB, 'github_users'),
-  cannot('gitlab-group', 'list', GROUP_SOURCE, 'gitlab_groups'),
-  cannot('gitlab-project', 'list', GROUP_SOURCE, 'gitlab_projects'),
-  cannot('google-group', 'list', GROUP_SOURCE, ['google_groups', 'google_group']),
-  cannot('google-admin-email', 'string', GROUP_SOURCE),
-  cannot('google-service-account-json', 'string', GROUP_SOURCE),
-  cannot('google-use-application-default-credentials', 'bool', GROUP_SOURCE),
-  cannot('google-target-principal', 'string', GROUP_SOURCE),
-  cannot('google-use-organization-id', 'bool', GROUP_SOURCE),
-  cannot('google-admin-api-user-scope', 'string', GROUP_SOURCE),
+  row('github-org', 'string', carryGithubOrg),
+  row('github-team', 'string', carryGithubTeam),
+  row('github-repo', 'string', carryGithubRepo),
+  row('github-token', 'string', carryGithubToken),
+  row('github-user', 'list', carryGithubUsers, 'github_users'),
+  row('gitlab-group', 'list', carryGitlabGroups, 'gitlab_groups'),
+  row('gitlab-project', 'list', carryGitlabProjects, 'gitlab_projects'),
+  row('google-group', 'list', carryGoogleGroups, ['google_groups', 'google_group']),
+  row('google-admin-email', 'string', carryGoogleAdminEmail),
+  row('google-service-account-json', 'string', carryGoogleServiceAccount),
+  always('google-use-application-default-credentials', 'bool', isFalse, `${GROUP_SOURCE}, not Application Default Credentials`),
+  cannot('google-target-principal', 'string', `${GROUP_SOURCE}: it impersonates no other service account`),
+  always(
+    'google-use-organization-id',
+    'bool',
+    isFalse,
+    "the gateway reads groups from the Directory, not the user's organization id (preferred_username stays Google's)",
+  ),
+  always(
+    'google-admin-api-user-scope',
+    'string',
+    (v) => text(v) === 'https://www.googleapis.com/auth/admin.directory.group.readonly',
+    'the gateway asks the Directory for the scope https://www.googleapis.com/auth/admin.directory.group.readonly alone',
+  ),
   cannot('bitbucket-team', 'string', `Bitbucket is ${PLAIN_OAUTH.slice(4)}`),
   cannot('bitbucket-repository', 'string', `Bitbucket is ${PLAIN_OAUTH.slice(4)}`),
   cannot('jwt-key', 'string', `login.gov's private_key_jwt key: set provider.clientAuthMethod: private_key_jwt and provider.clientKey`),

@@ -16,13 +16,18 @@ export function renderYaml(conversion: Conversion, sources: readonly string[]): 
     lines.push(' Secrets come from the environment:')
     for (const [name, what] of conversion.variables) lines.push(`   ${name}: ${what}`)
   }
+  for (const note of conversion.notes) lines.push(` Needs: ${note}`)
   if (conversion.lost.length > 0)
     lines.push(` ${conversion.lost.length} setting${conversion.lost.length === 1 ? ' was' : 's were'} not carried: see the converter's report.`)
   doc.commentBefore = lines.join('\n')
   return doc.toString({ lineWidth: 0 })
 }
 
-/** The report's lines: `set NAME: ...` for each variable, `not carried: <where>: <why>` for each setting. */
+/** The report's lines: `set NAME: ...` for each variable, `needs: ...` for each file it names, `not carried: <where>: <why>` for each setting. */
 export function reportLines(conversion: Conversion): string[] {
-  return [...[...conversion.variables].map(([name, what]) => `set ${name}: ${what}`), ...conversion.lost.map((l) => `not carried: ${l.from}: ${l.reason}`)]
+  return [
+    ...[...conversion.variables].map(([name, what]) => `set ${name}: ${what}`),
+    ...conversion.notes.map((note) => `needs: ${note}`),
+    ...conversion.lost.map((l) => `not carried: ${l.from}: ${l.reason}`),
+  ]
 }
