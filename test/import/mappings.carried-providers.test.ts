@@ -11,6 +11,8 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse } from 'yaml'
 import { runImport } from '#src/import/command'
+import { Draft } from '#src/import/draft'
+import { MAPPINGS } from '#src/import/mappings'
 import { cli } from '../fixtures/cli.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'ogw-import-providers-'))
@@ -350,4 +352,12 @@ t.test('google: a key file that does not exist where the converter runs is refus
   t.equal(result.code, 2)
   t.match(result.stderr, 'the converted configuration would not pass check:')
   t.match(result.stderr, /provider\.claimSources\.googleGroups\.serviceAccountKeyFile: \S+no-such-key\.json cannot be read \(ENOENT\)/)
+})
+
+t.test('Bitbucket and the legacy keycloak provider are said to be no OpenID providers', async (t) => {
+  for (const name of ['bitbucket-team', 'bitbucket-repository', 'keycloak-group']) {
+    const mapping = MAPPINGS.find((m) => m.flag === name)
+    t.ok(mapping, name)
+    t.match(mapping?.carry('x', new Draft(), new Map()), /is not an OpenID provider/, name)
+  }
 })
