@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs'
+import type { KeyObject } from 'node:crypto'
 import * as jose from 'jose'
 import { GatewayError } from '../contract/errors.js'
 import type { Clock } from '../lib/clock.js'
+import { describeFsError } from '../lib/fs-errors.js'
+import { isInlineKey, type ParsedKey, parsePrivateKey, PrivateKeyError } from '../keys/private-key.js'
 import type { GoogleGroupsConfig } from '../options/types.js'
 import { apiCall, type ApiAnswer, isRecord, jsonOf } from './group-api.js'
 
@@ -59,7 +62,8 @@ const RATE_LIMIT_REASONS: ReadonlySet<string> = new Set(['userRateLimitExceeded'
 /** What the gateway reads of a service account's JSON key ("Create and delete service account keys", https://cloud.google.com/iam/docs/keys-create-delete). */
 export interface ServiceAccount {
   clientEmail: string
-  privateKey: string
+  /** Its RSA key, parsed once (keys/private-key.ts); Google signs service account assertions with RS256 only. */
+  privateKey: KeyObject
   privateKeyId: string | undefined
 }
 
@@ -69,10 +73,20 @@ export function parseServiceAccount(text: string): ServiceAccount | string {
   if (!isRecord(parsed)) return 'is not JSON: expected the JSON key Google gives for a service account'
   if (parsed.type !== 'service_account') return 'is not a service account key ("type" must be "service_account")'
   if (typeof parsed.client_email !== 'string' || parsed.client_email === '') return 'has no client_email'
-  if (typeof parsed.private_key !== 'string' || !parsed.private_key.includes('-----BEGIN PRIVATE KEY-----')) return 'has no PKCS#8 private_key'
+  if (typeof parsed.private_key !== 'string') return 'has no private_key'
+  // parsePrivateKey reads a value that looks like a path as a file: a key document names none.
+  if (!isInlineKey(parsed.private_key)) return 'has a private_key that is not a key (Google writes the PEM text there)'
+  let key: ParsedKey
+  try {
+    key = parsePrivateKey(parsed.private_key)
+  } catch (err) {
+    if (err instanceof PrivateKeyError) return `has a private_key that ${err.message}`
+    throw err
+  }
+  if (key.kind !== 'rsa') return 'has a private_key that is not an RSA key (Google signs service account assertions with RS256)'
   return {
     clientEmail: parsed.client_email,
-    privateKey: parsed.private_key,
+    privateKey: key.key,
     privateKeyId: typeof parsed.private_key_id === 'string' ? parsed.private_key_id : undefined,
   }
 }
@@ -90,7 +104,7 @@ export function serviceAccountText(
   try {
     return readFileSync(config.serviceAccountKeyFile, 'utf8')
   } catch (err) {
-    return { why: `${config.serviceAccountKeyFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
+    return { why: `${config.serviceAccountKeyFile} cannot be read (${describeFsError(err)})` }
   }
 }
 
@@ -114,7 +128,6 @@ export class GoogleGroups {
   readonly #account: ServiceAccount
   readonly #timeoutMs: number
   readonly #clock: Clock
-  #key: Promise<jose.CryptoKey> | undefined
   /** The one cached service token, or the request for it in flight. */
   #token: Promise<ServiceToken> | undefined
 
@@ -182,11 +195,6 @@ export class GoogleGroups {
   async #requestToken(): Promise<ServiceToken> {
     // Google judges iat and exp by real time, not by the gateway's clock (lib/clock.ts).
     const now = Math.floor(Date.now() / 1000)
-    this.#key ??= jose.importPKCS8(this.#account.privateKey, 'RS256')
-    const key = await this.#key.catch((err: unknown) => {
-      this.#key = undefined
-      throw googleFailure("the service account's private_key cannot be used (RS256)", err)
-    })
     const assertion = await new jose.SignJWT({ scope: DIRECTORY_GROUP_SCOPE })
       .setProtectedHeader({ alg: 'RS256', typ: 'JWT', ...(this.#account.privateKeyId === undefined ? {} : { kid: this.#account.privateKeyId }) })
       .setIssuer(this.#account.clientEmail)
@@ -194,7 +202,7 @@ export class GoogleGroups {
       .setAudience(this.#config.tokenUrl)
       .setIssuedAt(now)
       .setExpirationTime(now + ASSERTION_LIFETIME_SECONDS)
-      .sign(key)
+      .sign(this.#account.privateKey)
     const answer = await apiCall({
       url: this.#config.tokenUrl,
       method: 'POST',

@@ -65,9 +65,10 @@ t.test('key files readable by others are named by key; private ones are not', as
 })
 
 t.test("a Google service account's key file readable by others is named by its key", async (t) => {
+  const rsaPem = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()
   const write = (name: string, mode: number): string => {
     const path = join(dir, name)
-    writeFileSync(path, JSON.stringify({ type: 'service_account', client_email: 'sa@p.iam.gserviceaccount.com', private_key_id: 'k1', private_key: pem() }))
+    writeFileSync(path, JSON.stringify({ type: 'service_account', client_email: 'sa@p.iam.gserviceaccount.com', private_key_id: 'k1', private_key: rsaPem }))
     chmodSync(path, mode)
     return path
   }

@@ -351,7 +351,7 @@ t.test('google: a key file that does not exist where the converter runs is refus
   )
   t.equal(result.code, 2)
   t.match(result.stderr, 'the converted configuration would not pass check:')
-  t.match(result.stderr, /provider\.claimSources\.googleGroups\.serviceAccountKeyFile: \S+no-such-key\.json cannot be read \(ENOENT\)/)
+  t.match(result.stderr, /provider\.claimSources\.googleGroups\.serviceAccountKeyFile: \S+no-such-key\.json cannot be read \(no such file\)/)
 })
 
 t.test('Bitbucket and the legacy keycloak provider are said to be no OpenID providers', async (t) => {

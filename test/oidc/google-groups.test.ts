@@ -165,11 +165,23 @@ t.test('verdicts', async (t) => {
   t.type(parseServiceAccount('{"type":"service_account","client_email":"a@b.c"}'), 'string', 'no private key')
   const { privateKey } = await jose.generateKeyPair('RS256', { extractable: true })
   const pem = await jose.exportPKCS8(privateKey)
-  t.strictSame(parseServiceAccount(JSON.stringify({ type: 'service_account', client_email: 'a@b.c', private_key: pem })), {
-    clientEmail: 'a@b.c',
-    privateKey: pem,
-    privateKeyId: undefined,
-  })
+  const account = parseServiceAccount(JSON.stringify({ type: 'service_account', client_email: 'a@b.c', private_key: pem }))
+  t.match(account, { clientEmail: 'a@b.c', privateKeyId: undefined })
+  t.equal(typeof account === 'string' ? undefined : account.privateKey.asymmetricKeyType, 'rsa', 'the key parsed once')
+  t.match(parseServiceAccount(JSON.stringify({ type: 'service_account', client_email: 'a@b.c', private_key: 'not a key' })), /private_key that is not a key/)
+  t.match(
+    parseServiceAccount(
+      JSON.stringify({ type: 'service_account', client_email: 'a@b.c', private_key: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n' }),
+    ),
+    /private_key that is not a readable private key/,
+    'a broken PEM',
+  )
+  const ec = await jose.exportPKCS8((await jose.generateKeyPair('ES256', { extractable: true })).privateKey)
+  t.match(
+    parseServiceAccount(JSON.stringify({ type: 'service_account', client_email: 'a@b.c', private_key: ec })),
+    /not an RSA key/,
+    'an EC key cannot sign RS256',
+  )
   t.equal(
     groupsListUrl('https://admin.googleapis.com/', 'ada+x@example.com', 'tok/en'),
     'https://admin.googleapis.com/admin/directory/v1/groups?userKey=ada%2Bx%40example.com&maxResults=200&pageToken=tok%2Fen',

@@ -74,7 +74,7 @@ t.test('a key written in the configuration is refused, naming the key', async (t
 t.test('the key must be there and be a service account key', async (t) => {
   t.strictSame(problems(sources(google({ serviceAccountKeyEnv: 'GOOGLE_SA' }))), ['provider.claimSources.googleGroups.serviceAccountKeyEnv: environment variable GOOGLE_SA is not set'])
   t.strictSame(problems(sources(google({ serviceAccountKeyFile: join(dir, 'missing.json') }))), [
-    `provider.claimSources.googleGroups.serviceAccountKeyFile: ${join(dir, 'missing.json')} cannot be read (ENOENT)`,
+    `provider.claimSources.googleGroups.serviceAccountKeyFile: ${join(dir, 'missing.json')} cannot be read (no such file)`,
   ])
   t.strictSame(problems(sources(google({ serviceAccountKeyFile: notAKey }))), [
     'provider.claimSources.googleGroups.serviceAccountKeyFile: names a key that is not a service account key ("type" must be "service_account")',
